@@ -1,0 +1,1 @@
+//! Safe RAII wrappers over one shared IREE runtime.

@@ -1,0 +1,1 @@
+//! Raw IREE bindings.

@@ -1,0 +1,2 @@
+//! Bounded multi-signature JIT cache policy.
+#![forbid(unsafe_code)]

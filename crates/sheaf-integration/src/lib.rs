@@ -1,0 +1,1 @@
+//! The JIT runtime that Sheaf calls.
