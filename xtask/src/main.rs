@@ -1,1 +1,60 @@
-fn main() {}
+//! Project automation, run as `cargo xtask <command>`.
+//!
+//! One module per command; shared plumbing (paths, tools, the IREE source,
+//! the install manifest) lives in its own module. Every long step prints what
+//! it does and how long it took.
+
+mod bindings;
+mod build_iree;
+mod manifest;
+mod process;
+mod source;
+mod test;
+mod tools;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: cargo xtask <command> [options]
+
+commands:
+  build-iree [--source DIR] [--drivers LIST] [--force]
+      Install the tools (CMake, Ninja, libclang, iree-base-compiler) into
+      target/venv, build the IREE runtime from source in Release and install
+      it under target/iree/. LIST is comma separated, default
+      `local-sync,local-task`; add `cuda` where CUDA headers exist.
+      IREE_SOURCE_DIR is the same as --source.
+  bindgen [--check]
+      Regenerate crates/iree-sys/src/bindings.rs from the installed headers;
+      with --check, fail if the committed file is stale.
+  test
+      Ensure IREE is built, check the bindings, run the workspace tests and
+      the miri tests.
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((command, rest)) = args.split_first() else {
+        eprint!("{USAGE}");
+        return ExitCode::FAILURE;
+    };
+    let result = match command.as_str() {
+        "build-iree" => {
+            build_iree::Options::parse(rest).and_then(|o| build_iree::run(&o).map(drop))
+        }
+        "bindgen" => bindings::run(rest),
+        "test" => test::run(rest),
+        "help" | "--help" | "-h" => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        other => Err(format!("unknown command `{other}`\n\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

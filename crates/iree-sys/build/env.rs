@@ -1,0 +1,22 @@
+//! Environment variables read by the build script. Each is announced with
+//! `rerun-if-env-changed`; empty or `"0"` means unset.
+
+use std::path::PathBuf;
+
+/// The value of `name`, unless it is unset, empty or `"0"`.
+pub fn var(name: &str) -> Option<String> {
+    println!("cargo:rerun-if-env-changed={name}");
+    std::env::var(name)
+        .ok()
+        .filter(|value| !value.is_empty() && value != "0")
+}
+
+/// `var` as a path.
+pub fn path(name: &str) -> Option<PathBuf> {
+    var(name).map(PathBuf::from)
+}
+
+/// True when `name` is set (to anything but empty or `"0"`).
+pub fn is_set(name: &str) -> bool {
+    var(name).is_some()
+}

@@ -1,0 +1,52 @@
+//! Building the runtime from an IREE checkout (`IREE_SOURCE_DIR`) with the
+//! `cmake` crate, always in Release: the `cmake` crate would otherwise map
+//! Cargo's debug profile to a Debug IREE, which every test would then run.
+
+use std::path::Path;
+
+use crate::install::{Install, DEFAULT_STATIC_LIBS, DEFAULT_SYSTEM_LIBS};
+
+/// The driver-independent options, shared with `cargo xtask build-iree`.
+const RUNTIME_OPTIONS: &str = include_str!("runtime-options.txt");
+
+pub fn build(source: &Path) -> Result<Install, String> {
+    if !source.join("runtime/version.json").is_file() {
+        return Err(format!(
+            "iree-sys: IREE_SOURCE_DIR={} is not an IREE checkout (no runtime/version.json)",
+            source.display()
+        ));
+    }
+    let mut config = cmake::Config::new(source);
+    config
+        .profile("Release")
+        .build_target("iree_runtime_unified");
+    for option in RUNTIME_OPTIONS
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (key, value) = option.split_once('=').unwrap_or((option, ""));
+        if key != "CMAKE_BUILD_TYPE" {
+            config.define(key, value);
+        }
+    }
+    config
+        .define("IREE_HAL_DRIVER_LOCAL_SYNC", "ON")
+        .define("IREE_HAL_DRIVER_LOCAL_TASK", "ON");
+    let out = config.build();
+    let build = out.join("build");
+    let install = Install {
+        prefix: out.clone(),
+        lib_dirs: vec![
+            build.join("runtime/src/iree/runtime"),
+            build.join("build_tools/third_party/flatcc"),
+        ],
+        static_libs: DEFAULT_STATIC_LIBS.iter().map(|s| s.to_string()).collect(),
+        system_libs: DEFAULT_SYSTEM_LIBS.iter().map(|s| s.to_string()).collect(),
+        manifest: None,
+    };
+    install.check(&format!(
+        "the build of IREE_SOURCE_DIR={}",
+        source.display()
+    ))?;
+    Ok(install)
+}

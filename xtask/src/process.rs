@@ -1,0 +1,77 @@
+//! Running child processes and timing long steps.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+/// The workspace root (the parent of this crate's folder).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the workspace root")
+        .to_path_buf()
+}
+
+/// Runs `command` to completion, failing with its command line if it exits
+/// non-zero or cannot start.
+pub fn run(command: &mut Command) -> Result<(), String> {
+    let status = command
+        .status()
+        .map_err(|e| format!("cannot start {}: {e}", describe(command)))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{} failed with {status}", describe(command)))
+    }
+}
+
+/// Runs `command` and returns its standard output as text.
+pub fn output(command: &mut Command) -> Result<String, String> {
+    let out = command
+        .output()
+        .map_err(|e| format!("cannot start {}: {e}", describe(command)))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} failed with {}: {}",
+            describe(command),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    String::from_utf8(out.stdout)
+        .map_err(|e| format!("{} printed non-UTF-8: {e}", describe(command)))
+}
+
+fn describe(command: &Command) -> String {
+    let mut text = command.get_program().to_string_lossy().into_owned();
+    for arg in command.get_args() {
+        text.push(' ');
+        text.push_str(&arg.to_string_lossy());
+    }
+    format!("`{text}`")
+}
+
+/// Prints `what`, runs `step`, then prints how long it took.
+pub fn step<T>(what: &str, step: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    eprintln!("[xtask] {what} ...");
+    let start = Instant::now();
+    let value = step()?;
+    eprintln!(
+        "[xtask] {what}: done in {:.1}s",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(value)
+}
+
+/// A stable 64-bit FNV-1a hash, for cache keys that must not change between
+/// Rust versions (unlike `DefaultHasher`).
+pub fn fnv1a(parts: &[&str]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for byte in part.bytes().chain([0xff]) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    hash
+}

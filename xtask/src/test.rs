@@ -1,0 +1,76 @@
+//! `cargo xtask test`: everything CI runs.
+//!
+//! 1. `build-iree` (a no-op when the install is current);
+//! 2. the committed bindings match the installed headers;
+//! 3. `cargo test --workspace` against that install (real runtime, real
+//!    compiler);
+//! 4. the miri tiers: `jit-cache` (pure policy) and `iree-safe` (against its
+//!    mock of the C API), installing the nightly miri component if needed.
+
+use std::process::Command;
+
+use crate::process::{self, step};
+use crate::{bindings, build_iree};
+
+/// Crates whose tests also run under miri.
+const MIRI_CRATES: &[&str] = &["jit-cache", "iree-safe"];
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    if let Some(arg) = args.first() {
+        return Err(format!("test: unknown option `{arg}`"));
+    }
+    let manifest = build_iree::run(&build_iree::Options::parse(&[])?)?;
+    step(
+        "checking that crates/iree-sys/src/bindings.rs is current",
+        || bindings::run(&["--check".to_owned()]),
+    )?;
+    step(
+        "cargo test --workspace (real IREE runtime and compiler)",
+        || process::run(cargo(&manifest.prefix).args(["test", "--workspace"])),
+    )?;
+    step(
+        "installing the nightly toolchain's miri and rust-src (if missing)",
+        ensure_miri,
+    )?;
+    let mut miri = cargo(&manifest.prefix);
+    miri.args(["+nightly", "miri", "test"]);
+    for krate in MIRI_CRATES {
+        miri.args(["-p", krate]);
+    }
+    step(
+        &format!("cargo +nightly miri test -p {}", MIRI_CRATES.join(" -p ")),
+        || process::run(&mut miri),
+    )
+}
+
+/// rustup's `cargo` proxy (so that `+nightly` works), pinned to the install
+/// just built whatever the caller's environment says.
+fn cargo(prefix: &std::path::Path) -> Command {
+    let mut command = Command::new("cargo");
+    command
+        .current_dir(process::workspace_root())
+        .env("IREE_DIR", prefix)
+        .env_remove("IREE_SOURCE_DIR");
+    command
+}
+
+fn ensure_miri() -> Result<(), String> {
+    let installed = Command::new("cargo")
+        .args(["+nightly", "miri", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if installed {
+        return Ok(());
+    }
+    process::run(Command::new("rustup").args([
+        "toolchain",
+        "install",
+        "nightly",
+        "--profile",
+        "minimal",
+        "--component",
+        "miri",
+        "--component",
+        "rust-src",
+    ]))
+}

@@ -1,0 +1,138 @@
+//! The build tools and the IREE compiler, installed into a project-local
+//! Python virtual environment under `target/venv` when the system lacks them.
+//!
+//! Installed there: `cmake` and `ninja` (only when the system's are missing or
+//! CMake is older than 3.26, which IREE requires), `libclang` (bindgen needs a
+//! `libclang.so`, which a fresh machine does not have) and
+//! `iree-base-compiler==3.13.0` (`iree-compile` and `libIREECompiler.so`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::process::{self, step};
+
+/// The IREE compiler release whose artifacts the runtime built here loads.
+pub const IREE_COMPILER_REQUIREMENT: &str = "iree-base-compiler==3.13.0";
+const CMAKE_MINIMUM: (u32, u32) = (3, 26);
+
+/// Paths of every tool the build and the tests use.
+#[derive(Debug, Clone)]
+pub struct Tools {
+    pub cmake: PathBuf,
+    pub ninja: PathBuf,
+    pub libclang_dir: PathBuf,
+    pub iree_compile: PathBuf,
+    pub libiree_compiler: PathBuf,
+    pub compiler_version: String,
+}
+
+/// The project-local virtual environment.
+pub fn venv_dir() -> PathBuf {
+    process::workspace_root().join("target/venv")
+}
+
+/// Makes sure every tool exists, installing what is missing; fast when
+/// nothing is.
+pub fn ensure() -> Result<Tools, String> {
+    let venv = venv_dir();
+    let system_cmake = find_system_cmake();
+    let system_ninja = which("ninja");
+    let mut requirements = vec!["libclang".to_owned(), IREE_COMPILER_REQUIREMENT.to_owned()];
+    if system_cmake.is_none() {
+        requirements.push("cmake".to_owned());
+    }
+    if system_ninja.is_none() {
+        requirements.push("ninja".to_owned());
+    }
+    requirements.sort();
+    let stamp = venv.join(".xtask-requirements");
+    let wanted = requirements.join("\n");
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
+        if !venv.join("bin/python").exists() {
+            step("creating the Python venv target/venv", || {
+                process::run(Command::new("python3").args(["-m", "venv"]).arg(&venv)).map_err(|e| {
+                    format!("{e}\nhint: install Python 3 with venv support (`apt-get install python3 python3-venv`)")
+                })
+            })?;
+        }
+        step(
+            &format!(
+                "installing {} into target/venv (first run downloads ~110 MB)",
+                requirements.join(", ")
+            ),
+            || {
+                process::run(
+                    Command::new(venv.join("bin/python"))
+                        .args([
+                            "-m",
+                            "pip",
+                            "install",
+                            "--quiet",
+                            "--disable-pip-version-check",
+                        ])
+                        .args(&requirements),
+                )
+            },
+        )?;
+        std::fs::write(&stamp, &wanted)
+            .map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
+    }
+
+    let site_packages = find_site_packages(&venv)?;
+    let libiree_compiler = site_packages.join("iree/compiler/_mlir_libs/libIREECompiler.so");
+    let libclang_dir = site_packages.join("clang/native");
+    for required in [&libiree_compiler, &libclang_dir.join("libclang.so")] {
+        if !required.exists() {
+            // A half-finished install: forget the stamp so the next run repairs it.
+            let _ = std::fs::remove_file(&stamp);
+            return Err(format!(
+                "{} is missing; run `cargo xtask build-iree` again",
+                required.display()
+            ));
+        }
+    }
+    let iree_compile = venv.join("bin/iree-compile");
+    let compiler_version = process::output(Command::new(&iree_compile).arg("--version"))?
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("IREE compiler version "))
+        .unwrap_or("unknown")
+        .to_owned();
+    Ok(Tools {
+        cmake: system_cmake.unwrap_or_else(|| venv.join("bin/cmake")),
+        ninja: system_ninja.unwrap_or_else(|| venv.join("bin/ninja")),
+        libclang_dir,
+        iree_compile,
+        libiree_compiler,
+        compiler_version,
+    })
+}
+
+fn find_site_packages(venv: &Path) -> Result<PathBuf, String> {
+    let lib = venv.join("lib");
+    std::fs::read_dir(&lib)
+        .map_err(|e| format!("cannot read {}: {e}", lib.display()))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path().join("site-packages"))
+        .find(|path| path.is_dir())
+        .ok_or_else(|| format!("no site-packages under {}", lib.display()))
+}
+
+/// The system's `cmake`, if it is recent enough for IREE.
+fn find_system_cmake() -> Option<PathBuf> {
+    let cmake = which("cmake")?;
+    let version = process::output(Command::new(&cmake).arg("--version")).ok()?;
+    let number = version.lines().next()?.rsplit(' ').next()?;
+    let mut parts = number.split('.').map(|p| p.parse::<u32>().ok());
+    let (major, minor) = (parts.next()??, parts.next()??);
+    ((major, minor) >= CMAKE_MINIMUM).then_some(cmake)
+}
+
+/// Looks `program` up in `PATH`, ignoring the project venv (whose tools are
+/// handled explicitly).
+fn which(program: &str) -> Option<PathBuf> {
+    let venv = venv_dir();
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .filter(|dir| !dir.starts_with(&venv))
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
