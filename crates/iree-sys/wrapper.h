@@ -1,6 +1,9 @@
 // The IREE headers whose declarations `iree-sys` exposes. Regenerate the
 // bindings after changing this list: `cargo xtask bindgen`.
+#include "iree/async/frontier_tracker.h"
+#include "iree/async/util/proactor_pool.h"
 #include "iree/base/api.h"
+#include "iree/base/threading/numa.h"
 #include "iree/hal/api.h"
 #include "iree/hal/device_group.h"
 #include "iree/hal/drivers/init.h"

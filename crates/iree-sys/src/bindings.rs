@@ -226,15 +226,20 @@ pub const IREE_TRACING_FEATURE_FIBERS: u32 = 256;
 pub const IREE_TRACING_MAX_CALLSTACK_DEPTH: u32 = 16;
 pub const IREE_TRACING_FEATURES_REQUESTED: u32 = 0;
 pub const IREE_TRACING_FEATURES: u32 = 0;
+pub const IREE_ASYNC_FRONTIER_ALIGNMENT: u32 = 8;
 pub const iree_hardware_destructive_interference_size: u32 = 64;
 pub const iree_hardware_constructive_interference_size: u32 = 64;
-pub const IREE_ASYNC_FRONTIER_ALIGNMENT: u32 = 8;
 pub const IREE_ASYNC_HAVE_FD: u32 = 1;
 pub const IREE_ASYNC_HAVE_EVENTFD: u32 = 1;
 pub const IREE_PLATFORM_HAS_FUTEX: u32 = 1;
 pub const IREE_RUNTIME_USE_FUTEX: u32 = 1;
 pub const IREE_ALL_WAITERS: u32 = 2147483647;
 pub const IREE_INFINITE_TIMEOUT_MS: u32 = 4294967295;
+pub const IREE_ASYNC_POSIX_NOTIFICATION_WANT_FUTEX: u32 = 1;
+pub const IREE_ASYNC_POSIX_NOTIFICATION_USE_FUTEX: u32 = 1;
+pub const IREE_ASYNC_AFFINITY_NUMA_NODE_ANY: u32 = 4294967295;
+pub const IREE_NUMA_MAX_NODES: u32 = 128;
+pub const IREE_ASYNC_ADDRESS_MAX_FORMAT_LENGTH: u32 = 128;
 pub const IREE_MUTEX_USE_WIN32_SRW: u32 = 1;
 pub const IREE_ASYNC_SEMAPHORE_DEFAULT_FRONTIER_CAPACITY: u32 = 16;
 pub const IREE_HAL_SEMAPHORE_MAX_VALUE: u32 = 2147483646;
@@ -1644,7 +1649,191 @@ unsafe extern "C" {
         timeout: iree_timeout_t,
     ) -> iree_status_t;
 }
-pub type iree_hal_queue_affinity_t = u64;
+pub const IREE_ASYNC_CAUSAL_DOMAIN_QUEUE: iree_async_causal_domain_e = 0;
+pub const IREE_ASYNC_CAUSAL_DOMAIN_COLLECTIVE: iree_async_causal_domain_e = 1;
+pub const IREE_ASYNC_CAUSAL_DOMAIN_EPILOGUE: iree_async_causal_domain_e = 2;
+pub const IREE_ASYNC_CAUSAL_DOMAIN_HOST: iree_async_causal_domain_e = 3;
+pub type iree_async_causal_domain_e = ::std::os::raw::c_uint;
+pub type iree_async_causal_domain_t = u8;
+pub type iree_async_axis_t = u64;
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct iree_async_frontier_entry_t {
+    pub axis: iree_async_axis_t,
+    pub epoch: u64,
+}
+#[repr(C)]
+#[repr(align(8))]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct iree_async_frontier_header_t {
+    pub entry_count: u8,
+    pub reserved: [u8; 7usize],
+}
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct iree_async_frontier_t {
+    pub entry_count: u8,
+    pub reserved: [u8; 7usize],
+    pub entries: __IncompleteArrayField<iree_async_frontier_entry_t>,
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct iree_async_single_frontier_t {
+    pub entry_count: u8,
+    pub reserved: [u8; 7usize],
+    pub entries: [iree_async_frontier_entry_t; 1usize],
+}
+unsafe extern "C" {
+    pub fn iree_async_frontier_validate(frontier: *const iree_async_frontier_t) -> iree_status_t;
+}
+pub const IREE_ASYNC_FRONTIER_EQUAL: iree_async_frontier_comparison_e = 0;
+pub const IREE_ASYNC_FRONTIER_BEFORE: iree_async_frontier_comparison_e = 1;
+pub const IREE_ASYNC_FRONTIER_AFTER: iree_async_frontier_comparison_e = 2;
+pub const IREE_ASYNC_FRONTIER_CONCURRENT: iree_async_frontier_comparison_e = 3;
+pub type iree_async_frontier_comparison_e = ::std::os::raw::c_uint;
+pub type iree_async_frontier_comparison_t = u8;
+unsafe extern "C" {
+    pub fn iree_async_frontier_compare(
+        a: *const iree_async_frontier_t,
+        b: *const iree_async_frontier_t,
+    ) -> iree_async_frontier_comparison_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_frontier_merge(
+        target: *mut iree_async_frontier_t,
+        target_capacity: u8,
+        source: *const iree_async_frontier_t,
+    ) -> bool;
+}
+unsafe extern "C" {
+    pub fn iree_async_frontier_merge_and_test_source_dominance(
+        target: *mut iree_async_frontier_t,
+        target_capacity: u8,
+        source: *const iree_async_frontier_t,
+        out_source_dominates_target: *mut bool,
+    ) -> bool;
+}
+unsafe extern "C" {
+    pub fn iree_async_frontier_is_satisfied(
+        frontier: *const iree_async_frontier_t,
+        current_epochs: *const iree_async_frontier_entry_t,
+        current_epochs_count: iree_host_size_t,
+    ) -> bool;
+}
+unsafe extern "C" {
+    pub fn iree_async_frontier_find_undominated(
+        reference: *const iree_async_frontier_t,
+        target: *const iree_async_frontier_t,
+        capacity: u8,
+        out_entries: *mut iree_async_frontier_entry_t,
+    ) -> u8;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_frontier_tracker_t {
+    _unused: [u8; 0],
+}
+pub type iree_async_frontier_waiter_fn_t = ::std::option::Option<
+    unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void, status: iree_status_t),
+>;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_frontier_waiter_t {
+    pub next: *mut iree_async_frontier_waiter_t,
+    pub frontier: *const iree_async_frontier_t,
+    pub callback: iree_async_frontier_waiter_fn_t,
+    pub user_data: *mut ::std::os::raw::c_void,
+    pub dispatch_status: iree_status_t,
+}
+impl Default for iree_async_frontier_waiter_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct iree_async_frontier_tracker_options_t {
+    pub axis_table_capacity: u32,
+    pub session_epoch: u8,
+    pub machine_index: u8,
+}
+unsafe extern "C" {
+    pub fn iree_async_frontier_tracker_create(
+        options: iree_async_frontier_tracker_options_t,
+        allocator: iree_allocator_t,
+        out_tracker: *mut *mut iree_async_frontier_tracker_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_frontier_tracker_retain(tracker: *mut iree_async_frontier_tracker_t);
+}
+unsafe extern "C" {
+    pub fn iree_async_frontier_tracker_release(tracker: *mut iree_async_frontier_tracker_t);
+}
+unsafe extern "C" {
+    pub fn iree_async_frontier_tracker_session_epoch(
+        tracker: *const iree_async_frontier_tracker_t,
+    ) -> u8;
+}
+unsafe extern "C" {
+    pub fn iree_async_frontier_tracker_machine_index(
+        tracker: *const iree_async_frontier_tracker_t,
+    ) -> u8;
+}
+unsafe extern "C" {
+    pub fn iree_async_frontier_tracker_register_axis(
+        tracker: *mut iree_async_frontier_tracker_t,
+        axis: iree_async_axis_t,
+        semaphore: *mut iree_async_semaphore_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_frontier_tracker_retire_axis(
+        tracker: *mut iree_async_frontier_tracker_t,
+        axis: iree_async_axis_t,
+        status: iree_status_t,
+    );
+}
+unsafe extern "C" {
+    pub fn iree_async_frontier_tracker_query_epoch(
+        tracker: *const iree_async_frontier_tracker_t,
+        axis: iree_async_axis_t,
+        epoch: u64,
+    ) -> bool;
+}
+unsafe extern "C" {
+    pub fn iree_async_frontier_tracker_advance(
+        tracker: *mut iree_async_frontier_tracker_t,
+        axis: iree_async_axis_t,
+        epoch: u64,
+    ) -> iree_host_size_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_frontier_tracker_wait(
+        tracker: *mut iree_async_frontier_tracker_t,
+        frontier: *const iree_async_frontier_t,
+        callback: iree_async_frontier_waiter_fn_t,
+        user_data: *mut ::std::os::raw::c_void,
+        waiter: *mut iree_async_frontier_waiter_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_frontier_tracker_cancel_wait(
+        tracker: *mut iree_async_frontier_tracker_t,
+        waiter: *mut iree_async_frontier_waiter_t,
+    ) -> bool;
+}
+unsafe extern "C" {
+    pub fn iree_async_frontier_tracker_fail_axis(
+        tracker: *mut iree_async_frontier_tracker_t,
+        axis: iree_async_axis_t,
+        status: iree_status_t,
+    );
+}
 pub const iree_memory_order_relaxed: iree_memory_order_e = 0;
 pub const iree_memory_order_consume: iree_memory_order_e = 1;
 pub const iree_memory_order_acquire: iree_memory_order_e = 2;
@@ -1659,6 +1848,1862 @@ pub type iree_atomic_uint32_t = u32;
 pub type iree_atomic_uint64_t = u64;
 pub type iree_atomic_intptr_t = isize;
 pub type iree_atomic_ref_count_t = iree_atomic_int32_t;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_operation_pool_t {
+    _unused: [u8; 0],
+}
+pub const IREE_ASYNC_COMPLETION_FLAG_NONE: iree_async_completion_flag_bits_e = 0;
+pub const IREE_ASYNC_COMPLETION_FLAG_MORE: iree_async_completion_flag_bits_e = 1;
+pub const IREE_ASYNC_COMPLETION_FLAG_ZERO_COPY_ACHIEVED: iree_async_completion_flag_bits_e = 2;
+pub type iree_async_completion_flag_bits_e = ::std::os::raw::c_uint;
+pub type iree_async_completion_flags_t = u32;
+pub type iree_async_completion_fn_t = ::std::option::Option<
+    unsafe extern "C" fn(
+        user_data: *mut ::std::os::raw::c_void,
+        operation: *mut iree_async_operation_t,
+        status: iree_status_t,
+        flags: iree_async_completion_flags_t,
+    ),
+>;
+pub const IREE_ASYNC_OPERATION_TYPE_NOP: iree_async_operation_type_e = 0;
+pub const IREE_ASYNC_OPERATION_TYPE_TIMER: iree_async_operation_type_e = 1;
+pub const IREE_ASYNC_OPERATION_TYPE_EVENT_WAIT: iree_async_operation_type_e = 2;
+pub const IREE_ASYNC_OPERATION_TYPE_SEMAPHORE_WAIT: iree_async_operation_type_e = 3;
+pub const IREE_ASYNC_OPERATION_TYPE_SEMAPHORE_SIGNAL: iree_async_operation_type_e = 4;
+pub const IREE_ASYNC_OPERATION_TYPE_SEQUENCE: iree_async_operation_type_e = 5;
+pub const IREE_ASYNC_OPERATION_TYPE_SOCKET_ACCEPT: iree_async_operation_type_e = 6;
+pub const IREE_ASYNC_OPERATION_TYPE_SOCKET_CONNECT: iree_async_operation_type_e = 7;
+pub const IREE_ASYNC_OPERATION_TYPE_SOCKET_RECV: iree_async_operation_type_e = 8;
+pub const IREE_ASYNC_OPERATION_TYPE_SOCKET_RECV_POOL: iree_async_operation_type_e = 9;
+pub const IREE_ASYNC_OPERATION_TYPE_SOCKET_SEND: iree_async_operation_type_e = 10;
+pub const IREE_ASYNC_OPERATION_TYPE_SOCKET_SENDTO: iree_async_operation_type_e = 11;
+pub const IREE_ASYNC_OPERATION_TYPE_SOCKET_RECVFROM: iree_async_operation_type_e = 12;
+pub const IREE_ASYNC_OPERATION_TYPE_SOCKET_CLOSE: iree_async_operation_type_e = 13;
+pub const IREE_ASYNC_OPERATION_TYPE_FILE_OPEN: iree_async_operation_type_e = 14;
+pub const IREE_ASYNC_OPERATION_TYPE_FILE_READ: iree_async_operation_type_e = 15;
+pub const IREE_ASYNC_OPERATION_TYPE_FILE_WRITE: iree_async_operation_type_e = 16;
+pub const IREE_ASYNC_OPERATION_TYPE_FILE_CLOSE: iree_async_operation_type_e = 17;
+pub const IREE_ASYNC_OPERATION_TYPE_FUTEX_WAIT: iree_async_operation_type_e = 18;
+pub const IREE_ASYNC_OPERATION_TYPE_FUTEX_WAKE: iree_async_operation_type_e = 19;
+pub const IREE_ASYNC_OPERATION_TYPE_NOTIFICATION_WAIT: iree_async_operation_type_e = 20;
+pub const IREE_ASYNC_OPERATION_TYPE_NOTIFICATION_SIGNAL: iree_async_operation_type_e = 21;
+pub const IREE_ASYNC_OPERATION_TYPE_HANDLE_POLL: iree_async_operation_type_e = 22;
+pub const IREE_ASYNC_OPERATION_TYPE_MESSAGE: iree_async_operation_type_e = 23;
+pub type iree_async_operation_type_e = ::std::os::raw::c_uint;
+pub type iree_async_operation_type_t = u8;
+pub const IREE_ASYNC_OPERATION_FLAG_NONE: iree_async_operation_flag_bits_e = 0;
+pub const IREE_ASYNC_OPERATION_FLAG_MULTISHOT: iree_async_operation_flag_bits_e = 1;
+pub const IREE_ASYNC_OPERATION_FLAG_LINKED: iree_async_operation_flag_bits_e = 2;
+pub type iree_async_operation_flag_bits_e = ::std::os::raw::c_uint;
+pub type iree_async_operation_flags_t = u32;
+pub const IREE_ASYNC_WAIT_MODE_ALL: iree_async_wait_mode_e = 0;
+pub const IREE_ASYNC_WAIT_MODE_ANY: iree_async_wait_mode_e = 1;
+pub type iree_async_wait_mode_e = ::std::os::raw::c_uint;
+pub type iree_async_wait_mode_t = u8;
+pub const IREE_ASYNC_WAIT_FLAG_NONE: iree_async_wait_flag_bits_e = 0;
+pub const IREE_ASYNC_WAIT_FLAG_YIELD: iree_async_wait_flag_bits_e = 1;
+pub const IREE_ASYNC_WAIT_FLAG_ACTIVE: iree_async_wait_flag_bits_e = 2;
+pub type iree_async_wait_flag_bits_e = ::std::os::raw::c_uint;
+pub type iree_async_wait_flags_t = u32;
+pub type iree_async_operation_internal_flags_t = u32;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_operation_t {
+    pub next: *mut iree_async_operation_t,
+    pub type_: iree_async_operation_type_t,
+    pub internal_flags: iree_atomic_int32_t,
+    pub flags: iree_async_operation_flags_t,
+    pub completion_fn: iree_async_completion_fn_t,
+    pub user_data: *mut ::std::os::raw::c_void,
+    pub pool: *mut iree_async_operation_pool_t,
+    pub linked_next: *mut iree_async_operation_t,
+}
+impl Default for iree_async_operation_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_operation_list_t {
+    pub values: *mut *mut iree_async_operation_t,
+    pub count: iree_host_size_t,
+}
+impl Default for iree_async_operation_list_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+unsafe extern "C" {
+    pub fn iree_async_operation_retain_resources(operation: *mut iree_async_operation_t);
+}
+unsafe extern "C" {
+    pub fn iree_async_operation_release_resources(operation: *mut iree_async_operation_t);
+}
+pub const IREE_ASYNC_PRIMITIVE_TYPE_NONE: iree_async_primitive_type_e = 0;
+pub const IREE_ASYNC_PRIMITIVE_TYPE_FD: iree_async_primitive_type_e = 1;
+pub const IREE_ASYNC_PRIMITIVE_TYPE_WIN32_HANDLE: iree_async_primitive_type_e = 2;
+pub const IREE_ASYNC_PRIMITIVE_TYPE_MACH_PORT: iree_async_primitive_type_e = 3;
+pub type iree_async_primitive_type_e = ::std::os::raw::c_uint;
+pub type iree_async_primitive_type_t = u8;
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union iree_async_primitive_value_t {
+    pub reserved: ::std::os::raw::c_int,
+    pub fd: ::std::os::raw::c_int,
+}
+impl Default for iree_async_primitive_value_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct iree_async_primitive_t {
+    pub type_: iree_async_primitive_type_t,
+    pub value: iree_async_primitive_value_t,
+}
+impl Default for iree_async_primitive_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+unsafe extern "C" {
+    pub fn iree_async_primitive_dup(
+        primitive: iree_async_primitive_t,
+        out_primitive: *mut iree_async_primitive_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_primitive_close(primitive: *mut iree_async_primitive_t);
+}
+pub const IREE_ASYNC_BUFFER_ACCESS_FLAG_NONE: iree_async_buffer_access_flag_bits_e = 0;
+pub const IREE_ASYNC_BUFFER_ACCESS_FLAG_READ: iree_async_buffer_access_flag_bits_e = 1;
+pub const IREE_ASYNC_BUFFER_ACCESS_FLAG_WRITE: iree_async_buffer_access_flag_bits_e = 2;
+pub const IREE_ASYNC_BUFFER_ACCESS_FLAG_REMOTE_READ: iree_async_buffer_access_flag_bits_e = 4;
+pub const IREE_ASYNC_BUFFER_ACCESS_FLAG_REMOTE_WRITE: iree_async_buffer_access_flag_bits_e = 8;
+pub type iree_async_buffer_access_flag_bits_e = ::std::os::raw::c_uint;
+pub type iree_async_buffer_access_flags_t = u32;
+pub type iree_async_region_destroy_fn_t =
+    ::std::option::Option<unsafe extern "C" fn(region: *mut iree_async_region_t)>;
+pub type iree_async_buffer_recycle_fn_t = ::std::option::Option<
+    unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void, buffer_index: u32),
+>;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_buffer_recycle_callback_t {
+    pub fn_: iree_async_buffer_recycle_fn_t,
+    pub user_data: *mut ::std::os::raw::c_void,
+}
+impl Default for iree_async_buffer_recycle_callback_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub const IREE_ASYNC_REGION_TYPE_NONE: iree_async_region_type_e = 0;
+pub const IREE_ASYNC_REGION_TYPE_RDMA: iree_async_region_type_e = 1;
+pub const IREE_ASYNC_REGION_TYPE_IOURING: iree_async_region_type_e = 2;
+pub const IREE_ASYNC_REGION_TYPE_DMABUF: iree_async_region_type_e = 3;
+pub const IREE_ASYNC_REGION_TYPE_EMULATED: iree_async_region_type_e = 4;
+pub type iree_async_region_type_e = ::std::os::raw::c_uint;
+pub type iree_async_region_type_t = u8;
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct iree_async_region_t {
+    pub ref_count: iree_atomic_ref_count_t,
+    pub proactor: *mut iree_async_proactor_t,
+    pub slab: *mut iree_async_slab_t,
+    pub destroy_fn: iree_async_region_destroy_fn_t,
+    pub recycle: iree_async_buffer_recycle_callback_t,
+    pub type_: iree_async_region_type_t,
+    pub access_flags: iree_async_buffer_access_flags_t,
+    pub base_ptr: *mut ::std::os::raw::c_void,
+    pub length: iree_host_size_t,
+    pub buffer_size: iree_host_size_t,
+    pub buffer_count: u32,
+    pub handles: iree_async_region_t__bindgen_ty_1,
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union iree_async_region_t__bindgen_ty_1 {
+    pub rdma: iree_async_region_t__bindgen_ty_1__bindgen_ty_1,
+    pub iouring: iree_async_region_t__bindgen_ty_1__bindgen_ty_2,
+    pub dmabuf: iree_async_region_t__bindgen_ty_1__bindgen_ty_3,
+    pub opaque: [u64; 4usize],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_region_t__bindgen_ty_1__bindgen_ty_1 {
+    pub lkey: u32,
+    pub rkey: u32,
+    pub mr: *mut ::std::os::raw::c_void,
+}
+impl Default for iree_async_region_t__bindgen_ty_1__bindgen_ty_1 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct iree_async_region_t__bindgen_ty_1__bindgen_ty_2 {
+    pub buffer_group_id: i16,
+    pub base_buffer_index: i16,
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct iree_async_region_t__bindgen_ty_1__bindgen_ty_3 {
+    pub fd: ::std::os::raw::c_int,
+    pub offset: u64,
+}
+impl Default for iree_async_region_t__bindgen_ty_1 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl Default for iree_async_region_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+unsafe extern "C" {
+    pub fn iree_async_region_destroy(region: *mut iree_async_region_t);
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct iree_notification_t {
+    pub value: iree_atomic_int64_t,
+}
+unsafe extern "C" {
+    pub fn iree_notification_initialize(out_notification: *mut iree_notification_t);
+}
+unsafe extern "C" {
+    pub fn iree_notification_deinitialize(notification: *mut iree_notification_t);
+}
+unsafe extern "C" {
+    pub fn iree_notification_post(notification: *mut iree_notification_t, count: i32);
+}
+pub type iree_wait_token_t = u32;
+unsafe extern "C" {
+    pub fn iree_notification_prepare_wait(
+        notification: *mut iree_notification_t,
+    ) -> iree_wait_token_t;
+}
+unsafe extern "C" {
+    pub fn iree_notification_commit_wait(
+        notification: *mut iree_notification_t,
+        wait_token: iree_wait_token_t,
+        spin_ns: iree_duration_t,
+        deadline_ns: iree_time_t,
+    ) -> bool;
+}
+unsafe extern "C" {
+    pub fn iree_notification_cancel_wait(notification: *mut iree_notification_t);
+}
+pub type iree_condition_fn_t =
+    ::std::option::Option<unsafe extern "C" fn(arg: *mut ::std::os::raw::c_void) -> bool>;
+unsafe extern "C" {
+    pub fn iree_notification_await(
+        notification: *mut iree_notification_t,
+        condition_fn: iree_condition_fn_t,
+        condition_arg: *mut ::std::os::raw::c_void,
+        timeout: iree_timeout_t,
+    ) -> bool;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_notification_wait_operation_t {
+    _unused: [u8; 0],
+}
+pub const IREE_ASYNC_NOTIFICATION_MODE_FUTEX: iree_async_notification_mode_e = 0;
+pub const IREE_ASYNC_NOTIFICATION_MODE_EVENT: iree_async_notification_mode_e = 1;
+pub type iree_async_notification_mode_e = ::std::os::raw::c_uint;
+pub use self::iree_async_notification_mode_e as iree_async_notification_mode_t;
+pub const IREE_ASYNC_NOTIFICATION_FLAG_NONE: iree_async_notification_flag_bits_e = 0;
+pub const IREE_ASYNC_NOTIFICATION_FLAG_SHARED: iree_async_notification_flag_bits_e = 1;
+pub type iree_async_notification_flag_bits_e = ::std::os::raw::c_uint;
+pub type iree_async_notification_flags_t = u32;
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct iree_async_notification_t {
+    pub ref_count: iree_atomic_ref_count_t,
+    pub proactor: *mut iree_async_proactor_t,
+    pub epoch: iree_atomic_int32_t,
+    pub epoch_ptr: *mut iree_atomic_int32_t,
+    pub observer_count: iree_atomic_int32_t,
+    pub flags: iree_async_notification_flags_t,
+    pub mode: iree_async_notification_mode_t,
+    pub platform: iree_async_notification_t__bindgen_ty_1,
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union iree_async_notification_t__bindgen_ty_1 {
+    pub io_uring: iree_async_notification_t__bindgen_ty_1__bindgen_ty_1,
+    pub posix: iree_async_notification_t__bindgen_ty_1__bindgen_ty_2,
+    pub iocp: iree_async_notification_t__bindgen_ty_1__bindgen_ty_3,
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct iree_async_notification_t__bindgen_ty_1__bindgen_ty_1 {
+    pub primitive: iree_async_primitive_t,
+    pub signal_primitive: iree_async_primitive_t,
+    pub drain_buffer: u64,
+    pub futex_relay_count: iree_atomic_int32_t,
+}
+impl Default for iree_async_notification_t__bindgen_ty_1__bindgen_ty_1 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct iree_async_notification_t__bindgen_ty_1__bindgen_ty_2 {
+    pub primitive: iree_async_primitive_t,
+    pub signal_primitive: iree_async_primitive_t,
+    pub pending_waits: *mut iree_async_notification_wait_operation_t,
+    pub relay_list: *mut iree_async_relay_t,
+}
+impl Default for iree_async_notification_t__bindgen_ty_1__bindgen_ty_2 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_notification_t__bindgen_ty_1__bindgen_ty_3 {
+    pub pending_waits: *mut iree_async_notification_wait_operation_t,
+    pub next_with_waits: *mut iree_async_notification_t,
+    pub in_wait_list: bool,
+    pub relay_list: *mut iree_async_relay_t,
+    pub signal_handle: usize,
+    pub wait_registration: usize,
+    pub wake_handle: usize,
+}
+impl Default for iree_async_notification_t__bindgen_ty_1__bindgen_ty_3 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl Default for iree_async_notification_t__bindgen_ty_1 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl Default for iree_async_notification_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+unsafe extern "C" {
+    pub fn iree_async_notification_create(
+        proactor: *mut iree_async_proactor_t,
+        flags: iree_async_notification_flags_t,
+        out_notification: *mut *mut iree_async_notification_t,
+    ) -> iree_status_t;
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct iree_async_notification_shared_options_t {
+    pub epoch_address: *mut iree_atomic_int32_t,
+    pub wake_primitive: iree_async_primitive_t,
+    pub signal_primitive: iree_async_primitive_t,
+}
+impl Default for iree_async_notification_shared_options_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+unsafe extern "C" {
+    pub fn iree_async_notification_create_shared(
+        proactor: *mut iree_async_proactor_t,
+        options: *const iree_async_notification_shared_options_t,
+        out_notification: *mut *mut iree_async_notification_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_notification_retain(notification: *mut iree_async_notification_t);
+}
+unsafe extern "C" {
+    pub fn iree_async_notification_release(notification: *mut iree_async_notification_t);
+}
+unsafe extern "C" {
+    pub fn iree_async_notification_signal(
+        notification: *mut iree_async_notification_t,
+        wake_count: i32,
+    );
+}
+unsafe extern "C" {
+    pub fn iree_async_notification_signal_if_observed(
+        notification: *mut iree_async_notification_t,
+        wake_count: i32,
+    ) -> bool;
+}
+unsafe extern "C" {
+    pub fn iree_async_notification_query_epoch(notification: *mut iree_async_notification_t)
+        -> u32;
+}
+unsafe extern "C" {
+    pub fn iree_async_notification_begin_observe(
+        notification: *mut iree_async_notification_t,
+    ) -> u32;
+}
+unsafe extern "C" {
+    pub fn iree_async_notification_end_observe(notification: *mut iree_async_notification_t);
+}
+unsafe extern "C" {
+    pub fn iree_async_notification_wait(
+        notification: *mut iree_async_notification_t,
+        timeout: iree_timeout_t,
+    ) -> bool;
+}
+unsafe extern "C" {
+    pub fn iree_async_notification_wait_for_token(
+        notification: *mut iree_async_notification_t,
+        wait_token: u32,
+        timeout: iree_timeout_t,
+    ) -> bool;
+}
+pub const IREE_ASYNC_RELAY_SOURCE_TYPE_PRIMITIVE: iree_async_relay_source_type_e = 0;
+pub const IREE_ASYNC_RELAY_SOURCE_TYPE_NOTIFICATION: iree_async_relay_source_type_e = 1;
+pub type iree_async_relay_source_type_e = ::std::os::raw::c_uint;
+pub use self::iree_async_relay_source_type_e as iree_async_relay_source_type_t;
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct iree_async_relay_source_t {
+    pub type_: iree_async_relay_source_type_t,
+    pub __bindgen_anon_1: iree_async_relay_source_t__bindgen_ty_1,
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union iree_async_relay_source_t__bindgen_ty_1 {
+    pub primitive: iree_async_primitive_t,
+    pub notification: *mut iree_async_notification_t,
+}
+impl Default for iree_async_relay_source_t__bindgen_ty_1 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl Default for iree_async_relay_source_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub const IREE_ASYNC_RELAY_SINK_TYPE_SIGNAL_PRIMITIVE: iree_async_relay_sink_type_e = 0;
+pub const IREE_ASYNC_RELAY_SINK_TYPE_SIGNAL_NOTIFICATION: iree_async_relay_sink_type_e = 1;
+pub type iree_async_relay_sink_type_e = ::std::os::raw::c_uint;
+pub use self::iree_async_relay_sink_type_e as iree_async_relay_sink_type_t;
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct iree_async_relay_sink_t {
+    pub type_: iree_async_relay_sink_type_t,
+    pub __bindgen_anon_1: iree_async_relay_sink_t__bindgen_ty_1,
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union iree_async_relay_sink_t__bindgen_ty_1 {
+    pub signal_primitive: iree_async_relay_sink_t__bindgen_ty_1__bindgen_ty_1,
+    pub signal_notification: iree_async_relay_sink_t__bindgen_ty_1__bindgen_ty_2,
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct iree_async_relay_sink_t__bindgen_ty_1__bindgen_ty_1 {
+    pub primitive: iree_async_primitive_t,
+    pub value: u64,
+}
+impl Default for iree_async_relay_sink_t__bindgen_ty_1__bindgen_ty_1 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_relay_sink_t__bindgen_ty_1__bindgen_ty_2 {
+    pub notification: *mut iree_async_notification_t,
+    pub wake_count: i32,
+}
+impl Default for iree_async_relay_sink_t__bindgen_ty_1__bindgen_ty_2 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl Default for iree_async_relay_sink_t__bindgen_ty_1 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl Default for iree_async_relay_sink_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub const IREE_ASYNC_RELAY_FLAG_NONE: iree_async_relay_flag_bits_e = 0;
+pub const IREE_ASYNC_RELAY_FLAG_PERSISTENT: iree_async_relay_flag_bits_e = 1;
+pub const IREE_ASYNC_RELAY_FLAG_OWN_SOURCE_PRIMITIVE: iree_async_relay_flag_bits_e = 2;
+pub const IREE_ASYNC_RELAY_FLAG_ERROR_SENSITIVE: iree_async_relay_flag_bits_e = 4;
+pub type iree_async_relay_flag_bits_e = ::std::os::raw::c_uint;
+pub type iree_async_relay_flags_t = u32;
+pub type iree_async_relay_error_fn_t = ::std::option::Option<
+    unsafe extern "C" fn(
+        user_data: *mut ::std::os::raw::c_void,
+        relay: *mut iree_async_relay_t,
+        status: iree_status_t,
+    ),
+>;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_relay_error_callback_t {
+    pub fn_: iree_async_relay_error_fn_t,
+    pub user_data: *mut ::std::os::raw::c_void,
+}
+impl Default for iree_async_relay_error_callback_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct iree_async_relay_t {
+    pub next: *mut iree_async_relay_t,
+    pub prev: *mut iree_async_relay_t,
+    pub proactor: *mut iree_async_proactor_t,
+    pub source: iree_async_relay_source_t,
+    pub sink: iree_async_relay_sink_t,
+    pub flags: iree_async_relay_flags_t,
+    pub error_callback: iree_async_relay_error_callback_t,
+    pub wait_epoch: u32,
+    pub allocator: iree_allocator_t,
+    pub platform: iree_async_relay_t__bindgen_ty_1,
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union iree_async_relay_t__bindgen_ty_1 {
+    pub io_uring: iree_async_relay_t__bindgen_ty_1__bindgen_ty_1,
+    pub posix: iree_async_relay_t__bindgen_ty_1__bindgen_ty_2,
+    pub iocp: iree_async_relay_t__bindgen_ty_1__bindgen_ty_3,
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct iree_async_relay_t__bindgen_ty_1__bindgen_ty_1 {
+    pub state: u32,
+    pub write_buffer: u64,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_relay_t__bindgen_ty_1__bindgen_ty_2 {
+    pub notification_relay_next: *mut iree_async_relay_t,
+}
+impl Default for iree_async_relay_t__bindgen_ty_1__bindgen_ty_2 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_relay_t__bindgen_ty_1__bindgen_ty_3 {
+    pub notification_relay_next: *mut iree_async_relay_t,
+}
+impl Default for iree_async_relay_t__bindgen_ty_1__bindgen_ty_3 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl Default for iree_async_relay_t__bindgen_ty_1 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl Default for iree_async_relay_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct iree_thread_affinity_t {
+    pub _bitfield_align_1: [u32; 0],
+    pub _bitfield_1: __BindgenBitfieldUnit<[u8; 8usize]>,
+}
+impl iree_thread_affinity_t {
+    #[inline]
+    pub fn group_any(&self) -> u32 {
+        unsafe { ::std::mem::transmute(self._bitfield_1.get(0usize, 1u8) as u32) }
+    }
+    #[inline]
+    pub fn set_group_any(&mut self, val: u32) {
+        unsafe {
+            let val: u32 = ::std::mem::transmute(val);
+            self._bitfield_1.set(0usize, 1u8, val as u64)
+        }
+    }
+    #[inline]
+    pub unsafe fn group_any_raw(this: *const Self) -> u32 {
+        unsafe {
+            ::std::mem::transmute(<__BindgenBitfieldUnit<[u8; 8usize]>>::raw_get(
+                ::std::ptr::addr_of!((*this)._bitfield_1),
+                0usize,
+                1u8,
+            ) as u32)
+        }
+    }
+    #[inline]
+    pub unsafe fn set_group_any_raw(this: *mut Self, val: u32) {
+        unsafe {
+            let val: u32 = ::std::mem::transmute(val);
+            <__BindgenBitfieldUnit<[u8; 8usize]>>::raw_set(
+                ::std::ptr::addr_of_mut!((*this)._bitfield_1),
+                0usize,
+                1u8,
+                val as u64,
+            )
+        }
+    }
+    #[inline]
+    pub fn group(&self) -> u32 {
+        unsafe { ::std::mem::transmute(self._bitfield_1.get(1usize, 8u8) as u32) }
+    }
+    #[inline]
+    pub fn set_group(&mut self, val: u32) {
+        unsafe {
+            let val: u32 = ::std::mem::transmute(val);
+            self._bitfield_1.set(1usize, 8u8, val as u64)
+        }
+    }
+    #[inline]
+    pub unsafe fn group_raw(this: *const Self) -> u32 {
+        unsafe {
+            ::std::mem::transmute(<__BindgenBitfieldUnit<[u8; 8usize]>>::raw_get(
+                ::std::ptr::addr_of!((*this)._bitfield_1),
+                1usize,
+                8u8,
+            ) as u32)
+        }
+    }
+    #[inline]
+    pub unsafe fn set_group_raw(this: *mut Self, val: u32) {
+        unsafe {
+            let val: u32 = ::std::mem::transmute(val);
+            <__BindgenBitfieldUnit<[u8; 8usize]>>::raw_set(
+                ::std::ptr::addr_of_mut!((*this)._bitfield_1),
+                1usize,
+                8u8,
+                val as u64,
+            )
+        }
+    }
+    #[inline]
+    pub fn reserved(&self) -> u32 {
+        unsafe { ::std::mem::transmute(self._bitfield_1.get(9usize, 23u8) as u32) }
+    }
+    #[inline]
+    pub fn set_reserved(&mut self, val: u32) {
+        unsafe {
+            let val: u32 = ::std::mem::transmute(val);
+            self._bitfield_1.set(9usize, 23u8, val as u64)
+        }
+    }
+    #[inline]
+    pub unsafe fn reserved_raw(this: *const Self) -> u32 {
+        unsafe {
+            ::std::mem::transmute(<__BindgenBitfieldUnit<[u8; 8usize]>>::raw_get(
+                ::std::ptr::addr_of!((*this)._bitfield_1),
+                9usize,
+                23u8,
+            ) as u32)
+        }
+    }
+    #[inline]
+    pub unsafe fn set_reserved_raw(this: *mut Self, val: u32) {
+        unsafe {
+            let val: u32 = ::std::mem::transmute(val);
+            <__BindgenBitfieldUnit<[u8; 8usize]>>::raw_set(
+                ::std::ptr::addr_of_mut!((*this)._bitfield_1),
+                9usize,
+                23u8,
+                val as u64,
+            )
+        }
+    }
+    #[inline]
+    pub fn id_assigned(&self) -> u32 {
+        unsafe { ::std::mem::transmute(self._bitfield_1.get(32usize, 1u8) as u32) }
+    }
+    #[inline]
+    pub fn set_id_assigned(&mut self, val: u32) {
+        unsafe {
+            let val: u32 = ::std::mem::transmute(val);
+            self._bitfield_1.set(32usize, 1u8, val as u64)
+        }
+    }
+    #[inline]
+    pub unsafe fn id_assigned_raw(this: *const Self) -> u32 {
+        unsafe {
+            ::std::mem::transmute(<__BindgenBitfieldUnit<[u8; 8usize]>>::raw_get(
+                ::std::ptr::addr_of!((*this)._bitfield_1),
+                32usize,
+                1u8,
+            ) as u32)
+        }
+    }
+    #[inline]
+    pub unsafe fn set_id_assigned_raw(this: *mut Self, val: u32) {
+        unsafe {
+            let val: u32 = ::std::mem::transmute(val);
+            <__BindgenBitfieldUnit<[u8; 8usize]>>::raw_set(
+                ::std::ptr::addr_of_mut!((*this)._bitfield_1),
+                32usize,
+                1u8,
+                val as u64,
+            )
+        }
+    }
+    #[inline]
+    pub fn id(&self) -> u32 {
+        unsafe { ::std::mem::transmute(self._bitfield_1.get(33usize, 30u8) as u32) }
+    }
+    #[inline]
+    pub fn set_id(&mut self, val: u32) {
+        unsafe {
+            let val: u32 = ::std::mem::transmute(val);
+            self._bitfield_1.set(33usize, 30u8, val as u64)
+        }
+    }
+    #[inline]
+    pub unsafe fn id_raw(this: *const Self) -> u32 {
+        unsafe {
+            ::std::mem::transmute(<__BindgenBitfieldUnit<[u8; 8usize]>>::raw_get(
+                ::std::ptr::addr_of!((*this)._bitfield_1),
+                33usize,
+                30u8,
+            ) as u32)
+        }
+    }
+    #[inline]
+    pub unsafe fn set_id_raw(this: *mut Self, val: u32) {
+        unsafe {
+            let val: u32 = ::std::mem::transmute(val);
+            <__BindgenBitfieldUnit<[u8; 8usize]>>::raw_set(
+                ::std::ptr::addr_of_mut!((*this)._bitfield_1),
+                33usize,
+                30u8,
+                val as u64,
+            )
+        }
+    }
+    #[inline]
+    pub fn smt(&self) -> u32 {
+        unsafe { ::std::mem::transmute(self._bitfield_1.get(63usize, 1u8) as u32) }
+    }
+    #[inline]
+    pub fn set_smt(&mut self, val: u32) {
+        unsafe {
+            let val: u32 = ::std::mem::transmute(val);
+            self._bitfield_1.set(63usize, 1u8, val as u64)
+        }
+    }
+    #[inline]
+    pub unsafe fn smt_raw(this: *const Self) -> u32 {
+        unsafe {
+            ::std::mem::transmute(<__BindgenBitfieldUnit<[u8; 8usize]>>::raw_get(
+                ::std::ptr::addr_of!((*this)._bitfield_1),
+                63usize,
+                1u8,
+            ) as u32)
+        }
+    }
+    #[inline]
+    pub unsafe fn set_smt_raw(this: *mut Self, val: u32) {
+        unsafe {
+            let val: u32 = ::std::mem::transmute(val);
+            <__BindgenBitfieldUnit<[u8; 8usize]>>::raw_set(
+                ::std::ptr::addr_of_mut!((*this)._bitfield_1),
+                63usize,
+                1u8,
+                val as u64,
+            )
+        }
+    }
+    #[inline]
+    pub fn new_bitfield_1(
+        group_any: u32,
+        group: u32,
+        reserved: u32,
+        id_assigned: u32,
+        id: u32,
+        smt: u32,
+    ) -> __BindgenBitfieldUnit<[u8; 8usize]> {
+        let mut __bindgen_bitfield_unit: __BindgenBitfieldUnit<[u8; 8usize]> = Default::default();
+        __bindgen_bitfield_unit.set(0usize, 1u8, {
+            let group_any: u32 = unsafe { ::std::mem::transmute(group_any) };
+            group_any as u64
+        });
+        __bindgen_bitfield_unit.set(1usize, 8u8, {
+            let group: u32 = unsafe { ::std::mem::transmute(group) };
+            group as u64
+        });
+        __bindgen_bitfield_unit.set(9usize, 23u8, {
+            let reserved: u32 = unsafe { ::std::mem::transmute(reserved) };
+            reserved as u64
+        });
+        __bindgen_bitfield_unit.set(32usize, 1u8, {
+            let id_assigned: u32 = unsafe { ::std::mem::transmute(id_assigned) };
+            id_assigned as u64
+        });
+        __bindgen_bitfield_unit.set(33usize, 30u8, {
+            let id: u32 = unsafe { ::std::mem::transmute(id) };
+            id as u64
+        });
+        __bindgen_bitfield_unit.set(63usize, 1u8, {
+            let smt: u32 = unsafe { ::std::mem::transmute(smt) };
+            smt as u64
+        });
+        __bindgen_bitfield_unit
+    }
+}
+unsafe extern "C" {
+    pub fn iree_thread_affinity_set_any(out_thread_affinity: *mut iree_thread_affinity_t);
+}
+unsafe extern "C" {
+    pub fn iree_thread_affinity_set_group_any(
+        group: u32,
+        out_thread_affinity: *mut iree_thread_affinity_t,
+    );
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_affinity_t {
+    pub id: u32,
+    pub cpu_affinity: iree_thread_affinity_t,
+    pub numa_node: u32,
+    pub user_context: *mut ::std::os::raw::c_void,
+}
+impl Default for iree_async_affinity_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+unsafe extern "C" {
+    pub fn iree_async_query_affinities(
+        allocator: iree_allocator_t,
+        out_affinities: *mut *mut iree_async_affinity_t,
+        out_count: *mut iree_host_size_t,
+    ) -> iree_status_t;
+}
+pub type iree_numa_node_id_t = u32;
+pub type iree_memory_placement_flags_t = u32;
+pub const IREE_MEMORY_PLACEMENT_FLAG_NONE: iree_memory_placement_flag_bits_e = 0;
+pub const IREE_MEMORY_PLACEMENT_FLAG_EXPLICIT_HUGE_PAGES: iree_memory_placement_flag_bits_e = 1;
+pub const IREE_MEMORY_PLACEMENT_FLAG_TRANSPARENT_HUGE_PAGES: iree_memory_placement_flag_bits_e = 2;
+pub type iree_memory_placement_flag_bits_e = ::std::os::raw::c_uint;
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct iree_numa_alloc_options_t {
+    pub node_id: iree_numa_node_id_t,
+    pub alignment: iree_host_size_t,
+    pub huge_page_size: iree_host_size_t,
+    pub flags: iree_memory_placement_flags_t,
+}
+pub const IREE_NUMA_ALLOC_METHOD_EXPLICIT_HUGE_PAGES: iree_numa_alloc_method_e = 0;
+pub const IREE_NUMA_ALLOC_METHOD_TRANSPARENT_HUGE_PAGES: iree_numa_alloc_method_e = 1;
+pub const IREE_NUMA_ALLOC_METHOD_MMAP: iree_numa_alloc_method_e = 2;
+pub const IREE_NUMA_ALLOC_METHOD_STANDARD: iree_numa_alloc_method_e = 3;
+pub type iree_numa_alloc_method_e = ::std::os::raw::c_uint;
+pub use self::iree_numa_alloc_method_e as iree_numa_alloc_method_t;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_numa_alloc_info_t {
+    pub allocated_size: iree_host_size_t,
+    pub huge_page_size: iree_host_size_t,
+    pub method: iree_numa_alloc_method_t,
+}
+impl Default for iree_numa_alloc_info_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+unsafe extern "C" {
+    pub fn iree_numa_node_count() -> iree_host_size_t;
+}
+unsafe extern "C" {
+    pub fn iree_numa_online_nodes() -> iree_bitmap_t;
+}
+unsafe extern "C" {
+    pub fn iree_numa_node_for_current_thread() -> iree_numa_node_id_t;
+}
+unsafe extern "C" {
+    pub fn iree_numa_alloc(
+        size: iree_host_size_t,
+        options: *const iree_numa_alloc_options_t,
+        out_ptr: *mut *mut ::std::os::raw::c_void,
+        out_info: *mut iree_numa_alloc_info_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_numa_free(ptr: *mut ::std::os::raw::c_void, info: *const iree_numa_alloc_info_t);
+}
+unsafe extern "C" {
+    pub fn iree_numa_bind_memory(
+        ptr: *mut ::std::os::raw::c_void,
+        size: iree_host_size_t,
+        node_id: iree_numa_node_id_t,
+    ) -> iree_status_t;
+}
+pub const IREE_ASYNC_SLAB_SOURCE_NUMA_ALLOC: iree_async_slab_source_e = 0;
+pub const IREE_ASYNC_SLAB_SOURCE_WRAPPED: iree_async_slab_source_e = 1;
+pub const IREE_ASYNC_SLAB_SOURCE_DMABUF: iree_async_slab_source_e = 2;
+pub type iree_async_slab_source_e = ::std::os::raw::c_uint;
+pub use self::iree_async_slab_source_e as iree_async_slab_source_t;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_slab_options_t {
+    pub buffer_size: iree_host_size_t,
+    pub buffer_count: iree_host_size_t,
+    pub affinity: *const iree_async_affinity_t,
+    pub placement: iree_numa_alloc_options_t,
+}
+impl Default for iree_async_slab_options_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct iree_async_slab_t {
+    pub ref_count: iree_atomic_ref_count_t,
+    pub allocator: iree_allocator_t,
+    pub base_ptr: *mut ::std::os::raw::c_void,
+    pub buffer_size: iree_host_size_t,
+    pub buffer_count: iree_host_size_t,
+    pub total_size: iree_host_size_t,
+    pub source: iree_async_slab_source_t,
+    pub source_state: iree_async_slab_t__bindgen_ty_1,
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union iree_async_slab_t__bindgen_ty_1 {
+    pub numa: iree_async_slab_t__bindgen_ty_1__bindgen_ty_1,
+    pub dmabuf: iree_async_slab_t__bindgen_ty_1__bindgen_ty_2,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_slab_t__bindgen_ty_1__bindgen_ty_1 {
+    pub alloc_info: iree_numa_alloc_info_t,
+}
+impl Default for iree_async_slab_t__bindgen_ty_1__bindgen_ty_1 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_slab_t__bindgen_ty_1__bindgen_ty_2 {
+    pub mapped_ptr: *mut ::std::os::raw::c_void,
+    pub mapped_length: iree_host_size_t,
+}
+impl Default for iree_async_slab_t__bindgen_ty_1__bindgen_ty_2 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl Default for iree_async_slab_t__bindgen_ty_1 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl Default for iree_async_slab_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+unsafe extern "C" {
+    pub fn iree_async_slab_create(
+        options: iree_async_slab_options_t,
+        allocator: iree_allocator_t,
+        out_slab: *mut *mut iree_async_slab_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_slab_wrap(
+        base_ptr: *mut ::std::os::raw::c_void,
+        buffer_size: iree_host_size_t,
+        buffer_count: iree_host_size_t,
+        allocator: iree_allocator_t,
+        out_slab: *mut *mut iree_async_slab_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_slab_import_dmabuf(
+        dmabuf_fd: ::std::os::raw::c_int,
+        offset: u64,
+        buffer_size: iree_host_size_t,
+        buffer_count: iree_host_size_t,
+        access_flags: u32,
+        allocator: iree_allocator_t,
+        out_slab: *mut *mut iree_async_slab_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_slab_release(slab: *mut iree_async_slab_t);
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_address_t {
+    pub storage: [u8; 128usize],
+    pub length: iree_host_size_t,
+}
+impl Default for iree_async_address_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+unsafe extern "C" {
+    pub fn iree_async_address_from_ipv4(
+        host: iree_string_view_t,
+        port: u16,
+        out_address: *mut iree_async_address_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_address_from_ipv6(
+        host: iree_string_view_t,
+        port: u16,
+        out_address: *mut iree_async_address_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_address_from_unix(
+        path: iree_string_view_t,
+        out_address: *mut iree_async_address_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_address_from_string(
+        address_str: iree_string_view_t,
+        out_address: *mut iree_async_address_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_address_format(
+        address: *const iree_async_address_t,
+        buffer_capacity: iree_host_size_t,
+        buffer: *mut ::std::os::raw::c_char,
+        out_value: *mut iree_string_view_t,
+    ) -> iree_status_t;
+}
+pub const IREE_ASYNC_SOCKET_TYPE_TCP: iree_async_socket_type_e = 0;
+pub const IREE_ASYNC_SOCKET_TYPE_UDP: iree_async_socket_type_e = 1;
+pub const IREE_ASYNC_SOCKET_TYPE_UNIX_STREAM: iree_async_socket_type_e = 2;
+pub const IREE_ASYNC_SOCKET_TYPE_UNIX_DGRAM: iree_async_socket_type_e = 3;
+pub const IREE_ASYNC_SOCKET_TYPE_TCP6: iree_async_socket_type_e = 4;
+pub const IREE_ASYNC_SOCKET_TYPE_UDP6: iree_async_socket_type_e = 5;
+pub type iree_async_socket_type_e = ::std::os::raw::c_uint;
+pub type iree_async_socket_type_t = u8;
+pub const IREE_ASYNC_SOCKET_OPTION_NONE: iree_async_socket_option_bits_e = 0;
+pub const IREE_ASYNC_SOCKET_OPTION_REUSE_ADDR: iree_async_socket_option_bits_e = 1;
+pub const IREE_ASYNC_SOCKET_OPTION_REUSE_PORT: iree_async_socket_option_bits_e = 2;
+pub const IREE_ASYNC_SOCKET_OPTION_NO_DELAY: iree_async_socket_option_bits_e = 4;
+pub const IREE_ASYNC_SOCKET_OPTION_KEEP_ALIVE: iree_async_socket_option_bits_e = 8;
+pub const IREE_ASYNC_SOCKET_OPTION_ZERO_COPY: iree_async_socket_option_bits_e = 16;
+pub const IREE_ASYNC_SOCKET_OPTION_LINGER_ZERO: iree_async_socket_option_bits_e = 32;
+pub type iree_async_socket_option_bits_e = ::std::os::raw::c_uint;
+pub type iree_async_socket_options_t = u32;
+pub const IREE_ASYNC_SOCKET_FLAG_NONE: iree_async_socket_flag_bits_e = 0;
+pub const IREE_ASYNC_SOCKET_FLAG_ZERO_COPY: iree_async_socket_flag_bits_e = 1;
+pub type iree_async_socket_flag_bits_e = ::std::os::raw::c_uint;
+pub type iree_async_socket_flags_t = u32;
+pub const IREE_ASYNC_SOCKET_STATE_CREATED: iree_async_socket_state_e = 0;
+pub const IREE_ASYNC_SOCKET_STATE_CONNECTING: iree_async_socket_state_e = 1;
+pub const IREE_ASYNC_SOCKET_STATE_CONNECTED: iree_async_socket_state_e = 2;
+pub const IREE_ASYNC_SOCKET_STATE_LISTENING: iree_async_socket_state_e = 3;
+pub const IREE_ASYNC_SOCKET_STATE_CLOSING: iree_async_socket_state_e = 4;
+pub const IREE_ASYNC_SOCKET_STATE_CLOSED: iree_async_socket_state_e = 5;
+pub type iree_async_socket_state_e = ::std::os::raw::c_uint;
+pub type iree_async_socket_state_t = u8;
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct iree_async_socket_t {
+    pub ref_count: iree_atomic_ref_count_t,
+    pub proactor: *mut iree_async_proactor_t,
+    pub primitive: iree_async_primitive_t,
+    pub fixed_file_index: i32,
+    pub type_: iree_async_socket_type_t,
+    pub state: iree_async_socket_state_t,
+    pub flags: iree_async_socket_flags_t,
+    pub failure_status: iree_atomic_intptr_t,
+}
+impl Default for iree_async_socket_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+unsafe extern "C" {
+    pub fn iree_async_socket_create(
+        proactor: *mut iree_async_proactor_t,
+        type_: iree_async_socket_type_t,
+        options: iree_async_socket_options_t,
+        out_socket: *mut *mut iree_async_socket_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_socket_import(
+        proactor: *mut iree_async_proactor_t,
+        primitive: iree_async_primitive_t,
+        type_: iree_async_socket_type_t,
+        flags: iree_async_socket_flags_t,
+        out_socket: *mut *mut iree_async_socket_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_socket_retain(socket: *mut iree_async_socket_t);
+}
+unsafe extern "C" {
+    pub fn iree_async_socket_release(socket: *mut iree_async_socket_t);
+}
+unsafe extern "C" {
+    pub fn iree_async_socket_bind(
+        socket: *mut iree_async_socket_t,
+        address: *const iree_async_address_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_socket_listen(
+        socket: *mut iree_async_socket_t,
+        backlog: iree_host_size_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_socket_query_local_address(
+        socket: *const iree_async_socket_t,
+        out_address: *mut iree_async_address_t,
+    ) -> iree_status_t;
+}
+pub const IREE_ASYNC_SOCKET_SHUTDOWN_READ: iree_async_socket_shutdown_mode_e = 0;
+pub const IREE_ASYNC_SOCKET_SHUTDOWN_WRITE: iree_async_socket_shutdown_mode_e = 1;
+pub const IREE_ASYNC_SOCKET_SHUTDOWN_BOTH: iree_async_socket_shutdown_mode_e = 2;
+pub type iree_async_socket_shutdown_mode_e = ::std::os::raw::c_uint;
+pub type iree_async_socket_shutdown_mode_t = u8;
+unsafe extern "C" {
+    pub fn iree_async_socket_shutdown(
+        socket: *mut iree_async_socket_t,
+        mode: iree_async_socket_shutdown_mode_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_socket_query_send_space(
+        socket: *mut iree_async_socket_t,
+        out_space: *mut iree_host_size_t,
+    ) -> iree_status_t;
+}
+pub type iree_async_registration_cleanup_fn_t = ::std::option::Option<
+    unsafe extern "C" fn(entry: *mut ::std::os::raw::c_void, proactor: *mut ::std::os::raw::c_void),
+>;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_buffer_registration_entry_t {
+    pub next: *mut iree_async_buffer_registration_entry_t,
+    pub proactor: *mut iree_async_proactor_t,
+    pub cleanup_fn: iree_async_registration_cleanup_fn_t,
+    pub region: *mut iree_async_region_t,
+}
+impl Default for iree_async_buffer_registration_entry_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_buffer_registration_state_t {
+    pub head: *mut iree_async_buffer_registration_entry_t,
+}
+impl Default for iree_async_buffer_registration_state_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_file_t {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_event_t {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_event_source_t {
+    _unused: [u8; 0],
+}
+pub const IREE_ASYNC_POLL_EVENT_NONE: iree_async_poll_event_e = 0;
+pub const IREE_ASYNC_POLL_EVENT_IN: iree_async_poll_event_e = 1;
+pub const IREE_ASYNC_POLL_EVENT_ERR: iree_async_poll_event_e = 2;
+pub const IREE_ASYNC_POLL_EVENT_HUP: iree_async_poll_event_e = 4;
+pub const IREE_ASYNC_POLL_EVENT_OUT: iree_async_poll_event_e = 8;
+pub type iree_async_poll_event_e = ::std::os::raw::c_uint;
+pub use self::iree_async_poll_event_e as iree_async_poll_event_t;
+pub type iree_async_poll_events_t = u32;
+pub type iree_async_event_source_callback_fn_t = ::std::option::Option<
+    unsafe extern "C" fn(
+        user_data: *mut ::std::os::raw::c_void,
+        source: *mut iree_async_event_source_t,
+        events: iree_async_poll_events_t,
+    ),
+>;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_event_source_callback_t {
+    pub fn_: iree_async_event_source_callback_fn_t,
+    pub user_data: *mut ::std::os::raw::c_void,
+}
+impl Default for iree_async_event_source_callback_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_progress_entry_t {
+    pub next: *mut iree_async_progress_entry_t,
+    pub fn_: ::std::option::Option<
+        unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void) -> iree_host_size_t,
+    >,
+    pub user_data: *mut ::std::os::raw::c_void,
+    pub remove_requested: bool,
+    pub on_remove:
+        ::std::option::Option<unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void)>,
+}
+impl Default for iree_async_progress_entry_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub const IREE_ASYNC_PROACTOR_CAPABILITY_NONE: iree_async_proactor_capability_bits_e = 0;
+pub const IREE_ASYNC_PROACTOR_CAPABILITY_MULTISHOT: iree_async_proactor_capability_bits_e = 1;
+pub const IREE_ASYNC_PROACTOR_CAPABILITY_FIXED_FILES: iree_async_proactor_capability_bits_e = 2;
+pub const IREE_ASYNC_PROACTOR_CAPABILITY_REGISTERED_BUFFERS: iree_async_proactor_capability_bits_e =
+    4;
+pub const IREE_ASYNC_PROACTOR_CAPABILITY_LINKED_OPERATIONS: iree_async_proactor_capability_bits_e =
+    8;
+pub const IREE_ASYNC_PROACTOR_CAPABILITY_ZERO_COPY_SEND: iree_async_proactor_capability_bits_e = 16;
+pub const IREE_ASYNC_PROACTOR_CAPABILITY_DMABUF: iree_async_proactor_capability_bits_e = 32;
+pub const IREE_ASYNC_PROACTOR_CAPABILITY_DEVICE_FENCE: iree_async_proactor_capability_bits_e = 64;
+pub const IREE_ASYNC_PROACTOR_CAPABILITY_ABSOLUTE_TIMEOUT: iree_async_proactor_capability_bits_e =
+    128;
+pub const IREE_ASYNC_PROACTOR_CAPABILITY_FUTEX_OPERATIONS: iree_async_proactor_capability_bits_e =
+    256;
+pub const IREE_ASYNC_PROACTOR_CAPABILITY_PROACTOR_MESSAGING: iree_async_proactor_capability_bits_e =
+    512;
+pub const IREE_ASYNC_PROACTOR_CAPABILITY_WAIT_COMPLETION_PACKET:
+    iree_async_proactor_capability_bits_e = 1024;
+pub const IREE_ASYNC_PROACTOR_CAPABILITY_ALL: iree_async_proactor_capability_bits_e = 4294967295;
+pub type iree_async_proactor_capability_bits_e = ::std::os::raw::c_uint;
+pub type iree_async_proactor_capabilities_t = u32;
+pub const IREE_ASYNC_PROACTOR_THREADING_SAME_THREAD: iree_async_proactor_threading_mode_e = 0;
+pub const IREE_ASYNC_PROACTOR_THREADING_CROSS_THREAD: iree_async_proactor_threading_mode_e = 1;
+pub type iree_async_proactor_threading_mode_e = ::std::os::raw::c_uint;
+pub use self::iree_async_proactor_threading_mode_e as iree_async_proactor_threading_mode_t;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_proactor_options_t {
+    pub max_concurrent_operations: iree_host_size_t,
+    pub debug_name: iree_string_view_t,
+    pub allowed_capabilities: iree_async_proactor_capabilities_t,
+    pub message_pool_capacity: iree_host_size_t,
+    pub threading_mode: iree_async_proactor_threading_mode_t,
+}
+impl Default for iree_async_proactor_options_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type iree_async_proactor_message_callback_fn_t = ::std::option::Option<
+    unsafe extern "C" fn(
+        proactor: *mut iree_async_proactor_t,
+        message_data: u64,
+        user_data: *mut ::std::os::raw::c_void,
+    ),
+>;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_proactor_message_callback_t {
+    pub fn_: iree_async_proactor_message_callback_fn_t,
+    pub user_data: *mut ::std::os::raw::c_void,
+}
+impl Default for iree_async_proactor_message_callback_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub const IREE_ASYNC_SIGNAL_NONE: iree_async_signal_e = 0;
+pub const IREE_ASYNC_SIGNAL_INTERRUPT: iree_async_signal_e = 1;
+pub const IREE_ASYNC_SIGNAL_TERMINATE: iree_async_signal_e = 2;
+pub const IREE_ASYNC_SIGNAL_HANGUP: iree_async_signal_e = 3;
+pub const IREE_ASYNC_SIGNAL_QUIT: iree_async_signal_e = 4;
+pub const IREE_ASYNC_SIGNAL_USER1: iree_async_signal_e = 5;
+pub const IREE_ASYNC_SIGNAL_USER2: iree_async_signal_e = 6;
+pub const IREE_ASYNC_SIGNAL_COUNT: iree_async_signal_e = 7;
+pub type iree_async_signal_e = ::std::os::raw::c_uint;
+pub use self::iree_async_signal_e as iree_async_signal_t;
+unsafe extern "C" {
+    pub fn iree_async_signal_name(signal: iree_async_signal_t) -> iree_string_view_t;
+}
+pub type iree_async_signal_callback_fn_t = ::std::option::Option<
+    unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void, signal: iree_async_signal_t),
+>;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_signal_callback_t {
+    pub fn_: iree_async_signal_callback_fn_t,
+    pub user_data: *mut ::std::os::raw::c_void,
+}
+impl Default for iree_async_signal_callback_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_signal_subscription_t {
+    pub next: *mut iree_async_signal_subscription_t,
+    pub prev: *mut iree_async_signal_subscription_t,
+    pub pending_next: *mut iree_async_signal_subscription_t,
+    pub proactor: *mut iree_async_proactor_t,
+    pub signal: iree_async_signal_t,
+    pub callback: iree_async_signal_callback_t,
+}
+impl Default for iree_async_signal_subscription_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct iree_async_proactor_vtable_t {
+    pub destroy: ::std::option::Option<unsafe extern "C" fn(proactor: *mut iree_async_proactor_t)>,
+    pub query_capabilities: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+        ) -> iree_async_proactor_capabilities_t,
+    >,
+    pub submit: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            operations: iree_async_operation_list_t,
+        ) -> iree_status_t,
+    >,
+    pub poll: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            timeout: iree_timeout_t,
+            out_completed_count: *mut iree_host_size_t,
+        ) -> iree_status_t,
+    >,
+    pub wake: ::std::option::Option<unsafe extern "C" fn(proactor: *mut iree_async_proactor_t)>,
+    pub cancel: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            operation: *mut iree_async_operation_t,
+        ) -> iree_status_t,
+    >,
+    pub create_socket: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            type_: iree_async_socket_type_t,
+            options: iree_async_socket_options_t,
+            out_socket: *mut *mut iree_async_socket_t,
+        ) -> iree_status_t,
+    >,
+    pub import_socket: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            primitive: iree_async_primitive_t,
+            type_: iree_async_socket_type_t,
+            flags: iree_async_socket_flags_t,
+            out_socket: *mut *mut iree_async_socket_t,
+        ) -> iree_status_t,
+    >,
+    pub destroy_socket: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            socket: *mut iree_async_socket_t,
+        ),
+    >,
+    pub import_file: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            primitive: iree_async_primitive_t,
+            out_file: *mut *mut iree_async_file_t,
+        ) -> iree_status_t,
+    >,
+    pub destroy_file: ::std::option::Option<
+        unsafe extern "C" fn(proactor: *mut iree_async_proactor_t, file: *mut iree_async_file_t),
+    >,
+    pub create_event: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            out_event: *mut *mut iree_async_event_t,
+        ) -> iree_status_t,
+    >,
+    pub destroy_event: ::std::option::Option<
+        unsafe extern "C" fn(proactor: *mut iree_async_proactor_t, event: *mut iree_async_event_t),
+    >,
+    pub register_event_source: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            handle: iree_async_primitive_t,
+            callback: iree_async_event_source_callback_t,
+            out_event_source: *mut *mut iree_async_event_source_t,
+        ) -> iree_status_t,
+    >,
+    pub unregister_event_source: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            event_source: *mut iree_async_event_source_t,
+        ),
+    >,
+    pub create_notification: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            flags: iree_async_notification_flags_t,
+            out_notification: *mut *mut iree_async_notification_t,
+        ) -> iree_status_t,
+    >,
+    pub create_notification_shared: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            options: *const iree_async_notification_shared_options_t,
+            out_notification: *mut *mut iree_async_notification_t,
+        ) -> iree_status_t,
+    >,
+    pub destroy_notification: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            notification: *mut iree_async_notification_t,
+        ),
+    >,
+    pub notification_signal: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            notification: *mut iree_async_notification_t,
+            wake_count: i32,
+        ),
+    >,
+    pub notification_wait: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            notification: *mut iree_async_notification_t,
+            wait_token: u32,
+            timeout: iree_timeout_t,
+        ) -> bool,
+    >,
+    pub register_relay: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            source: iree_async_relay_source_t,
+            sink: iree_async_relay_sink_t,
+            flags: iree_async_relay_flags_t,
+            error_callback: iree_async_relay_error_callback_t,
+            out_relay: *mut *mut iree_async_relay_t,
+        ) -> iree_status_t,
+    >,
+    pub unregister_relay: ::std::option::Option<
+        unsafe extern "C" fn(proactor: *mut iree_async_proactor_t, relay: *mut iree_async_relay_t),
+    >,
+    pub register_buffer: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            state: *mut iree_async_buffer_registration_state_t,
+            buffer: iree_byte_span_t,
+            access_flags: iree_async_buffer_access_flags_t,
+            out_entry: *mut *mut iree_async_buffer_registration_entry_t,
+        ) -> iree_status_t,
+    >,
+    pub register_dmabuf: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            state: *mut iree_async_buffer_registration_state_t,
+            dmabuf_fd: ::std::os::raw::c_int,
+            offset: u64,
+            length: iree_host_size_t,
+            access_flags: iree_async_buffer_access_flags_t,
+            out_entry: *mut *mut iree_async_buffer_registration_entry_t,
+        ) -> iree_status_t,
+    >,
+    pub unregister_buffer: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            entry: *mut iree_async_buffer_registration_entry_t,
+            state: *mut iree_async_buffer_registration_state_t,
+        ),
+    >,
+    pub register_slab: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            slab: *mut iree_async_slab_t,
+            access_flags: iree_async_buffer_access_flags_t,
+            out_region: *mut *mut iree_async_region_t,
+        ) -> iree_status_t,
+    >,
+    pub import_fence: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            fence: iree_async_primitive_t,
+            semaphore: *mut iree_async_semaphore_t,
+            signal_value: u64,
+        ) -> iree_status_t,
+    >,
+    pub export_fence: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            semaphore: *mut iree_async_semaphore_t,
+            wait_value: u64,
+            out_fence: *mut iree_async_primitive_t,
+        ) -> iree_status_t,
+    >,
+    pub set_message_callback: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            callback: iree_async_proactor_message_callback_t,
+        ),
+    >,
+    pub send_message: ::std::option::Option<
+        unsafe extern "C" fn(
+            target: *mut iree_async_proactor_t,
+            message_data: u64,
+        ) -> iree_status_t,
+    >,
+    pub subscribe_signal: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            signal: iree_async_signal_t,
+            callback: iree_async_signal_callback_t,
+            out_subscription: *mut *mut iree_async_signal_subscription_t,
+        ) -> iree_status_t,
+    >,
+    pub unsubscribe_signal: ::std::option::Option<
+        unsafe extern "C" fn(
+            proactor: *mut iree_async_proactor_t,
+            subscription: *mut iree_async_signal_subscription_t,
+        ),
+    >,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_proactor_t {
+    pub ref_count: iree_atomic_ref_count_t,
+    pub vtable: *const iree_async_proactor_vtable_t,
+    pub allocator: iree_allocator_t,
+    pub progress_list: *mut iree_async_progress_entry_t,
+}
+impl Default for iree_async_proactor_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+unsafe extern "C" {
+    pub fn iree_async_proactor_initialize(
+        vtable: *const iree_async_proactor_vtable_t,
+        debug_name: iree_string_view_t,
+        allocator: iree_allocator_t,
+        out_proactor: *mut iree_async_proactor_t,
+    );
+}
+unsafe extern "C" {
+    pub fn iree_async_proactor_register_progress(
+        proactor: *mut iree_async_proactor_t,
+        entry: *mut iree_async_progress_entry_t,
+    );
+}
+unsafe extern "C" {
+    pub fn iree_async_proactor_unregister_progress(
+        proactor: *mut iree_async_proactor_t,
+        entry: *mut iree_async_progress_entry_t,
+    );
+}
+unsafe extern "C" {
+    pub fn iree_async_proactor_run_progress(
+        proactor: *mut iree_async_proactor_t,
+    ) -> iree_host_size_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_signal_block_default() -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_signal_ignore_broken_pipe() -> iree_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_proactor_pool_runner_factory_t {
+    pub user_data: *mut ::std::os::raw::c_void,
+    pub create: ::std::option::Option<
+        unsafe extern "C" fn(
+            user_data: *mut ::std::os::raw::c_void,
+            proactor: *mut iree_async_proactor_t,
+            node_id: u32,
+            allocator: iree_allocator_t,
+            out_runner: *mut *mut ::std::os::raw::c_void,
+        ) -> iree_status_t,
+    >,
+    pub request_stop: ::std::option::Option<
+        unsafe extern "C" fn(
+            user_data: *mut ::std::os::raw::c_void,
+            runners: *mut *mut ::std::os::raw::c_void,
+            count: iree_host_size_t,
+        ),
+    >,
+    pub destroy: ::std::option::Option<
+        unsafe extern "C" fn(
+            user_data: *mut ::std::os::raw::c_void,
+            runner: *mut ::std::os::raw::c_void,
+        ),
+    >,
+}
+impl Default for iree_async_proactor_pool_runner_factory_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_proactor_pool_options_t {
+    pub proactor_options: iree_async_proactor_options_t,
+    pub runner: iree_async_proactor_pool_runner_factory_t,
+}
+impl Default for iree_async_proactor_pool_options_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+unsafe extern "C" {
+    pub fn iree_async_proactor_pool_options_default() -> iree_async_proactor_pool_options_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct iree_async_proactor_pool_t {
+    _unused: [u8; 0],
+}
+unsafe extern "C" {
+    pub fn iree_async_proactor_pool_create(
+        node_count: iree_host_size_t,
+        node_ids: *const u32,
+        options: iree_async_proactor_pool_options_t,
+        allocator: iree_allocator_t,
+        out_pool: *mut *mut iree_async_proactor_pool_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_proactor_pool_retain(pool: *mut iree_async_proactor_pool_t);
+}
+unsafe extern "C" {
+    pub fn iree_async_proactor_pool_release(pool: *mut iree_async_proactor_pool_t);
+}
+unsafe extern "C" {
+    pub fn iree_async_proactor_pool_count(
+        pool: *const iree_async_proactor_pool_t,
+    ) -> iree_host_size_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_proactor_pool_get(
+        pool: *mut iree_async_proactor_pool_t,
+        index: iree_host_size_t,
+        out_proactor: *mut *mut iree_async_proactor_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_async_proactor_pool_node_id(
+        pool: *const iree_async_proactor_pool_t,
+        index: iree_host_size_t,
+    ) -> u32;
+}
+unsafe extern "C" {
+    pub fn iree_async_proactor_pool_get_for_node(
+        pool: *mut iree_async_proactor_pool_t,
+        node_id: u32,
+        out_proactor: *mut *mut iree_async_proactor_t,
+    ) -> iree_status_t;
+}
+pub type iree_hal_queue_affinity_t = u64;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct iree_hal_resource_t {
@@ -3964,231 +6009,6 @@ pub struct iree_hal_executable_cache_vtable_t {
 unsafe extern "C" {
     pub fn iree_hal_executable_cache_destroy(executable_cache: *mut iree_hal_executable_cache_t);
 }
-pub const IREE_ASYNC_CAUSAL_DOMAIN_QUEUE: iree_async_causal_domain_e = 0;
-pub const IREE_ASYNC_CAUSAL_DOMAIN_COLLECTIVE: iree_async_causal_domain_e = 1;
-pub const IREE_ASYNC_CAUSAL_DOMAIN_EPILOGUE: iree_async_causal_domain_e = 2;
-pub const IREE_ASYNC_CAUSAL_DOMAIN_HOST: iree_async_causal_domain_e = 3;
-pub type iree_async_causal_domain_e = ::std::os::raw::c_uint;
-pub type iree_async_causal_domain_t = u8;
-pub type iree_async_axis_t = u64;
-#[repr(C)]
-#[derive(Debug, Default, Copy, Clone)]
-pub struct iree_async_frontier_entry_t {
-    pub axis: iree_async_axis_t,
-    pub epoch: u64,
-}
-#[repr(C)]
-#[repr(align(8))]
-#[derive(Debug, Default, Copy, Clone)]
-pub struct iree_async_frontier_header_t {
-    pub entry_count: u8,
-    pub reserved: [u8; 7usize],
-}
-#[repr(C)]
-#[derive(Debug, Default)]
-pub struct iree_async_frontier_t {
-    pub entry_count: u8,
-    pub reserved: [u8; 7usize],
-    pub entries: __IncompleteArrayField<iree_async_frontier_entry_t>,
-}
-#[repr(C)]
-#[derive(Debug, Default, Copy, Clone)]
-pub struct iree_async_single_frontier_t {
-    pub entry_count: u8,
-    pub reserved: [u8; 7usize],
-    pub entries: [iree_async_frontier_entry_t; 1usize],
-}
-unsafe extern "C" {
-    pub fn iree_async_frontier_validate(frontier: *const iree_async_frontier_t) -> iree_status_t;
-}
-pub const IREE_ASYNC_FRONTIER_EQUAL: iree_async_frontier_comparison_e = 0;
-pub const IREE_ASYNC_FRONTIER_BEFORE: iree_async_frontier_comparison_e = 1;
-pub const IREE_ASYNC_FRONTIER_AFTER: iree_async_frontier_comparison_e = 2;
-pub const IREE_ASYNC_FRONTIER_CONCURRENT: iree_async_frontier_comparison_e = 3;
-pub type iree_async_frontier_comparison_e = ::std::os::raw::c_uint;
-pub type iree_async_frontier_comparison_t = u8;
-unsafe extern "C" {
-    pub fn iree_async_frontier_compare(
-        a: *const iree_async_frontier_t,
-        b: *const iree_async_frontier_t,
-    ) -> iree_async_frontier_comparison_t;
-}
-unsafe extern "C" {
-    pub fn iree_async_frontier_merge(
-        target: *mut iree_async_frontier_t,
-        target_capacity: u8,
-        source: *const iree_async_frontier_t,
-    ) -> bool;
-}
-unsafe extern "C" {
-    pub fn iree_async_frontier_merge_and_test_source_dominance(
-        target: *mut iree_async_frontier_t,
-        target_capacity: u8,
-        source: *const iree_async_frontier_t,
-        out_source_dominates_target: *mut bool,
-    ) -> bool;
-}
-unsafe extern "C" {
-    pub fn iree_async_frontier_is_satisfied(
-        frontier: *const iree_async_frontier_t,
-        current_epochs: *const iree_async_frontier_entry_t,
-        current_epochs_count: iree_host_size_t,
-    ) -> bool;
-}
-unsafe extern "C" {
-    pub fn iree_async_frontier_find_undominated(
-        reference: *const iree_async_frontier_t,
-        target: *const iree_async_frontier_t,
-        capacity: u8,
-        out_entries: *mut iree_async_frontier_entry_t,
-    ) -> u8;
-}
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct iree_async_operation_pool_t {
-    _unused: [u8; 0],
-}
-pub const IREE_ASYNC_COMPLETION_FLAG_NONE: iree_async_completion_flag_bits_e = 0;
-pub const IREE_ASYNC_COMPLETION_FLAG_MORE: iree_async_completion_flag_bits_e = 1;
-pub const IREE_ASYNC_COMPLETION_FLAG_ZERO_COPY_ACHIEVED: iree_async_completion_flag_bits_e = 2;
-pub type iree_async_completion_flag_bits_e = ::std::os::raw::c_uint;
-pub type iree_async_completion_flags_t = u32;
-pub type iree_async_completion_fn_t = ::std::option::Option<
-    unsafe extern "C" fn(
-        user_data: *mut ::std::os::raw::c_void,
-        operation: *mut iree_async_operation_t,
-        status: iree_status_t,
-        flags: iree_async_completion_flags_t,
-    ),
->;
-pub const IREE_ASYNC_OPERATION_TYPE_NOP: iree_async_operation_type_e = 0;
-pub const IREE_ASYNC_OPERATION_TYPE_TIMER: iree_async_operation_type_e = 1;
-pub const IREE_ASYNC_OPERATION_TYPE_EVENT_WAIT: iree_async_operation_type_e = 2;
-pub const IREE_ASYNC_OPERATION_TYPE_SEMAPHORE_WAIT: iree_async_operation_type_e = 3;
-pub const IREE_ASYNC_OPERATION_TYPE_SEMAPHORE_SIGNAL: iree_async_operation_type_e = 4;
-pub const IREE_ASYNC_OPERATION_TYPE_SEQUENCE: iree_async_operation_type_e = 5;
-pub const IREE_ASYNC_OPERATION_TYPE_SOCKET_ACCEPT: iree_async_operation_type_e = 6;
-pub const IREE_ASYNC_OPERATION_TYPE_SOCKET_CONNECT: iree_async_operation_type_e = 7;
-pub const IREE_ASYNC_OPERATION_TYPE_SOCKET_RECV: iree_async_operation_type_e = 8;
-pub const IREE_ASYNC_OPERATION_TYPE_SOCKET_RECV_POOL: iree_async_operation_type_e = 9;
-pub const IREE_ASYNC_OPERATION_TYPE_SOCKET_SEND: iree_async_operation_type_e = 10;
-pub const IREE_ASYNC_OPERATION_TYPE_SOCKET_SENDTO: iree_async_operation_type_e = 11;
-pub const IREE_ASYNC_OPERATION_TYPE_SOCKET_RECVFROM: iree_async_operation_type_e = 12;
-pub const IREE_ASYNC_OPERATION_TYPE_SOCKET_CLOSE: iree_async_operation_type_e = 13;
-pub const IREE_ASYNC_OPERATION_TYPE_FILE_OPEN: iree_async_operation_type_e = 14;
-pub const IREE_ASYNC_OPERATION_TYPE_FILE_READ: iree_async_operation_type_e = 15;
-pub const IREE_ASYNC_OPERATION_TYPE_FILE_WRITE: iree_async_operation_type_e = 16;
-pub const IREE_ASYNC_OPERATION_TYPE_FILE_CLOSE: iree_async_operation_type_e = 17;
-pub const IREE_ASYNC_OPERATION_TYPE_FUTEX_WAIT: iree_async_operation_type_e = 18;
-pub const IREE_ASYNC_OPERATION_TYPE_FUTEX_WAKE: iree_async_operation_type_e = 19;
-pub const IREE_ASYNC_OPERATION_TYPE_NOTIFICATION_WAIT: iree_async_operation_type_e = 20;
-pub const IREE_ASYNC_OPERATION_TYPE_NOTIFICATION_SIGNAL: iree_async_operation_type_e = 21;
-pub const IREE_ASYNC_OPERATION_TYPE_HANDLE_POLL: iree_async_operation_type_e = 22;
-pub const IREE_ASYNC_OPERATION_TYPE_MESSAGE: iree_async_operation_type_e = 23;
-pub type iree_async_operation_type_e = ::std::os::raw::c_uint;
-pub type iree_async_operation_type_t = u8;
-pub const IREE_ASYNC_OPERATION_FLAG_NONE: iree_async_operation_flag_bits_e = 0;
-pub const IREE_ASYNC_OPERATION_FLAG_MULTISHOT: iree_async_operation_flag_bits_e = 1;
-pub const IREE_ASYNC_OPERATION_FLAG_LINKED: iree_async_operation_flag_bits_e = 2;
-pub type iree_async_operation_flag_bits_e = ::std::os::raw::c_uint;
-pub type iree_async_operation_flags_t = u32;
-pub const IREE_ASYNC_WAIT_MODE_ALL: iree_async_wait_mode_e = 0;
-pub const IREE_ASYNC_WAIT_MODE_ANY: iree_async_wait_mode_e = 1;
-pub type iree_async_wait_mode_e = ::std::os::raw::c_uint;
-pub type iree_async_wait_mode_t = u8;
-pub const IREE_ASYNC_WAIT_FLAG_NONE: iree_async_wait_flag_bits_e = 0;
-pub const IREE_ASYNC_WAIT_FLAG_YIELD: iree_async_wait_flag_bits_e = 1;
-pub const IREE_ASYNC_WAIT_FLAG_ACTIVE: iree_async_wait_flag_bits_e = 2;
-pub type iree_async_wait_flag_bits_e = ::std::os::raw::c_uint;
-pub type iree_async_wait_flags_t = u32;
-pub type iree_async_operation_internal_flags_t = u32;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct iree_async_operation_t {
-    pub next: *mut iree_async_operation_t,
-    pub type_: iree_async_operation_type_t,
-    pub internal_flags: iree_atomic_int32_t,
-    pub flags: iree_async_operation_flags_t,
-    pub completion_fn: iree_async_completion_fn_t,
-    pub user_data: *mut ::std::os::raw::c_void,
-    pub pool: *mut iree_async_operation_pool_t,
-    pub linked_next: *mut iree_async_operation_t,
-}
-impl Default for iree_async_operation_t {
-    fn default() -> Self {
-        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct iree_async_operation_list_t {
-    pub values: *mut *mut iree_async_operation_t,
-    pub count: iree_host_size_t,
-}
-impl Default for iree_async_operation_list_t {
-    fn default() -> Self {
-        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-unsafe extern "C" {
-    pub fn iree_async_operation_retain_resources(operation: *mut iree_async_operation_t);
-}
-unsafe extern "C" {
-    pub fn iree_async_operation_release_resources(operation: *mut iree_async_operation_t);
-}
-pub const IREE_ASYNC_PRIMITIVE_TYPE_NONE: iree_async_primitive_type_e = 0;
-pub const IREE_ASYNC_PRIMITIVE_TYPE_FD: iree_async_primitive_type_e = 1;
-pub const IREE_ASYNC_PRIMITIVE_TYPE_WIN32_HANDLE: iree_async_primitive_type_e = 2;
-pub const IREE_ASYNC_PRIMITIVE_TYPE_MACH_PORT: iree_async_primitive_type_e = 3;
-pub type iree_async_primitive_type_e = ::std::os::raw::c_uint;
-pub type iree_async_primitive_type_t = u8;
-#[repr(C)]
-#[derive(Copy, Clone)]
-pub union iree_async_primitive_value_t {
-    pub reserved: ::std::os::raw::c_int,
-    pub fd: ::std::os::raw::c_int,
-}
-impl Default for iree_async_primitive_value_t {
-    fn default() -> Self {
-        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-#[repr(C)]
-#[derive(Copy, Clone)]
-pub struct iree_async_primitive_t {
-    pub type_: iree_async_primitive_type_t,
-    pub value: iree_async_primitive_value_t,
-}
-impl Default for iree_async_primitive_t {
-    fn default() -> Self {
-        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-unsafe extern "C" {
-    pub fn iree_async_primitive_dup(
-        primitive: iree_async_primitive_t,
-        out_primitive: *mut iree_async_primitive_t,
-    ) -> iree_status_t;
-}
-unsafe extern "C" {
-    pub fn iree_async_primitive_close(primitive: *mut iree_async_primitive_t);
-}
 #[repr(C)]
 #[derive(Copy, Clone)]
 pub struct iree_mutex_t {
@@ -4237,11 +6057,6 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     pub fn iree_slim_mutex_unlock(mutex: *mut iree_slim_mutex_t);
-}
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct iree_async_proactor_t {
-    _unused: [u8; 0],
 }
 pub type iree_async_semaphore_timepoint_fn_t = ::std::option::Option<
     unsafe extern "C" fn(
@@ -5003,11 +6818,6 @@ unsafe extern "C" {
         mapping: *mut iree_io_file_mapping_t,
     ) -> iree_byte_span_t;
 }
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct iree_async_file_t {
-    _unused: [u8; 0],
-}
 pub const IREE_HAL_FILE_MODE_OPEN: iree_hal_file_mode_bits_t = 1;
 pub type iree_hal_file_mode_bits_t = ::std::os::raw::c_uint;
 pub type iree_hal_file_mode_t = u32;
@@ -5111,11 +6921,6 @@ pub struct iree_hal_file_vtable_t {
 }
 unsafe extern "C" {
     pub fn iree_hal_file_destroy(file: *mut iree_hal_file_t);
-}
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct iree_async_notification_t {
-    _unused: [u8; 0],
 }
 pub type iree_hal_pool_acquire_result_t = u32;
 pub const IREE_HAL_POOL_ACQUIRE_OK: iree_hal_pool_acquire_result_e = 0;
@@ -5579,16 +7384,6 @@ impl Default for iree_hal_device_info_t {
             s.assume_init()
         }
     }
-}
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct iree_async_proactor_pool_t {
-    _unused: [u8; 0],
-}
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct iree_async_frontier_tracker_t {
-    _unused: [u8; 0],
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
