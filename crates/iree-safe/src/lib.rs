@@ -1,1 +1,80 @@
 //! Safe RAII wrappers over one shared IREE runtime.
+//!
+//! This crate is the only place in the workspace that calls IREE's C API.
+//! It implements the layout of DESIGN.md section 2 that can both share and
+//! evict: one VM [`Instance`] per process, one [`Runtime`] (device + device
+//! group + HAL module) shared by every compiled artifact, and one small
+//! [`Module`] per artifact with its own VM context, freed when dropped.
+//!
+//! ```no_run
+//! use iree_safe::{Runtime, Tensor};
+//!
+//! let runtime = Runtime::new("local-sync")?;
+//! let module = runtime.load(&std::fs::read("sigmoid.vmfb").unwrap())?;
+//! let sigmoid = module.function("sigmoid")?; // look up once, call often
+//! let x = Tensor::from_slice(&runtime, &[1, 5], &[0.0f32, 1.0, 2.0, 3.0, 4.0])?;
+//! let outputs = sigmoid.call(&[x.into()])?;
+//! let y: Vec<f32> = outputs[0].as_tensor().unwrap().to_vec()?;
+//! # Ok::<(), iree_safe::Error>(())
+//! ```
+//!
+//! Ownership mirrors IREE's rules, so drop order never matters: a
+//! [`Function`] keeps its [`Module`], a module keeps its [`Runtime`], and a
+//! [`Tensor`] keeps its [`Device`]. Thread safety follows IREE's documented
+//! rules: instances, devices, modules and buffer views are thread-safe; VM
+//! contexts are thread-compatible, so each module serializes calls on its
+//! context with a mutex (give each thread its own module for parallelism).
+//!
+//! Under miri (or with the `mock` feature) the crate runs against a
+//! pure-Rust mock of the C API that counts live objects; see `mock`.
+
+#![deny(missing_docs)]
+
+mod artifact;
+pub mod compiler;
+mod device;
+mod element;
+mod error;
+mod function;
+mod handle;
+mod instance;
+mod list;
+#[cfg(any(miri, feature = "mock"))]
+pub mod mock;
+mod module;
+mod runtime;
+mod signature;
+mod sys;
+mod tensor;
+mod value;
+
+pub use device::Device;
+pub use element::{Element, ElementType};
+pub use error::{Error, Result, StatusCode};
+pub use function::Function;
+pub use instance::Instance;
+pub use module::Module;
+pub use runtime::Runtime;
+pub use signature::{Signature, SlotKind};
+pub use tensor::Tensor;
+pub use value::Value;
+
+/// The IREE runtime version these wrappers are built against.
+pub const IREE_RUNTIME_VERSION: &str = iree_sys::build_info::IREE_VERSION;
+
+mod thread_safety {
+    use super::*;
+    use static_assertions::{assert_impl_all, assert_not_impl_any};
+
+    assert_impl_all!(Instance: Send, Sync);
+    assert_impl_all!(Device: Send, Sync, Clone);
+    assert_impl_all!(Runtime: Send, Sync, Clone);
+    assert_impl_all!(Module: Send, Sync, Clone);
+    assert_impl_all!(Function: Send, Sync, Clone);
+    assert_impl_all!(Tensor: Send, Sync, Clone);
+    assert_impl_all!(Value: Send, Sync);
+    assert_impl_all!(Error: Send, Sync, std::error::Error);
+    // Raw handles and invocation lists stay on one thread.
+    assert_not_impl_any!(handle::Handle<iree_sys::iree_vm_context_t>: Send, Sync);
+    assert_not_impl_any!(list::List: Send, Sync);
+}

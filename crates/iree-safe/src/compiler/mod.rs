@@ -1,0 +1,1 @@
+//! The IREE compiler driver.

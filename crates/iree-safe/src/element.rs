@@ -1,0 +1,139 @@
+//! Element types of tensors and their Rust counterparts.
+
+use std::fmt;
+
+use crate::sys;
+
+/// A tensor element type (`iree_hal_element_type_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ElementType {
+    /// IEEE half precision.
+    F16,
+    /// bfloat16.
+    BF16,
+    /// IEEE single precision.
+    F32,
+    /// IEEE double precision.
+    F64,
+    /// Signed 8-bit integer.
+    I8,
+    /// Signed 32-bit integer.
+    I32,
+    /// Signed 64-bit integer.
+    I64,
+    /// `i1` in MLIR, stored by IREE as one byte per element (`BOOL_8`).
+    Bool,
+}
+
+impl ElementType {
+    /// Every element type, for iteration in tests and tools.
+    pub const ALL: [ElementType; 8] = [
+        ElementType::F16,
+        ElementType::BF16,
+        ElementType::F32,
+        ElementType::F64,
+        ElementType::I8,
+        ElementType::I32,
+        ElementType::I64,
+        ElementType::Bool,
+    ];
+
+    /// IREE's encoding of this type.
+    pub fn to_raw(self) -> sys::iree_hal_element_type_t {
+        match self {
+            ElementType::F16 => sys::IREE_HAL_ELEMENT_TYPE_FLOAT_16,
+            ElementType::BF16 => sys::IREE_HAL_ELEMENT_TYPE_BFLOAT_16,
+            ElementType::F32 => sys::IREE_HAL_ELEMENT_TYPE_FLOAT_32,
+            ElementType::F64 => sys::IREE_HAL_ELEMENT_TYPE_FLOAT_64,
+            ElementType::I8 => sys::IREE_HAL_ELEMENT_TYPE_INT_8,
+            ElementType::I32 => sys::IREE_HAL_ELEMENT_TYPE_INT_32,
+            ElementType::I64 => sys::IREE_HAL_ELEMENT_TYPE_INT_64,
+            ElementType::Bool => sys::IREE_HAL_ELEMENT_TYPE_BOOL_8,
+        }
+    }
+
+    /// The type IREE's encoding `raw` stands for, if this crate models it.
+    /// Signless and signed integers of one width map to the same type.
+    pub fn from_raw(raw: sys::iree_hal_element_type_t) -> Option<ElementType> {
+        ElementType::ALL
+            .into_iter()
+            .find(|t| t.to_raw() == raw)
+            .or(match raw {
+                sys::IREE_HAL_ELEMENT_TYPE_SINT_8 => Some(ElementType::I8),
+                sys::IREE_HAL_ELEMENT_TYPE_SINT_32 => Some(ElementType::I32),
+                sys::IREE_HAL_ELEMENT_TYPE_SINT_64 => Some(ElementType::I64),
+                _ => None,
+            })
+    }
+
+    /// Bytes per element.
+    pub fn byte_size(self) -> usize {
+        sys::iree_hal_element_dense_byte_count(self.to_raw())
+    }
+
+    /// The MLIR spelling: `f32`, `bf16`, `i1`, ...
+    pub fn mlir_name(self) -> &'static str {
+        match self {
+            ElementType::F16 => "f16",
+            ElementType::BF16 => "bf16",
+            ElementType::F32 => "f32",
+            ElementType::F64 => "f64",
+            ElementType::I8 => "i8",
+            ElementType::I32 => "i32",
+            ElementType::I64 => "i64",
+            ElementType::Bool => "i1",
+        }
+    }
+}
+
+impl fmt::Display for ElementType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.mlir_name())
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A Rust type that can be copied to and from tensor elements.
+///
+/// Implemented for `f32`, `f64`, `i8`, `i32`, `i64` and `bool`; f16 and
+/// bf16 tensors go through bytes ([`Tensor::from_bytes`](crate::Tensor::from_bytes)).
+pub trait Element: Copy + sealed::Sealed + 'static {
+    /// The tensor element type.
+    const TYPE: ElementType;
+    /// Appends the element's bytes (little-endian, IREE's layout on x86-64).
+    fn write(self, out: &mut Vec<u8>);
+    /// Reads one element from exactly `Self::TYPE.byte_size()` bytes.
+    fn read(bytes: &[u8]) -> Self;
+}
+
+macro_rules! numeric_elements {
+    ($($ty:ty => $variant:ident),*) => {$(
+        impl sealed::Sealed for $ty {}
+        impl Element for $ty {
+            const TYPE: ElementType = ElementType::$variant;
+            fn write(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+            fn read(bytes: &[u8]) -> Self {
+                <$ty>::from_le_bytes(bytes.try_into().expect("callers pass exactly one element"))
+            }
+        }
+    )*};
+}
+
+numeric_elements!(f32 => F32, f64 => F64, i8 => I8, i32 => I32, i64 => I64);
+
+impl sealed::Sealed for bool {}
+impl Element for bool {
+    const TYPE: ElementType = ElementType::Bool;
+    fn write(self, out: &mut Vec<u8>) {
+        out.push(u8::from(self));
+    }
+    fn read(bytes: &[u8]) -> Self {
+        bytes[0] != 0
+    }
+}

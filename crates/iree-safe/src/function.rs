@@ -1,0 +1,189 @@
+//! Exported functions and invoking them.
+
+use crate::error::{check, Error, Result};
+use crate::list::List;
+use crate::module::{string_from_view, Module};
+use crate::signature::{Signature, SlotKind};
+use crate::sys;
+use crate::value::Value;
+
+/// An exported function, looked up once. It keeps its [`Module`] loaded, so
+/// a function can never outlive the code it calls.
+///
+/// Corresponds to `iree_vm_function_t`, `iree_vm_function_signature` and
+/// `iree_vm_invoke`.
+#[doc(alias = "iree_vm_function_t")]
+#[derive(Debug, Clone)]
+pub struct Function {
+    raw: sys::iree_vm_function_t,
+    name: String,
+    signature: Signature,
+    module: Module,
+}
+
+// SAFETY: `raw` is plain data naming a function of `module`, which is Send +
+// Sync and kept alive by the `module` field.
+unsafe impl Send for Function {}
+// SAFETY: as above; `call` serializes on the module's context.
+unsafe impl Sync for Function {}
+
+impl Function {
+    pub(crate) fn new(module: Module, raw: sys::iree_vm_function_t) -> Function {
+        // SAFETY: `raw` was just looked up on the live `module`; the views
+        // point into the module and are copied at once.
+        let (name, convention) = unsafe {
+            (
+                string_from_view(sys::iree_vm_function_name(&raw)),
+                string_from_view(sys::iree_vm_function_signature(&raw).calling_convention),
+            )
+        };
+        Function {
+            raw,
+            name,
+            signature: Signature::parse(&convention),
+            module,
+        }
+    }
+
+    /// The function's name within its module.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The signature IREE reflects (calling convention, argument and
+    /// result kinds).
+    pub fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    /// A reflection attribute of the function, e.g. `iree.abi.declaration`.
+    #[doc(alias = "iree_vm_function_lookup_attr_by_name")]
+    pub fn reflection_attr(&self, key: &str) -> Option<String> {
+        // SAFETY: the function belongs to the live module; `key` outlives the
+        // call; the returned view points into the module and is copied.
+        let value = unsafe {
+            string_from_view(sys::iree_vm_function_lookup_attr_by_name(
+                &self.raw,
+                sys::iree_make_string_view(key.as_ptr().cast(), key.len()),
+            ))
+        };
+        (!value.is_empty()).then_some(value)
+    }
+
+    /// The module the function belongs to.
+    pub fn module(&self) -> &Module {
+        &self.module
+    }
+
+    /// Invokes the function. Argument count and kinds are checked against
+    /// the signature, and tensors must live on this module's device; shape
+    /// and element-type mismatches are reported by IREE as
+    /// [`Error::Iree`] with code `InvalidArgument`.
+    #[doc(alias = "iree_vm_invoke")]
+    pub fn call(&self, arguments: &[Value]) -> Result<Vec<Value>> {
+        self.check_arguments(arguments)?;
+        let mut inputs = List::with_capacity(arguments.len())?;
+        for argument in arguments {
+            inputs.push(argument)?;
+        }
+        let result_kinds = self.signature.results().ok_or_else(|| {
+            Error::Unsupported(format!(
+                "`{}` returns a variadic list ({})",
+                self.name,
+                self.signature.calling_convention()
+            ))
+        })?;
+        let outputs = List::with_capacity(result_kinds.len())?;
+        {
+            let context = self.module.lock_context();
+            // SAFETY: the context is locked for this thread; the function
+            // belongs to a module of that context; both lists are live and
+            // not shared.
+            unsafe {
+                check(sys::iree_vm_invoke(
+                    context.as_ptr(),
+                    self.raw,
+                    sys::IREE_VM_INVOCATION_FLAG_NONE,
+                    std::ptr::null(),
+                    inputs.as_ptr(),
+                    outputs.as_ptr(),
+                    sys::iree_allocator_system(),
+                ))
+            }
+            .map_err(|e| self.annotate(e))?;
+        }
+        let device = self.module.runtime().device();
+        if outputs.len() != result_kinds.len() {
+            return Err(Error::Unsupported(format!(
+                "`{}` returned {} results, its signature says {}",
+                self.name,
+                outputs.len(),
+                result_kinds.len()
+            )));
+        }
+        result_kinds
+            .iter()
+            .enumerate()
+            .map(|(index, kind)| match kind {
+                SlotKind::Ref => outputs.get_tensor(index, device).map(Value::Tensor),
+                _ => outputs.get_scalar(index),
+            })
+            .collect()
+    }
+
+    fn check_arguments(&self, arguments: &[Value]) -> Result<()> {
+        let device = self.module.runtime().device();
+        for (index, argument) in arguments.iter().enumerate() {
+            if let Value::Tensor(tensor) = argument {
+                if !tensor.device().same_device(device) {
+                    return Err(Error::InvalidArgument(format!(
+                        "argument {index} of `{}` lives on another device ({}) than the module ({}); copy it to the host and back",
+                        self.name,
+                        tensor.device().uri(),
+                        device.uri()
+                    )));
+                }
+            }
+        }
+        let Some(expected) = self.signature.arguments() else {
+            return Ok(());
+        };
+        if expected.len() != arguments.len() {
+            return Err(Error::InvalidArgument(format!(
+                "`{}` takes {} arguments ({}), got {}",
+                self.name,
+                expected.len(),
+                self.signature.calling_convention(),
+                arguments.len()
+            )));
+        }
+        for (index, (kind, argument)) in expected.iter().zip(arguments).enumerate() {
+            let matches = matches!(
+                (kind, argument),
+                (SlotKind::Ref, Value::Tensor(_))
+                    | (SlotKind::I32, Value::I32(_))
+                    | (SlotKind::I64, Value::I64(_))
+                    | (SlotKind::F32, Value::F32(_))
+                    | (SlotKind::F64, Value::F64(_))
+            );
+            if !matches {
+                return Err(Error::InvalidArgument(format!(
+                    "argument {index} of `{}` must be a {kind}, got {}",
+                    self.name,
+                    argument.describe()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn annotate(&self, error: Error) -> Error {
+        match error {
+            Error::Iree { code, message } => Error::Iree {
+                code,
+                message: format!("calling `{}.{}`: {message}", self.module.name(), self.name),
+            },
+            other => other,
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The shared runtime: one device, one device group and one HAL module for
+//! the whole process, into which compiled artifacts are loaded as modules.
+
+use std::sync::Arc;
+
+use crate::device::Device;
+use crate::error::{check, Result};
+use crate::handle::Handle;
+use crate::instance::Instance;
+use crate::module::Module;
+use crate::sys;
+
+/// A device plus the device group and HAL module that every loaded
+/// [`Module`] shares. Cheap to clone (reference counted); Send + Sync.
+///
+/// This is the layout of DESIGN.md section 2 that can both share and evict:
+/// each module gets its own small VM context over this one HAL module, so
+/// dropping a module frees it, and no per-module runtime is ever created.
+///
+/// Corresponds to `iree_async_frontier_tracker_create`,
+/// `iree_hal_device_group_create_from_device` and `iree_hal_module_create`.
+///
+/// ```no_run
+/// let runtime = iree_safe::Runtime::new("local-sync")?;
+/// let module = runtime.load(&std::fs::read("sigmoid.vmfb").unwrap())?;
+/// let sigmoid = module.function("sigmoid")?;
+/// let x = iree_safe::Tensor::from_slice(&runtime, &[4], &[0.0f32, 1.0, 2.0, 3.0])?;
+/// let y = sigmoid.call(&[x.into()])?;
+/// println!("{:?}", y[0].as_tensor().unwrap().to_vec::<f32>()?);
+/// # Ok::<(), iree_safe::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    inner: Arc<RuntimeInner>,
+}
+
+#[derive(Debug)]
+struct RuntimeInner {
+    // Field order is drop order: the HAL module references the group, which
+    // references the device.
+    hal_module: Handle<sys::iree_vm_module_t>,
+    _device_group: Handle<sys::iree_hal_device_group_t>,
+    device: Device,
+    instance: &'static Instance,
+}
+
+// SAFETY: the HAL module and device group are immutable after creation and
+// refcounted atomically; modules are thread-safe per IREE (DESIGN.md section
+// 2); the device is Send + Sync.
+unsafe impl Send for RuntimeInner {}
+// SAFETY: as above; nothing in `RuntimeInner` is mutated after construction.
+unsafe impl Sync for RuntimeInner {}
+
+impl Runtime {
+    /// Opens `driver` (see [`Device::open`]) and builds the shared runtime
+    /// over it.
+    pub fn new(driver: &str) -> Result<Runtime> {
+        Runtime::with_device(Device::open(driver)?)
+    }
+
+    /// Builds the shared runtime over an open device.
+    pub fn with_device(device: Device) -> Result<Runtime> {
+        let instance = Instance::global()?;
+        let allocator = sys::iree_allocator_system();
+        let mut tracker = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; default options.
+        unsafe {
+            check(sys::iree_async_frontier_tracker_create(
+                sys::iree_async_frontier_tracker_options_default(),
+                allocator,
+                &mut tracker,
+            ))
+        }?;
+        let mut group = std::ptr::null_mut();
+        // SAFETY: `device` and `tracker` are live; the group retains both, so
+        // our tracker reference is given back right after.
+        let status = unsafe {
+            let status = sys::iree_hal_device_group_create_from_device(
+                device.as_ptr(),
+                tracker,
+                allocator,
+                &mut group,
+            );
+            sys::iree_async_frontier_tracker_release(tracker);
+            status
+        };
+        // SAFETY: `status` came from IREE and is freed by `check`.
+        unsafe { check(status) }?;
+        // SAFETY: a successful create returned a live group we own.
+        let device_group =
+            unsafe { Handle::adopt(group) }.expect("device group create returned OK and null");
+        let mut hal = std::ptr::null_mut();
+        // SAFETY: instance and group are live; the HAL module retains the
+        // group; `hal` is a valid out-pointer.
+        unsafe {
+            check(sys::iree_hal_module_create(
+                instance.as_ptr(),
+                sys::iree_hal_module_device_policy_default(),
+                device_group.as_ptr(),
+                sys::IREE_HAL_MODULE_FLAG_NONE,
+                sys::iree_hal_module_debug_sink_null(),
+                allocator,
+                &mut hal,
+            ))
+        }?;
+        // SAFETY: a successful create returned a live module we own.
+        let hal_module =
+            unsafe { Handle::adopt(hal) }.expect("iree_hal_module_create returned OK and null");
+        Ok(Runtime {
+            inner: Arc::new(RuntimeInner {
+                hal_module,
+                _device_group: device_group,
+                device,
+                instance,
+            }),
+        })
+    }
+
+    /// Loads a compiled `.vmfb` artifact as a new module with its own
+    /// context. The bytes are copied; see [`Module`].
+    pub fn load(&self, vmfb: &[u8]) -> Result<Module> {
+        Module::load(self, vmfb)
+    }
+
+    /// The device every module of this runtime runs on.
+    pub fn device(&self) -> &Device {
+        &self.inner.device
+    }
+
+    pub(crate) fn instance(&self) -> &'static Instance {
+        self.inner.instance
+    }
+
+    pub(crate) fn hal_module_ptr(&self) -> *mut sys::iree_vm_module_t {
+        self.inner.hal_module.as_ptr()
+    }
+}

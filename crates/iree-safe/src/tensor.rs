@@ -1,0 +1,229 @@
+//! Tensors: HAL buffer views on a device.
+
+use std::ptr::NonNull;
+
+use crate::device::Device;
+use crate::element::{Element, ElementType};
+use crate::error::{check, Error, Result};
+use crate::handle::Handle;
+use crate::runtime::Runtime;
+use crate::sys;
+
+/// A dense row-major tensor in device memory (a HAL buffer view). Cheap to
+/// clone (clones share the buffer). It keeps its device alive, and can be
+/// passed back as an argument without a host round trip.
+///
+/// Corresponds to `iree_hal_buffer_view_allocate_buffer_copy` (host →
+/// device) and `iree_hal_device_transfer_d2h` (device → host).
+#[doc(alias = "iree_hal_buffer_view_t")]
+#[derive(Debug, Clone)]
+pub struct Tensor {
+    // Field order is drop order: the view before the device it lives on.
+    view: Handle<sys::iree_hal_buffer_view_t>,
+    device: Device,
+    shape: Box<[usize]>,
+    element_type: ElementType,
+}
+
+// SAFETY: buffer views are immutable after creation and refcounted
+// atomically; reading them back goes through the thread-safe device.
+unsafe impl Send for Tensor {}
+// SAFETY: as above; no method mutates the view.
+unsafe impl Sync for Tensor {}
+
+impl Tensor {
+    /// Copies `data` (row-major) into a new tensor of `shape` on the
+    /// runtime's device.
+    ///
+    /// ```no_run
+    /// # let runtime = iree_safe::Runtime::new("local-sync")?;
+    /// let x = iree_safe::Tensor::from_slice(&runtime, &[2, 3], &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+    /// assert_eq!(x.shape(), &[2, 3]);
+    /// # Ok::<(), iree_safe::Error>(())
+    /// ```
+    pub fn from_slice<T: Element>(
+        runtime: &Runtime,
+        shape: &[usize],
+        data: &[T],
+    ) -> Result<Tensor> {
+        let mut bytes = Vec::with_capacity(std::mem::size_of_val(data));
+        for &element in data {
+            element.write(&mut bytes);
+        }
+        Tensor::from_bytes(runtime, shape, T::TYPE, &bytes)
+    }
+
+    /// Copies raw little-endian element bytes into a new tensor; the only
+    /// way to build f16 and bf16 tensors. `bytes` must hold exactly
+    /// `product(shape) * element_type.byte_size()` bytes.
+    #[doc(alias = "iree_hal_buffer_view_allocate_buffer_copy")]
+    pub fn from_bytes(
+        runtime: &Runtime,
+        shape: &[usize],
+        element_type: ElementType,
+        bytes: &[u8],
+    ) -> Result<Tensor> {
+        let expected = byte_length(shape, element_type)?;
+        if bytes.len() != expected {
+            return Err(Error::InvalidArgument(format!(
+                "{} needs {expected} bytes, got {}",
+                describe(shape, element_type),
+                bytes.len()
+            )));
+        }
+        let device = runtime.device().clone();
+        let params = sys::iree_hal_buffer_params_t {
+            usage: sys::IREE_HAL_BUFFER_USAGE_DEFAULT,
+            type_: sys::IREE_HAL_MEMORY_TYPE_DEVICE_LOCAL,
+            ..Default::default()
+        };
+        let mut view = std::ptr::null_mut();
+        // SAFETY: the device and its allocator are live; `shape` and `bytes`
+        // outlive the call (IREE copies the data); `view` is a valid
+        // out-pointer.
+        unsafe {
+            check(sys::iree_hal_buffer_view_allocate_buffer_copy(
+                device.as_ptr(),
+                sys::iree_hal_device_allocator(device.as_ptr()),
+                shape.len(),
+                // `iree_hal_dim_t` is `usize` on 64-bit hosts (type-checked here).
+                shape.as_ptr(),
+                element_type.to_raw(),
+                sys::IREE_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR,
+                params,
+                sys::iree_make_const_byte_span(bytes.as_ptr(), bytes.len()),
+                &mut view,
+            ))
+        }?;
+        // SAFETY: a successful create returned a live view we own.
+        let view = unsafe { Handle::adopt(view) }.expect("buffer view create returned OK and null");
+        Ok(Tensor {
+            view,
+            device,
+            shape: shape.into(),
+            element_type,
+        })
+    }
+
+    /// Takes a reference on a buffer view produced on `device` (a call
+    /// result).
+    ///
+    /// # Safety
+    /// `view` is a live buffer view whose buffer belongs to `device`.
+    pub(crate) unsafe fn retain_borrowed(
+        view: NonNull<sys::iree_hal_buffer_view_t>,
+        device: Device,
+    ) -> Result<Tensor> {
+        // SAFETY: forwarded from this function's contract.
+        let view = unsafe { Handle::retain_borrowed(view) };
+        // SAFETY: the view is live; the dims array has `rank` entries.
+        let (raw_type, shape) = unsafe {
+            let rank = sys::iree_hal_buffer_view_shape_rank(view.as_ptr());
+            let dims = sys::iree_hal_buffer_view_shape_dims(view.as_ptr());
+            let shape: Box<[usize]> = if rank == 0 {
+                Box::new([])
+            } else {
+                std::slice::from_raw_parts(dims, rank).into()
+            };
+            (sys::iree_hal_buffer_view_element_type(view.as_ptr()), shape)
+        };
+        let element_type = ElementType::from_raw(raw_type).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "tensor element type 0x{raw_type:08x} is not supported"
+            ))
+        })?;
+        Ok(Tensor {
+            view,
+            device,
+            shape,
+            element_type,
+        })
+    }
+
+    /// Dimensions, outermost first.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Element type.
+    pub fn element_type(&self) -> ElementType {
+        self.element_type
+    }
+
+    /// Number of elements.
+    pub fn element_count(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// The device the tensor lives on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// `f32[1,5]`-style description.
+    pub fn describe(&self) -> String {
+        describe(&self.shape, self.element_type)
+    }
+
+    /// Copies the tensor back to the host as raw little-endian bytes.
+    #[doc(alias = "iree_hal_device_transfer_d2h")]
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        // SAFETY: the view is live.
+        let length = unsafe { sys::iree_hal_buffer_view_byte_length(self.view.as_ptr()) };
+        let mut bytes = vec![0u8; length];
+        if length == 0 {
+            return Ok(bytes);
+        }
+        // SAFETY: the view's buffer lives on `self.device` (kept alive by
+        // `self`); `bytes` has room for `length` bytes.
+        unsafe {
+            check(sys::iree_hal_device_transfer_d2h(
+                self.device.as_ptr(),
+                sys::iree_hal_buffer_view_buffer(self.view.as_ptr()),
+                0,
+                bytes.as_mut_ptr().cast(),
+                length,
+                sys::IREE_HAL_TRANSFER_BUFFER_FLAG_DEFAULT,
+                sys::iree_infinite_timeout(),
+            ))
+        }?;
+        Ok(bytes)
+    }
+
+    /// Copies the tensor back to the host as elements of `T`, which must be
+    /// the tensor's element type.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if T::TYPE != self.element_type {
+            return Err(Error::InvalidArgument(format!(
+                "cannot read {} as {}: read it as {} (or use to_bytes)",
+                self.describe(),
+                T::TYPE,
+                self.element_type
+            )));
+        }
+        let size = T::TYPE.byte_size();
+        Ok(self.to_bytes()?.chunks_exact(size).map(T::read).collect())
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut sys::iree_hal_buffer_view_t {
+        self.view.as_ptr()
+    }
+}
+
+/// `f32[1,5]`-style description of a shape and type.
+pub(crate) fn describe(shape: &[usize], element_type: ElementType) -> String {
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    format!("{element_type}[{}]", dims.join(","))
+}
+
+fn byte_length(shape: &[usize], element_type: ElementType) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(element_type.byte_size(), |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{} is too large to address",
+                describe(shape, element_type)
+            ))
+        })
+}

@@ -1,0 +1,66 @@
+//! Arguments and results of a call: tensors and scalars.
+
+use crate::tensor::Tensor;
+
+/// One argument or result of a [`Function`](crate::Function) call.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Value {
+    /// A tensor on the runtime's device.
+    Tensor(Tensor),
+    /// A 32-bit integer scalar.
+    I32(i32),
+    /// A 64-bit integer scalar.
+    I64(i64),
+    /// A 32-bit float scalar.
+    F32(f32),
+    /// A 64-bit float scalar.
+    F64(f64),
+}
+
+impl Value {
+    /// The tensor, if this is one.
+    pub fn as_tensor(&self) -> Option<&Tensor> {
+        match self {
+            Value::Tensor(tensor) => Some(tensor),
+            _ => None,
+        }
+    }
+
+    /// The tensor, if this is one.
+    pub fn into_tensor(self) -> Option<Tensor> {
+        match self {
+            Value::Tensor(tensor) => Some(tensor),
+            _ => None,
+        }
+    }
+
+    /// A short description for error messages: `f32[1,5]`, `i64 scalar`.
+    pub fn describe(&self) -> String {
+        match self {
+            Value::Tensor(tensor) => tensor.describe(),
+            Value::I32(_) => "i32 scalar".into(),
+            Value::I64(_) => "i64 scalar".into(),
+            Value::F32(_) => "f32 scalar".into(),
+            Value::F64(_) => "f64 scalar".into(),
+        }
+    }
+}
+
+impl From<Tensor> for Value {
+    fn from(tensor: Tensor) -> Self {
+        Value::Tensor(tensor)
+    }
+}
+
+macro_rules! scalar_from {
+    ($($ty:ty => $variant:ident),*) => {$(
+        impl From<$ty> for Value {
+            fn from(value: $ty) -> Self {
+                Value::$variant(value)
+            }
+        }
+    )*};
+}
+
+scalar_from!(i32 => I32, i64 => I64, f32 => F32, f64 => F64);
