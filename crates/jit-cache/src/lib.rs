@@ -1,2 +1,104 @@
 //! Bounded multi-signature JIT cache policy.
+//!
+//! `jit-cache` decides, for each call of a JIT-compiled function, whether to
+//! run a cached executable, compile one, or run the interpreter. It is pure
+//! policy, generic over the executable type ([`Executable`]), so it is tested
+//! with a mock backend and runs under miri. The design and the peers it
+//! improves on (JAX, PyTorch Dynamo) are in `shared/DESIGN.md`, section 1.
+//!
+//! - **Key**: a [`Signature`] holds each argument's dtype and dims (rank
+//!   included), the scalar constants baked into the code (exact bits) and a
+//!   device tag. Its hash is computed once; a miss is explained in words
+//!   ([`MissReason`], [`Signature::explain_difference`]).
+//! - **Per-function LRU**: several signatures of one function coexist (a new
+//!   shape is an ordinary miss); beyond the function's capacity (default 8)
+//!   the least recently used one is evicted and dropped at once.
+//! - **Global budgets**: total entries and total bytes; beyond either, the
+//!   least recently used entry of *any* function is evicted.
+//! - **Thrash fallback**: a function that compiles more than a threshold
+//!   within a window of calls runs new signatures in the interpreter (cached
+//!   ones stay compiled), probes again after a cool-down, and doubles the
+//!   cool-down on relapse. Each transition is logged once at warn level.
+//! - **Failed compiles** are remembered per signature for a number of calls; a
+//!   panicking compile callback is caught and does not poison the cache.
+//! - **Concurrency**: one short lock, never held while compiling; concurrent
+//!   misses on one signature compile once; an evicted executable lives on
+//!   while a call still holds its `Arc`.
+//! - **Observability**: [`JitCache::stats`] (per function and total, with a
+//!   report table as `Display`) and `tracing` events under target `jit_cache`:
+//!   `debug` per miss with its explanation and per eviction, `warn` per
+//!   thrash transition and failed compile.
+//!
+//! # Example
+//!
+//! ```
+//! use jit_cache::{CompileError, DType, Executable, FunctionId, JitCache, Outcome, Signature};
+//!
+//! /// Stands in for a loaded IREE module.
+//! struct Module {
+//!     rank: usize,
+//! }
+//!
+//! impl Executable for Module {
+//!     fn size_bytes(&self) -> usize {
+//!         16 * 1024
+//!     }
+//! }
+//!
+//! let cache: JitCache<Module> = JitCache::default();
+//! let sigmoid = FunctionId::new("sigmoid", 0x5eed);
+//! let compile = |sig: &Signature| -> Result<Module, CompileError> {
+//!     Ok(Module { rank: sig.args()[0].rank() })
+//! };
+//!
+//! // The ping-pong of DESIGN.md: two shapes alternate, two compiles in all.
+//! for i in 0..10 {
+//!     let dims: &[i64] = if i % 2 == 0 { &[1, 5] } else { &[1, 5, 1] };
+//!     let sig = Signature::builder().arg(DType::F32, dims).build();
+//!     let (rank, outcome) = cache.call(
+//!         &sigmoid,
+//!         &sig,
+//!         compile,
+//!         |module| module.rank,
+//!         |_reason| dims.len(), // the interpreter
+//!     );
+//!     assert_eq!(rank, dims.len());
+//!     if i >= 2 {
+//!         assert!(matches!(outcome, Outcome::Compiled(jit_cache::Origin::Hit)));
+//!     }
+//! }
+//! let stats = cache.stats();
+//! assert_eq!((stats.total.compiles, stats.total.live_entries), (2, 2));
+//! println!("{stats}");
+//! ```
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod budget;
+mod cache;
+mod config;
+mod dispatch;
+mod dtype;
+mod error;
+mod explain;
+mod failures;
+mod function_cache;
+mod function_id;
+mod hashing;
+mod inflight;
+mod report;
+mod signature;
+mod state;
+mod stats;
+mod thrash;
+
+pub use cache::{Executable, JitCache};
+pub use config::{CacheConfig, InFlightPolicy};
+pub use dispatch::{Dispatch, FallbackReason, Origin, Outcome};
+pub use dtype::DType;
+pub use error::{CompileError, ConfigError};
+pub use explain::{Difference, EvictionCause, MissReason};
+pub use function_id::FunctionId;
+pub use signature::{ArgSpec, CapturedScalar, ScalarValue, Signature, SignatureBuilder};
+pub use stats::{CacheStats, Counters, FunctionStats};
+pub use thrash::FunctionMode;

@@ -1,0 +1,159 @@
+//! Cost of one cache hit: signature build + hash + lookup + LRU touch + `Arc`
+//! clone, for 1-, 3- and 8-argument signatures, single-threaded and with 8
+//! threads contending for the same cache.
+//!
+//! Run: `cargo bench -p jit-cache --bench hit_cost` (optionally followed by
+//! `-- ITERATIONS`, default 2,000,000 per measurement). A benchmark reports
+//! figures; it asserts nothing.
+
+use std::hint::black_box;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use jit_cache::{
+    CapturedScalar, CompileError, DType, Dispatch, Executable, FunctionId, JitCache, Signature,
+};
+
+struct Exe(usize);
+
+impl Executable for Exe {
+    fn size_bytes(&self) -> usize {
+        self.0
+    }
+}
+
+/// The shapes a caller would read off its tensors.
+struct Call {
+    dims: Vec<Vec<i64>>,
+    captured: Option<Arc<str>>,
+}
+
+impl Call {
+    fn new(args: usize, captured: bool) -> Self {
+        let shapes: [&[i64]; 4] = [&[1, 5], &[64, 128], &[1, 5, 1], &[32]];
+        Call {
+            dims: (0..args).map(|i| shapes[i % 4].to_vec()).collect(),
+            captured: captured.then(|| Arc::from("temperature")),
+        }
+    }
+
+    /// Builds the signature as the consumer does on every call.
+    #[inline]
+    fn signature(&self) -> Signature {
+        let mut b = Signature::builder();
+        for d in &self.dims {
+            b.arg(DType::F32, d);
+        }
+        if let Some(name) = &self.captured {
+            b.captured(CapturedScalar::f32(Arc::clone(name), 0.8));
+        }
+        b.build()
+    }
+}
+
+fn never(_: &Signature) -> Result<Exe, CompileError> {
+    Err(CompileError::new("a hit never compiles"))
+}
+
+/// Runs `iters` hits; returns the elapsed time.
+fn hits(cache: &JitCache<Exe>, f: &FunctionId, call: &Call, iters: u64) -> Duration {
+    let start = Instant::now();
+    for _ in 0..iters {
+        let sig = call.signature();
+        match cache.get_or_compile(f, black_box(&sig), never) {
+            Dispatch::Compiled { exe, .. } => {
+                black_box(&exe);
+            }
+            Dispatch::Interpret { .. } => unreachable!("the signature was compiled up front"),
+        }
+    }
+    start.elapsed()
+}
+
+fn ns(d: Duration, n: u64) -> f64 {
+    d.as_nanos() as f64 / n as f64
+}
+
+fn warmed(call: &Call) -> (JitCache<Exe>, FunctionId) {
+    let cache = JitCache::default();
+    let f = FunctionId::new("bench", 1);
+    let sig = call.signature();
+    let _ = cache.get_or_compile(&f, &sig, |_| Ok(Exe(16 << 10)));
+    // A few other signatures so the lookup is not in a one-entry table.
+    for n in 0..6 {
+        let other = Signature::builder().arg(DType::I8, &[n]).build();
+        let _ = cache.get_or_compile(&f, &other, |_| Ok(Exe(16 << 10)));
+    }
+    hits(&cache, &f, call, 10_000);
+    (cache, f)
+}
+
+fn main() {
+    let iters: u64 = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(2_000_000);
+    let cases = [(1, false), (3, false), (8, false), (3, true)];
+    println!("jit-cache hit cost, {iters} hits per measurement (ns per hit)");
+    println!(
+        "{:<24} {:>12} {:>12} {:>12} {:>16} {:>16}",
+        "signature", "build sig", "lookup", "hit (1 thr)", "8 thr per call", "8 thr aggregate"
+    );
+    for (args, captured) in cases {
+        let call = Call::new(args, captured);
+        let (cache, f) = warmed(&call);
+
+        let start = Instant::now();
+        for _ in 0..iters {
+            black_box(call.signature());
+        }
+        let build = ns(start.elapsed(), iters);
+
+        let sig = call.signature();
+        let start = Instant::now();
+        for _ in 0..iters {
+            let _ = black_box(cache.get_or_compile(&f, black_box(&sig), never));
+        }
+        let lookup = ns(start.elapsed(), iters);
+
+        let single = ns(hits(&cache, &f, &call, iters), iters);
+
+        let threads = 8;
+        let per_thread = iters / threads;
+        let barrier = Arc::new(Barrier::new(threads as usize + 1));
+        let call = Arc::new(call);
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let (cache, f, call, barrier) = (
+                    cache.clone(),
+                    f.clone(),
+                    Arc::clone(&call),
+                    Arc::clone(&barrier),
+                );
+                thread::spawn(move || {
+                    barrier.wait();
+                    hits(&cache, &f, &call, per_thread)
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let per_call: f64 = handles
+            .into_iter()
+            .map(|h| ns(h.join().expect("bench thread"), per_thread))
+            .sum::<f64>()
+            / threads as f64;
+        let aggregate = ns(start.elapsed(), per_thread * threads);
+
+        let label = format!("{args} args{}", if captured { " + 1 captured" } else { "" });
+        println!(
+            "{label:<24} {build:>12.1} {lookup:>12.1} {single:>12.1} {per_call:>16.1} {aggregate:>16.1}"
+        );
+    }
+    println!(
+        "build sig: Signature::builder()..build(); lookup: get_or_compile with a prebuilt \
+         signature; hit: both.\n8 threads: all hit one cache; per call = mean of each \
+         thread's time per hit, aggregate = wall time / total hits."
+    );
+}

@@ -1,0 +1,182 @@
+//! Configuration of a [`JitCache`](crate::JitCache).
+
+use std::collections::HashMap;
+
+use crate::error::ConfigError;
+
+/// What a call does when another call is already compiling its signature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum InFlightPolicy {
+    /// Wait for that compile and use its executable (the default: the compile
+    /// happens once and the wait is at most one compile).
+    #[default]
+    Wait,
+    /// Run the interpreter meanwhile (never blocks; best when the interpreter
+    /// is fast relative to a compile).
+    Interpret,
+}
+
+/// Settings of a [`JitCache`](crate::JitCache). Start from
+/// [`CacheConfig::default`] and change fields:
+///
+/// ```
+/// let config = jit_cache::CacheConfig {
+///     function_capacity: 4,
+///     ..Default::default()
+/// };
+/// assert!(config.validate().is_ok());
+/// ```
+///
+/// Call counts below are per function (every call of that function counts,
+/// hits included), except `failed_compile_retry_after`, which counts calls
+/// with the failed signature.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// Signatures kept per function, evicting the least recently used beyond.
+    /// Default 8: the number of recompiles PyTorch Dynamo allows per code
+    /// object, and more distinct shapes than a Sheaf function sees in a loop.
+    pub function_capacity: usize,
+    /// Per-function capacity by function name, overriding `function_capacity`.
+    pub function_capacity_overrides: HashMap<String, usize>,
+    /// Entries kept across all functions; beyond it the least recently used
+    /// entry of any function is evicted. Default 4096 (JAX's C++ default).
+    pub max_total_entries: usize,
+    /// Bytes kept across all functions, as reported by
+    /// [`Executable::size_bytes`](crate::Executable::size_bytes); beyond it
+    /// the least recently used entry of any function is evicted. An executable
+    /// larger than this is run once and not cached. Default 256 MiB: far more
+    /// than 4096 small IREE modules (tens of KiB each) need, and a hard stop
+    /// well before the multi-GB growth this cache exists to prevent.
+    pub max_total_bytes: usize,
+    /// Length, in calls, of the sliding window in which compiles are counted.
+    /// Default 64.
+    pub thrash_window: u64,
+    /// Compiles allowed within `thrash_window` calls; the miss that would
+    /// exceed it switches the function to fallback instead of compiling. The
+    /// effective threshold is never below the function's capacity, so a
+    /// function can always fill its own cache. Default 16 (twice the default
+    /// capacity: a legitimate warm-up of 8 shapes never trips it, a function
+    /// cycling through more shapes than it can keep trips it within 64 calls).
+    /// Set `usize::MAX` to disable fallback.
+    pub thrash_threshold: usize,
+    /// Calls spent in fallback before compiling is probed again. Default 256:
+    /// long enough that a probe costs a small fraction of the calls, short
+    /// enough to recover within a training epoch.
+    pub thrash_cool_down: u64,
+    /// Upper bound of the cool-down, which doubles on every relapse (a probe
+    /// that trips the threshold again). Default 16384 (6 doublings).
+    pub thrash_cool_down_cap: u64,
+    /// Calls with a failed signature that run in the interpreter before its
+    /// compile is retried. Default 1000: compile errors are usually
+    /// deterministic, but a transient failure should not last forever.
+    pub failed_compile_retry_after: u64,
+    /// Failed signatures remembered per function (least recently used beyond
+    /// it are forgotten and retried). Default 64.
+    pub max_failures_per_function: usize,
+    /// What a call does while its signature is being compiled by another.
+    /// Default [`InFlightPolicy::Wait`].
+    pub in_flight: InFlightPolicy,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            function_capacity: 8,
+            function_capacity_overrides: HashMap::new(),
+            max_total_entries: 4096,
+            max_total_bytes: 256 << 20,
+            thrash_window: 64,
+            thrash_threshold: 16,
+            thrash_cool_down: 256,
+            thrash_cool_down_cap: 16384,
+            failed_compile_retry_after: 1000,
+            max_failures_per_function: 64,
+            in_flight: InFlightPolicy::Wait,
+        }
+    }
+}
+
+impl CacheConfig {
+    /// The capacity of the function called `name`.
+    pub fn capacity_for(&self, name: &str) -> usize {
+        self.function_capacity_overrides
+            .get(name)
+            .copied()
+            .unwrap_or(self.function_capacity)
+    }
+
+    /// Checks that every setting can work.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let zero = |setting: &str| ConfigError::Zero {
+            setting: setting.to_owned(),
+        };
+        let checks = [
+            ("function_capacity", self.function_capacity as u64),
+            ("max_total_entries", self.max_total_entries as u64),
+            ("max_total_bytes", self.max_total_bytes as u64),
+            ("thrash_window", self.thrash_window),
+            ("thrash_threshold", self.thrash_threshold as u64),
+            ("thrash_cool_down", self.thrash_cool_down),
+            (
+                "failed_compile_retry_after",
+                self.failed_compile_retry_after,
+            ),
+            (
+                "max_failures_per_function",
+                self.max_failures_per_function as u64,
+            ),
+        ];
+        if let Some((setting, _)) = checks.iter().find(|(_, v)| *v == 0) {
+            return Err(zero(setting));
+        }
+        if let Some((name, _)) = self
+            .function_capacity_overrides
+            .iter()
+            .find(|(_, &c)| c == 0)
+        {
+            return Err(zero(&format!("function_capacity_overrides[{name:?}]")));
+        }
+        if self.thrash_cool_down_cap < self.thrash_cool_down {
+            return Err(ConfigError::CoolDownCap {
+                cool_down: self.thrash_cool_down,
+                cap: self.thrash_cool_down_cap,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_overrides_apply() {
+        let mut c = CacheConfig::default();
+        assert_eq!(c.validate(), Ok(()));
+        c.function_capacity_overrides.insert("softmax".into(), 2);
+        assert_eq!(c.capacity_for("softmax"), 2);
+        assert_eq!(c.capacity_for("sigmoid"), 8);
+    }
+
+    #[test]
+    fn invalid_settings_name_the_setting() {
+        let c = CacheConfig {
+            thrash_window: 0,
+            ..Default::default()
+        };
+        let e = c.validate().unwrap_err();
+        assert!(
+            e.to_string().contains("CacheConfig::thrash_window is 0"),
+            "{e}"
+        );
+        let mut c = CacheConfig::default();
+        c.function_capacity_overrides.insert("f".into(), 0);
+        assert!(c.validate().unwrap_err().to_string().contains("[\"f\"]"));
+        let c = CacheConfig {
+            thrash_cool_down_cap: 1,
+            ..Default::default()
+        };
+        assert!(matches!(c.validate(), Err(ConfigError::CoolDownCap { .. })));
+    }
+}

@@ -1,0 +1,99 @@
+//! What a call should do: run compiled code or the interpreter.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::CompileError;
+use crate::explain::MissReason;
+
+/// Where a compiled executable came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Origin {
+    /// It was cached.
+    Hit,
+    /// This call compiled it.
+    CompiledNow {
+        /// Why the call missed.
+        miss: MissReason,
+    },
+    /// Another call was compiling it; this one waited for the result.
+    CompiledByOtherCall,
+}
+
+/// Why a call runs in the interpreter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FallbackReason {
+    /// The function recompiles too often; new signatures are interpreted
+    /// until the cool-down ends.
+    Thrashing {
+        /// Why this call missed.
+        miss: MissReason,
+        /// Calls after this one before compiling is probed again.
+        remaining_cool_down: u64,
+    },
+    /// Compiling this signature failed (now or earlier).
+    CompileFailed(Arc<CompileError>),
+    /// Another call is compiling this signature and the cache is configured
+    /// with [`InFlightPolicy::Interpret`](crate::InFlightPolicy::Interpret).
+    CompileInFlight,
+}
+
+impl fmt::Display for FallbackReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FallbackReason::Thrashing {
+                miss,
+                remaining_cool_down,
+            } => write!(
+                f,
+                "thrashing ({miss}); compiling resumes in {remaining_cool_down} calls"
+            ),
+            FallbackReason::CompileFailed(e) => write!(f, "{e}"),
+            FallbackReason::CompileInFlight => f.write_str("compile in flight"),
+        }
+    }
+}
+
+/// The cache's decision for one call.
+#[must_use = "the call must run the executable or the interpreter"]
+pub enum Dispatch<E> {
+    /// Run this executable. Holding the `Arc` keeps it alive even if the
+    /// cache evicts it meanwhile.
+    Compiled {
+        /// The executable.
+        exe: Arc<E>,
+        /// Where it came from.
+        origin: Origin,
+    },
+    /// Run the interpreter.
+    Interpret {
+        /// Why.
+        reason: FallbackReason,
+    },
+}
+
+impl<E> fmt::Debug for Dispatch<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dispatch::Compiled { origin, .. } => f
+                .debug_struct("Compiled")
+                .field("origin", origin)
+                .finish_non_exhaustive(),
+            Dispatch::Interpret { reason } => {
+                f.debug_struct("Interpret").field("reason", reason).finish()
+            }
+        }
+    }
+}
+
+/// How a call made through [`JitCache::call`](crate::JitCache::call) ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// It ran compiled code.
+    Compiled(Origin),
+    /// It ran in the interpreter.
+    Interpreted(FallbackReason),
+}

@@ -1,0 +1,436 @@
+//! Why a call missed: differences between signatures, in words.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::CompileError;
+use crate::report::Bytes;
+use crate::signature::{ArgSpec, CapturedScalar, Signature};
+
+/// One way in which a signature differs from another (`before → after`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Difference {
+    /// The number of tensor arguments changed.
+    ArgCount {
+        /// Count before.
+        before: usize,
+        /// Count after.
+        after: usize,
+    },
+    /// An argument's dtype changed (its dims may have changed too).
+    ArgDType {
+        /// Argument position.
+        index: usize,
+        /// The argument before.
+        before: ArgSpec,
+        /// The argument after.
+        after: ArgSpec,
+    },
+    /// An argument's rank changed, dtype unchanged.
+    ArgRank {
+        /// Argument position.
+        index: usize,
+        /// The argument before.
+        before: ArgSpec,
+        /// The argument after.
+        after: ArgSpec,
+    },
+    /// Some dims of an argument changed, dtype and rank unchanged.
+    ArgDims {
+        /// Argument position.
+        index: usize,
+        /// The argument before.
+        before: ArgSpec,
+        /// The argument after.
+        after: ArgSpec,
+    },
+    /// A captured scalar kept its name but changed value or kind.
+    CapturedValue {
+        /// The scalar before.
+        before: CapturedScalar,
+        /// The scalar after.
+        after: CapturedScalar,
+    },
+    /// A captured scalar appeared.
+    CapturedAdded(CapturedScalar),
+    /// A captured scalar disappeared.
+    CapturedRemoved(CapturedScalar),
+    /// The device tag changed.
+    DeviceTag {
+        /// Tag before.
+        before: u64,
+        /// Tag after.
+        after: u64,
+    },
+}
+
+impl fmt::Display for Difference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Difference::ArgCount { before, after } => {
+                write!(f, "argument count {before} → {after}")
+            }
+            Difference::ArgDType {
+                index,
+                before,
+                after,
+            } => write!(
+                f,
+                "arg {index}: dtype {} → {} ({before} vs {after})",
+                before.dtype(),
+                after.dtype()
+            ),
+            Difference::ArgRank {
+                index,
+                before,
+                after,
+            } => write!(
+                f,
+                "arg {index}: rank {} → {} ({before} vs {after})",
+                before.rank(),
+                after.rank()
+            ),
+            Difference::ArgDims {
+                index,
+                before,
+                after,
+            } => {
+                let changed: Vec<usize> = before
+                    .dims()
+                    .iter()
+                    .zip(after.dims())
+                    .enumerate()
+                    .filter(|(_, (b, a))| b != a)
+                    .map(|(i, _)| i)
+                    .collect();
+                if let [dim] = changed[..] {
+                    write!(
+                        f,
+                        "arg {index}: dim {dim}: {} → {} ({before} vs {after})",
+                        before.dims()[dim],
+                        after.dims()[dim]
+                    )
+                } else {
+                    let list: Vec<String> = changed.iter().map(usize::to_string).collect();
+                    write!(
+                        f,
+                        "arg {index}: dims {} changed ({before} vs {after})",
+                        list.join(", ")
+                    )
+                }
+            }
+            Difference::CapturedValue { before, after } => {
+                let (b, a) = (before.value(), after.value());
+                write!(f, "captured `{}`: ", before.name())?;
+                if b.kind_name() != a.kind_name() {
+                    write!(f, "{b} ({}) → {a} ({})", b.kind_name(), a.kind_name())
+                } else if b.to_string() == a.to_string() {
+                    // Same text, different bits (NaN payloads): show the bits.
+                    write!(f, "{b} (bits {:#x}) → {a} (bits {:#x})", b.bits(), a.bits())
+                } else {
+                    write!(f, "{b} → {a}")
+                }
+            }
+            Difference::CapturedAdded(c) => {
+                write!(f, "captured `{}` added (= {})", c.name(), c.value())
+            }
+            Difference::CapturedRemoved(c) => {
+                write!(f, "captured `{}` removed (was {})", c.name(), c.value())
+            }
+            Difference::DeviceTag { before, after } => {
+                write!(f, "device tag {before:#x} → {after:#x}")
+            }
+        }
+    }
+}
+
+impl Signature {
+    /// How `newer` differs from `self`, one [`Difference`] per changed part;
+    /// empty when they are equal.
+    pub fn differences(&self, newer: &Signature) -> Vec<Difference> {
+        let mut out = Vec::new();
+        let (old_args, new_args) = (self.args(), newer.args());
+        if old_args.len() != new_args.len() {
+            out.push(Difference::ArgCount {
+                before: old_args.len(),
+                after: new_args.len(),
+            });
+        }
+        for (index, (before, after)) in old_args.iter().zip(new_args).enumerate() {
+            if before == after {
+                continue;
+            }
+            let (before, after) = (before.clone(), after.clone());
+            out.push(if before.dtype() != after.dtype() {
+                Difference::ArgDType {
+                    index,
+                    before,
+                    after,
+                }
+            } else if before.rank() != after.rank() {
+                Difference::ArgRank {
+                    index,
+                    before,
+                    after,
+                }
+            } else {
+                Difference::ArgDims {
+                    index,
+                    before,
+                    after,
+                }
+            });
+        }
+        diff_captured(self.captured(), newer.captured(), &mut out);
+        if self.device_tag() != newer.device_tag() {
+            out.push(Difference::DeviceTag {
+                before: self.device_tag(),
+                after: newer.device_tag(),
+            });
+        }
+        out
+    }
+
+    /// The differences from `self` to `newer` in words, joined by `; `, e.g.
+    /// `arg 0: rank 2 → 3 (f32[1,5] vs f32[1,5,1])`; `identical` when equal.
+    pub fn explain_difference(&self, newer: &Signature) -> String {
+        let diffs = self.differences(newer);
+        if diffs.is_empty() {
+            "identical".to_owned()
+        } else {
+            join(&diffs)
+        }
+    }
+}
+
+/// Merge-join of two name-sorted captured lists.
+fn diff_captured(old: &[CapturedScalar], new: &[CapturedScalar], out: &mut Vec<Difference>) {
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        let order = match (old.get(i), new.get(j)) {
+            (Some(o), Some(n)) => o.name().cmp(n.name()),
+            (Some(_), None) => Ordering::Less,
+            _ => Ordering::Greater,
+        };
+        match order {
+            Ordering::Less => {
+                out.push(Difference::CapturedRemoved(old[i].clone()));
+                i += 1;
+            }
+            Ordering::Greater => {
+                out.push(Difference::CapturedAdded(new[j].clone()));
+                j += 1;
+            }
+            Ordering::Equal => {
+                if old[i].value() != new[j].value() {
+                    out.push(Difference::CapturedValue {
+                        before: old[i].clone(),
+                        after: new[j].clone(),
+                    });
+                }
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+}
+
+fn join(diffs: &[Difference]) -> String {
+    diffs
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Why an entry left the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EvictionCause {
+    /// The function's own capacity was full; its least recently used entry went.
+    FunctionCapacity {
+        /// The function's capacity.
+        capacity: usize,
+    },
+    /// The global entry budget was exceeded; the least recently used entry of
+    /// all functions went.
+    EntryBudget {
+        /// `CacheConfig::max_total_entries`.
+        max_entries: usize,
+    },
+    /// The global byte budget was exceeded; the least recently used entry of
+    /// all functions went.
+    ByteBudget {
+        /// `CacheConfig::max_total_bytes`.
+        max_bytes: usize,
+    },
+    /// `evict_function` or `clear` was called.
+    Requested,
+}
+
+impl fmt::Display for EvictionCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EvictionCause::FunctionCapacity { capacity } => {
+                write!(f, "function capacity {capacity} reached")
+            }
+            EvictionCause::EntryBudget { max_entries } => {
+                write!(f, "global entry budget {max_entries} reached")
+            }
+            EvictionCause::ByteBudget { max_bytes } => {
+                write!(f, "global byte budget {} reached", Bytes(*max_bytes))
+            }
+            EvictionCause::Requested => f.write_str("evicted on request"),
+        }
+    }
+}
+
+/// Why a call's signature was not found in the cache.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MissReason {
+    /// The first call of this function (or the first since it was evicted).
+    FirstCall,
+    /// The signature is new; `differences` compares it with the closest cached
+    /// signature of the function (fewest differences, most recent on a tie).
+    Changed {
+        /// From the closest cached signature to this call's.
+        differences: Vec<Difference>,
+    },
+    /// This signature was compiled before and evicted.
+    Evicted {
+        /// What evicted it.
+        cause: EvictionCause,
+        /// From the closest cached signature (as in `Changed`) to this call's;
+        /// empty when nothing is cached.
+        differences: Vec<Difference>,
+    },
+    /// Nothing is cached for the function (earlier compiles failed or were
+    /// skipped while thrashing, or everything was evicted).
+    NothingCached,
+    /// Compiling this signature failed earlier; the failure is remembered.
+    CompileFailedEarlier {
+        /// The stored error.
+        error: Arc<CompileError>,
+        /// Calls with this signature left before the compile is retried.
+        retry_in_calls: u64,
+    },
+    /// A failed compile of this signature is retried now.
+    RetryAfterFailure,
+    /// Another call is compiling this signature right now.
+    CompileInFlight,
+}
+
+impl fmt::Display for MissReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MissReason::FirstCall => f.write_str("first call"),
+            MissReason::Changed { differences } => f.write_str(&join(differences)),
+            MissReason::Evicted { cause, differences } if differences.is_empty() => {
+                write!(f, "evicted earlier: {cause}")
+            }
+            MissReason::Evicted { cause, differences } => {
+                write!(f, "{}; evicted earlier: {cause}", join(differences))
+            }
+            MissReason::NothingCached => f.write_str("nothing cached for this function"),
+            MissReason::CompileFailedEarlier {
+                error,
+                retry_in_calls,
+            } => write!(
+                f,
+                "compile failed earlier ({error}); retried in {retry_in_calls} calls"
+            ),
+            MissReason::RetryAfterFailure => f.write_str("retrying a failed compile"),
+            MissReason::CompileInFlight => f.write_str("another call is compiling it"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DType;
+
+    fn f32(dims: &[i64]) -> Signature {
+        Signature::builder().arg(DType::F32, dims).build()
+    }
+
+    #[test]
+    fn rank_change_reads_like_the_design() {
+        assert_eq!(
+            f32(&[1, 5]).explain_difference(&f32(&[1, 5, 1])),
+            "arg 0: rank 2 → 3 (f32[1,5] vs f32[1,5,1])"
+        );
+        assert_eq!(
+            f32(&[1, 5, 1]).explain_difference(&f32(&[1, 5])),
+            "arg 0: rank 3 → 2 (f32[1,5,1] vs f32[1,5])"
+        );
+    }
+
+    #[test]
+    fn dims_dtype_count_and_device() {
+        assert_eq!(
+            f32(&[1, 5]).explain_difference(&f32(&[1, 6])),
+            "arg 0: dim 1: 5 → 6 (f32[1,5] vs f32[1,6])"
+        );
+        assert_eq!(
+            f32(&[1, 5]).explain_difference(&f32(&[2, 6])),
+            "arg 0: dims 0, 1 changed (f32[1,5] vs f32[2,6])"
+        );
+        let f16 = Signature::builder().arg(DType::F16, &[1, 5, 1]).build();
+        assert_eq!(
+            f32(&[1, 5]).explain_difference(&f16),
+            "arg 0: dtype f32 → f16 (f32[1,5] vs f16[1,5,1])"
+        );
+        let two = Signature::builder()
+            .arg(DType::F32, &[1, 5])
+            .arg(DType::I32, &[])
+            .device_tag(2)
+            .build();
+        assert_eq!(
+            f32(&[1, 5]).explain_difference(&two),
+            "argument count 1 → 2; device tag 0x0 → 0x2"
+        );
+        assert_eq!(f32(&[3]).explain_difference(&f32(&[3])), "identical");
+    }
+
+    #[test]
+    fn captured_changes() {
+        let t = |v: f32| {
+            Signature::builder()
+                .captured(CapturedScalar::f32("temperature", v))
+                .build()
+        };
+        assert_eq!(
+            t(0.8).explain_difference(&t(1.0)),
+            "captured `temperature`: 0.8 → 1.0"
+        );
+        assert_eq!(
+            t(0.0).explain_difference(&t(-0.0)),
+            "captured `temperature`: 0.0 → -0.0"
+        );
+        let nan2 = f32::from_bits(f32::NAN.to_bits() + 1);
+        assert_eq!(
+            t(f32::NAN).explain_difference(&t(nan2)),
+            "captured `temperature`: NaN (bits 0x7fc00000) → NaN (bits 0x7fc00001)"
+        );
+        let k32 = Signature::builder()
+            .captured(CapturedScalar::i32("k", 3))
+            .build();
+        let k64 = Signature::builder()
+            .captured(CapturedScalar::i64("k", 3))
+            .build();
+        assert_eq!(
+            k32.explain_difference(&k64),
+            "captured `k`: 3 (i32) → 3 (i64)"
+        );
+        let none = Signature::builder().build();
+        assert_eq!(none.explain_difference(&k32), "captured `k` added (= 3)");
+        assert_eq!(
+            k32.explain_difference(&none),
+            "captured `k` removed (was 3)"
+        );
+    }
+}

@@ -1,0 +1,125 @@
+//! Negative cache: compile errors remembered per signature, for a while.
+
+use std::sync::Arc;
+
+use lru::LruCache;
+
+use crate::error::CompileError;
+use crate::hashing::PrecomputedState;
+use crate::signature::Signature;
+
+/// What to do with a signature whose compile may have failed before.
+#[derive(Debug)]
+pub(crate) enum FailureCheck {
+    /// No failure remembered.
+    None,
+    /// Still failed: interpret, with the stored error.
+    Blocked {
+        error: Arc<CompileError>,
+        retry_in_calls: u64,
+    },
+    /// The failure expired (it was forgotten now): compile again.
+    Retry,
+}
+
+#[derive(Debug)]
+struct Failure {
+    error: Arc<CompileError>,
+    /// Calls with this signature left to interpret before retrying.
+    calls_left: u64,
+}
+
+/// Failed signatures of one function, bounded (least recently used forgotten).
+#[derive(Debug)]
+pub(crate) struct Failures {
+    map: LruCache<Signature, Failure, PrecomputedState>,
+    max: usize,
+}
+
+impl Failures {
+    pub fn new(max: usize) -> Self {
+        Failures {
+            map: LruCache::unbounded_with_hasher(PrecomputedState),
+            max,
+        }
+    }
+
+    /// Checks `sig` at a call that missed the cache.
+    pub fn check(&mut self, sig: &Signature) -> FailureCheck {
+        if self.map.is_empty() {
+            return FailureCheck::None;
+        }
+        let Some(failure) = self.map.get_mut(sig) else {
+            return FailureCheck::None;
+        };
+        if failure.calls_left == 0 {
+            self.map.pop(sig);
+            return FailureCheck::Retry;
+        }
+        failure.calls_left -= 1;
+        FailureCheck::Blocked {
+            error: Arc::clone(&failure.error),
+            retry_in_calls: failure.calls_left,
+        }
+    }
+
+    /// Remembers that compiling `sig` failed; the next `retry_after` calls
+    /// with it are interpreted.
+    pub fn record(&mut self, sig: Signature, error: Arc<CompileError>, retry_after: u64) {
+        self.map.put(
+            sig,
+            Failure {
+                error,
+                calls_left: retry_after,
+            },
+        );
+        while self.map.len() > self.max {
+            self.map.pop_lru();
+        }
+    }
+
+    /// Forgets every failure; returns how many there were.
+    pub fn clear(&mut self) -> usize {
+        let n = self.map.len();
+        self.map.clear();
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DType;
+
+    #[test]
+    fn blocked_for_n_calls_then_retried_and_bounded() {
+        let sig = |n| Signature::builder().arg(DType::F32, &[n]).build();
+        let mut f = Failures::new(2);
+        assert!(matches!(f.check(&sig(1)), FailureCheck::None));
+        f.record(sig(1), Arc::new(CompileError::new("boom")), 2);
+        assert!(matches!(
+            f.check(&sig(1)),
+            FailureCheck::Blocked {
+                retry_in_calls: 1,
+                ..
+            }
+        ));
+        assert!(matches!(
+            f.check(&sig(1)),
+            FailureCheck::Blocked {
+                retry_in_calls: 0,
+                ..
+            }
+        ));
+        assert!(matches!(f.check(&sig(1)), FailureCheck::Retry));
+        assert!(matches!(f.check(&sig(1)), FailureCheck::None));
+        for n in 1..=3 {
+            f.record(sig(n), Arc::new(CompileError::new("boom")), 5);
+        }
+        assert!(
+            matches!(f.check(&sig(1)), FailureCheck::None),
+            "oldest forgotten"
+        );
+        assert_eq!(f.clear(), 2);
+    }
+}

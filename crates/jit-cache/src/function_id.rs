@@ -1,0 +1,110 @@
+//! Identity of a compiled function.
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use rustc_hash::FxHasher;
+
+use crate::hashing::finalize;
+
+/// Which function a signature belongs to: its name plus a hash of its
+/// definition.
+///
+/// A redefined function (same name, new body) has a different
+/// `definition_hash` and is therefore a different function: it never reuses
+/// code compiled for the old definition. Cloning is cheap (the name is shared).
+#[derive(Clone)]
+pub struct FunctionId {
+    name: Arc<str>,
+    definition_hash: u64,
+    hash: u64,
+}
+
+impl FunctionId {
+    /// A function called `name` whose definition hashes to `definition_hash`.
+    pub fn new(name: impl Into<Arc<str>>, definition_hash: u64) -> Self {
+        let name = name.into();
+        let mut h = FxHasher::default();
+        name.hash(&mut h);
+        h.write_u64(definition_hash);
+        FunctionId {
+            name,
+            definition_hash,
+            hash: finalize(h.finish()),
+        }
+    }
+
+    /// The function's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The hash of the function's definition given at construction.
+    pub fn definition_hash(&self) -> u64 {
+        self.definition_hash
+    }
+}
+
+impl PartialEq for FunctionId {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash
+            && self.definition_hash == other.definition_hash
+            && (Arc::ptr_eq(&self.name, &other.name) || self.name == other.name)
+    }
+}
+
+impl Eq for FunctionId {}
+
+impl Hash for FunctionId {
+    #[inline]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl PartialOrd for FunctionId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for FunctionId {
+    /// Orders by name, then definition hash (used to sort reports).
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (&*self.name, self.definition_hash).cmp(&(&*other.name, other.definition_hash))
+    }
+}
+
+impl fmt::Debug for FunctionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FunctionId({}#{:016x})", self.name, self.definition_hash)
+    }
+}
+
+impl fmt::Display for FunctionId {
+    /// The name alone; `{:#}` appends the definition hash: `sigmoid#00000000deadbeef`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            write!(f, "{}#{:016x}", self.name, self.definition_hash)
+        } else {
+            f.write_str(&self.name)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redefinition_is_a_different_function() {
+        let a = FunctionId::new("sigmoid", 1);
+        assert_eq!(a, FunctionId::new(String::from("sigmoid"), 1));
+        assert_ne!(a, FunctionId::new("sigmoid", 2));
+        assert_ne!(a, FunctionId::new("tanh", 1));
+        assert_eq!(format!("{a}"), "sigmoid");
+        assert_eq!(format!("{a:#}"), "sigmoid#0000000000000001");
+    }
+}

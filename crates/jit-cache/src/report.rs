@@ -1,0 +1,133 @@
+//! The human-readable report table (`Display` for [`CacheStats`]).
+
+use std::fmt;
+
+use crate::stats::{CacheStats, Counters};
+
+/// A byte count printed with a binary unit: `512 B`, `2.0 KiB`, `256.0 MiB`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bytes(pub usize);
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+        if self.0 < 1024 {
+            return f.pad(&format!("{} B", self.0));
+        }
+        let mut value = self.0 as f64 / 1024.0;
+        let mut unit = 0;
+        while value >= 1024.0 && unit + 1 < UNITS.len() {
+            value /= 1024.0;
+            unit += 1;
+        }
+        f.pad(&format!("{value:.1} {}", UNITS[unit]))
+    }
+}
+
+const HEADERS: [&str; 11] = [
+    "calls",
+    "hits",
+    "misses",
+    "compiles",
+    "failed",
+    "compile time",
+    "evicted",
+    "fallback",
+    "entries",
+    "cap",
+    "bytes",
+];
+
+fn cells(c: &Counters, capacity: Option<usize>) -> [String; 11] {
+    [
+        c.calls.to_string(),
+        c.hits.to_string(),
+        c.misses.to_string(),
+        c.compiles.to_string(),
+        c.failed_compiles.to_string(),
+        format!("{:.1?}", c.compile_time),
+        c.evictions.to_string(),
+        c.fallback_calls.to_string(),
+        c.live_entries.to_string(),
+        capacity.map_or_else(|| "-".to_owned(), |n| n.to_string()),
+        Bytes(c.live_bytes).to_string(),
+    ]
+}
+
+impl fmt::Display for CacheStats {
+    /// One row per function (counters, capacity, mode, last miss) and a total.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "jit-cache: {} functions, {}/{} entries, {}/{}",
+            self.functions.len(),
+            self.total.live_entries,
+            self.max_total_entries,
+            Bytes(self.total.live_bytes),
+            Bytes(self.max_total_bytes),
+        )?;
+        let mut rows: Vec<(String, [String; 11], String, String)> = self
+            .functions
+            .iter()
+            .map(|s| {
+                (
+                    s.function.name().to_owned(),
+                    cells(&s.counters, Some(s.capacity)),
+                    s.mode.to_string(),
+                    s.last_miss
+                        .as_ref()
+                        .map_or_else(String::new, ToString::to_string),
+                )
+            })
+            .collect();
+        rows.push((
+            "(total)".to_owned(),
+            cells(&self.total, None),
+            String::new(),
+            String::new(),
+        ));
+        let name_w = rows
+            .iter()
+            .map(|r| r.0.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(8);
+        let mut widths = HEADERS.map(str::len);
+        let mut mode_w = "mode".len();
+        for (_, cells, mode, _) in &rows {
+            for (w, c) in widths.iter_mut().zip(cells) {
+                *w = (*w).max(c.chars().count());
+            }
+            mode_w = mode_w.max(mode.chars().count());
+        }
+        let mut line = format!("{:<name_w$}", "function");
+        for (h, w) in HEADERS.iter().zip(widths) {
+            line += &format!("  {h:>w$}");
+        }
+        line += &format!("  {:<mode_w$}  last miss", "mode");
+        writeln!(f, "{line}")?;
+        for (name, cells, mode, last_miss) in &rows {
+            let mut line = format!("{name:<name_w$}");
+            for (c, w) in cells.iter().zip(widths) {
+                line += &format!("  {c:>w$}");
+            }
+            line += &format!("  {mode:<mode_w$}  {last_miss}");
+            writeln!(f, "{}", line.trim_end())?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_use_binary_units() {
+        assert_eq!(Bytes(512).to_string(), "512 B");
+        assert_eq!(Bytes(2048).to_string(), "2.0 KiB");
+        assert_eq!(Bytes(256 << 20).to_string(), "256.0 MiB");
+        assert_eq!(Bytes(3 << 30).to_string(), "3.0 GiB");
+        assert_eq!(format!("{:>8}", Bytes(1)), "     1 B");
+    }
+}

@@ -1,0 +1,527 @@
+//! Call signatures: the cache key.
+//!
+//! A [`Signature`] holds, per argument, its dtype and dims (rank included), the
+//! scalar constants that were baked into the compiled code (compared by exact
+//! bit pattern), and an opaque device tag. Its hash is computed once at
+//! construction so a lookup never hashes again.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use rustc_hash::FxHasher;
+use smallvec::SmallVec;
+
+use crate::dtype::DType;
+use crate::hashing::finalize;
+
+/// Dims stored inline up to rank 4 (no allocation for common tensors).
+type Dims = SmallVec<[i64; 4]>;
+
+/// Dtype and dims of one tensor argument. Displayed like `f32[1,5]`; a scalar
+/// tensor (rank 0) is `f32[]`.
+///
+/// The rank is part of the identity: `f32[1,5]` and `f32[1,5,1]` differ.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ArgSpec {
+    dtype: DType,
+    dims: Dims,
+}
+
+impl ArgSpec {
+    /// A tensor argument of element type `dtype` and shape `dims`.
+    #[inline]
+    pub fn new(dtype: DType, dims: &[i64]) -> Self {
+        ArgSpec {
+            dtype,
+            dims: Dims::from_slice(dims),
+        }
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The dims, outermost first.
+    pub fn dims(&self) -> &[i64] {
+        &self.dims
+    }
+
+    /// The number of dims.
+    pub fn rank(&self) -> usize {
+        self.dims.len()
+    }
+}
+
+impl fmt::Display for ArgSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[", self.dtype)?;
+        for (i, d) in self.dims.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{d}")?;
+        }
+        f.write_str("]")
+    }
+}
+
+impl fmt::Debug for ArgSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// The value of a captured scalar constant.
+///
+/// Equality, hashing and ordering use the exact bit pattern: `0.8` and
+/// `0.8000001` differ, `-0.0` and `0.0` differ, and a NaN equals a NaN with the
+/// same payload. Values of different kinds (`3_i32`, `3_i64`) differ.
+#[derive(Clone, Copy)]
+pub enum ScalarValue {
+    /// A 32-bit float.
+    F32(f32),
+    /// A 64-bit float.
+    F64(f64),
+    /// A 32-bit signed integer.
+    I32(i32),
+    /// A 64-bit signed integer.
+    I64(i64),
+    /// A boolean.
+    Bool(bool),
+}
+
+impl ScalarValue {
+    /// The value's bit pattern, zero-extended to 64 bits.
+    pub fn bits(self) -> u64 {
+        match self {
+            ScalarValue::F32(v) => u64::from(v.to_bits()),
+            ScalarValue::F64(v) => v.to_bits(),
+            ScalarValue::I32(v) => u64::from(v as u32),
+            ScalarValue::I64(v) => v as u64,
+            ScalarValue::Bool(v) => u64::from(v),
+        }
+    }
+
+    /// The kind's short name: `f32`, `f64`, `i32`, `i64` or `bool`.
+    pub fn kind_name(self) -> &'static str {
+        match self {
+            ScalarValue::F32(_) => "f32",
+            ScalarValue::F64(_) => "f64",
+            ScalarValue::I32(_) => "i32",
+            ScalarValue::I64(_) => "i64",
+            ScalarValue::Bool(_) => "bool",
+        }
+    }
+
+    fn kind_code(self) -> u8 {
+        match self {
+            ScalarValue::F32(_) => 1,
+            ScalarValue::F64(_) => 2,
+            ScalarValue::I32(_) => 3,
+            ScalarValue::I64(_) => 4,
+            ScalarValue::Bool(_) => 5,
+        }
+    }
+
+    fn key(self) -> (u8, u64) {
+        (self.kind_code(), self.bits())
+    }
+}
+
+impl PartialEq for ScalarValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for ScalarValue {}
+
+impl PartialOrd for ScalarValue {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ScalarValue {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+impl Hash for ScalarValue {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u8(self.kind_code());
+        state.write_u64(self.bits());
+    }
+}
+
+impl fmt::Display for ScalarValue {
+    /// Shortest text that reads back to the same value (`0.8`, `-0.0`, `1.0`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScalarValue::F32(v) => write!(f, "{v:?}"),
+            ScalarValue::F64(v) => write!(f, "{v:?}"),
+            ScalarValue::I32(v) => write!(f, "{v}"),
+            ScalarValue::I64(v) => write!(f, "{v}"),
+            ScalarValue::Bool(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+impl fmt::Debug for ScalarValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}_{}", self.kind_name())
+    }
+}
+
+/// A scalar that was baked into the compiled code as a constant, such as a
+/// `temperature` or a top-k `k`.
+///
+/// It belongs in the key: otherwise a changed scalar would silently reuse
+/// stale code. Keep names as `Arc<str>` and clone them to build signatures
+/// without allocating.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CapturedScalar {
+    name: Arc<str>,
+    value: ScalarValue,
+}
+
+impl CapturedScalar {
+    /// A captured scalar called `name` (a name or path) holding `value`.
+    #[inline]
+    pub fn new(name: impl Into<Arc<str>>, value: ScalarValue) -> Self {
+        CapturedScalar {
+            name: name.into(),
+            value,
+        }
+    }
+
+    /// Shorthand for a captured `f32`.
+    #[inline]
+    pub fn f32(name: impl Into<Arc<str>>, value: f32) -> Self {
+        Self::new(name, ScalarValue::F32(value))
+    }
+
+    /// Shorthand for a captured `f64`.
+    pub fn f64(name: impl Into<Arc<str>>, value: f64) -> Self {
+        Self::new(name, ScalarValue::F64(value))
+    }
+
+    /// Shorthand for a captured `i32`.
+    pub fn i32(name: impl Into<Arc<str>>, value: i32) -> Self {
+        Self::new(name, ScalarValue::I32(value))
+    }
+
+    /// Shorthand for a captured `i64`.
+    pub fn i64(name: impl Into<Arc<str>>, value: i64) -> Self {
+        Self::new(name, ScalarValue::I64(value))
+    }
+
+    /// Shorthand for a captured `bool`.
+    pub fn bool(name: impl Into<Arc<str>>, value: bool) -> Self {
+        Self::new(name, ScalarValue::Bool(value))
+    }
+
+    /// The scalar's name or path.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The scalar's value.
+    pub fn value(&self) -> ScalarValue {
+        self.value
+    }
+}
+
+impl fmt::Display for CapturedScalar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}", self.name, self.value)
+    }
+}
+
+impl fmt::Debug for CapturedScalar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={:?}", self.name, self.value)
+    }
+}
+
+/// The key of one compiled executable of a function: argument dtypes and
+/// dims, captured scalar constants and a device tag.
+///
+/// Built once per call (see [`Signature::builder`]); up to 4 arguments of rank
+/// up to 4 and 2 captured scalars are stored inline without allocating.
+/// Captured scalars are kept sorted by name, so the order they are given in
+/// does not matter. The hash is computed at construction; equality compares
+/// the full contents. Displayed like `(f32[1,5], i32[]) {temperature=0.8}`,
+/// followed by `@device 0x…` when the device tag is not 0.
+#[derive(Clone)]
+pub struct Signature {
+    args: SmallVec<[ArgSpec; 4]>,
+    captured: SmallVec<[CapturedScalar; 2]>,
+    device_tag: u64,
+    hash: u64,
+}
+
+impl Signature {
+    /// A signature from its parts. `device_tag` is opaque to the cache (the
+    /// backend's device or target identity); use 0 when there is only one.
+    pub fn new(
+        args: impl IntoIterator<Item = ArgSpec>,
+        captured: impl IntoIterator<Item = CapturedScalar>,
+        device_tag: u64,
+    ) -> Self {
+        Self::from_parts(
+            args.into_iter().collect(),
+            captured.into_iter().collect(),
+            device_tag,
+        )
+    }
+
+    /// A builder that adds arguments and captured scalars one at a time.
+    #[inline]
+    pub fn builder() -> SignatureBuilder {
+        SignatureBuilder::default()
+    }
+
+    #[inline]
+    fn from_parts(
+        args: SmallVec<[ArgSpec; 4]>,
+        mut captured: SmallVec<[CapturedScalar; 2]>,
+        device_tag: u64,
+    ) -> Self {
+        if captured.len() > 1 {
+            captured.sort_unstable();
+        }
+        let mut h = FxHasher::default();
+        h.write_u64(device_tag);
+        h.write_usize(args.len());
+        for arg in &args {
+            h.write_u8(arg.dtype.code());
+            h.write_usize(arg.dims.len());
+            for &d in &arg.dims {
+                h.write_i64(d);
+            }
+        }
+        for c in &captured {
+            c.name.hash(&mut h);
+            c.value.hash(&mut h);
+        }
+        Signature {
+            args,
+            captured,
+            device_tag,
+            hash: finalize(h.finish()),
+        }
+    }
+
+    /// The tensor arguments, in call order.
+    pub fn args(&self) -> &[ArgSpec] {
+        &self.args
+    }
+
+    /// The captured scalars, sorted by name.
+    pub fn captured(&self) -> &[CapturedScalar] {
+        &self.captured
+    }
+
+    /// The opaque device tag.
+    pub fn device_tag(&self) -> u64 {
+        self.device_tag
+    }
+
+    /// The hash computed at construction.
+    pub fn precomputed_hash(&self) -> u64 {
+        self.hash
+    }
+}
+
+impl PartialEq for Signature {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash
+            && self.device_tag == other.device_tag
+            && self.args == other.args
+            && self.captured == other.captured
+    }
+}
+
+impl Eq for Signature {}
+
+impl Hash for Signature {
+    #[inline]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl fmt::Display for Signature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("(")?;
+        for (i, arg) in self.args.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{arg}")?;
+        }
+        f.write_str(")")?;
+        if !self.captured.is_empty() {
+            f.write_str(" {")?;
+            for (i, c) in self.captured.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{c}")?;
+            }
+            f.write_str("}")?;
+        }
+        if self.device_tag != 0 {
+            write!(f, " @device {:#x}", self.device_tag)?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Signature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Signature{self}")
+    }
+}
+
+/// Builds a [`Signature`] argument by argument, in place (the methods take
+/// `&mut self`, so a builder is never copied around).
+///
+/// ```
+/// use jit_cache::{CapturedScalar, DType, Signature};
+///
+/// let sig = Signature::builder()
+///     .arg(DType::F32, &[1, 5])
+///     .captured(CapturedScalar::f32("temperature", 0.8))
+///     .build();
+/// assert_eq!(sig.to_string(), "(f32[1,5]) {temperature=0.8}");
+///
+/// // Or step by step, e.g. from a list of tensors:
+/// let mut builder = Signature::builder();
+/// for dims in [&[2, 3][..], &[3]] {
+///     builder.arg(DType::F64, dims);
+/// }
+/// assert_eq!(builder.build().to_string(), "(f64[2,3], f64[3])");
+/// ```
+#[derive(Debug, Default, Clone)]
+pub struct SignatureBuilder {
+    args: SmallVec<[ArgSpec; 4]>,
+    captured: SmallVec<[CapturedScalar; 2]>,
+    device_tag: u64,
+}
+
+impl SignatureBuilder {
+    /// Appends a tensor argument.
+    #[inline]
+    pub fn arg(&mut self, dtype: DType, dims: &[i64]) -> &mut Self {
+        self.args.push(ArgSpec::new(dtype, dims));
+        self
+    }
+
+    /// Appends a tensor argument given as an [`ArgSpec`].
+    #[inline]
+    pub fn arg_spec(&mut self, arg: ArgSpec) -> &mut Self {
+        self.args.push(arg);
+        self
+    }
+
+    /// Adds a captured scalar constant.
+    #[inline]
+    pub fn captured(&mut self, scalar: CapturedScalar) -> &mut Self {
+        self.captured.push(scalar);
+        self
+    }
+
+    /// Sets the opaque device tag (default 0).
+    #[inline]
+    pub fn device_tag(&mut self, tag: u64) -> &mut Self {
+        self.device_tag = tag;
+        self
+    }
+
+    /// Finishes the signature, computing its hash. The builder is left empty
+    /// and can build another signature.
+    #[inline]
+    pub fn build(&mut self) -> Signature {
+        Signature::from_parts(
+            std::mem::take(&mut self.args),
+            std::mem::take(&mut self.captured),
+            std::mem::take(&mut self.device_tag),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(dims: &[i64]) -> Signature {
+        Signature::builder().arg(DType::F32, dims).build()
+    }
+
+    #[test]
+    fn rank_is_part_of_the_key() {
+        assert_ne!(sig(&[1, 5]), sig(&[1, 5, 1]));
+        assert_eq!(sig(&[1, 5]), sig(&[1, 5]));
+        assert_eq!(
+            sig(&[1, 5]).precomputed_hash(),
+            sig(&[1, 5]).precomputed_hash()
+        );
+    }
+
+    #[test]
+    fn dtype_and_device_are_part_of_the_key() {
+        let f16 = Signature::builder().arg(DType::F16, &[1, 5]).build();
+        assert_ne!(sig(&[1, 5]), f16);
+        let dev = Signature::builder()
+            .arg(DType::F32, &[1, 5])
+            .device_tag(7)
+            .build();
+        assert_ne!(sig(&[1, 5]), dev);
+        assert_eq!(dev.to_string(), "(f32[1,5]) @device 0x7");
+    }
+
+    #[test]
+    fn captured_scalars_compare_by_exact_bits() {
+        let with = |v: f32| {
+            Signature::builder()
+                .arg(DType::F32, &[2])
+                .captured(CapturedScalar::f32("temperature", v))
+                .build()
+        };
+        assert_eq!(with(0.8), with(0.8));
+        assert_ne!(with(0.8), with(0.800_000_1));
+        assert_ne!(with(0.0), with(-0.0));
+        assert_eq!(with(f32::NAN), with(f32::NAN));
+        let i32_three = CapturedScalar::i32("k", 3);
+        let i64_three = CapturedScalar::i64("k", 3);
+        assert_ne!(i32_three, i64_three);
+    }
+
+    #[test]
+    fn captured_order_does_not_matter() {
+        let a = CapturedScalar::i32("k", 3);
+        let b = CapturedScalar::f64("temperature", 0.5);
+        let s1 = Signature::new([], [a.clone(), b.clone()], 0);
+        let s2 = Signature::new([], [b, a], 0);
+        assert_eq!(s1, s2);
+        assert_eq!(s1.to_string(), "() {k=3, temperature=0.5}");
+    }
+
+    #[test]
+    fn display_of_values_is_human_readable() {
+        assert_eq!(ScalarValue::F32(0.8).to_string(), "0.8");
+        assert_eq!(ScalarValue::F32(-0.0).to_string(), "-0.0");
+        assert_eq!(ScalarValue::F64(1.0).to_string(), "1.0");
+        assert_eq!(ScalarValue::Bool(true).to_string(), "true");
+        assert_eq!(ScalarValue::I64(-4).to_string(), "-4");
+        assert_eq!(format!("{:?}", ScalarValue::I32(3)), "3_i32");
+        assert_eq!(ArgSpec::new(DType::BF16, &[]).to_string(), "bf16[]");
+    }
+}

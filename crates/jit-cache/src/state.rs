@@ -1,0 +1,457 @@
+//! The cache's state behind its one lock, and the decisions taken under it.
+//!
+//! Nothing here runs user code: compile callbacks, executable drops and
+//! logging all happen in `cache.rs` after the lock is released.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::budget::{least_recent, Budget};
+use crate::config::{CacheConfig, InFlightPolicy};
+use crate::dispatch::FallbackReason;
+use crate::error::CompileError;
+use crate::explain::MissReason;
+use crate::failures::{FailureCheck, Failures};
+use crate::function_cache::{Entry, Evicted, FunctionCache};
+use crate::function_id::FunctionId;
+use crate::hashing::PrecomputedState;
+use crate::inflight::InFlight;
+use crate::signature::Signature;
+use crate::stats::{CacheStats, Counters, FunctionStats};
+use crate::thrash::{ThrashGuard, ThrashSettings, Transition, Verdict};
+
+/// A thrash transition to log, with the miss that explains it.
+#[derive(Debug)]
+pub(crate) struct Note {
+    pub transition: Transition,
+    pub last_miss: Option<MissReason>,
+}
+
+/// What a call does, decided under the lock.
+#[derive(Debug)]
+pub(crate) enum Step<E> {
+    Hit { exe: Arc<E>, notes: Vec<Note> },
+    Miss(Miss<E>),
+}
+
+/// A miss: why, and what the call does about it.
+#[derive(Debug)]
+pub(crate) struct Miss<E> {
+    /// 1 for the function's first miss.
+    pub number: u64,
+    pub reason: MissReason,
+    pub action: MissAction<E>,
+    pub notes: Vec<Note>,
+}
+
+#[derive(Debug)]
+pub(crate) enum MissAction<E> {
+    /// This call compiles; it must publish the result in `flight`.
+    Compile {
+        generation: u64,
+        flight: Arc<InFlight<E>>,
+    },
+    /// Another call compiles; wait for it.
+    Wait(Arc<InFlight<E>>),
+    Interpret(FallbackReason),
+}
+
+/// What became of a finished compile.
+#[derive(Debug)]
+pub(crate) struct Finished<E> {
+    /// Entries evicted to make room, with their owner.
+    pub evicted: Vec<(FunctionId, Evicted<E>)>,
+    /// The executable was not cached: larger than the byte budget, or the
+    /// function was evicted while it compiled.
+    pub not_cached: Option<NotCached>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NotCached {
+    TooLarge,
+    FunctionEvicted,
+}
+
+/// Everything the cache knows about one function.
+#[derive(Debug)]
+struct FunctionState<E> {
+    /// Distinguishes this state from one created after an eviction of the
+    /// same function, so a compile that outlived it is not inserted.
+    generation: u64,
+    cache: FunctionCache<E>,
+    thrash: ThrashGuard,
+    failures: Failures,
+    in_flight: HashMap<Signature, Arc<InFlight<E>>, PrecomputedState>,
+    counters: Counters,
+    last_miss: Option<MissReason>,
+}
+
+impl<E> FunctionState<E> {
+    fn new(name: &str, generation: u64, config: &CacheConfig) -> Self {
+        let capacity = config.capacity_for(name);
+        FunctionState {
+            generation,
+            cache: FunctionCache::new(capacity),
+            thrash: ThrashGuard::new(ThrashSettings {
+                window: config.thrash_window,
+                threshold: config.thrash_threshold.max(capacity),
+                cool_down: config.thrash_cool_down,
+                cool_down_cap: config.thrash_cool_down_cap,
+            }),
+            failures: Failures::new(config.max_failures_per_function),
+            in_flight: HashMap::with_hasher(PrecomputedState),
+            counters: Counters::default(),
+            last_miss: None,
+        }
+    }
+
+    #[inline]
+    fn call(
+        &mut self,
+        sig: &Signature,
+        tick: u64,
+        total: &mut Counters,
+        config: &CacheConfig,
+    ) -> Step<E> {
+        self.counters.calls += 1;
+        let call = self.counters.calls;
+        let mut notes = Vec::new();
+        if let Some(transition) = self.thrash.on_call(call) {
+            notes.push(Note {
+                transition,
+                last_miss: self.last_miss.clone(),
+            });
+        }
+        if let Some(exe) = self.cache.hit(sig, tick) {
+            self.counters.hits += 1;
+            total.hits += 1;
+            return Step::Hit { exe, notes };
+        }
+        self.miss(sig, call, notes, total, config)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn miss(
+        &mut self,
+        sig: &Signature,
+        call: u64,
+        mut notes: Vec<Note>,
+        total: &mut Counters,
+        config: &CacheConfig,
+    ) -> Step<E> {
+        self.counters.misses += 1;
+        total.misses += 1;
+        let (reason, action) = match self.failures.check(sig) {
+            FailureCheck::Blocked {
+                error,
+                retry_in_calls,
+            } => (
+                MissReason::CompileFailedEarlier {
+                    error: Arc::clone(&error),
+                    retry_in_calls,
+                },
+                MissAction::Interpret(FallbackReason::CompileFailed(error)),
+            ),
+            check => {
+                if let Some(flight) = self.in_flight.get(sig) {
+                    let action = match config.in_flight {
+                        InFlightPolicy::Wait => MissAction::Wait(Arc::clone(flight)),
+                        InFlightPolicy::Interpret => {
+                            MissAction::Interpret(FallbackReason::CompileInFlight)
+                        }
+                    };
+                    (MissReason::CompileInFlight, action)
+                } else {
+                    let reason = if matches!(check, FailureCheck::Retry) {
+                        MissReason::RetryAfterFailure
+                    } else {
+                        self.cache.explain_miss(sig, self.counters.misses == 1)
+                    };
+                    let action = self.decide_compile(sig, call, &reason, &mut notes);
+                    (reason, action)
+                }
+            }
+        };
+        if let MissAction::Interpret(_) = action {
+            self.counters.fallback_calls += 1;
+            total.fallback_calls += 1;
+        }
+        self.last_miss = Some(reason.clone());
+        Step::Miss(Miss {
+            number: self.counters.misses,
+            reason,
+            action,
+            notes,
+        })
+    }
+
+    /// Compile, unless the function is thrashing.
+    fn decide_compile(
+        &mut self,
+        sig: &Signature,
+        call: u64,
+        reason: &MissReason,
+        notes: &mut Vec<Note>,
+    ) -> MissAction<E> {
+        match self.thrash.on_miss(call) {
+            Verdict::Compile => {
+                let flight = InFlight::new();
+                self.in_flight.insert(sig.clone(), Arc::clone(&flight));
+                MissAction::Compile {
+                    generation: self.generation,
+                    flight,
+                }
+            }
+            Verdict::Interpret {
+                remaining_cool_down,
+                transition,
+            } => {
+                if let Some(transition) = transition {
+                    notes.push(Note {
+                        transition,
+                        last_miss: Some(reason.clone()),
+                    });
+                }
+                MissAction::Interpret(FallbackReason::Thrashing {
+                    miss: reason.clone(),
+                    remaining_cool_down,
+                })
+            }
+        }
+    }
+
+    fn snapshot(&self, function: &FunctionId) -> FunctionStats {
+        let mut counters = self.counters.clone();
+        counters.live_entries = self.cache.len();
+        counters.live_bytes = self.cache.bytes();
+        FunctionStats {
+            function: function.clone(),
+            capacity: self.cache.capacity(),
+            counters,
+            mode: self.thrash.mode(self.counters.calls),
+            last_miss: self.last_miss.clone(),
+        }
+    }
+}
+
+/// All functions, the global budget and the global counters.
+#[derive(Debug)]
+pub(crate) struct Inner<E> {
+    functions: HashMap<FunctionId, FunctionState<E>, PrecomputedState>,
+    budget: Budget,
+    /// Global use counter: orders entries of all functions by recency.
+    tick: u64,
+    next_generation: u64,
+    total: Counters,
+}
+
+impl<E> Inner<E> {
+    pub fn new(config: &CacheConfig) -> Self {
+        Inner {
+            functions: HashMap::with_hasher(PrecomputedState),
+            budget: Budget::new(config.max_total_entries, config.max_total_bytes),
+            tick: 0,
+            next_generation: 0,
+            total: Counters::default(),
+        }
+    }
+
+    /// Counts a call and decides what it does.
+    #[inline]
+    pub fn begin_call(
+        &mut self,
+        func: &FunctionId,
+        sig: &Signature,
+        config: &CacheConfig,
+    ) -> Step<E> {
+        self.tick += 1;
+        self.total.calls += 1;
+        if let Some(state) = self.functions.get_mut(func) {
+            return state.call(sig, self.tick, &mut self.total, config);
+        }
+        self.next_generation += 1;
+        let state = FunctionState::new(func.name(), self.next_generation, config);
+        self.functions.entry(func.clone()).or_insert(state).call(
+            sig,
+            self.tick,
+            &mut self.total,
+            config,
+        )
+    }
+
+    /// Records a compile's result: caches the executable (evicting what the
+    /// capacity and budgets require) or remembers the failure.
+    pub fn finish_compile(
+        &mut self,
+        func: &FunctionId,
+        sig: &Signature,
+        generation: u64,
+        result: &Result<(Arc<E>, usize), Arc<CompileError>>,
+        elapsed: Duration,
+        config: &CacheConfig,
+    ) -> Finished<E> {
+        let failed = result.is_err();
+        // A failed compile sends its call to the interpreter.
+        self.total.compiles += 1;
+        self.total.compile_time += elapsed;
+        self.total.failed_compiles += u64::from(failed);
+        self.total.fallback_calls += u64::from(failed);
+        let mut finished = Finished {
+            evicted: Vec::new(),
+            not_cached: None,
+        };
+        let Some(state) = self
+            .functions
+            .get_mut(func)
+            .filter(|s| s.generation == generation)
+        else {
+            finished.not_cached = Some(NotCached::FunctionEvicted);
+            return finished;
+        };
+        state.in_flight.remove(sig);
+        state.counters.compiles += 1;
+        state.counters.compile_time += elapsed;
+        state.counters.failed_compiles += u64::from(failed);
+        state.counters.fallback_calls += u64::from(failed);
+        let (exe, bytes) = match result {
+            Err(error) => {
+                state.failures.record(
+                    sig.clone(),
+                    Arc::clone(error),
+                    config.failed_compile_retry_after,
+                );
+                return finished;
+            }
+            Ok((exe, bytes)) => (Arc::clone(exe), *bytes),
+        };
+        if !self.budget.admits(bytes) {
+            finished.not_cached = Some(NotCached::TooLarge);
+            return finished;
+        }
+        self.tick += 1;
+        self.budget.add(bytes);
+        let tick = self.tick;
+        if let Some(out) = state.cache.insert(sig.clone(), Entry { exe, bytes, tick }) {
+            state.counters.evictions += 1;
+            self.total.evictions += 1;
+            self.budget.remove(out.bytes);
+            finished.evicted.push((func.clone(), out));
+        }
+        self.enforce_budget(&mut finished.evicted);
+        finished
+    }
+
+    /// Evicts the least recently used entry of all functions until both
+    /// budgets hold. The entry just inserted is the most recent of all and
+    /// fits alone, so it is never the one chosen.
+    fn enforce_budget(&mut self, out: &mut Vec<(FunctionId, Evicted<E>)>) {
+        while let Some(cause) = self.budget.overflow() {
+            let victim = least_recent(
+                self.functions
+                    .iter()
+                    .filter_map(|(id, s)| s.cache.lru_tick().map(|t| (id, t))),
+            )
+            .cloned();
+            let Some(victim) = victim else { break };
+            let Some(state) = self.functions.get_mut(&victim) else {
+                break;
+            };
+            let Some(evicted) = state.cache.pop_lru(cause) else {
+                break;
+            };
+            state.counters.evictions += 1;
+            self.total.evictions += 1;
+            self.budget.remove(evicted.bytes);
+            out.push((victim, evicted));
+        }
+    }
+
+    /// Removes the in-flight marker of a compile whose call unwound before
+    /// reporting; no failure is remembered, so the next call compiles again.
+    pub fn abandon_compile(&mut self, func: &FunctionId, sig: &Signature, generation: u64) {
+        self.total.compiles += 1;
+        self.total.failed_compiles += 1;
+        if let Some(state) = self
+            .functions
+            .get_mut(func)
+            .filter(|s| s.generation == generation)
+        {
+            state.in_flight.remove(sig);
+            state.counters.compiles += 1;
+            state.counters.failed_compiles += 1;
+        }
+    }
+
+    /// Counts a call that waited for another call's compile, which failed.
+    pub fn count_failed_wait(&mut self, func: &FunctionId) {
+        self.total.fallback_calls += 1;
+        if let Some(state) = self.functions.get_mut(func) {
+            state.counters.fallback_calls += 1;
+        }
+    }
+
+    /// Forgets `func`: its entries, failures, thrash state and counters (the
+    /// totals keep them). Compiles in flight finish without being cached.
+    pub fn remove_function(&mut self, func: &FunctionId) -> Vec<(FunctionId, Evicted<E>)> {
+        let Some(mut state) = self.functions.remove(func) else {
+            return Vec::new();
+        };
+        self.drained(func, &mut state)
+    }
+
+    /// Forgets every function, as `remove_function`.
+    pub fn remove_all(&mut self) -> Vec<(FunctionId, Evicted<E>)> {
+        let functions =
+            std::mem::replace(&mut self.functions, HashMap::with_hasher(PrecomputedState));
+        let mut out = Vec::new();
+        for (func, mut state) in functions {
+            out.extend(self.drained(&func, &mut state));
+        }
+        out
+    }
+
+    fn drained(
+        &mut self,
+        func: &FunctionId,
+        state: &mut FunctionState<E>,
+    ) -> Vec<(FunctionId, Evicted<E>)> {
+        let evicted = state.cache.drain();
+        self.total.evictions += evicted.len() as u64;
+        for e in &evicted {
+            self.budget.remove(e.bytes);
+        }
+        evicted.into_iter().map(|e| (func.clone(), e)).collect()
+    }
+
+    /// Forgets every remembered compile failure; returns how many.
+    pub fn clear_failures(&mut self) -> usize {
+        self.functions
+            .values_mut()
+            .map(|s| s.failures.clear())
+            .sum()
+    }
+
+    pub fn stats(&self, config: &CacheConfig) -> CacheStats {
+        let mut functions: Vec<FunctionStats> = self
+            .functions
+            .iter()
+            .map(|(id, s)| s.snapshot(id))
+            .collect();
+        functions.sort_by(|a, b| a.function.cmp(&b.function));
+        let mut total = self.total.clone();
+        total.live_entries = self.budget.entries();
+        total.live_bytes = self.budget.bytes();
+        CacheStats {
+            total,
+            functions,
+            max_total_entries: config.max_total_entries,
+            max_total_bytes: config.max_total_bytes,
+        }
+    }
+
+    pub fn live_entries(&self) -> usize {
+        self.budget.entries()
+    }
+}

@@ -1,0 +1,77 @@
+//! Counters, per function and global.
+
+use std::time::Duration;
+
+use crate::explain::MissReason;
+use crate::function_id::FunctionId;
+use crate::thrash::FunctionMode;
+
+/// Event counters and live totals, for one function or for the whole cache.
+///
+/// `calls = hits + misses`. A miss either compiled (`compiles`, of which
+/// `failed_compiles` failed), waited for another call's compile, or did
+/// neither. `fallback_calls` counts the calls that ran in the interpreter:
+/// misses that did not compile (thrashing, remembered failure, compile in
+/// flight) and calls whose compile (their own or the one they waited for)
+/// failed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Counters {
+    /// Calls seen.
+    pub calls: u64,
+    /// Calls whose signature was cached.
+    pub hits: u64,
+    /// Calls whose signature was not cached.
+    pub misses: u64,
+    /// Compile callbacks run (failed ones included).
+    pub compiles: u64,
+    /// Compile callbacks that returned an error or panicked.
+    pub failed_compiles: u64,
+    /// Time spent in compile callbacks.
+    pub compile_time: Duration,
+    /// Entries evicted, whatever the cause.
+    pub evictions: u64,
+    /// Calls sent to the interpreter.
+    pub fallback_calls: u64,
+    /// Entries cached now.
+    pub live_entries: usize,
+    /// Bytes of the executables cached now.
+    pub live_bytes: usize,
+}
+
+/// A snapshot of one function's state.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct FunctionStats {
+    /// The function.
+    pub function: FunctionId,
+    /// Its capacity (signatures kept).
+    pub capacity: usize,
+    /// Its counters.
+    pub counters: Counters,
+    /// Whether it compiles new signatures.
+    pub mode: FunctionMode,
+    /// Why its last miss missed.
+    pub last_miss: Option<MissReason>,
+}
+
+/// A snapshot of the whole cache; `Display` prints a report table.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct CacheStats {
+    /// Counters over all functions, including functions evicted since.
+    pub total: Counters,
+    /// One row per known function, sorted by name.
+    pub functions: Vec<FunctionStats>,
+    /// `CacheConfig::max_total_entries`.
+    pub max_total_entries: usize,
+    /// `CacheConfig::max_total_bytes`.
+    pub max_total_bytes: usize,
+}
+
+impl CacheStats {
+    /// The row of `function`, if the cache knows it.
+    pub fn function(&self, function: &FunctionId) -> Option<&FunctionStats> {
+        self.functions.iter().find(|f| f.function == *function)
+    }
+}

@@ -1,0 +1,211 @@
+//! Mock backend shared by the integration tests: an executable that counts
+//! its creations and drops, a compiler that counts compiles per signature and
+//! can fail or panic, and an interpreter with known results.
+#![allow(dead_code)] // each test binary uses a part of it
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Once};
+
+use jit_cache::{CompileError, DType, Executable, FunctionId, JitCache, Outcome, Signature};
+
+/// Counts mock executables created and dropped (one per test, so tests run
+/// in parallel without sharing counts).
+#[derive(Debug, Default)]
+pub struct Tracker {
+    created: AtomicUsize,
+    dropped: AtomicUsize,
+}
+
+impl Tracker {
+    pub fn created(&self) -> usize {
+        self.created.load(Ordering::SeqCst)
+    }
+
+    pub fn dropped(&self) -> usize {
+        self.dropped.load(Ordering::SeqCst)
+    }
+
+    /// Executables alive now.
+    pub fn live(&self) -> usize {
+        self.created() - self.dropped()
+    }
+}
+
+/// A compiled "module": returns `expected(sig)` of the signature it was
+/// compiled for, so reusing the wrong executable gives a wrong result.
+#[derive(Debug)]
+pub struct MockExe {
+    pub size: usize,
+    pub result: i64,
+    tracker: Arc<Tracker>,
+}
+
+impl Executable for MockExe {
+    fn size_bytes(&self) -> usize {
+        self.size
+    }
+}
+
+impl Drop for MockExe {
+    fn drop(&mut self) {
+        self.tracker.dropped.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// What the mock compiler does with a signature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Behaviour {
+    Succeed,
+    Fail,
+    Panic,
+}
+
+type SizeFn = Box<dyn Fn(&Signature) -> usize + Send + Sync>;
+type BehaviourFn = Box<dyn Fn(&Signature) -> Behaviour + Send + Sync>;
+
+/// Counts compiles, per signature and in all.
+pub struct MockCompiler {
+    pub tracker: Arc<Tracker>,
+    per_signature: Mutex<HashMap<Signature, usize>>,
+    size: SizeFn,
+    behaviour: BehaviourFn,
+}
+
+impl MockCompiler {
+    /// Every compile succeeds with 1000-byte executables.
+    pub fn new() -> Self {
+        Self::with(|_| 1000, |_| Behaviour::Succeed)
+    }
+
+    pub fn with(
+        size: impl Fn(&Signature) -> usize + Send + Sync + 'static,
+        behaviour: impl Fn(&Signature) -> Behaviour + Send + Sync + 'static,
+    ) -> Self {
+        MockCompiler {
+            tracker: Arc::default(),
+            per_signature: Mutex::default(),
+            size: Box::new(size),
+            behaviour: Box::new(behaviour),
+        }
+    }
+
+    pub fn compile(&self, sig: &Signature) -> Result<MockExe, CompileError> {
+        *self
+            .per_signature
+            .lock()
+            .unwrap()
+            .entry(sig.clone())
+            .or_default() += 1;
+        match (self.behaviour)(sig) {
+            Behaviour::Succeed => {
+                self.tracker.created.fetch_add(1, Ordering::SeqCst);
+                Ok(MockExe {
+                    size: (self.size)(sig),
+                    result: expected(sig),
+                    tracker: Arc::clone(&self.tracker),
+                })
+            }
+            Behaviour::Fail => Err(CompileError::new(format!("unsupported op for {sig}"))),
+            Behaviour::Panic => panic!("mock backend crashed on {sig}"),
+        }
+    }
+
+    /// Compiles of `sig` so far.
+    pub fn compiles_of(&self, sig: &Signature) -> usize {
+        self.per_signature
+            .lock()
+            .unwrap()
+            .get(sig)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Compiles so far.
+    pub fn compiles(&self) -> usize {
+        self.per_signature.lock().unwrap().values().sum()
+    }
+}
+
+/// The value both the executable and the interpreter compute: the sum of
+/// all dims plus the bits of the captured scalars.
+pub fn expected(sig: &Signature) -> i64 {
+    let dims: i64 = sig.args().iter().flat_map(|a| a.dims()).sum();
+    let captured = sig
+        .captured()
+        .iter()
+        .fold(0i64, |acc, c| acc.wrapping_add(c.value().bits() as i64));
+    dims.wrapping_add(captured)
+}
+
+/// What a call returned and which path produced it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ran {
+    Compiled(i64),
+    Interpreted(i64),
+}
+
+/// One call through `JitCache::call` with the mock backend.
+pub fn run(
+    cache: &JitCache<MockExe>,
+    func: &FunctionId,
+    sig: &Signature,
+    compiler: &MockCompiler,
+) -> (Ran, Outcome) {
+    cache.call(
+        func,
+        sig,
+        |s| compiler.compile(s),
+        |exe| Ran::Compiled(exe.result),
+        |_reason| Ran::Interpreted(expected(sig)),
+    )
+}
+
+/// A one-argument f32 signature.
+pub fn f32_sig(dims: &[i64]) -> Signature {
+    Signature::builder().arg(DType::F32, dims).build()
+}
+
+/// Runs `f` and returns its result with the `jit_cache` events (up to debug
+/// level) that this thread logged meanwhile.
+///
+/// A process-global subscriber writes each thread's events to that thread's
+/// buffer. Scoped subscribers (`with_default`) are avoided on purpose: tracing
+/// caches per-callsite interest process-wide, and a callsite first reached by
+/// a test without a subscriber can stay disabled for a test with one. A test
+/// binary that checks logs must call this before any cache call, in every test.
+pub fn capture_logs<R>(f: impl FnOnce() -> R) -> (R, String) {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(|| ThreadBuf)
+            .with_ansi(false)
+            .without_time()
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber");
+    });
+    LOGS.with(|l| l.borrow_mut().clear());
+    let result = f();
+    let bytes = LOGS.with(|l| std::mem::take(&mut *l.borrow_mut()));
+    (result, String::from_utf8(bytes).expect("logs are UTF-8"))
+}
+
+thread_local! {
+    static LOGS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+struct ThreadBuf;
+
+impl io::Write for ThreadBuf {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        LOGS.with(|l| l.borrow_mut().extend_from_slice(bytes));
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,146 @@
+//! Failed compiles are remembered per signature, retried later, and a
+//! panicking compile callback does not poison the cache.
+
+mod common;
+
+use common::{expected, f32_sig, run, Behaviour, MockCompiler, Ran};
+use jit_cache::{
+    CacheConfig, CompileError, FallbackReason, FunctionId, FunctionMode, JitCache, MissReason,
+    Origin, Outcome,
+};
+
+fn config() -> CacheConfig {
+    CacheConfig {
+        failed_compile_retry_after: 3,
+        ..CacheConfig::default()
+    }
+}
+
+fn failed_error(outcome: &Outcome) -> &CompileError {
+    match outcome {
+        Outcome::Interpreted(FallbackReason::CompileFailed(e)) => e,
+        other => panic!("expected a failed compile, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_failed_signature_is_interpreted_then_retried() {
+    let bad = f32_sig(&[7, 7]);
+    let bad2 = bad.clone();
+    let compiler = MockCompiler::with(
+        |_| 100,
+        move |s| {
+            if *s == bad2 {
+                Behaviour::Fail
+            } else {
+                Behaviour::Succeed
+            }
+        },
+    );
+    let cache = JitCache::new(config()).unwrap();
+    let f = FunctionId::new("conv", 1);
+
+    let (ran, outcome) = run(&cache, &f, &bad, &compiler);
+    assert_eq!(ran, Ran::Interpreted(expected(&bad)));
+    assert_eq!(
+        failed_error(&outcome).to_string(),
+        "compile failed: unsupported op for (f32[7,7])"
+    );
+    // Only that signature is affected; the function keeps compiling.
+    let good = f32_sig(&[2]);
+    let (ran, _) = run(&cache, &f, &good, &compiler);
+    assert_eq!(ran, Ran::Compiled(expected(&good)));
+    // The next 3 calls with it are interpreted without compiling.
+    for _ in 0..3 {
+        let (ran, outcome) = run(&cache, &f, &bad, &compiler);
+        assert_eq!(ran, Ran::Interpreted(expected(&bad)));
+        failed_error(&outcome);
+        assert_eq!(compiler.compiles_of(&bad), 1);
+    }
+    let stats = cache.stats();
+    let s = stats.function(&f).unwrap();
+    assert!(matches!(
+        s.last_miss,
+        Some(MissReason::CompileFailedEarlier {
+            retry_in_calls: 0,
+            ..
+        })
+    ));
+    assert_eq!(s.mode, FunctionMode::Normal);
+    // Then it is retried (and fails again).
+    run(&cache, &f, &bad, &compiler);
+    assert_eq!(compiler.compiles_of(&bad), 2);
+    // An explicit clear retries at once.
+    assert_eq!(cache.clear_failures(), 1);
+    run(&cache, &f, &bad, &compiler);
+    assert_eq!(compiler.compiles_of(&bad), 3);
+    let s = cache.stats();
+    let s = s.function(&f).unwrap();
+    assert_eq!((s.counters.compiles, s.counters.failed_compiles), (4, 3));
+    assert_eq!(s.counters.fallback_calls, 6);
+    assert_eq!(s.counters.live_entries, 1);
+}
+
+#[test]
+fn a_retry_that_succeeds_caches_the_signature() {
+    let flaky = f32_sig(&[3]);
+    let attempts = std::sync::atomic::AtomicUsize::new(0);
+    let cache = JitCache::new(config()).unwrap();
+    let compiler = MockCompiler::new();
+    let f = FunctionId::new("conv", 1);
+    let compile = |s: &jit_cache::Signature| {
+        if attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            Err(CompileError::new("transient"))
+        } else {
+            compiler.compile(s)
+        }
+    };
+    let outcomes: Vec<bool> = (0..6)
+        .map(|_| {
+            matches!(
+                cache.get_or_compile(&f, &flaky, compile),
+                jit_cache::Dispatch::Compiled { .. }
+            )
+        })
+        .collect();
+    assert_eq!(outcomes, [false, false, false, false, true, true]);
+    assert_eq!(attempts.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+#[test]
+fn a_panicking_compile_is_a_failed_compile_and_the_cache_keeps_working() {
+    let boom = f32_sig(&[6, 6, 6]);
+    let boom2 = boom.clone();
+    let compiler = MockCompiler::with(
+        |_| 100,
+        move |s| {
+            if *s == boom2 {
+                Behaviour::Panic
+            } else {
+                Behaviour::Succeed
+            }
+        },
+    );
+    let cache = JitCache::new(config()).unwrap();
+    let f = FunctionId::new("conv", 1);
+    let (ran, outcome) = run(&cache, &f, &boom, &compiler);
+    assert_eq!(ran, Ran::Interpreted(expected(&boom)));
+    let e = failed_error(&outcome);
+    assert!(e.is_panic());
+    assert!(
+        e.to_string()
+            .contains("mock backend crashed on (f32[6,6,6])"),
+        "{e}"
+    );
+    // Remembered like any failure: no second compile for now.
+    run(&cache, &f, &boom, &compiler);
+    assert_eq!(compiler.compiles_of(&boom), 1);
+    // The cache is not poisoned.
+    let good = f32_sig(&[1]);
+    for expected_origin in [false, true] {
+        let (ran, outcome) = run(&cache, &f, &good, &compiler);
+        assert_eq!(ran, Ran::Compiled(expected(&good)));
+        assert_eq!(outcome == Outcome::Compiled(Origin::Hit), expected_origin);
+    }
+    assert_eq!(cache.stats().total.failed_compiles, 1);
+}

@@ -1,0 +1,157 @@
+//! Log output: the miss trace and the thrash warnings. Every test here
+//! captures logs through the process-global subscriber of `capture_logs`, so
+//! they sit in their own binary.
+
+mod common;
+
+use common::{capture_logs, expected, f32_sig, run, MockCompiler, Ran};
+use jit_cache::{CacheConfig, FunctionId, FunctionMode, JitCache};
+
+#[test]
+fn misses_are_explained_in_the_trace() {
+    let compiler = MockCompiler::new();
+    let cache = JitCache::default();
+    let sigmoid = FunctionId::new("sigmoid", 1);
+    let (a, b) = (f32_sig(&[1, 5]), f32_sig(&[1, 5, 1]));
+    let ((), logs) = capture_logs(|| {
+        for sig in [&a, &b, &a, &b] {
+            run(&cache, &sigmoid, sig, &compiler);
+        }
+    });
+    let misses: Vec<&str> = logs.lines().filter(|l| l.contains(": miss #")).collect();
+    assert_eq!(misses.len(), 2, "{logs}");
+    assert!(
+        misses[0].contains("sigmoid: miss #1 (first call) -> compile"),
+        "{logs}"
+    );
+    assert!(
+        misses[1]
+            .contains("sigmoid: miss #2 (arg 0: rank 2 → 3 (f32[1,5] vs f32[1,5,1])) -> compile"),
+        "{logs}"
+    );
+}
+
+/// With one slot per function (the original Sheaf JIT), the trace shows the
+/// ping-pong, and thrash fallback bounds the compiles it costs.
+#[test]
+fn one_slot_reproduces_the_ping_pong_and_fallback_bounds_it() {
+    let compiler = MockCompiler::new();
+    let config = CacheConfig {
+        function_capacity: 1,
+        ..CacheConfig::default()
+    };
+    let cache = JitCache::new(config).unwrap();
+    let sigmoid = FunctionId::new("sigmoid", 1);
+    let (a, b) = (f32_sig(&[1, 5]), f32_sig(&[1, 5, 1]));
+    let calls = 40;
+    let ((), logs) = capture_logs(|| {
+        for i in 0..calls {
+            let sig = if i % 2 == 0 { &a } else { &b };
+            let (ran, _) = run(&cache, &sigmoid, sig, &compiler);
+            assert_eq!(ran.value(), expected(sig));
+        }
+    });
+    assert!(
+        logs.contains(
+            "sigmoid: miss #3 (arg 0: rank 3 → 2 (f32[1,5,1] vs f32[1,5]); evicted earlier: \
+             function capacity 1 reached) -> compile"
+        ),
+        "{logs}"
+    );
+    // The default threshold allows 16 compiles per 64 calls; then fallback.
+    assert_eq!(compiler.compiles(), 16);
+    let warns: Vec<&str> = logs.lines().filter(|l| l.contains("WARN")).collect();
+    assert_eq!(warns.len(), 1, "{logs}");
+    assert!(
+        warns[0].contains("sigmoid: 16 compiles in the last 64 calls"),
+        "{}",
+        warns[0]
+    );
+    assert!(
+        warns[0].contains("CacheConfig::thrash_threshold"),
+        "{}",
+        warns[0]
+    );
+    assert!(warns[0].contains("Last miss: arg 0: rank"), "{}", warns[0]);
+    let s = cache.stats();
+    let s = s.function(&sigmoid).unwrap();
+    assert_eq!(s.counters.live_entries, 1);
+    // Calls 17..40 alternate: the cached shape hits, the other is interpreted.
+    assert_eq!(s.counters.fallback_calls, (calls - 16) / 2);
+    assert!(matches!(s.mode, FunctionMode::Fallback { .. }));
+}
+
+/// Each thrash transition is logged once, at warn level, with the function,
+/// the last miss and the setting to change.
+#[test]
+fn each_thrash_transition_is_logged_once() {
+    let compiler = MockCompiler::new();
+    let cache = JitCache::new(CacheConfig {
+        function_capacity: 1,
+        thrash_window: 8,
+        thrash_threshold: 2,
+        thrash_cool_down: 4,
+        thrash_cool_down_cap: 6,
+        ..CacheConfig::default()
+    })
+    .unwrap();
+    let f = FunctionId::new("gelu", 9);
+    let sigs = [f32_sig(&[1]), f32_sig(&[2]), f32_sig(&[3])];
+    let ((), logs) = capture_logs(|| {
+        // Cycling through 3 signatures: engage, probe, relapse, probe, relapse.
+        for i in 0..24 {
+            run(&cache, &f, &sigs[i % 3], &compiler);
+        }
+        // One signature only: the next probe recovers.
+        for _ in 0..20 {
+            run(&cache, &f, &sigs[0], &compiler);
+        }
+    });
+    let warns: Vec<&str> = logs.lines().filter(|l| l.contains("WARN")).collect();
+    let kinds: Vec<&str> = warns
+        .iter()
+        .map(|w| {
+            if w.contains("reached the thrash threshold") {
+                "engaged"
+            } else if w.contains("compiling new signatures again") {
+                "probe"
+            } else if w.contains("still thrashing") {
+                "relapse"
+            } else if w.contains("back to normal") {
+                "recovered"
+            } else {
+                "other"
+            }
+        })
+        .collect();
+    assert_eq!(
+        kinds[..5],
+        ["engaged", "probe", "relapse", "probe", "relapse"],
+        "{logs}"
+    );
+    assert_eq!(kinds[kinds.len() - 2..], ["probe", "recovered"], "{logs}");
+    assert!(!kinds.contains(&"other"), "{logs}");
+    for w in &warns {
+        assert!(w.contains("gelu: "), "{w}");
+        assert!(w.contains("CacheConfig::"), "{w}");
+        assert!(w.contains("Last miss: "), "{w}");
+    }
+    assert!(
+        warns[2]
+            .contains("next 6 calls (doubled, capped by CacheConfig::thrash_cool_down_cap = 6)"),
+        "{}",
+        warns[2]
+    );
+    assert_eq!(
+        cache.stats().function(&f).unwrap().mode,
+        FunctionMode::Normal
+    );
+}
+
+impl Ran {
+    fn value(self) -> i64 {
+        match self {
+            Ran::Compiled(v) | Ran::Interpreted(v) => v,
+        }
+    }
+}
