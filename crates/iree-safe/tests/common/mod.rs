@@ -8,15 +8,13 @@
 
 #![allow(dead_code)] // each test file uses a different subset
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
-
 pub use imp::*;
 
 #[cfg(not(any(miri, feature = "mock")))]
 mod imp {
-    use super::*;
+    use std::collections::HashMap;
+    use std::path::PathBuf;
+    use std::sync::{Mutex, OnceLock};
 
     /// The compiled `.vmfb` of `tests/data/<name>.mlir`, compiled once per
     /// test process.
@@ -74,6 +72,61 @@ mod imp {
     impl LeakCheck {
         pub fn start() -> LeakCheck {
             LeakCheck
+        }
+    }
+}
+
+#[cfg(any(miri, feature = "mock"))]
+mod imp {
+    use std::sync::{Mutex, MutexGuard, PoisonError};
+
+    use iree_safe::mock::{live_objects, LiveObjects};
+
+    /// The mock artifact named `name` (see `iree_safe::mock::program`).
+    pub fn program(name: &str) -> Vec<u8> {
+        iree_safe::mock::program(name)
+            .unwrap_or_else(|| panic!("the mock has no test program `{name}`"))
+    }
+
+    /// Serializes the tests of one binary (they run on parallel threads and
+    /// share the mock's live-object counts) and, when dropped at the end of
+    /// a test that did not panic, asserts that every mock object the test
+    /// created was released: only the process-wide VM instance, which
+    /// `Instance::global()` keeps by design, may have appeared.
+    pub struct LeakCheck {
+        before: LiveObjects,
+        _serial: MutexGuard<'static, ()>,
+    }
+
+    impl LeakCheck {
+        pub fn start() -> LeakCheck {
+            static SERIAL: Mutex<()> = Mutex::new(());
+            // A failed test poisons the lock; the others still run.
+            let serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+            // Normally all zeros; compared against (rather than asserted
+            // zero) so that one leaking test does not fail all that follow.
+            LeakCheck {
+                before: live_objects(),
+                _serial: serial,
+            }
+        }
+    }
+
+    impl Drop for LeakCheck {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                return;
+            }
+            let after = live_objects();
+            let instance_only = LiveObjects {
+                instances: self.before.instances,
+                ..after
+            };
+            assert!(
+                instance_only == self.before && after.instances <= 1,
+                "mock objects leaked (or released too late) by this test; alive now: {after:#?}\nalive at its start: {:#?}",
+                self.before
+            );
         }
     }
 }

@@ -1,0 +1,696 @@
+//! HAL objects: the driver registry, proactor pools, devices, frontier
+//! trackers, device groups, buffers and buffer views.
+//!
+//! Ownership follows IREE: a device retains its proactor pool, a device
+//! group its device and frontier tracker, a buffer view its buffer. A buffer
+//! does not retain its device (IREE's buffer placement is unretained); it
+//! remembers it so `transfer_d2h` can check the pair.
+
+use std::ffi::c_void;
+use std::ptr::NonNull;
+use std::sync::{Mutex, PoisonError};
+
+use super::api::*;
+use super::registry::{self, Kind, Object, Owned};
+use super::status::{return_object, to_status, Failure, MockResult};
+
+/// The drivers `iree_hal_register_all_available_drivers` registers.
+const DRIVERS: [&str; 2] = ["local-sync", "local-task"];
+
+/// The process-wide driver registry (`iree_hal_driver_registry_default`).
+struct DriverRegistry {
+    drivers: Mutex<Vec<&'static str>>,
+}
+
+static REGISTRY: DriverRegistry = DriverRegistry {
+    drivers: Mutex::new(Vec::new()),
+};
+
+fn registry_ptr() -> *mut iree_hal_driver_registry_t {
+    std::ptr::from_ref(&REGISTRY).cast_mut().cast()
+}
+
+/// Checks that `registry` is the default registry (the only one the mock has).
+fn driver_registry(registry: *mut iree_hal_driver_registry_t) -> &'static DriverRegistry {
+    assert_eq!(
+        registry,
+        registry_ptr(),
+        "mock IREE: not the default driver registry"
+    );
+    &REGISTRY
+}
+
+/// `iree_hal_driver_registry_default`: the process-wide registry.
+///
+/// # Safety
+/// None; `unsafe` like the C function it stands for.
+pub unsafe fn iree_hal_driver_registry_default() -> *mut iree_hal_driver_registry_t {
+    registry_ptr()
+}
+
+/// `iree_hal_register_all_available_drivers`: registers `local-sync` and
+/// `local-task`; ALREADY_EXISTS when they were registered before, as IREE.
+///
+/// # Safety
+/// `registry` is the default registry.
+pub unsafe fn iree_hal_register_all_available_drivers(
+    registry: *mut iree_hal_driver_registry_t,
+) -> iree_status_t {
+    let mut drivers = driver_registry(registry)
+        .drivers
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(existing) = DRIVERS.iter().find(|d| drivers.contains(d)) {
+        return Failure::new(
+            IREE_STATUS_ALREADY_EXISTS,
+            format!("a driver factory named `{existing}` is already registered"),
+        )
+        .into_status();
+    }
+    drivers.extend(DRIVERS);
+    std::ptr::null_mut()
+}
+
+/// `iree_numa_node_count`: one node.
+///
+/// # Safety
+/// None; `unsafe` like the C function it stands for.
+pub unsafe fn iree_numa_node_count() -> iree_host_size_t {
+    1
+}
+
+/// An async proactor pool (one proactor per NUMA node in IREE).
+#[derive(Debug)]
+pub(crate) struct ProactorPool {
+    /// Shown by `Debug`; also keeps the object from being zero-sized.
+    _node_count: usize,
+}
+
+impl Object for ProactorPool {
+    fn kind(&self) -> Kind {
+        Kind::ProactorPool
+    }
+}
+
+/// `iree_async_proactor_pool_options_default`: all defaults (zeros).
+///
+/// # Safety
+/// None; `unsafe` like the C function it stands for.
+pub unsafe fn iree_async_proactor_pool_options_default() -> iree_async_proactor_pool_options_t {
+    iree_async_proactor_pool_options_t::default()
+}
+
+/// `iree_async_proactor_pool_create`.
+///
+/// # Safety
+/// `out_pool` is valid for writes.
+pub unsafe fn iree_async_proactor_pool_create(
+    node_count: iree_host_size_t,
+    _node_ids: *const u32,
+    _options: iree_async_proactor_pool_options_t,
+    _allocator: iree_allocator_t,
+    out_pool: *mut *mut iree_async_proactor_pool_t,
+) -> iree_status_t {
+    let result = if node_count == 0 {
+        Err(Failure::new(
+            IREE_STATUS_INVALID_ARGUMENT,
+            "a proactor pool needs at least one NUMA node",
+        ))
+    } else {
+        Ok(Owned::new(ProactorPool {
+            _node_count: node_count,
+        }))
+    };
+    // SAFETY: the caller passes a valid out-pointer.
+    unsafe { return_object(out_pool, result) }
+}
+
+/// `iree_async_proactor_pool_release`.
+///
+/// # Safety
+/// `pool` is a live pool whose reference the caller gives back.
+pub unsafe fn iree_async_proactor_pool_release(pool: *mut iree_async_proactor_pool_t) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { registry::release(pool.cast::<ProactorPool>()) }
+}
+
+/// A HAL device of a registered driver.
+#[derive(Debug)]
+pub(crate) struct Device {
+    uri: String,
+    /// Retained for the device's life, as IREE's devices do.
+    _pool: Owned<ProactorPool>,
+}
+
+impl Object for Device {
+    fn kind(&self) -> Kind {
+        Kind::Device
+    }
+}
+
+/// `iree_hal_create_device`: a device of a registered driver (the part of
+/// the URI before `://`), retaining `create_params.proactor_pool`, which
+/// IREE requires.
+///
+/// # Safety
+/// `device_uri` views readable bytes; `create_params` is valid with a live
+/// pool; `out_device` is valid for writes.
+pub unsafe fn iree_hal_create_device(
+    registry: *mut iree_hal_driver_registry_t,
+    device_uri: iree_string_view_t,
+    create_params: *const iree_hal_device_create_params_t,
+    _host_allocator: iree_allocator_t,
+    out_device: *mut *mut iree_hal_device_t,
+) -> iree_status_t {
+    // SAFETY: the caller passes a readable view and valid params.
+    let (uri, pool) = unsafe { (view_str(device_uri), (*create_params).proactor_pool) };
+    let driver = uri.split_once("://").map_or(uri.as_str(), |(d, _)| d);
+    let registered = driver_registry(registry)
+        .drivers
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .contains(&driver);
+    let result = if !registered {
+        Err(Failure::new(
+            IREE_STATUS_NOT_FOUND,
+            format!("no driver factory registered for `{driver}` (mock drivers: local-sync, local-task)"),
+        ))
+    } else if let Some(pool) = NonNull::new(pool) {
+        // SAFETY: the pool came from the mock's
+        // `iree_async_proactor_pool_create` (caller's contract).
+        let pool = unsafe { Owned::retain(pool.cast::<ProactorPool>()) };
+        Ok(Owned::new(Device { uri, _pool: pool }))
+    } else {
+        Err(Failure::new(
+            IREE_STATUS_INVALID_ARGUMENT,
+            "device creation requires a proactor pool in the create params",
+        ))
+    };
+    // SAFETY: the caller passes a valid out-pointer.
+    unsafe { return_object(out_device, result) }
+}
+
+/// `iree_hal_device_retain`.
+///
+/// # Safety
+/// `device` is a live device.
+pub unsafe fn iree_hal_device_retain(device: *mut iree_hal_device_t) {
+    registry::retain(device.cast::<Device>());
+}
+
+/// `iree_hal_device_release`.
+///
+/// # Safety
+/// `device` is a live device whose reference the caller gives back.
+pub unsafe fn iree_hal_device_release(device: *mut iree_hal_device_t) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { registry::release(device.cast::<Device>()) }
+}
+
+/// `iree_hal_device_allocator`: the device's allocator, borrowed. The mock
+/// device is its own allocator (the pointer is the device's).
+///
+/// # Safety
+/// `device` is a live device.
+pub unsafe fn iree_hal_device_allocator(
+    device: *mut iree_hal_device_t,
+) -> *mut iree_hal_allocator_t {
+    // SAFETY: forwarded from this function's contract; checks liveness.
+    unsafe { registry::get(device.cast_const().cast::<Device>()) };
+    device.cast()
+}
+
+/// `iree_async_frontier_tracker_t`.
+#[derive(Debug)]
+pub(crate) struct FrontierTracker {
+    /// Shown by `Debug`; also keeps the object from being zero-sized.
+    _axis_table_capacity: u32,
+}
+
+impl Object for FrontierTracker {
+    fn kind(&self) -> Kind {
+        Kind::FrontierTracker
+    }
+}
+
+/// `iree_async_frontier_tracker_create`.
+///
+/// # Safety
+/// `out_tracker` is valid for writes.
+pub unsafe fn iree_async_frontier_tracker_create(
+    options: iree_async_frontier_tracker_options_t,
+    _allocator: iree_allocator_t,
+    out_tracker: *mut *mut iree_async_frontier_tracker_t,
+) -> iree_status_t {
+    let tracker = Owned::new(FrontierTracker {
+        _axis_table_capacity: options.axis_table_capacity,
+    });
+    // SAFETY: the caller passes a valid out-pointer.
+    unsafe { return_object(out_tracker, Ok(tracker)) }
+}
+
+/// `iree_async_frontier_tracker_release`.
+///
+/// # Safety
+/// `tracker` is a live tracker whose reference the caller gives back.
+pub unsafe fn iree_async_frontier_tracker_release(tracker: *mut iree_async_frontier_tracker_t) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { registry::release(tracker.cast::<FrontierTracker>()) }
+}
+
+/// A device group of one device, sharing a frontier tracker.
+#[derive(Debug)]
+pub(crate) struct DeviceGroup {
+    device: Owned<Device>,
+    /// Retained for the group's life, as IREE's groups do.
+    _tracker: Owned<FrontierTracker>,
+}
+
+impl DeviceGroup {
+    /// The group's (only) device.
+    pub(crate) fn device(&self) -> &Device {
+        &self.device
+    }
+}
+
+impl Object for DeviceGroup {
+    fn kind(&self) -> Kind {
+        Kind::DeviceGroup
+    }
+}
+
+/// `iree_hal_device_group_create_from_device`: retains the device and the
+/// tracker.
+///
+/// # Safety
+/// `device` and `frontier_tracker` are live; `out_group` is valid for writes.
+pub unsafe fn iree_hal_device_group_create_from_device(
+    device: *mut iree_hal_device_t,
+    frontier_tracker: *mut iree_async_frontier_tracker_t,
+    _host_allocator: iree_allocator_t,
+    out_group: *mut *mut iree_hal_device_group_t,
+) -> iree_status_t {
+    let result = match (NonNull::new(device), NonNull::new(frontier_tracker)) {
+        // SAFETY: both came from the mock (caller's contract); the registry
+        // checks they are live objects of these types.
+        (Some(device), Some(tracker)) => Ok(Owned::new(unsafe {
+            DeviceGroup {
+                device: Owned::retain(device.cast()),
+                _tracker: Owned::retain(tracker.cast()),
+            }
+        })),
+        _ => Err(Failure::new(
+            IREE_STATUS_INVALID_ARGUMENT,
+            "a device group needs a device and a frontier tracker",
+        )),
+    };
+    // SAFETY: the caller passes a valid out-pointer.
+    unsafe { return_object(out_group, result) }
+}
+
+/// `iree_hal_device_group_retain`.
+///
+/// # Safety
+/// `group` is a live device group.
+pub unsafe fn iree_hal_device_group_retain(group: *mut iree_hal_device_group_t) {
+    registry::retain(group.cast::<DeviceGroup>());
+}
+
+/// `iree_hal_device_group_release`.
+///
+/// # Safety
+/// `group` is a live device group whose reference the caller gives back.
+pub unsafe fn iree_hal_device_group_release(group: *mut iree_hal_device_group_t) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { registry::release(group.cast::<DeviceGroup>()) }
+}
+
+/// Device memory: immutable bytes, and the device they were allocated on.
+#[derive(Debug)]
+pub(crate) struct Buffer {
+    /// Address of the device (unretained, as in IREE).
+    device: usize,
+    bytes: Box<[u8]>,
+}
+
+impl Object for Buffer {
+    fn kind(&self) -> Kind {
+        Kind::Buffer
+    }
+}
+
+/// A shaped, typed view of a buffer.
+#[derive(Debug)]
+pub(crate) struct BufferView {
+    buffer: Owned<Buffer>,
+    shape: Box<[iree_hal_dim_t]>,
+    element_type: iree_hal_element_type_t,
+}
+
+impl Object for BufferView {
+    fn kind(&self) -> Kind {
+        Kind::BufferView
+    }
+}
+
+impl BufferView {
+    /// A buffer view over a new buffer of `device` holding `bytes`.
+    pub(crate) fn new(
+        device: &Device,
+        shape: &[iree_hal_dim_t],
+        element_type: iree_hal_element_type_t,
+        bytes: Vec<u8>,
+    ) -> Owned<BufferView> {
+        let buffer = Owned::new(Buffer {
+            device: std::ptr::from_ref(device).addr(),
+            bytes: bytes.into(),
+        });
+        Owned::new(BufferView {
+            buffer,
+            shape: shape.into(),
+            element_type,
+        })
+    }
+
+    pub(crate) fn shape(&self) -> &[iree_hal_dim_t] {
+        &self.shape
+    }
+
+    pub(crate) fn element_type(&self) -> iree_hal_element_type_t {
+        self.element_type
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.buffer.bytes
+    }
+
+    /// Whether the buffer was allocated on `device`.
+    pub(crate) fn is_on(&self, device: &Device) -> bool {
+        self.buffer.device == std::ptr::from_ref(device).addr()
+    }
+}
+
+/// The ref type of buffer views in VM lists (IREE registers a descriptor
+/// per type; the mock knows only this one).
+pub(crate) const BUFFER_VIEW_TYPE: iree_vm_ref_type_t = 0x6276_0000;
+
+/// Bytes of a dense tensor, or why it cannot be allocated.
+fn dense_byte_length(shape: &[usize], element_type: iree_hal_element_type_t) -> MockResult<usize> {
+    let bits = iree_hal_element_bit_count(element_type);
+    if bits == 0 || bits % 8 != 0 {
+        return Err(Failure::new(
+            IREE_STATUS_UNIMPLEMENTED,
+            format!("the mock only allocates whole-byte element types, not 0x{element_type:08x}"),
+        ));
+    }
+    shape
+        .iter()
+        .try_fold(bits / 8, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| Failure::new(IREE_STATUS_OUT_OF_RANGE, "buffer size overflows"))
+}
+
+/// `iree_hal_buffer_view_allocate_buffer_copy`: a new buffer view over a
+/// new buffer holding a copy of `initial_data`, which must be exactly the
+/// dense row-major size of the shape.
+///
+/// # Safety
+/// `device` is live, `allocator` is its allocator, `shape` holds
+/// `shape_rank` dims, `initial_data` is readable, `out_buffer_view` valid.
+#[allow(clippy::too_many_arguments)] // IREE's signature
+pub unsafe fn iree_hal_buffer_view_allocate_buffer_copy(
+    device: *mut iree_hal_device_t,
+    allocator: *mut iree_hal_allocator_t,
+    shape_rank: iree_host_size_t,
+    shape: *const iree_hal_dim_t,
+    element_type: iree_hal_element_type_t,
+    encoding_type: iree_hal_encoding_type_t,
+    _buffer_params: iree_hal_buffer_params_t,
+    initial_data: iree_const_byte_span_t,
+    out_buffer_view: *mut *mut iree_hal_buffer_view_t,
+) -> iree_status_t {
+    // SAFETY: forwarded from this function's contract.
+    let result = unsafe {
+        allocate_buffer_copy(
+            device,
+            allocator,
+            shape_rank,
+            shape,
+            element_type,
+            encoding_type,
+            initial_data,
+        )
+    };
+    // SAFETY: the caller passes a valid out-pointer.
+    unsafe { return_object(out_buffer_view, result) }
+}
+
+/// The checks and the copy of [`iree_hal_buffer_view_allocate_buffer_copy`].
+///
+/// # Safety
+/// As for [`iree_hal_buffer_view_allocate_buffer_copy`].
+unsafe fn allocate_buffer_copy(
+    device: *mut iree_hal_device_t,
+    allocator: *mut iree_hal_allocator_t,
+    shape_rank: iree_host_size_t,
+    shape: *const iree_hal_dim_t,
+    element_type: iree_hal_element_type_t,
+    encoding_type: iree_hal_encoding_type_t,
+    initial_data: iree_const_byte_span_t,
+) -> MockResult<Owned<BufferView>> {
+    // SAFETY: the caller guarantees the device is live; `get` checks it.
+    let device_ref = unsafe { registry::get(device.cast_const().cast::<Device>()) };
+    if allocator.cast() != device {
+        return Err(Failure::new(
+            IREE_STATUS_INVALID_ARGUMENT,
+            "the allocator is not the device's (iree_hal_device_allocator)",
+        ));
+    }
+    if encoding_type != IREE_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR {
+        return Err(Failure::new(
+            IREE_STATUS_UNIMPLEMENTED,
+            format!("encoding 0x{encoding_type:08x} is not dense row-major"),
+        ));
+    }
+    let shape: &[iree_hal_dim_t] = if shape_rank == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller passes `shape_rank` readable dims.
+        unsafe { std::slice::from_raw_parts(shape, shape_rank) }
+    };
+    let length = dense_byte_length(shape, element_type)?;
+    if initial_data.data_length != length {
+        return Err(Failure::new(
+            IREE_STATUS_INVALID_ARGUMENT,
+            format!(
+                "initial data is {} bytes but the buffer is {length}",
+                initial_data.data_length
+            ),
+        ));
+    }
+    let bytes = if length == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: the caller passes `data_length` readable bytes.
+        unsafe { std::slice::from_raw_parts(initial_data.data, length) }.to_vec()
+    };
+    Ok(BufferView::new(device_ref, shape, element_type, bytes))
+}
+
+/// Borrows a live buffer view.
+///
+/// # Safety
+/// `view` came from the mock and the caller holds a reference for `'a`.
+unsafe fn view<'a>(buffer_view: *const iree_hal_buffer_view_t) -> &'a BufferView {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { registry::get(buffer_view.cast::<BufferView>()) }
+}
+
+/// `iree_hal_buffer_view_retain`.
+///
+/// # Safety
+/// `buffer_view` is live.
+pub unsafe fn iree_hal_buffer_view_retain(buffer_view: *mut iree_hal_buffer_view_t) {
+    registry::retain(buffer_view.cast::<BufferView>());
+}
+
+/// `iree_hal_buffer_view_release`.
+///
+/// # Safety
+/// `buffer_view` is live and the caller gives back its reference.
+pub unsafe fn iree_hal_buffer_view_release(buffer_view: *mut iree_hal_buffer_view_t) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { registry::release(buffer_view.cast::<BufferView>()) }
+}
+
+/// `iree_hal_buffer_view_retain_ref`: a new reference, as a VM ref.
+///
+/// # Safety
+/// `value` is null or a live buffer view.
+pub unsafe fn iree_hal_buffer_view_retain_ref(value: *mut iree_hal_buffer_view_t) -> iree_vm_ref_t {
+    if value.is_null() {
+        return iree_vm_ref_t::default();
+    }
+    registry::retain(value.cast::<BufferView>());
+    iree_vm_ref_t {
+        ptr: value.cast(),
+        type_: BUFFER_VIEW_TYPE,
+    }
+}
+
+/// `iree_hal_buffer_view_check_deref`: the buffer view a ref holds, not
+/// retained; INVALID_ARGUMENT for a ref of another type (or a null ref).
+///
+/// # Safety
+/// `ref_` is a ref from the mock that is still owned by someone; `out_ptr`
+/// is valid for writes.
+pub unsafe fn iree_hal_buffer_view_check_deref(
+    ref_: iree_vm_ref_t,
+    out_ptr: *mut *mut iree_hal_buffer_view_t,
+) -> iree_status_t {
+    if ref_.type_ != BUFFER_VIEW_TYPE {
+        return Failure::new(
+            IREE_STATUS_INVALID_ARGUMENT,
+            format!(
+                "ref type mismatch; expected hal.buffer_view, have type {:#x}",
+                ref_.type_
+            ),
+        )
+        .into_status();
+    }
+    if !ref_.ptr.is_null() {
+        // SAFETY: forwarded from this function's contract; checks liveness.
+        unsafe { view(ref_.ptr.cast()) };
+    }
+    // SAFETY: the caller passes a valid out-pointer.
+    unsafe { *out_ptr = ref_.ptr.cast() };
+    std::ptr::null_mut()
+}
+
+/// `iree_hal_buffer_view_buffer`: the view's buffer, borrowed.
+///
+/// # Safety
+/// `buffer_view` is live.
+pub unsafe fn iree_hal_buffer_view_buffer(
+    buffer_view: *const iree_hal_buffer_view_t,
+) -> *mut iree_hal_buffer_t {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { view(buffer_view) }.buffer.as_ptr().cast()
+}
+
+/// `iree_hal_buffer_view_byte_length`.
+///
+/// # Safety
+/// `buffer_view` is live.
+pub unsafe fn iree_hal_buffer_view_byte_length(
+    buffer_view: *const iree_hal_buffer_view_t,
+) -> iree_device_size_t {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { view(buffer_view) }.bytes().len()
+}
+
+/// `iree_hal_buffer_view_shape_rank`.
+///
+/// # Safety
+/// `buffer_view` is live.
+pub unsafe fn iree_hal_buffer_view_shape_rank(
+    buffer_view: *const iree_hal_buffer_view_t,
+) -> iree_host_size_t {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { view(buffer_view) }.shape.len()
+}
+
+/// `iree_hal_buffer_view_shape_dims`: points into the view.
+///
+/// # Safety
+/// `buffer_view` is live.
+pub unsafe fn iree_hal_buffer_view_shape_dims(
+    buffer_view: *const iree_hal_buffer_view_t,
+) -> *const iree_hal_dim_t {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { view(buffer_view) }.shape.as_ptr()
+}
+
+/// `iree_hal_buffer_view_element_type`.
+///
+/// # Safety
+/// `buffer_view` is live.
+pub unsafe fn iree_hal_buffer_view_element_type(
+    buffer_view: *const iree_hal_buffer_view_t,
+) -> iree_hal_element_type_t {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { view(buffer_view) }.element_type
+}
+
+/// `iree_hal_device_transfer_d2h`: copies `data_length` bytes of `source`
+/// from `source_offset` to `target`. INVALID_ARGUMENT when the buffer was
+/// allocated on another device, OUT_OF_RANGE past its end.
+///
+/// # Safety
+/// `device` and `source` are live; `target` has room for `data_length` bytes.
+pub unsafe fn iree_hal_device_transfer_d2h(
+    device: *mut iree_hal_device_t,
+    source: *mut iree_hal_buffer_t,
+    source_offset: iree_device_size_t,
+    target: *mut c_void,
+    data_length: iree_device_size_t,
+    _flags: iree_hal_transfer_buffer_flags_t,
+    _timeout: iree_timeout_t,
+) -> iree_status_t {
+    // SAFETY: the caller guarantees both are live; `get` checks their types.
+    let (device, buffer) = unsafe {
+        (
+            registry::get(device.cast_const().cast::<Device>()),
+            registry::get(source.cast_const().cast::<Buffer>()),
+        )
+    };
+    let result = if buffer.device != std::ptr::from_ref(device).addr() {
+        Err(Failure::new(
+            IREE_STATUS_INVALID_ARGUMENT,
+            format!("the buffer was not allocated on device `{}`", device.uri),
+        ))
+    } else {
+        match source_offset
+            .checked_add(data_length)
+            .and_then(|end| buffer.bytes.get(source_offset..end))
+        {
+            Some(bytes) => {
+                // SAFETY: `target` has room for `data_length` bytes (caller's
+                // contract) and does not overlap the mock's buffer.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), target.cast::<u8>(), bytes.len())
+                };
+                Ok(())
+            }
+            None => Err(Failure::new(
+                IREE_STATUS_OUT_OF_RANGE,
+                format!(
+                    "transfer of {data_length} bytes at offset {source_offset} overruns a buffer of {}",
+                    buffer.bytes.len()
+                ),
+            )),
+        }
+    };
+    to_status(result)
+}
+
+/// Reads an IREE string view.
+///
+/// # Safety
+/// `view` points at `size` readable bytes (or is empty).
+pub(crate) unsafe fn view_str(view: iree_string_view_t) -> String {
+    if view.size == 0 {
+        return String::new();
+    }
+    // SAFETY: forwarded from this function's contract.
+    let bytes = unsafe { std::slice::from_raw_parts(view.data.cast::<u8>(), view.size) };
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A device outside any driver registry, for the mock's unit tests.
+#[cfg(test)]
+pub(crate) fn test_device() -> Owned<Device> {
+    Owned::new(Device {
+        uri: "test".into(),
+        _pool: Owned::new(ProactorPool { _node_count: 1 }),
+    })
+}

@@ -1,0 +1,57 @@
+//! A pure-Rust mock of the part of IREE's C API this crate calls, used under
+//! miri and with the `mock` feature (for testing this crate only).
+//!
+//! Every IREE object the crate creates is a Rust object here, with its
+//! reference count kept in one table, so a double release, a release of the
+//! wrong kind of object or a use after the last release panics, and
+//! [`live_objects`] tells what is still alive: a test that ends with
+//! anything but the process-wide VM instance alive has leaked. Ownership
+//! follows IREE's rules (a context retains its modules, the HAL module its
+//! device group, the group its device and frontier tracker, a device its
+//! proactor pool, a list the buffer views in it).
+//!
+//! Modules are loaded from the mock's own text format instead of `.vmfb`
+//! flatbuffers; [`program`] writes the artifacts the tests load, and the
+//! format is described in `program.rs`. Their functions run a few simple ops
+//! (f32 tensor addition and scaling, scalar integer and float arithmetic),
+//! so calls, results and IREE-style errors are testable.
+//!
+//! ```
+//! # #[cfg(any(miri, feature = "mock"))] {
+//! use iree_safe::{mock, Runtime, Tensor};
+//!
+//! let before = mock::live_objects().total_excluding_instance();
+//! {
+//!     let runtime = Runtime::new("local-sync")?;
+//!     let add = runtime.load(&mock::program("add").unwrap())?.function("add")?;
+//!     let x = Tensor::from_slice(&runtime, &[2], &[1.0f32, 2.0])?;
+//!     let y = add.call(&[x.clone().into(), x.into()])?;
+//!     assert_eq!(y[0].as_tensor().unwrap().to_vec::<f32>()?, [2.0, 4.0]);
+//! }
+//! // Everything but the process-wide VM instance was released.
+//! assert_eq!(mock::live_objects().total_excluding_instance(), before);
+//! # }
+//! # Ok::<(), iree_safe::Error>(())
+//! ```
+
+pub(crate) mod api;
+mod context;
+mod hal;
+mod list;
+mod module;
+mod ops;
+mod program;
+mod registry;
+mod status;
+
+pub use program::program;
+pub use registry::{live_objects, LiveObjects};
+
+/// Serializes the mock's unit tests that count live objects.
+#[cfg(test)]
+pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
