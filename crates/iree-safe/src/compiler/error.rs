@@ -1,0 +1,170 @@
+//! [`CompileError`]: everything that can stop MLIR from becoming a `.vmfb`.
+
+use std::io;
+use std::path::PathBuf;
+
+use super::diagnostics::{self, Diagnostic};
+
+/// Why a compiler could not be set up or a compilation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompileError {
+    /// Neither an environment variable nor the install manifest (nor, for
+    /// `iree-compile`, `PATH`) names the tool.
+    #[error(
+        "cannot find {tool} (tried: {}). Run `cargo xtask build-iree` to install the IREE \
+         compiler, or set {env_var} to its path",
+        tried.join("; ")
+    )]
+    NotFound {
+        /// `libIREECompiler.so` or `iree-compile`.
+        tool: &'static str,
+        /// The variable that overrides the search.
+        env_var: &'static str,
+        /// Each place looked at, and why it did not do.
+        tried: Vec<String>,
+    },
+
+    /// The compiler library exists but could not be loaded or initialized.
+    #[error(
+        "cannot load the IREE compiler library {}: {message}. Set IREE_COMPILER_LIB to a \
+         working libIREECompiler.so, or reinstall it with `cargo xtask build-iree`",
+        path.display()
+    )]
+    Load {
+        /// The library.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+
+    /// The compiler library speaks an embedding API this driver does not
+    /// know (it needs major version 1, minor version 4 or later).
+    #[error(
+        "{} exports IREE compiler embedding API {major}.{minor}, but this driver needs 1.4 or a \
+         later 1.x; install a matching compiler with `cargo xtask build-iree`",
+        path.display()
+    )]
+    ApiVersion {
+        /// The library.
+        path: PathBuf,
+        /// Major API version it exports.
+        major: u32,
+        /// Minor API version it exports.
+        minor: u32,
+    },
+
+    /// `iree-compile` exists but does not behave like the IREE compiler.
+    #[error("{} is not a usable iree-compile: {message}", path.display())]
+    BadExecutable {
+        /// The executable.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+
+    /// The compiler refused a flag of the [`CompileOptions`].
+    ///
+    /// [`CompileOptions`]: super::CompileOptions
+    #[error("the IREE compiler refused the flags {flags:?}: {message}")]
+    InvalidFlags {
+        /// Every flag of the compilation.
+        flags: Vec<String>,
+        /// The compiler's (or this driver's) complaint.
+        message: String,
+    },
+
+    /// The compiler ran and reported errors in the program.
+    #[error("IREE compilation failed:\n{}", diagnostics::render(diagnostics))]
+    Compilation {
+        /// What the compiler said, in order.
+        diagnostics: Vec<Diagnostic>,
+    },
+
+    /// A freshly compiled artifact was refused by the caller's validation
+    /// (such as the runtime failing to load it); see
+    /// [`DiskCache::compile_validated`](super::DiskCache::compile_validated).
+    #[error("the freshly compiled artifact was rejected: {message}")]
+    Rejected {
+        /// The validation's message.
+        message: String,
+    },
+
+    /// An environment variable of this driver has a value it does not
+    /// understand.
+    #[error("{variable}={value:?} is not valid: expected {expected}")]
+    InvalidSetting {
+        /// The variable.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+        /// What it may be.
+        expected: &'static str,
+    },
+
+    /// An I/O operation of the driver itself failed (spawning
+    /// `iree-compile`, talking to it through pipes).
+    #[error("{context}: {source}")]
+    Io {
+        /// What the driver was doing.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl CompileError {
+    /// The compiler's diagnostics, when this is a [`CompileError::Compilation`];
+    /// empty otherwise.
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        match self {
+            CompileError::Compilation { diagnostics } => diagnostics,
+            _ => &[],
+        }
+    }
+
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
+        CompileError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compiler::diagnostics::Severity;
+
+    #[test]
+    fn not_found_says_what_to_run() {
+        let error = CompileError::NotFound {
+            tool: "iree-compile",
+            env_var: "IREE_COMPILE",
+            tried: vec![
+                "IREE_COMPILE: unset".to_owned(),
+                "PATH: not found".to_owned(),
+            ],
+        };
+        let text = error.to_string();
+        assert!(text.contains("cargo xtask build-iree"), "{text}");
+        assert!(text.contains("IREE_COMPILE"), "{text}");
+        assert!(text.contains("PATH: not found"), "{text}");
+    }
+
+    #[test]
+    fn compilation_errors_show_every_diagnostic() {
+        let error = CompileError::Compilation {
+            diagnostics: vec![Diagnostic::from_callback(
+                Severity::Error,
+                "<stdin>:2:7: bad type",
+            )],
+        };
+        assert_eq!(error.diagnostics().len(), 1);
+        assert_eq!(
+            error.to_string(),
+            "IREE compilation failed:\n<stdin>:2:7: error: bad type"
+        );
+    }
+}

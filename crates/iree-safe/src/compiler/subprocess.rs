@@ -1,0 +1,169 @@
+//! [`SubprocessCompiler`]: one `iree-compile` process per compilation.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+
+use super::diagnostics::{self, Diagnostic, Severity};
+use super::error::CompileError;
+use super::locate::locate_iree_compile;
+use super::options::CompileOptions;
+use super::version::CompilerVersion;
+use super::{Artifact, Compiler};
+
+/// The IREE compiler run as a child process: `iree-compile <flags> - -o -`,
+/// with the MLIR on standard input, the `.vmfb` on standard output and the
+/// diagnostics on standard error.
+///
+/// Needs no library loading and isolates crashes of the compiler, at the
+/// price of starting the compiler for every compilation. Thread-safe: each
+/// compilation is its own process.
+#[derive(Debug, Clone)]
+pub struct SubprocessCompiler {
+    path: PathBuf,
+    version: CompilerVersion,
+}
+
+impl SubprocessCompiler {
+    /// Uses the `iree-compile` named by `IREE_COMPILE`, else by the install
+    /// manifest, else found on `PATH` (see [`locate_iree_compile`]).
+    pub fn locate() -> Result<Self, CompileError> {
+        Self::new(locate_iree_compile()?)
+    }
+
+    /// Uses the `iree-compile` at `path`, after asking it for its version.
+    pub fn new(path: impl Into<PathBuf>) -> Result<Self, CompileError> {
+        let path = path.into();
+        let bad = |message: String| CompileError::BadExecutable {
+            path: path.clone(),
+            message,
+        };
+        let output = Command::new(&path)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| bad(format!("cannot run it: {e}")))?;
+        if !output.status.success() {
+            return Err(bad(format!(
+                "`--version` {}: {}",
+                describe(output.status),
+                String::from_utf8_lossy(&output.stderr).trim()
+            )));
+        }
+        let version =
+            CompilerVersion::from_version_output(&String::from_utf8_lossy(&output.stdout))
+                .ok_or_else(|| {
+                    bad("`--version` does not print an IREE compiler version".to_owned())
+                })?;
+        Ok(SubprocessCompiler { path, version })
+    }
+
+    /// The executable this compiler runs.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Compiler for SubprocessCompiler {
+    fn compile(&self, mlir: &str, options: &CompileOptions) -> Result<Artifact, CompileError> {
+        let flags = options.checked_flags()?;
+        let mut child = Command::new(&self.path)
+            .args(&flags)
+            .args(["-", "-o", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| CompileError::io(format!("cannot run {}", self.path.display()), e))?;
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        // Feed the input while collecting both outputs, so that no pipe can
+        // fill up and stall the child.
+        let (written, output) = std::thread::scope(|scope| {
+            let writer = scope.spawn(move || stdin.write_all(mlir.as_bytes()));
+            let output = child.wait_with_output();
+            (writer.join(), output)
+        });
+        let output = output.map_err(|e| {
+            CompileError::io(
+                format!("cannot read the output of {}", self.path.display()),
+                e,
+            )
+        })?;
+        match written {
+            Ok(Ok(())) => {}
+            // The child exited without reading everything (a refused flag,
+            // say): its exit status and standard error tell why.
+            Ok(Err(e)) if e.kind() == io::ErrorKind::BrokenPipe => {}
+            Ok(Err(e)) => {
+                return Err(CompileError::io(
+                    format!("cannot write the MLIR to {}", self.path.display()),
+                    e,
+                ))
+            }
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if !output.status.success() {
+            return Err(self.failure(&flags, output.status, &stderr));
+        }
+        if output.stdout.is_empty() {
+            return Err(CompileError::Compilation {
+                diagnostics: vec![Diagnostic::unlocated(
+                    Severity::Error,
+                    format!(
+                        "{} succeeded but wrote no module; stderr: {stderr}",
+                        self.path.display()
+                    ),
+                )],
+            });
+        }
+        Ok(Artifact::new(output.stdout))
+    }
+
+    fn version(&self) -> &CompilerVersion {
+        &self.version
+    }
+}
+
+impl SubprocessCompiler {
+    /// The error for a failed run: LLVM's command-line parser reports a
+    /// refused flag as `iree-compile: ...` before reading any input;
+    /// everything else is a compilation failure.
+    #[cold]
+    fn failure(&self, flags: &[String], status: ExitStatus, stderr: &str) -> CompileError {
+        let first_line = stderr
+            .lines()
+            .find(|line| !line.trim().is_empty())
+            .unwrap_or("");
+        if first_line.starts_with("iree-compile: ") {
+            return CompileError::InvalidFlags {
+                flags: flags.to_vec(),
+                message: stderr.trim().to_owned(),
+            };
+        }
+        let mut diagnostics = diagnostics::parse_stderr(stderr);
+        let crashed = status.code().is_none();
+        if crashed || !diagnostics.iter().any(|d| d.severity == Severity::Error) {
+            diagnostics.push(Diagnostic::unlocated(
+                Severity::Error,
+                format!("{} {}", self.path.display(), describe(status)),
+            ));
+        }
+        CompileError::Compilation { diagnostics }
+    }
+}
+
+/// "exited with status 1", "was killed by signal 11".
+fn describe(status: ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return format!("was killed by signal {signal}");
+        }
+    }
+    match status.code() {
+        Some(code) => format!("exited with status {code}"),
+        None => format!("failed ({status})"),
+    }
+}
