@@ -55,7 +55,7 @@ impl AlignedArtifact {
     pub(crate) fn deallocator(&self) -> sys::iree_allocator_t {
         // The length travels in `self`, so the callback can rebuild the layout.
         sys::iree_allocator_t {
-            self_: self.len as *mut c_void,
+            self_: std::ptr::without_provenance_mut(self.len),
             ctl: Some(free_artifact),
         }
     }
@@ -92,14 +92,14 @@ unsafe extern "C" fn free_artifact(
 ) -> sys::iree_status_t {
     if command != sys::IREE_ALLOCATOR_COMMAND_FREE || inout_ptr.is_null() {
         // A bare status code is a valid (payload-free) IREE status.
-        return sys::IREE_STATUS_UNIMPLEMENTED as usize as sys::iree_status_t;
+        return std::ptr::without_provenance_mut(sys::IREE_STATUS_UNIMPLEMENTED as usize);
     }
     // SAFETY: IREE passes a pointer to the data pointer it was given with
     // this allocator, i.e. the start of an `AlignedArtifact` allocation whose
     // length is `self_`.
     unsafe {
         let ptr = *inout_ptr;
-        if let (Some(layout), false) = (layout(self_ as usize), ptr.is_null()) {
+        if let (Some(layout), false) = (layout(self_.addr()), ptr.is_null()) {
             std::alloc::dealloc(ptr.cast(), layout);
         }
         *inout_ptr = std::ptr::null_mut();

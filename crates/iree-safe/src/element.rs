@@ -93,6 +93,9 @@ impl fmt::Display for ElementType {
     }
 }
 
+#[cfg(not(target_endian = "little"))]
+compile_error!("iree-safe copies tensor elements as little-endian bytes");
+
 mod sealed {
     pub trait Sealed {}
 }
@@ -101,11 +104,12 @@ mod sealed {
 ///
 /// Implemented for `f32`, `f64`, `i8`, `i32`, `i64` and `bool`; f16 and
 /// bf16 tensors go through bytes ([`Tensor::from_bytes`](crate::Tensor::from_bytes)).
+///
+/// Only little-endian hosts are supported: IREE's buffers hold elements in
+/// host order, and slices of these types are copied as bytes directly.
 pub trait Element: Copy + sealed::Sealed + 'static {
     /// The tensor element type.
     const TYPE: ElementType;
-    /// Appends the element's bytes (little-endian, IREE's layout on x86-64).
-    fn write(self, out: &mut Vec<u8>);
     /// Reads one element from exactly `Self::TYPE.byte_size()` bytes.
     fn read(bytes: &[u8]) -> Self;
 }
@@ -115,9 +119,6 @@ macro_rules! numeric_elements {
         impl sealed::Sealed for $ty {}
         impl Element for $ty {
             const TYPE: ElementType = ElementType::$variant;
-            fn write(self, out: &mut Vec<u8>) {
-                out.extend_from_slice(&self.to_le_bytes());
-            }
             fn read(bytes: &[u8]) -> Self {
                 <$ty>::from_le_bytes(bytes.try_into().expect("callers pass exactly one element"))
             }
@@ -130,9 +131,6 @@ numeric_elements!(f32 => F32, f64 => F64, i8 => I8, i32 => I32, i64 => I64);
 impl sealed::Sealed for bool {}
 impl Element for bool {
     const TYPE: ElementType = ElementType::Bool;
-    fn write(self, out: &mut Vec<u8>) {
-        out.push(u8::from(self));
-    }
     fn read(bytes: &[u8]) -> Self {
         bytes[0] != 0
     }

@@ -99,3 +99,10 @@ refcounted! {
     iree_vm_list_t => iree_vm_list_retain, iree_vm_list_release;
     iree_hal_buffer_view_t => iree_hal_buffer_view_retain, iree_hal_buffer_view_release;
 }
+
+// Sheaf's legacy per-artifact runtime (see `legacy`), real runtime only.
+#[cfg(not(any(miri, feature = "mock")))]
+refcounted! {
+    iree_runtime_instance_t => iree_runtime_instance_retain, iree_runtime_instance_release;
+    iree_runtime_session_t => iree_runtime_session_retain, iree_runtime_session_release;
+}

@@ -38,6 +38,8 @@ mod error;
 mod function;
 mod handle;
 mod instance;
+#[cfg(not(any(miri, feature = "mock")))]
+pub mod legacy;
 mod list;
 #[cfg(any(miri, feature = "mock"))]
 pub mod mock;

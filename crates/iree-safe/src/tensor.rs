@@ -46,11 +46,14 @@ impl Tensor {
         shape: &[usize],
         data: &[T],
     ) -> Result<Tensor> {
-        let mut bytes = Vec::with_capacity(std::mem::size_of_val(data));
-        for &element in data {
-            element.write(&mut bytes);
-        }
-        Tensor::from_bytes(runtime, shape, T::TYPE, &bytes)
+        // SAFETY: `Element` is sealed and only implemented for primitive
+        // numbers and `bool`: no padding, every byte initialized, and the
+        // in-memory layout is the little-endian layout IREE expects on this
+        // (little-endian, see `element.rs`) host. The view covers exactly `data`.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data))
+        };
+        Tensor::from_bytes(runtime, shape, T::TYPE, bytes)
     }
 
     /// Copies raw little-endian element bytes into a new tensor; the only

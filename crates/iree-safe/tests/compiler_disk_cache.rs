@@ -1,7 +1,7 @@
 //! The persistent artifact cache: hits without compiling, damaged and
 //! rejected entries replaced, concurrent writers, the size bound.
 
-#![cfg(not(miri))]
+#![cfg(not(any(miri, feature = "mock")))]
 
 mod compiler_support;
 

@@ -1,7 +1,7 @@
 //! The environment variables of the compiler driver. They are process-wide,
 //! so this file holds a single test that sets them one after the other.
 
-#![cfg(not(miri))]
+#![cfg(not(any(miri, feature = "mock")))]
 
 mod compiler_support;
 

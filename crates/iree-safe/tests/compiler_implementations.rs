@@ -1,7 +1,7 @@
 //! Both compiler implementations on the real IREE compiler: same artifacts,
 //! same numbers through the runtime, diagnostics in errors.
 
-#![cfg(not(miri))]
+#![cfg(not(any(miri, feature = "mock")))]
 
 mod compiler_support;
 

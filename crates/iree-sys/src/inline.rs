@@ -79,14 +79,22 @@ pub const fn iree_hal_element_dense_byte_count(element_type: iree_hal_element_ty
 }
 
 /// `iree_async_frontier_tracker_options_default()`.
-pub const fn iree_async_frontier_tracker_options_default() -> iree_async_frontier_tracker_options_t {
-    iree_async_frontier_tracker_options_t { axis_table_capacity: 256, session_epoch: 1, machine_index: 0 }
+pub const fn iree_async_frontier_tracker_options_default() -> iree_async_frontier_tracker_options_t
+{
+    iree_async_frontier_tracker_options_t {
+        axis_table_capacity: 256,
+        session_epoch: 1,
+        machine_index: 0,
+    }
 }
 
 /// `iree_hal_device_create_params_default()`: all zeros. Callers must still
 /// set `proactor_pool`.
 pub const fn iree_hal_device_create_params_default() -> iree_hal_device_create_params_t {
-    iree_hal_device_create_params_t { next: core::ptr::null(), proactor_pool: core::ptr::null_mut() }
+    iree_hal_device_create_params_t {
+        next: core::ptr::null(),
+        proactor_pool: core::ptr::null_mut(),
+    }
 }
 
 macro_rules! value_constructors {
@@ -186,7 +194,14 @@ mod tests {
     #[test]
     fn frontier_tracker_defaults_match_the_header() {
         let options = iree_async_frontier_tracker_options_default();
-        assert_eq!((options.axis_table_capacity, options.session_epoch, options.machine_index), (256, 1, 0));
+        assert_eq!(
+            (
+                options.axis_table_capacity,
+                options.session_epoch,
+                options.machine_index
+            ),
+            (256, 1, 0)
+        );
         let params = iree_hal_device_create_params_default();
         assert!(params.next.is_null() && params.proactor_pool.is_null());
     }

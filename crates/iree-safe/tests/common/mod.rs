@@ -16,54 +16,47 @@ mod imp {
     use std::path::PathBuf;
     use std::sync::{Mutex, OnceLock};
 
-    /// The compiled `.vmfb` of `tests/data/<name>.mlir`, compiled once per
-    /// test process.
+    use iree_safe::compiler::{CompileOptions, Compiler, SubprocessCompiler};
+
+    /// The compiled `.vmfb` of `tests/data/<name>.mlir` for this machine's
+    /// CPU, compiled once per test process.
     pub fn program(name: &str) -> Vec<u8> {
-        static CACHE: OnceLock<Mutex<HashMap<String, Vec<u8>>>> = OnceLock::new();
+        program_for_cpu(name, "host")
+    }
+
+    /// Like [`program`], for another `--iree-llvmcpu-target-cpu` (e.g. a
+    /// baseline x86-64 that valgrind can decode, unlike AVX-512).
+    pub fn program_for_cpu(name: &str, cpu: &str) -> Vec<u8> {
+        /// Artifacts by (program, CPU).
+        type Artifacts = HashMap<(String, String), Vec<u8>>;
+        static CACHE: OnceLock<Mutex<Artifacts>> = OnceLock::new();
         let cache = CACHE.get_or_init(Default::default);
-        if let Some(bytes) = cache.lock().unwrap().get(name) {
+        let key = (name.to_owned(), cpu.to_owned());
+        if let Some(bytes) = cache.lock().unwrap().get(&key) {
             return bytes.clone();
         }
-        let bytes = compile(name);
-        cache.lock().unwrap().insert(name.to_owned(), bytes.clone());
+        let bytes = compile(name, cpu);
+        cache.lock().unwrap().insert(key, bytes.clone());
         bytes
     }
 
-    fn compile(name: &str) -> Vec<u8> {
+    /// Compiles with `iree-compile` in a child process: the tests exercise the
+    /// runtime, and a child process stays out of valgrind's way.
+    fn compile(name: &str, cpu: &str) -> Vec<u8> {
         let source =
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/{name}.mlir"));
-        let out = tempfile::tempdir().expect("a temporary folder");
-        let vmfb = out.path().join("out.vmfb");
-        let output = std::process::Command::new(iree_compile())
-            .args([
-                "--iree-input-type=stablehlo",
-                "--iree-hal-target-device=local",
-                "--iree-hal-local-target-device-backends=llvm-cpu",
-                "--iree-llvmcpu-target-cpu=host",
-                "--iree-input-demote-f64-to-f32=false",
-            ])
-            .arg(&source)
-            .arg("-o")
-            .arg(&vmfb)
-            .output()
-            .expect("iree-compile starts");
-        assert!(
-            output.status.success(),
-            "iree-compile {}: {}",
-            source.display(),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        std::fs::read(vmfb).expect("compiled artifact")
-    }
-
-    fn iree_compile() -> PathBuf {
-        let manifest =
-            iree_sys::build_info::MANIFEST.expect("IREE installed by `cargo xtask build-iree`");
-        let json = std::fs::read_to_string(manifest).expect("readable manifest");
-        let key = "\"iree_compile\": \"";
-        let start = json.find(key).expect("manifest names iree_compile") + key.len();
-        let end = start + json[start..].find('"').expect("closing quote");
-        PathBuf::from(&json[start..end])
+        let mlir = std::fs::read_to_string(&source).expect("test program");
+        let mut options = CompileOptions::stablehlo();
+        options.target_cpu = cpu.to_owned();
+        options
+            .extra_flags
+            .push("--iree-input-demote-f64-to-f32=false".to_owned());
+        let compiler =
+            SubprocessCompiler::locate().expect("iree-compile (run `cargo xtask build-iree`)");
+        match compiler.compile(&mlir, &options) {
+            Ok(artifact) => artifact.into_bytes(),
+            Err(error) => panic!("compiling {}: {error}", source.display()),
+        }
     }
 
     /// Nothing to check against the real runtime: valgrind covers leaks.
@@ -86,6 +79,11 @@ mod imp {
     pub fn program(name: &str) -> Vec<u8> {
         iree_safe::mock::program(name)
             .unwrap_or_else(|| panic!("the mock has no test program `{name}`"))
+    }
+
+    /// The mock has no CPU targets: the same artifact as [`program`].
+    pub fn program_for_cpu(name: &str, _cpu: &str) -> Vec<u8> {
+        program(name)
     }
 
     /// Serializes the tests of one binary (they run on parallel threads and
