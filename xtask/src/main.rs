@@ -7,6 +7,7 @@
 mod bindings;
 mod build_iree;
 mod manifest;
+mod pingpong;
 mod process;
 mod source;
 mod test;
@@ -30,6 +31,9 @@ commands:
   test
       Ensure IREE is built, check the bindings, run the workspace tests and
       the miri tests.
+  pingpong [ARGS...]
+      Ensure IREE is built, then run the shape ping-pong demo (release build)
+      with ARGS (try `--help`); writes target/pingpong/rss.svg.
 ";
 
 fn main() -> ExitCode {
@@ -44,6 +48,7 @@ fn main() -> ExitCode {
         }
         "bindgen" => bindings::run(rest),
         "test" => test::run(rest),
+        "pingpong" => pingpong::run(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())

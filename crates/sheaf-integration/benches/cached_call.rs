@@ -1,0 +1,101 @@
+//! Benchmark (not a test): a cached call through `JitRuntime` against the
+//! raw `iree-safe` call of the same artifact on the same input, local-sync.
+//!
+//! ```sh
+//! cargo bench -p sheaf-integration --bench cached_call
+//! ```
+//!
+//! Both sides take a device tensor and return a device tensor, so the
+//! difference is the JIT's own work: building the signature, the cache
+//! lookup, and wrapping values. A second pair starts from a host array.
+
+use std::time::Instant;
+
+use iree_safe::compiler;
+use ndarray::{ArrayD, IxDyn};
+use sheaf_integration::{reference, DType, JitConfig, JitRuntime, Provenance, Signature, Value};
+
+const WARMUP: usize = 5_000;
+const SAMPLES: usize = 50_000;
+
+fn time(mut f: impl FnMut()) -> Vec<u64> {
+    for _ in 0..WARMUP {
+        f();
+    }
+    let mut samples: Vec<u64> = (0..SAMPLES)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_nanos() as u64
+        })
+        .collect();
+    samples.sort_unstable();
+    samples
+}
+
+fn p(samples: &[u64], q: f64) -> f64 {
+    samples[((samples.len() - 1) as f64 * q) as usize] as f64 / 1000.0
+}
+
+fn main() {
+    let jit = JitRuntime::new(JitConfig::builder().no_disk_cache().build().unwrap()).unwrap();
+    let sigmoid = reference::sigmoid();
+    let host = ArrayD::from_shape_vec(IxDyn(&[1, 5]), vec![-2.0f32, -0.5, 0.0, 0.75, 3.0]).unwrap();
+
+    // The same artifact, loaded into the same runtime, called directly.
+    let mut builder = Signature::builder();
+    builder.arg(DType::F32, &[1, 5]);
+    let mlir = sigmoid.lower(&builder.build()).unwrap();
+    let artifact = compiler::default_compiler()
+        .unwrap()
+        .compile(&mlir, &JitConfig::default().compile_options)
+        .unwrap();
+    let raw = jit
+        .runtime()
+        .load(artifact.as_bytes())
+        .unwrap()
+        .function("main")
+        .unwrap();
+
+    let device =
+        iree_safe::Tensor::from_slice(jit.runtime(), &[1, 5], host.as_slice().unwrap()).unwrap();
+    let jit_args = [Value::Device(device.clone())];
+    let raw_args = [iree_safe::Value::Tensor(device)];
+    assert_eq!(
+        jit.call(&sigmoid, &jit_args, &[]).unwrap().provenance,
+        Provenance::CompiledNow
+    );
+
+    let jit_device = time(|| {
+        let result = jit.call(&sigmoid, &jit_args, &[]).unwrap();
+        debug_assert_eq!(result.provenance, Provenance::CacheHit);
+        std::hint::black_box(result);
+    });
+    let raw_device = time(|| {
+        std::hint::black_box(raw.call(&raw_args).unwrap());
+    });
+    let host_args = [Value::from(host.clone())];
+    let jit_host = time(|| {
+        std::hint::black_box(jit.call(&sigmoid, &host_args, &[]).unwrap());
+    });
+    let raw_host = time(|| {
+        let x = iree_safe::Tensor::from_slice(jit.runtime(), &[1, 5], host.as_slice().unwrap())
+            .unwrap();
+        std::hint::black_box(raw.call(&[x.into()]).unwrap());
+    });
+
+    println!("sigmoid f32[1,5] on local-sync, {SAMPLES} samples each");
+    for (label, jit, raw) in [
+        ("device tensor in", &jit_device, &raw_device),
+        ("host array in", &jit_host, &raw_host),
+    ] {
+        println!(
+            "{label:<17} JitRuntime::call p50 {:>6.2} us p99 {:>6.2} us | iree-safe Function::call p50 {:>6.2} us p99 {:>6.2} us | ratio p50 {:.2}",
+            p(jit, 0.5),
+            p(jit, 0.99),
+            p(raw, 0.5),
+            p(raw, 0.99),
+            p(jit, 0.5) / p(raw, 0.5)
+        );
+    }
+}

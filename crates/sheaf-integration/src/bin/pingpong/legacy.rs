@@ -1,0 +1,157 @@
+//! The `legacy` mode: Sheaf's original JIT, reproduced.
+//!
+//! One compiled slot per function, keyed by argument shapes only; on a
+//! mismatch the slot is recompiled into a brand-new runtime (instance +
+//! device + session) pushed onto a list that is never purged. Compiled bytes
+//! are reused across recompiles to keep the run short, but each recompile
+//! still builds and keeps a new runtime, exactly like the old code.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use iree_safe::compiler::{self, Compiler};
+use iree_safe::legacy::LegacySession;
+use sheaf_integration::{
+    reference, CapturedScalar, DType, HostTensor, JitConfig, JitFunction, Signature,
+};
+
+use crate::args::Args;
+use crate::workload::{self, Record, Recorder};
+
+/// A function's one slot: the shapes it was compiled for and its runtime.
+struct Slot {
+    shape: Vec<usize>,
+    session: usize,
+}
+
+struct Legacy {
+    driver: String,
+    compiler: Arc<dyn Compiler>,
+    options: compiler::CompileOptions,
+    /// Bytes compiled so far, by (function, shape, captured scalars).
+    artifacts: HashMap<String, Vec<u8>>,
+    /// Every runtime ever built; never purged (the leak).
+    sessions: Vec<LegacySession>,
+    slots: HashMap<String, Slot>,
+}
+
+impl Legacy {
+    /// Calls `function` the old way; returns its f32 output.
+    fn call(
+        &mut self,
+        function: &JitFunction,
+        x: &[f32],
+        shape: &[usize],
+        captured: &[CapturedScalar],
+    ) -> Result<Vec<f32>, String> {
+        let name = function.name().to_owned();
+        let slot_shape = self.slots.get(&name).map(|slot| slot.shape.clone());
+        if slot_shape.as_deref() != Some(shape) {
+            let bytes = self.artifact(function, shape, captured)?;
+            let session = LegacySession::new(&self.driver, &bytes).map_err(|e| e.to_string())?;
+            self.sessions.push(session);
+            let index = self.sessions.len() - 1;
+            self.slots.insert(
+                name.clone(),
+                Slot {
+                    shape: shape.to_vec(),
+                    session: index,
+                },
+            );
+            tracing::debug!(
+                target: "sheaf_jit",
+                "legacy {name}{shape:?}: {} -> compile -> runtime #{index} ({} orphaned)",
+                match &slot_shape {
+                    None => "slot empty".to_owned(),
+                    Some(old) => format!("shape mismatch with slot {old:?}"),
+                },
+                self.sessions.len() - self.slots.len(),
+            );
+        }
+        let session = self.slots[&name].session;
+        self.sessions[session]
+            .call_f32(&format!("{name}.main"), shape, x)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Compiled bytes for this key, compiling on first use.
+    fn artifact(
+        &mut self,
+        function: &JitFunction,
+        shape: &[usize],
+        captured: &[CapturedScalar],
+    ) -> Result<Vec<u8>, String> {
+        let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+        let mut builder = Signature::builder();
+        builder.arg(DType::F32, &dims);
+        for scalar in captured {
+            builder.captured(scalar.clone());
+        }
+        let signature = builder.build();
+        let key = format!("{}{signature}", function.name());
+        if let Some(bytes) = self.artifacts.get(&key) {
+            return Ok(bytes.clone());
+        }
+        let mlir = function.lower(&signature)?;
+        let bytes = self
+            .compiler
+            .compile(&mlir, &self.options)
+            .map_err(|e| e.to_string())?
+            .into_bytes();
+        self.artifacts.insert(key, bytes.clone());
+        Ok(bytes)
+    }
+}
+
+pub fn run(args: &Args, emit: &mut dyn FnMut(&Record)) -> Result<(), String> {
+    let mut legacy = Legacy {
+        driver: args.driver.clone(),
+        compiler: compiler::default_compiler().map_err(|e| e.to_string())?,
+        options: JitConfig::default().compile_options,
+        artifacts: HashMap::new(),
+        sessions: Vec::new(),
+        slots: HashMap::new(),
+    };
+    let (sigmoid, softmax) = (reference::sigmoid(), reference::softmax());
+    let mut recorder = Recorder::new("legacy", &args.checkpoints, emit);
+    let mut stale = 0;
+    for i in 0..args.max_iters() {
+        if workload::rss_bytes() > args.ceiling_bytes {
+            let runtimes = legacy.sessions.len() as u64;
+            recorder.stopped(i, runtimes, runtimes, stale);
+            eprintln!(
+                "[pingpong] legacy mode stopped after {i} iterations: RSS passed the {} MiB ceiling with {runtimes} runtimes alive",
+                args.ceiling_bytes >> 20
+            );
+            return Ok(());
+        }
+        let x = workload::sigmoid_input(i);
+        let y = legacy.call(
+            &sigmoid,
+            x.as_slice().expect("standard layout"),
+            x.shape(),
+            &[],
+        )?;
+        let expected = sigmoid.interpret(&[HostTensor::F32(x)], &[])?;
+        stale += u64::from(!same(&y, &expected));
+
+        let (x, t) = workload::softmax_input(i);
+        let captured = [reference::temperature(t)];
+        let y = legacy.call(
+            &softmax,
+            x.as_slice().expect("standard layout"),
+            x.shape(),
+            &captured,
+        )?;
+        let expected = softmax.interpret(&[HostTensor::F32(x)], &captured)?;
+        stale += u64::from(!same(&y, &expected));
+
+        let runtimes = legacy.sessions.len() as u64;
+        recorder.after(i + 1, runtimes, runtimes, stale);
+    }
+    Ok(())
+}
+
+fn same(actual: &[f32], expected: &[HostTensor]) -> bool {
+    matches!(expected.first(), Some(HostTensor::F32(e)) if workload::matches(actual, e))
+}

@@ -1,0 +1,129 @@
+//! The shape ping-pong demo: Sheaf's original JIT next to this project's,
+//! on the same workload, in one run.
+//!
+//! Every iteration calls `sigmoid` on `f32[1,5]` and `f32[1,5,1]`
+//! alternately, and `softmax` on `f32[1,5]` with a temperature that
+//! alternates between 0.5 and 1.0. Each mode runs in its own child process
+//! (so their memory never mixes, and the legacy mode's many VM instances
+//! never meet the shared one):
+//!
+//! - `legacy`: one slot per function; every shape mismatch builds a new
+//!   runtime (instance + device + session) that is kept forever, and the key
+//!   ignores captured scalars (so a new temperature silently reuses stale
+//!   code). It reuses compiled bytes to keep the run short, and stops at a
+//!   memory ceiling.
+//! - `shared`: `JitRuntime` (one shared runtime, bounded per-function LRU
+//!   keyed by shapes, dtypes and captured scalars).
+//!
+//! Prints a table at the checkpoints, writes an SVG plot of RSS against
+//! iterations, and with `--json` prints one JSON object per checkpoint and
+//! mode. Run it with `cargo xtask pingpong` or
+//! `cargo run --release -p sheaf-integration --bin pingpong -- --help`.
+
+mod args;
+mod legacy;
+mod plot;
+mod report;
+mod shared;
+mod workload;
+
+use std::io::BufRead;
+use std::process::{Command, ExitCode, Stdio};
+
+use args::{Args, Mode};
+use workload::Record;
+
+fn main() -> ExitCode {
+    if std::env::args().any(|arg| arg == "--help" || arg == "-h") {
+        println!("{}", args::USAGE);
+        return ExitCode::SUCCESS;
+    }
+    let args = match Args::parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(message) => {
+            eprintln!("pingpong: {message}\n\n{}", args::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    let result = match args.child {
+        Some(mode) => run_child(mode, &args),
+        None => run_parent(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("pingpong: error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs one mode in this process, printing records as JSON lines.
+fn run_child(mode: Mode, args: &Args) -> Result<(), String> {
+    sheaf_integration::trace::init_from_env();
+    let mut emit = |record: &Record| {
+        println!(
+            "{}",
+            serde_json::to_string(record).expect("records serialize")
+        )
+    };
+    match mode {
+        Mode::Legacy => legacy::run(args, &mut emit),
+        Mode::Shared => shared::run(args, &mut emit),
+    }
+}
+
+/// Runs both modes as child processes and reports side by side.
+fn run_parent(args: &Args) -> Result<(), String> {
+    let mut records = Vec::new();
+    for mode in [Mode::Legacy, Mode::Shared] {
+        eprintln!(
+            "[pingpong] running {} mode on {} for {} iterations ...",
+            mode.name(),
+            args.driver,
+            args.max_iters()
+        );
+        records.extend(run_mode(mode, args)?);
+    }
+    if args.json {
+        for record in records.iter().filter(|r| r.is_checkpoint()) {
+            println!(
+                "{}",
+                serde_json::to_string(record).expect("records serialize")
+            );
+        }
+    } else {
+        print!("{}", report::table(&records, args));
+    }
+    plot::write(&args.plot, &records, args)?;
+    eprintln!(
+        "[pingpong] plot of RSS against iterations written to {}",
+        args.plot.display()
+    );
+    Ok(())
+}
+
+fn run_mode(mode: Mode, args: &Args) -> Result<Vec<Record>, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let mut child = Command::new(exe)
+        .args(args.child_args(mode))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("cannot start the {} child: {e}", mode.name()))?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let mut records = Vec::new();
+    for line in std::io::BufReader::new(stdout).lines() {
+        let line = line.map_err(|e| format!("reading the {} child: {e}", mode.name()))?;
+        let record: Record = serde_json::from_str(&line)
+            .map_err(|e| format!("the {} child printed `{line}`: {e}", mode.name()))?;
+        records.push(record);
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for the {} child: {e}", mode.name()))?;
+    if !status.success() {
+        return Err(format!("the {} mode failed ({status})", mode.name()));
+    }
+    Ok(records)
+}

@@ -1,0 +1,143 @@
+//! The workload both modes run, and what they report.
+
+use std::time::Instant;
+
+use ndarray::{ArrayD, IxDyn};
+use serde::{Deserialize, Serialize};
+
+/// Shapes `sigmoid` alternates between.
+pub const SIGMOID_SHAPES: [&[usize]; 2] = [&[1, 5], &[1, 5, 1]];
+/// Temperatures `softmax` alternates between.
+pub const TEMPERATURES: [f32; 2] = [0.5, 1.0];
+/// The `softmax` input shape.
+pub const SOFTMAX_SHAPE: &[usize] = &[1, 5];
+const DATA: [f32; 5] = [-2.0, -0.5, 0.0, 0.75, 3.0];
+
+/// The sigmoid input of iteration `i`.
+pub fn sigmoid_input(i: usize) -> ArrayD<f32> {
+    ArrayD::from_shape_vec(IxDyn(SIGMOID_SHAPES[i % 2]), DATA.to_vec()).expect("5 elements")
+}
+
+/// The softmax input and temperature of iteration `i`.
+pub fn softmax_input(i: usize) -> (ArrayD<f32>, f32) {
+    (
+        ArrayD::from_shape_vec(IxDyn(SOFTMAX_SHAPE), DATA.to_vec()).expect("5 elements"),
+        TEMPERATURES[i % 2],
+    )
+}
+
+/// True when `actual` matches the interpreter's `expected` within 1e-5.
+pub fn matches(actual: &[f32], expected: &ArrayD<f32>) -> bool {
+    actual.len() == expected.len()
+        && actual
+            .iter()
+            .zip(expected.iter())
+            .all(|(a, e)| (a - e).abs() <= 1e-5)
+}
+
+/// One line of a child's output.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Record {
+    /// `legacy` or `shared`.
+    pub mode: String,
+    /// `checkpoint`, `sample` (for the plot) or `stopped` (ceiling reached).
+    pub kind: String,
+    /// Iterations done.
+    pub iters: usize,
+    /// Compiles so far (legacy: runtimes built on a mismatch).
+    pub compiles: u64,
+    /// Loaded modules alive (legacy: runtimes alive, one module each).
+    pub live_modules: u64,
+    /// Resident set size of the mode's process.
+    pub rss_bytes: u64,
+    /// Seconds since the mode started.
+    pub wall_s: f64,
+    /// Calls whose result differed from the interpreter's.
+    pub stale_results: u64,
+}
+
+impl Record {
+    pub fn is_checkpoint(&self) -> bool {
+        self.kind == "checkpoint"
+    }
+}
+
+/// Tracks a mode's run and emits its records.
+pub struct Recorder<'a> {
+    mode: &'static str,
+    checkpoints: &'a [usize],
+    sample_every: usize,
+    start: Instant,
+    emit: &'a mut dyn FnMut(&Record),
+}
+
+impl<'a> Recorder<'a> {
+    pub fn new(
+        mode: &'static str,
+        checkpoints: &'a [usize],
+        emit: &'a mut dyn FnMut(&Record),
+    ) -> Self {
+        let last = *checkpoints.last().expect("at least one checkpoint");
+        Recorder {
+            mode,
+            checkpoints,
+            sample_every: (last / 250).max(1),
+            start: Instant::now(),
+            emit,
+        }
+    }
+
+    /// Called after iteration `iters`: emits a sample and/or a checkpoint.
+    pub fn after(&mut self, iters: usize, compiles: u64, live_modules: u64, stale_results: u64) {
+        let checkpoint = self.checkpoints.contains(&iters);
+        if checkpoint || iters % self.sample_every == 0 || iters == 1 {
+            let kind = if checkpoint { "checkpoint" } else { "sample" };
+            self.emit(kind, iters, compiles, live_modules, stale_results);
+        }
+    }
+
+    /// Emits the record of a run stopped early.
+    pub fn stopped(&mut self, iters: usize, compiles: u64, live_modules: u64, stale_results: u64) {
+        self.emit("stopped", iters, compiles, live_modules, stale_results);
+    }
+
+    fn emit(
+        &mut self,
+        kind: &str,
+        iters: usize,
+        compiles: u64,
+        live_modules: u64,
+        stale_results: u64,
+    ) {
+        let record = Record {
+            mode: self.mode.into(),
+            kind: kind.into(),
+            iters,
+            compiles,
+            live_modules,
+            rss_bytes: rss_bytes(),
+            wall_s: self.start.elapsed().as_secs_f64(),
+            stale_results,
+        };
+        (self.emit)(&record);
+    }
+}
+
+/// This process's resident set size, from `/proc/self/status`.
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmRSS:"))
+                .and_then(|rest| {
+                    rest.trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+        })
+        .map_or(0, |kb| kb * 1024)
+}

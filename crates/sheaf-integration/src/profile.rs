@@ -1,0 +1,122 @@
+//! Where the time of JIT calls goes, in the spirit of Sheaf's
+//! `--jit-profile` table.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use jit_cache::CacheStats;
+
+/// A phase of a JIT call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Phase {
+    /// Building the signature and asking the cache (hits only: a miss's
+    /// time is counted as compile).
+    KeyLookup,
+    /// Lowering, compiling and loading a new signature.
+    Compile,
+    /// Copying host arguments to the device.
+    InputTransfer,
+    /// Running compiled code.
+    Call,
+    /// Copying results back to the host.
+    OutputTransfer,
+    /// Running the interpreter (fallback calls).
+    Interpret,
+}
+
+const PHASES: [(Phase, &str); 6] = [
+    (Phase::KeyLookup, "key + lookup"),
+    (Phase::Compile, "compile + load"),
+    (Phase::InputTransfer, "input transfer"),
+    (Phase::Call, "call"),
+    (Phase::OutputTransfer, "output transfer"),
+    (Phase::Interpret, "interpreter"),
+];
+
+/// Accumulated time and count per phase; lock-free.
+#[derive(Debug, Default)]
+pub(crate) struct Profile {
+    nanos: [AtomicU64; 6],
+    counts: [AtomicU64; 6],
+}
+
+impl Profile {
+    pub(crate) fn record(&self, phase: Phase, elapsed: Duration) {
+        let index = phase as usize;
+        self.nanos[index].fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
+        self.counts[index].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self, cache: CacheStats) -> ProfileReport {
+        let phases = PHASES
+            .iter()
+            .map(|&(phase, _)| {
+                let index = phase as usize;
+                PhaseTotals {
+                    phase,
+                    total: Duration::from_nanos(self.nanos[index].load(Ordering::Relaxed)),
+                    count: self.counts[index].load(Ordering::Relaxed),
+                }
+            })
+            .collect();
+        ProfileReport { phases, cache }
+    }
+}
+
+/// Time spent in one phase.
+#[derive(Debug, Clone)]
+pub struct PhaseTotals {
+    /// The phase.
+    pub phase: Phase,
+    /// Total time.
+    pub total: Duration,
+    /// How many times it ran.
+    pub count: u64,
+}
+
+/// A snapshot of the profile and the cache statistics; `Display` prints the
+/// `--jit-profile` table.
+#[derive(Debug, Clone)]
+pub struct ProfileReport {
+    /// Time per phase.
+    pub phases: Vec<PhaseTotals>,
+    /// The cache's counters (hits, misses, compiles, evictions, fallback
+    /// calls, live entries and bytes), per function and in total.
+    pub cache: CacheStats,
+}
+
+impl ProfileReport {
+    /// Totals for `phase`.
+    pub fn phase(&self, phase: Phase) -> &PhaseTotals {
+        self.phases
+            .iter()
+            .find(|p| p.phase == phase)
+            .expect("every phase is reported")
+    }
+}
+
+impl fmt::Display for ProfileReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "JIT profile")?;
+        writeln!(
+            f,
+            "  {:<18} {:>12} {:>10} {:>12}",
+            "phase", "total", "count", "mean"
+        )?;
+        for (totals, (_, label)) in self.phases.iter().zip(PHASES) {
+            let mean = if totals.count == 0 {
+                Duration::ZERO
+            } else {
+                totals.total / totals.count as u32
+            };
+            writeln!(
+                f,
+                "  {label:<18} {:>12.3?} {:>10} {:>12.3?}",
+                totals.total, totals.count, mean
+            )?;
+        }
+        write!(f, "{}", self.cache)
+    }
+}

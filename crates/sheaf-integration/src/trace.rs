@@ -1,0 +1,32 @@
+//! Turning on the trace: one line per miss, compile, eviction and fallback
+//! transition, which together read as the ping-pong trace of DESIGN.md.
+//!
+//! The events come from `tracing` under the targets `jit_cache` (misses with
+//! their explanation, evictions, fallback transitions) and `sheaf_jit`
+//! (compiles). Libraries only emit; a program chooses to print them by
+//! calling [`init_from_env`] (or installing its own subscriber).
+
+use tracing_subscriber::EnvFilter;
+
+/// Installs a compact stderr subscriber when `SHEAF_JIT_TRACE=1` (debug
+/// events of both targets) or `RUST_LOG` is set (its filter); otherwise only
+/// warnings (fallback transitions, failed compiles) are printed. Does nothing
+/// if a subscriber is already installed. Returns whether the trace is on.
+pub fn init_from_env() -> bool {
+    let trace = std::env::var("SHEAF_JIT_TRACE").is_ok_and(|v| v == "1");
+    let filter = if trace {
+        EnvFilter::new("jit_cache=debug,sheaf_jit=debug")
+    } else {
+        EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| EnvFilter::new("jit_cache=warn,sheaf_jit=warn"))
+    };
+    let verbose = trace || std::env::var_os("RUST_LOG").is_some();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .without_time()
+        .with_target(false)
+        .compact()
+        .try_init();
+    verbose
+}
