@@ -1,0 +1,61 @@
+//! The main job's binary, run briefly: the shared mode compiles each
+//! distinct signature once, the legacy mode builds a runtime per mismatch and
+//! serves stale softmax results, and the plot is written.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+#[test]
+fn pingpong_reports_both_modes_and_writes_the_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("rss.svg");
+    let output = Command::new(env!("CARGO_BIN_EXE_pingpong"))
+        .args(["--iters", "4,12", "--json", "--plot"])
+        .arg(&plot)
+        .output()
+        .expect("the pingpong binary runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let records: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(records.len(), 4, "{records:?}");
+    let get = |mode: &str, iters: u64| {
+        records
+            .iter()
+            .find(|r| r["mode"] == mode && r["iters"] == iters)
+            .unwrap_or_else(|| panic!("no {mode} record at {iters}"))
+    };
+    for iters in [4, 12] {
+        let shared = get("shared", iters);
+        assert_eq!(
+            shared["compiles"], 4,
+            "2 sigmoid shapes + 2 temperatures: {shared}"
+        );
+        assert_eq!(shared["live_modules"], 4);
+        assert_eq!(shared["stale_results"], 0);
+        assert!(shared["rss_bytes"].as_u64().unwrap() > 0);
+        let legacy = get("legacy", iters);
+        assert_eq!(
+            legacy["compiles"],
+            iters + 1,
+            "one runtime per sigmoid call, plus softmax's: {legacy}"
+        );
+        assert_eq!(
+            legacy["stale_results"],
+            iters / 2,
+            "every other softmax is stale: {legacy}"
+        );
+    }
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.matches("<polyline").count() == 2,
+        "{svg}"
+    );
+}
