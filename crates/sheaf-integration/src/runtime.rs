@@ -236,7 +236,8 @@ impl JitRuntime {
             *loaded.lock().unwrap_or_else(|p| p.into_inner()) = Some(entry);
             Ok(())
         };
-        let artifact = inner
+        // The bytes now live in the loaded module (and on disk).
+        inner
             .compiler
             .compile_validated(&mlir, &inner.options, &validate)
             .map_err(|e| failed("compiling", &e))?;
@@ -249,13 +250,6 @@ impl JitRuntime {
                     &"the compiler returned an artifact it did not validate",
                 )
             })?;
-        tracing::debug!(
-            target: "sheaf_jit",
-            "{}: compiled {signature} ({} B artifact, {} live modules)",
-            function.name(),
-            artifact.as_bytes().len(),
-            inner.cache.stats().total.live_entries + 1,
-        );
         Ok(LoadedExecutable::new(entry))
     }
 
