@@ -94,16 +94,6 @@ fn warm_call(runtime: &Runtime, vmfb: &[u8]) {
     );
 }
 
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap()
-        * 1024
-}
-
 fn memory_per_module(runtime: &Runtime, vmfb: &[u8]) {
     let x: iree_safe::Value = Tensor::from_slice(runtime, &[4], &[1.0f32; 4])
         .unwrap()
@@ -120,7 +110,7 @@ fn memory_per_module(runtime: &Runtime, vmfb: &[u8]) {
                 .unwrap();
             modules.push(module);
         }
-        rss_bytes()
+        common::rss_bytes()
     };
     let at_100 = load_until(100, &mut modules);
     let at_500 = load_until(500, &mut modules);

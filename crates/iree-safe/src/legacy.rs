@@ -9,9 +9,11 @@
 //! use it.
 
 use crate::artifact::AlignedArtifact;
+use crate::element::Element;
 use crate::error::{check, Error, Result};
 use crate::handle::Handle;
 use crate::sys;
+use crate::tensor::{copy_to_device, copy_to_host};
 
 /// One artifact in its own runtime instance, device and session.
 ///
@@ -141,30 +143,17 @@ impl LegacySession {
         shape: &[usize],
         data: &[f32],
     ) -> Result<Vec<f32>> {
-        let params = sys::iree_hal_buffer_params_t {
-            usage: sys::IREE_HAL_BUFFER_USAGE_DEFAULT,
-            type_: sys::IREE_HAL_MEMORY_TYPE_DEVICE_LOCAL,
-            ..Default::default()
-        };
-        let mut input = std::ptr::null_mut();
-        // SAFETY: live device and session allocator; `shape`/`data` outlive
-        // the copy.
-        unsafe {
-            check(sys::iree_hal_buffer_view_allocate_buffer_copy(
+        // SAFETY: the device is live and the session's allocator is its; the
+        // byte view covers exactly `data` (f32 has no padding).
+        let input = unsafe {
+            copy_to_device(
                 self.device.as_ptr(),
                 sys::iree_runtime_session_device_allocator(self.session.as_ptr()),
-                shape.len(),
-                shape.as_ptr(),
+                shape,
                 sys::IREE_HAL_ELEMENT_TYPE_FLOAT_32,
-                sys::IREE_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR,
-                params,
-                sys::iree_make_const_byte_span(data.as_ptr().cast(), std::mem::size_of_val(data)),
-                &mut input,
-            ))?;
-        }
-        // SAFETY: `input` is a live view we own; the call retains it on push.
-        let input =
-            unsafe { Handle::adopt(input) }.expect("buffer view create returned OK and null");
+                std::slice::from_raw_parts(data.as_ptr().cast(), std::mem::size_of_val(data)),
+            )
+        }?;
         // SAFETY: `call` is initialized (caller's contract) and live.
         unsafe {
             check(sys::iree_runtime_call_inputs_push_back_buffer_view(
@@ -183,21 +172,8 @@ impl LegacySession {
         }?;
         // SAFETY: as above.
         let output = unsafe { Handle::adopt(output) }.expect("output pop returned OK and null");
-        // SAFETY: the view is live.
-        let length = unsafe { sys::iree_hal_buffer_view_byte_length(output.as_ptr()) };
-        let mut values = vec![0f32; length / std::mem::size_of::<f32>()];
-        // SAFETY: the buffer lives on our device; `values` has `length` bytes.
-        unsafe {
-            check(sys::iree_hal_device_transfer_d2h(
-                self.device.as_ptr(),
-                sys::iree_hal_buffer_view_buffer(output.as_ptr()),
-                0,
-                values.as_mut_ptr().cast(),
-                length,
-                sys::IREE_HAL_TRANSFER_BUFFER_FLAG_DEFAULT,
-                sys::iree_infinite_timeout(),
-            ))
-        }?;
-        Ok(values)
+        // SAFETY: the output was produced on our device and is owned here.
+        let bytes = unsafe { copy_to_host(self.device.as_ptr(), output.as_ptr()) }?;
+        Ok(bytes.chunks_exact(4).map(<f32 as Element>::read).collect())
     }
 }

@@ -75,31 +75,16 @@ impl Tensor {
             )));
         }
         let device = runtime.device().clone();
-        let params = sys::iree_hal_buffer_params_t {
-            usage: sys::IREE_HAL_BUFFER_USAGE_DEFAULT,
-            type_: sys::IREE_HAL_MEMORY_TYPE_DEVICE_LOCAL,
-            ..Default::default()
-        };
-        let mut view = std::ptr::null_mut();
-        // SAFETY: the device and its allocator are live; `shape` and `bytes`
-        // outlive the call (IREE copies the data); `view` is a valid
-        // out-pointer.
-        unsafe {
-            check(sys::iree_hal_buffer_view_allocate_buffer_copy(
+        // SAFETY: the device is live and the allocator is its own.
+        let view = unsafe {
+            copy_to_device(
                 device.as_ptr(),
                 sys::iree_hal_device_allocator(device.as_ptr()),
-                shape.len(),
-                // `iree_hal_dim_t` is `usize` on 64-bit hosts (type-checked here).
-                shape.as_ptr(),
+                shape,
                 element_type.to_raw(),
-                sys::IREE_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR,
-                params,
-                sys::iree_make_const_byte_span(bytes.as_ptr(), bytes.len()),
-                &mut view,
-            ))
+                bytes,
+            )
         }?;
-        // SAFETY: a successful create returned a live view we own.
-        let view = unsafe { Handle::adopt(view) }.expect("buffer view create returned OK and null");
         Ok(Tensor {
             view,
             device,
@@ -171,26 +156,9 @@ impl Tensor {
     /// Copies the tensor back to the host as raw little-endian bytes.
     #[doc(alias = "iree_hal_device_transfer_d2h")]
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
-        // SAFETY: the view is live.
-        let length = unsafe { sys::iree_hal_buffer_view_byte_length(self.view.as_ptr()) };
-        let mut bytes = vec![0u8; length];
-        if length == 0 {
-            return Ok(bytes);
-        }
-        // SAFETY: the view's buffer lives on `self.device` (kept alive by
-        // `self`); `bytes` has room for `length` bytes.
-        unsafe {
-            check(sys::iree_hal_device_transfer_d2h(
-                self.device.as_ptr(),
-                sys::iree_hal_buffer_view_buffer(self.view.as_ptr()),
-                0,
-                bytes.as_mut_ptr().cast(),
-                length,
-                sys::IREE_HAL_TRANSFER_BUFFER_FLAG_DEFAULT,
-                sys::iree_infinite_timeout(),
-            ))
-        }?;
-        Ok(bytes)
+        // SAFETY: the view's buffer lives on `self.device`, and `self` keeps
+        // both alive.
+        unsafe { copy_to_host(self.device.as_ptr(), self.view.as_ptr()) }
     }
 
     /// Copies the tensor back to the host as elements of `T`, which must be
@@ -211,6 +179,76 @@ impl Tensor {
     pub(crate) fn as_ptr(&self) -> *mut sys::iree_hal_buffer_view_t {
         self.view.as_ptr()
     }
+}
+
+/// Allocates a device-local buffer view holding a copy of `bytes` (dense,
+/// row-major), the way every tensor of this crate is made.
+///
+/// # Safety
+/// `device` is live and `allocator` is its allocator (or one compatible with
+/// it, such as a session's).
+pub(crate) unsafe fn copy_to_device(
+    device: *mut sys::iree_hal_device_t,
+    allocator: *mut sys::iree_hal_allocator_t,
+    shape: &[usize],
+    element_type: sys::iree_hal_element_type_t,
+    bytes: &[u8],
+) -> Result<Handle<sys::iree_hal_buffer_view_t>> {
+    let params = sys::iree_hal_buffer_params_t {
+        usage: sys::IREE_HAL_BUFFER_USAGE_DEFAULT,
+        type_: sys::IREE_HAL_MEMORY_TYPE_DEVICE_LOCAL,
+        ..Default::default()
+    };
+    let mut view = std::ptr::null_mut();
+    // SAFETY: the caller guarantees the device and allocator; `shape` and
+    // `bytes` outlive the call (IREE copies the data); `view` is a valid
+    // out-pointer.
+    unsafe {
+        check(sys::iree_hal_buffer_view_allocate_buffer_copy(
+            device,
+            allocator,
+            shape.len(),
+            // `iree_hal_dim_t` is `usize` on 64-bit hosts (type-checked here).
+            shape.as_ptr(),
+            element_type,
+            sys::IREE_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR,
+            params,
+            sys::iree_make_const_byte_span(bytes.as_ptr(), bytes.len()),
+            &mut view,
+        ))
+    }?;
+    // SAFETY: a successful create returned a live view we own.
+    Ok(unsafe { Handle::adopt(view) }.expect("buffer view create returned OK and null"))
+}
+
+/// Copies a buffer view's contents back to the host.
+///
+/// # Safety
+/// `view` is live and its buffer belongs to the live `device`.
+pub(crate) unsafe fn copy_to_host(
+    device: *mut sys::iree_hal_device_t,
+    view: *mut sys::iree_hal_buffer_view_t,
+) -> Result<Vec<u8>> {
+    // SAFETY: the view is live (caller's contract).
+    let length = unsafe { sys::iree_hal_buffer_view_byte_length(view) };
+    let mut bytes = vec![0u8; length];
+    if length == 0 {
+        return Ok(bytes);
+    }
+    // SAFETY: the buffer lives on `device` (caller's contract); `bytes` has
+    // room for `length` bytes.
+    unsafe {
+        check(sys::iree_hal_device_transfer_d2h(
+            device,
+            sys::iree_hal_buffer_view_buffer(view),
+            0,
+            bytes.as_mut_ptr().cast(),
+            length,
+            sys::IREE_HAL_TRANSFER_BUFFER_FLAG_DEFAULT,
+            sys::iree_infinite_timeout(),
+        ))
+    }?;
+    Ok(bytes)
 }
 
 /// `f32[1,5]`-style description of a shape and type.

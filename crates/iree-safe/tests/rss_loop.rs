@@ -5,18 +5,8 @@
 
 mod common;
 
-use common::{program, DRIVER};
+use common::{program, rss_bytes, DRIVER};
 use iree_safe::{Runtime, Tensor};
-
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("Linux /proc");
-    let kb: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/self/status");
-    kb * 1024
-}
 
 #[test]
 fn ten_thousand_load_call_drop_cycles_keep_rss_flat() {

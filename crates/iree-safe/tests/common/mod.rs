@@ -129,5 +129,16 @@ mod imp {
     }
 }
 
+/// This process's resident set size, from `/proc/self/status` (Linux).
+pub fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("Linux /proc");
+    let kb: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/self/status");
+    kb * 1024
+}
+
 /// The driver the tests run on.
 pub const DRIVER: &str = "local-sync";
