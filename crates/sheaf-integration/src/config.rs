@@ -203,17 +203,31 @@ impl JitConfigBuilder {
 
     /// Applies the `SHEAF_JIT_*` environment variables (see the module
     /// docs); fails naming the variable whose value does not parse.
-    pub fn apply_env(mut self) -> Result<Self, JitError> {
+    pub fn apply_env(self) -> Result<Self, JitError> {
+        self.apply_vars(|name| std::env::var(name).ok())
+    }
+
+    /// [`apply_env`](Self::apply_env) over any variable lookup.
+    fn apply_vars(mut self, var: impl Fn(&str) -> Option<String>) -> Result<Self, JitError> {
+        let var = |name: &str| var(name).filter(|value| !value.is_empty());
         let cache = &mut self.config.cache;
-        if let Some(driver) = env("SHEAF_JIT_DRIVER") {
+        if let Some(driver) = var("SHEAF_JIT_DRIVER") {
             self.config.driver = driver;
         }
-        parse_env("SHEAF_JIT_CAPACITY", &mut cache.function_capacity)?;
-        parse_env("SHEAF_JIT_MAX_ENTRIES", &mut cache.max_total_entries)?;
-        parse_env("SHEAF_JIT_MAX_BYTES", &mut cache.max_total_bytes)?;
-        parse_env("SHEAF_JIT_THRASH_WINDOW", &mut cache.thrash_window)?;
-        parse_env("SHEAF_JIT_THRASH_THRESHOLD", &mut cache.thrash_threshold)?;
-        parse_env("SHEAF_JIT_THRASH_COOL_DOWN", &mut cache.thrash_cool_down)?;
+        parse(&var, "SHEAF_JIT_CAPACITY", &mut cache.function_capacity)?;
+        parse(&var, "SHEAF_JIT_MAX_ENTRIES", &mut cache.max_total_entries)?;
+        parse(&var, "SHEAF_JIT_MAX_BYTES", &mut cache.max_total_bytes)?;
+        parse(&var, "SHEAF_JIT_THRASH_WINDOW", &mut cache.thrash_window)?;
+        parse(
+            &var,
+            "SHEAF_JIT_THRASH_THRESHOLD",
+            &mut cache.thrash_threshold,
+        )?;
+        parse(
+            &var,
+            "SHEAF_JIT_THRASH_COOL_DOWN",
+            &mut cache.thrash_cool_down,
+        )?;
         Ok(self)
     }
 
@@ -232,18 +246,94 @@ impl JitConfigBuilder {
     }
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|value| !value.is_empty())
-}
-
-fn parse_env<T: FromStr>(name: &str, target: &mut T) -> Result<(), JitError>
+/// Parses variable `name` into `target` when it is set.
+fn parse<T: FromStr>(
+    var: &impl Fn(&str) -> Option<String>,
+    name: &str,
+    target: &mut T,
+) -> Result<(), JitError>
 where
     T::Err: std::fmt::Display,
 {
-    if let Some(text) = env(name) {
+    if let Some(text) = var(name) {
         *target = text
             .parse()
             .map_err(|e| JitError::Config(format!("{name}={text}: {e}")))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn from(vars: &[(&str, &str)]) -> Result<JitConfig, JitError> {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        JitConfig::builder()
+            .apply_vars(|name| vars.get(name).cloned())?
+            .build()
+    }
+
+    #[test]
+    fn variables_override_the_defaults() {
+        let config = from(&[
+            ("SHEAF_JIT_DRIVER", "local-task"),
+            ("SHEAF_JIT_CAPACITY", "3"),
+            ("SHEAF_JIT_MAX_ENTRIES", "100"),
+            ("SHEAF_JIT_MAX_BYTES", "1048576"),
+            ("SHEAF_JIT_THRASH_WINDOW", "50"),
+            ("SHEAF_JIT_THRASH_THRESHOLD", "6"),
+            ("SHEAF_JIT_THRASH_COOL_DOWN", "9"),
+        ])
+        .unwrap();
+        assert_eq!(config.driver, "local-task");
+        let cache = &config.cache;
+        assert_eq!(
+            (
+                cache.function_capacity,
+                cache.max_total_entries,
+                cache.max_total_bytes
+            ),
+            (3, 100, 1 << 20)
+        );
+        assert_eq!(
+            (
+                cache.thrash_window,
+                cache.thrash_threshold,
+                cache.thrash_cool_down
+            ),
+            (50, 6, 9)
+        );
+    }
+
+    #[test]
+    fn unset_and_empty_variables_keep_the_defaults() {
+        let config = from(&[("SHEAF_JIT_CAPACITY", "")]).unwrap();
+        assert_eq!(config.driver, "local-sync");
+        assert_eq!(
+            config.cache.function_capacity,
+            CacheConfig::default().function_capacity
+        );
+        assert!(config
+            .compile_options
+            .extra_flags
+            .iter()
+            .any(|f| f == "--iree-input-demote-f64-to-f32=false"));
+    }
+
+    #[test]
+    fn a_bad_value_names_the_variable() {
+        let error = from(&[("SHEAF_JIT_CAPACITY", "eight")]).unwrap_err();
+        assert!(
+            error.to_string().contains("SHEAF_JIT_CAPACITY=eight"),
+            "{error}"
+        );
+        let error = from(&[("SHEAF_JIT_CAPACITY", "0")]).unwrap_err();
+        assert!(matches!(error, JitError::Config(_)), "{error}");
+    }
 }
