@@ -4,7 +4,7 @@
 //! `src/bindings.rs`, regenerated with `cargo xtask bindgen`) and links the
 //! runtime built from source by `cargo xtask build-iree`. It has no safe API:
 //! use `iree-safe`. The few static-inline helpers that bindgen cannot see are
-//! re-created in [`inline`](crate::inline) and re-exported at the root, under
+//! re-created in [`inline`] and re-exported at the root, under
 //! their C names.
 //!
 //! See `README.md` for how the runtime is found and the environment variables

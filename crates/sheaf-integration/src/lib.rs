@@ -10,7 +10,7 @@
 //!
 //! Sheaf supplies, per function, a [`JitFunction`]: its name and definition
 //! (hashed, so a redefinition never reuses stale code), a lowering to
-//! StableHLO for a given signature, and its interpreter. [`reference`] has
+//! StableHLO for a given signature, and its interpreter. [`reference`](mod@reference) has
 //! three worked examples.
 //!
 //! ```no_run
