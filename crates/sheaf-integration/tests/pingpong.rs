@@ -59,3 +59,32 @@ fn pingpong_reports_both_modes_and_writes_the_plot() {
         "{svg}"
     );
 }
+
+#[test]
+fn legacy_stops_at_the_memory_ceiling_and_says_where() {
+    let dir = tempfile::tempdir().unwrap();
+    // Any process is above 1 MiB: legacy stops before its first runtime.
+    let output = Command::new(env!("CARGO_BIN_EXE_pingpong"))
+        .args(["--iters", "3", "--ceiling-mib", "1", "--json", "--plot"])
+        .arg(dir.path().join("rss.svg"))
+        .output()
+        .expect("the pingpong binary runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let stopped: Value = stdout
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|r| r["kind"] == "stopped")
+        .unwrap_or_else(|| panic!("no stopped record in {stdout}"));
+    assert_eq!(
+        (stopped["mode"].as_str(), stopped["iters"].as_u64()),
+        (Some("legacy"), Some(0))
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("legacy mode stopped after 0 iterations")
+    );
+}

@@ -10,7 +10,8 @@ usage: pingpong [--iters 30,500,5000] [--driver local-sync|local-task]
   --driver       IREE driver for both modes (default local-sync)
   --ceiling-mib  the legacy mode stops when its RSS passes this (default 2048)
   --plot         where to write the SVG plot (default target/pingpong/rss.svg)
-  --json         one JSON object per checkpoint and mode instead of the table
+  --json         one JSON object per checkpoint and mode (and one with
+                 kind `stopped` if legacy hit the ceiling) instead of the table
 
 SHEAF_JIT_TRACE=1 prints one line per miss, compile, eviction and fallback.";
 

@@ -86,7 +86,11 @@ fn run_parent(args: &Args) -> Result<(), String> {
         records.extend(run_mode(mode, args)?);
     }
     if args.json {
-        for record in records.iter().filter(|r| r.is_checkpoint()) {
+        // Checkpoints, and where the legacy mode hit its ceiling (if it did).
+        for record in records
+            .iter()
+            .filter(|r| r.is_checkpoint() || r.kind == "stopped")
+        {
             println!(
                 "{}",
                 serde_json::to_string(record).expect("records serialize")
