@@ -1,8 +1,9 @@
 //! The install manifest: what `cargo xtask build-iree` built and where.
 //!
 //! Written as `manifest.json` in the install prefix, and copied to
-//! `target/iree/manifest.json`, which is where `iree-sys` and the tests look
-//! first. Its keys are the contract with `crates/iree-sys/build/manifest.rs`.
+//! `target/iree/manifest.json`, where `iree-sys` looks when neither
+//! `IREE_DIR` nor `IREE_SOURCE_DIR` is set. Its keys are the contract with
+//! `crates/iree-sys/build/install.rs` and `iree_safe::compiler`'s locator.
 
 use std::path::{Path, PathBuf};
 

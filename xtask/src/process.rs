@@ -12,6 +12,18 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// rustup's `cargo` proxy (so that `+nightly` works) in the workspace root,
+/// pinned to the IREE install at `prefix` whatever the caller's environment
+/// says.
+pub fn cargo_with_iree(prefix: &Path) -> Command {
+    let mut command = Command::new("cargo");
+    command
+        .current_dir(workspace_root())
+        .env("IREE_DIR", prefix)
+        .env_remove("IREE_SOURCE_DIR");
+    command
+}
+
 /// Runs `command` to completion, failing with its command line if it exits
 /// non-zero or cannot start.
 pub fn run(command: &mut Command) -> Result<(), String> {

@@ -26,13 +26,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
     )?;
     step(
         "cargo test --workspace (real IREE runtime and compiler)",
-        || process::run(cargo(&manifest.prefix).args(["test", "--workspace"])),
+        || process::run(process::cargo_with_iree(&manifest.prefix).args(["test", "--workspace"])),
     )?;
     step(
         "installing the nightly toolchain's miri and rust-src (if missing)",
         ensure_miri,
     )?;
-    let mut miri = cargo(&manifest.prefix);
+    let mut miri = process::cargo_with_iree(&manifest.prefix);
     miri.args(["+nightly", "miri", "test"]);
     for krate in MIRI_CRATES {
         miri.args(["-p", krate]);
@@ -41,17 +41,6 @@ pub fn run(args: &[String]) -> Result<(), String> {
         &format!("cargo +nightly miri test -p {}", MIRI_CRATES.join(" -p ")),
         || process::run(&mut miri),
     )
-}
-
-/// rustup's `cargo` proxy (so that `+nightly` works), pinned to the install
-/// just built whatever the caller's environment says.
-fn cargo(prefix: &std::path::Path) -> Command {
-    let mut command = Command::new("cargo");
-    command
-        .current_dir(process::workspace_root())
-        .env("IREE_DIR", prefix)
-        .env_remove("IREE_SOURCE_DIR");
-    command
 }
 
 fn ensure_miri() -> Result<(), String> {

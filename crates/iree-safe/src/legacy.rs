@@ -86,18 +86,22 @@ impl LegacySession {
         // SAFETY: a successful create returned a live session we own.
         let session =
             unsafe { Handle::adopt(session) }.expect("session create returned OK and null");
-        // SAFETY: as in `Module::load`: on success IREE owns the artifact and
-        // frees it through its deallocator, on failure we still own it.
+        // Unlike `iree_vm_bytecode_module_create`, this call always consumes
+        // the archive, freeing it through the deallocator even when it fails
+        // (runtime/session.c), so ownership passes to IREE before the check.
+        let (span, deallocator) = (artifact.span(), artifact.deallocator());
+        artifact.into_iree();
+        // SAFETY: the span points at the live artifact storage, which IREE
+        // now owns and frees through `deallocator` on every path.
         unsafe {
             check(
                 sys::iree_runtime_session_append_bytecode_module_from_memory(
                     session.as_ptr(),
-                    artifact.span(),
-                    artifact.deallocator(),
+                    span,
+                    deallocator,
                 ),
             )
         }?;
-        artifact.into_iree();
         Ok(LegacySession {
             session,
             device,

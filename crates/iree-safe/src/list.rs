@@ -42,10 +42,16 @@ impl List {
         let status = match value {
             Value::Tensor(tensor) => {
                 // SAFETY: the buffer view is live; `retain_ref` adds the
-                // reference that `push_ref_move` then hands to the list.
+                // reference that `push_ref_move` then hands to the list. A
+                // push that fails (growing the list) has not taken it, so it
+                // is given back here.
                 unsafe {
                     let mut reference = sys::iree_hal_buffer_view_retain_ref(tensor.as_ptr());
-                    sys::iree_vm_list_push_ref_move(list, &mut reference)
+                    let status = sys::iree_vm_list_push_ref_move(list, &mut reference);
+                    if !sys::iree_status_is_ok(status) {
+                        sys::iree_vm_ref_release(&mut reference);
+                    }
+                    status
                 }
             }
             scalar => {

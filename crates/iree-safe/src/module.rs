@@ -105,7 +105,7 @@ impl Module {
     }
 
     /// Bytes of the `.vmfb` artifact this module holds (the dominant part of
-    /// its memory; the context adds about 15 KB, see the crate README).
+    /// its memory; the context adds about 24 KB, see the crate README).
     pub fn artifact_bytes(&self) -> usize {
         self.inner.artifact_bytes
     }

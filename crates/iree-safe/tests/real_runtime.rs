@@ -243,3 +243,12 @@ fn legacy_session_runs_an_artifact_in_its_own_runtime() {
         .call_f32("sigmoid.sigmoid", &[4], &[0.0; 3])
         .is_err());
 }
+
+#[test]
+fn legacy_session_refuses_a_bad_artifact_without_freeing_it_twice() {
+    let bytes = program("sigmoid");
+    for bad in [&bytes[..bytes.len() / 2], &b"not a vmfb at all"[..]] {
+        let error = iree_safe::legacy::LegacySession::new(DRIVER, bad).unwrap_err();
+        assert!(matches!(error, Error::Iree { .. }), "{error}");
+    }
+}

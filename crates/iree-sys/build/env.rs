@@ -16,6 +16,13 @@ pub fn path(name: &str) -> Option<PathBuf> {
     var(name).map(PathBuf::from)
 }
 
+/// True when Cargo sets the cfg variable `name`, whatever its value: a
+/// name-only cfg such as `miri` arrives as an empty `CARGO_CFG_MIRI`.
+pub fn cfg_is_set(name: &str) -> bool {
+    println!("cargo:rerun-if-env-changed={name}");
+    std::env::var_os(name).is_some()
+}
+
 /// True when `name` is set (to anything but empty or `"0"`).
 pub fn is_set(name: &str) -> bool {
     var(name).is_some()

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     println!("cargo:rerun-if-changed=build");
-    if env::is_set("CARGO_CFG_MIRI") || env::is_set("DOCS_RS") {
+    if env::cfg_is_set("CARGO_CFG_MIRI") || env::is_set("DOCS_RS") {
         return ExitCode::SUCCESS;
     }
     let found = if let Some(dir) = env::path("IREE_DIR") {

@@ -125,7 +125,7 @@ impl ThrashGuard {
             Mode::Normal => None,
             Mode::Fallback { probe_at } if call >= probe_at => {
                 self.mode = Mode::Probing {
-                    recover_at: call + self.settings.window,
+                    recover_at: call.saturating_add(self.settings.window),
                 };
                 self.compiles.clear();
                 Some(Transition::ProbeStarted {
@@ -153,7 +153,7 @@ impl ThrashGuard {
         while self
             .compiles
             .front()
-            .is_some_and(|&c| c + self.settings.window <= call)
+            .is_some_and(|&c| c.saturating_add(self.settings.window) <= call)
         {
             self.compiles.pop_front();
         }
@@ -175,7 +175,7 @@ impl ThrashGuard {
             }
         };
         self.mode = Mode::Fallback {
-            probe_at: call + self.cool_down,
+            probe_at: call.saturating_add(self.cool_down),
         };
         Verdict::Interpret {
             remaining_cool_down: self.cool_down - 1,

@@ -126,3 +126,34 @@ fn churn_falls_back_relapses_and_recovers() {
     drop(c.cache);
     assert_eq!(c.compiler.tracker.live(), 0);
 }
+
+/// Thrash settings at their extremes (e.g. "never recover" written as
+/// `u64::MAX`) must neither overflow nor wrap into an early recovery.
+#[test]
+fn extreme_thrash_settings_do_not_overflow() {
+    let config = CacheConfig {
+        function_capacity: 2,
+        thrash_window: u64::MAX,
+        thrash_threshold: 2,
+        thrash_cool_down: u64::MAX,
+        thrash_cool_down_cap: u64::MAX,
+        ..Default::default()
+    };
+    let cache = JitCache::new(config).unwrap();
+    let compiler = MockCompiler::new();
+    let func = FunctionId::new("extreme", 1);
+    let mut interpreted = 0;
+    for call in 0..40 {
+        let (_, outcome) = run(&cache, &func, &sig(call % 5), &compiler);
+        interpreted += u64::from(matches!(outcome, Outcome::Interpreted(_)));
+    }
+    assert!(interpreted > 0, "fallback engaged");
+    assert!(
+        matches!(
+            cache.stats().functions[0].mode,
+            FunctionMode::Fallback { .. }
+        ),
+        "{}",
+        cache.stats()
+    );
+}

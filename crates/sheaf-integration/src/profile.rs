@@ -11,8 +11,8 @@ use jit_cache::CacheStats;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Phase {
-    /// Building the signature and asking the cache (hits only: a miss's
-    /// time is counted as compile).
+    /// Building the signature and asking the cache, for calls that did not
+    /// compile (hits, fallbacks, and waits for another call's compile).
     KeyLookup,
     /// Lowering, compiling and loading a new signature.
     Compile,
@@ -106,11 +106,9 @@ impl fmt::Display for ProfileReport {
             "phase", "total", "count", "mean"
         )?;
         for (totals, (_, label)) in self.phases.iter().zip(PHASES) {
-            let mean = if totals.count == 0 {
-                Duration::ZERO
-            } else {
-                totals.total / totals.count as u32
-            };
+            let mean = Duration::from_nanos(
+                (totals.total.as_nanos() / u128::from(totals.count.max(1))) as u64,
+            );
             writeln!(
                 f,
                 "  {label:<18} {:>12.3?} {:>10} {:>12.3?}",

@@ -75,7 +75,14 @@ fn read_checked(file: &mut File, key: &CacheKey) -> Result<Vec<u8>, String> {
     file.read_exact(&mut header)
         .map_err(|e| format!("truncated header ({e})"))?;
     let header = decode_header(&header, key)?;
-    let expected_len = HEADER_LEN as u64 + header.payload_len;
+    let expected_len = (HEADER_LEN as u64)
+        .checked_add(header.payload_len)
+        .ok_or_else(|| {
+            format!(
+                "the header promises an impossible {} bytes",
+                header.payload_len
+            )
+        })?;
     if file_len != expected_len {
         return Err(format!(
             "file has {file_len} bytes, the header promises {expected_len}"

@@ -29,7 +29,7 @@ use super::{Artifact, Compiler};
 /// default `$XDG_CACHE_HOME/sheaf-jit`, else `$HOME/.cache/sheaf-jit`).
 pub const CACHE_DIR_ENV: &str = "SHEAF_JIT_CACHE_DIR";
 
-/// Environment variable: `0`, `off` or `false` disables the disk cache.
+/// Environment variable: `0`, `off`, `false` or `no` disables the disk cache.
 pub const DISK_CACHE_ENV: &str = "SHEAF_JIT_DISK_CACHE";
 
 /// Environment variable: the size bound in bytes (a plain number, or with a

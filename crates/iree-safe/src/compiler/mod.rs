@@ -33,7 +33,7 @@
 //! | `IREE_COMPILE` | path of `iree-compile` (default: the native tool next to the manifest's library, the manifest's entry, then `PATH`) |
 //! | `SHEAF_JIT_COMPILER` | `in-process` or `subprocess`: what [`default_compiler`] uses (default: in-process if it loads) |
 //! | `SHEAF_JIT_CACHE_DIR` | disk cache folder (default `$XDG_CACHE_HOME/sheaf-jit`, else `$HOME/.cache/sheaf-jit`) |
-//! | `SHEAF_JIT_DISK_CACHE` | `0`, `off` or `false` disables the disk cache |
+//! | `SHEAF_JIT_DISK_CACHE` | `0`, `off`, `false` or `no` disables the disk cache |
 //! | `SHEAF_JIT_CACHE_MAX_BYTES` | disk cache size bound, e.g. `512M` (default 1 GiB) |
 //! | `IREE_COMPILER_TASK_COUNT` | read by IREE itself: tasks of the in-process compiler's thread pool (default 12) |
 //!
