@@ -143,11 +143,12 @@ pub fn run(options: &Options) -> Result<Manifest, String> {
             include_dir: prefix.join("include"),
             lib_dir: prefix.join("lib"),
             prefix: prefix.clone(),
-            static_libs: STATIC_LIBS
-                .iter()
-                .map(|(name, _)| name.to_string())
+            static_libs: runtime_libs("static")
+                .map(|(name, _)| name.to_owned())
                 .collect(),
-            system_libs: ["m", "pthread", "dl"].map(String::from).to_vec(),
+            system_libs: runtime_libs("system")
+                .map(|(name, _)| name.to_owned())
+                .collect(),
             compiler_version: tools.compiler_version.clone(),
             iree_compile: tools.iree_compile.clone(),
             libiree_compiler: tools.libiree_compiler.clone(),
@@ -167,17 +168,22 @@ pub fn run(options: &Options) -> Result<Manifest, String> {
     Ok(manifest)
 }
 
-/// Static libraries to install: (link name, path inside the build folder).
-const STATIC_LIBS: &[(&str, &str)] = &[
-    (
-        "iree_runtime_unified",
-        "runtime/src/iree/runtime/libiree_runtime_unified.a",
-    ),
-    (
-        "flatcc_parsing",
-        "build_tools/third_party/flatcc/libflatcc_parsing.a",
-    ),
-];
+/// The link recipe, shared with the iree-sys build script: `static NAME
+/// PATH` and `system NAME` lines.
+const RUNTIME_LIBS: &str = include_str!("../../crates/iree-sys/build/runtime-libs.txt");
+
+/// Entries of `RUNTIME_LIBS` of one `kind`, as (link name, path in the build).
+fn runtime_libs(kind: &str) -> impl Iterator<Item = (&'static str, &'static str)> + '_ {
+    RUNTIME_LIBS.lines().filter_map(move |line| {
+        let mut words = line.split_whitespace();
+        (words.next() == Some(kind)).then(|| {
+            (
+                words.next().unwrap_or_default(),
+                words.next().unwrap_or_default(),
+            )
+        })
+    })
+}
 
 /// The driver-independent CMake options, shared with the iree-sys build script.
 const RUNTIME_OPTIONS: &str = include_str!("../../crates/iree-sys/build/runtime-options.txt");
@@ -234,7 +240,7 @@ fn install(source: &source::Source, build_dir: &Path, prefix: &Path) -> Result<(
     copy_headers(&source.dir.join("third_party/flatcc/include"), &include)?;
     let lib = prefix.join("lib");
     std::fs::create_dir_all(&lib).map_err(|e| format!("cannot create {}: {e}", lib.display()))?;
-    for (name, relative) in STATIC_LIBS {
+    for (name, relative) in runtime_libs("static") {
         let from = build_dir.join(relative);
         std::fs::copy(&from, lib.join(format!("lib{name}.a")))
             .map_err(|e| format!("cannot copy {}: {e}", from.display()))?;

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::install::{Install, DEFAULT_STATIC_LIBS, DEFAULT_SYSTEM_LIBS};
+use crate::install::{default_static_libs, default_system_libs, runtime_libs, Install};
 
 /// The driver-independent options, shared with `cargo xtask build-iree`.
 const RUNTIME_OPTIONS: &str = include_str!("runtime-options.txt");
@@ -36,13 +36,13 @@ pub fn build(source: &Path) -> Result<Install, String> {
     let build = out.join("build");
     let install = Install {
         prefix: out.clone(),
-        lib_dirs: vec![
-            build.join("runtime/src/iree/runtime"),
-            build.join("build_tools/third_party/flatcc"),
-        ],
-        static_libs: DEFAULT_STATIC_LIBS.iter().map(|s| s.to_string()).collect(),
-        system_libs: DEFAULT_SYSTEM_LIBS.iter().map(|s| s.to_string()).collect(),
+        lib_dirs: runtime_libs("static")
+            .filter_map(|(_, path)| build.join(path).parent().map(Path::to_path_buf))
+            .collect(),
+        static_libs: default_static_libs(),
+        system_libs: default_system_libs(),
         manifest: None,
+        build_id: format!("source {}", source.display()),
     };
     install.check(&format!(
         "the build of IREE_SOURCE_DIR={}",

@@ -2,10 +2,36 @@
 
 use std::path::{Path, PathBuf};
 
+/// The link recipe, shared with `cargo xtask build-iree`.
+const RUNTIME_LIBS: &str = include_str!("runtime-libs.txt");
+
+/// Entries of `runtime-libs.txt` of one `kind` (`static` or `system`), as
+/// (link name, path inside the CMake build folder).
+pub fn runtime_libs(kind: &str) -> impl Iterator<Item = (&'static str, &'static str)> + '_ {
+    RUNTIME_LIBS.lines().filter_map(move |line| {
+        let mut words = line.split_whitespace();
+        (words.next() == Some(kind)).then(|| {
+            (
+                words.next().unwrap_or_default(),
+                words.next().unwrap_or_default(),
+            )
+        })
+    })
+}
+
 /// Static libraries of the runtime, in link order (`lib<name>.a`).
-pub const DEFAULT_STATIC_LIBS: &[&str] = &["iree_runtime_unified", "flatcc_parsing"];
+pub fn default_static_libs() -> Vec<String> {
+    runtime_libs("static")
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
 /// System libraries the runtime needs.
-pub const DEFAULT_SYSTEM_LIBS: &[&str] = &["m", "pthread", "dl"];
+pub fn default_system_libs() -> Vec<String> {
+    runtime_libs("system")
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
 
 /// What the build script links against.
 #[derive(Debug)]
@@ -16,6 +42,9 @@ pub struct Install {
     pub system_libs: Vec<String>,
     /// The `manifest.json` written by `cargo xtask build-iree`, if any.
     pub manifest: Option<PathBuf>,
+    /// What identifies this build (`build_info::RUNTIME_BUILD`): the
+    /// manifest's key, else the folder it came from.
+    pub build_id: String,
 }
 
 impl Install {
@@ -35,9 +64,10 @@ impl Install {
         let install = Install {
             prefix: prefix.to_path_buf(),
             lib_dirs: vec![prefix.join("lib")],
-            static_libs: DEFAULT_STATIC_LIBS.iter().map(|s| s.to_string()).collect(),
-            system_libs: DEFAULT_SYSTEM_LIBS.iter().map(|s| s.to_string()).collect(),
+            static_libs: default_static_libs(),
+            system_libs: default_system_libs(),
             manifest: None,
+            build_id: format!("install {}", prefix.display()),
         };
         install.check(&format!("IREE_DIR={}", prefix.display()))?;
         Ok(install)
@@ -83,6 +113,7 @@ impl Install {
             static_libs: strings("static_libs"),
             system_libs: strings("system_libs"),
             manifest: Some(path.canonicalize().unwrap_or_else(|_| path.to_path_buf())),
+            build_id: json["key"].as_str().unwrap_or_default().to_owned(),
         };
         install.check(&format!("the manifest {}", path.display()))?;
         Ok(install)
@@ -129,6 +160,7 @@ impl Install {
         }
         println!("cargo:root={}", self.prefix.display());
         println!("cargo:include={}", self.prefix.join("include").display());
+        println!("cargo:rustc-env=IREE_SYS_RUNTIME_BUILD={}", self.build_id);
         if let Some(manifest) = &self.manifest {
             println!("cargo:manifest={}", manifest.display());
             println!("cargo:rustc-env=IREE_SYS_MANIFEST={}", manifest.display());

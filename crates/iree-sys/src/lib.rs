@@ -36,4 +36,34 @@ pub mod build_info {
     /// linked runtime (paths of `iree-compile` and `libIREECompiler.so`
     /// among others), when the runtime came from such an install.
     pub const MANIFEST: Option<&str> = option_env!("IREE_SYS_MANIFEST");
+
+    /// Identifies the linked runtime build: the install key of
+    /// `cargo xtask build-iree` (version + hash of the source and options),
+    /// or the install prefix or source folder it was built from. Caches of
+    /// compiled artifacts key on it, not only on [`IREE_VERSION`].
+    pub const RUNTIME_BUILD: &str = match option_env!("IREE_SYS_RUNTIME_BUILD") {
+        Some(build) => build,
+        None => IREE_VERSION,
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::build_info;
+
+    #[test]
+    fn the_runtime_build_is_identified_beyond_its_version() {
+        if build_info::MANIFEST.is_some() {
+            // `cargo xtask build-iree`'s key: version, then a hash of the
+            // source and options.
+            let build = build_info::RUNTIME_BUILD;
+            assert!(
+                build.starts_with(build_info::IREE_VERSION)
+                    && build.len() > build_info::IREE_VERSION.len(),
+                "{build}"
+            );
+        } else {
+            assert!(!build_info::RUNTIME_BUILD.is_empty());
+        }
+    }
 }

@@ -11,7 +11,7 @@ use super::version::CompilerVersion;
 /// Bumped whenever what goes into the key changes meaning.
 const DOMAIN: &str = "sheaf-jit/vmfb-cache/key-v1";
 
-/// SHA-256 of (MLIR text, compiler build, runtime version, the exact flags,
+/// SHA-256 of (MLIR text, compiler build, runtime build, the exact flags,
 /// and, for `--iree-llvmcpu-target-cpu=host`, this machine's CPU).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct CacheKey([u8; 32]);
@@ -36,7 +36,7 @@ impl CacheKey {
         };
         field(DOMAIN.as_bytes());
         field(compiler.build().as_bytes());
-        field(iree_sys::build_info::IREE_VERSION.as_bytes());
+        field(iree_sys::build_info::RUNTIME_BUILD.as_bytes());
         field(host.as_bytes());
         field(&(flags.len() as u64).to_le_bytes());
         for flag in flags {

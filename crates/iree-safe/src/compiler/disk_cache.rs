@@ -147,7 +147,7 @@ pub struct DiskCacheStats {
 /// [`Compiler`].
 ///
 /// The key hashes the MLIR text, the compiler's build string (version and
-/// revision), the runtime version, every flag, and the identity of this
+/// revision), the runtime build, every flag, and the identity of this
 /// machine's CPU when compiling for `host`. A hit costs a file read and a
 /// checksum; an entry that is damaged (or that the caller's validation
 /// refuses, see [`compile_validated`](DiskCache::compile_validated)) is

@@ -21,7 +21,7 @@
 //!
 //! [`DiskCache`] sits in front of either (and is a [`Compiler`] itself): a
 //! persistent, size-bounded, multi-process-safe artifact cache keyed by the
-//! MLIR, the compiler build, the runtime version, the flags and the host CPU.
+//! MLIR, the compiler build, the runtime build, the flags and the host CPU.
 //!
 //! # Environment variables
 //!
