@@ -52,23 +52,6 @@ pub unsafe fn iree_vm_instance_create(
     unsafe { return_object(out_instance, Ok(instance)) }
 }
 
-/// `iree_vm_instance_retain`.
-///
-/// # Safety
-/// `instance` is live.
-pub unsafe fn iree_vm_instance_retain(instance: *mut iree_vm_instance_t) {
-    registry::retain(instance.cast::<Instance>());
-}
-
-/// `iree_vm_instance_release`.
-///
-/// # Safety
-/// `instance` is live and the caller gives back its reference.
-pub unsafe fn iree_vm_instance_release(instance: *mut iree_vm_instance_t) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { registry::release(instance.cast::<Instance>()) }
-}
-
 /// `iree_hal_module_register_all_types`: marks the instance, which
 /// `iree_hal_module_create` requires.
 ///
@@ -193,24 +176,6 @@ unsafe fn create_context(
         modules: retained,
         busy: AtomicBool::new(false),
     }))
-}
-
-/// `iree_vm_context_retain`.
-///
-/// # Safety
-/// `context` is live.
-pub unsafe fn iree_vm_context_retain(context: *mut iree_vm_context_t) {
-    registry::retain(context.cast::<Context>());
-}
-
-/// `iree_vm_context_release`: releases the context, and with it its
-/// modules and instance.
-///
-/// # Safety
-/// `context` is live and the caller gives back its reference.
-pub unsafe fn iree_vm_context_release(context: *mut iree_vm_context_t) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { registry::release(context.cast::<Context>()) }
 }
 
 /// `iree_vm_invoke`: checks the inputs against the function's calling
@@ -339,6 +304,11 @@ unsafe fn invoke(
         Value::F64(v) => Slot::Value(Scalar::F64(v)),
     }));
     Ok(())
+}
+
+registry::refcount_functions! {
+    iree_vm_instance_t => Instance: iree_vm_instance_release, iree_vm_instance_retain;
+    iree_vm_context_t => Context: iree_vm_context_release, iree_vm_context_retain;
 }
 
 #[cfg(test)]

@@ -125,15 +125,6 @@ pub unsafe fn iree_async_proactor_pool_create(
     unsafe { return_object(out_pool, result) }
 }
 
-/// `iree_async_proactor_pool_release`.
-///
-/// # Safety
-/// `pool` is a live pool whose reference the caller gives back.
-pub unsafe fn iree_async_proactor_pool_release(pool: *mut iree_async_proactor_pool_t) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { registry::release(pool.cast::<ProactorPool>()) }
-}
-
 /// A HAL device of a registered driver.
 #[derive(Debug)]
 pub(crate) struct Device {
@@ -190,23 +181,6 @@ pub unsafe fn iree_hal_create_device(
     unsafe { return_object(out_device, result) }
 }
 
-/// `iree_hal_device_retain`.
-///
-/// # Safety
-/// `device` is a live device.
-pub unsafe fn iree_hal_device_retain(device: *mut iree_hal_device_t) {
-    registry::retain(device.cast::<Device>());
-}
-
-/// `iree_hal_device_release`.
-///
-/// # Safety
-/// `device` is a live device whose reference the caller gives back.
-pub unsafe fn iree_hal_device_release(device: *mut iree_hal_device_t) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { registry::release(device.cast::<Device>()) }
-}
-
 /// `iree_hal_device_allocator`: the device's allocator, borrowed. The mock
 /// device is its own allocator (the pointer is the device's).
 ///
@@ -247,15 +221,6 @@ pub unsafe fn iree_async_frontier_tracker_create(
     });
     // SAFETY: the caller passes a valid out-pointer.
     unsafe { return_object(out_tracker, Ok(tracker)) }
-}
-
-/// `iree_async_frontier_tracker_release`.
-///
-/// # Safety
-/// `tracker` is a live tracker whose reference the caller gives back.
-pub unsafe fn iree_async_frontier_tracker_release(tracker: *mut iree_async_frontier_tracker_t) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { registry::release(tracker.cast::<FrontierTracker>()) }
 }
 
 /// A device group of one device, sharing a frontier tracker.
@@ -306,23 +271,6 @@ pub unsafe fn iree_hal_device_group_create_from_device(
     };
     // SAFETY: the caller passes a valid out-pointer.
     unsafe { return_object(out_group, result) }
-}
-
-/// `iree_hal_device_group_retain`.
-///
-/// # Safety
-/// `group` is a live device group.
-pub unsafe fn iree_hal_device_group_retain(group: *mut iree_hal_device_group_t) {
-    registry::retain(group.cast::<DeviceGroup>());
-}
-
-/// `iree_hal_device_group_release`.
-///
-/// # Safety
-/// `group` is a live device group whose reference the caller gives back.
-pub unsafe fn iree_hal_device_group_release(group: *mut iree_hal_device_group_t) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { registry::release(group.cast::<DeviceGroup>()) }
 }
 
 /// Device memory: immutable bytes, and the device they were allocated on.
@@ -505,23 +453,6 @@ unsafe fn view<'a>(buffer_view: *const iree_hal_buffer_view_t) -> &'a BufferView
     unsafe { registry::get(buffer_view.cast::<BufferView>()) }
 }
 
-/// `iree_hal_buffer_view_retain`.
-///
-/// # Safety
-/// `buffer_view` is live.
-pub unsafe fn iree_hal_buffer_view_retain(buffer_view: *mut iree_hal_buffer_view_t) {
-    registry::retain(buffer_view.cast::<BufferView>());
-}
-
-/// `iree_hal_buffer_view_release`.
-///
-/// # Safety
-/// `buffer_view` is live and the caller gives back its reference.
-pub unsafe fn iree_hal_buffer_view_release(buffer_view: *mut iree_hal_buffer_view_t) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { registry::release(buffer_view.cast::<BufferView>()) }
-}
-
 /// `iree_hal_buffer_view_retain_ref`: a new reference, as a VM ref.
 ///
 /// # Safety
@@ -684,6 +615,14 @@ pub(crate) unsafe fn view_str(view: iree_string_view_t) -> String {
     // SAFETY: forwarded from this function's contract.
     let bytes = unsafe { std::slice::from_raw_parts(view.data.cast::<u8>(), view.size) };
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+registry::refcount_functions! {
+    iree_async_proactor_pool_t => ProactorPool: iree_async_proactor_pool_release;
+    iree_hal_device_t => Device: iree_hal_device_release, iree_hal_device_retain;
+    iree_async_frontier_tracker_t => FrontierTracker: iree_async_frontier_tracker_release;
+    iree_hal_device_group_t => DeviceGroup: iree_hal_device_group_release, iree_hal_device_group_retain;
+    iree_hal_buffer_view_t => BufferView: iree_hal_buffer_view_release, iree_hal_buffer_view_retain;
 }
 
 /// A device outside any driver registry, for the mock's unit tests.

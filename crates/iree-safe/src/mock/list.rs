@@ -119,24 +119,6 @@ pub unsafe fn iree_vm_list_create(
     unsafe { return_object(out_list, result) }
 }
 
-/// `iree_vm_list_retain`.
-///
-/// # Safety
-/// `list` is live.
-pub unsafe fn iree_vm_list_retain(list: *mut iree_vm_list_t) {
-    registry::retain(list.cast::<List>());
-}
-
-/// `iree_vm_list_release`: releases the list, and with it the references
-/// it holds.
-///
-/// # Safety
-/// `list` is live and the caller gives back its reference.
-pub unsafe fn iree_vm_list_release(list: *mut iree_vm_list_t) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { registry::release(list.cast::<List>()) }
-}
-
 /// `iree_vm_list_size`.
 ///
 /// # Safety
@@ -254,6 +236,10 @@ pub unsafe fn iree_vm_list_get_ref_assign(
         // SAFETY: the caller passes a valid out-pointer.
         unsafe { *out_value = reference }
     }))
+}
+
+registry::refcount_functions! {
+    iree_vm_list_t => List: iree_vm_list_release, iree_vm_list_retain;
 }
 
 #[cfg(test)]

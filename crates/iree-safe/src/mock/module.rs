@@ -269,23 +269,6 @@ pub(crate) unsafe fn module<'a>(module: *const iree_vm_module_t) -> &'a Module {
     unsafe { registry::get(module.cast::<Module>()) }
 }
 
-/// `iree_vm_module_retain`.
-///
-/// # Safety
-/// `module` is live.
-pub unsafe fn iree_vm_module_retain(module: *mut iree_vm_module_t) {
-    registry::retain(module.cast::<Module>());
-}
-
-/// `iree_vm_module_release`.
-///
-/// # Safety
-/// `module` is live and the caller gives back its reference.
-pub unsafe fn iree_vm_module_release(module: *mut iree_vm_module_t) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { registry::release(module.cast::<Module>()) }
-}
-
 /// `iree_vm_module_name`: `hal`, or the name in the archive.
 ///
 /// # Safety
@@ -480,6 +463,10 @@ pub unsafe fn iree_vm_function_lookup_attr_by_name(
         Some(text) => iree_make_string_view(text.as_ptr().cast(), text.len()),
         None => iree_string_view_t::default(),
     }
+}
+
+registry::refcount_functions! {
+    iree_vm_module_t => Module: iree_vm_module_release, iree_vm_module_retain;
 }
 
 #[cfg(test)]

@@ -119,6 +119,34 @@ pub(crate) unsafe fn release<T: Object>(ptr: *const T) {
     }
 }
 
+/// Defines the mock's `*_retain` / `*_release` C functions for a mock object
+/// type: `c_type => MockType: release_fn, retain_fn;` (or only
+/// `release_fn` for objects whose retain the crate never calls). Each forwards to
+/// [`retain`] / [`release`], which check the object against the registry.
+macro_rules! refcount_functions {
+    ($($c_ty:ident => $mock:ty: $release:ident $(, $retain:ident)?;)*) => {$(
+        $(
+            #[doc = concat!("`", stringify!($retain), "`.")]
+            ///
+            /// # Safety
+            /// The object is live.
+            pub unsafe fn $retain(object: *mut $c_ty) {
+                $crate::mock::registry::retain(object.cast::<$mock>());
+            }
+        )?
+
+        #[doc = concat!("`", stringify!($release), "`: gives back a reference; the last one destroys the object and releases what it holds.")]
+        ///
+        /// # Safety
+        /// The object is live and the caller gives back its reference.
+        pub unsafe fn $release(object: *mut $c_ty) {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { $crate::mock::registry::release(object.cast::<$mock>()) }
+        }
+    )*};
+}
+pub(crate) use refcount_functions;
+
 /// Borrows the live `T` at `ptr`. Panics if there is none (a use after
 /// free, or the wrong kind of object).
 ///
