@@ -22,7 +22,7 @@ fn bindings_file() -> PathBuf {
     process::workspace_root().join("crates/iree-sys/src/bindings.rs")
 }
 
-pub fn run(args: &[String]) -> Result<(), String> {
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let check = match args {
         [] => false,
         [flag] if flag == "--check" => true,
@@ -50,7 +50,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
 }
 
 /// Runs bindgen over `wrapper.h` with the installed headers.
-pub fn generate(manifest: &Manifest) -> Result<String, String> {
+pub(crate) fn generate(manifest: &Manifest) -> Result<String, String> {
     // clang-sys finds the libclang that `build-iree` installed into the venv.
     std::env::set_var("LIBCLANG_PATH", &manifest.libclang_dir);
     // That libclang ships without its resource headers (stddef.h, stdbool.h);

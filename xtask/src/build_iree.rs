@@ -20,14 +20,14 @@ const KNOWN_DRIVERS: &[&str] = &["local-sync", "local-task", "cuda"];
 
 /// Command-line options of `build-iree`.
 #[derive(Debug, Default)]
-pub struct Options {
+pub(crate) struct Options {
     pub source: Option<PathBuf>,
     pub drivers: Vec<String>,
     pub force: bool,
 }
 
 impl Options {
-    pub fn parse(args: &[String]) -> Result<Self, String> {
+    pub(crate) fn parse(args: &[String]) -> Result<Self, String> {
         let mut options = Options {
             drivers: DEFAULT_DRIVERS.iter().map(|d| d.to_string()).collect(),
             ..Options::default()
@@ -67,7 +67,7 @@ impl Options {
 }
 
 /// Builds and installs IREE if needed; returns the manifest of the install.
-pub fn run(options: &Options) -> Result<Manifest, String> {
+pub(crate) fn run(options: &Options) -> Result<Manifest, String> {
     let started = Instant::now();
     let tools = step(
         "checking tools (CMake, Ninja, libclang, IREE compiler)",
@@ -77,7 +77,7 @@ pub fn run(options: &Options) -> Result<Manifest, String> {
     let cmake_options = cmake_options(&options.drivers)?;
     let mut key_parts = vec![source.version.as_str(), source.dir.to_str().unwrap_or("")];
     key_parts.extend(cmake_options.iter().map(String::as_str));
-    let key = format!("{}-{:016x}", source.version, process::fnv1a(&key_parts));
+    let key = format!("{}-{}", source.version, process::short_hash(&key_parts));
     let root = process::workspace_root().join("target/iree").join(&key);
     let (build_dir, prefix) = (root.join("build"), root.join("install"));
 

@@ -11,6 +11,7 @@ mod pingpong;
 mod process;
 mod source;
 mod test;
+mod tidy;
 mod tools;
 
 use std::process::ExitCode;

@@ -8,7 +8,7 @@
 use crate::build_iree;
 use crate::process;
 
-pub fn run(args: &[String]) -> Result<(), String> {
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let manifest = build_iree::run(&build_iree::Options::parse(&[])?)?;
     eprintln!("[xtask] running the pingpong demo (release build) ...");
     process::run(
@@ -19,6 +19,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 "--release",
                 "-p",
                 "sheaf-integration",
+                "--features",
+                "demo",
                 "--bin",
                 "pingpong",
                 "--",

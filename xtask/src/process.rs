@@ -5,7 +5,7 @@ use std::process::Command;
 use std::time::Instant;
 
 /// The workspace root (the parent of this crate's folder).
-pub fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask lives one level below the workspace root")
@@ -15,7 +15,7 @@ pub fn workspace_root() -> PathBuf {
 /// rustup's `cargo` proxy (so that `+nightly` works) in the workspace root,
 /// pinned to the IREE install at `prefix` whatever the caller's environment
 /// says.
-pub fn cargo_with_iree(prefix: &Path) -> Command {
+pub(crate) fn cargo_with_iree(prefix: &Path) -> Command {
     let mut command = Command::new("cargo");
     command
         .current_dir(workspace_root())
@@ -26,7 +26,7 @@ pub fn cargo_with_iree(prefix: &Path) -> Command {
 
 /// Runs `command` to completion, failing with its command line if it exits
 /// non-zero or cannot start.
-pub fn run(command: &mut Command) -> Result<(), String> {
+pub(crate) fn run(command: &mut Command) -> Result<(), String> {
     let status = command
         .status()
         .map_err(|e| format!("cannot start {}: {e}", describe(command)))?;
@@ -38,7 +38,7 @@ pub fn run(command: &mut Command) -> Result<(), String> {
 }
 
 /// Runs `command` and returns its standard output as text.
-pub fn output(command: &mut Command) -> Result<String, String> {
+pub(crate) fn output(command: &mut Command) -> Result<String, String> {
     let out = command
         .output()
         .map_err(|e| format!("cannot start {}: {e}", describe(command)))?;
@@ -64,7 +64,7 @@ fn describe(command: &Command) -> String {
 }
 
 /// Prints `what`, runs `step`, then prints how long it took.
-pub fn step<T>(what: &str, step: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+pub(crate) fn step<T>(what: &str, step: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     eprintln!("[xtask] {what} ...");
     let start = Instant::now();
     let value = step()?;
@@ -75,15 +75,17 @@ pub fn step<T>(what: &str, step: impl FnOnce() -> Result<T, String>) -> Result<T
     Ok(value)
 }
 
-/// A stable 64-bit FNV-1a hash, for cache keys that must not change between
-/// Rust versions (unlike `DefaultHasher`).
-pub fn fnv1a(parts: &[&str]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+/// The first 16 hex digits of the SHA-256 of `parts` (each followed by a
+/// 0xff separator): a short name that changes whenever any part does.
+pub(crate) fn short_hash(parts: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
     for part in parts {
-        for byte in part.bytes().chain([0xff]) {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
+        hasher.update(part.as_bytes());
+        hasher.update([0xff]);
     }
-    hash
+    hasher.finalize()[..8]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }

@@ -13,7 +13,7 @@ use crate::process;
 
 /// A resolved IREE source tree.
 #[derive(Debug, Clone)]
-pub struct Source {
+pub(crate) struct Source {
     /// The IREE checkout (the folder holding `runtime/` and `compiler/`).
     pub dir: PathBuf,
     /// `package-version` from `runtime/version.json`.
@@ -24,7 +24,7 @@ pub struct Source {
 
 /// Resolves the source: `explicit` (from `--source`), else `IREE_SOURCE_DIR`,
 /// else the pinned registry package.
-pub fn resolve(explicit: Option<&Path>) -> Result<Source, String> {
+pub(crate) fn resolve(explicit: Option<&Path>) -> Result<Source, String> {
     let from_env = std::env::var_os("IREE_SOURCE_DIR")
         .filter(|v| !v.is_empty() && v != "0")
         .map(PathBuf::from);

@@ -2,8 +2,9 @@
 //!
 //! 1. `build-iree` (a no-op when the install is current);
 //! 2. the committed bindings match the installed headers;
-//! 3. `cargo test --workspace` against that install (real runtime, real
-//!    compiler);
+//! 3. `cargo test --workspace --all-features` against that install (real
+//!    runtime, real compiler, the demo and its legacy session included; this
+//!    also runs the tidy test of `src/tidy.rs`);
 //! 4. the miri tiers: `jit-cache` (pure policy) and `iree-safe` (against its
 //!    mock of the C API), installing the nightly miri component if needed.
 
@@ -15,7 +16,7 @@ use crate::{bindings, build_iree};
 /// Crates whose tests also run under miri.
 const MIRI_CRATES: &[&str] = &["jit-cache", "iree-safe"];
 
-pub fn run(args: &[String]) -> Result<(), String> {
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if let Some(arg) = args.first() {
         return Err(format!("test: unknown option `{arg}`"));
     }
@@ -25,8 +26,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
         || bindings::run(&["--check".to_owned()]),
     )?;
     step(
-        "cargo test --workspace (real IREE runtime and compiler)",
-        || process::run(process::cargo_with_iree(&manifest.prefix).args(["test", "--workspace"])),
+        "cargo test --workspace --all-features (real IREE runtime and compiler)",
+        || {
+            process::run(process::cargo_with_iree(&manifest.prefix).args([
+                "test",
+                "--workspace",
+                "--all-features",
+            ]))
+        },
     )?;
     step(
         "installing the nightly toolchain's miri and rust-src (if missing)",

@@ -12,12 +12,12 @@ use std::process::Command;
 use crate::process::{self, step};
 
 /// The IREE compiler release whose artifacts the runtime built here loads.
-pub const IREE_COMPILER_REQUIREMENT: &str = "iree-base-compiler==3.13.0";
+pub(crate) const IREE_COMPILER_REQUIREMENT: &str = "iree-base-compiler==3.13.0";
 const CMAKE_MINIMUM: (u32, u32) = (3, 26);
 
 /// Paths of every tool the build and the tests use.
 #[derive(Debug, Clone)]
-pub struct Tools {
+pub(crate) struct Tools {
     pub cmake: PathBuf,
     pub ninja: PathBuf,
     pub libclang_dir: PathBuf,
@@ -27,13 +27,13 @@ pub struct Tools {
 }
 
 /// The project-local virtual environment.
-pub fn venv_dir() -> PathBuf {
+pub(crate) fn venv_dir() -> PathBuf {
     process::workspace_root().join("target/venv")
 }
 
 /// Makes sure every tool exists, installing what is missing; fast when
 /// nothing is.
-pub fn ensure() -> Result<Tools, String> {
+pub(crate) fn ensure() -> Result<Tools, String> {
     let venv = venv_dir();
     let system_cmake = find_system_cmake();
     let system_ninja = which("ninja");

@@ -1,20 +1,16 @@
 //! Compile latency of a tiny module (sigmoid over f32[4], StableHLO): the
 //! in-process compiler against `iree-compile` run per compilation (median
-//! of 15 each, interleaved so both see the same machine load), and the time
-//! a fresh `DiskCache` takes to serve a hit.
+//! of 15 each, interleaved so both see the same machine load). The disk
+//! cache's hit time is measured by `jit-cache`'s `store` bench.
 //!
 //! `cargo bench -p iree-safe --bench compile_latency`
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use iree_safe::compiler::{
-    CompileOptions, Compiler, DiskCache, DiskCacheConfig, InProcessCompiler, SubprocessCompiler,
-};
+use iree_safe::compiler::{CompileOptions, Compiler, InProcessCompiler, SubprocessCompiler};
 
 const RUNS: usize = 15;
-const HITS: usize = 200;
 const MLIR: &str = include_str!("../tests/data/compiler/sigmoid.mlir");
 
 fn main() {
@@ -67,37 +63,11 @@ fn main() {
             ratio(launched, inproc)
         );
     }
-
-    // Disk cache: fill it, then serve hits from fresh cache objects.
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let compiler: Arc<dyn Compiler> = Arc::new(in_process.clone());
-    let fill = DiskCache::new(compiler.clone(), DiskCacheConfig::at(dir.path()));
-    let artifact = fill.compile(MLIR, &options).expect("compiles");
-    let fresh = DiskCache::new(compiler.clone(), DiskCacheConfig::at(dir.path()));
-    let first_hit = time(|| fresh.compile(MLIR, &options));
-    let mut hits: Vec<Duration> = (0..HITS)
-        .map(|_| time(|| fresh.compile(MLIR, &options)))
-        .collect();
-    let stats = fresh.stats();
-    assert_eq!(
-        (stats.hits, stats.misses),
-        (HITS as u64 + 1, 0),
-        "every lookup hits"
-    );
-    println!(
-        "disk-cache hit ({} byte artifact, key hashing + read + checksum): first in a fresh \
-         DiskCache {:.3} ms, median of {HITS} {:.3} ms",
-        artifact.len(),
-        ms(first_hit),
-        ms(median(&mut hits))
-    );
 }
 
-/// The manifest's `iree_compile`: pip's Python launcher of the tool.
+/// The install's `iree-compile`: pip's Python launcher of the tool.
 fn pip_launcher() -> Option<PathBuf> {
-    let text = std::fs::read_to_string(iree_sys::build_info::MANIFEST?).ok()?;
-    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-    json.get("iree_compile")?.as_str().map(PathBuf::from)
+    iree_sys::build_info::IREE_COMPILE.map(PathBuf::from)
 }
 
 fn time<T, E: std::fmt::Display>(f: impl FnOnce() -> Result<T, E>) -> Duration {

@@ -76,7 +76,9 @@ fn time(mut f: impl FnMut()) -> Vec<u64> {
 fn warm_call(runtime: &Runtime, vmfb: &[u8]) {
     let sigmoid = runtime.load(vmfb).unwrap().function("sigmoid").unwrap();
     let data = [0.5f32, -1.0, 2.0, 0.0];
-    let x: iree_safe::Value = Tensor::from_slice(runtime, &[4], &data).unwrap().into();
+    let x: iree_safe::Value = Tensor::from_slice(runtime.device(), &[4], &data)
+        .unwrap()
+        .into();
     let inputs = std::slice::from_ref(&x);
     report(
         "iree-safe Function::call (device tensor)",
@@ -87,7 +89,7 @@ fn warm_call(runtime: &Runtime, vmfb: &[u8]) {
     report(
         "iree-safe host -> call -> host round trip",
         time(|| {
-            let x = Tensor::from_slice(runtime, &[4], &data).unwrap();
+            let x = Tensor::from_slice(runtime.device(), &[4], &data).unwrap();
             let y = sigmoid.call(&[x.into()]).unwrap();
             std::hint::black_box(y[0].as_tensor().unwrap().to_vec::<f32>().unwrap());
         }),
@@ -95,7 +97,7 @@ fn warm_call(runtime: &Runtime, vmfb: &[u8]) {
 }
 
 fn memory_per_module(runtime: &Runtime, vmfb: &[u8]) {
-    let x: iree_safe::Value = Tensor::from_slice(runtime, &[4], &[1.0f32; 4])
+    let x: iree_safe::Value = Tensor::from_slice(runtime.device(), &[4], &[1.0f32; 4])
         .unwrap()
         .into();
     let mut modules = Vec::new();
@@ -126,7 +128,7 @@ fn memory_per_module(runtime: &Runtime, vmfb: &[u8]) {
 }
 
 /// The baseline: the same call through IREE's C runtime API (instance +
-/// device + session, `iree_runtime_call_invoke`), as DESIGN.md measured it.
+/// device + session, `iree_runtime_call_invoke`), the baseline IREE itself offers.
 mod raw_c_api {
     use std::ptr;
 
@@ -144,7 +146,7 @@ mod raw_c_api {
         iree_make_string_view(text.as_ptr().cast(), text.len())
     }
 
-    pub fn run(driver: &str, artifact: &str) {
+    pub(crate) fn run(driver: &str, artifact: &str) {
         let vmfb = std::fs::read(artifact).unwrap();
         let data = [0.5f32, -1.0, 2.0, 0.0];
         // SAFETY: the same sequence as the iree-sys smoke test: every object

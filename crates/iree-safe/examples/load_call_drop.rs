@@ -41,7 +41,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let module = runtime.load(&vmfb)?;
             let sigmoid = module.function("sigmoid")?;
             let x = round as f32 / 10.0;
-            let input = Tensor::from_slice(&runtime, &[4], &[x, -x, 0.0, 1.0])?;
+            let input = Tensor::from_slice(runtime.device(), &[4], &[x, -x, 0.0, 1.0])?;
             let output = sigmoid.call(&[input.into()])?;
             let y = output[0].as_tensor().expect("a tensor").to_vec::<f32>()?;
             assert!((y[0] - 1.0 / (1.0 + (-x).exp())).abs() < 1e-6);

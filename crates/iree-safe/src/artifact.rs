@@ -11,6 +11,7 @@ use std::alloc::Layout;
 use std::ffi::c_void;
 use std::ptr::NonNull;
 
+use crate::error::{Error, Result};
 use crate::sys;
 
 /// Alignment of the copy: what IREE recommends for zero-copy constants.
@@ -27,16 +28,19 @@ pub(crate) struct AlignedArtifact {
 }
 
 impl AlignedArtifact {
-    /// Copies `bytes`; `None` for an empty slice (nothing to load).
-    pub(crate) fn copy_of(bytes: &[u8]) -> Option<Self> {
-        let layout = layout(bytes.len())?;
+    /// Copies `bytes`. An empty slice is an error (nothing to load), and so
+    /// is a copy that cannot be allocated.
+    pub(crate) fn copy_of(bytes: &[u8]) -> Result<Self> {
+        let layout = layout(bytes.len()).ok_or_else(|| {
+            Error::InvalidArgument("cannot load an empty (or impossibly large) .vmfb".into())
+        })?;
         // SAFETY: `layout` has a non-zero size (checked in `layout`).
         let ptr = NonNull::new(unsafe { std::alloc::alloc(layout) })
-            .unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+            .ok_or(Error::HostAllocation { bytes: bytes.len() })?;
         // SAFETY: the fresh allocation holds `bytes.len()` bytes and cannot
         // overlap `bytes`.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.as_ptr(), bytes.len()) };
-        Some(AlignedArtifact {
+        Ok(AlignedArtifact {
             ptr,
             len: bytes.len(),
         })

@@ -1,25 +1,28 @@
 //! HAL devices, opened by driver name or device URI.
 
-use crate::error::{check, Result};
+use std::sync::Arc;
+
+use crate::error::{Context, Result};
 use crate::handle::Handle;
 use crate::instance::Instance;
-use crate::sys;
+use crate::{strings, sys};
 
 /// A HAL device (`local-sync`, `local-task`, `cuda`, or a full device URI
 /// such as `local-task://`). Cheap to clone: clones share the device.
 ///
 /// Corresponds to `iree_hal_create_device` (with an async proactor pool, as
 /// IREE's runtime API creates devices) and `iree_hal_device_retain` /
-/// `iree_hal_device_release`. Send + Sync: IREE devices are thread-safe.
+/// `iree_hal_device_release`.
 #[doc(alias = "iree_hal_device_t")]
 #[derive(Debug, Clone)]
 pub struct Device {
     raw: Handle<sys::iree_hal_device_t>,
-    uri: std::sync::Arc<str>,
+    uri: Arc<str>,
 }
 
-// SAFETY: HAL devices are thread-safe per IREE's maintainers (DESIGN.md
-// section 2); the handle holds one reference with atomic refcounting.
+// SAFETY: HAL devices are shared across threads by IREE's own runtime and
+// are thread-safe per IREE's maintainers (docs/architecture.md, "Threads");
+// the handle holds one reference, counted atomically.
 unsafe impl Send for Device {}
 // SAFETY: as above.
 unsafe impl Sync for Device {}
@@ -34,48 +37,44 @@ impl Device {
     pub fn open(uri: &str) -> Result<Device> {
         Instance::global()?;
         let allocator = sys::iree_allocator_system();
-        let mut pool = std::ptr::null_mut();
-        // SAFETY: `pool` is a valid out-pointer; the options are IREE's
-        // defaults; the pool is released below after the device retained it.
-        unsafe {
-            check(sys::iree_async_proactor_pool_create(
-                sys::iree_numa_node_count(),
-                std::ptr::null(),
-                sys::iree_async_proactor_pool_options_default(),
-                allocator,
-                &mut pool,
-            ))
+        // SAFETY: the pool constructor stores one new reference on success;
+        // the options are IREE's defaults.
+        let pool = unsafe {
+            Handle::create(|out| {
+                sys::iree_async_proactor_pool_create(
+                    sys::iree_numa_node_count(),
+                    std::ptr::null(),
+                    sys::iree_async_proactor_pool_options_default(),
+                    allocator,
+                    out,
+                )
+            })
         }?;
         let params = sys::iree_hal_device_create_params_t {
-            proactor_pool: pool,
+            proactor_pool: pool.as_ptr(),
             ..sys::iree_hal_device_create_params_default()
         };
-        let mut raw = std::ptr::null_mut();
         // SAFETY: the registry is a process static, `uri` outlives the call,
-        // `params` and `raw` are valid pointers. The device retains the pool,
-        // so our reference is given back right after.
-        let status = unsafe {
-            let status = sys::iree_hal_create_device(
-                sys::iree_hal_driver_registry_default(),
-                sys::iree_make_string_view(uri.as_ptr().cast(), uri.len()),
-                &params,
-                allocator,
-                &mut raw,
-            );
-            sys::iree_async_proactor_pool_release(pool);
-            status
-        };
-        // SAFETY: `status` came from IREE and is freed by `check`.
-        unsafe { check(status) }.map_err(|e| match e {
-            crate::Error::Iree { code, message } => crate::Error::Iree {
-                code,
-                message: format!("cannot open device `{uri}` (drivers built in: see `cargo xtask build-iree --drivers`): {message}"),
-            },
-            other => other,
+        // `params` (and the pool it names, kept alive by `pool`) is valid for
+        // the call; the device retains the pool, so our reference can go
+        // when `pool` drops. On success one device reference is ours.
+        let raw = unsafe {
+            Handle::create(|out| {
+                sys::iree_hal_create_device(
+                    sys::iree_hal_driver_registry_default(),
+                    strings::view(uri),
+                    &params,
+                    allocator,
+                    out,
+                )
+            })
+        }
+        .context(|| {
+            format!(
+                "cannot open device `{uri}` (the drivers built in are chosen by \
+                 `cargo xtask build-iree --drivers`)"
+            )
         })?;
-        // SAFETY: a successful create returned a live device we own.
-        let raw =
-            unsafe { Handle::adopt(raw) }.expect("iree_hal_create_device returned OK and null");
         Ok(Device {
             raw,
             uri: uri.into(),
@@ -87,12 +86,12 @@ impl Device {
         &self.uri
     }
 
-    pub(crate) fn as_ptr(&self) -> *mut sys::iree_hal_device_t {
-        self.raw.as_ptr()
-    }
-
     /// True when both handles refer to the same IREE device.
     pub fn same_device(&self, other: &Device) -> bool {
         self.as_ptr() == other.as_ptr()
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut sys::iree_hal_device_t {
+        self.raw.as_ptr()
     }
 }

@@ -96,42 +96,85 @@ impl fmt::Display for ElementType {
 #[cfg(not(target_endian = "little"))]
 compile_error!("iree-safe copies tensor elements as little-endian bytes");
 
-mod sealed {
-    pub trait Sealed {}
+pub(crate) mod sealed {
+    /// Plain data: no padding, and every bit pattern of its size is a valid
+    /// value, so device bytes can be copied straight into it.
+    ///
+    /// # Safety
+    /// Implementors must be `Copy` types with no padding and no invalid bit
+    /// patterns.
+    pub unsafe trait Pod: Copy + 'static {}
+
+    // SAFETY: primitive numbers have no padding and no invalid bit patterns;
+    // `half`'s types are `repr(transparent)` over `u16`.
+    unsafe impl Pod for u8 {}
+    // SAFETY: as above.
+    unsafe impl Pod for i8 {}
+    // SAFETY: as above.
+    unsafe impl Pod for i32 {}
+    // SAFETY: as above.
+    unsafe impl Pod for i64 {}
+    // SAFETY: as above.
+    unsafe impl Pod for f32 {}
+    // SAFETY: as above.
+    unsafe impl Pod for f64 {}
+    // SAFETY: as above.
+    unsafe impl Pod for half::f16 {}
+    // SAFETY: as above.
+    unsafe impl Pod for half::bf16 {}
+
+    /// How an [`Element`](super::Element) is stored in a buffer.
+    pub trait Sealed: Sized {
+        /// The plain-data type of one stored element (the type itself, or
+        /// `u8` for `bool`, whose other bit patterns are invalid in Rust).
+        type Storage: Pod;
+        /// Turns stored elements into values, reusing the allocation.
+        fn from_storage(stored: Vec<Self::Storage>) -> Vec<Self>;
+    }
 }
 
 /// A Rust type that can be copied to and from tensor elements.
 ///
-/// Implemented for `f32`, `f64`, `i8`, `i32`, `i64` and `bool`; f16 and
-/// bf16 tensors go through bytes ([`Tensor::from_bytes`](crate::Tensor::from_bytes)).
-///
-/// Only little-endian hosts are supported: IREE's buffers hold elements in
-/// host order, and slices of these types are copied as bytes directly.
+/// Implemented for `f32`, `f64`, [`half::f16`], [`half::bf16`], `i8`, `i32`,
+/// `i64` and `bool`. Only little-endian hosts are supported: IREE's buffers
+/// hold elements in host order, and slices are copied as bytes directly.
 pub trait Element: Copy + sealed::Sealed + 'static {
     /// The tensor element type.
     const TYPE: ElementType;
-    /// Reads one element from exactly `Self::TYPE.byte_size()` bytes.
-    fn read(bytes: &[u8]) -> Self;
 }
 
-macro_rules! numeric_elements {
+macro_rules! plain_elements {
     ($($ty:ty => $variant:ident),*) => {$(
-        impl sealed::Sealed for $ty {}
+        impl sealed::Sealed for $ty {
+            type Storage = $ty;
+            fn from_storage(stored: Vec<$ty>) -> Vec<$ty> {
+                stored
+            }
+        }
         impl Element for $ty {
             const TYPE: ElementType = ElementType::$variant;
-            fn read(bytes: &[u8]) -> Self {
-                <$ty>::from_le_bytes(bytes.try_into().expect("callers pass exactly one element"))
-            }
         }
     )*};
 }
 
-numeric_elements!(f32 => F32, f64 => F64, i8 => I8, i32 => I32, i64 => I64);
+plain_elements!(
+    f32 => F32,
+    f64 => F64,
+    half::f16 => F16,
+    half::bf16 => BF16,
+    i8 => I8,
+    i32 => I32,
+    i64 => I64
+);
 
-impl sealed::Sealed for bool {}
+impl sealed::Sealed for bool {
+    type Storage = u8;
+    fn from_storage(stored: Vec<u8>) -> Vec<bool> {
+        // Same size and alignment: the standard library maps in place.
+        stored.into_iter().map(|byte| byte != 0).collect()
+    }
+}
+
 impl Element for bool {
     const TYPE: ElementType = ElementType::Bool;
-    fn read(bytes: &[u8]) -> Self {
-        bytes[0] != 0
-    }
 }

@@ -83,6 +83,17 @@ pub enum Error {
     /// A result of a kind this crate cannot represent (e.g. a VM list).
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// A host buffer of this many bytes could not be allocated (e.g. to copy
+    /// a device tensor back); nothing was copied.
+    #[error("cannot allocate {bytes} bytes of host memory; copy a smaller tensor, or free memory")]
+    HostAllocation {
+        /// The size asked for.
+        bytes: usize,
+    },
+    /// IREE broke one of its own documented contracts (such as returning OK
+    /// without an object). A bug in IREE or in this crate: please report it.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl Error {
@@ -93,7 +104,33 @@ impl Error {
             Error::Iree { code, .. } => *code,
             Error::InvalidArgument(_) => StatusCode::InvalidArgument,
             Error::Unsupported(_) => StatusCode::Unimplemented,
+            Error::HostAllocation { .. } => StatusCode::ResourceExhausted,
+            Error::Internal(_) => StatusCode::Internal,
         }
+    }
+
+    pub(crate) fn internal(message: impl Into<String>) -> Error {
+        Error::Internal(message.into())
+    }
+}
+
+/// Says what this crate was doing when IREE failed: the one way errors get
+/// context (`device.rs`: "cannot open device `cuda`: ...").
+pub(crate) trait Context<T> {
+    /// Prefixes an [`Error::Iree`] message with `doing()`; other errors are
+    /// this crate's own and already say what they are about.
+    fn context(self, doing: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> Context<T> for Result<T> {
+    fn context(self, doing: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|error| match error {
+            Error::Iree { code, message } => Error::Iree {
+                code,
+                message: format!("{}: {message}", doing()),
+            },
+            other => other,
+        })
     }
 }
 
@@ -126,6 +163,8 @@ pub(crate) unsafe fn status_to_error(status: sys::iree_status_t) -> Error {
     // SAFETY: a zero-capacity query writes only the required length; the
     // status stays owned by us.
     unsafe { sys::iree_status_format(status, 0, std::ptr::null_mut(), &mut length) };
+    // A status message is small; an allocation failure here would abort
+    // like any other small allocation.
     let mut buffer = vec![0u8; length + 1];
     let mut written = 0usize;
     // SAFETY: `buffer` holds `length + 1` bytes, the capacity we pass.

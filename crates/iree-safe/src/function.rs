@@ -1,11 +1,38 @@
 //! Exported functions and invoking them.
 
-use crate::error::{check, Error, Result};
+use crate::error::{check, Context, Error, Result};
 use crate::list::List;
-use crate::module::{string_from_view, Module};
+use crate::module::Module;
 use crate::signature::{Signature, SlotKind};
-use crate::sys;
 use crate::value::Value;
+use crate::{strings, sys};
+
+impl Module {
+    /// Looks up an exported function once; keep the [`Function`] and call it
+    /// as often as needed (lookups by name are linear in the export count).
+    #[doc(alias = "iree_vm_module_lookup_function_by_name")]
+    pub fn function(&self, name: &str) -> Result<Function> {
+        let mut raw = sys::iree_vm_function_t::default();
+        // SAFETY: the module is live; `name` outlives the call; `raw` is a
+        // valid out-pointer; the status is freed by `check`.
+        unsafe {
+            check(sys::iree_vm_module_lookup_function_by_name(
+                self.as_ptr(),
+                sys::IREE_VM_FUNCTION_LINKAGE_EXPORT,
+                strings::view(name),
+                &mut raw,
+            ))
+        }
+        .context(|| {
+            format!(
+                "module `{}` has no exported function `{name}` (exports: {})",
+                self.name(),
+                self.function_names().join(", ")
+            )
+        })?;
+        Ok(Function::new(self.clone(), raw))
+    }
+}
 
 /// An exported function, looked up once. It keeps its [`Module`] loaded, so
 /// a function can never outlive the code it calls.
@@ -28,13 +55,13 @@ unsafe impl Send for Function {}
 unsafe impl Sync for Function {}
 
 impl Function {
-    pub(crate) fn new(module: Module, raw: sys::iree_vm_function_t) -> Function {
+    fn new(module: Module, raw: sys::iree_vm_function_t) -> Function {
         // SAFETY: `raw` was just looked up on the live `module`; the views
         // point into the module and are copied at once.
         let (name, convention) = unsafe {
             (
-                string_from_view(sys::iree_vm_function_name(&raw)),
-                string_from_view(sys::iree_vm_function_signature(&raw).calling_convention),
+                strings::to_string(sys::iree_vm_function_name(&raw)),
+                strings::to_string(sys::iree_vm_function_signature(&raw).calling_convention),
             )
         };
         Function {
@@ -62,9 +89,9 @@ impl Function {
         // SAFETY: the function belongs to the live module; `key` outlives the
         // call; the returned view points into the module and is copied.
         let value = unsafe {
-            string_from_view(sys::iree_vm_function_lookup_attr_by_name(
+            strings::to_string(sys::iree_vm_function_lookup_attr_by_name(
                 &self.raw,
-                sys::iree_make_string_view(key.as_ptr().cast(), key.len()),
+                strings::view(key),
             ))
         };
         (!value.is_empty()).then_some(value)
@@ -110,7 +137,7 @@ impl Function {
                     sys::iree_allocator_system(),
                 ))
             }
-            .map_err(|e| self.annotate(e))?;
+            .context(|| format!("calling `{}.{}`", self.module.name(), self.name))?;
         }
         let device = self.module.runtime().device();
         if outputs.len() != result_kinds.len() {
@@ -175,15 +202,5 @@ impl Function {
             }
         }
         Ok(())
-    }
-
-    fn annotate(&self, error: Error) -> Error {
-        match error {
-            Error::Iree { code, message } => Error::Iree {
-                code,
-                message: format!("calling `{}.{}`: {message}", self.module.name(), self.name),
-            },
-            other => other,
-        }
     }
 }

@@ -1,12 +1,17 @@
-//! One generic owning handle for IREE's reference-counted objects.
+//! One generic owning handle for IREE's reference-counted objects, and the
+//! one way to make one.
 //!
 //! `Handle<T>` owns one reference: `Drop` calls `T`'s release function and
 //! `Clone` calls its retain function. The pairs are listed in one place, the
-//! [`refcounted!`] invocation at the bottom of this file.
+//! [`refcounted!`] invocation at the bottom of this file. Every IREE
+//! constructor of the `status = iree_*_create(..., &out)` shape goes through
+//! [`Handle::create`], which checks the status and adopts the reference (in
+//! the spirit of git2's `try_call!` + `Binding::from_raw`).
 
 use std::fmt;
 use std::ptr::NonNull;
 
+use crate::error::{check, Error, Result};
 use crate::sys;
 
 /// An IREE object type with retain/release functions.
@@ -27,6 +32,33 @@ pub(crate) unsafe trait Refcounted {
 pub(crate) struct Handle<T: Refcounted>(NonNull<T>);
 
 impl<T: Refcounted> Handle<T> {
+    /// Runs an IREE constructor and adopts the reference it returns:
+    /// `create` receives the out-parameter and returns the constructor's
+    /// status. A failed status becomes the `Err` (the status is freed); a
+    /// success that stored null, which IREE never does, is an internal error
+    /// rather than a panic.
+    ///
+    /// # Safety
+    /// `create` calls an IREE constructor that, on success, stores in `*out`
+    /// one reference to a live `T` that the caller owns, and on failure
+    /// stores nothing (or null) and returns a status nobody else frees.
+    pub(crate) unsafe fn create(
+        create: impl FnOnce(*mut *mut T) -> sys::iree_status_t,
+    ) -> Result<Self> {
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: `raw` is a valid out-pointer for the call; the status is
+        // IREE's and `check` frees it (this function's contract).
+        unsafe { check(create(&mut raw)) }?;
+        // SAFETY: the constructor succeeded, so `raw` is null or a live
+        // object whose one reference is ours (this function's contract).
+        unsafe { Handle::adopt(raw) }.ok_or_else(|| {
+            Error::internal(format!(
+                "an IREE constructor of {} returned OK without an object",
+                std::any::type_name::<T>()
+            ))
+        })
+    }
+
     /// Adopts a reference the caller owns (e.g. from a `*_create` out
     /// parameter). Returns `None` for null.
     ///
@@ -92,6 +124,8 @@ macro_rules! refcounted {
 
 refcounted! {
     iree_vm_instance_t => iree_vm_instance_retain, iree_vm_instance_release;
+    iree_async_proactor_pool_t => iree_async_proactor_pool_retain, iree_async_proactor_pool_release;
+    iree_async_frontier_tracker_t => iree_async_frontier_tracker_retain, iree_async_frontier_tracker_release;
     iree_hal_device_t => iree_hal_device_retain, iree_hal_device_release;
     iree_hal_device_group_t => iree_hal_device_group_retain, iree_hal_device_group_release;
     iree_vm_module_t => iree_vm_module_retain, iree_vm_module_release;
@@ -100,8 +134,9 @@ refcounted! {
     iree_hal_buffer_view_t => iree_hal_buffer_view_retain, iree_hal_buffer_view_release;
 }
 
-// Sheaf's legacy per-artifact runtime (see `legacy`), real runtime only.
-#[cfg(not(any(miri, feature = "mock")))]
+// The ping-pong demo's reproduction of the old per-artifact runtime (see
+// `legacy`), real runtime only.
+#[cfg(all(feature = "legacy-demo", not(iree_mock)))]
 refcounted! {
     iree_runtime_instance_t => iree_runtime_instance_retain, iree_runtime_instance_release;
     iree_runtime_session_t => iree_runtime_session_retain, iree_runtime_session_release;

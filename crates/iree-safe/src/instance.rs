@@ -2,11 +2,12 @@
 //!
 //! IREE's HAL types register globally, and several VM instances in one
 //! process race on them ("ref type mismatch"), so this crate creates exactly
-//! one, on first use, and keeps it for the life of the process.
+//! one, on first use, and keeps it for the life of the process
+//! (docs/architecture.md, "One runtime per process").
 
 use std::sync::OnceLock;
 
-use crate::error::{check, Result};
+use crate::error::{check, Result, StatusCode};
 use crate::handle::Handle;
 use crate::sys;
 
@@ -15,16 +16,15 @@ use crate::sys;
 ///
 /// Corresponds to `iree_vm_instance_create`,
 /// `iree_hal_module_register_all_types` and
-/// `iree_hal_register_all_available_drivers`. Thread-safe: IREE documents
-/// instances as thread-safe.
+/// `iree_hal_register_all_available_drivers`.
 #[doc(alias = "iree_vm_instance_t")]
 #[derive(Debug)]
 pub struct Instance {
     vm: Handle<sys::iree_vm_instance_t>,
 }
 
-// SAFETY: IREE VM instances are thread-safe (DESIGN.md section 2: "instance
-// and modules thread-safe"); the handle only holds a reference.
+// SAFETY: IREE documents VM instances as thread-safe (iree/vm/instance.h:
+// "Thread-safe"); the handle only holds a reference, counted atomically.
 unsafe impl Send for Instance {}
 // SAFETY: as above; every operation on an instance is internally synchronized.
 unsafe impl Sync for Instance {}
@@ -43,20 +43,17 @@ impl Instance {
     }
 
     fn create() -> Result<Instance> {
-        let allocator = sys::iree_allocator_system();
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: `raw` is a valid out-pointer; on success it receives one
-        // reference, adopted below.
-        unsafe {
-            check(sys::iree_vm_instance_create(
-                sys::IREE_VM_TYPE_CAPACITY_DEFAULT as usize,
-                allocator,
-                &mut raw,
-            ))
+        // SAFETY: `iree_vm_instance_create` stores one new instance reference
+        // in its out-parameter on success.
+        let vm = unsafe {
+            Handle::create(|out| {
+                sys::iree_vm_instance_create(
+                    sys::IREE_VM_TYPE_CAPACITY_DEFAULT as usize,
+                    sys::iree_allocator_system(),
+                    out,
+                )
+            })
         }?;
-        // SAFETY: a successful create returned a live instance we own.
-        let vm =
-            unsafe { Handle::adopt(raw) }.expect("iree_vm_instance_create returned OK and null");
         // SAFETY: `vm` is live; registering types has no other precondition.
         unsafe { check(sys::iree_hal_module_register_all_types(vm.as_ptr())) }?;
         // SAFETY: the default registry is a process-lifetime static. A driver
@@ -67,7 +64,7 @@ impl Instance {
                 sys::iree_hal_driver_registry_default(),
             ))
         } {
-            Err(e) if e.code() == crate::StatusCode::AlreadyExists => {}
+            Err(e) if e.code() == StatusCode::AlreadyExists => {}
             other => other?,
         }
         Ok(Instance { vm })

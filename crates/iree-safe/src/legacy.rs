@@ -1,19 +1,18 @@
-//! Sheaf's original layout, kept only to measure it: a whole IREE runtime
-//! (runtime instance + device + session) per compiled artifact.
+//! **Not an API to build on.** The ping-pong demo's reproduction of Sheaf's
+//! original layout, kept only to measure it against the shared runtime: a
+//! whole IREE runtime (runtime instance + device + session) per compiled
+//! artifact.
 //!
-//! DESIGN.md section 1 explains why this leaks: every recompile built one of
-//! these and kept it forever (~117 KB each on local-sync, ~2.2 MB on
-//! local-task, ~106 MB observed in Sheaf). The `pingpong` demo of
-//! `sheaf-integration` uses [`LegacySession`] to reproduce that growth side
-//! by side with the shared [`Runtime`](crate::Runtime). New code should not
-//! use it.
+//! Compiled only with the `legacy-demo` feature, which the `pingpong` binary
+//! of `sheaf-integration` turns on. docs/architecture.md ("Why one runtime")
+//! explains why this layout leaks: every recompile built one of these and
+//! kept it forever (~117 KB each on local-sync, ~2.2 MB on local-task,
+//! ~106 MB observed in Sheaf). Use [`Runtime`](crate::Runtime) instead.
 
 use crate::artifact::AlignedArtifact;
-use crate::element::Element;
 use crate::error::{check, Error, Result};
 use crate::handle::Handle;
-use crate::sys;
-use crate::tensor::{copy_to_device, copy_to_host};
+use crate::{strings, sys, transfer};
 
 /// One artifact in its own runtime instance, device and session.
 ///
@@ -39,53 +38,44 @@ impl LegacySession {
     /// Builds a new runtime instance, device and session on `driver` and
     /// loads `vmfb` into it (the bytes are copied).
     pub fn new(driver: &str, vmfb: &[u8]) -> Result<LegacySession> {
-        let artifact = AlignedArtifact::copy_of(vmfb)
-            .ok_or_else(|| Error::InvalidArgument("cannot load an empty .vmfb artifact".into()))?;
+        let artifact = AlignedArtifact::copy_of(vmfb)?;
         let allocator = sys::iree_allocator_system();
         // SAFETY: the options struct is plain data initialized by IREE.
         let mut options = unsafe { std::mem::zeroed() };
-        let mut instance = std::ptr::null_mut();
-        // SAFETY: valid pointers; on success we own one instance reference.
-        unsafe {
+        // SAFETY: `options` is initialized by IREE before use; on success the
+        // constructor stores one instance reference that is ours.
+        let instance = unsafe {
             sys::iree_runtime_instance_options_initialize(&mut options);
             sys::iree_runtime_instance_options_use_all_available_drivers(&mut options);
-            check(sys::iree_runtime_instance_create(
-                &options,
-                allocator,
-                &mut instance,
-            ))?;
-        }
-        // SAFETY: a successful create returned a live instance we own.
-        let instance =
-            unsafe { Handle::adopt(instance) }.expect("instance create returned OK and null");
-        let mut device = std::ptr::null_mut();
-        // SAFETY: live instance; `driver` outlives the call.
-        unsafe {
-            check(sys::iree_runtime_instance_try_create_default_device(
-                instance.as_ptr(),
-                sys::iree_make_string_view(driver.as_ptr().cast(), driver.len()),
-                &mut device,
-            ))
+            Handle::create(|out| sys::iree_runtime_instance_create(&options, allocator, out))
         }?;
-        // SAFETY: a successful create returned a live device we own.
-        let device = unsafe { Handle::adopt(device) }.expect("device create returned OK and null");
+        // SAFETY: live instance; `driver` outlives the call; on success one
+        // device reference is ours.
+        let device = unsafe {
+            Handle::create(|out| {
+                sys::iree_runtime_instance_try_create_default_device(
+                    instance.as_ptr(),
+                    strings::view(driver),
+                    out,
+                )
+            })
+        }?;
         // SAFETY: plain data initialized by IREE.
         let mut session_options = unsafe { std::mem::zeroed() };
-        let mut session = std::ptr::null_mut();
-        // SAFETY: live instance and device; the session retains both.
-        unsafe {
+        // SAFETY: live instance and device, which the session retains; on
+        // success one session reference is ours.
+        let session = unsafe {
             sys::iree_runtime_session_options_initialize(&mut session_options);
-            check(sys::iree_runtime_session_create_with_device(
-                instance.as_ptr(),
-                &session_options,
-                device.as_ptr(),
-                sys::iree_runtime_instance_host_allocator(instance.as_ptr()),
-                &mut session,
-            ))?;
-        }
-        // SAFETY: a successful create returned a live session we own.
-        let session =
-            unsafe { Handle::adopt(session) }.expect("session create returned OK and null");
+            Handle::create(|out| {
+                sys::iree_runtime_session_create_with_device(
+                    instance.as_ptr(),
+                    &session_options,
+                    device.as_ptr(),
+                    sys::iree_runtime_instance_host_allocator(instance.as_ptr()),
+                    out,
+                )
+            })
+        }?;
         // Unlike `iree_vm_bytecode_module_create`, this call always consumes
         // the archive, freeing it through the deallocator even when it fails
         // (runtime/session.c), so ownership passes to IREE before the check.
@@ -130,7 +120,7 @@ impl LegacySession {
             let mut call = std::mem::zeroed();
             check(sys::iree_runtime_call_initialize_by_name(
                 self.session.as_ptr(),
-                sys::iree_make_string_view(qualified_name.as_ptr().cast(), qualified_name.len()),
+                strings::view(qualified_name),
                 &mut call,
             ))?;
             let result = self.invoke(&mut call, shape, data);
@@ -150,7 +140,7 @@ impl LegacySession {
         // SAFETY: the device is live and the session's allocator is its; the
         // byte view covers exactly `data` (f32 has no padding).
         let input = unsafe {
-            copy_to_device(
+            transfer::to_device(
                 self.device.as_ptr(),
                 sys::iree_runtime_session_device_allocator(self.session.as_ptr()),
                 shape,
@@ -166,18 +156,12 @@ impl LegacySession {
             ))?;
             check(sys::iree_runtime_call_invoke(call, 0))?;
         }
-        let mut output = std::ptr::null_mut();
-        // SAFETY: on success the caller owns one reference to `output`.
-        unsafe {
-            check(sys::iree_runtime_call_outputs_pop_front_buffer_view(
-                call,
-                &mut output,
-            ))
+        // SAFETY: `call` is live; on success the caller owns one reference to
+        // the popped output.
+        let output = unsafe {
+            Handle::create(|out| sys::iree_runtime_call_outputs_pop_front_buffer_view(call, out))
         }?;
-        // SAFETY: as above.
-        let output = unsafe { Handle::adopt(output) }.expect("output pop returned OK and null");
         // SAFETY: the output was produced on our device and is owned here.
-        let bytes = unsafe { copy_to_host(self.device.as_ptr(), output.as_ptr()) }?;
-        Ok(bytes.chunks_exact(4).map(<f32 as Element>::read).collect())
+        unsafe { transfer::to_host::<f32>(self.device.as_ptr(), output.as_ptr()) }
     }
 }

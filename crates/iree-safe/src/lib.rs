@@ -1,10 +1,12 @@
-//! Safe RAII wrappers over one shared IREE runtime.
+//! Safe RAII wrappers over one shared IREE runtime, and IREE's compiler.
 //!
-//! This crate is the only place in the workspace that calls IREE's C API.
-//! It implements the layout of DESIGN.md section 2 that can both share and
-//! evict: one VM [`Instance`] per process, one [`Runtime`] (device + device
-//! group + HAL module) shared by every compiled artifact, and one small
-//! [`Module`] per artifact with its own VM context, freed when dropped.
+//! This crate is the only place in the workspace that calls IREE's C API,
+//! and it knows nothing of Sheaf or of caching policy. It implements the
+//! layout that can both share and evict (docs/architecture.md, "One runtime
+//! per process"): one VM [`Instance`] per process, one [`Runtime`] (device +
+//! device group + HAL module) shared by every compiled artifact, and one
+//! small [`Module`] per artifact with its own VM context, freed when dropped.
+//! [`compiler`] drives IREE's compiler, in-process or as a subprocess.
 //!
 //! ```no_run
 //! use iree_safe::{Runtime, Tensor};
@@ -12,7 +14,7 @@
 //! let runtime = Runtime::new("local-sync")?;
 //! let module = runtime.load(&std::fs::read("sigmoid.vmfb").unwrap())?;
 //! let sigmoid = module.function("sigmoid")?; // look up once, call often
-//! let x = Tensor::from_slice(&runtime, &[1, 5], &[0.0f32, 1.0, 2.0, 3.0, 4.0])?;
+//! let x = Tensor::from_slice(runtime.device(), &[1, 5], &[0.0f32, 1.0, 2.0, 3.0, 4.0])?;
 //! let outputs = sigmoid.call(&[x.into()])?;
 //! let y: Vec<f32> = outputs[0].as_tensor().unwrap().to_vec()?;
 //! # Ok::<(), iree_safe::Error>(())
@@ -25,8 +27,13 @@
 //! contexts are thread-compatible, so each module serializes calls on its
 //! context with a mutex (give each thread its own module for parallelism).
 //!
-//! Under miri (or with the `mock` feature) the crate runs against a
-//! pure-Rust mock of the C API that counts live objects; see `mock`.
+//! Under miri the crate runs against a pure-Rust mock of the C API that
+//! counts live objects (`mock`, selected by the `iree_mock` cfg that
+//! `build.rs` sets).
+//!
+//! The modules form a tree: the low-level ones (`sys`, `error`, `handle`,
+//! `strings`, `transfer`) know nothing of the objects above them, and each
+//! object's module only imports the objects it is built from.
 
 #![deny(missing_docs)]
 
@@ -38,16 +45,18 @@ mod error;
 mod function;
 mod handle;
 mod instance;
-#[cfg(not(any(miri, feature = "mock")))]
+#[cfg(all(feature = "legacy-demo", not(iree_mock)))]
 pub mod legacy;
 mod list;
-#[cfg(any(miri, feature = "mock"))]
+#[cfg(iree_mock)]
 pub mod mock;
 mod module;
 mod runtime;
 mod signature;
+mod strings;
 mod sys;
 mod tensor;
+mod transfer;
 mod value;
 
 pub use device::Device;
@@ -63,6 +72,10 @@ pub use value::Value;
 
 /// The IREE runtime version these wrappers are built against.
 pub const IREE_RUNTIME_VERSION: &str = iree_sys::build_info::IREE_VERSION;
+
+/// What identifies the linked runtime build beyond its version (the install
+/// key of `cargo xtask build-iree`): caches of compiled artifacts key on it.
+pub const IREE_RUNTIME_BUILD: &str = iree_sys::build_info::RUNTIME_BUILD;
 
 mod thread_safety {
     use super::*;

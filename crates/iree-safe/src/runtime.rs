@@ -4,27 +4,28 @@
 use std::sync::Arc;
 
 use crate::device::Device;
-use crate::error::{check, Result};
+use crate::error::Result;
 use crate::handle::Handle;
 use crate::instance::Instance;
-use crate::module::Module;
 use crate::sys;
 
 /// A device plus the device group and HAL module that every loaded
-/// [`Module`] shares. Cheap to clone (reference counted); Send + Sync.
+/// [`Module`](crate::Module) shares. Cheap to clone (reference counted).
 ///
-/// This is the layout of DESIGN.md section 2 that can both share and evict:
-/// each module gets its own small VM context over this one HAL module, so
-/// dropping a module frees it, and no per-module runtime is ever created.
+/// This is the layout that can both share and evict (docs/architecture.md,
+/// "One runtime per process"): each module gets its own small VM context over
+/// this one HAL module, so dropping a module frees it, and no per-module
+/// runtime is ever created.
 ///
 /// Corresponds to `iree_async_frontier_tracker_create`,
 /// `iree_hal_device_group_create_from_device` and `iree_hal_module_create`.
 ///
 /// ```no_run
+/// # fn trusted_vmfb() -> Vec<u8> { unimplemented!() }
 /// let runtime = iree_safe::Runtime::new("local-sync")?;
-/// let module = runtime.load(&std::fs::read("sigmoid.vmfb").unwrap())?;
+/// let module = runtime.load(&trusted_vmfb())?;
 /// let sigmoid = module.function("sigmoid")?;
-/// let x = iree_safe::Tensor::from_slice(&runtime, &[4], &[0.0f32, 1.0, 2.0, 3.0])?;
+/// let x = iree_safe::Tensor::from_slice(runtime.device(), &[4], &[0.0f32, 1.0, 2.0, 3.0])?;
 /// let y = sigmoid.call(&[x.into()])?;
 /// println!("{:?}", y[0].as_tensor().unwrap().to_vec::<f32>()?);
 /// # Ok::<(), iree_safe::Error>(())
@@ -44,9 +45,10 @@ struct RuntimeInner {
     instance: &'static Instance,
 }
 
-// SAFETY: the HAL module and device group are immutable after creation and
-// refcounted atomically; modules are thread-safe per IREE (DESIGN.md section
-// 2); the device is Send + Sync.
+// SAFETY: the device group is immutable after creation and may be queried
+// from any thread (iree/hal/device_group.h); VM modules, the HAL module
+// included, must be thread-safe (iree/vm/module.h); both are refcounted
+// atomically; the device is Send + Sync.
 unsafe impl Send for RuntimeInner {}
 // SAFETY: as above; nothing in `RuntimeInner` is mutated after construction.
 unsafe impl Sync for RuntimeInner {}
@@ -62,50 +64,45 @@ impl Runtime {
     pub fn with_device(device: Device) -> Result<Runtime> {
         let instance = Instance::global()?;
         let allocator = sys::iree_allocator_system();
-        let mut tracker = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; default options.
-        unsafe {
-            check(sys::iree_async_frontier_tracker_create(
-                sys::iree_async_frontier_tracker_options_default(),
-                allocator,
-                &mut tracker,
-            ))
+        // SAFETY: the tracker constructor stores one new reference on
+        // success; default options.
+        let tracker = unsafe {
+            Handle::create(|out| {
+                sys::iree_async_frontier_tracker_create(
+                    sys::iree_async_frontier_tracker_options_default(),
+                    allocator,
+                    out,
+                )
+            })
         }?;
-        let mut group = std::ptr::null_mut();
         // SAFETY: `device` and `tracker` are live; the group retains both, so
-        // our tracker reference is given back right after.
-        let status = unsafe {
-            let status = sys::iree_hal_device_group_create_from_device(
-                device.as_ptr(),
-                tracker,
-                allocator,
-                &mut group,
-            );
-            sys::iree_async_frontier_tracker_release(tracker);
-            status
-        };
-        // SAFETY: `status` came from IREE and is freed by `check`.
-        unsafe { check(status) }?;
-        // SAFETY: a successful create returned a live group we own.
-        let device_group =
-            unsafe { Handle::adopt(group) }.expect("device group create returned OK and null");
-        let mut hal = std::ptr::null_mut();
-        // SAFETY: instance and group are live; the HAL module retains the
-        // group; `hal` is a valid out-pointer.
-        unsafe {
-            check(sys::iree_hal_module_create(
-                instance.as_ptr(),
-                sys::iree_hal_module_device_policy_default(),
-                device_group.as_ptr(),
-                sys::IREE_HAL_MODULE_FLAG_NONE,
-                sys::iree_hal_module_debug_sink_null(),
-                allocator,
-                &mut hal,
-            ))
+        // our tracker reference can go when `tracker` drops. On success one
+        // group reference is ours.
+        let device_group = unsafe {
+            Handle::create(|out| {
+                sys::iree_hal_device_group_create_from_device(
+                    device.as_ptr(),
+                    tracker.as_ptr(),
+                    allocator,
+                    out,
+                )
+            })
         }?;
-        // SAFETY: a successful create returned a live module we own.
-        let hal_module =
-            unsafe { Handle::adopt(hal) }.expect("iree_hal_module_create returned OK and null");
+        // SAFETY: instance and group are live; the HAL module retains the
+        // group. On success one module reference is ours.
+        let hal_module = unsafe {
+            Handle::create(|out| {
+                sys::iree_hal_module_create(
+                    instance.as_ptr(),
+                    sys::iree_hal_module_device_policy_default(),
+                    device_group.as_ptr(),
+                    sys::IREE_HAL_MODULE_FLAG_NONE,
+                    sys::iree_hal_module_debug_sink_null(),
+                    allocator,
+                    out,
+                )
+            })
+        }?;
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {
                 hal_module,
@@ -114,12 +111,6 @@ impl Runtime {
                 instance,
             }),
         })
-    }
-
-    /// Loads a compiled `.vmfb` artifact as a new module with its own
-    /// context. The bytes are copied; see [`Module`].
-    pub fn load(&self, vmfb: &[u8]) -> Result<Module> {
-        Module::load(self, vmfb)
     }
 
     /// The device every module of this runtime runs on.

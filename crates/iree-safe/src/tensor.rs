@@ -4,10 +4,9 @@ use std::ptr::NonNull;
 
 use crate::device::Device;
 use crate::element::{Element, ElementType};
-use crate::error::{check, Error, Result};
+use crate::error::{Error, Result};
 use crate::handle::Handle;
-use crate::runtime::Runtime;
-use crate::sys;
+use crate::{sys, transfer};
 
 /// A dense row-major tensor in device memory (a HAL buffer view). Cheap to
 /// clone (clones share the buffer). It keeps its device alive, and can be
@@ -32,36 +31,32 @@ unsafe impl Send for Tensor {}
 unsafe impl Sync for Tensor {}
 
 impl Tensor {
-    /// Copies `data` (row-major) into a new tensor of `shape` on the
-    /// runtime's device.
+    /// Copies `data` (row-major) into a new tensor of `shape` on `device`.
     ///
     /// ```no_run
     /// # let runtime = iree_safe::Runtime::new("local-sync")?;
-    /// let x = iree_safe::Tensor::from_slice(&runtime, &[2, 3], &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+    /// let x = iree_safe::Tensor::from_slice(runtime.device(), &[2, 3], &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])?;
     /// assert_eq!(x.shape(), &[2, 3]);
     /// # Ok::<(), iree_safe::Error>(())
     /// ```
-    pub fn from_slice<T: Element>(
-        runtime: &Runtime,
-        shape: &[usize],
-        data: &[T],
-    ) -> Result<Tensor> {
+    pub fn from_slice<T: Element>(device: &Device, shape: &[usize], data: &[T]) -> Result<Tensor> {
         // SAFETY: `Element` is sealed and only implemented for primitive
-        // numbers and `bool`: no padding, every byte initialized, and the
-        // in-memory layout is the little-endian layout IREE expects on this
-        // (little-endian, see `element.rs`) host. The view covers exactly `data`.
+        // numbers, `half`'s floats and `bool`: no padding, every byte
+        // initialized, and the in-memory layout is the little-endian layout
+        // IREE expects on this (little-endian, see `element.rs`) host. The
+        // view covers exactly `data`.
         let bytes = unsafe {
             std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data))
         };
-        Tensor::from_bytes(runtime, shape, T::TYPE, bytes)
+        Tensor::from_bytes(device, shape, T::TYPE, bytes)
     }
 
-    /// Copies raw little-endian element bytes into a new tensor; the only
-    /// way to build f16 and bf16 tensors. `bytes` must hold exactly
-    /// `product(shape) * element_type.byte_size()` bytes.
+    /// Copies raw little-endian element bytes into a new tensor on `device`.
+    /// `bytes` must hold exactly `product(shape) * element_type.byte_size()`
+    /// bytes.
     #[doc(alias = "iree_hal_buffer_view_allocate_buffer_copy")]
     pub fn from_bytes(
-        runtime: &Runtime,
+        device: &Device,
         shape: &[usize],
         element_type: ElementType,
         bytes: &[u8],
@@ -74,10 +69,10 @@ impl Tensor {
                 bytes.len()
             )));
         }
-        let device = runtime.device().clone();
+        let device = device.clone();
         // SAFETY: the device is live and the allocator is its own.
         let view = unsafe {
-            copy_to_device(
+            transfer::to_device(
                 device.as_ptr(),
                 sys::iree_hal_device_allocator(device.as_ptr()),
                 shape,
@@ -153,16 +148,18 @@ impl Tensor {
         describe(&self.shape, self.element_type)
     }
 
-    /// Copies the tensor back to the host as raw little-endian bytes.
+    /// Copies the tensor back to the host as raw little-endian bytes (one
+    /// copy; an error if the host cannot allocate it).
     #[doc(alias = "iree_hal_device_transfer_d2h")]
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         // SAFETY: the view's buffer lives on `self.device`, and `self` keeps
         // both alive.
-        unsafe { copy_to_host(self.device.as_ptr(), self.view.as_ptr()) }
+        unsafe { transfer::to_host(self.device.as_ptr(), self.view.as_ptr()) }
     }
 
     /// Copies the tensor back to the host as elements of `T`, which must be
-    /// the tensor's element type.
+    /// the tensor's element type (one copy; an error if the host cannot
+    /// allocate it).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         if T::TYPE != self.element_type {
             return Err(Error::InvalidArgument(format!(
@@ -172,83 +169,16 @@ impl Tensor {
                 self.element_type
             )));
         }
-        let size = T::TYPE.byte_size();
-        Ok(self.to_bytes()?.chunks_exact(size).map(T::read).collect())
+        // SAFETY: as in `to_bytes`; the element type matches, so the buffer
+        // holds whole `T::Storage` elements.
+        let stored =
+            unsafe { transfer::to_host::<T::Storage>(self.device.as_ptr(), self.view.as_ptr()) }?;
+        Ok(T::from_storage(stored))
     }
 
     pub(crate) fn as_ptr(&self) -> *mut sys::iree_hal_buffer_view_t {
         self.view.as_ptr()
     }
-}
-
-/// Allocates a device-local buffer view holding a copy of `bytes` (dense,
-/// row-major), the way every tensor of this crate is made.
-///
-/// # Safety
-/// `device` is live and `allocator` is its allocator (or one compatible with
-/// it, such as a session's).
-pub(crate) unsafe fn copy_to_device(
-    device: *mut sys::iree_hal_device_t,
-    allocator: *mut sys::iree_hal_allocator_t,
-    shape: &[usize],
-    element_type: sys::iree_hal_element_type_t,
-    bytes: &[u8],
-) -> Result<Handle<sys::iree_hal_buffer_view_t>> {
-    let params = sys::iree_hal_buffer_params_t {
-        usage: sys::IREE_HAL_BUFFER_USAGE_DEFAULT,
-        type_: sys::IREE_HAL_MEMORY_TYPE_DEVICE_LOCAL,
-        ..Default::default()
-    };
-    let mut view = std::ptr::null_mut();
-    // SAFETY: the caller guarantees the device and allocator; `shape` and
-    // `bytes` outlive the call (IREE copies the data); `view` is a valid
-    // out-pointer.
-    unsafe {
-        check(sys::iree_hal_buffer_view_allocate_buffer_copy(
-            device,
-            allocator,
-            shape.len(),
-            // `iree_hal_dim_t` is `usize` on 64-bit hosts (type-checked here).
-            shape.as_ptr(),
-            element_type,
-            sys::IREE_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR,
-            params,
-            sys::iree_make_const_byte_span(bytes.as_ptr(), bytes.len()),
-            &mut view,
-        ))
-    }?;
-    // SAFETY: a successful create returned a live view we own.
-    Ok(unsafe { Handle::adopt(view) }.expect("buffer view create returned OK and null"))
-}
-
-/// Copies a buffer view's contents back to the host.
-///
-/// # Safety
-/// `view` is live and its buffer belongs to the live `device`.
-pub(crate) unsafe fn copy_to_host(
-    device: *mut sys::iree_hal_device_t,
-    view: *mut sys::iree_hal_buffer_view_t,
-) -> Result<Vec<u8>> {
-    // SAFETY: the view is live (caller's contract).
-    let length = unsafe { sys::iree_hal_buffer_view_byte_length(view) };
-    let mut bytes = vec![0u8; length];
-    if length == 0 {
-        return Ok(bytes);
-    }
-    // SAFETY: the buffer lives on `device` (caller's contract); `bytes` has
-    // room for `length` bytes.
-    unsafe {
-        check(sys::iree_hal_device_transfer_d2h(
-            device,
-            sys::iree_hal_buffer_view_buffer(view),
-            0,
-            bytes.as_mut_ptr().cast(),
-            length,
-            sys::IREE_HAL_TRANSFER_BUFFER_FLAG_DEFAULT,
-            sys::iree_infinite_timeout(),
-        ))
-    }?;
-    Ok(bytes)
 }
 
 /// `f32[1,5]`-style description of a shape and type.

@@ -1,16 +1,16 @@
-//! The environment variables of the compiler driver. They are process-wide,
-//! so this file holds a single test that sets them one after the other.
+//! The environment variables of the compiler driver (`IREE_COMPILER_LIB`,
+//! `IREE_COMPILE`). They are process-wide, so this file holds a single test
+//! that sets them one after the other.
 
-#![cfg(not(any(miri, feature = "mock")))]
+#![cfg(not(iree_mock))]
 
 mod compiler_support;
 
 use compiler_support::*;
 use iree_safe::compiler::{
     choose_compiler, locate_compiler_library, locate_iree_compile, CompileError, CompilerKind,
-    DiskCache, InProcessCompiler, SubprocessCompiler,
+    CompilerPreference, InProcessCompiler, SubprocessCompiler,
 };
-use std::sync::Arc;
 
 fn with_var<T>(name: &str, value: &str, body: impl FnOnce() -> T) -> T {
     std::env::set_var(name, value);
@@ -20,15 +20,9 @@ fn with_var<T>(name: &str, value: &str, body: impl FnOnce() -> T) -> T {
 }
 
 #[test]
-fn environment_variables_choose_the_compiler_and_the_cache() {
+fn environment_variables_locate_the_compiler() {
     // Start from the defaults, whatever the caller's environment says.
-    for name in [
-        "IREE_COMPILER_LIB",
-        "IREE_COMPILE",
-        "SHEAF_JIT_COMPILER",
-        "SHEAF_JIT_CACHE_DIR",
-        "SHEAF_JIT_DISK_CACHE",
-    ] {
+    for name in ["IREE_COMPILER_LIB", "IREE_COMPILE"] {
         std::env::remove_var(name);
     }
     // A path that does not exist is an error naming the variable, never a
@@ -63,10 +57,10 @@ fn environment_variables_choose_the_compiler_and_the_cache() {
         library
     );
 
-    // SHEAF_JIT_COMPILER forces an implementation.
-    let choice = with_var("SHEAF_JIT_COMPILER", "subprocess", choose_compiler).unwrap();
+    // A preference forces an implementation.
+    let choice = choose_compiler(CompilerPreference::Subprocess).unwrap();
     assert_eq!(choice.kind, CompilerKind::Subprocess);
-    assert!(choice.in_process_unavailable.is_none());
+    assert!(choice.reason.contains("asked for"), "{}", choice.reason);
     let program = sigmoid();
     check(
         &program,
@@ -75,25 +69,25 @@ fn environment_variables_choose_the_compiler_and_the_cache() {
             .compile(&program.source(), &program.options)
             .unwrap(),
     );
-    let choice = with_var("SHEAF_JIT_COMPILER", "in-process", choose_compiler).unwrap();
+    let choice = choose_compiler(CompilerPreference::InProcess).unwrap();
     assert_eq!(choice.kind, CompilerKind::InProcess);
-    let error = with_var("SHEAF_JIT_COMPILER", "gpu", choose_compiler).unwrap_err();
+
+    // In automatic mode, a library named explicitly that does not load is an
+    // error, not a silent switch to the subprocess compiler.
+    let error = with_var(
+        "IREE_COMPILER_LIB",
+        "/nonexistent/libIREECompiler.so",
+        || choose_compiler(CompilerPreference::Auto).unwrap_err(),
+    );
     assert!(
-        error.to_string().contains("SHEAF_JIT_COMPILER=\"gpu\""),
+        error.to_string().contains("IREE_COMPILER_LIB=/nonexistent"),
         "{error}"
     );
-
-    // The disk cache's folder, switch and bound.
-    let dir = tempfile::tempdir().unwrap();
-    let compiler = Arc::new(subprocess());
-    let cache = with_var("SHEAF_JIT_CACHE_DIR", dir.path().to_str().unwrap(), || {
-        DiskCache::from_env(compiler.clone())
-    });
-    assert_eq!(cache.directory(), Some(dir.path().join("vmfb").as_path()));
-    let off = with_var("SHEAF_JIT_CACHE_DIR", dir.path().to_str().unwrap(), || {
-        with_var("SHEAF_JIT_DISK_CACHE", "off", || {
-            DiskCache::from_env(compiler.clone())
-        })
-    });
-    assert_eq!(off.directory(), None);
+    let choice = choose_compiler(CompilerPreference::Auto).unwrap();
+    assert_eq!(choice.kind, CompilerKind::InProcess);
+    assert!(
+        choice.reason.contains("of the install"),
+        "{}",
+        choice.reason
+    );
 }

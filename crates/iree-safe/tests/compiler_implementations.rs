@@ -1,7 +1,7 @@
 //! Both compiler implementations on the real IREE compiler: same artifacts,
 //! same numbers through the runtime, diagnostics in errors.
 
-#![cfg(not(any(miri, feature = "mock")))]
+#![cfg(not(iree_mock))]
 
 mod compiler_support;
 
@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use compiler_support::*;
 use iree_safe::compiler::{
-    choose_compiler, CompileError, CompileOptions, Compiler, CompilerKind, InProcessCompiler,
-    Severity,
+    choose_compiler, CompileError, CompileOptions, Compiler, CompilerKind, CompilerPreference,
+    InProcessCompiler, Severity,
 };
 
 #[test]
@@ -114,14 +114,8 @@ fn the_library_loads_once_per_process() {
 
 #[test]
 fn the_default_compiler_is_in_process() {
-    let choice = choose_compiler().expect("a compiler");
-    assert_eq!(
-        choice.kind,
-        CompilerKind::InProcess,
-        "{:?}",
-        choice.in_process_unavailable
-    );
-    assert!(choice.in_process_unavailable.is_none());
+    let choice = choose_compiler(CompilerPreference::Auto).expect("a compiler");
+    assert_eq!(choice.kind, CompilerKind::InProcess, "{}", choice.reason);
     let program = sigmoid();
     check(
         &program,

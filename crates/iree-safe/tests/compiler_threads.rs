@@ -2,7 +2,7 @@
 //! library in a process, which is when IREE registers its LLVM targets
 //! (this file holds one test so that nothing compiles before it).
 
-#![cfg(not(any(miri, feature = "mock")))]
+#![cfg(not(iree_mock))]
 
 mod compiler_support;
 

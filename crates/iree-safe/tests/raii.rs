@@ -9,10 +9,10 @@ use iree_safe::{Error, Runtime, StatusCode, Tensor, Value};
 
 fn add_inputs(runtime: &Runtime) -> [Value; 2] {
     [
-        Tensor::from_slice(runtime, &[4], &[1.0f32, 2.0, 3.0, 4.0])
+        Tensor::from_slice(runtime.device(), &[4], &[1.0f32, 2.0, 3.0, 4.0])
             .unwrap()
             .into(),
-        Tensor::from_slice(runtime, &[4], &[10.0f32, 20.0, 30.0, 40.0])
+        Tensor::from_slice(runtime.device(), &[4], &[10.0f32, 20.0, 30.0, 40.0])
             .unwrap()
             .into(),
     ]
@@ -200,18 +200,23 @@ fn tensors_from_another_device_are_refused() {
 fn tensor_checks_its_byte_length_and_read_type() {
     let _check = LeakCheck::start();
     let runtime = Runtime::new(DRIVER).unwrap();
-    let error =
-        Tensor::from_bytes(&runtime, &[1, 5], iree_safe::ElementType::F32, &[0; 16]).unwrap_err();
+    let error = Tensor::from_bytes(
+        runtime.device(),
+        &[1, 5],
+        iree_safe::ElementType::F32,
+        &[0; 16],
+    )
+    .unwrap_err();
     assert_eq!(
         error.to_string(),
         "invalid argument: f32[1,5] needs 20 bytes, got 16"
     );
-    assert!(Tensor::from_slice(&runtime, &[usize::MAX, 2], &[0f32]).is_err());
-    let t = Tensor::from_slice(&runtime, &[2], &[1i32, 2]).unwrap();
+    assert!(Tensor::from_slice(runtime.device(), &[usize::MAX, 2], &[0f32]).is_err());
+    let t = Tensor::from_slice(runtime.device(), &[2], &[1i32, 2]).unwrap();
     assert_eq!(t.describe(), "i32[2]");
     let error = t.to_vec::<f32>().unwrap_err();
     assert_eq!(error.code(), StatusCode::InvalidArgument);
-    let scalar = Tensor::from_slice(&runtime, &[], &[7i64]).unwrap();
+    let scalar = Tensor::from_slice(runtime.device(), &[], &[7i64]).unwrap();
     assert_eq!(scalar.shape(), &[] as &[usize]);
     assert_eq!(scalar.to_vec::<i64>().unwrap(), vec![7]);
 }

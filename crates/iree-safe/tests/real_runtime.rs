@@ -1,7 +1,7 @@
 //! Tests against the real IREE runtime and compiler: numerics, every element
 //! type, scalar arguments, and IREE's own error messages.
 
-#![cfg(not(any(miri, feature = "mock")))]
+#![cfg(not(iree_mock))]
 
 mod common;
 
@@ -22,7 +22,7 @@ fn sigmoid_matches_the_formula() {
     assert_eq!(f.signature().arguments(), Some(&[SlotKind::Ref][..]));
     assert_eq!(f.signature().results(), Some(&[SlotKind::Ref][..]));
     let input = [-3.0f32, -0.5, 0.0, 2.0];
-    let x = Tensor::from_slice(&runtime, &[4], &input).unwrap();
+    let x = Tensor::from_slice(runtime.device(), &[4], &input).unwrap();
     let out = f.call(&[x.into()]).unwrap();
     let y = out[0].as_tensor().unwrap();
     assert_eq!(y.shape(), &[4]);
@@ -52,7 +52,7 @@ fn reflection_exposes_the_abi_declaration() {
 fn scalar_arguments_and_results() {
     let runtime = Runtime::new(DRIVER).unwrap();
     let module = runtime.load(&program("scalars")).unwrap();
-    let x = Tensor::from_slice(&runtime, &[4], &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let x = Tensor::from_slice(runtime.device(), &[4], &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
     let scaled = module
         .function("scale")
         .unwrap()
@@ -105,27 +105,27 @@ fn every_element_type_round_trips_through_a_call() {
 
     let y = call(
         "neg_f64",
-        Tensor::from_slice(&runtime, &[3], &[1.5f64, -2.0, 1e300]).unwrap(),
+        Tensor::from_slice(runtime.device(), &[3], &[1.5f64, -2.0, 1e300]).unwrap(),
     );
     assert_eq!(y.to_vec::<f64>().unwrap(), vec![-1.5, 2.0, -1e300]);
     let y = call(
         "neg_i8",
-        Tensor::from_slice(&runtime, &[3], &[1i8, -2, 127]).unwrap(),
+        Tensor::from_slice(runtime.device(), &[3], &[1i8, -2, 127]).unwrap(),
     );
     assert_eq!(y.to_vec::<i8>().unwrap(), vec![-1, 2, -127]);
     let y = call(
         "neg_i32",
-        Tensor::from_slice(&runtime, &[3], &[1i32, -2, 1 << 30]).unwrap(),
+        Tensor::from_slice(runtime.device(), &[3], &[1i32, -2, 1 << 30]).unwrap(),
     );
     assert_eq!(y.to_vec::<i32>().unwrap(), vec![-1, 2, -(1 << 30)]);
     let y = call(
         "neg_i64",
-        Tensor::from_slice(&runtime, &[3], &[1i64, -2, 1 << 60]).unwrap(),
+        Tensor::from_slice(runtime.device(), &[3], &[1i64, -2, 1 << 60]).unwrap(),
     );
     assert_eq!(y.to_vec::<i64>().unwrap(), vec![-1, 2, -(1 << 60)]);
     let y = call(
         "not_i1",
-        Tensor::from_slice(&runtime, &[3], &[true, false, true]).unwrap(),
+        Tensor::from_slice(runtime.device(), &[3], &[true, false, true]).unwrap(),
     );
     assert_eq!(y.element_type(), ElementType::Bool);
     assert_eq!(y.to_vec::<bool>().unwrap(), vec![false, true, false]);
@@ -138,7 +138,7 @@ fn every_element_type_round_trips_through_a_call() {
         let bytes = [0x00, 0x3c, 0x00, 0x40, 0x00, 0x00];
         let y = call(
             name,
-            Tensor::from_bytes(&runtime, &[3], ty, &bytes).unwrap(),
+            Tensor::from_bytes(runtime.device(), &[3], ty, &bytes).unwrap(),
         );
         assert_eq!(y.element_type(), ty);
         assert_eq!(
@@ -157,7 +157,7 @@ fn wrong_shape_is_an_error_carrying_iree_message() {
         .unwrap()
         .function("sigmoid")
         .unwrap();
-    let x = Tensor::from_slice(&runtime, &[5], &[0.0f32; 5]).unwrap();
+    let x = Tensor::from_slice(runtime.device(), &[5], &[0.0f32; 5]).unwrap();
     let error = f.call(&[x.into()]).unwrap_err();
     assert_eq!(error.code(), StatusCode::InvalidArgument, "{error}");
     let text = error.to_string();
@@ -179,7 +179,7 @@ fn wrong_dtype_is_an_error_carrying_iree_message() {
         .unwrap()
         .function("sigmoid")
         .unwrap();
-    let x = Tensor::from_slice(&runtime, &[4], &[1i32, 2, 3, 4]).unwrap();
+    let x = Tensor::from_slice(runtime.device(), &[4], &[1i32, 2, 3, 4]).unwrap();
     let error = f.call(&[x.into()]).unwrap_err();
     assert!(
         matches!(
@@ -211,8 +211,8 @@ fn local_task_runs_the_same_module() {
         .unwrap()
         .function("add")
         .unwrap();
-    let a = Tensor::from_slice(&runtime, &[4], &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
-    let b = Tensor::from_slice(&runtime, &[4], &[10.0f32, 20.0, 30.0, 40.0]).unwrap();
+    let a = Tensor::from_slice(runtime.device(), &[4], &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let b = Tensor::from_slice(runtime.device(), &[4], &[10.0f32, 20.0, 30.0, 40.0]).unwrap();
     let out = f.call(&[a.into(), b.into()]).unwrap();
     assert_eq!(
         out[0].as_tensor().unwrap().to_vec::<f32>().unwrap(),
@@ -227,6 +227,7 @@ fn unknown_driver_is_not_found() {
 }
 
 #[test]
+#[cfg(feature = "legacy-demo")]
 fn legacy_session_runs_an_artifact_in_its_own_runtime() {
     let mut session = iree_safe::legacy::LegacySession::new(DRIVER, &program("sigmoid")).unwrap();
     let y = session
@@ -245,6 +246,7 @@ fn legacy_session_runs_an_artifact_in_its_own_runtime() {
 }
 
 #[test]
+#[cfg(feature = "legacy-demo")]
 fn legacy_session_refuses_a_bad_artifact_without_freeing_it_twice() {
     let bytes = program("sigmoid");
     for bad in [&bytes[..bytes.len() / 2], &b"not a vmfb at all"[..]] {

@@ -1,7 +1,7 @@
 //! 10,000 load → call → drop cycles leave the resident set where the first
 //! 100 left it (within 2 MiB): evicting a module really frees it.
 
-#![cfg(not(any(miri, feature = "mock")))]
+#![cfg(not(iree_mock))]
 
 mod common;
 
@@ -12,7 +12,7 @@ use iree_safe::{Runtime, Tensor};
 fn ten_thousand_load_call_drop_cycles_keep_rss_flat() {
     let runtime = Runtime::new(DRIVER).unwrap();
     let bytes = program("add");
-    let a = Tensor::from_slice(&runtime, &[4], &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let a = Tensor::from_slice(runtime.device(), &[4], &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
     let cycle = || {
         let module = runtime.load(&bytes).unwrap();
         let out = module

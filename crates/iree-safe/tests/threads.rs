@@ -24,12 +24,12 @@ fn eight_threads_share_one_runtime() {
                 for call in 0..CALLS {
                     let base = (thread * CALLS + call) as f32;
                     let a = Tensor::from_slice(
-                        &runtime,
+                        runtime.device(),
                         &[4],
                         &[base, base + 1.0, base + 2.0, base + 3.0],
                     )
                     .unwrap();
-                    let b = Tensor::from_slice(&runtime, &[4], &[1.0f32; 4]).unwrap();
+                    let b = Tensor::from_slice(runtime.device(), &[4], &[1.0f32; 4]).unwrap();
                     let out = functions[call % 2].call(&[a.into(), b.into()]).unwrap();
                     let y = out[0].as_tensor().unwrap().to_vec::<f32>().unwrap();
                     assert_eq!(
@@ -58,7 +58,7 @@ fn one_module_is_callable_from_several_threads() {
             scope.spawn(move || {
                 for _ in 0..CALLS / 10 {
                     let x = thread as f32;
-                    let a = Tensor::from_slice(runtime, &[4], &[x; 4]).unwrap();
+                    let a = Tensor::from_slice(runtime.device(), &[4], &[x; 4]).unwrap();
                     let out = add.call(&[a.clone().into(), a.into()]).unwrap();
                     assert_eq!(
                         out[0].as_tensor().unwrap().to_vec::<f32>().unwrap(),

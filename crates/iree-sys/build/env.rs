@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 /// The value of `name`, unless it is unset, empty or `"0"`.
-pub fn var(name: &str) -> Option<String> {
+pub(crate) fn var(name: &str) -> Option<String> {
     println!("cargo:rerun-if-env-changed={name}");
     std::env::var(name)
         .ok()
@@ -12,18 +12,18 @@ pub fn var(name: &str) -> Option<String> {
 }
 
 /// `var` as a path.
-pub fn path(name: &str) -> Option<PathBuf> {
+pub(crate) fn path(name: &str) -> Option<PathBuf> {
     var(name).map(PathBuf::from)
 }
 
 /// True when Cargo sets the cfg variable `name`, whatever its value: a
 /// name-only cfg such as `miri` arrives as an empty `CARGO_CFG_MIRI`.
-pub fn cfg_is_set(name: &str) -> bool {
+pub(crate) fn cfg_is_set(name: &str) -> bool {
     println!("cargo:rerun-if-env-changed={name}");
     std::env::var_os(name).is_some()
 }
 
 /// True when `name` is set (to anything but empty or `"0"`).
-pub fn is_set(name: &str) -> bool {
+pub(crate) fn is_set(name: &str) -> bool {
     var(name).is_some()
 }

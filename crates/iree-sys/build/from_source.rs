@@ -9,7 +9,7 @@ use crate::install::{default_static_libs, default_system_libs, runtime_libs, Ins
 /// The driver-independent options, shared with `cargo xtask build-iree`.
 const RUNTIME_OPTIONS: &str = include_str!("runtime-options.txt");
 
-pub fn build(source: &Path) -> Result<Install, String> {
+pub(crate) fn build(source: &Path) -> Result<Install, String> {
     if !source.join("runtime/version.json").is_file() {
         return Err(format!(
             "iree-sys: IREE_SOURCE_DIR={} is not an IREE checkout (no runtime/version.json)",

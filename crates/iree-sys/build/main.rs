@@ -13,6 +13,7 @@
 mod env;
 mod from_source;
 mod install;
+mod manifest;
 
 use std::process::ExitCode;
 

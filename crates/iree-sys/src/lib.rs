@@ -10,17 +10,19 @@
 //! See `README.md` for how the runtime is found and the environment variables
 //! the build script reads.
 
-#![allow(
+// The generated declarations keep IREE's C names and bindgen's style; the
+// lint exceptions cover that module only.
+#[allow(
     non_camel_case_types,
     non_snake_case,
     non_upper_case_globals,
     missing_docs,
-    missing_debug_implementations
+    missing_debug_implementations,
+    unreachable_pub,
+    unsafe_op_in_unsafe_fn,
+    clippy::all,
+    clippy::undocumented_unsafe_blocks
 )]
-#![allow(clippy::all, clippy::undocumented_unsafe_blocks)]
-
-// Generated code: bindgen's incomplete-array helpers predate `unsafe_op_in_unsafe_fn`.
-#[allow(unsafe_op_in_unsafe_fn)]
 mod bindings;
 pub mod inline;
 
@@ -33,9 +35,19 @@ pub mod build_info {
     pub const IREE_VERSION: &str = "3.13.0.dev";
 
     /// The `manifest.json` written by `cargo xtask build-iree` for the
-    /// linked runtime (paths of `iree-compile` and `libIREECompiler.so`
-    /// among others), when the runtime came from such an install.
+    /// linked runtime, when the runtime came from such an install.
     pub const MANIFEST: Option<&str> = option_env!("IREE_SYS_MANIFEST");
+
+    /// `libIREECompiler.so` of that install (the in-process compiler).
+    pub const COMPILER_LIBRARY: Option<&str> = option_env!("IREE_SYS_COMPILER_LIBRARY");
+
+    /// `iree-compile` of that install (pip's launcher; the native binary
+    /// sits next to [`COMPILER_LIBRARY`]).
+    pub const IREE_COMPILE: Option<&str> = option_env!("IREE_SYS_IREE_COMPILE");
+
+    /// The build string of that install's compiler, as `iree-compile
+    /// --version` prints it (`3.13.0rc… @ <revision>`).
+    pub const COMPILER_VERSION: Option<&str> = option_env!("IREE_SYS_COMPILER_VERSION");
 
     /// Identifies the linked runtime build: the install key of
     /// `cargo xtask build-iree` (version + hash of the source and options),

@@ -35,16 +35,11 @@ fn string_view(text: &str) -> iree_string_view_t {
     iree_make_string_view(text.as_ptr().cast(), text.len())
 }
 
-/// `iree-compile` from the manifest of `cargo xtask build-iree`.
+/// `iree-compile` of the install `cargo xtask build-iree` made.
 fn iree_compile() -> PathBuf {
-    let manifest = build_info::MANIFEST
-        .expect("iree-sys was linked against an install made by `cargo xtask build-iree`");
-    let text = std::fs::read_to_string(manifest).expect("the manifest is readable");
-    let json: serde_json::Value = serde_json::from_str(&text).expect("the manifest is JSON");
     PathBuf::from(
-        json["iree_compile"]
-            .as_str()
-            .expect("the manifest names iree-compile"),
+        build_info::IREE_COMPILE
+            .expect("iree-sys was linked against an install made by `cargo xtask build-iree`"),
     )
 }
 

@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use jit_cache::{
-    CapturedScalar, CompileError, DType, Dispatch, Executable, FunctionId, JitCache, Signature,
+    CapturedScalar, CompileFailure, DType, Dispatch, Executable, FunctionId, JitCache, Signature,
 };
 
 struct Exe(usize);
@@ -52,8 +52,8 @@ impl Call {
     }
 }
 
-fn never(_: &Signature) -> Result<Exe, CompileError> {
-    Err(CompileError::new("a hit never compiles"))
+fn never(_: &Signature) -> Result<Exe, CompileFailure> {
+    Err(CompileFailure::message("a hit never compiles"))
 }
 
 /// Runs `iters` hits; returns the elapsed time.

@@ -12,7 +12,7 @@ pub(crate) struct Budget {
 }
 
 impl Budget {
-    pub fn new(max_entries: usize, max_bytes: usize) -> Self {
+    pub(crate) fn new(max_entries: usize, max_bytes: usize) -> Self {
         Budget {
             max_entries,
             max_bytes,
@@ -23,23 +23,23 @@ impl Budget {
 
     /// Whether an executable of `bytes` can be cached at all (it could not
     /// fit even in an empty cache otherwise).
-    pub fn admits(&self, bytes: usize) -> bool {
+    pub(crate) fn admits(&self, bytes: usize) -> bool {
         bytes <= self.max_bytes
     }
 
-    pub fn add(&mut self, bytes: usize) {
+    pub(crate) fn add(&mut self, bytes: usize) {
         self.entries += 1;
         self.bytes += bytes;
     }
 
-    pub fn remove(&mut self, bytes: usize) {
+    pub(crate) fn remove(&mut self, bytes: usize) {
         self.entries -= 1;
         self.bytes -= bytes;
     }
 
     /// Which limit is exceeded, if any: then the least recently used entry of
     /// all functions must go.
-    pub fn overflow(&self) -> Option<EvictionCause> {
+    pub(crate) fn overflow(&self) -> Option<EvictionCause> {
         if self.entries > self.max_entries {
             Some(EvictionCause::EntryBudget {
                 max_entries: self.max_entries,
@@ -53,11 +53,11 @@ impl Budget {
         }
     }
 
-    pub fn entries(&self) -> usize {
+    pub(crate) fn entries(&self) -> usize {
         self.entries
     }
 
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.bytes
     }
 }

@@ -6,16 +6,16 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::byte_size::ByteSize;
 use crate::config::CacheConfig;
 use crate::dispatch::{Dispatch, FallbackReason, Origin, Outcome};
-use crate::error::{CompileError, ConfigError};
+use crate::error::{CompileFailure, ConfigError};
 use crate::explain::MissReason;
 use crate::function_cache::Evicted;
 use crate::function_id::FunctionId;
-use crate::inflight::{CompileResult, InFlight};
-use crate::report::Bytes;
 use crate::signature::Signature;
-use crate::state::{Finished, Inner, Miss, MissAction, NotCached, Note, Step};
+use crate::single_flight::Flight;
+use crate::state::{CompileResult, Finished, Inner, Miss, MissAction, NotCached, Note, Step};
 use crate::stats::CacheStats;
 
 /// A compiled artifact the cache can hold, e.g. a loaded IREE module.
@@ -106,7 +106,7 @@ impl<E: Executable> JitCache<E> {
     /// A panic in `compile` is caught and stored as a failed compile of `sig`.
     pub fn get_or_compile<F>(&self, func: &FunctionId, sig: &Signature, compile: F) -> Dispatch<E>
     where
-        F: FnOnce(&Signature) -> Result<E, CompileError>,
+        F: FnOnce(&Signature) -> Result<E, CompileFailure>,
     {
         let step = self.lock().begin_call(func, sig, &self.shared.config);
         match step {
@@ -127,7 +127,7 @@ impl<E: Executable> JitCache<E> {
         &self,
         func: &FunctionId,
         sig: &Signature,
-        compile: impl FnOnce(&Signature) -> Result<E, CompileError>,
+        compile: impl FnOnce(&Signature) -> Result<E, CompileFailure>,
         run: impl FnOnce(&E) -> R,
         interpret: impl FnOnce(&FallbackReason) -> R,
     ) -> (R, Outcome) {
@@ -146,7 +146,7 @@ impl<E: Executable> JitCache<E> {
         compile: F,
     ) -> Dispatch<E>
     where
-        F: FnOnce(&Signature) -> Result<E, CompileError>,
+        F: FnOnce(&Signature) -> Result<E, CompileFailure>,
     {
         let Miss {
             number,
@@ -217,9 +217,9 @@ impl<E: Executable> JitCache<E> {
 
 /// Runs the compile callback, catching a panic and measuring the size.
 fn run_compile<E: Executable>(
-    compile: impl FnOnce(&Signature) -> Result<E, CompileError>,
+    compile: impl FnOnce(&Signature) -> Result<E, CompileFailure>,
     sig: &Signature,
-) -> Result<(Arc<E>, usize), Arc<CompileError>> {
+) -> Result<(Arc<E>, usize), Arc<CompileFailure>> {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         compile(sig).map(|exe| {
             let bytes = exe.size_bytes();
@@ -229,7 +229,7 @@ fn run_compile<E: Executable>(
     match outcome {
         Ok(Ok(done)) => Ok(done),
         Ok(Err(error)) => Err(Arc::new(error)),
-        Err(payload) => Err(Arc::new(CompileError::Panicked {
+        Err(payload) => Err(Arc::new(CompileFailure::Panicked {
             message: panic_message(payload.as_ref()),
         })),
     }
@@ -252,14 +252,14 @@ struct CompileTicket<'a, E: Executable> {
     func: &'a FunctionId,
     sig: &'a Signature,
     generation: u64,
-    flight: Arc<InFlight<E>>,
+    flight: Arc<Flight<CompileResult<E>>>,
     pending: bool,
 }
 
 impl<E: Executable> CompileTicket<'_, E> {
     fn finish(
         mut self,
-        result: Result<(Arc<E>, usize), Arc<CompileError>>,
+        result: Result<(Arc<E>, usize), Arc<CompileFailure>>,
         elapsed: Duration,
         miss: MissReason,
     ) -> Dispatch<E> {
@@ -288,7 +288,7 @@ impl<E: Executable> CompileTicket<'_, E> {
                 function = %func,
                 signature = %sig,
                 "{func}: compiled {sig} in {elapsed:.1?} ({})",
-                Bytes(*bytes)
+                ByteSize::from(*bytes)
             ),
             Err(error) => tracing::warn!(
                 target: "jit_cache",
@@ -317,8 +317,8 @@ impl<E: Executable> CompileTicket<'_, E> {
                 setting = "CacheConfig::max_total_bytes",
                 "{func}: the executable for {sig} ({}) exceeds CacheConfig::max_total_bytes ({}); \
                  it runs once and is not cached. Raise CacheConfig::max_total_bytes",
-                Bytes(*bytes),
-                Bytes(config.max_total_bytes)
+                ByteSize::from(*bytes),
+                ByteSize::from(config.max_total_bytes)
             );
         }
         release(evicted);
@@ -340,7 +340,8 @@ impl<E: Executable> Drop for CompileTicket<'_, E> {
             self.cache
                 .lock()
                 .abandon_compile(self.func, self.sig, self.generation);
-            self.flight.complete(Err(Arc::new(CompileError::Abandoned)));
+            self.flight
+                .complete(Err(Arc::new(CompileFailure::Abandoned)));
         }
     }
 }
@@ -355,7 +356,7 @@ fn release<E>(evicted: Vec<(FunctionId, Evicted<E>)>) -> usize {
             signature = %e.sig,
             "{func}: evicted {} ({}, {})",
             e.sig,
-            Bytes(e.bytes),
+            ByteSize::from(e.bytes),
             e.cause
         );
         // The cache's reference goes now; the executable is freed unless a

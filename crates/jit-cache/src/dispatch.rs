@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::error::CompileError;
+use crate::error::CompileFailure;
 use crate::explain::MissReason;
 
 /// Where a compiled executable came from.
@@ -34,7 +34,7 @@ pub enum FallbackReason {
         remaining_cool_down: u64,
     },
     /// Compiling this signature failed (now or earlier).
-    CompileFailed(Arc<CompileError>),
+    CompileFailed(Arc<CompileFailure>),
     /// Another call is compiling this signature and the cache is configured
     /// with [`InFlightPolicy::Interpret`](crate::InFlightPolicy::Interpret).
     CompileInFlight,

@@ -1,21 +1,24 @@
 //! Errors: failed compiles and invalid configurations.
 
-/// Why compiling a signature failed. Build one with [`CompileError::new`] in
-/// the compile callback; the cache builds the other variants itself.
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc;
+
+/// Why compiling a signature failed. Build one with [`CompileFailure::new`]
+/// from the backend's own error (kept whole, as the `source`) in the compile
+/// callback; the cache builds the other variants itself.
 ///
-/// A compile error is remembered for its signature only: calls with that
-/// signature run in the interpreter (with the error available) until
+/// A failure is remembered for its signature only: calls with that
+/// signature run in the interpreter (with the failure available) until
 /// `CacheConfig::failed_compile_retry_after` calls have passed or
 /// [`JitCache::clear_failures`](crate::JitCache::clear_failures) is called.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum CompileError {
-    /// The backend reported an error.
-    #[error("compile failed: {message}")]
-    Failed {
-        /// The backend's message.
-        message: String,
-    },
+pub enum CompileFailure {
+    /// The backend reported an error. It displays as the backend's error
+    /// and is its `source`, so callers can downcast it back to their type.
+    #[error(transparent)]
+    Backend(Arc<dyn Error + Send + Sync>),
     /// The compile callback panicked; the panic was caught and the cache is
     /// unaffected.
     #[error("the compile callback panicked: {message} (the cache caught the panic; fix the backend or report it)")]
@@ -31,19 +34,62 @@ pub enum CompileError {
     Abandoned,
 }
 
-impl CompileError {
-    /// A backend failure with `message`.
-    pub fn new(message: impl Into<String>) -> Self {
-        CompileError::Failed {
-            message: message.into(),
+impl CompileFailure {
+    /// A backend failure, keeping `error` (and its own sources) whole.
+    pub fn new(error: impl Error + Send + Sync + 'static) -> Self {
+        CompileFailure::Backend(Arc::new(error))
+    }
+
+    /// A backend failure described only by a message.
+    pub fn message(message: impl Into<String>) -> Self {
+        CompileFailure::new(Message(message.into()))
+    }
+
+    /// The backend's error, when this is a [`CompileFailure::Backend`]:
+    /// downcast it to the backend's type with `downcast_ref`.
+    pub fn backend_error(&self) -> Option<&(dyn Error + Send + Sync + 'static)> {
+        match self {
+            CompileFailure::Backend(error) => Some(&**error),
+            _ => None,
         }
     }
 
     /// Whether the compile callback panicked.
     pub fn is_panic(&self) -> bool {
-        matches!(self, CompileError::Panicked { .. })
+        matches!(self, CompileFailure::Panicked { .. })
     }
 }
+
+/// Two failures are equal when they are the same failure (one backend error
+/// shared by reference) or say the same thing.
+impl PartialEq for CompileFailure {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (CompileFailure::Backend(a), CompileFailure::Backend(b)) => {
+                Arc::ptr_eq(a, b) || a.to_string() == b.to_string()
+            }
+            (CompileFailure::Panicked { message: a }, CompileFailure::Panicked { message: b }) => {
+                a == b
+            }
+            (CompileFailure::Abandoned, CompileFailure::Abandoned) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for CompileFailure {}
+
+/// A failure known only by its message.
+#[derive(Debug)]
+struct Message(String);
+
+impl fmt::Display for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Error for Message {}
 
 /// A [`CacheConfig`](crate::CacheConfig) that cannot work.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -4,8 +4,8 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::error::CompileError;
-use crate::report::Bytes;
+use crate::byte_size::ByteSize;
+use crate::error::CompileFailure;
 use crate::signature::{ArgSpec, CapturedScalar, Signature};
 
 /// One way in which a signature differs from another (`before → after`).
@@ -280,7 +280,11 @@ impl fmt::Display for EvictionCause {
                 write!(f, "global entry budget {max_entries} reached")
             }
             EvictionCause::ByteBudget { max_bytes } => {
-                write!(f, "global byte budget {} reached", Bytes(*max_bytes))
+                write!(
+                    f,
+                    "global byte budget {} reached",
+                    ByteSize::from(*max_bytes)
+                )
             }
             EvictionCause::Requested => f.write_str("evicted on request"),
         }
@@ -313,7 +317,7 @@ pub enum MissReason {
     /// Compiling this signature failed earlier; the failure is remembered.
     CompileFailedEarlier {
         /// The stored error.
-        error: Arc<CompileError>,
+        error: Arc<CompileFailure>,
         /// Calls with this signature left before the compile is retried.
         retry_in_calls: u64,
     },

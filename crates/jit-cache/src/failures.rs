@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use lru::LruCache;
 
-use crate::error::CompileError;
+use crate::error::CompileFailure;
 use crate::hashing::PrecomputedState;
 use crate::signature::Signature;
 
@@ -15,7 +15,7 @@ pub(crate) enum FailureCheck {
     None,
     /// Still failed: interpret, with the stored error.
     Blocked {
-        error: Arc<CompileError>,
+        error: Arc<CompileFailure>,
         retry_in_calls: u64,
     },
     /// The failure expired (it was forgotten now): compile again.
@@ -24,7 +24,7 @@ pub(crate) enum FailureCheck {
 
 #[derive(Debug)]
 struct Failure {
-    error: Arc<CompileError>,
+    error: Arc<CompileFailure>,
     /// Calls with this signature left to interpret before retrying.
     calls_left: u64,
 }
@@ -37,7 +37,7 @@ pub(crate) struct Failures {
 }
 
 impl Failures {
-    pub fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize) -> Self {
         Failures {
             map: LruCache::unbounded_with_hasher(PrecomputedState),
             max,
@@ -45,7 +45,7 @@ impl Failures {
     }
 
     /// Checks `sig` at a call that missed the cache.
-    pub fn check(&mut self, sig: &Signature) -> FailureCheck {
+    pub(crate) fn check(&mut self, sig: &Signature) -> FailureCheck {
         if self.map.is_empty() {
             return FailureCheck::None;
         }
@@ -65,7 +65,7 @@ impl Failures {
 
     /// Remembers that compiling `sig` failed; the next `retry_after` calls
     /// with it are interpreted.
-    pub fn record(&mut self, sig: Signature, error: Arc<CompileError>, retry_after: u64) {
+    pub(crate) fn record(&mut self, sig: Signature, error: Arc<CompileFailure>, retry_after: u64) {
         self.map.put(
             sig,
             Failure {
@@ -79,7 +79,7 @@ impl Failures {
     }
 
     /// Forgets every failure; returns how many there were.
-    pub fn clear(&mut self) -> usize {
+    pub(crate) fn clear(&mut self) -> usize {
         let n = self.map.len();
         self.map.clear();
         n
@@ -96,7 +96,7 @@ mod tests {
         let sig = |n| Signature::builder().arg(DType::F32, &[n]).build();
         let mut f = Failures::new(2);
         assert!(matches!(f.check(&sig(1)), FailureCheck::None));
-        f.record(sig(1), Arc::new(CompileError::new("boom")), 2);
+        f.record(sig(1), Arc::new(CompileFailure::message("boom")), 2);
         assert!(matches!(
             f.check(&sig(1)),
             FailureCheck::Blocked {
@@ -114,7 +114,7 @@ mod tests {
         assert!(matches!(f.check(&sig(1)), FailureCheck::Retry));
         assert!(matches!(f.check(&sig(1)), FailureCheck::None));
         for n in 1..=3 {
-            f.record(sig(n), Arc::new(CompileError::new("boom")), 5);
+            f.record(sig(n), Arc::new(CompileFailure::message("boom")), 5);
         }
         assert!(
             matches!(f.check(&sig(1)), FailureCheck::None),

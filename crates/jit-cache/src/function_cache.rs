@@ -43,7 +43,7 @@ pub(crate) struct FunctionCache<E> {
 }
 
 impl<E> FunctionCache<E> {
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         FunctionCache {
             // Unbounded: capacity is enforced here so evictions are handed back
             // and nothing is preallocated for large capacities.
@@ -56,7 +56,7 @@ impl<E> FunctionCache<E> {
 
     /// Looks `sig` up, marking it most recently used at `tick`.
     #[inline]
-    pub fn hit(&mut self, sig: &Signature, tick: u64) -> Option<Arc<E>> {
+    pub(crate) fn hit(&mut self, sig: &Signature, tick: u64) -> Option<Arc<E>> {
         let entry = self.entries.get_mut(sig)?;
         entry.tick = tick;
         Some(Arc::clone(&entry.exe))
@@ -64,7 +64,7 @@ impl<E> FunctionCache<E> {
 
     /// Inserts a new entry; returns the least recently used one if the
     /// function's capacity overflowed.
-    pub fn insert(&mut self, sig: Signature, entry: Entry<E>) -> Option<Evicted<E>> {
+    pub(crate) fn insert(&mut self, sig: Signature, entry: Entry<E>) -> Option<Evicted<E>> {
         self.bytes += entry.bytes;
         // `push` hands back a replaced entry too; one compile per signature
         // at a time makes that impossible, and accounting stays right anyway.
@@ -89,18 +89,18 @@ impl<E> FunctionCache<E> {
     }
 
     /// The tick of the least recently used entry.
-    pub fn lru_tick(&self) -> Option<u64> {
+    pub(crate) fn lru_tick(&self) -> Option<u64> {
         self.entries.peek_lru().map(|(_, e)| e.tick)
     }
 
     /// Removes the least recently used entry.
-    pub fn pop_lru(&mut self, cause: EvictionCause) -> Option<Evicted<E>> {
+    pub(crate) fn pop_lru(&mut self, cause: EvictionCause) -> Option<Evicted<E>> {
         let (sig, entry) = self.entries.pop_lru()?;
         Some(self.removed(sig, entry, cause))
     }
 
     /// Removes every entry.
-    pub fn drain(&mut self) -> Vec<Evicted<E>> {
+    pub(crate) fn drain(&mut self) -> Vec<Evicted<E>> {
         let mut out = Vec::with_capacity(self.entries.len());
         while let Some(e) = self.pop_lru(EvictionCause::Requested) {
             out.push(e);
@@ -126,7 +126,7 @@ impl<E> FunctionCache<E> {
 
     /// Why `sig` (which missed) is not cached, `first` if the function had
     /// no miss before.
-    pub fn explain_miss(&self, sig: &Signature, first: bool) -> MissReason {
+    pub(crate) fn explain_miss(&self, sig: &Signature, first: bool) -> MissReason {
         // Closest cached signature: fewest differences, most recent on a tie
         // (iteration runs from the most recently used).
         let mut closest: Option<Vec<Difference>> = None;
@@ -150,15 +150,15 @@ impl<E> FunctionCache<E> {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.bytes
     }
 
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.capacity
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHasher;
 
-use crate::hashing::finalize;
+use crate::hashing::{finalize, stable_hash};
 
 /// Which function a signature belongs to: its name plus a hash of its
 /// definition.
@@ -33,6 +33,13 @@ impl FunctionId {
             definition_hash,
             hash: finalize(h.finish()),
         }
+    }
+
+    /// A function called `name` whose definition is the text `definition`
+    /// (source text, or any canonical form): the definition hash is the
+    /// [`stable_hash`](crate::stable_hash) of the text.
+    pub fn for_definition(name: impl Into<Arc<str>>, definition: &str) -> Self {
+        Self::new(name, stable_hash(definition.as_bytes()))
     }
 
     /// The function's name.

@@ -55,3 +55,26 @@ pub(crate) fn finalize(mut h: u64) -> u64 {
     h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     h ^ (h >> 33)
 }
+
+/// A stable 64-bit FNV-1a hash of `bytes`: the same in every process, Rust
+/// version and machine (unlike `DefaultHasher` or the Fx hash above). For
+/// identities that outlive a process or are compared across processes, such
+/// as [`FunctionId::for_definition`](crate::FunctionId::for_definition).
+pub fn stable_hash(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stable_hash_is_fnv1a() {
+        // Reference values of 64-bit FNV-1a.
+        assert_eq!(stable_hash(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(stable_hash(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(stable_hash(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+}

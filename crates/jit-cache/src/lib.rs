@@ -4,7 +4,8 @@
 //! run a cached executable, compile one, or run the interpreter. It is pure
 //! policy, generic over the executable type ([`Executable`]), so it is tested
 //! with a mock backend and runs under miri. The design and the peers it
-//! improves on (JAX, PyTorch Dynamo) are in `shared/DESIGN.md`, section 1.
+//! improves on (JAX, PyTorch Dynamo) are in the repository's
+//! `docs/architecture.md`.
 //!
 //! - **Key**: a [`Signature`] holds each argument's dtype and dims (rank
 //!   included), the scalar constants baked into the code (exact bits) and a
@@ -32,7 +33,7 @@
 //! # Example
 //!
 //! ```
-//! use jit_cache::{CompileError, DType, Executable, FunctionId, JitCache, Outcome, Signature};
+//! use jit_cache::{CompileFailure, DType, Executable, FunctionId, JitCache, Outcome, Signature};
 //!
 //! /// Stands in for a loaded IREE module.
 //! struct Module {
@@ -47,11 +48,11 @@
 //!
 //! let cache: JitCache<Module> = JitCache::default();
 //! let sigmoid = FunctionId::new("sigmoid", 0x5eed);
-//! let compile = |sig: &Signature| -> Result<Module, CompileError> {
+//! let compile = |sig: &Signature| -> Result<Module, CompileFailure> {
 //!     Ok(Module { rank: sig.args()[0].rank() })
 //! };
 //!
-//! // The ping-pong of DESIGN.md: two shapes alternate, two compiles in all.
+//! // The shape ping-pong: two shapes alternate, two compiles in all.
 //! for i in 0..10 {
 //!     let dims: &[i64] = if i % 2 == 0 { &[1, 5] } else { &[1, 5, 1] };
 //!     let sig = Signature::builder().arg(DType::F32, dims).build();
@@ -75,6 +76,7 @@
 #![deny(missing_docs)]
 
 mod budget;
+mod byte_size;
 mod cache;
 mod config;
 mod dispatch;
@@ -85,20 +87,23 @@ mod failures;
 mod function_cache;
 mod function_id;
 mod hashing;
-mod inflight;
 mod report;
 mod signature;
+mod single_flight;
 mod state;
 mod stats;
+pub mod store;
 mod thrash;
 
+pub use byte_size::{ByteSize, ParseByteSizeError};
 pub use cache::{Executable, JitCache};
 pub use config::{CacheConfig, InFlightPolicy};
 pub use dispatch::{Dispatch, FallbackReason, Origin, Outcome};
 pub use dtype::DType;
-pub use error::{CompileError, ConfigError};
+pub use error::{CompileFailure, ConfigError};
 pub use explain::{Difference, EvictionCause, MissReason};
 pub use function_id::FunctionId;
+pub use hashing::stable_hash;
 pub use signature::{ArgSpec, CapturedScalar, ScalarValue, Signature, SignatureBuilder};
 pub use stats::{CacheStats, Counters, FunctionStats};
 pub use thrash::FunctionMode;

@@ -2,27 +2,8 @@
 
 use std::fmt;
 
+use crate::byte_size::ByteSize;
 use crate::stats::{CacheStats, Counters};
-
-/// A byte count printed with a binary unit: `512 B`, `2.0 KiB`, `256.0 MiB`.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Bytes(pub usize);
-
-impl fmt::Display for Bytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-        if self.0 < 1024 {
-            return f.pad(&format!("{} B", self.0));
-        }
-        let mut value = self.0 as f64 / 1024.0;
-        let mut unit = 0;
-        while value >= 1024.0 && unit + 1 < UNITS.len() {
-            value /= 1024.0;
-            unit += 1;
-        }
-        f.pad(&format!("{value:.1} {}", UNITS[unit]))
-    }
-}
 
 const HEADERS: [&str; 11] = [
     "calls",
@@ -50,7 +31,7 @@ fn cells(c: &Counters, capacity: Option<usize>) -> [String; 11] {
         c.fallback_calls.to_string(),
         c.live_entries.to_string(),
         capacity.map_or_else(|| "-".to_owned(), |n| n.to_string()),
-        Bytes(c.live_bytes).to_string(),
+        ByteSize::from(c.live_bytes).to_string(),
     ]
 }
 
@@ -63,8 +44,8 @@ impl fmt::Display for CacheStats {
             self.functions.len(),
             self.total.live_entries,
             self.max_total_entries,
-            Bytes(self.total.live_bytes),
-            Bytes(self.max_total_bytes),
+            ByteSize::from(self.total.live_bytes),
+            ByteSize::from(self.max_total_bytes),
         )?;
         let mut rows: Vec<(String, [String; 11], String, String)> = self
             .functions
@@ -115,19 +96,5 @@ impl fmt::Display for CacheStats {
             writeln!(f, "{}", line.trim_end())?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bytes_use_binary_units() {
-        assert_eq!(Bytes(512).to_string(), "512 B");
-        assert_eq!(Bytes(2048).to_string(), "2.0 KiB");
-        assert_eq!(Bytes(256 << 20).to_string(), "256.0 MiB");
-        assert_eq!(Bytes(3 << 30).to_string(), "3.0 GiB");
-        assert_eq!(format!("{:>8}", Bytes(1)), "     1 B");
     }
 }

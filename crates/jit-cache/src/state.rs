@@ -10,16 +10,19 @@ use std::time::Duration;
 use crate::budget::{least_recent, Budget};
 use crate::config::{CacheConfig, InFlightPolicy};
 use crate::dispatch::FallbackReason;
-use crate::error::CompileError;
+use crate::error::CompileFailure;
 use crate::explain::MissReason;
 use crate::failures::{FailureCheck, Failures};
 use crate::function_cache::{Entry, Evicted, FunctionCache};
 use crate::function_id::FunctionId;
 use crate::hashing::PrecomputedState;
-use crate::inflight::InFlight;
 use crate::signature::Signature;
+use crate::single_flight::Flight;
 use crate::stats::{CacheStats, Counters, FunctionStats};
 use crate::thrash::{ThrashGuard, ThrashSettings, Transition, Verdict};
+
+/// The result of one compile, shared with every call that waited for it.
+pub(crate) type CompileResult<E> = Result<Arc<E>, Arc<CompileFailure>>;
 
 /// A thrash transition to log, with the miss that explains it.
 #[derive(Debug)]
@@ -50,10 +53,10 @@ pub(crate) enum MissAction<E> {
     /// This call compiles; it must publish the result in `flight`.
     Compile {
         generation: u64,
-        flight: Arc<InFlight<E>>,
+        flight: Arc<Flight<CompileResult<E>>>,
     },
     /// Another call compiles; wait for it.
-    Wait(Arc<InFlight<E>>),
+    Wait(Arc<Flight<CompileResult<E>>>),
     Interpret(FallbackReason),
 }
 
@@ -82,7 +85,7 @@ struct FunctionState<E> {
     cache: FunctionCache<E>,
     thrash: ThrashGuard,
     failures: Failures,
-    in_flight: HashMap<Signature, Arc<InFlight<E>>, PrecomputedState>,
+    in_flight: HashMap<Signature, Arc<Flight<CompileResult<E>>>, PrecomputedState>,
     counters: Counters,
     last_miss: Option<MissReason>,
 }
@@ -197,7 +200,7 @@ impl<E> FunctionState<E> {
     ) -> MissAction<E> {
         match self.thrash.on_miss(call) {
             Verdict::Compile => {
-                let flight = InFlight::new();
+                let flight = Flight::new();
                 self.in_flight.insert(sig.clone(), Arc::clone(&flight));
                 MissAction::Compile {
                     generation: self.generation,
@@ -248,7 +251,7 @@ pub(crate) struct Inner<E> {
 }
 
 impl<E> Inner<E> {
-    pub fn new(config: &CacheConfig) -> Self {
+    pub(crate) fn new(config: &CacheConfig) -> Self {
         Inner {
             functions: HashMap::with_hasher(PrecomputedState),
             budget: Budget::new(config.max_total_entries, config.max_total_bytes),
@@ -260,7 +263,7 @@ impl<E> Inner<E> {
 
     /// Counts a call and decides what it does.
     #[inline]
-    pub fn begin_call(
+    pub(crate) fn begin_call(
         &mut self,
         func: &FunctionId,
         sig: &Signature,
@@ -283,12 +286,12 @@ impl<E> Inner<E> {
 
     /// Records a compile's result: caches the executable (evicting what the
     /// capacity and budgets require) or remembers the failure.
-    pub fn finish_compile(
+    pub(crate) fn finish_compile(
         &mut self,
         func: &FunctionId,
         sig: &Signature,
         generation: u64,
-        result: &Result<(Arc<E>, usize), Arc<CompileError>>,
+        result: &Result<(Arc<E>, usize), Arc<CompileFailure>>,
         elapsed: Duration,
         config: &CacheConfig,
     ) -> Finished<E> {
@@ -370,7 +373,7 @@ impl<E> Inner<E> {
 
     /// Removes the in-flight marker of a compile whose call unwound before
     /// reporting; no failure is remembered, so the next call compiles again.
-    pub fn abandon_compile(&mut self, func: &FunctionId, sig: &Signature, generation: u64) {
+    pub(crate) fn abandon_compile(&mut self, func: &FunctionId, sig: &Signature, generation: u64) {
         self.total.compiles += 1;
         self.total.failed_compiles += 1;
         if let Some(state) = self
@@ -385,7 +388,7 @@ impl<E> Inner<E> {
     }
 
     /// Counts a call that waited for another call's compile, which failed.
-    pub fn count_failed_wait(&mut self, func: &FunctionId) {
+    pub(crate) fn count_failed_wait(&mut self, func: &FunctionId) {
         self.total.fallback_calls += 1;
         if let Some(state) = self.functions.get_mut(func) {
             state.counters.fallback_calls += 1;
@@ -394,7 +397,7 @@ impl<E> Inner<E> {
 
     /// Forgets `func`: its entries, failures, thrash state and counters (the
     /// totals keep them). Compiles in flight finish without being cached.
-    pub fn remove_function(&mut self, func: &FunctionId) -> Vec<(FunctionId, Evicted<E>)> {
+    pub(crate) fn remove_function(&mut self, func: &FunctionId) -> Vec<(FunctionId, Evicted<E>)> {
         let Some(mut state) = self.functions.remove(func) else {
             return Vec::new();
         };
@@ -402,7 +405,7 @@ impl<E> Inner<E> {
     }
 
     /// Forgets every function, as `remove_function`.
-    pub fn remove_all(&mut self) -> Vec<(FunctionId, Evicted<E>)> {
+    pub(crate) fn remove_all(&mut self) -> Vec<(FunctionId, Evicted<E>)> {
         let functions =
             std::mem::replace(&mut self.functions, HashMap::with_hasher(PrecomputedState));
         let mut out = Vec::new();
@@ -426,14 +429,14 @@ impl<E> Inner<E> {
     }
 
     /// Forgets every remembered compile failure; returns how many.
-    pub fn clear_failures(&mut self) -> usize {
+    pub(crate) fn clear_failures(&mut self) -> usize {
         self.functions
             .values_mut()
             .map(|s| s.failures.clear())
             .sum()
     }
 
-    pub fn stats(&self, config: &CacheConfig) -> CacheStats {
+    pub(crate) fn stats(&self, config: &CacheConfig) -> CacheStats {
         let mut functions: Vec<FunctionStats> = self
             .functions
             .iter()
@@ -451,7 +454,7 @@ impl<E> Inner<E> {
         }
     }
 
-    pub fn live_entries(&self) -> usize {
+    pub(crate) fn live_entries(&self) -> usize {
         self.budget.entries()
     }
 }

@@ -109,7 +109,7 @@ pub(crate) struct ThrashGuard {
 }
 
 impl ThrashGuard {
-    pub fn new(settings: ThrashSettings) -> Self {
+    pub(crate) fn new(settings: ThrashSettings) -> Self {
         ThrashGuard {
             settings,
             compiles: VecDeque::new(),
@@ -120,7 +120,7 @@ impl ThrashGuard {
 
     /// Advances the cool-down or the probe at the start of call `call`.
     #[inline]
-    pub fn on_call(&mut self, call: u64) -> Option<Transition> {
+    pub(crate) fn on_call(&mut self, call: u64) -> Option<Transition> {
         match self.mode {
             Mode::Normal => None,
             Mode::Fallback { probe_at } if call >= probe_at => {
@@ -143,7 +143,7 @@ impl ThrashGuard {
 
     /// Decides whether the miss at call `call` compiles; records the compile
     /// when it does.
-    pub fn on_miss(&mut self, call: u64) -> Verdict {
+    pub(crate) fn on_miss(&mut self, call: u64) -> Verdict {
         if let Mode::Fallback { probe_at } = self.mode {
             return Verdict::Interpret {
                 remaining_cool_down: probe_at - call - 1,
@@ -184,7 +184,7 @@ impl ThrashGuard {
     }
 
     /// The mode after `calls` calls.
-    pub fn mode(&self, calls: u64) -> FunctionMode {
+    pub(crate) fn mode(&self, calls: u64) -> FunctionMode {
         match self.mode {
             Mode::Normal => FunctionMode::Normal,
             Mode::Fallback { probe_at } => FunctionMode::Fallback {
@@ -200,7 +200,7 @@ impl ThrashGuard {
 
 impl Transition {
     /// Logs this transition (once, at warn level) with the setting to change.
-    pub fn log(self, func: &FunctionId, last_miss: Option<&MissReason>) {
+    pub(crate) fn log(self, func: &FunctionId, last_miss: Option<&MissReason>) {
         let last_miss = last_miss.map_or_else(|| "none".to_owned(), ToString::to_string);
         match self {
             Transition::Engaged {

@@ -5,7 +5,7 @@ mod common;
 
 use common::{expected, f32_sig, run, Behaviour, MockCompiler, Ran};
 use jit_cache::{
-    CacheConfig, CompileError, FallbackReason, FunctionId, FunctionMode, JitCache, MissReason,
+    CacheConfig, CompileFailure, FallbackReason, FunctionId, FunctionMode, JitCache, MissReason,
     Origin, Outcome,
 };
 
@@ -16,7 +16,7 @@ fn config() -> CacheConfig {
     }
 }
 
-fn failed_error(outcome: &Outcome) -> &CompileError {
+fn failed_error(outcome: &Outcome) -> &CompileFailure {
     match outcome {
         Outcome::Interpreted(FallbackReason::CompileFailed(e)) => e,
         other => panic!("expected a failed compile, got {other:?}"),
@@ -44,7 +44,7 @@ fn a_failed_signature_is_interpreted_then_retried() {
     assert_eq!(ran, Ran::Interpreted(expected(&bad)));
     assert_eq!(
         failed_error(&outcome).to_string(),
-        "compile failed: unsupported op for (f32[7,7])"
+        "unsupported op for (f32[7,7])"
     );
     // Only that signature is affected; the function keeps compiling.
     let good = f32_sig(&[2]);
@@ -90,7 +90,7 @@ fn a_retry_that_succeeds_caches_the_signature() {
     let f = FunctionId::new("conv", 1);
     let compile = |s: &jit_cache::Signature| {
         if attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
-            Err(CompileError::new("transient"))
+            Err(CompileFailure::message("transient"))
         } else {
             compiler.compile(s)
         }

@@ -1,4 +1,4 @@
-//! The 4-step ping-pong of DESIGN.md: `sigmoid` alternating `f32[1,5]` and
+//! The 4-step shape ping-pong (docs/architecture.md, "The problem"): `sigmoid` alternating `f32[1,5]` and
 //! `f32[1,5,1]`.
 
 mod common;

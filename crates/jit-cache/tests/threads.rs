@@ -9,7 +9,7 @@ use std::thread;
 
 use common::{expected, f32_sig, run, Behaviour, MockCompiler, MockExe, Ran};
 use jit_cache::{
-    CacheConfig, CompileError, DType, Dispatch, FallbackReason, FunctionId, InFlightPolicy,
+    CacheConfig, CompileFailure, DType, Dispatch, FallbackReason, FunctionId, InFlightPolicy,
     JitCache, Origin, Outcome, Signature,
 };
 
@@ -186,8 +186,8 @@ fn different_signatures_compile_in_parallel_without_the_lock() {
                 run_with(&cache, &f, &sig, |s| {
                     barrier.wait();
                     // The cache answers from inside a compile: no lock is held.
-                    let hit =
-                        probe.get_or_compile(&f, &cached, |_| Err(CompileError::new("unused")));
+                    let hit = probe
+                        .get_or_compile(&f, &cached, |_| Err(CompileFailure::message("unused")));
                     assert!(matches!(
                         hit,
                         Dispatch::Compiled {
@@ -289,7 +289,7 @@ fn run_with(
     cache: &JitCache<MockExe>,
     f: &FunctionId,
     sig: &Signature,
-    compile: impl FnOnce(&Signature) -> Result<MockExe, CompileError>,
+    compile: impl FnOnce(&Signature) -> Result<MockExe, CompileFailure>,
 ) -> (Ran, Outcome) {
     cache.call(
         f,

@@ -11,7 +11,6 @@
 
 use std::time::Instant;
 
-use iree_safe::compiler;
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{reference, DType, JitConfig, JitRuntime, Provenance, Signature, Value};
 
@@ -46,8 +45,9 @@ fn main() {
     let mut builder = Signature::builder();
     builder.arg(DType::F32, &[1, 5]);
     let mlir = sigmoid.lower(&builder.build()).unwrap();
-    let artifact = compiler::default_compiler()
-        .unwrap()
+    let artifact = jit
+        .compiler()
+        .compiler
         .compile(&mlir, &JitConfig::default().compile_options)
         .unwrap();
     let raw = jit
@@ -58,7 +58,8 @@ fn main() {
         .unwrap();
 
     let device =
-        iree_safe::Tensor::from_slice(jit.runtime(), &[1, 5], host.as_slice().unwrap()).unwrap();
+        iree_safe::Tensor::from_slice(jit.runtime().device(), &[1, 5], host.as_slice().unwrap())
+            .unwrap();
     let jit_args = [Value::Device(device.clone())];
     let raw_args = [iree_safe::Value::Tensor(device)];
     assert_eq!(
@@ -79,8 +80,12 @@ fn main() {
         std::hint::black_box(jit.call(&sigmoid, &host_args, &[]).unwrap());
     });
     let raw_host = time(|| {
-        let x = iree_safe::Tensor::from_slice(jit.runtime(), &[1, 5], host.as_slice().unwrap())
-            .unwrap();
+        let x = iree_safe::Tensor::from_slice(
+            jit.runtime().device(),
+            &[1, 5],
+            host.as_slice().unwrap(),
+        )
+        .unwrap();
         std::hint::black_box(raw.call(&[x.into()]).unwrap());
     });
 

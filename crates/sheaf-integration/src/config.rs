@@ -1,56 +1,51 @@
 //! Settings of a [`JitRuntime`](crate::JitRuntime): a builder, and the
-//! environment variables that override it.
+//! `SHEAF_JIT_*` environment variables that override it. This module is the
+//! one place that knows those variables and the application's defaults.
 //!
 //! | variable | setting | default |
 //! | --- | --- | --- |
 //! | `SHEAF_JIT_DRIVER` | IREE driver or device URI | `local-sync` |
 //! | `SHEAF_JIT_CAPACITY` | signatures cached per function | 8 |
 //! | `SHEAF_JIT_MAX_ENTRIES` | entries cached across functions | 4096 |
-//! | `SHEAF_JIT_MAX_BYTES` | artifact bytes cached across functions | 256 MiB |
+//! | `SHEAF_JIT_MAX_BYTES` | artifact bytes cached across functions (`512M` style) | 256M |
 //! | `SHEAF_JIT_THRASH_WINDOW` | calls in the thrash window | 64 |
 //! | `SHEAF_JIT_THRASH_THRESHOLD` | compiles per window before fallback | 16 |
 //! | `SHEAF_JIT_THRASH_COOL_DOWN` | fallback calls before a probe | 256 |
-//! | `SHEAF_JIT_TRACE` | `1`: one line per miss/compile/evict/fallback | off |
+//! | `SHEAF_JIT_THRASH_COOL_DOWN_CAP` | longest cool-down after relapses | 16384 |
+//! | `SHEAF_JIT_FAILED_RETRY` | calls of a failed signature before it compiles again | 1000 |
+//! | `SHEAF_JIT_COMPILER` | `auto`, `in-process` or `subprocess` | `auto` |
+//! | `SHEAF_JIT_CACHE_DIR` | disk cache folder | `$XDG_CACHE_HOME/sheaf-jit`, else `$HOME/.cache/sheaf-jit` |
+//! | `SHEAF_JIT_DISK_CACHE` | `on` or `off` (also `1`/`0`, `true`/`false`, `yes`/`no`) | `on` |
+//! | `SHEAF_JIT_CACHE_MAX_BYTES` | disk cache size bound (`512M` style) | 1G |
+//! | `SHEAF_JIT_TRACE` | `1`: one line per miss/compile/evict/fallback (see `trace`) | off |
 //!
-//! The defaults and their reasons are documented on
-//! [`jit_cache::CacheConfig`]. With the default [`CompilerPreference::Auto`]
-//! and [`DiskCacheSetting::Default`], `iree_safe::compiler` also reads
-//! `SHEAF_JIT_COMPILER` (`auto`, `in-process`, `subprocess`),
-//! `SHEAF_JIT_CACHE_DIR`, `SHEAF_JIT_DISK_CACHE` (`off` disables) and
-//! `SHEAF_JIT_CACHE_MAX_BYTES`, plus `IREE_COMPILER_LIB` / `IREE_COMPILE` to
-//! locate the compiler.
+//! An empty variable is unset. Any other value that does not parse is an
+//! error naming the variable, never a silent default. The defaults of the
+//! cache policy and their reasons are documented on
+//! [`jit_cache::CacheConfig`]. `IREE_COMPILER_LIB` and `IREE_COMPILE` locate
+//! the compiler (see `iree_safe::compiler`).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use iree_safe::compiler::CompileOptions;
-use jit_cache::CacheConfig;
+use iree_safe::compiler::{CompileOptions, CompilerPreference};
+use jit_cache::store::StoreConfig;
+use jit_cache::{ByteSize, CacheConfig};
 
-use crate::error::JitError;
+use crate::error::ConfigError;
 
-/// Which compiler implementation to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum CompilerPreference {
-    /// In-process (`libIREECompiler.so`) when it loads, else `iree-compile`;
-    /// `SHEAF_JIT_COMPILER` may force either
-    /// (`iree_safe::compiler::choose_compiler`).
-    #[default]
-    Auto,
-    /// In-process only.
-    InProcess,
-    /// `iree-compile` subprocesses only.
-    Subprocess,
-}
+/// The folder name of the disk cache inside the user's cache directory.
+pub const DEFAULT_CACHE_FOLDER: &str = "sheaf-jit";
 
 /// Where compiled artifacts are kept between processes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum DiskCacheSetting {
-    /// As the environment says (`SHEAF_JIT_CACHE_DIR`, else the user's cache
-    /// directory; `SHEAF_JIT_DISK_CACHE=off` disables it).
+    /// The user's cache directory: `$XDG_CACHE_HOME/sheaf-jit`, else
+    /// `$HOME/.cache/sheaf-jit`; none when neither is set.
     #[default]
-    Default,
+    UserCache,
     /// This folder.
     Dir(PathBuf),
     /// No disk cache.
@@ -82,8 +77,10 @@ pub struct JitConfig {
     pub compiler: CompilerPreference,
     /// Compiler options (target backend, CPU, extra flags).
     pub compile_options: CompileOptions,
-    /// Artifact disk cache.
+    /// Artifact disk cache folder.
     pub disk_cache: DiskCacheSetting,
+    /// Bound on the disk cache's size, in bytes.
+    pub disk_cache_max_bytes: u64,
 }
 
 impl Default for JitConfig {
@@ -93,7 +90,8 @@ impl Default for JitConfig {
             cache: CacheConfig::default(),
             compiler: CompilerPreference::Auto,
             compile_options: default_compile_options(),
-            disk_cache: DiskCacheSetting::Default,
+            disk_cache: DiskCacheSetting::UserCache,
+            disk_cache_max_bytes: StoreConfig::DEFAULT_MAX_BYTES,
         }
     }
 }
@@ -117,8 +115,34 @@ impl JitConfig {
     }
 
     /// The defaults, overridden by the `SHEAF_JIT_*` environment variables.
-    pub fn from_env() -> Result<JitConfig, JitError> {
+    pub fn from_env() -> Result<JitConfig, ConfigError> {
         JitConfig::builder().apply_env()?.build()
+    }
+
+    /// Where the disk cache lives under this configuration, if anywhere:
+    /// `None` when it is disabled, or when it should be in the user's cache
+    /// directory and neither `XDG_CACHE_HOME` nor `HOME` is set.
+    pub fn disk_cache_config(&self) -> Option<StoreConfig> {
+        self.disk_cache_config_with(|name| std::env::var_os(name))
+    }
+
+    fn disk_cache_config_with(
+        &self,
+        var: impl Fn(&str) -> Option<OsString>,
+    ) -> Option<StoreConfig> {
+        let set = |name: &str| var(name).filter(|value| !value.is_empty());
+        let directory = match &self.disk_cache {
+            DiskCacheSetting::Disabled => return None,
+            DiskCacheSetting::Dir(dir) => dir.clone(),
+            DiskCacheSetting::UserCache => set("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| set("HOME").map(|home| PathBuf::from(home).join(".cache")))?
+                .join(DEFAULT_CACHE_FOLDER),
+        };
+        Some(StoreConfig {
+            directory,
+            max_bytes: self.disk_cache_max_bytes,
+        })
     }
 }
 
@@ -171,6 +195,19 @@ impl JitConfigBuilder {
         self
     }
 
+    /// The longest cool-down after repeated relapses.
+    pub fn thrash_cool_down_cap(mut self, cap: u64) -> Self {
+        self.config.cache.thrash_cool_down_cap = cap;
+        self
+    }
+
+    /// Calls of a signature whose compile failed that run in the
+    /// interpreter before it is compiled again.
+    pub fn failed_compile_retry_after(mut self, calls: u64) -> Self {
+        self.config.cache.failed_compile_retry_after = calls;
+        self
+    }
+
     /// The whole cache policy at once.
     pub fn cache_config(mut self, cache: CacheConfig) -> Self {
         self.config.cache = cache;
@@ -195,6 +232,12 @@ impl JitConfigBuilder {
         self
     }
 
+    /// Bound on the disk cache's size.
+    pub fn disk_cache_max_bytes(mut self, bytes: u64) -> Self {
+        self.config.disk_cache_max_bytes = bytes;
+        self
+    }
+
     /// No disk cache.
     pub fn no_disk_cache(mut self) -> Self {
         self.config.disk_cache = DiskCacheSetting::Disabled;
@@ -203,64 +246,149 @@ impl JitConfigBuilder {
 
     /// Applies the `SHEAF_JIT_*` environment variables (see the module
     /// docs); fails naming the variable whose value does not parse.
-    pub fn apply_env(self) -> Result<Self, JitError> {
-        self.apply_vars(|name| std::env::var(name).ok())
+    pub fn apply_env(self) -> Result<Self, ConfigError> {
+        self.apply_vars(|name| std::env::var_os(name))
     }
 
     /// [`apply_env`](Self::apply_env) over any variable lookup.
-    fn apply_vars(mut self, var: impl Fn(&str) -> Option<String>) -> Result<Self, JitError> {
-        let var = |name: &str| var(name).filter(|value| !value.is_empty());
+    pub(crate) fn apply_vars(
+        mut self,
+        var: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Self, ConfigError> {
+        let vars = Vars(&var);
         let cache = &mut self.config.cache;
-        if let Some(driver) = var("SHEAF_JIT_DRIVER") {
+        if let Some(driver) = vars.text("SHEAF_JIT_DRIVER")? {
             self.config.driver = driver;
         }
-        parse(&var, "SHEAF_JIT_CAPACITY", &mut cache.function_capacity)?;
-        parse(&var, "SHEAF_JIT_MAX_ENTRIES", &mut cache.max_total_entries)?;
-        parse(&var, "SHEAF_JIT_MAX_BYTES", &mut cache.max_total_bytes)?;
-        parse(&var, "SHEAF_JIT_THRASH_WINDOW", &mut cache.thrash_window)?;
-        parse(
-            &var,
-            "SHEAF_JIT_THRASH_THRESHOLD",
-            &mut cache.thrash_threshold,
+        vars.parse("SHEAF_JIT_CAPACITY", &mut cache.function_capacity)?;
+        vars.parse("SHEAF_JIT_MAX_ENTRIES", &mut cache.max_total_entries)?;
+        if let Some(ByteSize(bytes)) = vars.value("SHEAF_JIT_MAX_BYTES")? {
+            cache.max_total_bytes = usize::try_from(bytes).map_err(|_| {
+                ConfigError::invalid(
+                    "SHEAF_JIT_MAX_BYTES",
+                    bytes.to_string(),
+                    "a size this machine can address",
+                )
+            })?;
+        }
+        vars.parse("SHEAF_JIT_THRASH_WINDOW", &mut cache.thrash_window)?;
+        vars.parse("SHEAF_JIT_THRASH_THRESHOLD", &mut cache.thrash_threshold)?;
+        vars.parse("SHEAF_JIT_THRASH_COOL_DOWN", &mut cache.thrash_cool_down)?;
+        vars.parse(
+            "SHEAF_JIT_THRASH_COOL_DOWN_CAP",
+            &mut cache.thrash_cool_down_cap,
         )?;
-        parse(
-            &var,
-            "SHEAF_JIT_THRASH_COOL_DOWN",
-            &mut cache.thrash_cool_down,
+        vars.parse(
+            "SHEAF_JIT_FAILED_RETRY",
+            &mut cache.failed_compile_retry_after,
         )?;
+        if let Some(choice) = vars.text("SHEAF_JIT_COMPILER")? {
+            self.config.compiler = match choice.as_str() {
+                "auto" => CompilerPreference::Auto,
+                "in-process" => CompilerPreference::InProcess,
+                "subprocess" => CompilerPreference::Subprocess,
+                _ => {
+                    return Err(ConfigError::invalid(
+                        "SHEAF_JIT_COMPILER",
+                        choice,
+                        "`auto`, `in-process` or `subprocess`",
+                    ))
+                }
+            };
+        }
+        if let Some(dir) = var("SHEAF_JIT_CACHE_DIR").filter(|dir| !dir.is_empty()) {
+            self.config.disk_cache = DiskCacheSetting::Dir(dir.into());
+        }
+        if let Some(ByteSize(bytes)) = vars.value("SHEAF_JIT_CACHE_MAX_BYTES")? {
+            self.config.disk_cache_max_bytes = bytes;
+        }
+        if vars.switch("SHEAF_JIT_DISK_CACHE")? == Some(false) {
+            self.config.disk_cache = DiskCacheSetting::Disabled;
+        }
+        // Read by `trace::init_from_env`; checked here so that a typo is an
+        // error like any other.
+        vars.switch(crate::TRACE_ENV)?;
         Ok(self)
     }
 
     /// Validates and returns the configuration.
-    pub fn build(self) -> Result<JitConfig, JitError> {
-        self.config
-            .cache
-            .validate()
-            .map_err(|e| JitError::Config(e.to_string()))?;
+    pub fn build(self) -> Result<JitConfig, ConfigError> {
+        self.config.cache.validate()?;
         if self.config.driver.is_empty() {
-            return Err(JitError::Config(
-                "the driver name is empty; use `local-sync`, `local-task` or a device URI".into(),
+            return Err(ConfigError::invalid(
+                "driver",
+                String::new(),
+                "`local-sync`, `local-task` or a device URI",
+            ));
+        }
+        if self.config.disk_cache_max_bytes == 0 {
+            return Err(ConfigError::invalid(
+                "disk_cache_max_bytes",
+                "0".to_owned(),
+                "a positive size (or no_disk_cache())",
             ));
         }
         Ok(self.config)
     }
 }
 
-/// Parses variable `name` into `target` when it is set.
-fn parse<T: FromStr>(
-    var: &impl Fn(&str) -> Option<String>,
-    name: &str,
-    target: &mut T,
-) -> Result<(), JitError>
-where
-    T::Err: std::fmt::Display,
-{
-    if let Some(text) = var(name) {
-        *target = text
-            .parse()
-            .map_err(|e| JitError::Config(format!("{name}={text}: {e}")))?;
+/// Typed reads of environment variables, each failing with the variable's
+/// name and what it may be.
+struct Vars<'a>(&'a dyn Fn(&str) -> Option<OsString>);
+
+impl Vars<'_> {
+    /// The variable's text; `None` when unset or empty.
+    fn text(&self, name: &'static str) -> Result<Option<String>, ConfigError> {
+        match (self.0)(name).filter(|value| !value.is_empty()) {
+            None => Ok(None),
+            Some(value) => value
+                .into_string()
+                .map(|text| Some(text.trim().to_owned()))
+                .map_err(|value| {
+                    ConfigError::invalid(name, value.to_string_lossy().into_owned(), "UTF-8 text")
+                }),
+        }
     }
-    Ok(())
+
+    /// The variable parsed as a `T`.
+    fn value<T: FromStr>(&self, name: &'static str) -> Result<Option<T>, ConfigError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        let Some(text) = self.text(name)? else {
+            return Ok(None);
+        };
+        text.parse()
+            .map(Some)
+            .map_err(|error: T::Err| ConfigError::invalid(name, text, error.to_string()))
+    }
+
+    /// Parses the variable into `target` when it is set.
+    fn parse<T: FromStr>(&self, name: &'static str, target: &mut T) -> Result<(), ConfigError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        if let Some(value) = self.value(name)? {
+            *target = value;
+        }
+        Ok(())
+    }
+
+    /// An on/off variable.
+    fn switch(&self, name: &'static str) -> Result<Option<bool>, ConfigError> {
+        let Some(text) = self.text(name)? else {
+            return Ok(None);
+        };
+        match text.to_ascii_lowercase().as_str() {
+            "1" | "on" | "true" | "yes" => Ok(Some(true)),
+            "0" | "off" | "false" | "no" => Ok(Some(false)),
+            _ => Err(ConfigError::invalid(
+                name,
+                text,
+                "`on` or `off` (or 1/0, true/false, yes/no)",
+            )),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -269,10 +397,10 @@ mod tests {
 
     use super::*;
 
-    fn from(vars: &[(&str, &str)]) -> Result<JitConfig, JitError> {
-        let vars: HashMap<String, String> = vars
+    fn from(vars: &[(&str, &str)]) -> Result<JitConfig, ConfigError> {
+        let vars: HashMap<String, OsString> = vars
             .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .map(|(k, v)| (k.to_string(), OsString::from(v)))
             .collect();
         JitConfig::builder()
             .apply_vars(|name| vars.get(name).cloned())?
@@ -285,10 +413,16 @@ mod tests {
             ("SHEAF_JIT_DRIVER", "local-task"),
             ("SHEAF_JIT_CAPACITY", "3"),
             ("SHEAF_JIT_MAX_ENTRIES", "100"),
-            ("SHEAF_JIT_MAX_BYTES", "1048576"),
+            ("SHEAF_JIT_MAX_BYTES", "512M"),
             ("SHEAF_JIT_THRASH_WINDOW", "50"),
             ("SHEAF_JIT_THRASH_THRESHOLD", "6"),
             ("SHEAF_JIT_THRASH_COOL_DOWN", "9"),
+            ("SHEAF_JIT_THRASH_COOL_DOWN_CAP", "90"),
+            ("SHEAF_JIT_FAILED_RETRY", "7"),
+            ("SHEAF_JIT_COMPILER", "subprocess"),
+            ("SHEAF_JIT_CACHE_DIR", "/c"),
+            ("SHEAF_JIT_CACHE_MAX_BYTES", "64M"),
+            ("SHEAF_JIT_TRACE", "1"),
         ])
         .unwrap();
         assert_eq!(config.driver, "local-task");
@@ -299,7 +433,7 @@ mod tests {
                 cache.max_total_entries,
                 cache.max_total_bytes
             ),
-            (3, 100, 1 << 20)
+            (3, 100, 512 << 20)
         );
         assert_eq!(
             (
@@ -309,16 +443,24 @@ mod tests {
             ),
             (50, 6, 9)
         );
+        assert_eq!(
+            (cache.thrash_cool_down_cap, cache.failed_compile_retry_after),
+            (90, 7)
+        );
+        assert_eq!(config.compiler, CompilerPreference::Subprocess);
+        assert_eq!(config.disk_cache, DiskCacheSetting::Dir("/c".into()));
+        assert_eq!(config.disk_cache_max_bytes, 64 << 20);
     }
 
     #[test]
     fn unset_and_empty_variables_keep_the_defaults() {
-        let config = from(&[("SHEAF_JIT_CAPACITY", "")]).unwrap();
+        let config = from(&[("SHEAF_JIT_CAPACITY", ""), ("SHEAF_JIT_DISK_CACHE", "")]).unwrap();
         assert_eq!(config.driver, "local-sync");
         assert_eq!(
             config.cache.function_capacity,
             CacheConfig::default().function_capacity
         );
+        assert_eq!(config.disk_cache, DiskCacheSetting::UserCache);
         assert!(config
             .compile_options
             .extra_flags
@@ -327,13 +469,60 @@ mod tests {
     }
 
     #[test]
-    fn a_bad_value_names_the_variable() {
-        let error = from(&[("SHEAF_JIT_CAPACITY", "eight")]).unwrap_err();
-        assert!(
-            error.to_string().contains("SHEAF_JIT_CAPACITY=eight"),
-            "{error}"
+    fn the_disk_cache_folder_follows_the_setting_and_the_user_directories() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(key, _)| *key == name)
+                    .map(|(_, value)| OsString::from(value))
+            }
+        };
+        let default = JitConfig::default();
+        let xdg = default.disk_cache_config_with(vars(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]));
+        assert_eq!(xdg.unwrap().directory, PathBuf::from("/x/sheaf-jit"));
+        let home = default.disk_cache_config_with(vars(&[("XDG_CACHE_HOME", ""), ("HOME", "/h")]));
+        assert_eq!(
+            home.unwrap().directory,
+            PathBuf::from("/h/.cache/sheaf-jit")
         );
+        assert_eq!(default.disk_cache_config_with(vars(&[])), None);
+        for off in ["0", "off", "OFF", "false", "no"] {
+            let config =
+                from(&[("SHEAF_JIT_DISK_CACHE", off), ("SHEAF_JIT_CACHE_DIR", "/c")]).unwrap();
+            assert_eq!(config.disk_cache_config(), None, "{off}");
+        }
+        let on = from(&[
+            ("SHEAF_JIT_DISK_CACHE", "on"),
+            ("SHEAF_JIT_CACHE_DIR", "/c"),
+        ])
+        .unwrap();
+        let store = on.disk_cache_config().unwrap();
+        assert_eq!(
+            (store.directory, store.max_bytes),
+            (PathBuf::from("/c"), 1 << 30)
+        );
+    }
+
+    #[test]
+    fn a_bad_value_names_the_variable_and_what_it_may_be() {
+        for (name, value, expected) in [
+            ("SHEAF_JIT_CAPACITY", "eight", "invalid digit"),
+            ("SHEAF_JIT_MAX_BYTES", "lots", "binary units"),
+            ("SHEAF_JIT_CACHE_MAX_BYTES", "1.5G", "binary units"),
+            ("SHEAF_JIT_DISK_CACHE", "bogus", "`on` or `off`"),
+            ("SHEAF_JIT_TRACE", "verbose", "`on` or `off`"),
+            (
+                "SHEAF_JIT_COMPILER",
+                "gpu",
+                "`auto`, `in-process` or `subprocess`",
+            ),
+        ] {
+            let error = from(&[(name, value)]).unwrap_err().to_string();
+            assert!(error.contains(&format!("{name}={value}")), "{error}");
+            assert!(error.contains(expected), "{error}");
+        }
         let error = from(&[("SHEAF_JIT_CAPACITY", "0")]).unwrap_err();
-        assert!(matches!(error, JitError::Config(_)), "{error}");
+        assert!(error.to_string().contains("function_capacity"), "{error}");
     }
 }

@@ -1,8 +1,12 @@
-//! Errors of the JIT runtime.
+//! Errors of the JIT runtime. Each keeps what it wraps whole (as a field
+//! and as its `source`), so callers can match on the compiler's diagnostics
+//! or IREE's status code instead of parsing text.
+
+use iree_safe::compiler::CompileError;
 
 /// What can go wrong in a JIT call. Compile failures are not errors: the
 /// call runs in the interpreter and says so in its
-/// [`Provenance`](crate::Provenance).
+/// [`Provenance`](crate::Provenance), which holds the [`VariantError`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum JitError {
@@ -12,7 +16,10 @@ pub enum JitError {
     Runtime(#[from] iree_safe::Error),
     /// Setting up the compiler failed.
     #[error("IREE compiler: {0}")]
-    Compiler(#[from] iree_safe::compiler::CompileError),
+    Compiler(#[from] CompileError),
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     /// The interpreter callback failed.
     #[error("interpreter, in `{function}`: {message}")]
     Interpreter {
@@ -21,13 +28,83 @@ pub enum JitError {
         /// The callback's message.
         message: String,
     },
-    /// A setting is invalid (names the setting or environment variable).
-    #[error("configuration: {0}")]
-    Config(String),
     /// A value this layer cannot represent.
     #[error("unsupported: {0}")]
     Unsupported(String),
     /// A broken internal invariant (a bug in this crate).
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// Why one signature of a function could not be compiled: its lowering, the
+/// compiler, or the runtime loading the artifact failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VariantError {
+    /// The function's lowering refused the signature.
+    #[error("lowering `{function}` for {signature}: {message}")]
+    Lowering {
+        /// The function.
+        function: String,
+        /// The signature, as displayed by the cache.
+        signature: String,
+        /// The lowering's message.
+        message: String,
+    },
+    /// The compiler failed; its diagnostics are in `source`.
+    #[error("compiling `{function}` for {signature}: {source}")]
+    Compile {
+        /// The function.
+        function: String,
+        /// The signature, as displayed by the cache.
+        signature: String,
+        /// The compiler's error, with its diagnostics.
+        #[source]
+        source: CompileError,
+    },
+    /// The runtime refused the compiled artifact.
+    #[error("loading `{function}` for {signature}: {source}")]
+    Load {
+        /// The function.
+        function: String,
+        /// The signature, as displayed by the cache.
+        signature: String,
+        /// IREE's error.
+        #[source]
+        source: iree_safe::Error,
+    },
+}
+
+/// An invalid setting: the builder method or environment variable, its
+/// value and what it may be; or a cache policy that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A setting or variable with a value it does not take.
+    #[error("{setting}={value} is not valid: expected {expected}")]
+    Invalid {
+        /// The `SHEAF_JIT_*` variable or the configuration field.
+        setting: &'static str,
+        /// The value given.
+        value: String,
+        /// What it may be.
+        expected: String,
+    },
+    /// The cache policy cannot work (names the `CacheConfig` field).
+    #[error(transparent)]
+    Cache(#[from] jit_cache::ConfigError),
+}
+
+impl ConfigError {
+    pub(crate) fn invalid(
+        setting: &'static str,
+        value: String,
+        expected: impl Into<String>,
+    ) -> Self {
+        ConfigError::Invalid {
+            setting,
+            value,
+            expected: expected.into(),
+        }
+    }
 }

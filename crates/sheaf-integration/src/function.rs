@@ -45,7 +45,7 @@ impl JitFunction {
             + 'static,
     ) -> JitFunction {
         JitFunction {
-            id: FunctionId::new(name, definition_hash(definition)),
+            id: FunctionId::for_definition(name, definition),
             lower: Arc::new(lower),
             interpret: Arc::new(interpret),
         }
@@ -83,14 +83,4 @@ impl fmt::Debug for JitFunction {
             .field("id", &self.id)
             .finish_non_exhaustive()
     }
-}
-
-/// A stable 64-bit FNV-1a hash of a definition (stable across Rust versions
-/// and processes, unlike `DefaultHasher`).
-pub fn definition_hash(definition: &str) -> u64 {
-    definition
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-        })
 }

@@ -38,23 +38,41 @@ mod config;
 mod error;
 mod executable;
 mod function;
+pub mod mlir;
 mod profile;
 pub mod reference;
 mod runtime;
 mod tensor;
+#[cfg(feature = "trace-subscriber")]
 pub mod trace;
 
-pub use config::{CompilerPreference, DiskCacheSetting, JitConfig, JitConfigBuilder};
-pub use error::JitError;
+pub use config::{DiskCacheSetting, JitConfig, JitConfigBuilder, DEFAULT_CACHE_FOLDER};
+pub use error::{ConfigError, JitError, VariantError};
 pub use executable::LoadedExecutable;
-pub use function::{definition_hash, InterpretFn, JitFunction, LowerFn, ENTRY_POINT};
-pub use jit_cache::{CacheStats, CapturedScalar, DType, ScalarValue, Signature};
+pub use function::{InterpretFn, JitFunction, LowerFn, ENTRY_POINT};
+pub use iree_safe::compiler::{
+    CompileError, CompilerChoice, CompilerKind, CompilerPreference, Diagnostic, Location, Severity,
+};
+pub use jit_cache::store::StoreStats;
+pub use jit_cache::{
+    ArgSpec, ByteSize, CacheConfig, CacheStats, CapturedScalar, CompileFailure, DType,
+    FunctionMode, InFlightPolicy, ScalarValue, Signature,
+};
 pub use profile::{Phase, PhaseTotals, ProfileReport};
 pub use runtime::{CallResult, JitRuntime, Provenance};
 pub use tensor::{HostTensor, Value};
 
 /// Device tensors, as compiled calls return them.
 pub use iree_safe::Tensor as DeviceTensor;
+
+/// `SHEAF_JIT_TRACE`: `1` (or `on`) prints one line per miss, compile,
+/// eviction and fallback transition (see `trace`, feature `trace-subscriber`).
+pub const TRACE_ENV: &str = "SHEAF_JIT_TRACE";
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 mod thread_safety {
     use static_assertions::assert_impl_all;

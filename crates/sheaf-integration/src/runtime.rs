@@ -1,20 +1,19 @@
 //! The JIT runtime: one shared IREE runtime, one compiler (behind the disk
 //! cache) and the bounded cache policy, for the whole process.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
-use iree_safe::compiler::{
-    self, CompileOptions, Compiler, DiskCache, DiskCacheConfig, InProcessCompiler,
-    SubprocessCompiler,
-};
-use iree_safe::Runtime;
+use iree_safe::compiler::{self, CompileOptions, CompilerChoice};
+use iree_safe::{Function, Runtime};
+use jit_cache::store::{ArtifactKey, BuildError, DiskStore, KeyParts, StoreStats};
 use jit_cache::{
-    CacheStats, CapturedScalar, Dispatch, FallbackReason, JitCache, Origin, Signature,
+    stable_hash, CacheStats, CapturedScalar, CompileFailure, Dispatch, FallbackReason, JitCache,
+    Origin, Signature,
 };
 
-use crate::config::{CompilerPreference, DiskCacheSetting, JitConfig};
-use crate::error::JitError;
+use crate::config::JitConfig;
+use crate::error::{JitError, VariantError};
 use crate::executable::LoadedExecutable;
 use crate::function::{JitFunction, ENTRY_POINT};
 use crate::profile::{Phase, Profile, ProfileReport};
@@ -32,9 +31,10 @@ pub enum Provenance {
     /// The interpreter: the function recompiles too often (thrash
     /// fallback); cached signatures still run compiled.
     InterpretedThrashing,
-    /// The interpreter: compiling this signature failed (the compiler's
-    /// message is kept).
-    InterpretedCompileFailed(String),
+    /// The interpreter: compiling this signature failed. The failure is
+    /// kept whole: [`CompileFailure::backend_error`] downcasts to the
+    /// [`VariantError`] (lowering, compiler diagnostics, or load).
+    InterpretedCompileFailed(Arc<CompileFailure>),
     /// The interpreter: another call is compiling this signature and the
     /// cache is configured not to wait.
     InterpretedCompileInFlight,
@@ -81,8 +81,11 @@ struct Inner {
     // Drop order: cached modules before the runtime they were loaded into
     // (they keep it alive anyway).
     cache: JitCache<LoadedExecutable>,
-    compiler: DiskCache,
+    compiler: CompilerChoice,
+    store: DiskStore,
     options: CompileOptions,
+    /// `options.target_identity()`, computed once: part of every disk key.
+    target: String,
     runtime: Runtime,
     device_tag: u64,
     profile: Profile,
@@ -92,23 +95,28 @@ impl JitRuntime {
     /// Opens the device, loads the compiler and sets up the caches.
     pub fn new(config: JitConfig) -> Result<JitRuntime, JitError> {
         let runtime = Runtime::new(&config.driver)?;
-        let compiler: Arc<dyn Compiler> = match config.compiler {
-            CompilerPreference::Auto => compiler::choose_compiler()?.compiler,
-            CompilerPreference::InProcess => Arc::new(InProcessCompiler::load()?),
-            CompilerPreference::Subprocess => Arc::new(SubprocessCompiler::locate()?),
+        let compiler = compiler::choose_compiler(config.compiler)?;
+        tracing::info!(
+            target: "sheaf_jit",
+            compiler = %compiler.kind,
+            reason = %compiler.reason,
+            "using the {} IREE compiler ({})",
+            compiler.kind,
+            compiler.reason
+        );
+        let store = match config.disk_cache_config() {
+            Some(store) => DiskStore::new(store),
+            None => DiskStore::disabled(),
         };
-        let compiler = match &config.disk_cache {
-            DiskCacheSetting::Default => DiskCache::new(compiler, DiskCacheConfig::from_env()),
-            DiskCacheSetting::Dir(dir) => DiskCache::new(compiler, DiskCacheConfig::at(dir)),
-            DiskCacheSetting::Disabled => DiskCache::new(compiler, DiskCacheConfig::disabled()),
-        };
-        let cache = JitCache::new(config.cache).map_err(|e| JitError::Config(e.to_string()))?;
+        let cache = JitCache::new(config.cache).map_err(crate::error::ConfigError::from)?;
         Ok(JitRuntime {
             inner: Arc::new(Inner {
                 cache,
                 compiler,
+                store,
+                target: config.compile_options.target_identity(),
                 options: config.compile_options,
-                device_tag: crate::function::definition_hash(&config.driver),
+                device_tag: stable_hash(config.driver.as_bytes()),
                 runtime,
                 profile: Profile::default(),
             }),
@@ -158,8 +166,8 @@ impl JitRuntime {
             Dispatch::Interpret { reason } => {
                 let provenance = match &reason {
                     FallbackReason::Thrashing { .. } => Provenance::InterpretedThrashing,
-                    FallbackReason::CompileFailed(error) => {
-                        Provenance::InterpretedCompileFailed(error.to_string())
+                    FallbackReason::CompileFailed(failure) => {
+                        Provenance::InterpretedCompileFailed(Arc::clone(failure))
                     }
                     _ => Provenance::InterpretedCompileInFlight,
                 };
@@ -216,39 +224,45 @@ impl JitRuntime {
         &self,
         function: &JitFunction,
         signature: &Signature,
-    ) -> Result<LoadedExecutable, jit_cache::CompileError> {
+    ) -> Result<LoadedExecutable, CompileFailure> {
         let inner = &*self.inner;
-        let failed = |what: &str, e: &dyn std::fmt::Display| {
-            jit_cache::CompileError::new(format!(
-                "{what} `{}` for {signature}: {e}",
-                function.name()
-            ))
-        };
-        let mlir = function
-            .lower(signature)
-            .map_err(|e| failed("lowering", &e))?;
+        let (name, shown) = (function.name(), signature.to_string());
+        let mlir = function.lower(signature).map_err(|message| {
+            CompileFailure::new(VariantError::Lowering {
+                function: name.to_owned(),
+                signature: shown.clone(),
+                message,
+            })
+        })?;
         // Loading is the validation: an artifact from disk that the runtime
-        // refuses is deleted and compiled again; the module that loaded is kept.
-        let loaded = Mutex::new(None);
-        let validate = |bytes: &[u8]| -> Result<(), String> {
-            let module = inner.runtime.load(bytes).map_err(|e| e.to_string())?;
-            let entry = module.function(ENTRY_POINT).map_err(|e| e.to_string())?;
-            *loaded.lock().unwrap_or_else(|p| p.into_inner()) = Some(entry);
-            Ok(())
+        // refuses is deleted and compiled again.
+        let load = |bytes: &[u8]| -> Result<Function, iree_safe::Error> {
+            inner.runtime.load(bytes)?.function(ENTRY_POINT)
         };
-        // The bytes now live in the loaded module (and on disk).
-        inner
-            .compiler
-            .compile_validated(&mlir, &inner.options, &validate)
-            .map_err(|e| failed("compiling", &e))?;
-        let entry = loaded
-            .into_inner()
-            .unwrap_or_else(|p| p.into_inner())
-            .ok_or_else(|| {
-                failed(
-                    "loading",
-                    &"the compiler returned an artifact it did not validate",
-                )
+        let compile = || {
+            inner
+                .compiler
+                .compiler
+                .compile(&mlir, &inner.options)
+                .map(compiler::Artifact::into_bytes)
+        };
+        let (entry, _) = inner
+            .store
+            .fetch_or_build(inner.artifact_key(&mlir).as_ref(), load, compile)
+            .map_err(|error| {
+                let (function, signature) = (name.to_owned(), shown.clone());
+                CompileFailure::new(match error {
+                    BuildError::Build(source) => VariantError::Compile {
+                        function,
+                        signature,
+                        source,
+                    },
+                    BuildError::Rejected(source) => VariantError::Load {
+                        function,
+                        signature,
+                        source,
+                    },
+                })
             })?;
         Ok(LoadedExecutable::new(entry))
     }
@@ -308,7 +322,9 @@ impl JitRuntime {
     }
 
     /// Drops every compiled signature of `function` (e.g. when Sheaf deletes
-    /// it); returns how many modules were unloaded.
+    /// it) and forgets the function's thrash state and remembered compile
+    /// failures, as if it had never been called; returns how many modules
+    /// were unloaded.
     pub fn forget(&self, function: &JitFunction) -> usize {
         self.inner.cache.evict_function(function.id())
     }
@@ -319,8 +335,13 @@ impl JitRuntime {
     }
 
     /// Disk cache statistics.
-    pub fn disk_cache_stats(&self) -> compiler::DiskCacheStats {
-        self.inner.compiler.stats()
+    pub fn disk_cache_stats(&self) -> StoreStats {
+        self.inner.store.stats()
+    }
+
+    /// Which compiler this runtime uses (in-process or subprocess) and why.
+    pub fn compiler(&self) -> &CompilerChoice {
+        &self.inner.compiler
     }
 
     /// The `--jit-profile` report: time per phase plus the cache counters.
@@ -331,5 +352,23 @@ impl JitRuntime {
     /// The shared IREE runtime (to build device tensors for arguments).
     pub fn runtime(&self) -> &Runtime {
         &self.inner.runtime
+    }
+}
+
+impl Inner {
+    /// The disk-cache key of `mlir`, compiled by this runtime's compiler for
+    /// its target and loaded into its runtime build; `None` when the
+    /// compiler does not identify its build (a development build), whose
+    /// artifacts could not be told apart from another build's.
+    fn artifact_key(&self, mlir: &str) -> Option<ArtifactKey> {
+        let version = self.compiler.compiler.version();
+        version.is_identified().then(|| {
+            ArtifactKey::new(&KeyParts {
+                program: mlir,
+                compiler: version.build(),
+                runtime: iree_safe::IREE_RUNTIME_BUILD,
+                target: &self.target,
+            })
+        })
     }
 }

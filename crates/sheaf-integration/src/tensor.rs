@@ -67,7 +67,7 @@ impl HostTensor {
         let tensor = with_array!(self, a => {
             let standard = a.as_standard_layout();
             let data = standard.as_slice().expect("a standard-layout array is contiguous");
-            Tensor::from_slice(runtime, a.shape(), data)
+            Tensor::from_slice(runtime.device(), a.shape(), data)
         });
         Ok(tensor?)
     }

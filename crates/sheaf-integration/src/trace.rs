@@ -1,5 +1,6 @@
 //! Turning on the trace: one line per miss, compile, eviction and fallback
-//! transition, which together read as the ping-pong trace of DESIGN.md.
+//! transition, which together read as the ping-pong trace of
+//! docs/architecture.md ("The problem").
 //!
 //! The events come from `tracing` under the targets `jit_cache` (misses with
 //! their explanation, compiles, evictions, fallback transitions) and
@@ -14,7 +15,7 @@ use tracing_subscriber::EnvFilter;
 /// warnings (fallback transitions, failed compiles) are printed. Does nothing
 /// if a subscriber is already installed. Returns whether the trace is on.
 pub fn init_from_env() -> bool {
-    let trace = std::env::var("SHEAF_JIT_TRACE").is_ok_and(|v| v == "1");
+    let trace = std::env::var(crate::TRACE_ENV).is_ok_and(|v| v == "1");
     let filter = if trace {
         EnvFilter::new("jit_cache=debug,sheaf_jit=debug")
     } else {

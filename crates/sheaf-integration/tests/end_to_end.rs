@@ -7,7 +7,7 @@
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
     reference, CapturedScalar, HostTensor, JitConfig, JitError, JitFunction, JitRuntime, Phase,
-    Provenance, Value,
+    Provenance, Severity, Value, VariantError,
 };
 
 /// A runtime with no disk cache, so every compile is a real one.
@@ -356,13 +356,24 @@ fn a_failed_compile_runs_the_interpreter_with_the_diagnostic() {
         let (y, provenance) = jit
             .call_host(&broken, &[Value::from(x.clone())], &[])
             .unwrap();
-        let Provenance::InterpretedCompileFailed(message) = provenance else {
+        let Provenance::InterpretedCompileFailed(failure) = provenance else {
             panic!("expected a failed compile, got {provenance:?}");
         };
-        assert!(
-            message.contains("broken") && message.contains("error"),
-            "{message}"
-        );
+        // The compiler's diagnostics arrive whole, not as text.
+        let variant = failure
+            .backend_error()
+            .and_then(|error| error.downcast_ref::<VariantError>());
+        let Some(VariantError::Compile {
+            function, source, ..
+        }) = variant
+        else {
+            panic!("expected the compiler's error, got {failure:?}");
+        };
+        assert_eq!(function, "broken");
+        let diagnostic = &source.diagnostics()[0];
+        assert_eq!(diagnostic.severity, Severity::Error);
+        assert!(diagnostic.location.is_some(), "{diagnostic}");
+        assert!(failure.to_string().contains("broken"), "{failure}");
         assert_eq!(y[0], HostTensor::F32(x.clone()));
     }
     let stats = jit.stats();

@@ -54,10 +54,12 @@ fn pingpong_reports_both_modes_and_writes_the_plot() {
         );
     }
     let svg = std::fs::read_to_string(&plot).unwrap();
-    assert!(
-        svg.starts_with("<svg") && svg.matches("<polyline").count() == 2,
-        "{svg}"
-    );
+    // One line per mode (plus its legend sample), both labelled.
+    assert!(svg.starts_with("<svg"), "{svg}");
+    assert!(svg.matches("<polyline").count() >= 2, "{svg}");
+    for label in ["legacy: runtime per recompile", "shared: one runtime"] {
+        assert!(svg.contains(label), "no `{label}` in {svg}");
+    }
 }
 
 #[test]

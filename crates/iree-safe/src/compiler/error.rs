@@ -81,27 +81,6 @@ pub enum CompileError {
         diagnostics: Vec<Diagnostic>,
     },
 
-    /// A freshly compiled artifact was refused by the caller's validation
-    /// (such as the runtime failing to load it); see
-    /// [`DiskCache::compile_validated`](super::DiskCache::compile_validated).
-    #[error("the freshly compiled artifact was rejected: {message}")]
-    Rejected {
-        /// The validation's message.
-        message: String,
-    },
-
-    /// An environment variable of this driver has a value it does not
-    /// understand.
-    #[error("{variable}={value:?} is not valid: expected {expected}")]
-    InvalidSetting {
-        /// The variable.
-        variable: &'static str,
-        /// Its value.
-        value: String,
-        /// What it may be.
-        expected: &'static str,
-    },
-
     /// An I/O operation of the driver itself failed (spawning
     /// `iree-compile`, talking to it through pipes).
     #[error("{context}: {source}")]

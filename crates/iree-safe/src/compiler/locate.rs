@@ -1,8 +1,9 @@
-//! Finding the compiler: an environment variable, else the install manifest
-//! written by `cargo xtask build-iree`, else (for `iree-compile` only) `PATH`.
+//! Finding the compiler: an environment variable, else the install made by
+//! `cargo xtask build-iree` (as recorded in `iree_sys::build_info`), else
+//! (for `iree-compile` only) `PATH`.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::error::CompileError;
 
@@ -16,7 +17,7 @@ pub const IREE_COMPILE_ENV: &str = "IREE_COMPILE";
 const LIBRARY: Tool = Tool {
     name: "libIREECompiler.so",
     env_var: COMPILER_LIB_ENV,
-    manifest_key: "libiree_compiler",
+    installed: |install| install.library.clone(),
     beside_library: false,
     search_path: false,
 };
@@ -24,23 +25,30 @@ const LIBRARY: Tool = Tool {
 const EXECUTABLE: Tool = Tool {
     name: "iree-compile",
     env_var: IREE_COMPILE_ENV,
-    manifest_key: "iree_compile",
+    installed: |install| install.executable.clone(),
     beside_library: true,
     search_path: true,
 };
 
-/// The path of `libIREECompiler.so`: `$IREE_COMPILER_LIB`, else the
-/// `libiree_compiler` entry of the manifest of the runtime `iree-sys` was
-/// built against (`iree_sys::build_info::MANIFEST`).
+/// The path of `libIREECompiler.so`: `$IREE_COMPILER_LIB`, else the library
+/// of the install the runtime was built from
+/// (`iree_sys::build_info::COMPILER_LIBRARY`).
 pub fn locate_compiler_library() -> Result<PathBuf, CompileError> {
     LIBRARY.locate(&Environment::process())
 }
 
-/// The path of `iree-compile`: `$IREE_COMPILE`; else, from the install
-/// manifest, the native `iree-compile` next to `libIREECompiler.so`, then the
-/// manifest's `iree_compile` entry; else the first `iree-compile` on `PATH`.
+/// True when `IREE_COMPILER_LIB` names the library explicitly: then a
+/// library that does not load is an error, never a reason to use another
+/// compiler.
+pub fn compiler_library_is_explicit() -> bool {
+    Environment::process().get(COMPILER_LIB_ENV).is_some()
+}
+
+/// The path of `iree-compile`: `$IREE_COMPILE`; else, from the install, the
+/// native `iree-compile` next to `libIREECompiler.so`, then the install's
+/// launcher; else the first `iree-compile` on `PATH`.
 ///
-/// The native executable comes first because the manifest's entry is pip's
+/// The native executable comes first because the install's launcher is pip's
 /// Python launcher (`venv/bin/iree-compile`), which starts a Python
 /// interpreter before the compiler: about 0.25 s more per compilation.
 pub fn locate_iree_compile() -> Result<PathBuf, CompileError> {
@@ -51,24 +59,36 @@ pub fn locate_iree_compile() -> Result<PathBuf, CompileError> {
 struct Tool {
     name: &'static str,
     env_var: &'static str,
-    manifest_key: &'static str,
-    /// Look for `name` in the folder of the manifest's compiler library
-    /// before using `manifest_key`.
+    /// The tool's path in the install, if there is one.
+    installed: fn(&Install) -> Option<PathBuf>,
+    /// Look for `name` in the folder of the installed compiler library
+    /// before using `installed`.
     beside_library: bool,
     search_path: bool,
+}
+
+/// The compiler of the install `cargo xtask build-iree` made for the linked
+/// runtime.
+struct Install {
+    library: Option<PathBuf>,
+    executable: Option<PathBuf>,
 }
 
 /// The inputs of a search, separate from the process so tests can vary them.
 struct Environment {
     var: fn(&str) -> Option<OsString>,
-    manifest: Option<PathBuf>,
+    install: Install,
 }
 
 impl Environment {
     fn process() -> Self {
+        use iree_sys::build_info;
         Environment {
             var: |name| std::env::var_os(name),
-            manifest: iree_sys::build_info::MANIFEST.map(PathBuf::from),
+            install: Install {
+                library: build_info::COMPILER_LIBRARY.map(PathBuf::from),
+                executable: build_info::IREE_COMPILE.map(PathBuf::from),
+            },
         }
     }
 
@@ -92,35 +112,29 @@ impl Tool {
             return Err(self.not_found(tried));
         }
         tried.push(format!("{} is unset", self.env_var));
-        if let (true, Some(manifest)) = (self.beside_library, &env.manifest) {
-            let beside = manifest_entry(manifest, LIBRARY.manifest_key)
-                .ok()
+        let install = &env.install;
+        if self.beside_library {
+            let beside = install
+                .library
+                .as_ref()
                 .and_then(|library| Some(library.parent()?.join(self.name)))
                 .filter(|path| path.is_file());
             match beside {
                 Some(path) => return Ok(path),
                 None => tried.push(format!(
-                    "no {} next to the compiler library of {}",
-                    self.name,
-                    manifest.display()
+                    "no {} next to the installed compiler library",
+                    self.name
                 )),
             }
         }
-        match &env.manifest {
-            Some(manifest) => match manifest_entry(manifest, self.manifest_key) {
-                Ok(path) if path.is_file() => return Ok(path),
-                Ok(path) => tried.push(format!(
-                    "{} names {}, which does not exist",
-                    manifest.display(),
-                    path.display()
-                )),
-                Err(message) => tried.push(message),
-            },
-            None => tried.push(
-                "iree-sys was not built from a `cargo xtask build-iree` install, so \
-                                there is no manifest"
-                    .to_owned(),
-            ),
+        match (self.installed)(install) {
+            Some(path) if path.is_file() => return Ok(path),
+            Some(path) => tried.push(format!(
+                "the install names {}, which does not exist",
+                path.display()
+            )),
+            None => tried
+                .push("iree-sys was not built from a `cargo xtask build-iree` install".to_owned()),
         }
         if self.search_path {
             match (env.var)("PATH").and_then(|paths| find_on_path(&paths, self.name)) {
@@ -140,18 +154,6 @@ impl Tool {
     }
 }
 
-/// The path stored under `key` in the JSON manifest at `manifest`.
-fn manifest_entry(manifest: &Path, key: &str) -> Result<PathBuf, String> {
-    let text = std::fs::read_to_string(manifest)
-        .map_err(|e| format!("cannot read the manifest {}: {e}", manifest.display()))?;
-    let json: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not valid JSON: {e}", manifest.display()))?;
-    json.get(key)
-        .and_then(serde_json::Value::as_str)
-        .map(PathBuf::from)
-        .ok_or_else(|| format!("{} has no string entry `{key}`", manifest.display()))
-}
-
 fn find_on_path(paths: &OsString, name: &str) -> Option<PathBuf> {
     std::env::split_paths(paths)
         .map(|dir| dir.join(name))
@@ -160,12 +162,21 @@ fn find_on_path(paths: &OsString, name: &str) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
-    fn env(var: fn(&str) -> Option<OsString>, manifest: Option<&Path>) -> Environment {
+    fn env(
+        var: fn(&str) -> Option<OsString>,
+        library: Option<&Path>,
+        executable: Option<&Path>,
+    ) -> Environment {
         Environment {
             var,
-            manifest: manifest.map(Path::to_path_buf),
+            install: Install {
+                library: library.map(Path::to_path_buf),
+                executable: executable.map(Path::to_path_buf),
+            },
         }
     }
 
@@ -174,6 +185,7 @@ mod tests {
     fn a_missing_explicit_path_is_an_error_naming_the_variable() {
         let env = env(
             |name| (name == "IREE_COMPILE").then(|| "/nonexistent/iree-compile".into()),
+            None,
             None,
         );
         let error = EXECUTABLE.locate(&env).unwrap_err().to_string();
@@ -186,21 +198,15 @@ mod tests {
 
     #[test]
     #[cfg_attr(miri, ignore)] // touches the file system
-    fn the_manifest_entry_is_used_when_no_variable_is_set() {
+    fn the_install_is_used_when_no_variable_is_set() {
         let dir = tempfile::tempdir().unwrap();
         let library = dir.path().join("libIREECompiler.so");
         std::fs::write(&library, b"").unwrap();
-        let manifest = dir.path().join("manifest.json");
-        std::fs::write(
-            &manifest,
-            serde_json::json!({ "libiree_compiler": library, "iree_compile": "/missing" })
-                .to_string(),
-        )
-        .unwrap();
         // "0" means unset, like every variable of this workspace.
         let env = env(
             |name| (name == "IREE_COMPILER_LIB").then(|| "0".into()),
-            Some(&manifest),
+            Some(&library),
+            Some(Path::new("/missing")),
         );
         assert_eq!(LIBRARY.locate(&env).unwrap(), library);
 
@@ -223,24 +229,23 @@ mod tests {
         }
         let launcher = dir.path().join("iree-compile-launcher");
         std::fs::write(&launcher, b"").unwrap();
-        let manifest = dir.path().join("manifest.json");
-        let json = serde_json::json!({
-            "libiree_compiler": libs.join("libIREECompiler.so"),
-            "iree_compile": launcher,
-        });
-        std::fs::write(&manifest, json.to_string()).unwrap();
-        let found = EXECUTABLE.locate(&env(|_| None, Some(&manifest))).unwrap();
+        let library = libs.join("libIREECompiler.so");
+        let found = EXECUTABLE
+            .locate(&env(|_| None, Some(&library), Some(&launcher)))
+            .unwrap();
         assert_eq!(found, libs.join("iree-compile"));
 
         std::fs::remove_file(libs.join("iree-compile")).unwrap();
-        let found = EXECUTABLE.locate(&env(|_| None, Some(&manifest))).unwrap();
+        let found = EXECUTABLE
+            .locate(&env(|_| None, Some(&library), Some(&launcher)))
+            .unwrap();
         assert_eq!(found, launcher);
     }
 
     #[test]
     #[cfg_attr(miri, ignore)] // touches the file system
     fn path_is_searched_for_the_executable_only() {
-        let env = env(|_| None, None);
+        let env = env(|_| None, None, None);
         let library = LIBRARY.locate(&env).unwrap_err().to_string();
         assert!(!library.contains("PATH"), "{library}");
         assert!(library.contains("IREE_COMPILER_LIB"), "{library}");

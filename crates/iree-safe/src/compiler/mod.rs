@@ -3,7 +3,7 @@
 //! [`CompileError`] carrying the compiler's [`Diagnostic`]s.
 //!
 //! One interface, [`Compiler`], with two implementations of the same IREE
-//! compiler:
+//! compiler, both IREE's own interfaces:
 //!
 //! - [`InProcessCompiler`] loads `libIREECompiler.so` at run time
 //!   (`libloading`) and drives its C embedding API: the library is loaded
@@ -16,25 +16,18 @@
 //!
 //! Both take exactly the flags of [`CompileOptions::flags`], name the input
 //! `<stdin>` in diagnostics, and produce byte-identical artifacts.
-//! [`default_compiler`] prefers the in-process compiler and falls back to
-//! the subprocess; [`choose_compiler`] also says which it took and why.
-//!
-//! [`DiskCache`] sits in front of either (and is a [`Compiler`] itself): a
-//! persistent, size-bounded, multi-process-safe artifact cache keyed by the
-//! MLIR, the compiler build, the runtime build, the flags and the host CPU.
+//! [`choose_compiler`] picks one for a [`CompilerPreference`] and says which
+//! and why. Caching compiled artifacts (in memory, on disk) is not this
+//! crate's business: see `jit-cache`.
 //!
 //! # Environment variables
 //!
-//! For the path variables, an empty value or `0` means unset.
+//! An empty value or `0` means unset.
 //!
 //! | variable | meaning |
 //! | --- | --- |
-//! | `IREE_COMPILER_LIB` | path of `libIREECompiler.so` (default: from the manifest of `cargo xtask build-iree`) |
-//! | `IREE_COMPILE` | path of `iree-compile` (default: the native tool next to the manifest's library, the manifest's entry, then `PATH`) |
-//! | `SHEAF_JIT_COMPILER` | `in-process` or `subprocess`: what [`default_compiler`] uses (default: in-process if it loads) |
-//! | `SHEAF_JIT_CACHE_DIR` | disk cache folder (default `$XDG_CACHE_HOME/sheaf-jit`, else `$HOME/.cache/sheaf-jit`) |
-//! | `SHEAF_JIT_DISK_CACHE` | `0`, `off`, `false` or `no` disables the disk cache |
-//! | `SHEAF_JIT_CACHE_MAX_BYTES` | disk cache size bound, e.g. `512M` (default 1 GiB) |
+//! | `IREE_COMPILER_LIB` | path of `libIREECompiler.so` (default: the library of the install made by `cargo xtask build-iree`) |
+//! | `IREE_COMPILE` | path of `iree-compile` (default: the native tool next to that library, the install's launcher, then `PATH`) |
 //! | `IREE_COMPILER_TASK_COUNT` | read by IREE itself: tasks of the in-process compiler's thread pool (default 12) |
 //!
 //! When no compiler is found, the error says to run `cargo xtask build-iree`
@@ -43,24 +36,21 @@
 //! # Example
 //!
 //! ```no_run
-//! use iree_safe::compiler::{default_compiler, CompileOptions, Compiler, DiskCache};
+//! use iree_safe::compiler::{choose_compiler, CompileOptions, CompilerPreference};
 //!
-//! let compiler = DiskCache::from_env(default_compiler()?);
-//! let vmfb = compiler.compile(
+//! let choice = choose_compiler(CompilerPreference::Auto)?;
+//! let vmfb = choice.compiler.compile(
 //!     r#"func.func @sigmoid(%x: tensor<4xf32>) -> tensor<4xf32> {
 //!          %y = stablehlo.logistic %x : tensor<4xf32>
 //!          return %y : tensor<4xf32>
 //!        }"#,
 //!     &CompileOptions::stablehlo(),
 //! )?;
-//! println!("{} bytes from {}; cache: {:?}", vmfb.len(), compiler.version(), compiler.stats());
+//! println!("{} bytes from {} ({})", vmfb.len(), choice.compiler.version(), choice.reason);
 //! # Ok::<(), iree_safe::compiler::CompileError>(())
 //! ```
 
-mod cache_entry;
-mod cache_key;
 mod diagnostics;
-mod disk_cache;
 mod embedding_api;
 mod error;
 mod in_process;
@@ -68,6 +58,7 @@ mod locate;
 mod options;
 mod session;
 mod subprocess;
+mod target;
 mod version;
 
 use std::fmt;
@@ -75,22 +66,16 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 pub use diagnostics::{Diagnostic, Location, Severity};
-pub use disk_cache::{
-    DiskCache, DiskCacheConfig, DiskCacheStats, CACHE_DIR_ENV, CACHE_MAX_BYTES_ENV,
-    DEFAULT_MAX_BYTES, DISK_CACHE_ENV,
-};
 pub use error::CompileError;
 pub use in_process::InProcessCompiler;
 pub use locate::{
-    locate_compiler_library, locate_iree_compile, COMPILER_LIB_ENV, IREE_COMPILE_ENV,
+    compiler_library_is_explicit, locate_compiler_library, locate_iree_compile, COMPILER_LIB_ENV,
+    IREE_COMPILE_ENV,
 };
 pub use options::{CompileOptions, InputType};
 pub use subprocess::SubprocessCompiler;
+pub use target::host_cpu;
 pub use version::{ApiVersion, CompilerVersion};
-
-/// Environment variable: `in-process` or `subprocess` forces the compiler
-/// [`default_compiler`] returns.
-pub const COMPILER_ENV: &str = "SHEAF_JIT_COMPILER";
 
 /// Turns MLIR text into a `.vmfb` module.
 ///
@@ -161,6 +146,21 @@ impl fmt::Debug for Artifact {
     }
 }
 
+/// Which compiler implementation to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum CompilerPreference {
+    /// In-process when the library loads, else `iree-compile`. A library
+    /// named explicitly by `IREE_COMPILER_LIB` that does not load is an
+    /// error, never a silent switch to the subprocess.
+    #[default]
+    Auto,
+    /// [`InProcessCompiler`] only.
+    InProcess,
+    /// [`SubprocessCompiler`] only.
+    Subprocess,
+}
+
 /// Which implementation [`choose_compiler`] picked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -171,68 +171,65 @@ pub enum CompilerKind {
     Subprocess,
 }
 
-/// The outcome of [`choose_compiler`].
-#[derive(Debug)]
+impl fmt::Display for CompilerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CompilerKind::InProcess => "in-process",
+            CompilerKind::Subprocess => "subprocess",
+        })
+    }
+}
+
+/// The outcome of [`choose_compiler`]: the compiler, which it is, and why.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CompilerChoice {
     /// The compiler to use.
     pub compiler: Arc<dyn Compiler>,
     /// Which implementation it is.
     pub kind: CompilerKind,
-    /// Why the in-process compiler could not be loaded, when the subprocess
-    /// compiler was chosen as a fallback (`None` when in-process was chosen,
-    /// or when `SHEAF_JIT_COMPILER=subprocess` asked for the subprocess).
-    pub in_process_unavailable: Option<CompileError>,
+    /// Why this one, in words (e.g. "asked for", or why the in-process
+    /// compiler could not be loaded).
+    pub reason: String,
 }
 
-/// The compiler to use: [`InProcessCompiler::load`] if it succeeds, else
-/// [`SubprocessCompiler::locate`]. `SHEAF_JIT_COMPILER=in-process` or
-/// `=subprocess` forces one.
-pub fn default_compiler() -> Result<Arc<dyn Compiler>, CompileError> {
-    choose_compiler().map(|choice| choice.compiler)
-}
-
-/// Like [`default_compiler`], and says which implementation was chosen and
-/// why the in-process one was not.
-pub fn choose_compiler() -> Result<CompilerChoice, CompileError> {
-    let setting = std::env::var(COMPILER_ENV).unwrap_or_default();
-    let in_process_unavailable = match setting.trim() {
-        "" | "0" | "auto" => match InProcessCompiler::load() {
-            Ok(compiler) => return Ok(CompilerChoice::in_process(compiler)),
-            Err(error) => Some(error),
-        },
-        "in-process" => return InProcessCompiler::load().map(CompilerChoice::in_process),
-        "subprocess" => None,
-        other => {
-            return Err(CompileError::InvalidSetting {
-                variable: COMPILER_ENV,
-                value: other.to_owned(),
-                expected: "`in-process`, `subprocess` or `auto`",
-            })
-        }
-    };
-    let compiler = SubprocessCompiler::locate()?;
-    if let Some(reason) = &in_process_unavailable {
-        tracing::info!(
-            %reason,
-            iree_compile = %compiler.path().display(),
-            "cannot compile in-process; running iree-compile per compilation"
-        );
-    }
-    Ok(CompilerChoice {
-        compiler: Arc::new(compiler),
-        kind: CompilerKind::Subprocess,
-        in_process_unavailable,
-    })
-}
-
-impl CompilerChoice {
-    fn in_process(compiler: InProcessCompiler) -> Self {
-        CompilerChoice {
+/// The compiler for `preference`, and why it was chosen. With
+/// [`CompilerPreference::Auto`], an in-process compiler that cannot be
+/// loaded from the install falls back to the subprocess (logged at info
+/// level, and said in [`CompilerChoice::reason`]).
+pub fn choose_compiler(preference: CompilerPreference) -> Result<CompilerChoice, CompileError> {
+    let in_process = |reason: &str| -> Result<CompilerChoice, CompileError> {
+        let compiler = InProcessCompiler::load()?;
+        Ok(CompilerChoice {
+            reason: format!("{reason}: {}", compiler.library_path().display()),
             compiler: Arc::new(compiler),
             kind: CompilerKind::InProcess,
-            in_process_unavailable: None,
+        })
+    };
+    let subprocess = |reason: String| -> Result<CompilerChoice, CompileError> {
+        let compiler = SubprocessCompiler::locate()?;
+        Ok(CompilerChoice {
+            reason: format!("{reason}: {}", compiler.path().display()),
+            compiler: Arc::new(compiler),
+            kind: CompilerKind::Subprocess,
+        })
+    };
+    match preference {
+        CompilerPreference::InProcess => in_process("in-process compiler asked for"),
+        CompilerPreference::Subprocess => subprocess("subprocess compiler asked for".to_owned()),
+        CompilerPreference::Auto if compiler_library_is_explicit() => {
+            in_process("in-process compiler named by IREE_COMPILER_LIB")
         }
+        CompilerPreference::Auto => match in_process("in-process compiler of the install") {
+            Ok(choice) => Ok(choice),
+            Err(error) => {
+                tracing::info!(
+                    %error,
+                    "cannot compile in-process; running iree-compile per compilation"
+                );
+                subprocess(format!("the in-process compiler did not load ({error})"))
+            }
+        },
     }
 }
 
@@ -242,7 +239,6 @@ mod thread_safety {
 
     assert_impl_all!(InProcessCompiler: Send, Sync, Clone);
     assert_impl_all!(SubprocessCompiler: Send, Sync, Clone);
-    assert_impl_all!(DiskCache: Send, Sync);
     assert_impl_all!(Artifact: Send, Sync);
     assert_impl_all!(CompileError: Send, Sync, std::error::Error);
     // A compilation's embedding-API objects stay on the compiling thread.

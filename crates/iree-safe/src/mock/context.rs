@@ -40,7 +40,7 @@ impl Instance {
 ///
 /// # Safety
 /// `out_instance` is valid for writes.
-pub unsafe fn iree_vm_instance_create(
+pub(crate) unsafe fn iree_vm_instance_create(
     _type_capacity: iree_host_size_t,
     _allocator: iree_allocator_t,
     out_instance: *mut *mut iree_vm_instance_t,
@@ -57,7 +57,7 @@ pub unsafe fn iree_vm_instance_create(
 ///
 /// # Safety
 /// `instance` is live.
-pub unsafe fn iree_hal_module_register_all_types(
+pub(crate) unsafe fn iree_hal_module_register_all_types(
     instance: *mut iree_vm_instance_t,
 ) -> iree_status_t {
     // SAFETY: forwarded from this function's contract.
@@ -119,7 +119,7 @@ impl Drop for Busy<'_> {
 /// # Safety
 /// `instance` is live; `modules` holds `module_count` live modules;
 /// `out_context` is valid for writes.
-pub unsafe fn iree_vm_context_create_with_modules(
+pub(crate) unsafe fn iree_vm_context_create_with_modules(
     instance: *mut iree_vm_instance_t,
     _flags: iree_vm_context_flags_t,
     module_count: iree_host_size_t,
@@ -186,7 +186,7 @@ unsafe fn create_context(
 /// # Safety
 /// `context` is live; `function` was looked up on a live module; `inputs`
 /// and `outputs` are null or live lists.
-pub unsafe fn iree_vm_invoke(
+pub(crate) unsafe fn iree_vm_invoke(
     context: *mut iree_vm_context_t,
     function: iree_vm_function_t,
     _flags: iree_vm_invocation_flags_t,
@@ -337,7 +337,8 @@ mod tests {
             assert!(matches!(product[..], [Value::I64(v)] if v == -3 << 40));
             let half = call("half_f64", &[Value::F64(3.0)]);
             assert!(matches!(half[..], [Value::F64(v)] if v == 1.5));
-            let x = Tensor::from_slice(&runtime, &[2, 2], &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+            let x =
+                Tensor::from_slice(runtime.device(), &[2, 2], &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
             let scaled = call("scale", &[x.into(), Value::F32(0.5)]);
             let scaled = scaled[0].as_tensor().unwrap();
             assert_eq!(scaled.shape(), &[2, 2]);
@@ -375,8 +376,8 @@ mod tests {
                 "{error}"
             );
             let add = module.function("add").unwrap();
-            let a = Tensor::from_slice(&runtime, &[4], &[1.0f32; 4]).unwrap();
-            let b = Tensor::from_slice(&runtime, &[3], &[1.0f32; 3]).unwrap();
+            let a = Tensor::from_slice(runtime.device(), &[4], &[1.0f32; 4]).unwrap();
+            let b = Tensor::from_slice(runtime.device(), &[3], &[1.0f32; 3]).unwrap();
             let error = add.call(&[a.clone().into(), b.into()]).unwrap_err();
             assert_eq!(error.code(), crate::StatusCode::InvalidArgument);
             assert!(
@@ -385,7 +386,7 @@ mod tests {
                     .contains("calling `add.add`: INVALID_ARGUMENT; input shape mismatch"),
                 "{error}"
             );
-            let i = Tensor::from_slice(&runtime, &[4], &[1i32; 4]).unwrap();
+            let i = Tensor::from_slice(runtime.device(), &[4], &[1i32; 4]).unwrap();
             let error = add.call(&[a.into(), i.into()]).unwrap_err();
             assert!(
                 error.to_string().contains("input 1 element type mismatch"),

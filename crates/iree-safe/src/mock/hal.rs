@@ -44,7 +44,7 @@ fn driver_registry(registry: *mut iree_hal_driver_registry_t) -> &'static Driver
 ///
 /// # Safety
 /// None; `unsafe` like the C function it stands for.
-pub unsafe fn iree_hal_driver_registry_default() -> *mut iree_hal_driver_registry_t {
+pub(crate) unsafe fn iree_hal_driver_registry_default() -> *mut iree_hal_driver_registry_t {
     registry_ptr()
 }
 
@@ -53,7 +53,7 @@ pub unsafe fn iree_hal_driver_registry_default() -> *mut iree_hal_driver_registr
 ///
 /// # Safety
 /// `registry` is the default registry.
-pub unsafe fn iree_hal_register_all_available_drivers(
+pub(crate) unsafe fn iree_hal_register_all_available_drivers(
     registry: *mut iree_hal_driver_registry_t,
 ) -> iree_status_t {
     let mut drivers = driver_registry(registry)
@@ -75,7 +75,7 @@ pub unsafe fn iree_hal_register_all_available_drivers(
 ///
 /// # Safety
 /// None; `unsafe` like the C function it stands for.
-pub unsafe fn iree_numa_node_count() -> iree_host_size_t {
+pub(crate) unsafe fn iree_numa_node_count() -> iree_host_size_t {
     1
 }
 
@@ -96,7 +96,8 @@ impl Object for ProactorPool {
 ///
 /// # Safety
 /// None; `unsafe` like the C function it stands for.
-pub unsafe fn iree_async_proactor_pool_options_default() -> iree_async_proactor_pool_options_t {
+pub(crate) unsafe fn iree_async_proactor_pool_options_default() -> iree_async_proactor_pool_options_t
+{
     iree_async_proactor_pool_options_t::default()
 }
 
@@ -104,7 +105,7 @@ pub unsafe fn iree_async_proactor_pool_options_default() -> iree_async_proactor_
 ///
 /// # Safety
 /// `out_pool` is valid for writes.
-pub unsafe fn iree_async_proactor_pool_create(
+pub(crate) unsafe fn iree_async_proactor_pool_create(
     node_count: iree_host_size_t,
     _node_ids: *const u32,
     _options: iree_async_proactor_pool_options_t,
@@ -146,7 +147,7 @@ impl Object for Device {
 /// # Safety
 /// `device_uri` views readable bytes; `create_params` is valid with a live
 /// pool; `out_device` is valid for writes.
-pub unsafe fn iree_hal_create_device(
+pub(crate) unsafe fn iree_hal_create_device(
     registry: *mut iree_hal_driver_registry_t,
     device_uri: iree_string_view_t,
     create_params: *const iree_hal_device_create_params_t,
@@ -186,7 +187,7 @@ pub unsafe fn iree_hal_create_device(
 ///
 /// # Safety
 /// `device` is a live device.
-pub unsafe fn iree_hal_device_allocator(
+pub(crate) unsafe fn iree_hal_device_allocator(
     device: *mut iree_hal_device_t,
 ) -> *mut iree_hal_allocator_t {
     // SAFETY: forwarded from this function's contract; checks liveness.
@@ -211,7 +212,7 @@ impl Object for FrontierTracker {
 ///
 /// # Safety
 /// `out_tracker` is valid for writes.
-pub unsafe fn iree_async_frontier_tracker_create(
+pub(crate) unsafe fn iree_async_frontier_tracker_create(
     options: iree_async_frontier_tracker_options_t,
     _allocator: iree_allocator_t,
     out_tracker: *mut *mut iree_async_frontier_tracker_t,
@@ -249,7 +250,7 @@ impl Object for DeviceGroup {
 ///
 /// # Safety
 /// `device` and `frontier_tracker` are live; `out_group` is valid for writes.
-pub unsafe fn iree_hal_device_group_create_from_device(
+pub(crate) unsafe fn iree_hal_device_group_create_from_device(
     device: *mut iree_hal_device_t,
     frontier_tracker: *mut iree_async_frontier_tracker_t,
     _host_allocator: iree_allocator_t,
@@ -365,7 +366,7 @@ fn dense_byte_length(shape: &[usize], element_type: iree_hal_element_type_t) -> 
 /// `device` is live, `allocator` is its allocator, `shape` holds
 /// `shape_rank` dims, `initial_data` is readable, `out_buffer_view` valid.
 #[allow(clippy::too_many_arguments)] // IREE's signature
-pub unsafe fn iree_hal_buffer_view_allocate_buffer_copy(
+pub(crate) unsafe fn iree_hal_buffer_view_allocate_buffer_copy(
     device: *mut iree_hal_device_t,
     allocator: *mut iree_hal_allocator_t,
     shape_rank: iree_host_size_t,
@@ -457,7 +458,9 @@ unsafe fn view<'a>(buffer_view: *const iree_hal_buffer_view_t) -> &'a BufferView
 ///
 /// # Safety
 /// `value` is null or a live buffer view.
-pub unsafe fn iree_hal_buffer_view_retain_ref(value: *mut iree_hal_buffer_view_t) -> iree_vm_ref_t {
+pub(crate) unsafe fn iree_hal_buffer_view_retain_ref(
+    value: *mut iree_hal_buffer_view_t,
+) -> iree_vm_ref_t {
     if value.is_null() {
         return iree_vm_ref_t::default();
     }
@@ -468,13 +471,33 @@ pub unsafe fn iree_hal_buffer_view_retain_ref(value: *mut iree_hal_buffer_view_t
     }
 }
 
+/// `iree_vm_ref_release`: gives back the reference a VM ref owns (the mock
+/// only makes buffer view refs) and resets the ref to null.
+///
+/// # Safety
+/// `ref_` is valid, and null or owning a reference to a live buffer view.
+pub(crate) unsafe fn iree_vm_ref_release(ref_: *mut iree_vm_ref_t) {
+    // SAFETY: the caller passes a valid ref.
+    let reference = unsafe { *ref_ };
+    if !reference.ptr.is_null() {
+        assert_eq!(
+            reference.type_, BUFFER_VIEW_TYPE,
+            "mock IREE: iree_vm_ref_release of a ref that is not a buffer view"
+        );
+        // SAFETY: the caller gives back the reference the ref owns.
+        unsafe { registry::release(reference.ptr.cast::<BufferView>().cast_const()) };
+    }
+    // SAFETY: as above.
+    unsafe { *ref_ = iree_vm_ref_t::default() };
+}
+
 /// `iree_hal_buffer_view_check_deref`: the buffer view a ref holds, not
 /// retained; INVALID_ARGUMENT for a ref of another type (or a null ref).
 ///
 /// # Safety
 /// `ref_` is a ref from the mock that is still owned by someone; `out_ptr`
 /// is valid for writes.
-pub unsafe fn iree_hal_buffer_view_check_deref(
+pub(crate) unsafe fn iree_hal_buffer_view_check_deref(
     ref_: iree_vm_ref_t,
     out_ptr: *mut *mut iree_hal_buffer_view_t,
 ) -> iree_status_t {
@@ -501,7 +524,7 @@ pub unsafe fn iree_hal_buffer_view_check_deref(
 ///
 /// # Safety
 /// `buffer_view` is live.
-pub unsafe fn iree_hal_buffer_view_buffer(
+pub(crate) unsafe fn iree_hal_buffer_view_buffer(
     buffer_view: *const iree_hal_buffer_view_t,
 ) -> *mut iree_hal_buffer_t {
     // SAFETY: forwarded from this function's contract.
@@ -512,7 +535,7 @@ pub unsafe fn iree_hal_buffer_view_buffer(
 ///
 /// # Safety
 /// `buffer_view` is live.
-pub unsafe fn iree_hal_buffer_view_byte_length(
+pub(crate) unsafe fn iree_hal_buffer_view_byte_length(
     buffer_view: *const iree_hal_buffer_view_t,
 ) -> iree_device_size_t {
     // SAFETY: forwarded from this function's contract.
@@ -523,7 +546,7 @@ pub unsafe fn iree_hal_buffer_view_byte_length(
 ///
 /// # Safety
 /// `buffer_view` is live.
-pub unsafe fn iree_hal_buffer_view_shape_rank(
+pub(crate) unsafe fn iree_hal_buffer_view_shape_rank(
     buffer_view: *const iree_hal_buffer_view_t,
 ) -> iree_host_size_t {
     // SAFETY: forwarded from this function's contract.
@@ -534,7 +557,7 @@ pub unsafe fn iree_hal_buffer_view_shape_rank(
 ///
 /// # Safety
 /// `buffer_view` is live.
-pub unsafe fn iree_hal_buffer_view_shape_dims(
+pub(crate) unsafe fn iree_hal_buffer_view_shape_dims(
     buffer_view: *const iree_hal_buffer_view_t,
 ) -> *const iree_hal_dim_t {
     // SAFETY: forwarded from this function's contract.
@@ -545,7 +568,7 @@ pub unsafe fn iree_hal_buffer_view_shape_dims(
 ///
 /// # Safety
 /// `buffer_view` is live.
-pub unsafe fn iree_hal_buffer_view_element_type(
+pub(crate) unsafe fn iree_hal_buffer_view_element_type(
     buffer_view: *const iree_hal_buffer_view_t,
 ) -> iree_hal_element_type_t {
     // SAFETY: forwarded from this function's contract.
@@ -558,7 +581,7 @@ pub unsafe fn iree_hal_buffer_view_element_type(
 ///
 /// # Safety
 /// `device` and `source` are live; `target` has room for `data_length` bytes.
-pub unsafe fn iree_hal_device_transfer_d2h(
+pub(crate) unsafe fn iree_hal_device_transfer_d2h(
     device: *mut iree_hal_device_t,
     source: *mut iree_hal_buffer_t,
     source_offset: iree_device_size_t,
@@ -618,9 +641,9 @@ pub(crate) unsafe fn view_str(view: iree_string_view_t) -> String {
 }
 
 registry::refcount_functions! {
-    iree_async_proactor_pool_t => ProactorPool: iree_async_proactor_pool_release;
+    iree_async_proactor_pool_t => ProactorPool: iree_async_proactor_pool_release, iree_async_proactor_pool_retain;
     iree_hal_device_t => Device: iree_hal_device_release, iree_hal_device_retain;
-    iree_async_frontier_tracker_t => FrontierTracker: iree_async_frontier_tracker_release;
+    iree_async_frontier_tracker_t => FrontierTracker: iree_async_frontier_tracker_release, iree_async_frontier_tracker_retain;
     iree_hal_device_group_t => DeviceGroup: iree_hal_device_group_release, iree_hal_device_group_retain;
     iree_hal_buffer_view_t => BufferView: iree_hal_buffer_view_release, iree_hal_buffer_view_retain;
 }

@@ -99,7 +99,7 @@ pub(crate) unsafe fn list<'a>(list: *const iree_vm_list_t) -> &'a List {
 ///
 /// # Safety
 /// `out_list` is valid for writes.
-pub unsafe fn iree_vm_list_create(
+pub(crate) unsafe fn iree_vm_list_create(
     element_type: iree_vm_type_def_t,
     initial_capacity: iree_host_size_t,
     _allocator: iree_allocator_t,
@@ -123,7 +123,7 @@ pub unsafe fn iree_vm_list_create(
 ///
 /// # Safety
 /// `list` is live.
-pub unsafe fn iree_vm_list_size(list_ptr: *const iree_vm_list_t) -> iree_host_size_t {
+pub(crate) unsafe fn iree_vm_list_size(list_ptr: *const iree_vm_list_t) -> iree_host_size_t {
     // SAFETY: forwarded from this function's contract.
     unsafe { list(list_ptr) }.items().len()
 }
@@ -132,7 +132,7 @@ pub unsafe fn iree_vm_list_size(list_ptr: *const iree_vm_list_t) -> iree_host_si
 ///
 /// # Safety
 /// `list` is live and `value` readable.
-pub unsafe fn iree_vm_list_push_value(
+pub(crate) unsafe fn iree_vm_list_push_value(
     list_ptr: *mut iree_vm_list_t,
     value: *const iree_vm_value_t,
 ) -> iree_status_t {
@@ -147,7 +147,7 @@ pub unsafe fn iree_vm_list_push_value(
 /// # Safety
 /// `list` is live; `value` is valid and, if not null, owns a reference to a
 /// live buffer view.
-pub unsafe fn iree_vm_list_push_ref_move(
+pub(crate) unsafe fn iree_vm_list_push_ref_move(
     list_ptr: *mut iree_vm_list_t,
     value: *mut iree_vm_ref_t,
 ) -> iree_status_t {
@@ -187,7 +187,7 @@ fn out_of_range(i: usize, count: usize) -> Failure {
 ///
 /// # Safety
 /// `list` is live and `out_value` valid for writes.
-pub unsafe fn iree_vm_list_get_value(
+pub(crate) unsafe fn iree_vm_list_get_value(
     list_ptr: *const iree_vm_list_t,
     i: iree_host_size_t,
     out_value: *mut iree_vm_value_t,
@@ -213,7 +213,7 @@ pub unsafe fn iree_vm_list_get_value(
 ///
 /// # Safety
 /// `list` is live and `out_value` valid for writes.
-pub unsafe fn iree_vm_list_get_ref_assign(
+pub(crate) unsafe fn iree_vm_list_get_ref_assign(
     list_ptr: *const iree_vm_list_t,
     i: iree_host_size_t,
     out_value: *mut iree_vm_ref_t,

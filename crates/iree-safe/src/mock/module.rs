@@ -146,7 +146,7 @@ impl Drop for Archive {
 ///
 /// # Safety
 /// None; `unsafe` like the C function it stands for.
-pub unsafe fn iree_hal_module_device_policy_default() -> iree_hal_module_device_policy_t {
+pub(crate) unsafe fn iree_hal_module_device_policy_default() -> iree_hal_module_device_policy_t {
     iree_hal_module_device_policy_t::default()
 }
 
@@ -154,7 +154,7 @@ pub unsafe fn iree_hal_module_device_policy_default() -> iree_hal_module_device_
 ///
 /// # Safety
 /// None; `unsafe` like the C function it stands for.
-pub unsafe fn iree_hal_module_debug_sink_null() -> iree_hal_module_debug_sink_t {
+pub(crate) unsafe fn iree_hal_module_debug_sink_null() -> iree_hal_module_debug_sink_t {
     iree_hal_module_debug_sink_t::default()
 }
 
@@ -164,7 +164,7 @@ pub unsafe fn iree_hal_module_debug_sink_null() -> iree_hal_module_debug_sink_t 
 ///
 /// # Safety
 /// `instance` and `device_group` are live; `out_module` is valid for writes.
-pub unsafe fn iree_hal_module_create(
+pub(crate) unsafe fn iree_hal_module_create(
     instance: *mut iree_vm_instance_t,
     _device_policy: iree_hal_module_device_policy_t,
     device_group: *mut iree_hal_device_group_t,
@@ -201,7 +201,7 @@ pub unsafe fn iree_hal_module_create(
 /// # Safety
 /// `instance` is live; `archive_contents` is readable and stays so until the
 /// module frees it; `out_module` is valid for writes.
-pub unsafe fn iree_vm_bytecode_module_create(
+pub(crate) unsafe fn iree_vm_bytecode_module_create(
     instance: *mut iree_vm_instance_t,
     _flags: iree_vm_bytecode_module_flags_t,
     archive_contents: iree_const_byte_span_t,
@@ -273,7 +273,9 @@ pub(crate) unsafe fn module<'a>(module: *const iree_vm_module_t) -> &'a Module {
 ///
 /// # Safety
 /// `module` is live; the view is valid while it lives.
-pub unsafe fn iree_vm_module_name(module_ptr: *const iree_vm_module_t) -> iree_string_view_t {
+pub(crate) unsafe fn iree_vm_module_name(
+    module_ptr: *const iree_vm_module_t,
+) -> iree_string_view_t {
     // SAFETY: forwarded from this function's contract.
     match unsafe { module(module_ptr) } {
         Module::Hal(_) => iree_make_string_view(c"hal".as_ptr(), 3),
@@ -286,7 +288,7 @@ pub unsafe fn iree_vm_module_name(module_ptr: *const iree_vm_module_t) -> iree_s
 ///
 /// # Safety
 /// `module` is live.
-pub unsafe fn iree_vm_module_signature(
+pub(crate) unsafe fn iree_vm_module_signature(
     module_ptr: *const iree_vm_module_t,
 ) -> iree_vm_module_signature_t {
     // SAFETY: forwarded from this function's contract.
@@ -330,7 +332,7 @@ fn export(module: *const iree_vm_module_t, ordinal: usize) -> iree_vm_function_t
 ///
 /// # Safety
 /// `module` is live, `name` readable, `out_function` valid for writes.
-pub unsafe fn iree_vm_module_lookup_function_by_name(
+pub(crate) unsafe fn iree_vm_module_lookup_function_by_name(
     module_ptr: *const iree_vm_module_t,
     linkage: iree_vm_function_linkage_t,
     name: iree_string_view_t,
@@ -361,7 +363,7 @@ pub unsafe fn iree_vm_module_lookup_function_by_name(
 ///
 /// # Safety
 /// `module` is live and `out_function` valid for writes.
-pub unsafe fn iree_vm_module_lookup_function_by_ordinal(
+pub(crate) unsafe fn iree_vm_module_lookup_function_by_ordinal(
     module_ptr: *const iree_vm_module_t,
     linkage: iree_vm_function_linkage_t,
     ordinal: iree_host_size_t,
@@ -421,7 +423,9 @@ unsafe fn lookup<'a>(
 /// # Safety
 /// `function` is valid and its module live; the view is valid while the
 /// module lives.
-pub unsafe fn iree_vm_function_name(function: *const iree_vm_function_t) -> iree_string_view_t {
+pub(crate) unsafe fn iree_vm_function_name(
+    function: *const iree_vm_function_t,
+) -> iree_string_view_t {
     // SAFETY: forwarded from this function's contract.
     match unsafe { lookup(&*function) } {
         Some((bytecode, def, _)) => bytecode.archive.view(&def.name),
@@ -434,7 +438,7 @@ pub unsafe fn iree_vm_function_name(function: *const iree_vm_function_t) -> iree
 ///
 /// # Safety
 /// As for [`iree_vm_function_name`].
-pub unsafe fn iree_vm_function_signature(
+pub(crate) unsafe fn iree_vm_function_signature(
     function: *const iree_vm_function_t,
 ) -> iree_vm_function_signature_t {
     // SAFETY: forwarded from this function's contract.
@@ -450,7 +454,7 @@ pub unsafe fn iree_vm_function_signature(
 ///
 /// # Safety
 /// As for [`iree_vm_function_name`]; `key` is readable.
-pub unsafe fn iree_vm_function_lookup_attr_by_name(
+pub(crate) unsafe fn iree_vm_function_lookup_attr_by_name(
     function: *const iree_vm_function_t,
     key: iree_string_view_t,
 ) -> iree_string_view_t {

@@ -130,7 +130,7 @@ macro_rules! refcount_functions {
             ///
             /// # Safety
             /// The object is live.
-            pub unsafe fn $retain(object: *mut $c_ty) {
+            pub(crate) unsafe fn $retain(object: *mut $c_ty) {
                 $crate::mock::registry::retain(object.cast::<$mock>());
             }
         )?
@@ -139,7 +139,7 @@ macro_rules! refcount_functions {
         ///
         /// # Safety
         /// The object is live and the caller gives back its reference.
-        pub unsafe fn $release(object: *mut $c_ty) {
+        pub(crate) unsafe fn $release(object: *mut $c_ty) {
             // SAFETY: forwarded from this function's contract.
             unsafe { $crate::mock::registry::release(object.cast::<$mock>()) }
         }

@@ -143,7 +143,7 @@ unsafe fn text(status: iree_status_t) -> String {
 /// # Safety
 /// `status` is OK, a bare code, or a status from this mock that nobody else
 /// frees.
-pub unsafe fn iree_status_free(status: iree_status_t) {
+pub(crate) unsafe fn iree_status_free(status: iree_status_t) {
     if let Some(storage) = storage(status) {
         // SAFETY: the storage came from `registry::create` (caller's
         // contract); the registry panics on a double free.
@@ -161,7 +161,7 @@ pub unsafe fn iree_status_free(status: iree_status_t) {
 /// # Safety
 /// `status` as for [`iree_status_free`] (not freed); `buffer` is null or
 /// has room for `buffer_capacity` bytes; `out_buffer_length` is valid.
-pub unsafe fn iree_status_format(
+pub(crate) unsafe fn iree_status_format(
     status: iree_status_t,
     buffer_capacity: iree_host_size_t,
     buffer: *mut c_char,

@@ -8,9 +8,9 @@
 
 #![allow(dead_code)] // each test file uses a different subset
 
-pub use imp::*;
+pub(crate) use imp::*;
 
-#[cfg(not(any(miri, feature = "mock")))]
+#[cfg(not(iree_mock))]
 mod imp {
     use std::collections::HashMap;
     use std::path::PathBuf;
@@ -20,13 +20,13 @@ mod imp {
 
     /// The compiled `.vmfb` of `tests/data/<name>.mlir` for this machine's
     /// CPU, compiled once per test process.
-    pub fn program(name: &str) -> Vec<u8> {
+    pub(crate) fn program(name: &str) -> Vec<u8> {
         program_for_cpu(name, "host")
     }
 
     /// Like [`program`], for another `--iree-llvmcpu-target-cpu` (e.g. a
     /// baseline x86-64 that valgrind can decode, unlike AVX-512).
-    pub fn program_for_cpu(name: &str, cpu: &str) -> Vec<u8> {
+    pub(crate) fn program_for_cpu(name: &str, cpu: &str) -> Vec<u8> {
         /// Artifacts by (program, CPU).
         type Artifacts = HashMap<(String, String), Vec<u8>>;
         static CACHE: OnceLock<Mutex<Artifacts>> = OnceLock::new();
@@ -60,16 +60,16 @@ mod imp {
     }
 
     /// Nothing to check against the real runtime: valgrind covers leaks.
-    pub struct LeakCheck;
+    pub(crate) struct LeakCheck;
 
     impl LeakCheck {
-        pub fn start() -> LeakCheck {
+        pub(crate) fn start() -> LeakCheck {
             LeakCheck
         }
     }
 }
 
-#[cfg(any(miri, feature = "mock"))]
+#[cfg(iree_mock)]
 mod imp {
     use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -130,7 +130,7 @@ mod imp {
 }
 
 /// This process's resident set size, from `/proc/self/status` (Linux).
-pub fn rss_bytes() -> u64 {
+pub(crate) fn rss_bytes() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("Linux /proc");
     let kb: u64 = status
         .lines()
@@ -141,4 +141,4 @@ pub fn rss_bytes() -> u64 {
 }
 
 /// The driver the tests run on.
-pub const DRIVER: &str = "local-sync";
+pub(crate) const DRIVER: &str = "local-sync";

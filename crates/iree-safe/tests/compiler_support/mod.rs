@@ -15,7 +15,7 @@ use iree_safe::compiler::{
 use iree_safe::{Runtime, Tensor};
 
 /// The text of `tests/data/compiler/<name>.mlir`.
-pub fn source(name: &str) -> String {
+pub(crate) fn source(name: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/compiler")
         .join(format!("{name}.mlir"));
@@ -24,7 +24,7 @@ pub fn source(name: &str) -> String {
 
 /// A test program: what to compile, what to feed it, what it must return.
 #[derive(Debug, Clone)]
-pub struct Program {
+pub(crate) struct Program {
     pub name: &'static str,
     pub function: &'static str,
     pub options: CompileOptions,
@@ -33,12 +33,12 @@ pub struct Program {
 }
 
 impl Program {
-    pub fn source(&self) -> String {
+    pub(crate) fn source(&self) -> String {
         source(self.name)
     }
 }
 
-pub fn sigmoid() -> Program {
+pub(crate) fn sigmoid() -> Program {
     let x = vec![-2.0f32, -0.5, 0.0, 3.0];
     Program {
         name: "sigmoid",
@@ -50,7 +50,7 @@ pub fn sigmoid() -> Program {
 }
 
 /// Four different programs: three StableHLO, one linalg.
-pub fn programs() -> Vec<Program> {
+pub(crate) fn programs() -> Vec<Program> {
     let (a, x, y) = (
         vec![2.0f32, -1.0, 0.5, 3.0],
         vec![1.0f32, 2.0, 3.0, 4.0],
@@ -90,29 +90,29 @@ pub fn programs() -> Vec<Program> {
     ]
 }
 
-/// The process's runtime (one per process, as DESIGN.md section 2 asks).
-pub fn runtime() -> &'static Runtime {
+/// The process's runtime (one per process; docs/architecture.md, "One runtime per process").
+pub(crate) fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| Runtime::new("local-sync").expect("the local-sync runtime"))
 }
 
 /// Loads `vmfb`, calls the program's function on its inputs, returns the
 /// first result.
-pub fn run(program: &Program, vmfb: &[u8]) -> Result<Vec<f32>, iree_safe::Error> {
+pub(crate) fn run(program: &Program, vmfb: &[u8]) -> Result<Vec<f32>, iree_safe::Error> {
     let runtime = runtime();
     let module = runtime.load(vmfb)?;
     let function = module.function(program.function)?;
     let arguments = program
         .inputs
         .iter()
-        .map(|(shape, data)| Tensor::from_slice(runtime, shape, data).map(Into::into))
+        .map(|(shape, data)| Tensor::from_slice(runtime.device(), shape, data).map(Into::into))
         .collect::<Result<Vec<_>, _>>()?;
     let outputs = function.call(&arguments)?;
     outputs[0].as_tensor().expect("a tensor result").to_vec()
 }
 
 /// Runs `vmfb` and checks the program's expected result (within 1e-6).
-pub fn check(program: &Program, vmfb: &[u8]) -> Vec<f32> {
+pub(crate) fn check(program: &Program, vmfb: &[u8]) -> Vec<f32> {
     let got = run(program, vmfb).unwrap_or_else(|e| panic!("{}: {e}", program.name));
     assert_eq!(got.len(), program.expected.len(), "{}", program.name);
     for (index, (got, want)) in got.iter().zip(&program.expected).enumerate() {
@@ -125,30 +125,30 @@ pub fn check(program: &Program, vmfb: &[u8]) -> Vec<f32> {
     got
 }
 
-pub fn in_process() -> InProcessCompiler {
+pub(crate) fn in_process() -> InProcessCompiler {
     InProcessCompiler::load().expect("libIREECompiler.so, installed by `cargo xtask build-iree`")
 }
 
-pub fn subprocess() -> SubprocessCompiler {
+pub(crate) fn subprocess() -> SubprocessCompiler {
     SubprocessCompiler::locate().expect("iree-compile, installed by `cargo xtask build-iree`")
 }
 
 /// Wraps a compiler and counts the compilations that reach it.
 #[derive(Debug)]
-pub struct Counting {
+pub(crate) struct Counting {
     inner: Arc<dyn Compiler>,
     calls: AtomicUsize,
 }
 
 impl Counting {
-    pub fn new(inner: Arc<dyn Compiler>) -> Arc<Self> {
+    pub(crate) fn new(inner: Arc<dyn Compiler>) -> Arc<Self> {
         Arc::new(Counting {
             inner,
             calls: AtomicUsize::new(0),
         })
     }
 
-    pub fn calls(&self) -> usize {
+    pub(crate) fn calls(&self) -> usize {
         self.calls.load(Ordering::SeqCst)
     }
 }

@@ -9,27 +9,27 @@ use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once};
 
-use jit_cache::{CompileError, DType, Executable, FunctionId, JitCache, Outcome, Signature};
+use jit_cache::{CompileFailure, DType, Executable, FunctionId, JitCache, Outcome, Signature};
 
 /// Counts mock executables created and dropped (one per test, so tests run
 /// in parallel without sharing counts).
 #[derive(Debug, Default)]
-pub struct Tracker {
+pub(crate) struct Tracker {
     created: AtomicUsize,
     dropped: AtomicUsize,
 }
 
 impl Tracker {
-    pub fn created(&self) -> usize {
+    pub(crate) fn created(&self) -> usize {
         self.created.load(Ordering::SeqCst)
     }
 
-    pub fn dropped(&self) -> usize {
+    pub(crate) fn dropped(&self) -> usize {
         self.dropped.load(Ordering::SeqCst)
     }
 
     /// Executables alive now.
-    pub fn live(&self) -> usize {
+    pub(crate) fn live(&self) -> usize {
         self.created() - self.dropped()
     }
 }
@@ -37,7 +37,7 @@ impl Tracker {
 /// A compiled "module": returns `expected(sig)` of the signature it was
 /// compiled for, so reusing the wrong executable gives a wrong result.
 #[derive(Debug)]
-pub struct MockExe {
+pub(crate) struct MockExe {
     pub size: usize,
     pub result: i64,
     tracker: Arc<Tracker>,
@@ -57,7 +57,7 @@ impl Drop for MockExe {
 
 /// What the mock compiler does with a signature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Behaviour {
+pub(crate) enum Behaviour {
     Succeed,
     Fail,
     Panic,
@@ -67,7 +67,7 @@ type SizeFn = Box<dyn Fn(&Signature) -> usize + Send + Sync>;
 type BehaviourFn = Box<dyn Fn(&Signature) -> Behaviour + Send + Sync>;
 
 /// Counts compiles, per signature and in all.
-pub struct MockCompiler {
+pub(crate) struct MockCompiler {
     pub tracker: Arc<Tracker>,
     per_signature: Mutex<HashMap<Signature, usize>>,
     size: SizeFn,
@@ -76,11 +76,11 @@ pub struct MockCompiler {
 
 impl MockCompiler {
     /// Every compile succeeds with 1000-byte executables.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::with(|_| 1000, |_| Behaviour::Succeed)
     }
 
-    pub fn with(
+    pub(crate) fn with(
         size: impl Fn(&Signature) -> usize + Send + Sync + 'static,
         behaviour: impl Fn(&Signature) -> Behaviour + Send + Sync + 'static,
     ) -> Self {
@@ -92,7 +92,7 @@ impl MockCompiler {
         }
     }
 
-    pub fn compile(&self, sig: &Signature) -> Result<MockExe, CompileError> {
+    pub(crate) fn compile(&self, sig: &Signature) -> Result<MockExe, CompileFailure> {
         *self
             .per_signature
             .lock()
@@ -108,13 +108,13 @@ impl MockCompiler {
                     tracker: Arc::clone(&self.tracker),
                 })
             }
-            Behaviour::Fail => Err(CompileError::new(format!("unsupported op for {sig}"))),
+            Behaviour::Fail => Err(CompileFailure::message(format!("unsupported op for {sig}"))),
             Behaviour::Panic => panic!("mock backend crashed on {sig}"),
         }
     }
 
     /// Compiles of `sig` so far.
-    pub fn compiles_of(&self, sig: &Signature) -> usize {
+    pub(crate) fn compiles_of(&self, sig: &Signature) -> usize {
         self.per_signature
             .lock()
             .unwrap()
@@ -124,14 +124,14 @@ impl MockCompiler {
     }
 
     /// Compiles so far.
-    pub fn compiles(&self) -> usize {
+    pub(crate) fn compiles(&self) -> usize {
         self.per_signature.lock().unwrap().values().sum()
     }
 }
 
 /// The value both the executable and the interpreter compute: the sum of
 /// all dims plus the bits of the captured scalars.
-pub fn expected(sig: &Signature) -> i64 {
+pub(crate) fn expected(sig: &Signature) -> i64 {
     let dims: i64 = sig.args().iter().flat_map(|a| a.dims()).sum();
     let captured = sig
         .captured()
@@ -142,13 +142,13 @@ pub fn expected(sig: &Signature) -> i64 {
 
 /// What a call returned and which path produced it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ran {
+pub(crate) enum Ran {
     Compiled(i64),
     Interpreted(i64),
 }
 
 /// One call through `JitCache::call` with the mock backend.
-pub fn run(
+pub(crate) fn run(
     cache: &JitCache<MockExe>,
     func: &FunctionId,
     sig: &Signature,
@@ -164,7 +164,7 @@ pub fn run(
 }
 
 /// A one-argument f32 signature.
-pub fn f32_sig(dims: &[i64]) -> Signature {
+pub(crate) fn f32_sig(dims: &[i64]) -> Signature {
     Signature::builder().arg(DType::F32, dims).build()
 }
 
@@ -176,7 +176,7 @@ pub fn f32_sig(dims: &[i64]) -> Signature {
 /// caches per-callsite interest process-wide, and a callsite first reached by
 /// a test without a subscriber can stay disabled for a test with one. A test
 /// binary that checks logs must call this before any cache call, in every test.
-pub fn capture_logs<R>(f: impl FnOnce() -> R) -> (R, String) {
+pub(crate) fn capture_logs<R>(f: impl FnOnce() -> R) -> (R, String) {
     static INIT: Once = Once::new();
     INIT.call_once(|| {
         let subscriber = tracing_subscriber::fmt()

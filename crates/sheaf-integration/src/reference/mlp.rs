@@ -3,7 +3,7 @@
 use jit_cache::{DType, Signature};
 use ndarray::{Ix1, Ix2};
 
-use super::mlir;
+use crate::mlir;
 use crate::{HostTensor, JitFunction};
 
 /// The reference MLP layer: `x: f32[N,K]`, `W: f32[K,M]`, `b: f32[M]` →

@@ -8,7 +8,6 @@
 //! - [`mlp_layer`]: `relu(x·W + b)` for `x: f32[N,K]`, `W: f32[K,M]`,
 //!   `b: f32[M]`.
 
-mod mlir;
 mod mlp;
 mod sigmoid;
 mod softmax;

@@ -2,7 +2,7 @@
 
 use jit_cache::{DType, Signature};
 
-use super::mlir;
+use crate::mlir;
 use crate::{HostTensor, JitFunction};
 
 /// The reference `sigmoid`: one f32 or f64 tensor of any shape.

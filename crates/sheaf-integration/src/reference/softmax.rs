@@ -5,7 +5,7 @@
 use jit_cache::{CapturedScalar, DType, ScalarValue, Signature};
 use ndarray::{Axis, Zip};
 
-use super::mlir;
+use crate::mlir;
 use crate::{HostTensor, JitFunction};
 
 /// The captured scalar `softmax` reads.

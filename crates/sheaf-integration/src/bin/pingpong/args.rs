@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-pub const USAGE: &str = "\
+pub(crate) const USAGE: &str = "\
 usage: pingpong [--iters 30,500,5000] [--driver local-sync|local-task]
                 [--ceiling-mib 2048] [--plot FILE.svg] [--json]
 
@@ -17,13 +17,13 @@ SHEAF_JIT_TRACE=1 prints one line per miss, compile, eviction and fallback.";
 
 /// Which design a child process runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     Legacy,
     Shared,
 }
 
 impl Mode {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Mode::Legacy => "legacy",
             Mode::Shared => "shared",
@@ -32,7 +32,7 @@ impl Mode {
 }
 
 #[derive(Debug, Clone)]
-pub struct Args {
+pub(crate) struct Args {
     pub checkpoints: Vec<usize>,
     pub driver: String,
     pub ceiling_bytes: u64,
@@ -43,7 +43,7 @@ pub struct Args {
 }
 
 impl Args {
-    pub fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
+    pub(crate) fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
         let mut parsed = Args {
             checkpoints: vec![30, 500, 5000],
             driver: "local-sync".into(),
@@ -94,12 +94,12 @@ impl Args {
         Ok(parsed)
     }
 
-    pub fn max_iters(&self) -> usize {
+    pub(crate) fn max_iters(&self) -> usize {
         *self.checkpoints.last().expect("at least one checkpoint")
     }
 
     /// The arguments a child process of `mode` gets.
-    pub fn child_args(&self, mode: Mode) -> Vec<String> {
+    pub(crate) fn child_args(&self, mode: Mode) -> Vec<String> {
         let iters = self
             .checkpoints
             .iter()

@@ -103,10 +103,12 @@ impl Legacy {
     }
 }
 
-pub fn run(args: &Args, emit: &mut dyn FnMut(&Record)) -> Result<(), String> {
+pub(crate) fn run(args: &Args, emit: &mut dyn FnMut(&Record)) -> Result<(), String> {
     let mut legacy = Legacy {
         driver: args.driver.clone(),
-        compiler: compiler::default_compiler().map_err(|e| e.to_string())?,
+        compiler: compiler::choose_compiler(compiler::CompilerPreference::Auto)
+            .map_err(|e| e.to_string())?
+            .compiler,
         options: JitConfig::default().compile_options,
         artifacts: HashMap::new(),
         sessions: Vec::new(),

@@ -11,7 +11,7 @@ fn mib(bytes: u64) -> f64 {
 
 /// The table of checkpoints for both modes, plus where the legacy mode
 /// stopped if it hit the ceiling.
-pub fn table(records: &[Record], args: &Args) -> String {
+pub(crate) fn table(records: &[Record], args: &Args) -> String {
     let find = |mode: &str, iters: usize| {
         records
             .iter()

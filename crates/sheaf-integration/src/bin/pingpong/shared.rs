@@ -5,7 +5,7 @@ use sheaf_integration::{reference, HostTensor, JitConfig, JitRuntime, Value};
 use crate::args::Args;
 use crate::workload::{self, Record, Recorder};
 
-pub fn run(args: &Args, emit: &mut dyn FnMut(&Record)) -> Result<(), String> {
+pub(crate) fn run(args: &Args, emit: &mut dyn FnMut(&Record)) -> Result<(), String> {
     // No disk cache: every signature is compiled for real, once.
     let config = JitConfig::builder()
         .driver(&args.driver)

@@ -6,20 +6,20 @@ use ndarray::{ArrayD, IxDyn};
 use serde::{Deserialize, Serialize};
 
 /// Shapes `sigmoid` alternates between.
-pub const SIGMOID_SHAPES: [&[usize]; 2] = [&[1, 5], &[1, 5, 1]];
+pub(crate) const SIGMOID_SHAPES: [&[usize]; 2] = [&[1, 5], &[1, 5, 1]];
 /// Temperatures `softmax` alternates between.
-pub const TEMPERATURES: [f32; 2] = [0.5, 1.0];
+pub(crate) const TEMPERATURES: [f32; 2] = [0.5, 1.0];
 /// The `softmax` input shape.
-pub const SOFTMAX_SHAPE: &[usize] = &[1, 5];
+pub(crate) const SOFTMAX_SHAPE: &[usize] = &[1, 5];
 const DATA: [f32; 5] = [-2.0, -0.5, 0.0, 0.75, 3.0];
 
 /// The sigmoid input of iteration `i`.
-pub fn sigmoid_input(i: usize) -> ArrayD<f32> {
+pub(crate) fn sigmoid_input(i: usize) -> ArrayD<f32> {
     ArrayD::from_shape_vec(IxDyn(SIGMOID_SHAPES[i % 2]), DATA.to_vec()).expect("5 elements")
 }
 
 /// The softmax input and temperature of iteration `i`.
-pub fn softmax_input(i: usize) -> (ArrayD<f32>, f32) {
+pub(crate) fn softmax_input(i: usize) -> (ArrayD<f32>, f32) {
     (
         ArrayD::from_shape_vec(IxDyn(SOFTMAX_SHAPE), DATA.to_vec()).expect("5 elements"),
         TEMPERATURES[i % 2],
@@ -27,7 +27,7 @@ pub fn softmax_input(i: usize) -> (ArrayD<f32>, f32) {
 }
 
 /// True when `actual` matches the interpreter's `expected` within 1e-5.
-pub fn matches(actual: &[f32], expected: &ArrayD<f32>) -> bool {
+pub(crate) fn matches(actual: &[f32], expected: &ArrayD<f32>) -> bool {
     actual.len() == expected.len()
         && actual
             .iter()
@@ -37,7 +37,7 @@ pub fn matches(actual: &[f32], expected: &ArrayD<f32>) -> bool {
 
 /// One line of a child's output.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     /// `legacy` or `shared`.
     pub mode: String,
     /// `checkpoint`, `sample` (for the plot) or `stopped` (ceiling reached).
@@ -57,13 +57,13 @@ pub struct Record {
 }
 
 impl Record {
-    pub fn is_checkpoint(&self) -> bool {
+    pub(crate) fn is_checkpoint(&self) -> bool {
         self.kind == "checkpoint"
     }
 }
 
 /// Tracks a mode's run and emits its records.
-pub struct Recorder<'a> {
+pub(crate) struct Recorder<'a> {
     mode: &'static str,
     checkpoints: &'a [usize],
     sample_every: usize,
@@ -72,7 +72,7 @@ pub struct Recorder<'a> {
 }
 
 impl<'a> Recorder<'a> {
-    pub fn new(
+    pub(crate) fn new(
         mode: &'static str,
         checkpoints: &'a [usize],
         emit: &'a mut dyn FnMut(&Record),
@@ -88,7 +88,13 @@ impl<'a> Recorder<'a> {
     }
 
     /// Called after iteration `iters`: emits a sample and/or a checkpoint.
-    pub fn after(&mut self, iters: usize, compiles: u64, live_modules: u64, stale_results: u64) {
+    pub(crate) fn after(
+        &mut self,
+        iters: usize,
+        compiles: u64,
+        live_modules: u64,
+        stale_results: u64,
+    ) {
         let checkpoint = self.checkpoints.contains(&iters);
         if checkpoint || iters % self.sample_every == 0 || iters == 1 {
             let kind = if checkpoint { "checkpoint" } else { "sample" };
@@ -97,7 +103,13 @@ impl<'a> Recorder<'a> {
     }
 
     /// Emits the record of a run stopped early.
-    pub fn stopped(&mut self, iters: usize, compiles: u64, live_modules: u64, stale_results: u64) {
+    pub(crate) fn stopped(
+        &mut self,
+        iters: usize,
+        compiles: u64,
+        live_modules: u64,
+        stale_results: u64,
+    ) {
         self.emit("stopped", iters, compiles, live_modules, stale_results);
     }
 
@@ -124,7 +136,7 @@ impl<'a> Recorder<'a> {
 }
 
 /// This process's resident set size, from `/proc/self/status`.
-pub fn rss_bytes() -> u64 {
+pub(crate) fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {

@@ -10,7 +10,7 @@
 //! | 4 | reserved, 0 |
 //! | 8 | payload length |
 //! | 32 | SHA-256 of the payload |
-//! | 32 | the entry's [`CacheKey`] |
+//! | 32 | the entry's [`ArtifactKey`] |
 //! | n | payload: the `.vmfb` |
 //!
 //! Writers fill a uniquely named temporary file in the cache folder and
@@ -26,7 +26,7 @@ use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 
-use super::cache_key::CacheKey;
+use super::key::ArtifactKey;
 
 const MAGIC: [u8; 8] = *b"SJITVMFB";
 const FORMAT_VERSION: u32 = 1;
@@ -53,7 +53,7 @@ pub(crate) enum ReadOutcome {
 
 /// Reads the entry at `path`, checks it completely, and marks it as used
 /// (sets its modification time, the LRU order) when it is good.
-pub(crate) fn read(path: &Path, key: &CacheKey) -> ReadOutcome {
+pub(crate) fn read(path: &Path, key: &ArtifactKey) -> ReadOutcome {
     let Ok(mut file) = File::open(path) else {
         return ReadOutcome::Missing;
     };
@@ -66,7 +66,7 @@ pub(crate) fn read(path: &Path, key: &CacheKey) -> ReadOutcome {
     ReadOutcome::Found(payload)
 }
 
-fn read_checked(file: &mut File, key: &CacheKey) -> Result<Vec<u8>, String> {
+fn read_checked(file: &mut File, key: &ArtifactKey) -> Result<Vec<u8>, String> {
     let file_len = file
         .metadata()
         .map_err(|e| format!("cannot stat: {e}"))?
@@ -105,7 +105,7 @@ struct Header {
     digest: [u8; 32],
 }
 
-fn encode_header(key: &CacheKey, payload: &[u8]) -> [u8; HEADER_LEN] {
+fn encode_header(key: &ArtifactKey, payload: &[u8]) -> [u8; HEADER_LEN] {
     let mut header = [0u8; HEADER_LEN];
     header[..8].copy_from_slice(&MAGIC);
     header[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -116,7 +116,7 @@ fn encode_header(key: &CacheKey, payload: &[u8]) -> [u8; HEADER_LEN] {
     header
 }
 
-fn decode_header(header: &[u8; HEADER_LEN], key: &CacheKey) -> Result<Header, String> {
+fn decode_header(header: &[u8; HEADER_LEN], key: &ArtifactKey) -> Result<Header, String> {
     if header[..8] != MAGIC {
         return Err("not a cache entry (bad magic)".to_owned());
     }
@@ -135,7 +135,7 @@ fn decode_header(header: &[u8; HEADER_LEN], key: &CacheKey) -> Result<Header, St
 
 /// Writes an entry for `key` to `path` (inside `dir`) atomically; returns
 /// the bytes written.
-pub(crate) fn write(dir: &Path, path: &Path, key: &CacheKey, payload: &[u8]) -> io::Result<u64> {
+pub(crate) fn write(dir: &Path, path: &Path, key: &ArtifactKey, payload: &[u8]) -> io::Result<u64> {
     let mut temporary = tempfile::Builder::new()
         .prefix(TEMP_PREFIX)
         .tempfile_in(dir)?;
@@ -150,10 +150,15 @@ pub(crate) fn write(dir: &Path, path: &Path, key: &CacheKey, payload: &[u8]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compiler::version::CompilerVersion;
+    use crate::store::KeyParts;
 
-    fn key(text: &str) -> CacheKey {
-        CacheKey::new(text, &[], "generic", &CompilerVersion::new("test", None))
+    fn key(program: &str) -> ArtifactKey {
+        ArtifactKey::new(&KeyParts {
+            program,
+            compiler: "test",
+            runtime: "test",
+            target: "generic",
+        })
     }
 
     #[test]

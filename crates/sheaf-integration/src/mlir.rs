@@ -1,9 +1,16 @@
-//! Small helpers to print StableHLO types and constants.
+//! Small helpers to print StableHLO types and constants, for lowerings.
+//!
+//! ```
+//! use sheaf_integration::{mlir, DType};
+//!
+//! assert_eq!(mlir::tensor_type(DType::F32, &[1, 5]).unwrap(), "tensor<1x5xf32>");
+//! assert_eq!(mlir::f32_literal(1.0), "0x3F800000");
+//! ```
 
 use jit_cache::{ArgSpec, DType};
 
 /// `tensor<1x5xf32>`, or `tensor<f32>` for a scalar.
-pub(crate) fn tensor_type(dtype: DType, dims: &[i64]) -> Result<String, String> {
+pub fn tensor_type(dtype: DType, dims: &[i64]) -> Result<String, String> {
     let element = match dtype {
         DType::F32 => "f32",
         DType::F64 => "f64",
@@ -25,18 +32,18 @@ pub(crate) fn tensor_type(dtype: DType, dims: &[i64]) -> Result<String, String> 
 }
 
 /// [`tensor_type`] of an argument.
-pub(crate) fn arg_type(arg: &ArgSpec) -> Result<String, String> {
+pub fn arg_type(arg: &ArgSpec) -> Result<String, String> {
     tensor_type(arg.dtype(), arg.dims())
 }
 
 /// An exact f32 literal: MLIR reads a hexadecimal float as its bit pattern,
 /// so `0.8` and `0.8000001` stay distinct and `-0.0` stays negative.
-pub(crate) fn f32_literal(value: f32) -> String {
+pub fn f32_literal(value: f32) -> String {
     format!("0x{:08X}", value.to_bits())
 }
 
 /// `0, 1, ..., n-1`: broadcast dimensions that keep the leading axes.
-pub(crate) fn leading_dims(n: usize) -> String {
+pub fn leading_dims(n: usize) -> String {
     (0..n).map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
 }
 

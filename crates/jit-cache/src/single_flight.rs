@@ -1,0 +1,70 @@
+//! The one single-flight primitive of the workspace: a result computed once
+//! and handed to everyone who waited for it.
+//!
+//! [`JitCache`](crate::JitCache) keeps one [`Flight`] per signature being
+//! compiled (under its lock, so the "compile or wait" decision is atomic with
+//! the lookup); the disk [`store`](crate::store) keeps one per artifact key
+//! being built. Whoever builds must complete the flight exactly once, also
+//! when it unwinds (`cache::CompileTicket`, `store::disk::Builder`), which
+//! wakes every waiter.
+
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+/// A value being computed by one thread and awaited by others.
+#[derive(Debug)]
+pub(crate) struct Flight<V> {
+    result: Mutex<Option<V>>,
+    done: Condvar,
+}
+
+impl<V: Clone> Flight<V> {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Flight {
+            result: Mutex::new(None),
+            done: Condvar::new(),
+        })
+    }
+
+    /// Publishes the value and wakes the waiters. The first value wins.
+    pub(crate) fn complete(&self, value: V) {
+        let mut slot = self.result.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(value);
+        }
+        drop(slot);
+        self.done.notify_all();
+    }
+
+    /// Blocks until the value is published.
+    pub(crate) fn wait(&self) -> V {
+        let slot = self.result.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = self
+            .done
+            .wait_while(slot, |value| value.is_none())
+            .unwrap_or_else(PoisonError::into_inner);
+        slot.clone()
+            .expect("wait_while returned before the value was published")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiters_get_the_first_value() {
+        let flight = Flight::new();
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let flight = Arc::clone(&flight);
+                std::thread::spawn(move || flight.wait())
+            })
+            .collect();
+        flight.complete(7);
+        flight.complete(8);
+        for waiter in waiters {
+            assert_eq!(waiter.join().unwrap(), 7);
+        }
+        assert_eq!(flight.wait(), 7);
+    }
+}

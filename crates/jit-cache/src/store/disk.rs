@@ -1,0 +1,430 @@
+//! [`DiskStore`]: compiled artifacts kept on disk between runs.
+//!
+//! Entries are files named by their [`ArtifactKey`] in `<directory>/vmfb/`,
+//! each with a checked header (see `entry.rs`), written atomically. The
+//! total size is bounded: after an insert takes the folder over
+//! [`max_bytes`](StoreConfig::max_bytes), the least recently used entries
+//! (oldest modification time; a hit refreshes it) are deleted until it is
+//! under 90 % of the bound. Several processes may share a folder: all of them
+//! read, write and evict with plain file operations, so the worst a race can
+//! do is delete an entry that is then built again.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use super::entry::{self, ReadOutcome, ENTRY_EXTENSION, HEADER_LEN, TEMP_PREFIX};
+use super::key::ArtifactKey;
+use crate::single_flight::Flight;
+
+/// Keep temporary files of crashed writers at most this long.
+const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
+
+/// Where a [`DiskStore`] keeps its entries and how much it may keep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// The store's folder; entries go in its `vmfb/` subfolder.
+    pub directory: PathBuf,
+    /// Bound on the total size of the entries, in bytes.
+    pub max_bytes: u64,
+}
+
+impl StoreConfig {
+    /// The default bound: 1 GiB.
+    pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+
+    /// A store in `directory` with the default bound.
+    pub fn at(directory: impl Into<PathBuf>) -> Self {
+        StoreConfig {
+            directory: directory.into(),
+            max_bytes: Self::DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
+/// Counters of a [`DiskStore`], from [`DiskStore::stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreStats {
+    /// Artifacts served from disk.
+    pub hits: u64,
+    /// Artifacts that had to be built (successfully or not).
+    pub misses: u64,
+    /// Entries found damaged, or refused by the caller's `load`, and deleted.
+    pub corrupt: u64,
+    /// Builds that bypassed the store: it is disabled, or the caller had no
+    /// key for them.
+    pub bypassed: u64,
+    /// Entries deleted to stay under the size bound (by this instance).
+    pub evictions: u64,
+    /// Entries that could not be written (the artifact was still used).
+    pub write_errors: u64,
+    /// Payload bytes served from disk.
+    pub bytes_read: u64,
+    /// Entry bytes written (headers included).
+    pub bytes_written: u64,
+    /// Size of all entries in the folder: exact after the last scan, plus
+    /// this instance's writes since.
+    pub bytes_on_disk: u64,
+}
+
+/// Where the value of [`DiskStore::fetch_or_build`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fetched {
+    /// An entry on disk.
+    Disk,
+    /// A fresh build (now stored, unless it could not be written).
+    Built,
+}
+
+/// Why [`DiskStore::fetch_or_build`] produced no value: the error of
+/// `build` (`B`) or of `load` (`L`), kept whole. Exhaustive: those two
+/// closures are the only things that can fail.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError<B, L> {
+    /// `build` failed.
+    #[error(transparent)]
+    Build(B),
+    /// `load` refused the freshly built artifact (which was not stored).
+    #[error("the freshly built artifact was rejected: {0}")]
+    Rejected(#[source] L),
+}
+
+/// A persistent, size-bounded, multi-process-safe store of built artifacts.
+///
+/// A hit costs a file read and a checksum; an entry that is damaged (or that
+/// the caller's `load` refuses) is deleted and built again, never trusted.
+/// Failing to write never fails a build. Concurrent misses of one key in one
+/// store build once: the others wait, then read the entry (or, if the build
+/// failed, build in turn).
+#[derive(Debug)]
+pub struct DiskStore {
+    folder: Option<Folder>,
+    counters: Counters,
+    in_flight: Mutex<HashMap<ArtifactKey, Arc<Flight<()>>>>,
+}
+
+#[derive(Debug)]
+struct Folder {
+    entries: PathBuf,
+    max_bytes: u64,
+    /// Bytes in `entries`; `None` until the first scan.
+    bytes_on_disk: Mutex<Option<u64>>,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    corrupt: AtomicU64,
+    bypassed: AtomicU64,
+    evictions: AtomicU64,
+    write_errors: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.fetch_add(by, Ordering::Relaxed);
+}
+
+impl DiskStore {
+    /// A store configured by `config`. Creates nothing yet: the folder is
+    /// made on the first write.
+    pub fn new(config: StoreConfig) -> Self {
+        Self::with_folder(Some(Folder {
+            entries: config.directory.join("vmfb"),
+            max_bytes: config.max_bytes,
+            bytes_on_disk: Mutex::new(None),
+        }))
+    }
+
+    /// A store that keeps nothing: every fetch builds.
+    pub fn disabled() -> Self {
+        Self::with_folder(None)
+    }
+
+    fn with_folder(folder: Option<Folder>) -> Self {
+        DiskStore {
+            folder,
+            counters: Counters::default(),
+            in_flight: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The folder holding the entries; `None` when disabled.
+    pub fn directory(&self) -> Option<&Path> {
+        self.folder.as_ref().map(|folder| folder.entries.as_path())
+    }
+
+    /// The counters so far. The first call on an enabled store scans its
+    /// folder to learn `bytes_on_disk`.
+    pub fn stats(&self) -> StoreStats {
+        let c = &self.counters;
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        StoreStats {
+            hits: load(&c.hits),
+            misses: load(&c.misses),
+            corrupt: load(&c.corrupt),
+            bypassed: load(&c.bypassed),
+            evictions: load(&c.evictions),
+            write_errors: load(&c.write_errors),
+            bytes_read: load(&c.bytes_read),
+            bytes_written: load(&c.bytes_written),
+            bytes_on_disk: self.folder.as_ref().map_or(0, Folder::bytes_on_disk),
+        }
+    }
+
+    /// The artifact of `key`, turned into a `V` by `load`: from disk when a
+    /// good entry exists and `load` accepts it, else from `build` (then
+    /// stored). `load`'s value is returned with where it came from.
+    ///
+    /// An entry `load` refuses is deleted and built again; a fresh build it
+    /// refuses is [`BuildError::Rejected`] and not stored. With no `key`
+    /// (the caller cannot identify the artifact) or a disabled store, the
+    /// artifact is built and loaded without touching the disk.
+    pub fn fetch_or_build<V, B, L: fmt::Display>(
+        &self,
+        key: Option<&ArtifactKey>,
+        load: impl Fn(&[u8]) -> Result<V, L>,
+        build: impl FnOnce() -> Result<Vec<u8>, B>,
+    ) -> Result<(V, Fetched), BuildError<B, L>> {
+        let (Some(folder), Some(key)) = (&self.folder, key) else {
+            bump(&self.counters.bypassed, 1);
+            return Self::build_and_load(build, &load).map(|(value, _)| (value, Fetched::Built));
+        };
+        let path = folder.entry_path(key);
+        loop {
+            if let Some(value) = self.lookup(&path, key, &load) {
+                return Ok((value, Fetched::Disk));
+            }
+            // Held until the entry is written (or the build failed).
+            let Some(_builder) = self.claim(key) else {
+                // Another build of this key ended: look again (and build if
+                // it failed).
+                continue;
+            };
+            // Another thread (or process) may have stored it since our lookup.
+            if let Some(value) = self.lookup(&path, key, &load) {
+                return Ok((value, Fetched::Disk));
+            }
+            bump(&self.counters.misses, 1);
+            let (value, bytes) = Self::build_and_load(build, &load)?;
+            self.store(folder, &path, key, &bytes);
+            return Ok((value, Fetched::Built));
+        }
+    }
+
+    /// Deletes the entry of `key`, if any (for instance after the runtime
+    /// refused to run it); true when there was one.
+    pub fn invalidate(&self, key: &ArtifactKey) -> bool {
+        self.folder
+            .as_ref()
+            .is_some_and(|folder| fs::remove_file(folder.entry_path(key)).is_ok())
+    }
+
+    fn build_and_load<V, B, L>(
+        build: impl FnOnce() -> Result<Vec<u8>, B>,
+        load: &impl Fn(&[u8]) -> Result<V, L>,
+    ) -> Result<(V, Vec<u8>), BuildError<B, L>> {
+        let bytes = build().map_err(BuildError::Build)?;
+        let value = load(&bytes).map_err(BuildError::Rejected)?;
+        Ok((value, bytes))
+    }
+
+    fn lookup<V, L: fmt::Display>(
+        &self,
+        path: &Path,
+        key: &ArtifactKey,
+        load: &impl Fn(&[u8]) -> Result<V, L>,
+    ) -> Option<V> {
+        let payload = match entry::read(path, key) {
+            ReadOutcome::Found(payload) => payload,
+            ReadOutcome::Missing => return None,
+            ReadOutcome::Corrupt(reason) => {
+                tracing::warn!(entry = %path.display(), %reason, "deleting a damaged disk-cache entry");
+                self.discard(path);
+                return None;
+            }
+        };
+        match load(&payload) {
+            Ok(value) => {
+                bump(&self.counters.hits, 1);
+                bump(&self.counters.bytes_read, payload.len() as u64);
+                Some(value)
+            }
+            Err(reason) => {
+                tracing::warn!(entry = %path.display(), %reason, "deleting a rejected disk-cache entry");
+                self.discard(path);
+                None
+            }
+        }
+    }
+
+    fn discard(&self, path: &Path) {
+        let _ = fs::remove_file(path);
+        bump(&self.counters.corrupt, 1);
+    }
+
+    fn store(&self, folder: &Folder, path: &Path, key: &ArtifactKey, artifact: &[u8]) {
+        if (HEADER_LEN + artifact.len()) as u64 > folder.max_bytes {
+            return; // would evict everything, itself included
+        }
+        let written = fs::create_dir_all(&folder.entries)
+            .and_then(|()| entry::write(&folder.entries, path, key, artifact));
+        match written {
+            Ok(bytes) => {
+                bump(&self.counters.bytes_written, bytes);
+                let evicted = folder.added(bytes);
+                bump(&self.counters.evictions, evicted);
+            }
+            Err(error) => {
+                tracing::debug!(entry = %path.display(), %error, "cannot write a disk-cache entry");
+                bump(&self.counters.write_errors, 1);
+            }
+        }
+    }
+
+    /// Becomes the builder of `key` (`Some`), or waits for the current one
+    /// to finish (`None`).
+    fn claim(&self, key: &ArtifactKey) -> Option<Builder<'_>> {
+        let flight = {
+            let mut in_flight = self
+                .in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match in_flight.get(key) {
+                Some(flight) => Arc::clone(flight),
+                None => {
+                    in_flight.insert(*key, Flight::new());
+                    return Some(Builder {
+                        store: self,
+                        key: *key,
+                    });
+                }
+            }
+        };
+        flight.wait();
+        None
+    }
+}
+
+/// Ends the build of a key, however it ends: removes its flight and wakes
+/// the waiters.
+struct Builder<'a> {
+    store: &'a DiskStore,
+    key: ArtifactKey,
+}
+
+impl Drop for Builder<'_> {
+    fn drop(&mut self) {
+        let flight = self
+            .store
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.key);
+        if let Some(flight) = flight {
+            flight.complete(());
+        }
+    }
+}
+
+impl Folder {
+    fn entry_path(&self, key: &ArtifactKey) -> PathBuf {
+        self.entries
+            .join(format!("{}.{ENTRY_EXTENSION}", key.hex()))
+    }
+
+    fn bytes_on_disk(&self) -> u64 {
+        let mut bytes = self
+            .bytes_on_disk
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *bytes.get_or_insert_with(|| self.scan().iter().map(|entry| entry.len).sum())
+    }
+
+    /// Accounts for `bytes` just written; evicts when over the bound.
+    /// Returns how many entries were evicted.
+    fn added(&self, bytes: u64) -> u64 {
+        let mut total = self
+            .bytes_on_disk
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let estimate = match *total {
+            Some(known) => known + bytes,
+            None => self.scan().iter().map(|entry| entry.len).sum(),
+        };
+        *total = Some(estimate);
+        if estimate <= self.max_bytes {
+            return 0;
+        }
+        // Over the bound: learn the true state (other processes write too)
+        // and delete the least recently used entries down to 90 %.
+        let mut entries = self.scan();
+        let mut remaining: u64 = entries.iter().map(|entry| entry.len).sum();
+        let low_water = self.max_bytes / 10 * 9;
+        entries.sort_by_key(|entry| entry.used);
+        let mut evicted = 0;
+        for entry in entries {
+            if remaining <= low_water {
+                break;
+            }
+            if fs::remove_file(&entry.path).is_ok() {
+                evicted += 1;
+            }
+            // Gone either way (another process may have deleted it).
+            remaining -= entry.len;
+        }
+        *total = Some(remaining);
+        evicted
+    }
+
+    /// Every entry in the folder, deleting temporary files left by crashed
+    /// writers on the way.
+    fn scan(&self) -> Vec<ScannedEntry> {
+        let Ok(listing) = fs::read_dir(&self.entries) else {
+            return Vec::new();
+        };
+        let now = SystemTime::now();
+        let mut entries = Vec::new();
+        for item in listing.flatten() {
+            let Ok(metadata) = item.metadata() else {
+                continue;
+            };
+            let used = metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            let path = item.path();
+            let name = item.file_name();
+            if name.to_string_lossy().starts_with(TEMP_PREFIX) {
+                if now
+                    .duration_since(used)
+                    .is_ok_and(|age| age > STALE_TEMPORARY)
+                {
+                    let _ = fs::remove_file(&path);
+                }
+            } else if metadata.is_file()
+                && path
+                    .extension()
+                    .is_some_and(|extension| extension == ENTRY_EXTENSION)
+            {
+                entries.push(ScannedEntry {
+                    path,
+                    len: metadata.len(),
+                    used,
+                });
+            }
+        }
+        entries
+    }
+}
+
+#[derive(Debug)]
+struct ScannedEntry {
+    path: PathBuf,
+    len: u64,
+    used: SystemTime,
+}
