@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::error::{Context, Result};
+use crate::error::{check, Context, Result};
 use crate::handle::Handle;
 use crate::instance::Instance;
 use crate::{strings, sys};
@@ -86,9 +86,36 @@ impl Device {
         &self.uri
     }
 
+    /// A configuration value of the device, such as `("cuda.device",
+    /// "compute_capability_major")` on a CUDA device or `("hal.device.id",
+    /// "local-sync")` (1 when the device matches the pattern). Fails with
+    /// `NotFound` for a key the driver does not know.
+    #[doc(alias = "iree_hal_device_query_i64")]
+    pub fn query_i64(&self, category: &str, key: &str) -> Result<i64> {
+        let mut value = 0i64;
+        // SAFETY: the device is live; the views outlive the call; `value` is
+        // a valid out-pointer; the status is freed by `check`.
+        unsafe {
+            check(sys::iree_hal_device_query_i64(
+                self.as_ptr(),
+                strings::view(category),
+                strings::view(key),
+                &mut value,
+            ))
+        }
+        .context(|| format!("querying `{category} :: {key}` of device `{}`", self.uri))?;
+        Ok(value)
+    }
+
     /// True when both handles refer to the same IREE device.
     pub fn same_device(&self, other: &Device) -> bool {
         self.as_ptr() == other.as_ptr()
+    }
+
+    /// A number that is the same for every handle of one device and differs
+    /// between live devices (for maps keyed by device).
+    pub fn id(&self) -> usize {
+        self.as_ptr().addr()
     }
 
     pub(crate) fn as_ptr(&self) -> *mut sys::iree_hal_device_t {

@@ -220,3 +220,17 @@ fn tensor_checks_its_byte_length_and_read_type() {
     assert_eq!(scalar.shape(), &[] as &[usize]);
     assert_eq!(scalar.to_vec::<i64>().unwrap(), vec![7]);
 }
+
+#[test]
+fn devices_answer_configuration_queries() {
+    let _check = LeakCheck::start();
+    let runtime = Runtime::new(DRIVER).unwrap();
+    let device = runtime.device();
+    assert_eq!(device.query_i64("hal.device.id", DRIVER).unwrap(), 1);
+    assert_eq!(device.query_i64("hal.device.id", "cuda").unwrap(), 0);
+    let error = device
+        .query_i64("cuda.device", "compute_capability_major")
+        .unwrap_err();
+    assert_eq!(error.code(), StatusCode::NotFound, "{error}");
+    assert!(error.to_string().contains("cuda.device"), "{error}");
+}

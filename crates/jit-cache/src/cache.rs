@@ -209,6 +209,12 @@ impl<E: Executable> JitCache<E> {
         self.lock().clear_failures()
     }
 
+    /// Every cached executable with its function and signature (a
+    /// snapshot: the executables stay alive while the caller holds them).
+    pub fn entries(&self) -> Vec<(FunctionId, Signature, Arc<E>)> {
+        self.lock().entries()
+    }
+
     /// A snapshot of the counters; `Display` prints a report table.
     pub fn stats(&self) -> CacheStats {
         self.lock().stats(&self.shared.config)

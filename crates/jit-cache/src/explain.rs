@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use crate::byte_size::ByteSize;
 use crate::error::CompileFailure;
-use crate::signature::{ArgSpec, CapturedScalar, Signature};
+use crate::layout::Layout;
+use crate::signature::{ArgSpec, CapturedScalar, ScalarValue, Signature};
 
 /// One way in which a signature differs from another (`before → after`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +46,23 @@ pub enum Difference {
         before: ArgSpec,
         /// The argument after.
         after: ArgSpec,
+    },
+    /// The structure of the arguments changed (tuples, lists, dicts and
+    /// their keys, where static scalars sit); `None` is a flat call.
+    Structure {
+        /// The structure before.
+        before: Option<Layout>,
+        /// The structure after.
+        after: Option<Layout>,
+    },
+    /// A scalar baked into the code changed value (same structure).
+    StaticValue {
+        /// Its position among the static scalars.
+        index: usize,
+        /// The value before.
+        before: ScalarValue,
+        /// The value after.
+        after: ScalarValue,
     },
     /// A captured scalar kept its name but changed value or kind.
     CapturedValue {
@@ -121,18 +139,27 @@ impl fmt::Display for Difference {
                     )
                 }
             }
-            Difference::CapturedValue { before, after } => {
-                let (b, a) = (before.value(), after.value());
-                write!(f, "captured `{}`: ", before.name())?;
-                if b.kind_name() != a.kind_name() {
-                    write!(f, "{b} ({}) → {a} ({})", b.kind_name(), a.kind_name())
-                } else if b.to_string() == a.to_string() {
-                    // Same text, different bits (NaN payloads): show the bits.
-                    write!(f, "{b} (bits {:#x}) → {a} (bits {:#x})", b.bits(), a.bits())
-                } else {
-                    write!(f, "{b} → {a}")
-                }
+            Difference::Structure { before, after } => {
+                let show = |layout: &Option<Layout>| {
+                    layout
+                        .as_ref()
+                        .map_or_else(|| "flat".to_owned(), ToString::to_string)
+                };
+                write!(f, "argument structure {} → {}", show(before), show(after))
             }
+            Difference::StaticValue {
+                index,
+                before,
+                after,
+            } => {
+                write!(f, "static scalar {index}: ")?;
+                write_value_change(f, *before, *after)
+            }
+            Difference::CapturedValue { before, after } => {
+                write!(f, "captured `{}`: ", before.name())?;
+                write_value_change(f, before.value(), after.value())
+            }
+
             Difference::CapturedAdded(c) => {
                 write!(f, "captured `{}` added (= {})", c.name(), c.value())
             }
@@ -143,6 +170,24 @@ impl fmt::Display for Difference {
                 write!(f, "device tag {before:#x} → {after:#x}")
             }
         }
+    }
+}
+
+/// `before → after` for a scalar, with kinds or bits when the text alone
+/// would not show the change.
+fn write_value_change(
+    f: &mut fmt::Formatter<'_>,
+    before: ScalarValue,
+    after: ScalarValue,
+) -> fmt::Result {
+    let (b, a) = (before, after);
+    if b.kind_name() != a.kind_name() {
+        write!(f, "{b} ({}) → {a} ({})", b.kind_name(), a.kind_name())
+    } else if b.to_string() == a.to_string() {
+        // Same text, different bits (NaN payloads): show the bits.
+        write!(f, "{b} (bits {:#x}) → {a} (bits {:#x})", b.bits(), a.bits())
+    } else {
+        write!(f, "{b} → {a}")
     }
 }
 
@@ -182,6 +227,22 @@ impl Signature {
                     after,
                 }
             });
+        }
+        if self.layout() != newer.layout() {
+            out.push(Difference::Structure {
+                before: self.layout().cloned(),
+                after: newer.layout().cloned(),
+            });
+        } else {
+            for (index, (before, after)) in self.statics().iter().zip(newer.statics()).enumerate() {
+                if before != after {
+                    out.push(Difference::StaticValue {
+                        index,
+                        before: *before,
+                        after: *after,
+                    });
+                }
+            }
         }
         diff_captured(self.captured(), newer.captured(), &mut out);
         if self.device_tag() != newer.device_tag() {
@@ -398,6 +459,32 @@ mod tests {
             "argument count 1 → 2; device tag 0x0 → 0x2"
         );
         assert_eq!(f32(&[3]).explain_difference(&f32(&[3])), "identical");
+    }
+
+    #[test]
+    fn structure_and_static_changes() {
+        use crate::layout::Container;
+        let dict = |key: &str, k: i64| {
+            Signature::builder()
+                .arg(DType::F32, &[2])
+                .open(Container::Dict)
+                .key(key)
+                .static_scalar(ScalarValue::I64(k))
+                .close()
+                .build()
+        };
+        assert_eq!(
+            dict("k", 3).explain_difference(&dict("k", 4)),
+            "static scalar 0: 3 → 4"
+        );
+        assert_eq!(
+            dict("k", 3).explain_difference(&dict("j", 3)),
+            "argument structure T, {k: S} → T, {j: S}"
+        );
+        assert_eq!(
+            f32(&[2]).explain_difference(&dict("k", 3)),
+            "argument structure flat → T, {k: S}"
+        );
     }
 
     #[test]

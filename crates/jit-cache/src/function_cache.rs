@@ -150,6 +150,11 @@ impl<E> FunctionCache<E> {
         }
     }
 
+    /// Every entry's signature and executable, most recently used first.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&Signature, &Arc<E>)> {
+        self.entries.iter().map(|(sig, entry)| (sig, &entry.exe))
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }

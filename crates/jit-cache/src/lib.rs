@@ -8,9 +8,10 @@
 //! `docs/architecture.md`.
 //!
 //! - **Key**: a [`Signature`] holds each argument's dtype and dims (rank
-//!   included), the scalar constants baked into the code (exact bits) and a
-//!   device tag. Its hash is computed once; a miss is explained in words
-//!   ([`MissReason`], [`Signature::explain_difference`]).
+//!   included), the scalars baked into the code (exact bits), how the
+//!   arguments nest ([`Layout`]: tuples, lists, dict keys) and a device tag.
+//!   Its hash is computed once; a miss is explained in words ([`MissReason`],
+//!   [`Signature::explain_difference`]).
 //! - **Per-function LRU**: several signatures of one function coexist (a new
 //!   shape is an ordinary miss); beyond the function's capacity (default 8)
 //!   the least recently used one is evicted and dropped at once.
@@ -25,6 +26,8 @@
 //! - **Concurrency**: one short lock, never held while compiling; concurrent
 //!   misses on one signature compile once; an evicted executable lives on
 //!   while a call still holds its `Arc`.
+//! - **Artifacts on disk**: [`store::DiskStore`] keeps compiled artifacts
+//!   between runs (keys, checked entries, atomic writes, a size bound).
 //! - **Observability**: [`JitCache::stats`] (per function and total, with a
 //!   report table as `Display`) and `tracing` events under target `jit_cache`:
 //!   `debug` per miss with its explanation and per eviction, `warn` per
@@ -87,6 +90,7 @@ mod failures;
 mod function_cache;
 mod function_id;
 mod hashing;
+mod layout;
 mod report;
 mod signature;
 mod single_flight;
@@ -104,6 +108,7 @@ pub use error::{CompileFailure, ConfigError};
 pub use explain::{Difference, EvictionCause, MissReason};
 pub use function_id::FunctionId;
 pub use hashing::stable_hash;
+pub use layout::{Container, Layout, LayoutBuilder, LayoutError, LayoutVisitor, Leaf};
 pub use signature::{ArgSpec, CapturedScalar, ScalarValue, Signature, SignatureBuilder};
 pub use stats::{CacheStats, Counters, FunctionStats};
 pub use thrash::FunctionMode;

@@ -15,6 +15,7 @@ use smallvec::SmallVec;
 
 use crate::dtype::DType;
 use crate::hashing::finalize;
+use crate::layout::{Container, Layout, LayoutBuilder, Leaf};
 
 /// Dims stored inline up to rank 4 (no allocation for common tensors).
 type Dims = SmallVec<[i64; 4]>;
@@ -249,25 +250,32 @@ impl fmt::Debug for CapturedScalar {
 }
 
 /// The key of one compiled executable of a function: argument dtypes and
-/// dims, captured scalar constants and a device tag.
+/// dims, the scalars baked into the code, the arguments' structure, captured
+/// scalar constants and a device tag.
 ///
-/// Built once per call (see [`Signature::builder`]); up to 4 arguments of rank
-/// up to 4 and 2 captured scalars are stored inline without allocating.
-/// Captured scalars are kept sorted by name, so the order they are given in
-/// does not matter. The hash is computed at construction; equality compares
-/// the full contents. Displayed like `(f32[1,5], i32[]) {temperature=0.8}`,
-/// followed by `@device 0x…` when the device tag is not 0.
+/// Built once per call (see [`Signature::builder`]); up to 4 tensor
+/// arguments of rank up to 4, 2 static scalars and 2 captured scalars are
+/// stored inline without allocating, and flat calls (tensors side by side)
+/// carry no [`Layout`]. Captured scalars are kept sorted by name, so the order
+/// they are given in does not matter. The hash is computed at construction;
+/// equality compares the full contents. Displayed like
+/// `(f32[1,5], i32[]) {temperature=0.8}`, with the structure written out when
+/// there is one (`(f32[2], {b: f32[3], k: 3_i64})`), followed by
+/// `@device 0x…` when the device tag is not 0.
 #[derive(Clone)]
 pub struct Signature {
     args: SmallVec<[ArgSpec; 4]>,
+    statics: SmallVec<[ScalarValue; 2]>,
+    layout: Option<Layout>,
     captured: SmallVec<[CapturedScalar; 2]>,
     device_tag: u64,
     hash: u64,
 }
 
 impl Signature {
-    /// A signature from its parts. `device_tag` is opaque to the cache (the
-    /// backend's device or target identity); use 0 when there is only one.
+    /// A flat signature from its parts: tensor arguments side by side.
+    /// `device_tag` is opaque to the cache (the backend's device or target
+    /// identity); use 0 when there is only one.
     pub fn new(
         args: impl IntoIterator<Item = ArgSpec>,
         captured: impl IntoIterator<Item = CapturedScalar>,
@@ -275,12 +283,15 @@ impl Signature {
     ) -> Self {
         Self::from_parts(
             args.into_iter().collect(),
+            SmallVec::new(),
+            None,
             captured.into_iter().collect(),
             device_tag,
         )
     }
 
-    /// A builder that adds arguments and captured scalars one at a time.
+    /// A builder that adds arguments, static scalars, structure and
+    /// captured scalars one at a time.
     #[inline]
     pub fn builder() -> SignatureBuilder {
         SignatureBuilder::default()
@@ -289,6 +300,8 @@ impl Signature {
     #[inline]
     fn from_parts(
         args: SmallVec<[ArgSpec; 4]>,
+        statics: SmallVec<[ScalarValue; 2]>,
+        layout: Option<Layout>,
         mut captured: SmallVec<[CapturedScalar; 2]>,
         device_tag: u64,
     ) -> Self {
@@ -305,21 +318,42 @@ impl Signature {
                 h.write_i64(d);
             }
         }
+        if let Some(layout) = &layout {
+            h.write_u64(layout.precomputed_hash());
+            for value in &statics {
+                value.hash(&mut h);
+            }
+        }
         for c in &captured {
             c.name.hash(&mut h);
             c.value.hash(&mut h);
         }
         Signature {
             args,
+            statics,
+            layout,
             captured,
             device_tag,
             hash: finalize(h.finish()),
         }
     }
 
-    /// The tensor arguments, in call order.
+    /// The tensor arguments (scalars passed at run time included, as rank-0
+    /// tensors), in flattening order.
     pub fn args(&self) -> &[ArgSpec] {
         &self.args
+    }
+
+    /// The scalars baked into the code (static arguments), in flattening
+    /// order. Their exact values are part of the key.
+    pub fn statics(&self) -> &[ScalarValue] {
+        &self.statics
+    }
+
+    /// How the arguments nest (tuples, lists, dicts and their keys), or
+    /// `None` for a flat call: tensors side by side, no statics.
+    pub fn layout(&self) -> Option<&Layout> {
+        self.layout.as_ref()
     }
 
     /// The captured scalars, sorted by name.
@@ -344,6 +378,8 @@ impl PartialEq for Signature {
         self.hash == other.hash
             && self.device_tag == other.device_tag
             && self.args == other.args
+            && self.statics == other.statics
+            && self.layout == other.layout
             && self.captured == other.captured
     }
 }
@@ -360,11 +396,28 @@ impl Hash for Signature {
 impl fmt::Display for Signature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("(")?;
-        for (i, arg) in self.args.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
+        match &self.layout {
+            None => {
+                for (i, arg) in self.args.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{arg}")?;
+                }
             }
-            write!(f, "{arg}")?;
+            Some(layout) => {
+                let (mut args, mut statics) = (self.args.iter(), self.statics.iter());
+                layout.render(f, |f, leaf| match leaf {
+                    Leaf::Tensor => match args.next() {
+                        Some(arg) => write!(f, "{arg}"),
+                        None => f.write_str("?"),
+                    },
+                    Leaf::Static => match statics.next() {
+                        Some(value) => write!(f, "{value:?}"),
+                        None => f.write_str("?"),
+                    },
+                })?;
+            }
         }
         f.write_str(")")?;
         if !self.captured.is_empty() {
@@ -394,7 +447,7 @@ impl fmt::Debug for Signature {
 /// `&mut self`, so a builder is never copied around).
 ///
 /// ```
-/// use jit_cache::{CapturedScalar, DType, Signature};
+/// use jit_cache::{CapturedScalar, Container, DType, ScalarValue, Signature};
 ///
 /// let sig = Signature::builder()
 ///     .arg(DType::F32, &[1, 5])
@@ -408,26 +461,76 @@ impl fmt::Debug for Signature {
 ///     builder.arg(DType::F64, dims);
 /// }
 /// assert_eq!(builder.build().to_string(), "(f64[2,3], f64[3])");
+///
+/// // Structured arguments: a tensor, then a dict holding a tensor and a
+/// // scalar baked into the code.
+/// let sig = Signature::builder()
+///     .arg(DType::F32, &[2])
+///     .open(Container::Dict)
+///     .key("b")
+///     .arg(DType::F32, &[3])
+///     .key("k")
+///     .static_scalar(ScalarValue::I64(3))
+///     .close()
+///     .build();
+/// assert_eq!(sig.to_string(), "(f32[2], {b: f32[3], k: 3_i64})");
 /// ```
+///
+/// A structure that does not describe a tree (an unbalanced `close`, a key
+/// outside a dict) is kept as given: it still keys exactly and displays as
+/// best it can.
 #[derive(Debug, Default, Clone)]
 pub struct SignatureBuilder {
     args: SmallVec<[ArgSpec; 4]>,
+    statics: SmallVec<[ScalarValue; 2]>,
+    /// Recorded from the first structural element on; flat calls never
+    /// allocate one.
+    layout: Option<LayoutBuilder>,
     captured: SmallVec<[CapturedScalar; 2]>,
     device_tag: u64,
 }
 
 impl SignatureBuilder {
-    /// Appends a tensor argument.
+    /// Appends a tensor argument (a scalar passed at run time is a tensor of
+    /// rank 0: `arg(DType::F32, &[])`).
     #[inline]
     pub fn arg(&mut self, dtype: DType, dims: &[i64]) -> &mut Self {
-        self.args.push(ArgSpec::new(dtype, dims));
-        self
+        self.arg_spec(ArgSpec::new(dtype, dims))
     }
 
     /// Appends a tensor argument given as an [`ArgSpec`].
     #[inline]
     pub fn arg_spec(&mut self, arg: ArgSpec) -> &mut Self {
+        if let Some(layout) = &mut self.layout {
+            layout.leaf(Leaf::Tensor);
+        }
         self.args.push(arg);
+        self
+    }
+
+    /// Appends a scalar argument baked into the compiled code: its exact
+    /// value is part of the key.
+    pub fn static_scalar(&mut self, value: ScalarValue) -> &mut Self {
+        self.structured().leaf(Leaf::Static);
+        self.statics.push(value);
+        self
+    }
+
+    /// Opens a tuple, list or dict argument.
+    pub fn open(&mut self, container: Container) -> &mut Self {
+        self.structured().open(container);
+        self
+    }
+
+    /// The key of the next entry of the innermost dict.
+    pub fn key(&mut self, key: impl Into<Arc<str>>) -> &mut Self {
+        self.structured().key(key);
+        self
+    }
+
+    /// Closes the innermost tuple, list or dict.
+    pub fn close(&mut self) -> &mut Self {
+        self.structured().close();
         self
     }
 
@@ -449,11 +552,21 @@ impl SignatureBuilder {
     /// and can build another signature.
     #[inline]
     pub fn build(&mut self) -> Signature {
+        let layout = self.layout.take().map(LayoutBuilder::build_unchecked);
         Signature::from_parts(
             std::mem::take(&mut self.args),
+            std::mem::take(&mut self.statics),
+            layout,
             std::mem::take(&mut self.captured),
             std::mem::take(&mut self.device_tag),
         )
+    }
+
+    /// The layout being recorded, started with the tensors added so far.
+    fn structured(&mut self) -> &mut LayoutBuilder {
+        let flat = self.args.len();
+        self.layout
+            .get_or_insert_with(|| LayoutBuilder::tensors(flat))
     }
 }
 

@@ -454,6 +454,19 @@ impl<E> Inner<E> {
         }
     }
 
+    /// Every cached executable with its function and signature.
+    pub(crate) fn entries(&self) -> Vec<(FunctionId, Signature, Arc<E>)> {
+        self.functions
+            .iter()
+            .flat_map(|(id, state)| {
+                state
+                    .cache
+                    .iter()
+                    .map(move |(sig, exe)| (id.clone(), sig.clone(), Arc::clone(exe)))
+            })
+            .collect()
+    }
+
     pub(crate) fn live_entries(&self) -> usize {
         self.budget.entries()
     }

@@ -7,12 +7,16 @@
 //!
 //! Both sides take a device tensor and return a device tensor, so the
 //! difference is the JIT's own work: building the signature, the cache
-//! lookup, and wrapping values. A second pair starts from a host array.
+//! lookup, and wrapping values. Two more pairs start from a host array: with
+//! the upload cache off (both sides copy it to the device on every call),
+//! and on (the JIT copies the same array once).
 
 use std::time::Instant;
 
 use ndarray::{ArrayD, IxDyn};
-use sheaf_integration::{reference, DType, JitConfig, JitRuntime, Provenance, Signature, Value};
+use sheaf_integration::{
+    reference, DType, Dispatched, JitConfig, JitRuntime, Provenance, Signature, Tensor, Value,
+};
 
 const WARMUP: usize = 5_000;
 const SAMPLES: usize = 50_000;
@@ -36,48 +40,57 @@ fn p(samples: &[u64], q: f64) -> f64 {
     samples[((samples.len() - 1) as f64 * q) as usize] as f64 / 1000.0
 }
 
+/// One cached call through the JIT.
+fn dispatch(jit: &JitRuntime, args: &[Value]) -> Provenance {
+    match jit.dispatch(&reference::sigmoid(), args, &[]).unwrap() {
+        Dispatched::Compiled(compiled) => std::hint::black_box(compiled).provenance,
+        Dispatched::Interpret(why) => panic!("the signature is compiled: {why}"),
+    }
+}
+
 fn main() {
-    let jit = JitRuntime::new(JitConfig::builder().no_disk_cache().build().unwrap()).unwrap();
+    let config = || JitConfig::builder().no_disk_cache();
+    let jit = JitRuntime::new(config().build().unwrap()).unwrap();
+    let no_uploads = JitRuntime::new(config().upload_cache(0, 0).build().unwrap()).unwrap();
     let sigmoid = reference::sigmoid();
     let host = ArrayD::from_shape_vec(IxDyn(&[1, 5]), vec![-2.0f32, -0.5, 0.0, 0.75, 3.0]).unwrap();
 
     // The same artifact, loaded into the same runtime, called directly.
     let mut builder = Signature::builder();
     builder.arg(DType::F32, &[1, 5]);
-    let mlir = sigmoid.lower(&builder.build()).unwrap();
-    let artifact = jit
-        .compiler()
+    let module = sigmoid.module_text(&builder.build()).unwrap();
+    let compiler = iree_safe::compiler::choose_compiler(Default::default()).unwrap();
+    let artifact = compiler
         .compiler
-        .compile(&mlir, &JitConfig::default().compile_options)
+        .compile(&module, jit.compile_options())
         .unwrap();
     let raw = jit
         .runtime()
         .load(artifact.as_bytes())
         .unwrap()
-        .function("main")
+        .function(sigmoid.entry_symbol())
         .unwrap();
 
     let device =
         iree_safe::Tensor::from_slice(jit.runtime().device(), &[1, 5], host.as_slice().unwrap())
             .unwrap();
-    let jit_args = [Value::Device(device.clone())];
+    let jit_args = [Value::Tensor(Tensor::Device(device.clone()))];
     let raw_args = [iree_safe::Value::Tensor(device)];
-    assert_eq!(
-        jit.call(&sigmoid, &jit_args, &[]).unwrap().provenance,
-        Provenance::CompiledNow
-    );
+    assert_eq!(dispatch(&jit, &jit_args), Provenance::CompiledNow);
 
     let jit_device = time(|| {
-        let result = jit.call(&sigmoid, &jit_args, &[]).unwrap();
-        debug_assert_eq!(result.provenance, Provenance::CacheHit);
-        std::hint::black_box(result);
+        debug_assert_eq!(dispatch(&jit, &jit_args), Provenance::CacheHit);
     });
     let raw_device = time(|| {
         std::hint::black_box(raw.call(&raw_args).unwrap());
     });
     let host_args = [Value::from(host.clone())];
+    dispatch(&no_uploads, &host_args);
     let jit_host = time(|| {
-        std::hint::black_box(jit.call(&sigmoid, &host_args, &[]).unwrap());
+        dispatch(&no_uploads, &host_args);
+    });
+    let jit_host_cached = time(|| {
+        dispatch(&jit, &host_args);
     });
     let raw_host = time(|| {
         let x = iree_safe::Tensor::from_slice(
@@ -93,9 +106,10 @@ fn main() {
     for (label, jit, raw) in [
         ("device tensor in", &jit_device, &raw_device),
         ("host array in", &jit_host, &raw_host),
+        ("host array, cached", &jit_host_cached, &raw_host),
     ] {
         println!(
-            "{label:<17} JitRuntime::call p50 {:>6.2} us p99 {:>6.2} us | iree-safe Function::call p50 {:>6.2} us p99 {:>6.2} us | ratio p50 {:.2}",
+            "{label:<18} JitRuntime::dispatch p50 {:>6.2} us p99 {:>6.2} us | iree-safe Function::call p50 {:>6.2} us p99 {:>6.2} us | ratio p50 {:.2}",
             p(jit, 0.5),
             p(jit, 0.99),
             p(raw, 0.5),

@@ -1,70 +1,83 @@
-//! The calls Sheaf makes, end to end:
+//! The calls Sheaf makes, runnable: define a function (name, definition,
+//! lowering), dispatch calls to compiled code or to your own interpreter,
+//! chain device results, read the profile.
 //!
 //! ```sh
-//! cargo run -p sheaf-integration --example quickstart
-//! SHEAF_JIT_TRACE=1 cargo run -p sheaf-integration --example quickstart   # with the trace
+//! SHEAF_JIT_TRACE=1 cargo run -p sheaf-integration --features trace-subscriber --example quickstart
 //! ```
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, trace, HostTensor, JitConfig, JitError, JitFunction, JitRuntime, Value,
+    mlir, reference, trace, Dispatched, HostTensor, JitConfig, JitFunction, JitRuntime, Lowered,
+    Value,
 };
 
-fn main() -> Result<(), JitError> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     trace::init_from_env();
-    // Once per process: the shared IREE runtime, the compiler, the caches.
     let jit = JitRuntime::new(JitConfig::from_env()?)?;
 
-    // A function Sheaf defines: name + definition (hashed), lowering,
-    // interpreter. `reference` has sigmoid, softmax and an MLP layer.
-    let double = JitFunction::new(
-        "double",
-        "(defn double [x] (* 2 x))",
-        |signature| {
-            let x = &signature.args()[0];
-            let dims: Vec<String> = x.dims().iter().map(i64::to_string).collect();
-            let ty = format!(
-                "tensor<{}f32>",
-                dims.iter().map(|d| format!("{d}x")).collect::<String>()
-            );
-            Ok(format!(
-                "module @double {{ func.func @main(%x: {ty}) -> {ty} {{
-                   %y = stablehlo.add %x, %x : {ty}
-                   return %y : {ty} }} }}"
-            ))
-        },
-        |args, _captured| match args {
-            [HostTensor::F32(x)] => Ok(vec![HostTensor::F32(x.mapv(|v| 2.0 * v))]),
-            _ => Err("double takes one f32 tensor".into()),
-        },
-    );
+    // A function: name, definition (hashed: a redefinition never reuses old
+    // code), and a lowering to StableHLO functions whose entry has the name
+    // the context gives.
+    let double: JitFunction = JitFunction::new("double", "(defn double [x] (* 2 x))", |ctx| {
+        let [x] = ctx.args() else {
+            return Err("double takes one tensor".into());
+        };
+        let ty = mlir::arg_type(x)?;
+        Ok(Lowered::new(format!(
+            "func.func @{}(%x: {ty}) -> {ty} {{
+               %y = stablehlo.add %x, %x : {ty}
+               return %y : {ty}
+             }}",
+            ctx.entry_name()
+        )))
+    });
+    // The interpreter is yours, with your state: here, a call counter.
+    let mut interpreted = 0;
+    let mut interpret = |args: &[Value]| -> Result<Vec<Value>, Box<dyn std::error::Error>> {
+        interpreted += 1;
+        let HostTensor::F32(x) = args[0].to_host()? else {
+            return Err("double takes one f32 tensor".into());
+        };
+        Ok(vec![Value::host(x.mapv(|v| 2.0 * v))])
+    };
 
-    // Shapes change freely: each new signature compiles once, then hits.
-    for shape in [&[1, 5][..], &[1, 5, 1], &[1, 5], &[1, 5, 1]] {
-        let x = ArrayD::from_elem(IxDyn(shape), 1.5f32);
-        let result = jit.call(&double, &[Value::from(x)], &[])?;
-        println!(
-            "double{shape:?} -> {:?} via {:?}",
-            result.outputs[0].to_host()?.shape(),
-            result.provenance
-        );
+    for shape in [&[1, 5][..], &[1, 5, 1], &[1, 5]] {
+        let x = Value::host(ArrayD::<f32>::ones(IxDyn(shape)));
+        let outputs = match jit.dispatch(&double, std::slice::from_ref(&x), &[])? {
+            Dispatched::Compiled(compiled) => {
+                println!("double{shape:?}: {:?}", compiled.provenance);
+                compiled.outputs
+            }
+            Dispatched::Interpret(why) => {
+                println!("double{shape:?}: interpreted ({why})");
+                interpret(&[x])?
+            }
+        };
+        println!("  -> {:?}", outputs[0].to_host()?);
     }
+    println!("interpreted {interpreted} calls");
 
-    // Captured scalars are part of the key; outputs stay on the device and
-    // chain into the next call without a copy.
-    let x = ArrayD::from_shape_vec(IxDyn(&[1, 3]), vec![1.0f32, 2.0, 3.0]).expect("3 elements");
+    // Device results feed the next call without a host copy; `call` runs a
+    // closure when the call must be interpreted.
+    let x = Value::host(ArrayD::from_shape_vec(
+        IxDyn(&[1, 3]),
+        vec![1.0f32, 2.0, 3.0],
+    )?);
     let probs = jit.call(
         &reference::softmax(),
-        &[Value::from(x)],
+        &[x],
         &[reference::temperature(0.5)],
+        |args, _| reference::interpret_softmax(args, 0.5),
     )?;
-    let squashed = jit.call(&reference::sigmoid(), &probs.outputs, &[])?;
+    let squashed = jit.call(&reference::sigmoid(), &probs.outputs, &[], |args, _| {
+        reference::interpret_sigmoid(args)
+    })?;
     println!(
         "sigmoid(softmax(x / 0.5)) = {:?}",
         squashed.outputs[0].to_host()?
     );
 
-    // What Sheaf's `--jit-profile` prints.
     println!("{}", jit.profile());
     Ok(())
 }

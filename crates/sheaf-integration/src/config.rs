@@ -17,6 +17,9 @@
 //! | `SHEAF_JIT_CACHE_DIR` | disk cache folder | `$XDG_CACHE_HOME/sheaf-jit`, else `$HOME/.cache/sheaf-jit` |
 //! | `SHEAF_JIT_DISK_CACHE` | `on` or `off` (also `1`/`0`, `true`/`false`, `yes`/`no`) | `on` |
 //! | `SHEAF_JIT_CACHE_MAX_BYTES` | disk cache size bound (`512M` style) | 1G |
+//! | `SHEAF_JIT_CPU_FALLBACK` | CPU driver used when the device cannot be opened or a GPU compile fails; `off` for none | `local-sync` |
+//! | `SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES` | device copies of reused host arrays kept (`0` disables) | 256M |
+//! | `SHEAF_JIT_BUNDLES` | artifact bundles to serve calls from, separated by `:` | none |
 //! | `SHEAF_JIT_TRACE` | `1`: one line per miss/compile/evict/fallback (see `trace`) | off |
 //!
 //! An empty variable is unset. Any other value that does not parse is an
@@ -29,7 +32,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use iree_safe::compiler::{CompileOptions, CompilerPreference};
+use iree_safe::compiler::{CompileOptions, CompileTarget, CompilerPreference};
 use jit_cache::store::StoreConfig;
 use jit_cache::{ByteSize, CacheConfig};
 
@@ -37,6 +40,11 @@ use crate::error::ConfigError;
 
 /// The folder name of the disk cache inside the user's cache directory.
 pub const DEFAULT_CACHE_FOLDER: &str = "sheaf-jit";
+
+/// The disk cache's folder inside a project
+/// ([`JitConfigBuilder::project_cache`]), next to Sheaf's own `__sheaf__/`
+/// files.
+pub const PROJECT_CACHE_FOLDER: &str = "__sheaf__/jit-cache";
 
 /// Where compiled artifacts are kept between processes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -77,10 +85,24 @@ pub struct JitConfig {
     pub compiler: CompilerPreference,
     /// Compiler options (target backend, CPU, extra flags).
     pub compile_options: CompileOptions,
+    /// What to compile for; `None`: what the device needs (the CPU for
+    /// `local-*`, the device's `sm_XY` for `cuda`, ...).
+    pub target: Option<CompileTarget>,
+    /// The CPU driver to use when the device cannot be opened, or when a
+    /// signature does not compile for the GPU; `None` makes both errors.
+    pub cpu_fallback: Option<String>,
     /// Artifact disk cache folder.
     pub disk_cache: DiskCacheSetting,
     /// Bound on the disk cache's size, in bytes.
     pub disk_cache_max_bytes: u64,
+    /// Device copies of reused host arrays kept, at most (0 disables the
+    /// upload cache).
+    pub upload_cache_entries: usize,
+    /// Their bytes, at most (0 disables the upload cache).
+    pub upload_cache_bytes: usize,
+    /// Exported artifact bundles to serve calls from, before the disk cache
+    /// and the compiler.
+    pub artifact_bundles: Vec<PathBuf>,
 }
 
 impl Default for JitConfig {
@@ -90,8 +112,13 @@ impl Default for JitConfig {
             cache: CacheConfig::default(),
             compiler: CompilerPreference::Auto,
             compile_options: default_compile_options(),
+            target: None,
+            cpu_fallback: Some("local-sync".into()),
             disk_cache: DiskCacheSetting::UserCache,
             disk_cache_max_bytes: StoreConfig::DEFAULT_MAX_BYTES,
+            upload_cache_entries: 256,
+            upload_cache_bytes: 256 << 20,
+            artifact_bundles: Vec::new(),
         }
     }
 }
@@ -226,6 +253,38 @@ impl JitConfigBuilder {
         self
     }
 
+    /// Compile for `target` instead of what the device needs.
+    pub fn target(mut self, target: CompileTarget) -> Self {
+        self.config.target = Some(target);
+        self
+    }
+
+    /// The CPU driver to fall back on (`None`: no fallback).
+    pub fn cpu_fallback(mut self, driver: Option<&str>) -> Self {
+        self.config.cpu_fallback = driver.map(str::to_owned);
+        self
+    }
+
+    /// Keep compiled artifacts in the project at `root`, in
+    /// `root/__sheaf__/jit-cache` ([`PROJECT_CACHE_FOLDER`]).
+    pub fn project_cache(self, root: impl AsRef<std::path::Path>) -> Self {
+        self.disk_cache_dir(root.as_ref().join(PROJECT_CACHE_FOLDER))
+    }
+
+    /// Bounds of the upload cache (0 for either disables it).
+    pub fn upload_cache(mut self, entries: usize, bytes: usize) -> Self {
+        self.config.upload_cache_entries = entries;
+        self.config.upload_cache_bytes = bytes;
+        self
+    }
+
+    /// Serve calls from the artifact bundle in `dir` (see
+    /// `JitRuntime::export_artifacts`); may be given several times.
+    pub fn artifact_bundle(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.config.artifact_bundles.push(dir.into());
+        self
+    }
+
     /// Keep compiled artifacts in `dir` between processes.
     pub fn disk_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.config.disk_cache = DiskCacheSetting::Dir(dir.into());
@@ -304,6 +363,23 @@ impl JitConfigBuilder {
         }
         if vars.switch("SHEAF_JIT_DISK_CACHE")? == Some(false) {
             self.config.disk_cache = DiskCacheSetting::Disabled;
+        }
+        if let Some(driver) = vars.text("SHEAF_JIT_CPU_FALLBACK")? {
+            self.config.cpu_fallback = (driver != "off").then_some(driver);
+        }
+        if let Some(ByteSize(bytes)) = vars.value("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES")? {
+            self.config.upload_cache_bytes = usize::try_from(bytes).map_err(|_| {
+                ConfigError::invalid(
+                    "SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES",
+                    bytes.to_string(),
+                    "a size this machine can address",
+                )
+            })?;
+        }
+        if let Some(paths) = var("SHEAF_JIT_BUNDLES").filter(|paths| !paths.is_empty()) {
+            self.config
+                .artifact_bundles
+                .extend(std::env::split_paths(&paths).filter(|p| !p.as_os_str().is_empty()));
         }
         // Read by `trace::init_from_env`; checked here so that a typo is an
         // error like any other.
@@ -423,8 +499,17 @@ mod tests {
             ("SHEAF_JIT_CACHE_DIR", "/c"),
             ("SHEAF_JIT_CACHE_MAX_BYTES", "64M"),
             ("SHEAF_JIT_TRACE", "1"),
+            ("SHEAF_JIT_CPU_FALLBACK", "off"),
+            ("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "1M"),
+            ("SHEAF_JIT_BUNDLES", "/a:/b"),
         ])
         .unwrap();
+        assert_eq!(config.cpu_fallback, None);
+        assert_eq!(config.upload_cache_bytes, 1 << 20);
+        assert_eq!(
+            config.artifact_bundles,
+            [PathBuf::from("/a"), PathBuf::from("/b")]
+        );
         assert_eq!(config.driver, "local-task");
         let cache = &config.cache;
         assert_eq!(

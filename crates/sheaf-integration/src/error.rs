@@ -2,11 +2,16 @@
 //! and as its `source`), so callers can match on the compiler's diagnostics
 //! or IREE's status code instead of parsing text.
 
+use std::sync::Arc;
+
 use iree_safe::compiler::CompileError;
+
+use crate::lowering::LoweringError;
 
 /// What can go wrong in a JIT call. Compile failures are not errors: the
 /// call runs in the interpreter and says so in its
-/// [`Provenance`](crate::Provenance), which holds the [`VariantError`].
+/// [`Provenance`](crate::Provenance), whose [`Fallback`](crate::Fallback)
+/// holds the [`VariantError`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum JitError {
@@ -20,12 +25,12 @@ pub enum JitError {
     /// The configuration is invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The interpreter callback failed.
-    #[error("interpreter, in `{function}`: {message}")]
-    Interpreter {
-        /// The function being interpreted.
-        function: String,
-        /// The callback's message.
+    /// An artifact bundle cannot be read or written.
+    #[error("artifact bundle {}: {message}", path.display())]
+    Bundle {
+        /// The bundle's folder.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
         message: String,
     },
     /// A value this layer cannot represent.
@@ -37,37 +42,53 @@ pub enum JitError {
 }
 
 /// Why one signature of a function could not be compiled: its lowering, the
-/// compiler, or the runtime loading the artifact failed.
+/// compiler, or the runtime loading the artifact failed. `signature` is the
+/// cache's rendering of the signature (`(f32[1,5]) {temperature=0.5}`).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum VariantError {
     /// The function's lowering refused the signature.
-    #[error("lowering `{function}` for {signature}: {message}")]
+    #[error("lowering `{function}` for {signature}: {source}")]
     Lowering {
         /// The function.
         function: String,
-        /// The signature, as displayed by the cache.
+        /// The signature.
         signature: String,
-        /// The lowering's message.
-        message: String,
+        /// The lowering's own error.
+        #[source]
+        source: LoweringError,
     },
-    /// The compiler failed; its diagnostics are in `source`.
+    /// The compiler failed. Its diagnostics (`source.diagnostics()`) name
+    /// the source `<function><signature>`, with line and column.
     #[error("compiling `{function}` for {signature}: {source}")]
     Compile {
         /// The function.
         function: String,
-        /// The signature, as displayed by the cache.
+        /// The signature.
         signature: String,
         /// The compiler's error, with its diagnostics.
         #[source]
         source: CompileError,
+    },
+    /// No compiler could be set up (none found, or the library does not
+    /// load); artifacts on disk or in a bundle still serve their signatures.
+    #[error("no IREE compiler for `{function}` {signature}: {source}")]
+    NoCompiler {
+        /// The function.
+        function: String,
+        /// The signature.
+        signature: String,
+        /// Why the compiler could not be set up (the same error for every
+        /// signature of the process).
+        #[source]
+        source: Arc<CompileError>,
     },
     /// The runtime refused the compiled artifact.
     #[error("loading `{function}` for {signature}: {source}")]
     Load {
         /// The function.
         function: String,
-        /// The signature, as displayed by the cache.
+        /// The signature.
         signature: String,
         /// IREE's error.
         #[source]

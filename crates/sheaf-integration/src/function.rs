@@ -1,56 +1,136 @@
-//! What Sheaf knows about a function: its identity, how to lower it, and how
-//! to interpret it.
+//! What the runtime knows about a function: its identity and how to lower
+//! it. Its interpreter stays with the caller (see `JitRuntime::dispatch`).
 
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use jit_cache::{CapturedScalar, FunctionId, Signature};
+use jit_cache::{FunctionId, Signature};
 
-use crate::tensor::HostTensor;
+use crate::lowering::{entry_symbol, Lowered, LoweringContext, LoweringError};
 
-/// The name of the entry function every lowering must define
-/// (`func.func @main(...)`).
-pub const ENTRY_POINT: &str = "main";
+/// A lowering: the MLIR for one signature, with the caller's metadata `M`.
+pub type LowerFn<M> =
+    dyn Fn(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError> + Send + Sync;
 
-/// Lowers a function for one signature to MLIR text (StableHLO), whose
-/// entry function is [`ENTRY_POINT`]. The signature carries the argument
-/// dtypes and shapes and the captured scalars to bake in.
-pub type LowerFn = dyn Fn(&Signature) -> Result<String, String> + Send + Sync;
-
-/// Runs a function in Sheaf's interpreter on host arrays.
-pub type InterpretFn =
-    dyn Fn(&[HostTensor], &[CapturedScalar]) -> Result<Vec<HostTensor>, String> + Send + Sync;
-
-/// A function Sheaf may run compiled. Cheap to clone.
+/// A function that may run compiled. Cheap to clone.
 ///
 /// Its identity is its name plus a hash of its definition, so a redefined
-/// function never reuses code compiled for the old definition.
-#[derive(Clone)]
-pub struct JitFunction {
+/// function never reuses code compiled for the old definition. Sheaf hashes
+/// a function together with its callees and without source locations; give
+/// that hash to [`JitFunction::with_definition_hash`], or the definition's
+/// text to [`JitFunction::new`].
+///
+/// `M` is the caller's per-variant metadata, produced by the lowering and
+/// handed back on every compiled call (`()` when there is none).
+pub struct JitFunction<M = ()> {
     id: FunctionId,
-    lower: Arc<LowerFn>,
-    interpret: Arc<InterpretFn>,
+    entry: Arc<str>,
+    lower: Arc<LowerFn<M>>,
 }
 
-impl JitFunction {
+impl<M: Send + Sync + 'static> JitFunction<M> {
     /// A function called `name` whose definition (source text, or any
-    /// canonical form) is `definition`.
+    /// canonical form) is `definition`, lowered by `lower`.
+    ///
+    /// ```
+    /// use sheaf_integration::{mlir, JitFunction, Lowered};
+    ///
+    /// let double: JitFunction = JitFunction::new("double", "(defn double [x] (* 2 x))", |ctx| {
+    ///     let [x] = ctx.args() else { return Err("double takes one tensor".into()) };
+    ///     let ty = mlir::arg_type(x)?;
+    ///     Ok(Lowered::new(format!(
+    ///         "func.func @{}(%x: {ty}) -> {ty} {{
+    ///            %y = stablehlo.add %x, %x : {ty}
+    ///            return %y : {ty}
+    ///          }}",
+    ///         ctx.entry_name()
+    ///     )))
+    /// });
+    /// assert_eq!(double.name(), "double");
+    /// ```
     pub fn new(
         name: &str,
         definition: &str,
-        lower: impl Fn(&Signature) -> Result<String, String> + Send + Sync + 'static,
-        interpret: impl Fn(&[HostTensor], &[CapturedScalar]) -> Result<Vec<HostTensor>, String>
+        lower: impl Fn(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>
             + Send
             + Sync
             + 'static,
-    ) -> JitFunction {
+    ) -> Self {
+        Self::with_id(FunctionId::for_definition(name, definition), lower)
+    }
+
+    /// A function called `name` whose definition hashes to
+    /// `definition_hash` (the caller's own hash, e.g. over the function and
+    /// its callees, ignoring source locations).
+    pub fn with_definition_hash(
+        name: &str,
+        definition_hash: u64,
+        lower: impl Fn(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Self {
+        Self::with_id(FunctionId::new(name, definition_hash), lower)
+    }
+
+    fn with_id(
+        id: FunctionId,
+        lower: impl Fn(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Self {
+        // The metadata type is part of the identity: two functions that
+        // differ only in it never share variants (whose metadata is
+        // type-erased in the cache).
+        let id = FunctionId::new(
+            id.name(),
+            id.definition_hash() ^ jit_cache::stable_hash(std::any::type_name::<M>().as_bytes()),
+        );
         JitFunction {
-            id: FunctionId::for_definition(name, definition),
+            entry: entry_symbol(id.name()).into(),
+            id,
             lower: Arc::new(lower),
-            interpret: Arc::new(interpret),
         }
     }
 
+    /// Runs the lowering (what a compile does first), with its metadata
+    /// type-erased for the cache.
+    pub(crate) fn lower(
+        &self,
+        context: &LoweringContext<'_>,
+    ) -> Result<Lowered<Metadata>, LoweringError> {
+        let Lowered {
+            mlir,
+            outputs,
+            metadata,
+        } = (self.lower)(context)?;
+        Ok(Lowered {
+            mlir,
+            outputs,
+            metadata: Arc::new(metadata) as Metadata,
+        })
+    }
+}
+
+impl<M: Send + Sync + 'static> JitFunction<M> {
+    /// The complete MLIR module the runtime compiles for `signature` (the
+    /// lowering's functions wrapped in `module @<entry_symbol> { }`),
+    /// lowered without argument values: to inspect or save a variant, or to
+    /// compile it with a compiler of one's own.
+    pub fn module_text(&self, signature: &Signature) -> Result<String, LoweringError> {
+        let context = LoweringContext::new(self.name(), signature, None, &self.entry);
+        Ok(self.entry_module(&self.lower(&context)?.mlir))
+    }
+
+    /// The module around a lowering's functions.
+    pub(crate) fn entry_module(&self, functions: &str) -> String {
+        format!("module @{} {{\n{functions}\n}}\n", self.entry)
+    }
+}
+
+impl<M> JitFunction<M> {
     /// The cache identity (name + definition hash).
     pub fn id(&self) -> &FunctionId {
         &self.id
@@ -61,26 +141,32 @@ impl JitFunction {
         self.id.name()
     }
 
-    /// The MLIR this function lowers to for `signature`.
-    pub fn lower(&self, signature: &Signature) -> Result<String, String> {
-        (self.lower)(signature)
-    }
-
-    /// Runs the function in the interpreter, bypassing the JIT (what a
-    /// fallback call does).
-    pub fn interpret(
-        &self,
-        args: &[HostTensor],
-        captured: &[CapturedScalar],
-    ) -> Result<Vec<HostTensor>, String> {
-        (self.interpret)(args, captured)
+    /// The entry symbol its lowering is asked to define, made from the name
+    /// as Sheaf names its functions (`mlp-layer` → `mlp_layer`, `empty?` →
+    /// `empty_q`).
+    pub fn entry_symbol(&self) -> &str {
+        &self.entry
     }
 }
 
-impl fmt::Debug for JitFunction {
+/// Per-variant metadata, type-erased in the cache.
+pub(crate) type Metadata = Arc<dyn Any + Send + Sync>;
+
+impl<M> Clone for JitFunction<M> {
+    fn clone(&self) -> Self {
+        JitFunction {
+            id: self.id.clone(),
+            entry: Arc::clone(&self.entry),
+            lower: Arc::clone(&self.lower),
+        }
+    }
+}
+
+impl<M> fmt::Debug for JitFunction<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JitFunction")
             .field("id", &self.id)
+            .field("metadata", &std::any::type_name::<M>())
             .finish_non_exhaustive()
     }
 }

@@ -2,68 +2,97 @@
 //! with memory that stays flat under shape polymorphism.
 //!
 //! One [`JitRuntime`] per process holds one shared IREE runtime (each
-//! compiled artifact is a small module in it, unloaded on eviction), one
-//! compiler (in-process preferred, `iree-compile` as fallback) behind a
-//! persistent disk cache, and the bounded cache policy of `jit-cache`
-//! (per-function LRU keyed by shapes, dtypes and captured scalars; global
+//! compiled artifact is a small module in it, unloaded on eviction), the
+//! compiler (in-process preferred, `iree-compile` as fallback; loaded on the
+//! first real compile) behind a persistent disk cache and optional artifact
+//! bundles, an upload cache for reused host arrays, and the bounded cache
+//! policy of `jit-cache` (per-function LRU keyed by shapes, dtypes, the
+//! arguments' structure and the scalars baked into the code; global
 //! budgets; thrash fallback to the interpreter).
 //!
 //! Sheaf supplies, per function, a [`JitFunction`]: its name and definition
-//! (hashed, so a redefinition never reuses stale code), a lowering to
-//! StableHLO for a given signature, and its interpreter. [`reference`](mod@reference) has
-//! three worked examples.
+//! hash (so a redefinition never reuses stale code) and a lowering to
+//! StableHLO for a given signature, which may return per-variant metadata.
+//! Each call goes through [`JitRuntime::dispatch`], which runs compiled code
+//! or tells the caller to run its own interpreter, with its own state.
+//! [`reference`](mod@reference) has three worked examples.
 //!
 //! ```no_run
 //! use ndarray::{ArrayD, IxDyn};
-//! use sheaf_integration::{reference, JitConfig, JitRuntime, Provenance, Value};
+//! use sheaf_integration::{reference, Dispatched, JitConfig, JitRuntime, Provenance, Value};
 //!
 //! let jit = JitRuntime::new(JitConfig::from_env()?)?;
 //! let softmax = reference::softmax();
-//! let x = ArrayD::from_shape_vec(IxDyn(&[1, 3]), vec![1.0f32, 2.0, 3.0]).unwrap();
+//! let x = Value::host(ArrayD::from_shape_vec(IxDyn(&[1, 3]), vec![1.0f32, 2.0, 3.0])?);
+//! let t = [reference::temperature(0.5)];
 //!
 //! // Captured scalars are part of the key: a new temperature compiles anew.
-//! let result = jit.call(&softmax, &[Value::from(x)], &[reference::temperature(0.5)])?;
-//! assert_eq!(result.provenance, Provenance::CompiledNow);
-//!
-//! // Device outputs feed the next call without a host copy.
-//! let again = jit.call(&softmax, &result.outputs, &[reference::temperature(0.5)])?;
-//! println!("{:?}", again.outputs[0].to_host()?);
+//! match jit.dispatch(&softmax, &[x.clone()], &t)? {
+//!     Dispatched::Compiled(compiled) => {
+//!         assert_eq!(compiled.provenance, Provenance::CompiledNow);
+//!         // Device outputs feed the next call without a host copy.
+//!         let again = jit.call(&softmax, &compiled.outputs, &t, |args, _| {
+//!             reference::interpret_softmax(args, 0.5)
+//!         })?;
+//!         println!("{:?}", again.outputs[0].to_host()?);
+//!     }
+//!     Dispatched::Interpret(why) => {
+//!         println!("interpreting: {why}");
+//!         println!("{:?}", reference::interpret_softmax(&[x], 0.5)?);
+//!     }
+//! }
 //! println!("{}", jit.profile());
-//! # Ok::<(), sheaf_integration::JitError>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 #![deny(missing_docs)]
 
+mod bundle;
+mod compile;
 mod config;
+mod dispatch;
 mod error;
-mod executable;
 mod function;
+mod lowering;
 pub mod mlir;
 mod profile;
 pub mod reference;
 mod runtime;
+mod target;
 mod tensor;
 #[cfg(feature = "trace-subscriber")]
 pub mod trace;
+mod upload;
+mod value;
+mod variant;
 
-pub use config::{DiskCacheSetting, JitConfig, JitConfigBuilder, DEFAULT_CACHE_FOLDER};
-pub use error::{ConfigError, JitError, VariantError};
-pub use executable::LoadedExecutable;
-pub use function::{InterpretFn, JitFunction, LowerFn, ENTRY_POINT};
-pub use iree_safe::compiler::{
-    CompileError, CompilerChoice, CompilerKind, CompilerPreference, Diagnostic, Location, Severity,
+pub use bundle::ExportSummary;
+pub use config::{
+    DiskCacheSetting, JitConfig, JitConfigBuilder, DEFAULT_CACHE_FOLDER, PROJECT_CACHE_FOLDER,
 };
+pub use dispatch::{CallError, CallResult, Compiled, Dispatched, Fallback, Provenance};
+pub use error::{ConfigError, JitError, VariantError};
+pub use function::{JitFunction, LowerFn};
+pub use iree_safe::compiler::{
+    CompileError, CompileOptions, CompileTarget, CompilerChoice, CompilerKind, CompilerPreference,
+    Diagnostic, Location, Severity,
+};
+pub use jit_cache::stable_hash;
 pub use jit_cache::store::StoreStats;
 pub use jit_cache::{
-    ArgSpec, ByteSize, CacheConfig, CacheStats, CapturedScalar, CompileFailure, DType,
-    FunctionMode, InFlightPolicy, ScalarValue, Signature,
+    ArgSpec, ByteSize, CacheConfig, CacheStats, CapturedScalar, CompileFailure, Container, DType,
+    FunctionMode, InFlightPolicy, Layout, LayoutBuilder, Leaf, ScalarValue, Signature,
 };
+pub use lowering::{Lowered, LoweringContext, LoweringError};
 pub use profile::{Phase, PhaseTotals, ProfileReport};
-pub use runtime::{CallResult, JitRuntime, Provenance};
-pub use tensor::{HostTensor, Value};
+pub use runtime::JitRuntime;
+pub use target::CPU_FLAGS;
+pub use tensor::{DeviceTensor, HostTensor, Tensor};
+pub use upload::UploadStats;
+pub use value::Value;
 
-/// Device tensors, as compiled calls return them.
-pub use iree_safe::Tensor as DeviceTensor;
+/// `half`'s float types, which [`HostTensor`] holds f16 and bf16 data in.
+pub use half::{bf16, f16};
 
 /// `SHEAF_JIT_TRACE`: `1` (or `on`) prints one line per miss, compile,
 /// eviction and fallback transition (see `trace`, feature `trace-subscriber`).
@@ -79,5 +108,6 @@ mod thread_safety {
 
     assert_impl_all!(super::JitRuntime: Send, Sync, Clone);
     assert_impl_all!(super::JitFunction: Send, Sync, Clone);
-    assert_impl_all!(super::Value: Send, Sync);
+    assert_impl_all!(super::Value: Send, Sync, Clone);
+    assert_impl_all!(super::CallResult: Send, Sync);
 }

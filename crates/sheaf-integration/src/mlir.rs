@@ -12,8 +12,11 @@ use jit_cache::{ArgSpec, DType};
 /// `tensor<1x5xf32>`, or `tensor<f32>` for a scalar.
 pub fn tensor_type(dtype: DType, dims: &[i64]) -> Result<String, String> {
     let element = match dtype {
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
         DType::F32 => "f32",
         DType::F64 => "f64",
+        DType::I8 => "i8",
         DType::I32 => "i32",
         DType::I64 => "i64",
         DType::Bool => "i1",
@@ -56,7 +59,8 @@ mod tests {
         assert_eq!(tensor_type(DType::F32, &[1, 5]).unwrap(), "tensor<1x5xf32>");
         assert_eq!(tensor_type(DType::Bool, &[3]).unwrap(), "tensor<3xi1>");
         assert_eq!(tensor_type(DType::F64, &[]).unwrap(), "tensor<f64>");
-        assert!(tensor_type(DType::F16, &[2]).is_err());
+        assert_eq!(tensor_type(DType::BF16, &[2]).unwrap(), "tensor<2xbf16>");
+        assert!(tensor_type(DType::U8, &[2]).is_err());
         assert!(tensor_type(DType::F32, &[-1]).is_err());
     }
 

@@ -1,64 +1,37 @@
-//! The JIT runtime: one shared IREE runtime, one compiler (behind the disk
-//! cache) and the bounded cache policy, for the whole process.
+//! The JIT runtime: the shared IREE runtime (and a CPU one to fall back
+//! on), the compile pipeline, the upload cache and the bounded cache policy,
+//! for the whole process.
 
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use iree_safe::compiler::{self, CompileOptions, CompilerChoice};
-use iree_safe::{Function, Runtime};
-use jit_cache::store::{ArtifactKey, BuildError, DiskStore, KeyParts, StoreStats};
+use iree_safe::compiler::CompilerChoice;
+use jit_cache::store::{DiskStore, StoreStats};
 use jit_cache::{
-    stable_hash, CacheStats, CapturedScalar, CompileFailure, Dispatch, FallbackReason, JitCache,
-    Origin, Signature,
+    CacheStats, CapturedScalar, CompileFailure, Dispatch, JitCache, Origin, Signature,
 };
+use smallvec::SmallVec;
 
+use crate::bundle::{self, Bundle, Export, ExportSummary};
+use crate::compile::{Job, Pipeline};
 use crate::config::JitConfig;
-use crate::error::{JitError, VariantError};
-use crate::executable::LoadedExecutable;
-use crate::function::{JitFunction, ENTRY_POINT};
+use crate::dispatch::{CallError, CallResult, Compiled, Dispatched, Fallback, Provenance};
+use crate::error::{ConfigError, JitError};
+use crate::function::JitFunction;
 use crate::profile::{Phase, Profile, ProfileReport};
-use crate::tensor::{HostTensor, Value};
-
-/// How a call's outputs were produced.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Provenance {
-    /// Compiled code already in the cache.
-    CacheHit,
-    /// Compiled code compiled (or loaded from the disk cache) by this call,
-    /// or by a concurrent call this one waited for.
-    CompiledNow,
-    /// The interpreter: the function recompiles too often (thrash
-    /// fallback); cached signatures still run compiled.
-    InterpretedThrashing,
-    /// The interpreter: compiling this signature failed. The failure is
-    /// kept whole: [`CompileFailure::backend_error`] downcasts to the
-    /// [`VariantError`] (lowering, compiler diagnostics, or load).
-    InterpretedCompileFailed(Arc<CompileFailure>),
-    /// The interpreter: another call is compiling this signature and the
-    /// cache is configured not to wait.
-    InterpretedCompileInFlight,
-}
-
-impl Provenance {
-    /// True when compiled code produced the outputs.
-    pub fn is_compiled(&self) -> bool {
-        matches!(self, Provenance::CacheHit | Provenance::CompiledNow)
-    }
-}
-
-/// Outputs of a JIT call and how they were produced.
-#[derive(Debug, Clone)]
-pub struct CallResult {
-    /// The outputs: device tensors when compiled code ran (pass them to the
-    /// next call as they are), host arrays when the interpreter ran.
-    pub outputs: Vec<Value>,
-    /// How they were produced.
-    pub provenance: Provenance,
-}
+use crate::target::Placement;
+use crate::tensor::{scalar_to_device, DeviceTensor, HostTensor, Tensor};
+use crate::upload::{UploadCache, UploadStats};
+use crate::value::{self, FlatArg, FlatArgs, Value};
+use crate::variant::Variant;
 
 /// The JIT runtime Sheaf calls. Create one per process and clone it (clones
 /// share everything); Send + Sync.
+///
+/// [`dispatch`](Self::dispatch) is the primitive: it runs compiled code, or
+/// says why the caller must run its own interpreter. [`call`](Self::call)
+/// wraps it with an interpreter closure.
 ///
 /// ```no_run
 /// use ndarray::ArrayD;
@@ -66,10 +39,10 @@ pub struct CallResult {
 ///
 /// let jit = JitRuntime::new(JitConfig::from_env()?)?;
 /// let sigmoid = reference::sigmoid();
-/// let x = ArrayD::<f32>::zeros(ndarray::IxDyn(&[1, 5]));
-/// let result = jit.call(&sigmoid, &[Value::from(x)], &[])?;
+/// let x = Value::host(ArrayD::<f32>::zeros(ndarray::IxDyn(&[1, 5])));
+/// let result = jit.call(&sigmoid, &[x], &[], |args, _why| reference::interpret_sigmoid(args))?;
 /// println!("{:?} via {:?}", result.outputs[0].to_host()?, result.provenance);
-/// # Ok::<(), sheaf_integration::JitError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct JitRuntime {
@@ -78,76 +51,130 @@ pub struct JitRuntime {
 
 #[derive(Debug)]
 struct Inner {
-    // Drop order: cached modules before the runtime they were loaded into
-    // (they keep it alive anyway).
-    cache: JitCache<LoadedExecutable>,
-    compiler: CompilerChoice,
-    store: DiskStore,
-    options: CompileOptions,
-    /// `options.target_identity()`, computed once: part of every disk key.
-    target: String,
-    runtime: Runtime,
-    device_tag: u64,
+    // Drop order: cached variants before the runtimes they were loaded into
+    // (they keep them alive anyway).
+    cache: JitCache<Variant>,
+    pipeline: Pipeline,
+    primary: Placement,
+    primary_uploads: UploadCache,
+    /// The CPU runtime to fall back on when a GPU compile fails, opened on
+    /// first use (`None` when the primary is a CPU or fallback is off).
+    cpu: Option<CpuFallback>,
     profile: Profile,
 }
 
+#[derive(Debug)]
+struct CpuFallback {
+    driver: String,
+    config: JitConfig,
+    placement: OnceLock<Result<(Placement, UploadCache), String>>,
+}
+
 impl JitRuntime {
-    /// Opens the device, loads the compiler and sets up the caches.
+    /// Opens the device (falling back to the CPU driver when it cannot be
+    /// opened, if the configuration allows) and sets up the caches. The
+    /// compiler is loaded later, on the first artifact that must really be
+    /// compiled.
     pub fn new(config: JitConfig) -> Result<JitRuntime, JitError> {
-        let runtime = Runtime::new(&config.driver)?;
-        let compiler = compiler::choose_compiler(config.compiler)?;
-        tracing::info!(
-            target: "sheaf_jit",
-            compiler = %compiler.kind,
-            reason = %compiler.reason,
-            "using the {} IREE compiler ({})",
-            compiler.kind,
-            compiler.reason
-        );
+        let primary = match Placement::open(
+            &config.driver,
+            config.target.as_ref(),
+            &config.compile_options,
+        ) {
+            Ok(placement) => placement,
+            Err(error) => match &config.cpu_fallback {
+                Some(cpu) if cpu != &config.driver => {
+                    tracing::warn!(
+                        target: "sheaf_jit",
+                        driver = %config.driver,
+                        fallback = %cpu,
+                        %error,
+                        "cannot use the `{}` device ({error}); running on the CPU (`{cpu}`) instead",
+                        config.driver
+                    );
+                    Placement::open(cpu, None, &config.compile_options)?
+                }
+                _ => return Err(error),
+            },
+        };
+        let cpu = match (&config.cpu_fallback, primary.is_cpu()) {
+            (Some(driver), false) => Some(CpuFallback {
+                driver: driver.clone(),
+                config: config.clone(),
+                placement: OnceLock::new(),
+            }),
+            _ => None,
+        };
         let store = match config.disk_cache_config() {
             Some(store) => DiskStore::new(store),
             None => DiskStore::disabled(),
         };
-        let cache = JitCache::new(config.cache).map_err(crate::error::ConfigError::from)?;
+        let bundles = config
+            .artifact_bundles
+            .iter()
+            .map(|dir| {
+                let bundle = Bundle::open(dir)?;
+                tracing::info!(
+                    target: "sheaf_jit",
+                    bundle = %bundle.dir().display(),
+                    artifacts = bundle.len(),
+                    "serving compiled artifacts from a bundle"
+                );
+                Ok(bundle)
+            })
+            .collect::<Result<Vec<_>, JitError>>()?;
+        let cache = JitCache::new(config.cache.clone()).map_err(ConfigError::from)?;
         Ok(JitRuntime {
             inner: Arc::new(Inner {
                 cache,
-                compiler,
-                store,
-                target: config.compile_options.target_identity(),
-                options: config.compile_options,
-                device_tag: stable_hash(config.driver.as_bytes()),
-                runtime,
+                pipeline: Pipeline::new(config.compiler, store, bundles),
+                primary_uploads: UploadCache::new(
+                    primary.device().clone(),
+                    config.upload_cache_entries,
+                    config.upload_cache_bytes,
+                ),
+                primary,
+                cpu,
                 profile: Profile::default(),
             }),
         })
     }
 
-    /// Calls `function` with `args` and the `captured` scalars baked into
-    /// its code. Runs cached compiled code, compiles and caches it, or runs
-    /// the interpreter (thrash fallback, failed compile), as the cache
-    /// decides. Errors of compiled code (e.g. a shape the artifact rejects)
-    /// are returned, never retried in the interpreter.
-    pub fn call(
+    /// Runs `function` on `args` compiled, or says why the caller must run
+    /// it in its own interpreter.
+    ///
+    /// The call's signature (dtypes and dims, static scalars and structure
+    /// of `args`, and the `captured` scalars baked into the code) finds
+    /// compiled code in the cache; a miss lowers, compiles and caches it,
+    /// unless the cache decides otherwise (thrash fallback, a remembered
+    /// failure). Errors of compiled code (a shape the artifact rejects) are
+    /// errors, never a silent fallback.
+    pub fn dispatch<M: Send + Sync + 'static>(
         &self,
-        function: &JitFunction,
+        function: &JitFunction<M>,
         args: &[Value],
         captured: &[CapturedScalar],
-    ) -> Result<CallResult, JitError> {
+    ) -> Result<Dispatched<M>, JitError> {
         let inner = &*self.inner;
         let start = Instant::now();
-        let signature = self.signature(args, captured)?;
-        let mut compile_time = None;
+        let mut builder = Signature::builder();
+        let mut flat = FlatArgs::new();
+        value::flatten(args, &mut builder, &mut flat)?;
+        for scalar in captured {
+            builder.captured(scalar.clone());
+        }
+        let signature = builder.build();
+        let mut compiled_at = None;
         let dispatch = inner
             .cache
-            .get_or_compile(function.id(), &signature, |sig| {
+            .get_or_compile(function.id(), &signature, |signature| {
                 let compile_start = Instant::now();
-                let result = self.compile(function, sig);
-                compile_time = Some(compile_start.elapsed());
-                result
+                let variant = self.compile(function, signature, Some(args));
+                compiled_at = Some(compile_start.elapsed());
+                variant
             });
         let looked_up = Instant::now();
-        match compile_time {
+        match compiled_at {
             Some(elapsed) => inner.profile.record(Phase::Compile, elapsed),
             None => inner.profile.record(Phase::KeyLookup, looked_up - start),
         }
@@ -155,177 +182,176 @@ impl JitRuntime {
             Dispatch::Compiled { exe, origin } => {
                 let provenance = match origin {
                     Origin::Hit => Provenance::CacheHit,
+                    Origin::CompiledByOtherCall => Provenance::CompiledByOtherCall,
                     _ => Provenance::CompiledNow,
                 };
-                let outputs = self.run_compiled(&exe, args, looked_up)?;
-                Ok(CallResult {
-                    outputs,
-                    provenance,
-                })
+                let outputs = self.run(&exe, &flat, looked_up)?;
+                Ok(Dispatched::Compiled(Compiled::new(
+                    outputs, provenance, exe,
+                )))
             }
             Dispatch::Interpret { reason } => {
-                let provenance = match &reason {
-                    FallbackReason::Thrashing { .. } => Provenance::InterpretedThrashing,
-                    FallbackReason::CompileFailed(failure) => {
-                        Provenance::InterpretedCompileFailed(Arc::clone(failure))
-                    }
-                    _ => Provenance::InterpretedCompileInFlight,
-                };
-                let outputs = self.interpret(function, args, captured)?;
-                Ok(CallResult {
-                    outputs: outputs.into_iter().map(Value::Host).collect(),
-                    provenance,
-                })
+                Ok(Dispatched::Interpret(Fallback::from_reason(&reason)))
             }
         }
     }
 
-    /// [`call`](Self::call), with every output copied to the host.
-    pub fn call_host(
+    /// [`dispatch`](Self::dispatch), running `interpret` when the call must
+    /// be interpreted: it receives the arguments with every device tensor
+    /// copied to the host, and the reason. `interpret` may borrow the
+    /// caller's interpreter state mutably.
+    pub fn call<M: Send + Sync + 'static, E>(
         &self,
-        function: &JitFunction,
+        function: &JitFunction<M>,
         args: &[Value],
         captured: &[CapturedScalar],
-    ) -> Result<(Vec<HostTensor>, Provenance), JitError> {
-        let result = self.call(function, args, captured)?;
-        let start = Instant::now();
-        let outputs = result
-            .outputs
-            .iter()
-            .map(Value::to_host)
-            .collect::<Result<Vec<_>, _>>()?;
-        if result.provenance.is_compiled() {
-            self.inner
-                .profile
-                .record(Phase::OutputTransfer, start.elapsed());
+        interpret: impl FnOnce(&[Value], &Fallback) -> Result<Vec<Value>, E>,
+    ) -> Result<CallResult<M>, CallError<E>> {
+        match self.dispatch(function, args, captured)? {
+            Dispatched::Compiled(compiled) => Ok(CallResult::compiled(compiled)),
+            Dispatched::Interpret(fallback) => {
+                let start = Instant::now();
+                let host_args = args
+                    .iter()
+                    .cloned()
+                    .map(Value::into_host)
+                    .collect::<Result<Vec<_>, _>>()?;
+                let outputs =
+                    interpret(&host_args, &fallback).map_err(|source| CallError::Interpreter {
+                        function: function.name().to_owned(),
+                        fallback: fallback.clone(),
+                        source,
+                    })?;
+                self.inner.profile.record(Phase::Interpret, start.elapsed());
+                Ok(CallResult::interpreted(outputs, fallback))
+            }
         }
-        Ok((outputs, result.provenance))
     }
 
-    /// The cache key of a call.
-    fn signature(
-        &self,
-        args: &[Value],
-        captured: &[CapturedScalar],
-    ) -> Result<Signature, JitError> {
-        let mut builder = Signature::builder();
-        builder.device_tag(self.inner.device_tag);
-        for arg in args {
-            builder.arg_spec(arg.arg_spec()?);
-        }
-        for scalar in captured {
-            builder.captured(scalar.clone());
-        }
-        Ok(builder.build())
+    /// Copies `host` to the device compiled code runs on, through the upload
+    /// cache (a host array passed again later is not copied again).
+    pub fn upload(&self, host: &HostTensor) -> Result<DeviceTensor, JitError> {
+        self.inner.primary_uploads.upload(host)
     }
 
-    /// Lowers, compiles (through the disk cache) and loads one signature.
-    fn compile(
+    /// Lowers, compiles (or fetches) and loads one signature: for the
+    /// primary device, then for the CPU when that fails on a GPU.
+    fn compile<M: Send + Sync + 'static>(
         &self,
-        function: &JitFunction,
+        function: &JitFunction<M>,
         signature: &Signature,
-    ) -> Result<LoadedExecutable, CompileFailure> {
+        values: Option<&[Value]>,
+    ) -> Result<Variant, CompileFailure> {
         let inner = &*self.inner;
-        let (name, shown) = (function.name(), signature.to_string());
-        let mlir = function.lower(signature).map_err(|message| {
-            CompileFailure::new(VariantError::Lowering {
-                function: name.to_owned(),
-                signature: shown.clone(),
-                message,
-            })
-        })?;
-        // Loading is the validation: an artifact from disk that the runtime
-        // refuses is deleted and compiled again.
-        let load = |bytes: &[u8]| -> Result<Function, iree_safe::Error> {
-            inner.runtime.load(bytes)?.function(ENTRY_POINT)
+        let job = |placement| Job {
+            function,
+            signature,
+            values,
+            placement,
         };
-        let compile = || {
-            inner
-                .compiler
-                .compiler
-                .compile(&mlir, &inner.options)
-                .map(compiler::Artifact::into_bytes)
+        let primary = inner.pipeline.variant(&job(&inner.primary));
+        let error = match (primary, &inner.cpu) {
+            (Ok(variant), _) => return Ok(variant),
+            (Err(error), None) => return Err(CompileFailure::new(error)),
+            (Err(error), Some(_)) if matches!(error, crate::VariantError::Lowering { .. }) => {
+                return Err(CompileFailure::new(error))
+            }
+            (Err(error), Some(_)) => error,
         };
-        let (entry, _) = inner
-            .store
-            .fetch_or_build(inner.artifact_key(&mlir).as_ref(), load, compile)
-            .map_err(|error| {
-                let (function, signature) = (name.to_owned(), shown.clone());
-                CompileFailure::new(match error {
-                    BuildError::Build(source) => VariantError::Compile {
-                        function,
-                        signature,
-                        source,
-                    },
-                    BuildError::Rejected(source) => VariantError::Load {
-                        function,
-                        signature,
-                        source,
-                    },
-                })
-            })?;
-        Ok(LoadedExecutable::new(entry))
+        let Some(Ok((cpu, _))) = inner.cpu.as_ref().map(CpuFallback::placement) else {
+            return Err(CompileFailure::new(error));
+        };
+        tracing::warn!(
+            target: "sheaf_jit",
+            function = %function.name(),
+            signature = %signature,
+            %error,
+            "{}{signature}: cannot run on `{}` ({error}); compiling it for the CPU",
+            function.name(),
+            inner.primary.runtime.device().uri()
+        );
+        inner
+            .pipeline
+            .variant(&job(cpu))
+            .map_err(CompileFailure::new)
     }
 
     /// Runs compiled code; `start` is when the cache lookup ended.
-    fn run_compiled(
+    fn run(
         &self,
-        exe: &LoadedExecutable,
-        args: &[Value],
+        variant: &Variant,
+        flat: &[FlatArg<'_>],
         start: Instant,
     ) -> Result<Vec<Value>, JitError> {
         let profile = &self.inner.profile;
-        let inputs = args
+        let device = variant.entry.module().runtime().device();
+        let uploads = self.uploads_for(device)?;
+        let inputs = flat
             .iter()
-            .map(|arg| arg.to_device_value(&self.inner.runtime))
-            .collect::<Result<Vec<_>, _>>()?;
-        let start = if args.iter().all(Value::is_device) {
-            start
-        } else {
+            .map(|arg| -> Result<iree_safe::Value, JitError> {
+                Ok(match arg {
+                    FlatArg::Tensor(Tensor::Device(tensor))
+                        if tensor.device().same_device(device) =>
+                    {
+                        tensor.clone().into()
+                    }
+                    // Another device's tensor (the CPU fallback's, say) goes
+                    // through the host.
+                    FlatArg::Tensor(Tensor::Device(tensor)) => {
+                        HostTensor::from_device(tensor)?.to_device(device)?.into()
+                    }
+                    FlatArg::Tensor(Tensor::Host(host)) => uploads.upload(host)?.into(),
+                    FlatArg::Scalar(scalar) => scalar_to_device(device, *scalar)?.into(),
+                })
+            })
+            .collect::<Result<SmallVec<[_; 4]>, _>>()?;
+        let start = if flat
+            .iter()
+            .any(|arg| !matches!(arg, FlatArg::Tensor(Tensor::Device(_))))
+        {
             let now = Instant::now();
             profile.record(Phase::InputTransfer, now - start);
             now
+        } else {
+            start
         };
-        let outputs = exe.function().call(&inputs)?;
+        let results = variant.entry.call(&inputs)?;
         profile.record(Phase::Call, start.elapsed());
-        outputs
+        let tensors = results
             .into_iter()
-            .map(|value| match value {
-                iree_safe::Value::Tensor(tensor) => Ok(Value::Device(tensor)),
+            .map(|result| match result {
+                iree_safe::Value::Tensor(tensor) => Ok(Tensor::Device(tensor)),
                 other => Err(JitError::Unsupported(format!(
-                    "compiled code returned a scalar ({})",
+                    "compiled code returned a {} where results are tensors (return 0-d tensors)",
                     other.describe()
                 ))),
             })
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        value::restore(tensors, variant.outputs.as_ref())
     }
 
-    fn interpret(
-        &self,
-        function: &JitFunction,
-        args: &[Value],
-        captured: &[CapturedScalar],
-    ) -> Result<Vec<HostTensor>, JitError> {
-        let start = Instant::now();
-        let host_args = args
-            .iter()
-            .map(Value::to_host)
-            .collect::<Result<Vec<_>, _>>()?;
-        let outputs = function
-            .interpret(&host_args, captured)
-            .map_err(|message| JitError::Interpreter {
-                function: function.name().to_owned(),
-                message,
-            })?;
-        self.inner.profile.record(Phase::Interpret, start.elapsed());
-        Ok(outputs)
+    /// The upload cache of `device`: the primary one, or the CPU
+    /// fallback's.
+    fn uploads_for(&self, device: &iree_safe::Device) -> Result<&UploadCache, JitError> {
+        let inner = &*self.inner;
+        if device.same_device(inner.primary.device()) {
+            return Ok(&inner.primary_uploads);
+        }
+        match inner.cpu.as_ref().map(CpuFallback::placement) {
+            Some(Ok((_, uploads))) => Ok(uploads),
+            _ => Err(JitError::Internal(format!(
+                "a variant runs on `{}`, which this runtime did not open",
+                device.uri()
+            ))),
+        }
     }
 
     /// Drops every compiled signature of `function` (e.g. when Sheaf deletes
-    /// it) and forgets the function's thrash state and remembered compile
-    /// failures, as if it had never been called; returns how many modules
-    /// were unloaded.
-    pub fn forget(&self, function: &JitFunction) -> usize {
+    /// or redefines it) and forgets the function's thrash state and
+    /// remembered compile failures, as if it had never been called; returns
+    /// how many variants were unloaded. A redefinition needs no `forget` to
+    /// be correct (its definition hash is new), only to free memory sooner.
+    pub fn forget<M>(&self, function: &JitFunction<M>) -> usize {
         self.inner.cache.evict_function(function.id())
     }
 
@@ -336,12 +362,28 @@ impl JitRuntime {
 
     /// Disk cache statistics.
     pub fn disk_cache_stats(&self) -> StoreStats {
-        self.inner.store.stats()
+        self.inner.pipeline.store_stats()
     }
 
-    /// Which compiler this runtime uses (in-process or subprocess) and why.
-    pub fn compiler(&self) -> &CompilerChoice {
-        &self.inner.compiler
+    /// Upload cache statistics.
+    pub fn upload_stats(&self) -> UploadStats {
+        let mut stats = self.inner.primary_uploads.stats();
+        if let Some(Ok((_, cpu))) = self.inner.cpu.as_ref().and_then(|cpu| cpu.placement.get()) {
+            let cpu = cpu.stats();
+            stats.hits += cpu.hits;
+            stats.uploads += cpu.uploads;
+            stats.bytes_uploaded += cpu.bytes_uploaded;
+            stats.evictions += cpu.evictions;
+            stats.entries += cpu.entries;
+            stats.bytes += cpu.bytes;
+        }
+        stats
+    }
+
+    /// The compiler, if one was loaded (it is loaded on the first artifact
+    /// that must really be compiled): which implementation and why.
+    pub fn compiler(&self) -> Option<&CompilerChoice> {
+        self.inner.pipeline.loaded_compiler()
     }
 
     /// The `--jit-profile` report: time per phase plus the cache counters.
@@ -349,26 +391,66 @@ impl JitRuntime {
         self.inner.profile.snapshot(self.stats())
     }
 
-    /// The shared IREE runtime (to build device tensors for arguments).
-    pub fn runtime(&self) -> &Runtime {
-        &self.inner.runtime
+    /// The runtime compiled code runs on (the primary device's).
+    pub fn runtime(&self) -> &iree_safe::Runtime {
+        &self.inner.primary.runtime
+    }
+
+    /// What the primary device's code is compiled for.
+    pub fn compile_options(&self) -> &iree_safe::compiler::CompileOptions {
+        &self.inner.primary.options
+    }
+
+    /// Writes every compiled variant in the cache to a bundle in `dir`
+    /// (artifacts and a manifest), to serve a later process ahead of time
+    /// (`JitConfigBuilder::artifact_bundle`), with or without a compiler.
+    /// Artifacts are copied from the disk cache, which must be enabled.
+    pub fn export_artifacts(&self, dir: impl AsRef<Path>) -> Result<ExportSummary, JitError> {
+        let dir = dir.as_ref();
+        let compiler = self
+            .inner
+            .pipeline
+            .identity()
+            .ok_or_else(|| JitError::Bundle {
+                path: dir.to_path_buf(),
+                message: "the compiler cannot be identified, so its artifacts have no keys".into(),
+            })?;
+        let entries = self.inner.cache.entries();
+        let mut skipped = 0;
+        let mut exports = Vec::new();
+        for (function, signature, variant) in &entries {
+            match variant
+                .key
+                .and_then(|key| Some((key, self.inner.pipeline.entry_path(&key)?)))
+            {
+                Some((key, entry)) => exports.push(Export {
+                    function: function.name(),
+                    signature: signature.to_string(),
+                    key,
+                    entry,
+                }),
+                None => skipped += 1,
+            }
+        }
+        bundle::write(dir, compiler, exports, skipped)
     }
 }
 
-impl Inner {
-    /// The disk-cache key of `mlir`, compiled by this runtime's compiler for
-    /// its target and loaded into its runtime build; `None` when the
-    /// compiler does not identify its build (a development build), whose
-    /// artifacts could not be told apart from another build's.
-    fn artifact_key(&self, mlir: &str) -> Option<ArtifactKey> {
-        let version = self.compiler.compiler.version();
-        version.is_identified().then(|| {
-            ArtifactKey::new(&KeyParts {
-                program: mlir,
-                compiler: version.build(),
-                runtime: iree_safe::IREE_RUNTIME_BUILD,
-                target: &self.target,
+impl CpuFallback {
+    /// The CPU placement, opened on first use.
+    fn placement(&self) -> Result<(&Placement, &UploadCache), &String> {
+        self.placement
+            .get_or_init(|| {
+                let placement = Placement::open(&self.driver, None, &self.config.compile_options)
+                    .map_err(|e| e.to_string())?;
+                let uploads = UploadCache::new(
+                    placement.device().clone(),
+                    self.config.upload_cache_entries,
+                    self.config.upload_cache_bytes,
+                );
+                Ok((placement, uploads))
             })
-        })
+            .as_ref()
+            .map(|(placement, uploads)| (placement, uploads))
     }
 }

@@ -1,56 +1,107 @@
-//! Tensors as Sheaf sees them: `ndarray` arrays on the host, or IREE
+//! Tensors as Sheaf holds them: shared `ndarray` arrays on the host, or IREE
 //! tensors left on the device by an earlier compiled call.
 
-use iree_safe::{Runtime, Tensor};
-use jit_cache::{ArgSpec, DType};
+use std::sync::{Arc, Weak};
+
+use half::{bf16, f16};
+use iree_safe::{Device, Element, ElementType};
+use jit_cache::{ArgSpec, DType, ScalarValue};
 use ndarray::{ArrayD, IxDyn};
 
 use crate::error::JitError;
 
-/// A host tensor: one of the `ndarray` element types Sheaf uses.
+/// Device tensors, as compiled calls return them (IREE buffer views).
+pub type DeviceTensor = iree_safe::Tensor;
+
+/// A host tensor: a shared (`Arc`) `ndarray` array of one of the element
+/// types Sheaf uses. Cloning shares the array; handing one to a call never
+/// copies it on the Rust side.
+///
+/// [`HostTensor::Tagged`] is Sheaf's own representation: `f32` storage
+/// holding values of another dtype (a bf16 tensor kept as f32), converted
+/// when it is copied to the device (floats rounded to nearest-even).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum HostTensor {
-    /// `f32` array.
-    F32(ArrayD<f32>),
-    /// `f64` array.
-    F64(ArrayD<f64>),
-    /// `i32` array.
-    I32(ArrayD<i32>),
-    /// `i64` array.
-    I64(ArrayD<i64>),
-    /// `bool` array (`i1` in MLIR).
-    Bool(ArrayD<bool>),
+    /// `f32`.
+    F32(Arc<ArrayD<f32>>),
+    /// `f64`.
+    F64(Arc<ArrayD<f64>>),
+    /// IEEE half precision.
+    F16(Arc<ArrayD<f16>>),
+    /// bfloat16.
+    BF16(Arc<ArrayD<bf16>>),
+    /// `i32`.
+    I32(Arc<ArrayD<i32>>),
+    /// `i64`.
+    I64(Arc<ArrayD<i64>>),
+    /// `bool` (`i1` in MLIR).
+    Bool(Arc<ArrayD<bool>>),
+    /// `f32` storage holding values of `dtype`.
+    Tagged {
+        /// The values, widened to f32.
+        data: Arc<ArrayD<f32>>,
+        /// What they are: the dtype the device sees.
+        dtype: DType,
+    },
 }
 
-/// Applies `$body` to the array inside a [`HostTensor`], whatever its type.
+/// Applies `$body` to the shared array inside a [`HostTensor`], whatever its
+/// element type.
 macro_rules! with_array {
     ($tensor:expr, $array:ident => $body:expr) => {
         match $tensor {
             HostTensor::F32($array) => $body,
             HostTensor::F64($array) => $body,
+            HostTensor::F16($array) => $body,
+            HostTensor::BF16($array) => $body,
             HostTensor::I32($array) => $body,
             HostTensor::I64($array) => $body,
             HostTensor::Bool($array) => $body,
+            HostTensor::Tagged { data: $array, .. } => $body,
         }
     };
 }
 
 impl HostTensor {
-    /// Element type.
+    /// `f32` storage holding values of `dtype` (Sheaf's tensors): no copy
+    /// now; converted when copied to the device. `dtype` must be a float,
+    /// integer or bool type the runtime has.
+    pub fn tagged(data: Arc<ArrayD<f32>>, dtype: DType) -> Result<HostTensor, JitError> {
+        match dtype {
+            DType::F32 => Ok(HostTensor::F32(data)),
+            DType::F64 | DType::F16 | DType::BF16 | DType::I32 | DType::I64 | DType::Bool => {
+                Ok(HostTensor::Tagged { data, dtype })
+            }
+            other => Err(JitError::Unsupported(format!(
+                "f32 storage tagged {other}: tag it f64, f16, bf16, i32, i64 or bool"
+            ))),
+        }
+    }
+
+    /// Element type, as the device sees it.
     pub fn dtype(&self) -> DType {
         match self {
             HostTensor::F32(_) => DType::F32,
             HostTensor::F64(_) => DType::F64,
+            HostTensor::F16(_) => DType::F16,
+            HostTensor::BF16(_) => DType::BF16,
             HostTensor::I32(_) => DType::I32,
             HostTensor::I64(_) => DType::I64,
             HostTensor::Bool(_) => DType::Bool,
+            HostTensor::Tagged { dtype, .. } => *dtype,
         }
     }
 
     /// Dimensions.
     pub fn shape(&self) -> &[usize] {
         with_array!(self, a => a.shape())
+    }
+
+    /// Bytes the device copy takes.
+    pub fn device_bytes(&self) -> usize {
+        let elements: usize = self.shape().iter().product();
+        elements * element_type(self.dtype()).map_or(4, ElementType::byte_size)
     }
 
     /// The `f32` array, if this is one.
@@ -61,67 +112,194 @@ impl HostTensor {
         }
     }
 
-    /// Copies the array to `runtime`'s device (row-major, whatever the
-    /// array's memory layout).
-    pub fn to_device(&self, runtime: &Runtime) -> Result<Tensor, JitError> {
-        let tensor = with_array!(self, a => {
-            let standard = a.as_standard_layout();
-            let data = standard.as_slice().expect("a standard-layout array is contiguous");
-            Tensor::from_slice(runtime.device(), a.shape(), data)
-        });
-        Ok(tensor?)
+    /// The value of a tensor of one element, as a scalar (f16 and bf16
+    /// widened to f32).
+    pub fn to_scalar(&self) -> Option<ScalarValue> {
+        let one = |len: usize| len == 1;
+        Some(match self {
+            HostTensor::F32(a) if one(a.len()) => ScalarValue::F32(*a.first()?),
+            HostTensor::F64(a) if one(a.len()) => ScalarValue::F64(*a.first()?),
+            HostTensor::F16(a) if one(a.len()) => ScalarValue::F32(a.first()?.to_f32()),
+            HostTensor::BF16(a) if one(a.len()) => ScalarValue::F32(a.first()?.to_f32()),
+            HostTensor::I32(a) if one(a.len()) => ScalarValue::I32(*a.first()?),
+            HostTensor::I64(a) if one(a.len()) => ScalarValue::I64(*a.first()?),
+            HostTensor::Bool(a) if one(a.len()) => ScalarValue::Bool(*a.first()?),
+            HostTensor::Tagged { data, .. } if one(data.len()) => ScalarValue::F32(*data.first()?),
+            _ => return None,
+        })
     }
 
-    /// Copies a device tensor back to the host.
-    pub fn from_device(tensor: &Tensor) -> Result<HostTensor, JitError> {
-        use iree_safe::ElementType as E;
-        let shape = IxDyn(tensor.shape());
-        let array = |e: ndarray::ShapeError| {
-            JitError::Internal(format!("device tensor {}: {e}", tensor.describe()))
-        };
+    /// Copies the array to `device` (row-major, whatever the array's memory
+    /// layout: a standard-layout array is copied straight from its memory).
+    pub fn to_device(&self, device: &Device) -> Result<DeviceTensor, JitError> {
+        fn upload<T: Element>(
+            device: &Device,
+            array: &ArrayD<T>,
+        ) -> Result<DeviceTensor, JitError> {
+            let standard = array.as_standard_layout();
+            let data = standard.as_slice().ok_or_else(|| {
+                JitError::Internal("a standard-layout array is contiguous".into())
+            })?;
+            Ok(DeviceTensor::from_slice(device, array.shape(), data)?)
+        }
+        match self {
+            HostTensor::F32(a) => upload(device, a),
+            HostTensor::F64(a) => upload(device, a),
+            HostTensor::F16(a) => upload(device, a),
+            HostTensor::BF16(a) => upload(device, a),
+            HostTensor::I32(a) => upload(device, a),
+            HostTensor::I64(a) => upload(device, a),
+            HostTensor::Bool(a) => upload(device, a),
+            HostTensor::Tagged { data, dtype } => match dtype {
+                DType::F64 => upload(device, &data.mapv(f64::from)),
+                DType::F16 => upload(device, &data.mapv(f16::from_f32)),
+                DType::BF16 => upload(device, &data.mapv(bf16::from_f32)),
+                DType::I32 => upload(device, &data.mapv(|v| v as i32)),
+                DType::I64 => upload(device, &data.mapv(|v| v as i64)),
+                DType::Bool => upload(device, &data.mapv(|v| v != 0.0)),
+                _ => upload(device, data),
+            },
+        }
+    }
+
+    /// Copies a device tensor back to the host: one copy, straight into the
+    /// array's storage.
+    pub fn from_device(tensor: &DeviceTensor) -> Result<HostTensor, JitError> {
+        fn read<T: Element>(tensor: &DeviceTensor) -> Result<Arc<ArrayD<T>>, JitError> {
+            let shape = IxDyn(tensor.shape());
+            ArrayD::from_shape_vec(shape, tensor.to_vec()?)
+                .map(Arc::new)
+                .map_err(|e| {
+                    JitError::Internal(format!("device tensor {}: {e}", tensor.describe()))
+                })
+        }
+        use ElementType as E;
         Ok(match tensor.element_type() {
-            E::F32 => HostTensor::F32(ArrayD::from_shape_vec(shape, tensor.to_vec()?).map_err(array)?),
-            E::F64 => HostTensor::F64(ArrayD::from_shape_vec(shape, tensor.to_vec()?).map_err(array)?),
-            E::I32 => HostTensor::I32(ArrayD::from_shape_vec(shape, tensor.to_vec()?).map_err(array)?),
-            E::I64 => HostTensor::I64(ArrayD::from_shape_vec(shape, tensor.to_vec()?).map_err(array)?),
-            E::Bool => HostTensor::Bool(ArrayD::from_shape_vec(shape, tensor.to_vec()?).map_err(array)?),
+            E::F32 => HostTensor::F32(read(tensor)?),
+            E::F64 => HostTensor::F64(read(tensor)?),
+            E::F16 => HostTensor::F16(read(tensor)?),
+            E::BF16 => HostTensor::BF16(read(tensor)?),
+            E::I32 => HostTensor::I32(read(tensor)?),
+            E::I64 => HostTensor::I64(read(tensor)?),
+            E::Bool => HostTensor::Bool(read(tensor)?),
             other => {
                 return Err(JitError::Unsupported(format!(
-                    "device tensor of {other} has no ndarray counterpart here; read it with Tensor::to_bytes"
+                    "a device tensor of {other} has no host counterpart here; read it with \
+                     DeviceTensor::to_bytes"
                 )))
             }
         })
     }
+
+    /// A handle that tells whether a tensor is this very array (the same
+    /// allocation, still alive), without keeping its memory alive.
+    pub(crate) fn identity(&self) -> Identity {
+        Identity {
+            dtype: self.dtype(),
+            array: with_array!(self, a => WeakArray::from(a)),
+        }
+    }
 }
+
+/// The identity of a shared host array: its address and dtype, with a weak
+/// reference that proves the address still names the same array (while the
+/// weak reference exists, the allocation cannot be reused for another).
+#[derive(Debug, Clone)]
+pub(crate) struct Identity {
+    dtype: DType,
+    array: WeakArray,
+}
+
+impl Identity {
+    /// The address and dtype, for hashing.
+    pub(crate) fn key(&self) -> (usize, DType) {
+        (self.array.address(), self.dtype)
+    }
+
+    /// True when `tensor` is the array this identity was taken from.
+    pub(crate) fn is(&self, tensor: &HostTensor) -> bool {
+        let other = tensor.identity();
+        self.key() == other.key() && self.array.alive()
+    }
+}
+
+macro_rules! weak_arrays {
+    ($($variant:ident($ty:ty)),*) => {
+        /// A weak reference to a shared array of any element type.
+        #[derive(Debug, Clone)]
+        pub(crate) enum WeakArray {
+            $($variant(Weak<ArrayD<$ty>>),)*
+        }
+
+        impl WeakArray {
+            fn address(&self) -> usize {
+                match self {
+                    $(WeakArray::$variant(weak) => weak.as_ptr().addr(),)*
+                }
+            }
+
+            /// True while the array is alive (and therefore unchanged: a
+            /// shared array cannot be mutated while it is shared).
+            fn alive(&self) -> bool {
+                match self {
+                    $(WeakArray::$variant(weak) => weak.strong_count() > 0,)*
+                }
+            }
+        }
+
+        $(
+            impl From<&Arc<ArrayD<$ty>>> for WeakArray {
+                fn from(array: &Arc<ArrayD<$ty>>) -> Self {
+                    WeakArray::$variant(Arc::downgrade(array))
+                }
+            }
+        )*
+    };
+}
+
+weak_arrays!(
+    F32(f32),
+    F64(f64),
+    F16(f16),
+    BF16(bf16),
+    I32(i32),
+    I64(i64),
+    Bool(bool)
+);
 
 macro_rules! host_from {
     ($($ty:ty => $variant:ident),*) => {$(
         impl From<ArrayD<$ty>> for HostTensor {
             fn from(array: ArrayD<$ty>) -> Self {
+                HostTensor::$variant(Arc::new(array))
+            }
+        }
+        impl From<Arc<ArrayD<$ty>>> for HostTensor {
+            fn from(array: Arc<ArrayD<$ty>>) -> Self {
                 HostTensor::$variant(array)
             }
         }
     )*};
 }
 
-host_from!(f32 => F32, f64 => F64, i32 => I32, i64 => I64, bool => Bool);
+host_from!(f32 => F32, f64 => F64, f16 => F16, bf16 => BF16, i32 => I32, i64 => I64, bool => Bool);
 
-/// An argument or result of a JIT call.
+/// A tensor argument or result: on the host, or on the device.
 #[derive(Debug, Clone)]
-pub enum Value {
+pub enum Tensor {
     /// On the host, as Sheaf's interpreter holds it.
     Host(HostTensor),
     /// On the device, as a compiled call left it; passing it to another
     /// compiled call costs no copy.
-    Device(Tensor),
+    Device(DeviceTensor),
 }
 
-impl Value {
+impl Tensor {
     /// Element type and dimensions, as the cache key needs them.
     pub fn arg_spec(&self) -> Result<ArgSpec, JitError> {
         let (dtype, shape) = match self {
-            Value::Host(host) => (host.dtype(), host.shape()),
-            Value::Device(tensor) => (dtype_of(tensor.element_type())?, tensor.shape()),
+            Tensor::Host(host) => (host.dtype(), host.shape()),
+            Tensor::Device(tensor) => (dtype_of(tensor.element_type())?, tensor.shape()),
         };
         // The key stores dims as i64; convert on the stack for common ranks
         // (this runs on every call, hits included).
@@ -137,41 +315,57 @@ impl Value {
         }
     }
 
-    /// The value on the host, copying it back from the device if needed.
-    pub fn to_host(&self) -> Result<HostTensor, JitError> {
+    /// Dimensions.
+    pub fn shape(&self) -> &[usize] {
         match self {
-            Value::Host(host) => Ok(host.clone()),
-            Value::Device(tensor) => HostTensor::from_device(tensor),
+            Tensor::Host(host) => host.shape(),
+            Tensor::Device(tensor) => tensor.shape(),
         }
     }
 
-    /// The value as an iree-safe call argument, copying host arrays to the
-    /// device.
-    pub(crate) fn to_device_value(&self, runtime: &Runtime) -> Result<iree_safe::Value, JitError> {
-        Ok(match self {
-            Value::Host(host) => host.to_device(runtime)?.into(),
-            Value::Device(tensor) => tensor.clone().into(),
+    /// The tensor on the host, copying it back from the device if needed
+    /// (a host tensor is shared, not copied).
+    pub fn to_host(&self) -> Result<HostTensor, JitError> {
+        match self {
+            Tensor::Host(host) => Ok(host.clone()),
+            Tensor::Device(tensor) => HostTensor::from_device(tensor),
+        }
+    }
+
+    /// The value of a tensor of one element (a 0-d result, say), read to
+    /// the host.
+    pub fn to_scalar(&self) -> Result<ScalarValue, JitError> {
+        let host = self.to_host()?;
+        host.to_scalar().ok_or_else(|| {
+            JitError::Unsupported(format!(
+                "a {}{:?} tensor is not a scalar",
+                host.dtype(),
+                host.shape()
+            ))
         })
     }
 
-    /// True when the value lives on the device.
+    /// True when the tensor lives on the device.
     pub fn is_device(&self) -> bool {
-        matches!(self, Value::Device(_))
+        matches!(self, Tensor::Device(_))
     }
 }
 
-impl<T> From<T> for Value
-where
-    HostTensor: From<T>,
-{
-    fn from(value: T) -> Self {
-        Value::Host(HostTensor::from(value))
+impl From<HostTensor> for Tensor {
+    fn from(host: HostTensor) -> Self {
+        Tensor::Host(host)
+    }
+}
+
+impl From<DeviceTensor> for Tensor {
+    fn from(tensor: DeviceTensor) -> Self {
+        Tensor::Device(tensor)
     }
 }
 
 /// The cache's dtype for an IREE element type.
-fn dtype_of(element_type: iree_safe::ElementType) -> Result<DType, JitError> {
-    use iree_safe::ElementType as E;
+pub(crate) fn dtype_of(element_type: ElementType) -> Result<DType, JitError> {
+    use ElementType as E;
     Ok(match element_type {
         E::F16 => DType::F16,
         E::BF16 => DType::BF16,
@@ -183,4 +377,84 @@ fn dtype_of(element_type: iree_safe::ElementType) -> Result<DType, JitError> {
         E::Bool => DType::Bool,
         other => return Err(JitError::Unsupported(format!("element type {other}"))),
     })
+}
+
+/// The IREE element type of a dtype, when the runtime has one.
+pub(crate) fn element_type(dtype: DType) -> Option<ElementType> {
+    use ElementType as E;
+    Some(match dtype {
+        DType::F16 => E::F16,
+        DType::BF16 => E::BF16,
+        DType::F32 => E::F32,
+        DType::F64 => E::F64,
+        DType::I8 => E::I8,
+        DType::I32 => E::I32,
+        DType::I64 => E::I64,
+        DType::Bool => E::Bool,
+        _ => return None,
+    })
+}
+
+/// A 0-d device tensor holding a scalar passed at run time.
+pub(crate) fn scalar_to_device(
+    device: &Device,
+    value: ScalarValue,
+) -> Result<DeviceTensor, JitError> {
+    Ok(match value {
+        ScalarValue::F32(v) => DeviceTensor::from_slice(device, &[], &[v])?,
+        ScalarValue::F64(v) => DeviceTensor::from_slice(device, &[], &[v])?,
+        ScalarValue::I32(v) => DeviceTensor::from_slice(device, &[], &[v])?,
+        ScalarValue::I64(v) => DeviceTensor::from_slice(device, &[], &[v])?,
+        ScalarValue::Bool(v) => DeviceTensor::from_slice(device, &[], &[v])?,
+    })
+}
+
+/// The dtype of a scalar.
+pub(crate) fn scalar_dtype(value: ScalarValue) -> DType {
+    match value {
+        ScalarValue::F32(_) => DType::F32,
+        ScalarValue::F64(_) => DType::F64,
+        ScalarValue::I32(_) => DType::I32,
+        ScalarValue::I64(_) => DType::I64,
+        ScalarValue::Bool(_) => DType::Bool,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tagged_storage_reports_the_tag() {
+        let data = Arc::new(ArrayD::from_shape_vec(IxDyn(&[2]), vec![1.5f32, -2.0]).unwrap());
+        let bf = HostTensor::tagged(data.clone(), DType::BF16).unwrap();
+        assert_eq!((bf.dtype(), bf.shape()), (DType::BF16, &[2][..]));
+        assert_eq!(bf.device_bytes(), 4);
+        assert!(matches!(
+            HostTensor::tagged(data.clone(), DType::F32),
+            Ok(HostTensor::F32(_))
+        ));
+        assert!(HostTensor::tagged(data, DType::U8).is_err());
+    }
+
+    #[test]
+    fn identity_is_the_allocation_while_it_lives() {
+        let a = HostTensor::from(ArrayD::<f32>::zeros(IxDyn(&[3])));
+        let same = a.clone();
+        let equal = HostTensor::from(ArrayD::<f32>::zeros(IxDyn(&[3])));
+        let id = a.identity();
+        assert!(id.is(&same));
+        assert!(!id.is(&equal), "equal contents, another array");
+        drop((a, same));
+        assert!(!id.is(&equal));
+        assert!(!id.array.alive());
+    }
+
+    #[test]
+    fn one_element_tensors_read_as_scalars() {
+        let t = HostTensor::from(ArrayD::from_elem(IxDyn(&[]), 7i64));
+        assert_eq!(t.to_scalar(), Some(ScalarValue::I64(7)));
+        let v = HostTensor::from(ArrayD::from_elem(IxDyn(&[2]), 1.0f32));
+        assert_eq!(v.to_scalar(), None);
+    }
 }

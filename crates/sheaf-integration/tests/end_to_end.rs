@@ -1,61 +1,36 @@
 //! End to end on the real IREE runtime and compiler: compiled results equal
 //! the interpreter's, captured scalars and redefinitions are never served
 //! stale code, thrash fallback stays correct, device tensors chain, runtime
-//! errors are errors, and the disk cache lets a fresh runtime skip the
-//! compiler.
+//! errors are errors, compile failures keep their diagnostics, and the disk
+//! cache lets a fresh runtime skip the compiler.
+
+mod support;
 
 use ndarray::{ArrayD, IxDyn};
+use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    reference, CapturedScalar, HostTensor, JitConfig, JitError, JitFunction, JitRuntime, Phase,
+    mlir, Dispatched, Fallback, JitConfig, JitError, JitFunction, JitRuntime, Lowered, Phase,
     Provenance, Severity, Value, VariantError,
 };
+use support::{array, assert_close, jit};
 
-/// A runtime with no disk cache, so every compile is a real one.
-fn jit() -> JitRuntime {
-    JitRuntime::new(JitConfig::builder().no_disk_cache().build().unwrap()).unwrap()
-}
-
-/// Deterministic pseudo-random f32 values in [-3, 3).
-fn array(shape: &[usize], seed: u32) -> ArrayD<f32> {
-    let mut state = seed.wrapping_mul(2_654_435_761).max(1);
-    ArrayD::from_shape_simple_fn(IxDyn(shape), || {
-        state ^= state << 13;
-        state ^= state >> 17;
-        state ^= state << 5;
-        (state % 6000) as f32 / 1000.0 - 3.0
-    })
-}
-
-fn assert_close(actual: &HostTensor, expected: &HostTensor, what: &str) {
-    let (HostTensor::F32(a), HostTensor::F32(e)) = (actual, expected) else {
-        panic!("{what}: expected f32 tensors, got {actual:?} and {expected:?}");
-    };
-    assert_eq!(a.shape(), e.shape(), "{what}: shapes differ");
-    for (x, y) in a.iter().zip(e.iter()) {
-        assert!((x - y).abs() <= 1e-5, "{what}: {x} vs {y}");
-    }
-}
-
-/// Calls `function` through the JIT (compiled) and in its interpreter, and
-/// compares the results.
+/// Calls `function` through the JIT and checks that compiled code ran and
+/// matches `interpret` on the same arguments.
 fn check_against_interpreter(
     jit: &JitRuntime,
     function: &JitFunction,
     args: &[ArrayD<f32>],
-    captured: &[CapturedScalar],
+    captured: &[sheaf_integration::CapturedScalar],
+    interpret: impl Fn(&[Value]) -> Result<Vec<Value>, ReferenceError>,
 ) {
-    let hosts: Vec<HostTensor> = args.iter().cloned().map(HostTensor::F32).collect();
-    let values: Vec<Value> = hosts.iter().cloned().map(Value::Host).collect();
-    let (compiled, provenance) = jit.call_host(function, &values, captured).unwrap();
-    assert!(
-        provenance.is_compiled(),
-        "{} ran {provenance:?}",
-        function.name()
-    );
-    let expected = function.interpret(&hosts, captured).unwrap();
+    let values: Vec<Value> = args.iter().cloned().map(Value::from).collect();
+    let Dispatched::Compiled(compiled) = jit.dispatch(function, &values, captured).unwrap() else {
+        panic!("{} did not run compiled", function.name());
+    };
+    let expected = interpret(&values).unwrap();
     let shapes: Vec<_> = args.iter().map(|a| a.shape().to_vec()).collect();
     assert_close(
-        &compiled[0],
+        &compiled.outputs[0],
         &expected[0],
         &format!("{} on {shapes:?}", function.name()),
     );
@@ -80,15 +55,19 @@ fn sigmoid_compiled_equals_interpreter_on_many_shapes() {
             &reference::sigmoid(),
             &[array(shape, i as u32 + 1)],
             &[],
+            reference::interpret_sigmoid,
         );
     }
     // f64 stays f64 (IREE would demote it by default).
     let x = ArrayD::from_shape_vec(IxDyn(&[3]), vec![0.5f64, -20.0, 1e-3]).unwrap();
-    let (y, _) = jit
-        .call_host(&reference::sigmoid(), &[Value::from(x.clone())], &[])
-        .unwrap();
-    let HostTensor::F64(y) = &y[0] else {
-        panic!("f64 in, {y:?} out")
+    let Dispatched::Compiled(y) = jit
+        .dispatch(&reference::sigmoid(), &[Value::host(x.clone())], &[])
+        .unwrap()
+    else {
+        panic!("f64 sigmoid did not run compiled");
+    };
+    let sheaf_integration::HostTensor::F64(y) = y.outputs[0].to_host().unwrap() else {
+        panic!("f64 in, not f64 out")
     };
     for (x, y) in x.iter().zip(y.iter()) {
         assert!((y - 1.0 / (1.0 + (-x).exp())).abs() < 1e-12);
@@ -108,6 +87,7 @@ fn softmax_compiled_equals_interpreter_on_many_shapes() {
             &reference::softmax(),
             &[array(shape, i as u32 + 10)],
             &t,
+            |args| reference::interpret_softmax(args, 0.7),
         );
     }
 }
@@ -125,7 +105,13 @@ fn mlp_compiled_equals_interpreter_on_many_shapes() {
             array(&[k, m], seed + 1),
             array(&[m], seed + 2),
         ];
-        check_against_interpreter(&jit, &reference::mlp_layer(), &args, &[]);
+        check_against_interpreter(
+            &jit,
+            &reference::mlp_layer(),
+            &args,
+            &[],
+            reference::interpret_mlp_layer,
+        );
     }
 }
 
@@ -133,27 +119,33 @@ fn mlp_compiled_equals_interpreter_on_many_shapes() {
 fn a_changed_temperature_is_never_served_stale_code() {
     let jit = jit();
     let softmax = reference::softmax();
-    let x = array(&[2, 5], 7);
+    let x = Value::from(array(&[2, 5], 7));
     let mut compiles = 0;
     for round in 0..3 {
         for t in [0.5f32, 1.0, 0.500_000_06] {
-            let captured = [reference::temperature(t)];
-            let (y, provenance) = jit
-                .call_host(&softmax, &[Value::from(x.clone())], &captured)
+            let result = jit
+                .call(
+                    &softmax,
+                    std::slice::from_ref(&x),
+                    &[reference::temperature(t)],
+                    |args, _| reference::interpret_softmax(args, t),
+                )
                 .unwrap();
-            let expected = softmax
-                .interpret(&[HostTensor::F32(x.clone())], &captured)
-                .unwrap();
-            assert_close(&y[0], &expected[0], &format!("temperature {t}"));
+            let expected = reference::interpret_softmax(std::slice::from_ref(&x), t).unwrap();
+            assert_close(
+                &result.outputs[0],
+                &expected[0],
+                &format!("temperature {t}"),
+            );
             if round == 0 {
                 assert_eq!(
-                    provenance,
+                    result.provenance,
                     Provenance::CompiledNow,
                     "temperature {t} is a new key"
                 );
                 compiles += 1;
             } else {
-                assert_eq!(provenance, Provenance::CacheHit);
+                assert_eq!(result.provenance, Provenance::CacheHit);
             }
         }
     }
@@ -173,13 +165,16 @@ fn twenty_shape_churn_engages_fallback_and_stays_correct() {
     let shapes: Vec<Vec<usize>> = (1..=20).map(|n| vec![1, n]).collect();
     let mut interpreted = 0;
     for call in 0..120 {
-        let x = array(&shapes[call % 20], call as u32);
-        let (y, provenance) = jit
-            .call_host(&sigmoid, &[Value::from(x.clone())], &[])
+        let x = [Value::from(array(&shapes[call % 20], call as u32))];
+        let result = jit
+            .call(&sigmoid, &x, &[], |args, _| {
+                reference::interpret_sigmoid(args)
+            })
             .unwrap();
-        let expected = sigmoid.interpret(&[HostTensor::F32(x)], &[]).unwrap();
-        assert_close(&y[0], &expected[0], &format!("call {call}"));
-        interpreted += usize::from(provenance == Provenance::InterpretedThrashing);
+        let expected = reference::interpret_sigmoid(&x).unwrap();
+        assert_close(&result.outputs[0], &expected[0], &format!("call {call}"));
+        interpreted +=
+            usize::from(result.provenance == Provenance::Interpreted(Fallback::Thrashing));
         assert!(jit.stats().total.live_entries <= 8);
     }
     let stats = jit.stats();
@@ -188,55 +183,55 @@ fn twenty_shape_churn_engages_fallback_and_stays_correct() {
     assert!(stats.total.compiles < 120, "{stats}");
 }
 
+/// `2 * sigmoid(x)`, a redefinition of `sigmoid`.
+fn doubled_sigmoid() -> JitFunction {
+    JitFunction::new(
+        "sigmoid",
+        "(defn sigmoid [x] (* 2 (/ 1 (+ 1 (exp (- x))))))",
+        |ctx| {
+            let ty = mlir::arg_type(&ctx.args()[0])?;
+            Ok(Lowered::new(format!(
+                "func.func @{}(%x: {ty}) -> {ty} {{
+               %s = stablehlo.logistic %x : {ty}
+               %y = stablehlo.add %s, %s : {ty}
+               return %y : {ty}
+             }}",
+                ctx.entry_name()
+            )))
+        },
+    )
+}
+
 #[test]
 fn a_redefined_function_recompiles() {
     let jit = jit();
-    let x = Value::from(array(&[1, 5], 3));
+    let x = [Value::from(array(&[1, 5], 3))];
     let v1 = reference::sigmoid();
-    assert_eq!(
-        jit.call(&v1, std::slice::from_ref(&x), &[])
-            .unwrap()
-            .provenance,
-        Provenance::CompiledNow
-    );
-    assert_eq!(
-        jit.call(&v1, std::slice::from_ref(&x), &[])
-            .unwrap()
-            .provenance,
-        Provenance::CacheHit
-    );
-    // Same name, new definition: `(* 2 (sigmoid x))`.
-    let v2 = JitFunction::new(
-        "sigmoid",
-        "(defn sigmoid [x] (* 2 (/ 1 (+ 1 (exp (- x))))))",
-        |sig| {
-            let ty = format!(
-                "tensor<{}xf32>",
-                sig.args()[0]
-                    .dims()
-                    .iter()
-                    .map(i64::to_string)
-                    .collect::<Vec<_>>()
-                    .join("x")
-            );
-            Ok(format!(
-                "module @sigmoid2 {{ func.func @main(%x: {ty}) -> {ty} {{
-                   %s = stablehlo.logistic %x : {ty}
-                   %y = stablehlo.add %s, %s : {ty}
-                   return %y : {ty} }} }}"
-            ))
-        },
-        |args, _| match args {
-            [HostTensor::F32(x)] => Ok(vec![HostTensor::F32(x.mapv(|v| 2.0 / (1.0 + (-v).exp())))]),
-            _ => Err("one f32 tensor".into()),
-        },
-    );
+    let provenance = |function: &JitFunction| match jit.dispatch(function, &x, &[]).unwrap() {
+        Dispatched::Compiled(compiled) => compiled.provenance,
+        Dispatched::Interpret(why) => panic!("interpreted: {why}"),
+    };
+    assert_eq!(provenance(&v1), Provenance::CompiledNow);
+    assert_eq!(provenance(&v1), Provenance::CacheHit);
+    let v2 = doubled_sigmoid();
     assert_ne!(v1.id(), v2.id());
-    let result = jit.call(&v2, std::slice::from_ref(&x), &[]).unwrap();
+    let Dispatched::Compiled(result) = jit.dispatch(&v2, &x, &[]).unwrap() else {
+        panic!("the redefinition did not run compiled");
+    };
     assert_eq!(result.provenance, Provenance::CompiledNow);
-    let y = result.outputs[0].to_host().unwrap();
-    let expected = v2.interpret(&[x.to_host().unwrap()], &[]).unwrap();
-    assert_close(&y, &expected[0], "redefined sigmoid");
+    let expected = ArrayD::from_shape_vec(
+        IxDyn(&[1, 5]),
+        array(&[1, 5], 3)
+            .iter()
+            .map(|v| 2.0 / (1.0 + (-v).exp()))
+            .collect(),
+    )
+    .unwrap();
+    assert_close(
+        &result.outputs[0],
+        &Value::host(expected),
+        "redefined sigmoid",
+    );
 }
 
 #[test]
@@ -244,10 +239,17 @@ fn device_tensors_chain_through_calls_without_a_host_copy() {
     let jit = jit();
     let sigmoid = reference::sigmoid();
     let x = array(&[2, 3], 11);
-    let first = jit.call(&sigmoid, &[Value::from(x.clone())], &[]).unwrap();
-    assert!(first.outputs[0].is_device());
+    let Dispatched::Compiled(first) = jit
+        .dispatch(&sigmoid, &[Value::from(x.clone())], &[])
+        .unwrap()
+    else {
+        panic!("interpreted");
+    };
+    assert!(first.outputs[0].as_tensor().unwrap().is_device());
     let transfers = jit.profile().phase(Phase::InputTransfer).count;
-    let second = jit.call(&sigmoid, &first.outputs, &[]).unwrap();
+    let Dispatched::Compiled(second) = jit.dispatch(&sigmoid, &first.outputs, &[]).unwrap() else {
+        panic!("interpreted");
+    };
     assert_eq!(
         second.provenance,
         Provenance::CacheHit,
@@ -262,8 +264,8 @@ fn device_tensors_chain_through_calls_without_a_host_copy() {
         .mapv(|v| 1.0 / (1.0 + (-v).exp()))
         .mapv(|v| 1.0 / (1.0 + (-v).exp()));
     assert_close(
-        &second.outputs[0].to_host().unwrap(),
-        &HostTensor::F32(expected),
+        &second.outputs[0],
+        &Value::host(expected),
         "sigmoid(sigmoid(x))",
     );
 }
@@ -280,39 +282,28 @@ fn the_disk_cache_lets_a_fresh_runtime_skip_the_compiler() {
         )
         .unwrap()
     };
-    let x = Value::from(array(&[4, 2], 5));
+    let x = [Value::from(array(&[4, 2], 5))];
+    let run = |jit: &JitRuntime| match jit.dispatch(&reference::sigmoid(), &x, &[]).unwrap() {
+        Dispatched::Compiled(compiled) => compiled.provenance,
+        Dispatched::Interpret(why) => panic!("interpreted: {why}"),
+    };
     let first = fresh();
-    assert_eq!(
-        first
-            .call(&reference::sigmoid(), std::slice::from_ref(&x), &[])
-            .unwrap()
-            .provenance,
-        Provenance::CompiledNow
-    );
-    assert_eq!(
-        (
-            first.disk_cache_stats().hits,
-            first.disk_cache_stats().misses
-        ),
-        (0, 1)
-    );
+    assert_eq!(run(&first), Provenance::CompiledNow);
+    let stats = first.disk_cache_stats();
+    assert_eq!((stats.hits, stats.misses), (0, 1));
+    assert!(first.compiler().is_some(), "the first runtime compiled");
     drop(first);
     let second = fresh();
-    let result = second
-        .call(&reference::sigmoid(), std::slice::from_ref(&x), &[])
-        .unwrap();
     assert_eq!(
-        result.provenance,
+        run(&second),
         Provenance::CompiledNow,
         "new to this runtime's cache"
     );
-    assert_eq!(
-        (
-            second.disk_cache_stats().hits,
-            second.disk_cache_stats().misses
-        ),
-        (1, 0),
-        "served from disk"
+    let stats = second.disk_cache_stats();
+    assert_eq!((stats.hits, stats.misses), (1, 0), "served from disk");
+    assert!(
+        second.compiler().is_none(),
+        "a fully cached program never loads the compiler"
     );
 }
 
@@ -320,21 +311,17 @@ fn the_disk_cache_lets_a_fresh_runtime_skip_the_compiler() {
 fn runtime_errors_are_returned_not_hidden() {
     let jit = jit();
     // A lowering that ignores the signature: the artifact expects f32[4].
-    let fixed = JitFunction::new(
-        "fixed",
-        "fixed-shape",
-        |_| {
-            Ok(
-                "module @fixed { func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
-                  %y = stablehlo.negate %x : tensor<4xf32>
-                  return %y : tensor<4xf32> } }"
-                    .into(),
-            )
-        },
-        |args, _| Ok(args.to_vec()),
-    );
+    let fixed: JitFunction = JitFunction::new("fixed", "fixed-shape", |ctx| {
+        Ok(Lowered::new(format!(
+            "func.func @{}(%x: tensor<4xf32>) -> tensor<4xf32> {{
+               %y = stablehlo.negate %x : tensor<4xf32>
+               return %y : tensor<4xf32>
+             }}",
+            ctx.entry_name()
+        )))
+    });
     let error = jit
-        .call(&fixed, &[Value::from(array(&[5], 1))], &[])
+        .dispatch(&fixed, &[Value::from(array(&[5], 1))], &[])
         .unwrap_err();
     assert!(matches!(error, JitError::Runtime(_)), "{error}");
     assert!(error.to_string().contains("mismatch"), "{error}");
@@ -343,38 +330,37 @@ fn runtime_errors_are_returned_not_hidden() {
 #[test]
 fn a_failed_compile_runs_the_interpreter_with_the_diagnostic() {
     let jit = jit();
-    let broken = JitFunction::new(
-        "broken",
-        "type error",
-        |_| {
-            Ok("module @broken { func.func @main(%x: tensor<4xf32>) -> tensor<4xi32> { return %x : tensor<4xf32> } }".into())
-        },
-        |args, _| Ok(args.to_vec()),
-    );
-    let x = array(&[4], 2);
+    let broken: JitFunction = JitFunction::new("broken", "type error", |ctx| {
+        Ok(Lowered::new(format!(
+            "func.func @{}(%x: tensor<4xf32>) -> tensor<4xi32> {{ return %x : tensor<4xf32> }}",
+            ctx.entry_name()
+        )))
+    });
+    let x = [Value::from(array(&[4], 2))];
     for _ in 0..3 {
-        let (y, provenance) = jit
-            .call_host(&broken, &[Value::from(x.clone())], &[])
+        let result = jit
+            .call(&broken, &x, &[], |args, _| {
+                Ok::<_, ReferenceError>(args.to_vec())
+            })
             .unwrap();
-        let Provenance::InterpretedCompileFailed(failure) = provenance else {
-            panic!("expected a failed compile, got {provenance:?}");
+        let Provenance::Interpreted(fallback) = &result.provenance else {
+            panic!("expected a failed compile, got {:?}", result.provenance);
         };
-        // The compiler's diagnostics arrive whole, not as text.
-        let variant = failure
-            .backend_error()
-            .and_then(|error| error.downcast_ref::<VariantError>());
+        // The compiler's diagnostics arrive whole, not as text, and name the
+        // function and signature instead of `<stdin>`.
         let Some(VariantError::Compile {
             function, source, ..
-        }) = variant
+        }) = fallback.variant_error()
         else {
-            panic!("expected the compiler's error, got {failure:?}");
+            panic!("expected the compiler's error, got {fallback:?}");
         };
         assert_eq!(function, "broken");
         let diagnostic = &source.diagnostics()[0];
         assert_eq!(diagnostic.severity, Severity::Error);
-        assert!(diagnostic.location.is_some(), "{diagnostic}");
-        assert!(failure.to_string().contains("broken"), "{failure}");
-        assert_eq!(y[0], HostTensor::F32(x.clone()));
+        let location = diagnostic.location.as_ref().expect("a located diagnostic");
+        assert_eq!(location.file, "broken(f32[4])");
+        assert!(location.line >= 1, "{diagnostic}");
+        assert_close(&result.outputs[0], &x[0], "the interpreter's result");
     }
     let stats = jit.stats();
     assert_eq!(
@@ -382,4 +368,37 @@ fn a_failed_compile_runs_the_interpreter_with_the_diagnostic() {
         (1, 1),
         "one attempt, remembered: {stats}"
     );
+}
+
+#[test]
+fn a_call_that_waited_for_another_calls_compile_says_so() {
+    let jit = jit();
+    let sigmoid = reference::sigmoid();
+    let barrier = std::sync::Barrier::new(2);
+    let provenances: Vec<Provenance> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..2)
+            .map(|i| {
+                let (jit, sigmoid, barrier) = (&jit, &sigmoid, &barrier);
+                scope.spawn(move || {
+                    barrier.wait();
+                    // The second caller arrives while the first compiles
+                    // (a compile takes hundreds of milliseconds).
+                    std::thread::sleep(std::time::Duration::from_millis(50 * i));
+                    match jit
+                        .dispatch(sigmoid, &[Value::from(array(&[3, 3], 1))], &[])
+                        .unwrap()
+                    {
+                        Dispatched::Compiled(compiled) => compiled.provenance,
+                        Dispatched::Interpret(why) => panic!("interpreted: {why}"),
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(
+        provenances,
+        [Provenance::CompiledNow, Provenance::CompiledByOtherCall]
+    );
+    assert_eq!(jit.stats().total.compiles, 1);
 }

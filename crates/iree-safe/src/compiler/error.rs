@@ -103,6 +103,23 @@ impl CompileError {
         }
     }
 
+    /// The same error, with the compiled text called `name` instead of
+    /// `<stdin>` (the name both compilers give it) in every location and
+    /// message, e.g. the function and signature it was lowered from.
+    pub fn with_source_name(mut self, name: &str) -> Self {
+        if let CompileError::Compilation { diagnostics } = &mut self {
+            for diagnostic in diagnostics {
+                if let Some(location) = &mut diagnostic.location {
+                    if location.file == "<stdin>" {
+                        location.file = name.to_owned();
+                    }
+                }
+                diagnostic.message = diagnostic.message.replace("<stdin>:", &format!("{name}:"));
+            }
+        }
+        self
+    }
+
     pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
         CompileError::Io {
             context: context.into(),
@@ -130,6 +147,21 @@ mod tests {
         assert!(text.contains("cargo xtask build-iree"), "{text}");
         assert!(text.contains("IREE_COMPILE"), "{text}");
         assert!(text.contains("PATH: not found"), "{text}");
+    }
+
+    #[test]
+    fn the_source_can_be_renamed_in_every_diagnostic() {
+        let error = CompileError::Compilation {
+            diagnostics: vec![Diagnostic::from_callback(
+                Severity::Error,
+                "<stdin>:2:7: bad type\n<stdin>:2:7: see current operation",
+            )],
+        }
+        .with_source_name("sigmoid(f32[4])");
+        assert_eq!(
+            error.to_string(),
+            "IREE compilation failed:\nsigmoid(f32[4]):2:7: error: bad type\nsigmoid(f32[4]):2:7: see current operation"
+        );
     }
 
     #[test]

@@ -55,6 +55,78 @@ pub fn locate_iree_compile() -> Result<PathBuf, CompileError> {
     EXECUTABLE.locate(&Environment::process())
 }
 
+/// Text that identifies the build of the compiler that
+/// [`choose_compiler`](super::choose_compiler) would pick for `preference`,
+/// for keys of artifact caches, found without loading the compiler library
+/// into this process:
+///
+/// - the compiler of the install made by `cargo xtask build-iree` is known by
+///   the build string recorded at install time (`3.13.0rc… @ <revision>`),
+///   so caches shared between machines with the same release agree;
+/// - an `iree-compile` elsewhere is asked (`--version`, a child process);
+/// - a library elsewhere (`IREE_COMPILER_LIB`) is known by its canonical
+///   path, size and modification time: a rebuilt library is a new key.
+pub fn compiler_identity(preference: super::CompilerPreference) -> Result<String, CompileError> {
+    use super::CompilerPreference;
+    let env = Environment::process();
+    let installed = iree_sys::build_info::COMPILER_VERSION.map(str::to_owned);
+    let same_file = |a: &std::path::Path, b: &Option<PathBuf>| {
+        b.as_ref()
+            .is_some_and(|b| a.canonicalize().ok() == b.canonicalize().ok())
+    };
+    let executable = |env: &Environment| -> Result<String, CompileError> {
+        let path = EXECUTABLE.locate(env)?;
+        let beside_library = env
+            .install
+            .library
+            .as_ref()
+            .and_then(|library| library.parent())
+            .is_some_and(|dir| path.parent() == Some(dir));
+        match &installed {
+            Some(version) if beside_library || same_file(&path, &env.install.executable) => {
+                Ok(version.clone())
+            }
+            _ => {
+                use super::Compiler;
+                Ok(super::SubprocessCompiler::new(path)?
+                    .version()
+                    .build()
+                    .to_owned())
+            }
+        }
+    };
+    let library = |env: &Environment| -> Result<String, CompileError> {
+        let path = LIBRARY.locate(env)?;
+        match &installed {
+            Some(version) if same_file(&path, &env.install.library) => Ok(version.clone()),
+            _ => Ok(file_fingerprint(&path)),
+        }
+    };
+    match preference {
+        CompilerPreference::Subprocess => executable(&env),
+        CompilerPreference::InProcess => library(&env),
+        CompilerPreference::Auto => library(&env).or_else(|_| executable(&env)),
+    }
+}
+
+/// `library <canonical path> (<size> bytes, modified <seconds.nanos>)`.
+fn file_fingerprint(path: &std::path::Path) -> String {
+    let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let metadata = std::fs::metadata(&canonical).ok();
+    let modified = metadata
+        .as_ref()
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or_else(String::new, |d| {
+            format!("{}.{:09}", d.as_secs(), d.subsec_nanos())
+        });
+    format!(
+        "library {} ({} bytes, modified {modified})",
+        canonical.display(),
+        metadata.map_or(0, |m| m.len())
+    )
+}
+
 /// Where a tool may be found.
 struct Tool {
     name: &'static str,

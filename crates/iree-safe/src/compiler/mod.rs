@@ -69,10 +69,10 @@ pub use diagnostics::{Diagnostic, Location, Severity};
 pub use error::CompileError;
 pub use in_process::InProcessCompiler;
 pub use locate::{
-    compiler_library_is_explicit, locate_compiler_library, locate_iree_compile, COMPILER_LIB_ENV,
-    IREE_COMPILE_ENV,
+    compiler_identity, compiler_library_is_explicit, locate_compiler_library, locate_iree_compile,
+    COMPILER_LIB_ENV, IREE_COMPILE_ENV,
 };
-pub use options::{CompileOptions, InputType};
+pub use options::{CompileOptions, CompileTarget, InputType};
 pub use subprocess::SubprocessCompiler;
 pub use target::host_cpu;
 pub use version::{ApiVersion, CompilerVersion};

@@ -16,14 +16,97 @@ pub enum InputType {
     StableHlo,
 }
 
+/// The device an artifact is compiled for, and its architecture.
+///
+/// Each variant stands for the flags IREE needs for that device (see
+/// [`CompileOptions::flags`]); the HAL driver that runs the artifact must
+/// match (`local-sync`/`local-task` for [`CompileTarget::Cpu`], `cuda` for
+/// [`CompileTarget::Cuda`], ...). Compiling for a GPU needs no GPU: only
+/// loading the artifact does.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CompileTarget {
+    /// The CPU, through the `llvm-cpu` backend of the `local` device.
+    Cpu {
+        /// `--iree-llvmcpu-target-cpu`: `host` bakes this machine's CPU
+        /// features into the artifact (keys of shared caches must then name
+        /// the CPU: see [`CompileOptions::target_identity`]), or an LLVM CPU
+        /// name such as `x86-64-v3` for a portable artifact.
+        cpu: String,
+    },
+    /// NVIDIA GPUs: `--iree-cuda-target`, e.g. `sm_80`.
+    Cuda {
+        /// The compute capability, `sm_<major><minor>`.
+        arch: String,
+    },
+    /// Vulkan (SPIR-V): `--iree-vulkan-target`, e.g. `rdna3`, `ampere`, or
+    /// a target triple.
+    Vulkan {
+        /// The Vulkan target.
+        target: String,
+    },
+    /// Apple GPUs through Metal (SPIR-V cross-compiled to MSL).
+    Metal,
+    /// AMD GPUs through HIP: `--iree-hip-target`, e.g. `gfx942`.
+    Hip {
+        /// The GPU architecture.
+        arch: String,
+    },
+}
+
+impl CompileTarget {
+    /// The CPU of this machine (`llvm-cpu`, `host`).
+    pub fn host_cpu() -> Self {
+        CompileTarget::Cpu {
+            cpu: "host".to_owned(),
+        }
+    }
+
+    /// The target's flags, in order.
+    fn flags(&self) -> Vec<String> {
+        match self {
+            CompileTarget::Cpu { cpu } => vec![
+                "--iree-hal-target-device=local".to_owned(),
+                "--iree-hal-local-target-device-backends=llvm-cpu".to_owned(),
+                format!("--iree-llvmcpu-target-cpu={cpu}"),
+            ],
+            CompileTarget::Cuda { arch } => vec![
+                "--iree-hal-target-device=cuda".to_owned(),
+                format!("--iree-cuda-target={arch}"),
+            ],
+            CompileTarget::Vulkan { target } => vec![
+                "--iree-hal-target-device=vulkan".to_owned(),
+                format!("--iree-vulkan-target={target}"),
+            ],
+            CompileTarget::Metal => vec!["--iree-hal-target-device=metal".to_owned()],
+            CompileTarget::Hip { arch } => vec![
+                "--iree-hal-target-device=hip".to_owned(),
+                format!("--iree-hip-target={arch}"),
+            ],
+        }
+    }
+}
+
+impl std::fmt::Display for CompileTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CompileTarget::Cpu { cpu } => write!(f, "cpu:{cpu}"),
+            CompileTarget::Cuda { arch } => write!(f, "cuda:{arch}"),
+            CompileTarget::Vulkan { target } => write!(f, "vulkan:{target}"),
+            CompileTarget::Metal => f.write_str("metal"),
+            CompileTarget::Hip { arch } => write!(f, "hip:{arch}"),
+        }
+    }
+}
+
 /// Options of one compilation: the target and any extra compiler flags.
 ///
 /// Both compiler implementations pass exactly [`flags`](CompileOptions::flags)
-/// to IREE, and the disk cache hashes that same list, so two options values
-/// that produce the same flags are the same compilation.
+/// to IREE, and artifact caches key on them, so two options values that
+/// produce the same flags are the same compilation.
 ///
 /// ```
-/// use iree_safe::compiler::{CompileOptions, InputType};
+/// use iree_safe::compiler::{CompileOptions, CompileTarget, InputType};
 ///
 /// let options = CompileOptions { input_type: InputType::StableHlo, ..CompileOptions::default() };
 /// assert_eq!(
@@ -35,20 +118,18 @@ pub enum InputType {
 ///         "--iree-input-type=stablehlo",
 ///     ]
 /// );
+/// let cuda = CompileOptions {
+///     target: CompileTarget::Cuda { arch: "sm_80".into() },
+///     ..CompileOptions::stablehlo()
+/// };
+/// assert_eq!(cuda.flags()[..2], ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"]);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CompileOptions {
     /// Input dialect; default [`InputType::Auto`].
     pub input_type: InputType,
-    /// HAL target device (`--iree-hal-target-device`); default `local`.
-    pub target_device: String,
-    /// Backend of the `local` device
-    /// (`--iree-hal-local-target-device-backends`); default `llvm-cpu`.
-    pub target_backend: String,
-    /// CPU to generate code for (`--iree-llvmcpu-target-cpu`); default
-    /// `host`, which bakes this machine's CPU features into the artifact
-    /// (the disk cache therefore keys `host` by this machine's CPU).
-    pub target_cpu: String,
+    /// What to compile for; default the host CPU.
+    pub target: CompileTarget,
     /// Further flags, passed after the ones above, each a complete
     /// `--name=value` argument. They must be *session* flags of the embedding
     /// API (the `--iree-*` compilation options); process-global LLVM/MLIR
@@ -60,9 +141,7 @@ impl Default for CompileOptions {
     fn default() -> Self {
         CompileOptions {
             input_type: InputType::Auto,
-            target_device: "local".to_owned(),
-            target_backend: "llvm-cpu".to_owned(),
-            target_cpu: "host".to_owned(),
+            target: CompileTarget::host_cpu(),
             extra_flags: Vec::new(),
         }
     }
@@ -77,18 +156,11 @@ impl CompileOptions {
         }
     }
 
-    /// The exact command-line flags of this compilation, in order: target
-    /// device, local backend, target CPU, input type (unless
-    /// [`InputType::Auto`]), then [`extra_flags`](CompileOptions::extra_flags).
+    /// The exact command-line flags of this compilation, in order: the
+    /// target's, the input type (unless [`InputType::Auto`]), then
+    /// [`extra_flags`](CompileOptions::extra_flags).
     pub fn flags(&self) -> Vec<String> {
-        let mut flags = vec![
-            format!("--iree-hal-target-device={}", self.target_device),
-            format!(
-                "--iree-hal-local-target-device-backends={}",
-                self.target_backend
-            ),
-            format!("--iree-llvmcpu-target-cpu={}", self.target_cpu),
-        ];
+        let mut flags = self.target.flags();
         match self.input_type {
             InputType::Auto => {}
             InputType::StableHlo => flags.push("--iree-input-type=stablehlo".to_owned()),
@@ -137,7 +209,9 @@ mod tests {
     #[test]
     fn extra_flags_come_last() {
         let options = CompileOptions {
-            target_cpu: "znver4".to_owned(),
+            target: CompileTarget::Cpu {
+                cpu: "znver4".to_owned(),
+            },
             extra_flags: vec!["--iree-opt-level=O1".to_owned()],
             ..CompileOptions::stablehlo()
         };

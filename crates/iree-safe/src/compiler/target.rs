@@ -7,7 +7,7 @@
 
 use std::sync::OnceLock;
 
-use super::options::CompileOptions;
+use super::options::{CompileOptions, CompileTarget};
 
 impl CompileOptions {
     /// The target these options compile for, with `host` resolved: the
@@ -16,7 +16,7 @@ impl CompileOptions {
     /// artifacts are interchangeable.
     pub fn target_identity(&self) -> String {
         let mut identity = self.flags().join("\n");
-        if self.target_cpu == "host" {
+        if matches!(&self.target, CompileTarget::Cpu { cpu } if cpu == "host") {
             identity.push_str("\nhost=");
             identity.push_str(host_cpu());
         }
@@ -116,7 +116,9 @@ mod tests {
         assert!(host.target_identity().contains("\nhost="));
         assert!(!host_cpu().is_empty());
         let generic = CompileOptions {
-            target_cpu: "x86-64-v3".to_owned(),
+            target: CompileTarget::Cpu {
+                cpu: "x86-64-v3".to_owned(),
+            },
             ..CompileOptions::default()
         };
         assert_eq!(generic.target_identity(), generic.flags().join("\n"));

@@ -79,9 +79,10 @@ pub(crate) use super::hal::{
     iree_hal_buffer_view_release, iree_hal_buffer_view_retain, iree_hal_buffer_view_retain_ref,
     iree_hal_buffer_view_shape_dims, iree_hal_buffer_view_shape_rank, iree_hal_create_device,
     iree_hal_device_allocator, iree_hal_device_group_create_from_device,
-    iree_hal_device_group_release, iree_hal_device_group_retain, iree_hal_device_release,
-    iree_hal_device_retain, iree_hal_device_transfer_d2h, iree_hal_driver_registry_default,
-    iree_hal_register_all_available_drivers, iree_numa_node_count, iree_vm_ref_release,
+    iree_hal_device_group_release, iree_hal_device_group_retain, iree_hal_device_query_i64,
+    iree_hal_device_release, iree_hal_device_retain, iree_hal_device_transfer_d2h,
+    iree_hal_driver_registry_default, iree_hal_register_all_available_drivers,
+    iree_numa_node_count, iree_vm_ref_release,
 };
 pub(crate) use super::list::{
     iree_vm_list_create, iree_vm_list_get_ref_assign, iree_vm_list_get_value,

@@ -182,6 +182,45 @@ pub(crate) unsafe fn iree_hal_create_device(
     unsafe { return_object(out_device, result) }
 }
 
+/// `iree_hal_device_query_i64`: `hal.device.id` (1 when the key is `*` or
+/// the driver name the device was made with) and `hal.device`
+/// `concurrency` (1), as IREE's local devices answer; NOT_FOUND otherwise.
+///
+/// # Safety
+/// `device` is a live device; the views are readable; `out_value` is valid
+/// for writes.
+pub(crate) unsafe fn iree_hal_device_query_i64(
+    device: *mut iree_hal_device_t,
+    category: iree_string_view_t,
+    key: iree_string_view_t,
+    out_value: *mut i64,
+) -> iree_status_t {
+    // SAFETY: forwarded from this function's contract; checks liveness.
+    let (device, category, key) = unsafe {
+        (
+            registry::get(device.cast_const().cast::<Device>()),
+            view_str(category),
+            view_str(key),
+        )
+    };
+    let driver = device
+        .uri
+        .split_once("://")
+        .map_or(device.uri.as_str(), |(d, _)| d);
+    let value = match (category.as_str(), key.as_str()) {
+        ("hal.device.id", key) => Ok(i64::from(key == "*" || key == driver)),
+        ("hal.device", "concurrency") => Ok(1),
+        (category, key) => Err(Failure::new(
+            IREE_STATUS_NOT_FOUND,
+            format!("unknown device configuration key value '{category} :: {key}'"),
+        )),
+    };
+    to_status(value.map(|value| {
+        // SAFETY: the caller passes a valid out-pointer.
+        unsafe { *out_value = value }
+    }))
+}
+
 /// `iree_hal_device_allocator`: the device's allocator, borrowed. The mock
 /// device is its own allocator (the pointer is the device's).
 ///

@@ -47,7 +47,9 @@ mod imp {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/{name}.mlir"));
         let mlir = std::fs::read_to_string(&source).expect("test program");
         let mut options = CompileOptions::stablehlo();
-        options.target_cpu = cpu.to_owned();
+        options.target = iree_safe::compiler::CompileTarget::Cpu {
+            cpu: cpu.to_owned(),
+        };
         options
             .extra_flags
             .push("--iree-input-demote-f64-to-f32=false".to_owned());

@@ -112,6 +112,8 @@ pub struct DiskStore {
 struct Folder {
     entries: PathBuf,
     max_bytes: u64,
+    /// Never written, touched or pruned (an exported bundle).
+    read_only: bool,
     /// Bytes in `entries`; `None` until the first scan.
     bytes_on_disk: Mutex<Option<u64>>,
 }
@@ -139,6 +141,19 @@ impl DiskStore {
         Self::with_folder(Some(Folder {
             entries: config.directory.join("vmfb"),
             max_bytes: config.max_bytes,
+            read_only: false,
+            bytes_on_disk: Mutex::new(None),
+        }))
+    }
+
+    /// A store over the entries in `directory` that it only reads: lookups
+    /// neither refresh, delete nor add entries (an exported bundle, a
+    /// folder shared read-only).
+    pub fn read_only(directory: impl Into<PathBuf>) -> Self {
+        Self::with_folder(Some(Folder {
+            entries: directory.into().join("vmfb"),
+            max_bytes: u64::MAX,
+            read_only: true,
             bytes_on_disk: Mutex::new(None),
         }))
     }
@@ -199,8 +214,13 @@ impl DiskStore {
         };
         let path = folder.entry_path(key);
         loop {
-            if let Some(value) = self.lookup(&path, key, &load) {
+            if let Some(value) = self.lookup(folder, &path, key, &load) {
                 return Ok((value, Fetched::Disk));
+            }
+            if folder.read_only {
+                bump(&self.counters.misses, 1);
+                return Self::build_and_load(build, &load)
+                    .map(|(value, _)| (value, Fetched::Built));
             }
             // Held until the entry is written (or the build failed).
             let Some(_builder) = self.claim(key) else {
@@ -209,7 +229,7 @@ impl DiskStore {
                 continue;
             };
             // Another thread (or process) may have stored it since our lookup.
-            if let Some(value) = self.lookup(&path, key, &load) {
+            if let Some(value) = self.lookup(folder, &path, key, &load) {
                 return Ok((value, Fetched::Disk));
             }
             bump(&self.counters.misses, 1);
@@ -217,6 +237,24 @@ impl DiskStore {
             self.store(folder, &path, key, &bytes);
             return Ok((value, Fetched::Built));
         }
+    }
+
+    /// The artifact of `key` from disk, turned into a `V` by `load`, or
+    /// `None` when there is no good entry that `load` accepts. Nothing is
+    /// built.
+    pub fn fetch<V, L: fmt::Display>(
+        &self,
+        key: &ArtifactKey,
+        load: impl Fn(&[u8]) -> Result<V, L>,
+    ) -> Option<V> {
+        let folder = self.folder.as_ref()?;
+        self.lookup(folder, &folder.entry_path(key), key, &load)
+    }
+
+    /// Where the entry of `key` lives (whether or not it exists); `None`
+    /// when the store is disabled.
+    pub fn entry_path(&self, key: &ArtifactKey) -> Option<PathBuf> {
+        self.folder.as_ref().map(|folder| folder.entry_path(key))
     }
 
     /// Deletes the entry of `key`, if any (for instance after the runtime
@@ -238,16 +276,17 @@ impl DiskStore {
 
     fn lookup<V, L: fmt::Display>(
         &self,
+        folder: &Folder,
         path: &Path,
         key: &ArtifactKey,
         load: &impl Fn(&[u8]) -> Result<V, L>,
     ) -> Option<V> {
-        let payload = match entry::read(path, key) {
+        let payload = match entry::read(path, key, !folder.read_only) {
             ReadOutcome::Found(payload) => payload,
             ReadOutcome::Missing => return None,
             ReadOutcome::Corrupt(reason) => {
-                tracing::warn!(entry = %path.display(), %reason, "deleting a damaged disk-cache entry");
-                self.discard(path);
+                tracing::warn!(entry = %path.display(), %reason, "ignoring a damaged disk-cache entry");
+                self.discard(folder, path);
                 return None;
             }
         };
@@ -258,15 +297,19 @@ impl DiskStore {
                 Some(value)
             }
             Err(reason) => {
-                tracing::warn!(entry = %path.display(), %reason, "deleting a rejected disk-cache entry");
-                self.discard(path);
+                tracing::warn!(entry = %path.display(), %reason, "ignoring a rejected disk-cache entry");
+                self.discard(folder, path);
                 None
             }
         }
     }
 
-    fn discard(&self, path: &Path) {
-        let _ = fs::remove_file(path);
+    /// Counts a damaged or refused entry, and deletes it unless the folder
+    /// is read-only.
+    fn discard(&self, folder: &Folder, path: &Path) {
+        if !folder.read_only {
+            let _ = fs::remove_file(path);
+        }
         bump(&self.counters.corrupt, 1);
     }
 

@@ -51,9 +51,10 @@ pub(crate) enum ReadOutcome {
     Corrupt(String),
 }
 
-/// Reads the entry at `path`, checks it completely, and marks it as used
-/// (sets its modification time, the LRU order) when it is good.
-pub(crate) fn read(path: &Path, key: &ArtifactKey) -> ReadOutcome {
+/// Reads the entry at `path`, checks it completely, and, when `touch` is set,
+/// marks it as used (sets its modification time, the LRU order) when it is
+/// good.
+pub(crate) fn read(path: &Path, key: &ArtifactKey, touch: bool) -> ReadOutcome {
     let Ok(mut file) = File::open(path) else {
         return ReadOutcome::Missing;
     };
@@ -61,8 +62,10 @@ pub(crate) fn read(path: &Path, key: &ArtifactKey) -> ReadOutcome {
         Ok(payload) => payload,
         Err(reason) => return ReadOutcome::Corrupt(reason),
     };
-    // Best effort: an entry we cannot touch just ages sooner.
-    let _ = file.set_modified(SystemTime::now());
+    if touch {
+        // Best effort: an entry we cannot touch just ages sooner.
+        let _ = file.set_modified(SystemTime::now());
+    }
     ReadOutcome::Found(payload)
 }
 
@@ -190,22 +193,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let key = key("a");
         let path = dir.path().join("entry");
-        assert!(matches!(read(&path, &key), ReadOutcome::Missing));
+        assert!(matches!(read(&path, &key, true), ReadOutcome::Missing));
 
         assert_eq!(write(dir.path(), &path, &key, b"0123456789").unwrap(), 98);
-        assert!(matches!(read(&path, &key), ReadOutcome::Found(p) if p == b"0123456789"));
+        assert!(matches!(read(&path, &key, true), ReadOutcome::Found(p) if p == b"0123456789"));
 
         let good = std::fs::read(&path).unwrap();
         let mut flipped = good.clone();
         *flipped.last_mut().unwrap() ^= 0xff;
         std::fs::write(&path, &flipped).unwrap();
-        assert!(matches!(read(&path, &key), ReadOutcome::Corrupt(r) if r.contains("checksum")));
+        assert!(
+            matches!(read(&path, &key, true), ReadOutcome::Corrupt(r) if r.contains("checksum"))
+        );
 
         std::fs::write(&path, &good[..good.len() - 1]).unwrap();
-        assert!(matches!(read(&path, &key), ReadOutcome::Corrupt(r) if r.contains("promises")));
+        assert!(
+            matches!(read(&path, &key, true), ReadOutcome::Corrupt(r) if r.contains("promises"))
+        );
 
         std::fs::write(&path, &good[..10]).unwrap();
-        assert!(matches!(read(&path, &key), ReadOutcome::Corrupt(r) if r.contains("truncated")));
+        assert!(
+            matches!(read(&path, &key, true), ReadOutcome::Corrupt(r) if r.contains("truncated"))
+        );
         // No temporary file is left behind.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }

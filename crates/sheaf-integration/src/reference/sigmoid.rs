@@ -1,9 +1,9 @@
 //! `sigmoid(x) = 1 / (1 + exp(-x))`, elementwise.
 
-use jit_cache::{DType, Signature};
+use jit_cache::DType;
 
-use crate::mlir;
-use crate::{HostTensor, JitFunction};
+use super::{host_tensors, ReferenceError};
+use crate::{mlir, HostTensor, JitFunction, Lowered, LoweringContext, LoweringError, Value};
 
 /// The reference `sigmoid`: one f32 or f64 tensor of any shape.
 pub fn sigmoid() -> JitFunction {
@@ -11,39 +11,31 @@ pub fn sigmoid() -> JitFunction {
         "sigmoid",
         "(defn sigmoid [x] (/ 1 (+ 1 (exp (- x)))))",
         lower,
-        interpret,
     )
 }
 
-fn lower(signature: &Signature) -> Result<String, String> {
-    let [x] = signature.args() else {
-        return Err(format!(
-            "sigmoid takes 1 argument, got {}",
-            signature.args().len()
-        ));
+fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
+    let [x] = ctx.args() else {
+        return Err(format!("sigmoid takes 1 argument, got {}", ctx.args().len()).into());
     };
     if !matches!(x.dtype(), DType::F32 | DType::F64) {
-        return Err(format!("sigmoid needs a float tensor, got {x}"));
+        return Err(format!("sigmoid needs a float tensor, got {x}").into());
     }
     let ty = mlir::arg_type(x)?;
-    Ok(format!(
-        "module @sigmoid {{
-  func.func @main(%x: {ty}) -> {ty} {{
-    %y = stablehlo.logistic %x : {ty}
-    return %y : {ty}
-  }}
-}}
-"
-    ))
+    Ok(Lowered::new(format!(
+        "func.func @{entry}(%x: {ty}) -> {ty} {{
+  %y = stablehlo.logistic %x : {ty}
+  return %y : {ty}
+}}",
+        entry = ctx.entry_name()
+    )))
 }
 
-fn interpret(
-    args: &[HostTensor],
-    _captured: &[jit_cache::CapturedScalar],
-) -> Result<Vec<HostTensor>, String> {
-    match args {
-        [HostTensor::F32(x)] => Ok(vec![HostTensor::F32(x.mapv(|v| 1.0 / (1.0 + (-v).exp())))]),
-        [HostTensor::F64(x)] => Ok(vec![HostTensor::F64(x.mapv(|v| 1.0 / (1.0 + (-v).exp())))]),
-        _ => Err("sigmoid takes one f32 or f64 tensor".into()),
+/// The `ndarray` interpreter of [`sigmoid`].
+pub fn interpret_sigmoid(args: &[Value]) -> Result<Vec<Value>, ReferenceError> {
+    match &host_tensors(args)?[..] {
+        [HostTensor::F32(x)] => Ok(vec![Value::host(x.mapv(|v| 1.0 / (1.0 + (-v).exp())))]),
+        [HostTensor::F64(x)] => Ok(vec![Value::host(x.mapv(|v| 1.0 / (1.0 + (-v).exp())))]),
+        _ => Err(ReferenceError("sigmoid takes one f32 or f64 tensor".into())),
     }
 }

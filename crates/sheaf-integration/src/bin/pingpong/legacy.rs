@@ -11,9 +11,7 @@ use std::sync::Arc;
 
 use iree_safe::compiler::{self, Compiler};
 use iree_safe::legacy::LegacySession;
-use sheaf_integration::{
-    reference, CapturedScalar, DType, HostTensor, JitConfig, JitFunction, Signature,
-};
+use sheaf_integration::{reference, CapturedScalar, DType, JitConfig, JitFunction, Signature};
 
 use crate::args::Args;
 use crate::workload::{self, Record, Recorder};
@@ -70,7 +68,7 @@ impl Legacy {
         }
         let session = self.slots[&name].session;
         self.sessions[session]
-            .call_f32(&format!("{name}.main"), shape, x)
+            .call_f32(&format!("{name}.{}", function.entry_symbol()), shape, x)
             .map_err(|e| e.to_string())
     }
 
@@ -92,7 +90,9 @@ impl Legacy {
         if let Some(bytes) = self.artifacts.get(&key) {
             return Ok(bytes.clone());
         }
-        let mlir = function.lower(&signature)?;
+        let mlir = function
+            .module_text(&signature)
+            .map_err(|e| e.to_string())?;
         let bytes = self
             .compiler
             .compile(&mlir, &self.options)
@@ -134,8 +134,8 @@ pub(crate) fn run(args: &Args, emit: &mut dyn FnMut(&Record)) -> Result<(), Stri
             x.shape(),
             &[],
         )?;
-        let expected = sigmoid.interpret(&[HostTensor::F32(x)], &[])?;
-        stale += u64::from(!same(&y, &expected));
+        let expected = workload::expected_sigmoid(x)?;
+        stale += u64::from(!workload::matches(&y, &expected));
 
         let (x, t) = workload::softmax_input(i);
         let captured = [reference::temperature(t)];
@@ -145,15 +145,11 @@ pub(crate) fn run(args: &Args, emit: &mut dyn FnMut(&Record)) -> Result<(), Stri
             x.shape(),
             &captured,
         )?;
-        let expected = softmax.interpret(&[HostTensor::F32(x)], &captured)?;
-        stale += u64::from(!same(&y, &expected));
+        let expected = workload::expected_softmax(x, t)?;
+        stale += u64::from(!workload::matches(&y, &expected));
 
         let runtimes = legacy.sessions.len() as u64;
         recorder.after(i + 1, runtimes, runtimes, stale);
     }
     Ok(())
-}
-
-fn same(actual: &[f32], expected: &[HostTensor]) -> bool {
-    matches!(expected.first(), Some(HostTensor::F32(e)) if workload::matches(actual, e))
 }

@@ -1,6 +1,7 @@
 //! The `shared` mode: this project's `JitRuntime`.
 
-use sheaf_integration::{reference, HostTensor, JitConfig, JitRuntime, Value};
+use ndarray::ArrayD;
+use sheaf_integration::{reference, JitConfig, JitRuntime, Value};
 
 use crate::args::Args;
 use crate::workload::{self, Record, Recorder};
@@ -18,20 +19,21 @@ pub(crate) fn run(args: &Args, emit: &mut dyn FnMut(&Record)) -> Result<(), Stri
     let mut stale = 0;
     for i in 0..args.max_iters() {
         let x = workload::sigmoid_input(i);
-        let (y, _) = jit
-            .call_host(&sigmoid, &[Value::from(x.clone())], &[])
+        let y = jit
+            .call(&sigmoid, &[Value::from(x.clone())], &[], |args, _| {
+                reference::interpret_sigmoid(args)
+            })
             .map_err(|e| e.to_string())?;
-        stale += u64::from(!check(&y, &sigmoid.interpret(&[HostTensor::F32(x)], &[])?));
+        stale += u64::from(!check(&y.outputs, &workload::expected_sigmoid(x)?)?);
 
         let (x, t) = workload::softmax_input(i);
         let captured = [reference::temperature(t)];
-        let (y, _) = jit
-            .call_host(&softmax, &[Value::from(x.clone())], &captured)
+        let y = jit
+            .call(&softmax, &[Value::from(x.clone())], &captured, |args, _| {
+                reference::interpret_softmax(args, t)
+            })
             .map_err(|e| e.to_string())?;
-        stale += u64::from(!check(
-            &y,
-            &softmax.interpret(&[HostTensor::F32(x)], &captured)?,
-        ));
+        stale += u64::from(!check(&y.outputs, &workload::expected_softmax(x, t)?)?);
 
         let stats = jit.stats();
         recorder.after(
@@ -47,11 +49,14 @@ pub(crate) fn run(args: &Args, emit: &mut dyn FnMut(&Record)) -> Result<(), Stri
     Ok(())
 }
 
-fn check(actual: &[HostTensor], expected: &[HostTensor]) -> bool {
-    match (actual.first(), expected.first()) {
-        (Some(HostTensor::F32(a)), Some(HostTensor::F32(e))) => {
-            a.shape() == e.shape() && workload::matches(a.as_slice().unwrap_or(&[]), e)
-        }
-        _ => false,
-    }
+/// True when the first output matches `expected` within 1e-5.
+fn check(outputs: &[Value], expected: &ArrayD<f32>) -> Result<bool, String> {
+    let host = outputs
+        .first()
+        .ok_or("no output")?
+        .to_host()
+        .map_err(|e| e.to_string())?;
+    let actual = host.as_f32().ok_or("not an f32 output")?;
+    Ok(actual.shape() == expected.shape()
+        && workload::matches(actual.as_slice().unwrap_or(&[]), expected))
 }

@@ -26,6 +26,33 @@ pub(crate) fn softmax_input(i: usize) -> (ArrayD<f32>, f32) {
     )
 }
 
+/// The interpreter's sigmoid of `x`.
+pub(crate) fn expected_sigmoid(x: ArrayD<f32>) -> Result<ArrayD<f32>, String> {
+    first_f32(sheaf_integration::reference::interpret_sigmoid(&[x.into()]))
+}
+
+/// The interpreter's softmax of `x` at temperature `t`.
+pub(crate) fn expected_softmax(x: ArrayD<f32>, t: f32) -> Result<ArrayD<f32>, String> {
+    first_f32(sheaf_integration::reference::interpret_softmax(
+        &[x.into()],
+        t,
+    ))
+}
+
+fn first_f32(
+    outputs: Result<Vec<sheaf_integration::Value>, sheaf_integration::reference::ReferenceError>,
+) -> Result<ArrayD<f32>, String> {
+    let outputs = outputs.map_err(|e| e.to_string())?;
+    let host = outputs
+        .first()
+        .ok_or("no output")?
+        .to_host()
+        .map_err(|e| e.to_string())?;
+    host.as_f32()
+        .cloned()
+        .ok_or_else(|| "not an f32 output".to_owned())
+}
+
 /// True when `actual` matches the interpreter's `expected` within 1e-5.
 pub(crate) fn matches(actual: &[f32], expected: &ArrayD<f32>) -> bool {
     actual.len() == expected.len()

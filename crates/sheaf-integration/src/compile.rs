@@ -1,0 +1,198 @@
+//! The compile pipeline of one variant: lower, key, fetch (artifact
+//! bundles, then the disk cache) or compile, load.
+//!
+//! The compiler is loaded on the first artifact that must really be
+//! compiled, not before: a program served entirely from its disk cache (or
+//! an exported bundle) never maps the compiler library. Keys name the
+//! compiler by the build string recorded at install time, found without
+//! loading it (`iree_safe::compiler::compiler_identity`).
+
+use std::sync::{Arc, OnceLock};
+
+use iree_safe::compiler::{self, CompileError, CompilerChoice, CompilerPreference};
+use iree_safe::Function;
+use jit_cache::store::{ArtifactKey, BuildError, DiskStore, KeyParts, StoreStats};
+use jit_cache::Signature;
+
+use crate::bundle::Bundle;
+use crate::error::VariantError;
+use crate::function::JitFunction;
+use crate::lowering::LoweringContext;
+use crate::target::Placement;
+use crate::value::Value;
+use crate::variant::Variant;
+
+/// Lowering, caching on disk, compiling and loading, for every variant of
+/// every function of one runtime.
+#[derive(Debug)]
+pub(crate) struct Pipeline {
+    preference: CompilerPreference,
+    /// Loaded on first use; a failure is kept (and reported by every
+    /// compile that needs the compiler).
+    compiler: OnceLock<Result<CompilerChoice, Arc<CompileError>>>,
+    /// The compiler's build, for keys; `None` when it cannot be told, which
+    /// bypasses the disk cache.
+    identity: OnceLock<Option<String>>,
+    store: DiskStore,
+    bundles: Vec<Bundle>,
+}
+
+/// Why a compile produced no artifact.
+enum Step {
+    NoCompiler(Arc<CompileError>),
+    Compile(CompileError),
+}
+
+/// What the pipeline works on: one signature of one function, compiled for
+/// one placement.
+pub(crate) struct Job<'a, M> {
+    pub(crate) function: &'a JitFunction<M>,
+    pub(crate) signature: &'a Signature,
+    /// The call's argument values, when there is a call.
+    pub(crate) values: Option<&'a [Value]>,
+    pub(crate) placement: &'a Placement,
+}
+
+impl Pipeline {
+    pub(crate) fn new(
+        preference: CompilerPreference,
+        store: DiskStore,
+        bundles: Vec<Bundle>,
+    ) -> Self {
+        Pipeline {
+            preference,
+            compiler: OnceLock::new(),
+            identity: OnceLock::new(),
+            store,
+            bundles,
+        }
+    }
+
+    /// The compiler, loading it on first use.
+    pub(crate) fn compiler(&self) -> Result<&CompilerChoice, Arc<CompileError>> {
+        self.compiler
+            .get_or_init(|| {
+                let choice = compiler::choose_compiler(self.preference).map_err(Arc::new)?;
+                tracing::info!(
+                    target: "sheaf_jit",
+                    compiler = %choice.kind,
+                    reason = %choice.reason,
+                    "loaded the {} IREE compiler ({})",
+                    choice.kind,
+                    choice.reason
+                );
+                Ok(choice)
+            })
+            .as_ref()
+            .map_err(Arc::clone)
+    }
+
+    /// The compiler, if it has been loaded.
+    pub(crate) fn loaded_compiler(&self) -> Option<&CompilerChoice> {
+        self.compiler.get()?.as_ref().ok()
+    }
+
+    /// The compiler's build, for keys.
+    pub(crate) fn identity(&self) -> Option<&str> {
+        self.identity
+            .get_or_init(|| match compiler::compiler_identity(self.preference) {
+                Ok(identity) => Some(identity),
+                Err(error) => {
+                    tracing::warn!(
+                        target: "sheaf_jit",
+                        %error,
+                        "cannot identify the IREE compiler; compiled artifacts are not cached on disk"
+                    );
+                    None
+                }
+            })
+            .as_deref()
+    }
+
+    pub(crate) fn store_stats(&self) -> StoreStats {
+        self.store.stats()
+    }
+
+    /// The disk cache's entry for `key`, if it is enabled (for export).
+    pub(crate) fn entry_path(&self, key: &ArtifactKey) -> Option<std::path::PathBuf> {
+        self.store.entry_path(key)
+    }
+
+    /// Lowers, fetches or compiles, and loads one variant.
+    pub(crate) fn variant<M: Send + Sync + 'static>(
+        &self,
+        job: &Job<'_, M>,
+    ) -> Result<Variant, VariantError> {
+        let function = job.function;
+        let (name, signature) = (function.name(), job.signature.to_string());
+        let entry_name = function.entry_symbol();
+        let context = LoweringContext::new(name, job.signature, job.values, entry_name);
+        let lowered = function
+            .lower(&context)
+            .map_err(|source| VariantError::Lowering {
+                function: name.to_owned(),
+                signature: signature.clone(),
+                source,
+            })?;
+        let module = function.entry_module(&lowered.mlir);
+        let runtime = &job.placement.runtime;
+        let load = |bytes: &[u8]| -> Result<Function, iree_safe::Error> {
+            runtime.load(bytes)?.function(entry_name)
+        };
+        let key_with = |compiler: &str| {
+            ArtifactKey::new(&KeyParts {
+                program: &module,
+                compiler,
+                runtime: iree_safe::IREE_RUNTIME_BUILD,
+                target: &job.placement.target_identity,
+            })
+        };
+        let found = self.bundles.iter().find_map(|bundle| {
+            bundle
+                .fetch(&key_with(bundle.compiler()), load)
+                .map(|entry| (entry, None))
+        });
+        let (entry, key) = match found {
+            Some(found) => found,
+            None => {
+                let key = self.identity().map(key_with);
+                let compile = || -> Result<Vec<u8>, Step> {
+                    let compiler = self.compiler().map_err(Step::NoCompiler)?;
+                    let artifact = compiler
+                        .compiler
+                        .compile(&module, &job.placement.options)
+                        .map_err(Step::Compile)?;
+                    Ok(artifact.into_bytes())
+                };
+                let (entry, _) = self
+                    .store
+                    .fetch_or_build(key.as_ref(), load, compile)
+                    .map_err(|error| match error {
+                        BuildError::Build(Step::NoCompiler(source)) => VariantError::NoCompiler {
+                            function: name.to_owned(),
+                            signature: signature.clone(),
+                            source,
+                        },
+                        BuildError::Build(Step::Compile(source)) => VariantError::Compile {
+                            function: name.to_owned(),
+                            source: source.with_source_name(&format!("{name}{signature}")),
+                            signature: signature.clone(),
+                        },
+                        BuildError::Rejected(source) => VariantError::Load {
+                            function: name.to_owned(),
+                            signature: signature.clone(),
+                            source,
+                        },
+                    })?;
+                (entry, key)
+            }
+        };
+        Ok(Variant {
+            bytes: entry.module().artifact_bytes(),
+            entry,
+            metadata: lowered.metadata,
+            outputs: lowered.outputs,
+            key,
+        })
+    }
+}

@@ -1,0 +1,250 @@
+//! The lowering contract: what a function's lowering is given for one
+//! signature ([`LoweringContext`]) and what it gives back ([`Lowered`]).
+
+use std::fmt;
+
+use jit_cache::{ArgSpec, Layout, ScalarValue, Signature};
+
+use crate::value::Value;
+
+/// What a lowering sees of one call: the signature it compiles for (dtypes
+/// and dims, static scalars, the arguments' structure, captured scalars),
+/// the argument values themselves when the call is being made (host arrays,
+/// or the shape and dtype of device tensors), and the name its entry
+/// function must have.
+///
+/// Anything the lowering bakes into the code must be in the signature
+/// (static scalars, captured scalars): the cache serves the code to every
+/// call with the same signature.
+#[derive(Debug, Clone, Copy)]
+pub struct LoweringContext<'a> {
+    function: &'a str,
+    signature: &'a Signature,
+    values: Option<&'a [Value]>,
+    entry: &'a str,
+}
+
+impl<'a> LoweringContext<'a> {
+    pub(crate) fn new(
+        function: &'a str,
+        signature: &'a Signature,
+        values: Option<&'a [Value]>,
+        entry: &'a str,
+    ) -> Self {
+        LoweringContext {
+            function,
+            signature,
+            values,
+            entry,
+        }
+    }
+
+    /// The name of the function being lowered.
+    pub fn function(&self) -> &str {
+        self.function
+    }
+
+    /// The signature to compile for.
+    pub fn signature(&self) -> &Signature {
+        self.signature
+    }
+
+    /// The tensor arguments (scalars passed at run time included, as rank-0
+    /// tensors), in the order the entry function takes them.
+    pub fn args(&self) -> &[ArgSpec] {
+        self.signature.args()
+    }
+
+    /// The static scalars, in flattening order.
+    pub fn statics(&self) -> &[ScalarValue] {
+        self.signature.statics()
+    }
+
+    /// The arguments' structure, when they are not flat tensors.
+    pub fn layout(&self) -> Option<&Layout> {
+        self.signature.layout()
+    }
+
+    /// The captured scalar called `name`.
+    pub fn captured(&self, name: &str) -> Option<ScalarValue> {
+        self.signature
+            .captured()
+            .iter()
+            .find(|c| c.name() == name)
+            .map(|c| c.value())
+    }
+
+    /// The argument values of the call being compiled, as given; `None`
+    /// when compiling ahead of a call (`precompile`), from the signature
+    /// alone.
+    pub fn values(&self) -> Option<&'a [Value]> {
+        self.values
+    }
+
+    /// The name the entry function must have (`func.func @<entry_name>`).
+    /// Several variants may share one module, so every other symbol of the
+    /// lowering should be made from it too (see [`symbol`](Self::symbol)).
+    pub fn entry_name(&self) -> &str {
+        self.entry
+    }
+
+    /// A module-unique name for a helper symbol of this lowering:
+    /// `<entry_name>__<suffix>`.
+    pub fn symbol(&self, suffix: &str) -> String {
+        format!("{}__{suffix}", self.entry)
+    }
+}
+
+/// What a lowering returns for one signature: the MLIR functions, how the
+/// results are structured, and the caller's own per-variant metadata, which
+/// is kept with the compiled code and handed back on every call it serves.
+///
+/// `mlir` holds top-level operations only — the entry `func.func`, named
+/// [`LoweringContext::entry_name`], and any private helpers — without a
+/// `module { }` around them: the runtime wraps them in a module (and may put
+/// several variants in one module to compile them at once).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Lowered<M = ()> {
+    /// The StableHLO (or linalg) functions.
+    pub mlir: String,
+    /// How the entry function's results nest (built with
+    /// [`LayoutBuilder`](jit_cache::LayoutBuilder), tensor leaves only);
+    /// `None`: the results side by side.
+    pub outputs: Option<Layout>,
+    /// The caller's metadata for this variant (a return type, dict keys,
+    /// argument layouts).
+    pub metadata: M,
+}
+
+impl Lowered<()> {
+    /// Functions with results side by side and no metadata.
+    pub fn new(mlir: impl Into<String>) -> Self {
+        Lowered {
+            mlir: mlir.into(),
+            outputs: None,
+            metadata: (),
+        }
+    }
+}
+
+impl<M> Lowered<M> {
+    /// Declares how the results nest.
+    pub fn with_outputs(mut self, outputs: Layout) -> Self {
+        self.outputs = Some(outputs);
+        self
+    }
+
+    /// Attaches the caller's metadata.
+    pub fn with_metadata<N>(self, metadata: N) -> Lowered<N> {
+        Lowered {
+            mlir: self.mlir,
+            outputs: self.outputs,
+            metadata,
+        }
+    }
+}
+
+/// Why a lowering refused a signature. The call then runs in the
+/// interpreter, with this reason in its provenance.
+#[derive(Debug)]
+pub struct LoweringError {
+    message: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl LoweringError {
+    /// A refusal described by `message` ("`softmax` needs rank >= 1").
+    pub fn new(message: impl Into<String>) -> Self {
+        LoweringError {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A refusal caused by the lowering's own error, kept as the source.
+    pub fn with_source(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        LoweringError {
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for LoweringError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(source) = &self.source {
+            write!(f, ": {source}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for LoweringError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as _)
+    }
+}
+
+impl From<String> for LoweringError {
+    fn from(message: String) -> Self {
+        LoweringError::new(message)
+    }
+}
+
+impl From<&str> for LoweringError {
+    fn from(message: &str) -> Self {
+        LoweringError::new(message)
+    }
+}
+
+/// The entry symbol Sheaf's naming gives a function: `-` → `_`, `?` → `_q`,
+/// `!` → `_b`, any other character that is not a letter, digit, `_` or `.`
+/// → `_`, and a leading digit prefixed with `_`.
+pub(crate) fn entry_symbol(name: &str) -> String {
+    let mut symbol = String::with_capacity(name.len() + 2);
+    if name.chars().next().is_none_or(|c| c.is_ascii_digit()) {
+        symbol.push('_');
+    }
+    for c in name.chars() {
+        match c {
+            '?' => symbol.push_str("_q"),
+            '!' => symbol.push_str("_b"),
+            c if c.is_ascii_alphanumeric() || c == '_' || c == '.' => symbol.push(c),
+            _ => symbol.push('_'),
+        }
+    }
+    symbol
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_symbols_follow_sheaf_naming() {
+        assert_eq!(entry_symbol("mlp-layer"), "mlp_layer");
+        assert_eq!(entry_symbol("empty?"), "empty_q");
+        assert_eq!(entry_symbol("set!"), "set_b");
+        assert_eq!(entry_symbol("2x"), "_2x");
+        assert_eq!(entry_symbol(""), "_");
+        assert_eq!(entry_symbol("λ"), "_");
+    }
+
+    #[test]
+    fn lowering_errors_keep_their_source() {
+        let io = std::io::Error::other("disk full");
+        let error = LoweringError::with_source("cannot emit", io);
+        assert_eq!(error.to_string(), "cannot emit: disk full");
+        assert!(std::error::Error::source(&error).is_some());
+    }
+}

@@ -1,0 +1,39 @@
+//! Fixtures shared by the end-to-end test files: a runtime, deterministic
+//! arrays, and a comparison of results.
+
+#![allow(dead_code)] // each test file uses a different subset
+
+use ndarray::{ArrayD, IxDyn};
+use sheaf_integration::{HostTensor, JitConfig, JitRuntime, Value};
+
+/// A runtime with no disk cache, so every compile is a real one.
+pub(crate) fn jit() -> JitRuntime {
+    JitRuntime::new(JitConfig::builder().no_disk_cache().build().unwrap()).unwrap()
+}
+
+/// Deterministic pseudo-random f32 values in [-3, 3).
+pub(crate) fn array(shape: &[usize], seed: u32) -> ArrayD<f32> {
+    let mut state = seed.wrapping_mul(2_654_435_761).max(1);
+    ArrayD::from_shape_simple_fn(IxDyn(shape), || {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        (state % 6000) as f32 / 1000.0 - 3.0
+    })
+}
+
+/// Asserts that two f32 tensor values are equal within 1e-5 (relative to
+/// the larger of 1 and the expected value's magnitude).
+pub(crate) fn assert_close(actual: &Value, expected: &Value, what: &str) {
+    let (actual, expected) = (actual.to_host().unwrap(), expected.to_host().unwrap());
+    let (HostTensor::F32(a), HostTensor::F32(e)) = (&actual, &expected) else {
+        panic!("{what}: expected f32 tensors, got {actual:?} and {expected:?}");
+    };
+    assert_eq!(a.shape(), e.shape(), "{what}: shapes differ");
+    for (x, y) in a.iter().zip(e.iter()) {
+        assert!(
+            (x - y).abs() <= 1e-5 * y.abs().max(1.0),
+            "{what}: {x} vs {y}"
+        );
+    }
+}
