@@ -142,10 +142,13 @@ fn misaligned_bytes_are_copied_into_aligned_storage() {
     let _check = LeakCheck::start();
     let runtime = Runtime::new(DRIVER).unwrap();
     let bytes = program("add");
-    let mut shifted = vec![0u8; bytes.len() + 1];
-    shifted[1..].copy_from_slice(&bytes);
-    let misaligned = &shifted[1..];
-    assert_ne!(misaligned.as_ptr() as usize % 8, 0);
+    // The allocator (and miri's, which randomises it) may return any
+    // address: pick the start that lands one byte past an 8-byte boundary.
+    let mut buffer = vec![0u8; bytes.len() + 8];
+    let start = (9 - buffer.as_ptr() as usize % 8) % 8;
+    buffer[start..start + bytes.len()].copy_from_slice(&bytes);
+    let misaligned = &buffer[start..start + bytes.len()];
+    assert_eq!(misaligned.as_ptr() as usize % 8, 1);
     let add = runtime.load(misaligned).unwrap().function("add").unwrap();
     assert_eq!(
         values(&add.call(&add_inputs(&runtime)).unwrap()),
