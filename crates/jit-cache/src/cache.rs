@@ -15,7 +15,9 @@ use crate::function_cache::Evicted;
 use crate::function_id::FunctionId;
 use crate::signature::Signature;
 use crate::single_flight::Flight;
-use crate::state::{CompileResult, Finished, Inner, Miss, MissAction, NotCached, Note, Step};
+use crate::state::{
+    CompileResult, Finished, Inner, Miss, MissAction, NotCached, Note, Started, Step,
+};
 use crate::stats::CacheStats;
 
 /// A compiled artifact the cache can hold, e.g. a loaded IREE module.
@@ -170,12 +172,12 @@ impl<E: Executable> JitCache<E> {
                     }
                 }
             },
-            MissAction::Compile { generation, flight } => {
+            MissAction::Compile { started, flight } => {
                 let ticket = CompileTicket {
                     cache: self,
                     func,
                     sig,
-                    generation,
+                    started,
                     flight,
                     pending: true,
                 };
@@ -257,7 +259,7 @@ struct CompileTicket<'a, E: Executable> {
     cache: &'a JitCache<E>,
     func: &'a FunctionId,
     sig: &'a Signature,
-    generation: u64,
+    started: Started,
     flight: Arc<Flight<CompileResult<E>>>,
     pending: bool,
 }
@@ -273,10 +275,11 @@ impl<E: Executable> CompileTicket<'_, E> {
         let Finished {
             evicted,
             not_cached,
+            notes,
         } = self.cache.lock().finish_compile(
             self.func,
             self.sig,
-            self.generation,
+            self.started,
             &result,
             elapsed,
             config,
@@ -328,6 +331,9 @@ impl<E: Executable> CompileTicket<'_, E> {
             );
         }
         release(evicted);
+        for (func, note) in notes {
+            note.change.log(&func, note.last_miss.as_ref());
+        }
         match result {
             Ok((exe, _)) => Dispatch::Compiled {
                 exe,
@@ -345,7 +351,7 @@ impl<E: Executable> Drop for CompileTicket<'_, E> {
         if self.pending {
             self.cache
                 .lock()
-                .abandon_compile(self.func, self.sig, self.generation);
+                .abandon_compile(self.func, self.sig, self.started.generation);
             self.flight
                 .complete(Err(Arc::new(CompileFailure::Abandoned)));
         }
@@ -374,7 +380,7 @@ fn release<E>(evicted: Vec<(FunctionId, Evicted<E>)>) -> usize {
 
 fn log_notes(func: &FunctionId, notes: Vec<Note>) {
     for note in notes {
-        note.transition.log(func, note.last_miss.as_ref());
+        note.change.log(func, note.last_miss.as_ref());
     }
 }
 
@@ -389,8 +395,19 @@ fn log_miss<E>(
         return;
     }
     let action = match action {
+        MissAction::Compile {
+            started:
+                Started {
+                    admitted: Some(admit),
+                    ..
+                },
+            ..
+        } => format!("compile (admitted at capacity: {admit})"),
         MissAction::Compile { .. } => "compile".to_owned(),
         MissAction::Wait(_) => "wait for the compile in flight".to_owned(),
+        MissAction::Interpret(FallbackReason::NotAdmitted { refusal, .. }) => {
+            format!("interpret (not admitted at capacity: {refusal})")
+        }
         MissAction::Interpret(FallbackReason::Thrashing {
             remaining_cool_down,
             ..

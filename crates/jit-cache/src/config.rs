@@ -1,6 +1,8 @@
 //! Configuration of a [`JitCache`](crate::JitCache).
 
 use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
 
 use crate::error::ConfigError;
 
@@ -14,6 +16,61 @@ pub enum InFlightPolicy {
     /// Run the interpreter meanwhile (never blocks; best when the interpreter
     /// is fast relative to a compile).
     Interpret,
+}
+
+/// How a function's cache chooses what to compile once it is full, and when
+/// it stops compiling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CachePolicy {
+    /// Read off the workload (the default). At capacity a miss compiles
+    /// only if its signature was called more often recently than the least
+    /// frequent cached one (one-off signatures never compile), or if the
+    /// recent misses show that the working set moved and fits; compiles
+    /// that did not pay off spend a budget, and with none left only hot
+    /// signatures compile. The `thrash_*` settings do not apply.
+    #[default]
+    Adaptive,
+    /// The first version's policy: every miss compiles and evicts the least
+    /// recently used entry; more than `thrash_threshold` compiles in
+    /// `thrash_window` calls send new signatures to the interpreter for
+    /// `thrash_cool_down` calls, doubling up to `thrash_cool_down_cap` on
+    /// each relapse. Kept to compare against and for workloads that rely on
+    /// it.
+    LruCoolDown,
+}
+
+impl CachePolicy {
+    /// The policy's name in settings: `adaptive` or `lru-cool-down`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CachePolicy::Adaptive => "adaptive",
+            CachePolicy::LruCoolDown => "lru-cool-down",
+        }
+    }
+}
+
+impl fmt::Display for CachePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for CachePolicy {
+    type Err = String;
+
+    /// Parses a policy's [`name`](CachePolicy::name).
+    ///
+    /// ```
+    /// use jit_cache::CachePolicy;
+    /// assert_eq!("lru-cool-down".parse(), Ok(CachePolicy::LruCoolDown));
+    /// assert!("lru".parse::<CachePolicy>().is_err());
+    /// ```
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        [CachePolicy::Adaptive, CachePolicy::LruCoolDown]
+            .into_iter()
+            .find(|policy| policy.name() == text)
+            .ok_or_else(|| "`adaptive` or `lru-cool-down`".to_owned())
+    }
 }
 
 /// Settings of a [`JitCache`](crate::JitCache). Start from
@@ -32,7 +89,8 @@ pub enum InFlightPolicy {
 /// with the failed signature.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CacheConfig {
-    /// Signatures kept per function, evicting the least recently used beyond.
+    /// Signatures kept per function; [`CachePolicy`] decides what a miss
+    /// beyond it does.
     /// Default 8: the number of recompiles PyTorch Dynamo allows per code
     /// object, and more distinct shapes than a Sheaf function sees in a loop.
     pub function_capacity: usize,
@@ -48,23 +106,26 @@ pub struct CacheConfig {
     /// than 4096 small IREE modules (tens of KiB each) need, and a hard stop
     /// well before the multi-GB growth this cache exists to prevent.
     pub max_total_bytes: usize,
-    /// Length, in calls, of the sliding window in which compiles are counted.
-    /// Default 64.
+    /// [`CachePolicy::LruCoolDown`] only: length, in calls, of the sliding
+    /// window in which compiles are counted. Default 64.
     pub thrash_window: u64,
-    /// Compiles allowed within `thrash_window` calls; the miss that would
-    /// exceed it switches the function to fallback instead of compiling. The
-    /// effective threshold is never below the function's capacity, so a
-    /// function can always fill its own cache. Default 16 (twice the default
+    /// [`CachePolicy::LruCoolDown`] only: compiles allowed within
+    /// `thrash_window` calls; the miss that would exceed it switches the
+    /// function to fallback instead of compiling. The effective threshold is
+    /// never below the function's capacity, so a function can always fill its
+    /// own cache. Default 16 (twice the default
     /// capacity: a legitimate warm-up of 8 shapes never trips it, a function
     /// cycling through more shapes than it can keep trips it within 64 calls).
     /// Set `usize::MAX` to disable fallback.
     pub thrash_threshold: usize,
-    /// Calls spent in fallback before compiling is probed again. Default 256:
-    /// long enough that a probe costs a small fraction of the calls, short
-    /// enough to recover within a training epoch.
+    /// [`CachePolicy::LruCoolDown`] only: calls spent in fallback before
+    /// compiling is probed again. Default 256: long enough that a probe costs
+    /// a small fraction of the calls, short enough to recover within a
+    /// training epoch.
     pub thrash_cool_down: u64,
-    /// Upper bound of the cool-down, which doubles on every relapse (a probe
-    /// that trips the threshold again). Default 16384 (6 doublings).
+    /// [`CachePolicy::LruCoolDown`] only: upper bound of the cool-down, which
+    /// doubles on every relapse (a probe that trips the threshold again).
+    /// Default 16384 (6 doublings).
     pub thrash_cool_down_cap: u64,
     /// Calls with a failed signature that run in the interpreter before its
     /// compile is retried. Default 1000: compile errors are usually
@@ -76,6 +137,9 @@ pub struct CacheConfig {
     /// What a call does while its signature is being compiled by another.
     /// Default [`InFlightPolicy::Wait`].
     pub in_flight: InFlightPolicy,
+    /// What compiles once a function's cache is full. Default
+    /// [`CachePolicy::Adaptive`].
+    pub policy: CachePolicy,
 }
 
 impl Default for CacheConfig {
@@ -92,6 +156,7 @@ impl Default for CacheConfig {
             failed_compile_retry_after: 1000,
             max_failures_per_function: 64,
             in_flight: InFlightPolicy::Wait,
+            policy: CachePolicy::Adaptive,
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::admission::Refusal;
 use crate::error::CompileFailure;
 use crate::explain::MissReason;
 
@@ -25,8 +26,17 @@ pub enum Origin {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FallbackReason {
+    /// The function is at capacity and admission refused this signature
+    /// ([`CachePolicy::Adaptive`](crate::CachePolicy::Adaptive)).
+    NotAdmitted {
+        /// Why this call missed.
+        miss: MissReason,
+        /// Why it does not compile.
+        refusal: Refusal,
+    },
     /// The function recompiles too often; new signatures are interpreted
-    /// until the cool-down ends.
+    /// until the cool-down ends
+    /// ([`CachePolicy::LruCoolDown`](crate::CachePolicy::LruCoolDown)).
     Thrashing {
         /// Why this call missed.
         miss: MissReason,
@@ -43,6 +53,9 @@ pub enum FallbackReason {
 impl fmt::Display for FallbackReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            FallbackReason::NotAdmitted { miss, refusal } => {
+                write!(f, "not admitted at capacity: {refusal} ({miss})")
+            }
             FallbackReason::Thrashing {
                 miss,
                 remaining_cool_down,

@@ -1,10 +1,13 @@
-//! The bounded LRU of one function's compiled signatures.
+//! One function's compiled signatures, in recency order, with what the
+//! eviction and admission decisions read: recent frequency, last use,
+//! calls served.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use lru::LruCache;
 
+use crate::admission::{Frequency, PayOff, Settled};
 use crate::explain::{Difference, EvictionCause, MissReason};
 use crate::hashing::PrecomputedState;
 use crate::signature::Signature;
@@ -17,20 +20,48 @@ const EVICTIONS_REMEMBERED: usize = 32;
 /// A cached executable.
 #[derive(Debug)]
 pub(crate) struct Entry<E> {
-    pub exe: Arc<E>,
-    pub bytes: usize,
+    pub(crate) exe: Arc<E>,
+    pub(crate) bytes: usize,
     /// Global use counter at the last use: the global LRU order.
-    pub tick: u64,
+    pub(crate) tick: u64,
+    /// The signature's recent call count.
+    pub(crate) frequency: Frequency,
+    /// The function's call number at the last use.
+    pub(crate) last_call: u64,
+    /// Calls served.
+    pub(crate) hits: u64,
+    /// Whether it paid for its compile.
+    pub(crate) pay_off: PayOff,
 }
 
 /// An entry that left the cache. Dropping it releases the cache's reference
 /// to the executable.
 #[derive(Debug)]
 pub(crate) struct Evicted<E> {
-    pub sig: Signature,
-    pub exe: Arc<E>,
-    pub bytes: usize,
-    pub cause: EvictionCause,
+    pub(crate) sig: Signature,
+    pub(crate) exe: Arc<E>,
+    pub(crate) bytes: usize,
+    pub(crate) cause: EvictionCause,
+    pub(crate) frequency: Frequency,
+    pub(crate) pay_off: PayOff,
+}
+
+/// Which entry makes room for a new one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Eviction {
+    /// The least recently used.
+    LeastRecent,
+    /// The least frequent as of `epoch`, the least recently used among
+    /// equals.
+    LeastFrequent { epoch: u64 },
+}
+
+/// A cache hit: the executable, and the admission this call settled, if
+/// any.
+#[derive(Debug)]
+pub(crate) struct Hit<E> {
+    pub(crate) exe: Arc<E>,
+    pub(crate) settled: Option<Settled>,
 }
 
 /// One function's entries, most recently used first.
@@ -54,38 +85,82 @@ impl<E> FunctionCache<E> {
         }
     }
 
-    /// Looks `sig` up, marking it most recently used at `tick`.
+    /// Looks `sig` up, marking it used at global `tick` and per-function
+    /// call `call` (in frequency `epoch`).
     #[inline]
-    pub(crate) fn hit(&mut self, sig: &Signature, tick: u64) -> Option<Arc<E>> {
+    pub(crate) fn hit(
+        &mut self,
+        sig: &Signature,
+        tick: u64,
+        call: u64,
+        epoch: u64,
+        pay_off: u64,
+    ) -> Option<Hit<E>> {
         let entry = self.entries.get_mut(sig)?;
         entry.tick = tick;
-        Some(Arc::clone(&entry.exe))
+        entry.last_call = call;
+        entry.frequency.record(epoch);
+        entry.hits += 1;
+        Some(Hit {
+            exe: Arc::clone(&entry.exe),
+            settled: entry.pay_off.on_hit(entry.hits, call, pay_off),
+        })
     }
 
-    /// Inserts a new entry; returns the least recently used one if the
-    /// function's capacity overflowed.
-    pub(crate) fn insert(&mut self, sig: Signature, entry: Entry<E>) -> Option<Evicted<E>> {
+    /// The recent count of the least frequent entry (the least recently
+    /// used among equals).
+    pub(crate) fn least_frequent(&self, epoch: u64) -> Option<u32> {
+        self.least_frequent_entry(epoch).map(|(_, count)| count)
+    }
+
+    fn least_frequent_entry(&self, epoch: u64) -> Option<(&Signature, u32)> {
+        // From the least recently used: `min_by_key` keeps the first minimum.
+        self.entries
+            .iter()
+            .rev()
+            .map(|(sig, entry)| (sig, entry.frequency.at(epoch)))
+            .min_by_key(|&(_, count)| count)
+    }
+
+    /// The signature hashes of the entries used at or after per-function
+    /// call `call`.
+    pub(crate) fn used_since(&self, call: u64) -> impl Iterator<Item = u64> + '_ {
+        self.entries
+            .iter()
+            .filter(move |(_, entry)| entry.last_call >= call)
+            .map(|(sig, _)| sig.precomputed_hash())
+    }
+
+    /// Inserts a new entry, first evicting one by `eviction` if the function
+    /// is at capacity; returns the evicted entry.
+    pub(crate) fn insert(
+        &mut self,
+        sig: Signature,
+        entry: Entry<E>,
+        eviction: Eviction,
+    ) -> Option<Evicted<E>> {
+        let cause = EvictionCause::FunctionCapacity {
+            capacity: self.capacity,
+        };
+        // One compile per signature at a time: `sig` is not cached. Were it,
+        // its old entry would be the one replaced.
+        let evicted = match self.entries.pop_entry(&sig) {
+            Some((old_sig, old)) => Some(self.removed(old_sig, old, cause)),
+            None if self.entries.len() >= self.capacity => self.evict(eviction, cause),
+            None => None,
+        };
         self.bytes += entry.bytes;
-        // `push` hands back a replaced entry too; one compile per signature
-        // at a time makes that impossible, and accounting stays right anyway.
-        let replaced = self.entries.push(sig, entry).map(|(sig, old)| {
-            self.removed(
-                sig,
-                old,
-                EvictionCause::FunctionCapacity {
-                    capacity: self.capacity,
-                },
-            )
-        });
-        if replaced.is_some() {
-            return replaced;
-        }
-        if self.entries.len() > self.capacity {
-            return self.pop_lru(EvictionCause::FunctionCapacity {
-                capacity: self.capacity,
-            });
-        }
-        None
+        self.entries.put(sig, entry);
+        evicted
+    }
+
+    fn evict(&mut self, eviction: Eviction, cause: EvictionCause) -> Option<Evicted<E>> {
+        let victim = match eviction {
+            Eviction::LeastRecent => return self.pop_lru(cause),
+            Eviction::LeastFrequent { epoch } => self.least_frequent_entry(epoch)?.0.clone(),
+        };
+        let (sig, entry) = self.entries.pop_entry(&victim)?;
+        Some(self.removed(sig, entry, cause))
     }
 
     /// The tick of the least recently used entry.
@@ -121,6 +196,8 @@ impl<E> FunctionCache<E> {
             exe: entry.exe,
             bytes: entry.bytes,
             cause,
+            frequency: entry.frequency,
+            pay_off: entry.pay_off,
         }
     }
 
@@ -182,17 +259,23 @@ mod tests {
             exe: Arc::new(0),
             bytes: 10,
             tick,
+            frequency: Frequency::default(),
+            last_call: tick,
+            hits: 0,
+            pay_off: PayOff::Nothing,
         }
     }
 
     #[test]
     fn lru_eviction_at_capacity_is_handed_back_and_explained() {
         let mut c = FunctionCache::new(2);
-        assert!(c.insert(sig(1), entry(1)).is_none());
-        assert!(c.insert(sig(2), entry(2)).is_none());
-        assert!(c.hit(&sig(1), 3).is_some());
+        assert!(c.insert(sig(1), entry(1), Eviction::LeastRecent).is_none());
+        assert!(c.insert(sig(2), entry(2), Eviction::LeastRecent).is_none());
+        assert!(c.hit(&sig(1), 3, 3, 0, 8).is_some());
         assert_eq!(c.lru_tick(), Some(2));
-        let out = c.insert(sig(3), entry(4)).expect("evicts");
+        let out = c
+            .insert(sig(3), entry(4), Eviction::LeastRecent)
+            .expect("evicts");
         assert_eq!(out.sig, sig(2));
         assert_eq!((c.len(), c.bytes()), (2, 20));
         assert_eq!(
@@ -206,5 +289,56 @@ mod tests {
         assert_eq!(c.drain().len(), 2);
         assert_eq!(c.explain_miss(&sig(9), true), MissReason::FirstCall);
         assert_eq!(c.explain_miss(&sig(9), false), MissReason::NothingCached);
+    }
+
+    #[test]
+    fn the_least_frequent_entry_goes_even_if_used_more_recently() {
+        let mut c = FunctionCache::new(2);
+        c.insert(sig(1), entry(1), Eviction::LeastRecent);
+        c.insert(sig(2), entry(2), Eviction::LeastRecent);
+        for call in 3..6 {
+            c.hit(&sig(1), call, call, 0, 8);
+        }
+        c.hit(&sig(2), 6, 6, 0, 8);
+        assert_eq!(c.least_frequent(0), Some(1));
+        let used = |call| c.used_since(call).collect::<Vec<_>>();
+        assert_eq!(used(6), [sig(2).precomputed_hash()]);
+        assert_eq!((used(5).len(), used(1).len()), (2, 2));
+        let out = c
+            .insert(sig(3), entry(7), Eviction::LeastFrequent { epoch: 0 })
+            .expect("evicts");
+        assert_eq!(out.sig, sig(2));
+        // Counts age: two epochs later sig(1)'s 3 calls count 0, as does the
+        // new entry; the least recently used of the two goes.
+        let out = c
+            .insert(sig(4), entry(8), Eviction::LeastFrequent { epoch: 2 })
+            .expect("evicts");
+        assert_eq!(out.sig, sig(1));
+    }
+
+    #[test]
+    fn admitted_entries_settle_once() {
+        let mut c = FunctionCache::new(2);
+        let admitted = |tick| Entry {
+            pay_off: PayOff::Due { by: 100 },
+            ..entry(tick)
+        };
+        c.insert(sig(1), admitted(1), Eviction::LeastRecent);
+        let settled: Vec<_> = (2..6)
+            .map(|call| c.hit(&sig(1), call, call, 0, 2).unwrap().settled)
+            .collect();
+        assert_eq!(settled, [None, Some(Settled::Paid), None, None]);
+        c.insert(sig(2), admitted(6), Eviction::LeastRecent);
+        assert_eq!(
+            c.hit(&sig(2), 101, 101, 0, 2).unwrap().settled,
+            Some(Settled::Wasted),
+            "too late"
+        );
+        let out = c
+            .insert(sig(3), admitted(102), Eviction::LeastRecent)
+            .expect("evicts");
+        assert_eq!(out.pay_off.on_leave(), None, "sig(1) settled already");
+        let left: Vec<_> = c.drain().iter().map(|e| e.pay_off.on_leave()).collect();
+        assert_eq!(left, [None, Some(Settled::Wasted)], "sig(3) leaves unpaid");
     }
 }

@@ -12,15 +12,20 @@
 //!   arguments nest ([`Layout`]: tuples, lists, dict keys) and a device tag.
 //!   Its hash is computed once; a miss is explained in words ([`MissReason`],
 //!   [`Signature::explain_difference`]).
-//! - **Per-function LRU**: several signatures of one function coexist (a new
-//!   shape is an ordinary miss); beyond the function's capacity (default 8)
-//!   the least recently used one is evicted and dropped at once.
+//! - **Per-function capacity**: several signatures of one function coexist
+//!   (a new shape is an ordinary miss), up to the function's capacity
+//!   (default 8); an evicted executable is dropped at once.
+//! - **Admission at capacity** ([`CachePolicy::Adaptive`], the default):
+//!   every call counts towards its signature's recent frequency; a miss at
+//!   capacity compiles only if its signature recurs and either beats the
+//!   least frequent cached one or belongs to a working set that moved and
+//!   fits. Compiles that do not pay off spend a budget, restored by those
+//!   that do. Refused misses run in the interpreter
+//!   ([`FallbackReason::NotAdmitted`], with the [`Refusal`]).
+//!   [`CachePolicy::LruCoolDown`] keeps the first version's policy: LRU
+//!   eviction and a thrash fallback with a doubling cool-down.
 //! - **Global budgets**: total entries and total bytes; beyond either, the
 //!   least recently used entry of *any* function is evicted.
-//! - **Thrash fallback**: a function that compiles more than a threshold
-//!   within a window of calls runs new signatures in the interpreter (cached
-//!   ones stay compiled), probes again after a cool-down, and doubles the
-//!   cool-down on relapse. Each transition is logged once at warn level.
 //! - **Failed compiles** are remembered per signature for a number of calls; a
 //!   panicking compile callback is caught and does not poison the cache.
 //! - **Concurrency**: one short lock, never held while compiling; concurrent
@@ -30,8 +35,8 @@
 //!   between runs (keys, checked entries, atomic writes, a size bound).
 //! - **Observability**: [`JitCache::stats`] (per function and total, with a
 //!   report table as `Display`) and `tracing` events under target `jit_cache`:
-//!   `debug` per miss with its explanation and per eviction, `warn` per
-//!   thrash transition and failed compile.
+//!   `debug` per miss with its explanation and admission decision and per
+//!   eviction, `warn` per policy mode change and failed compile.
 //!
 //! # Example
 //!
@@ -78,6 +83,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod admission;
 mod budget;
 mod byte_size;
 mod cache;
@@ -99,9 +105,10 @@ mod stats;
 pub mod store;
 mod thrash;
 
+pub use admission::Refusal;
 pub use byte_size::{ByteSize, ParseByteSizeError};
 pub use cache::{Executable, JitCache};
-pub use config::{CacheConfig, InFlightPolicy};
+pub use config::{CacheConfig, CachePolicy, InFlightPolicy};
 pub use dispatch::{Dispatch, FallbackReason, Origin, Outcome};
 pub use dtype::DType;
 pub use error::{CompileFailure, ConfigError};

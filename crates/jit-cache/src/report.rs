@@ -5,7 +5,7 @@ use std::fmt;
 use crate::byte_size::ByteSize;
 use crate::stats::{CacheStats, Counters};
 
-const HEADERS: [&str; 11] = [
+const HEADERS: [&str; 13] = [
     "calls",
     "hits",
     "misses",
@@ -14,12 +14,14 @@ const HEADERS: [&str; 11] = [
     "compile time",
     "evicted",
     "fallback",
+    "refused",
+    "wasted",
     "entries",
     "cap",
     "bytes",
 ];
 
-fn cells(c: &Counters, capacity: Option<usize>) -> [String; 11] {
+fn cells(c: &Counters, capacity: Option<usize>) -> [String; 13] {
     [
         c.calls.to_string(),
         c.hits.to_string(),
@@ -29,6 +31,8 @@ fn cells(c: &Counters, capacity: Option<usize>) -> [String; 11] {
         format!("{:.1?}", c.compile_time),
         c.evictions.to_string(),
         c.fallback_calls.to_string(),
+        c.admissions_refused.to_string(),
+        c.wasted_compiles.to_string(),
         c.live_entries.to_string(),
         capacity.map_or_else(|| "-".to_owned(), |n| n.to_string()),
         ByteSize::from(c.live_bytes).to_string(),
@@ -47,7 +51,7 @@ impl fmt::Display for CacheStats {
             ByteSize::from(self.total.live_bytes),
             ByteSize::from(self.max_total_bytes),
         )?;
-        let mut rows: Vec<(String, [String; 11], String, String)> = self
+        let mut rows: Vec<(String, [String; 13], String, String)> = self
             .functions
             .iter()
             .map(|s| {
@@ -55,9 +59,11 @@ impl fmt::Display for CacheStats {
                     s.function.name().to_owned(),
                     cells(&s.counters, Some(s.capacity)),
                     s.mode.to_string(),
-                    s.last_miss
-                        .as_ref()
-                        .map_or_else(String::new, ToString::to_string),
+                    match (&s.last_miss, &s.last_refusal) {
+                        (Some(miss), Some(refusal)) => format!("{miss}; not admitted: {refusal}"),
+                        (Some(miss), None) => miss.to_string(),
+                        (None, _) => String::new(),
+                    },
                 )
             })
             .collect();

@@ -7,28 +7,48 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::admission::{Admission, Admit, BudgetChange, PayOff, Refusal, Settled};
 use crate::budget::{least_recent, Budget};
-use crate::config::{CacheConfig, InFlightPolicy};
+use crate::config::{CacheConfig, CachePolicy, InFlightPolicy};
 use crate::dispatch::FallbackReason;
 use crate::error::CompileFailure;
 use crate::explain::MissReason;
 use crate::failures::{FailureCheck, Failures};
-use crate::function_cache::{Entry, Evicted, FunctionCache};
+use crate::function_cache::{Entry, Evicted, Eviction, FunctionCache};
 use crate::function_id::FunctionId;
 use crate::hashing::PrecomputedState;
 use crate::signature::Signature;
 use crate::single_flight::Flight;
 use crate::stats::{CacheStats, Counters, FunctionStats};
-use crate::thrash::{ThrashGuard, ThrashSettings, Transition, Verdict};
+use crate::thrash::{FunctionMode, ThrashGuard, ThrashSettings, Transition, Verdict};
 
 /// The result of one compile, shared with every call that waited for it.
 pub(crate) type CompileResult<E> = Result<Arc<E>, Arc<CompileFailure>>;
 
-/// A thrash transition to log, with the miss that explains it.
+/// A change of a function's mode, to log once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ModeChange {
+    /// Of [`CachePolicy::LruCoolDown`]'s cool-down.
+    CoolDown(Transition),
+    /// Of [`CachePolicy::Adaptive`]'s compile budget.
+    Budget(BudgetChange),
+}
+
+impl ModeChange {
+    /// Logs the change once, at warn level, with the last miss.
+    pub(crate) fn log(self, func: &FunctionId, last_miss: Option<&MissReason>) {
+        match self {
+            ModeChange::CoolDown(transition) => transition.log(func, last_miss),
+            ModeChange::Budget(change) => change.log(func, last_miss),
+        }
+    }
+}
+
+/// A mode change to log, with the miss that explains it.
 #[derive(Debug)]
 pub(crate) struct Note {
-    pub transition: Transition,
-    pub last_miss: Option<MissReason>,
+    pub(crate) change: ModeChange,
+    pub(crate) last_miss: Option<MissReason>,
 }
 
 /// What a call does, decided under the lock.
@@ -50,9 +70,10 @@ pub(crate) struct Miss<E> {
 
 #[derive(Debug)]
 pub(crate) enum MissAction<E> {
-    /// This call compiles; it must publish the result in `flight`.
+    /// This call compiles; it must publish the result in `flight` and
+    /// report it with `started`.
     Compile {
-        generation: u64,
+        started: Started,
         flight: Arc<Flight<CompileResult<E>>>,
     },
     /// Another call compiles; wait for it.
@@ -60,14 +81,25 @@ pub(crate) enum MissAction<E> {
     Interpret(FallbackReason),
 }
 
+/// What a started compile reports back with its result.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Started {
+    /// The generation of the function's state it was started in.
+    pub(crate) generation: u64,
+    /// Why it replaces a cached signature, if the function was at capacity.
+    pub(crate) admitted: Option<Admit>,
+}
+
 /// What became of a finished compile.
 #[derive(Debug)]
 pub(crate) struct Finished<E> {
     /// Entries evicted to make room, with their owner.
-    pub evicted: Vec<(FunctionId, Evicted<E>)>,
+    pub(crate) evicted: Vec<(FunctionId, Evicted<E>)>,
     /// The executable was not cached: larger than the byte budget, or the
     /// function was evicted while it compiled.
-    pub not_cached: Option<NotCached>,
+    pub(crate) not_cached: Option<NotCached>,
+    /// Mode changes the evictions caused, with their function.
+    pub(crate) notes: Vec<(FunctionId, Note)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,11 +115,15 @@ struct FunctionState<E> {
     /// same function, so a compile that outlived it is not inserted.
     generation: u64,
     cache: FunctionCache<E>,
-    thrash: ThrashGuard,
+    policy: CachePolicy,
+    admission: Admission,
+    /// [`CachePolicy::LruCoolDown`]'s fallback.
+    cool_down: Option<ThrashGuard>,
     failures: Failures,
     in_flight: HashMap<Signature, Arc<Flight<CompileResult<E>>>, PrecomputedState>,
     counters: Counters,
     last_miss: Option<MissReason>,
+    last_refusal: Option<Refusal>,
 }
 
 impl<E> FunctionState<E> {
@@ -96,16 +132,21 @@ impl<E> FunctionState<E> {
         FunctionState {
             generation,
             cache: FunctionCache::new(capacity),
-            thrash: ThrashGuard::new(ThrashSettings {
-                window: config.thrash_window,
-                threshold: config.thrash_threshold.max(capacity),
-                cool_down: config.thrash_cool_down,
-                cool_down_cap: config.thrash_cool_down_cap,
+            policy: config.policy,
+            admission: Admission::new(capacity),
+            cool_down: (config.policy == CachePolicy::LruCoolDown).then(|| {
+                ThrashGuard::new(ThrashSettings {
+                    window: config.thrash_window,
+                    threshold: config.thrash_threshold.max(capacity),
+                    cool_down: config.thrash_cool_down,
+                    cool_down_cap: config.thrash_cool_down_cap,
+                })
             }),
             failures: Failures::new(config.max_failures_per_function),
             in_flight: HashMap::with_hasher(PrecomputedState),
             counters: Counters::default(),
             last_miss: None,
+            last_refusal: None,
         }
     }
 
@@ -120,16 +161,21 @@ impl<E> FunctionState<E> {
         self.counters.calls += 1;
         let call = self.counters.calls;
         let mut notes = Vec::new();
-        if let Some(transition) = self.thrash.on_call(call) {
-            notes.push(Note {
-                transition,
-                last_miss: self.last_miss.clone(),
-            });
+        if let Some(transition) = self.cool_down.as_mut().and_then(|g| g.on_call(call)) {
+            self.note(&mut notes, ModeChange::CoolDown(transition));
         }
-        if let Some(exe) = self.cache.hit(sig, tick) {
+        let epoch = self.admission.epoch(call);
+        let pay_off = self.admission.pay_off_calls();
+        if let Some(hit) = self.cache.hit(sig, tick, call, epoch, pay_off) {
             self.counters.hits += 1;
             total.hits += 1;
-            return Step::Hit { exe, notes };
+            if let Some(change) = hit.settled.and_then(|s| self.settle(s)) {
+                self.note(&mut notes, change);
+            }
+            return Step::Hit {
+                exe: hit.exe,
+                notes,
+            };
         }
         self.miss(sig, call, notes, total, config)
     }
@@ -146,6 +192,9 @@ impl<E> FunctionState<E> {
     ) -> Step<E> {
         self.counters.misses += 1;
         total.misses += 1;
+        // Every miss counts towards its signature's frequency, whatever it
+        // then does.
+        let candidate = self.admission.record_miss(sig.precomputed_hash(), call);
         let (reason, action) = match self.failures.check(sig) {
             FailureCheck::Blocked {
                 error,
@@ -172,14 +221,20 @@ impl<E> FunctionState<E> {
                     } else {
                         self.cache.explain_miss(sig, self.counters.misses == 1)
                     };
-                    let action = self.decide_compile(sig, call, &reason, &mut notes);
+                    let action = self.decide_compile(sig, call, candidate, &reason, &mut notes);
                     (reason, action)
                 }
             }
         };
-        if let MissAction::Interpret(_) = action {
+        self.last_refusal = None;
+        if let MissAction::Interpret(why) = &action {
             self.counters.fallback_calls += 1;
             total.fallback_calls += 1;
+            if let FallbackReason::NotAdmitted { refusal, .. } = why {
+                self.counters.admissions_refused += 1;
+                total.admissions_refused += 1;
+                self.last_refusal = Some(*refusal);
+            }
         }
         self.last_miss = Some(reason.clone());
         Step::Miss(Miss {
@@ -190,39 +245,90 @@ impl<E> FunctionState<E> {
         })
     }
 
-    /// Compile, unless the function is thrashing.
+    /// Compiles, unless admission refuses the signature at capacity or the
+    /// cool-down sends it to the interpreter.
     fn decide_compile(
         &mut self,
         sig: &Signature,
         call: u64,
+        candidate: u32,
         reason: &MissReason,
         notes: &mut Vec<Note>,
     ) -> MissAction<E> {
-        match self.thrash.on_miss(call) {
-            Verdict::Compile => {
-                let flight = Flight::new();
-                self.in_flight.insert(sig.clone(), Arc::clone(&flight));
-                MissAction::Compile {
-                    generation: self.generation,
-                    flight,
+        let mut admitted = None;
+        if self.policy == CachePolicy::Adaptive && self.cache.len() >= self.cache.capacity() {
+            let victim = self
+                .cache
+                .least_frequent(self.admission.epoch(call))
+                .unwrap_or(0);
+            let cache = &self.cache;
+            match self
+                .admission
+                .decide(sig.precomputed_hash(), call, candidate, victim, |since| {
+                    cache.used_since(since)
+                }) {
+                Ok(admit) => admitted = Some(admit),
+                Err(refusal) => {
+                    return MissAction::Interpret(FallbackReason::NotAdmitted {
+                        miss: reason.clone(),
+                        refusal,
+                    })
                 }
             }
-            Verdict::Interpret {
+        }
+        if let Some(guard) = &mut self.cool_down {
+            if let Verdict::Interpret {
                 remaining_cool_down,
                 transition,
-            } => {
+            } = guard.on_miss(call)
+            {
                 if let Some(transition) = transition {
                     notes.push(Note {
-                        transition,
+                        change: ModeChange::CoolDown(transition),
                         last_miss: Some(reason.clone()),
                     });
                 }
-                MissAction::Interpret(FallbackReason::Thrashing {
+                return MissAction::Interpret(FallbackReason::Thrashing {
                     miss: reason.clone(),
                     remaining_cool_down,
-                })
+                });
             }
         }
+        let flight = Flight::new();
+        self.in_flight.insert(sig.clone(), Arc::clone(&flight));
+        MissAction::Compile {
+            started: Started {
+                generation: self.generation,
+                admitted,
+            },
+            flight,
+        }
+    }
+
+    fn note(&self, notes: &mut Vec<Note>, change: ModeChange) {
+        notes.push(self.noted(change));
+    }
+
+    fn noted(&self, change: ModeChange) -> Note {
+        Note {
+            change,
+            last_miss: self.last_miss.clone(),
+        }
+    }
+
+    /// Accounts for an entry that left the cache: its frequency is kept, and
+    /// an admission still due is wasted.
+    fn left(&mut self, evicted: &Evicted<E>) -> Option<ModeChange> {
+        let call = self.counters.calls;
+        self.admission
+            .keep(evicted.sig.precomputed_hash(), evicted.frequency, call);
+        evicted.pay_off.on_leave().and_then(|s| self.settle(s))
+    }
+
+    /// Accounts for a settled admission.
+    fn settle(&mut self, settled: Settled) -> Option<ModeChange> {
+        self.counters.wasted_compiles += u64::from(settled == Settled::Wasted);
+        self.admission.settle(settled).map(ModeChange::Budget)
     }
 
     fn snapshot(&self, function: &FunctionId) -> FunctionStats {
@@ -233,8 +339,16 @@ impl<E> FunctionState<E> {
             function: function.clone(),
             capacity: self.cache.capacity(),
             counters,
-            mode: self.thrash.mode(self.counters.calls),
+            mode: match &self.cool_down {
+                Some(guard) => guard.mode(self.counters.calls),
+                None if self.admission.spent() => FunctionMode::Restricted {
+                    wasted_compiles: self.admission.wasted(),
+                    hot_threshold: self.admission.hot(self.counters.calls),
+                },
+                None => FunctionMode::Normal,
+            },
             last_miss: self.last_miss.clone(),
+            last_refusal: self.last_refusal,
         }
     }
 }
@@ -290,7 +404,7 @@ impl<E> Inner<E> {
         &mut self,
         func: &FunctionId,
         sig: &Signature,
-        generation: u64,
+        started: Started,
         result: &Result<(Arc<E>, usize), Arc<CompileFailure>>,
         elapsed: Duration,
         config: &CacheConfig,
@@ -304,11 +418,12 @@ impl<E> Inner<E> {
         let mut finished = Finished {
             evicted: Vec::new(),
             not_cached: None,
+            notes: Vec::new(),
         };
         let Some(state) = self
             .functions
             .get_mut(func)
-            .filter(|s| s.generation == generation)
+            .filter(|s| s.generation == started.generation)
         else {
             finished.not_cached = Some(NotCached::FunctionEvicted);
             return finished;
@@ -335,21 +450,45 @@ impl<E> Inner<E> {
         }
         self.tick += 1;
         self.budget.add(bytes);
-        let tick = self.tick;
-        if let Some(out) = state.cache.insert(sig.clone(), Entry { exe, bytes, tick }) {
+        let (tick, call) = (self.tick, state.counters.calls);
+        let eviction = match (state.policy, started.admitted) {
+            (CachePolicy::LruCoolDown, _) => Eviction::LeastRecent,
+            (CachePolicy::Adaptive, Some(admit)) if admit.evicts_least_recent() => {
+                Eviction::LeastRecent
+            }
+            (CachePolicy::Adaptive, _) => Eviction::LeastFrequent {
+                epoch: state.admission.epoch(call),
+            },
+        };
+        let entry = Entry {
+            exe,
+            bytes,
+            tick,
+            frequency: state.admission.take(sig.precomputed_hash()),
+            last_call: call,
+            hits: 0,
+            pay_off: match started.admitted {
+                Some(_) => state.admission.due(call),
+                None => PayOff::Nothing,
+            },
+        };
+        if let Some(out) = state.cache.insert(sig.clone(), entry, eviction) {
             state.counters.evictions += 1;
             self.total.evictions += 1;
             self.budget.remove(out.bytes);
+            if let Some(change) = state.left(&out) {
+                finished.notes.push((func.clone(), state.noted(change)));
+            }
             finished.evicted.push((func.clone(), out));
         }
-        self.enforce_budget(&mut finished.evicted);
+        self.enforce_budget(&mut finished);
         finished
     }
 
     /// Evicts the least recently used entry of all functions until both
     /// budgets hold. The entry just inserted is the most recent of all and
     /// fits alone, so it is never the one chosen.
-    fn enforce_budget(&mut self, out: &mut Vec<(FunctionId, Evicted<E>)>) {
+    fn enforce_budget(&mut self, finished: &mut Finished<E>) {
         while let Some(cause) = self.budget.overflow() {
             let victim = least_recent(
                 self.functions
@@ -367,7 +506,10 @@ impl<E> Inner<E> {
             state.counters.evictions += 1;
             self.total.evictions += 1;
             self.budget.remove(evicted.bytes);
-            out.push((victim, evicted));
+            if let Some(change) = state.left(&evicted) {
+                finished.notes.push((victim.clone(), state.noted(change)));
+            }
+            finished.evicted.push((victim, evicted));
         }
     }
 

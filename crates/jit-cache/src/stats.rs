@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::admission::Refusal;
 use crate::explain::MissReason;
 use crate::function_id::FunctionId;
 use crate::thrash::FunctionMode;
@@ -11,9 +12,9 @@ use crate::thrash::FunctionMode;
 /// `calls = hits + misses`. A miss either compiled (`compiles`, of which
 /// `failed_compiles` failed), waited for another call's compile, or did
 /// neither. `fallback_calls` counts the calls that ran in the interpreter:
-/// misses that did not compile (thrashing, remembered failure, compile in
-/// flight) and calls whose compile (their own or the one they waited for)
-/// failed.
+/// misses that did not compile (not admitted, thrashing, remembered failure,
+/// compile in flight) and calls whose compile (their own or the one they
+/// waited for) failed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Counters {
@@ -33,6 +34,12 @@ pub struct Counters {
     pub evictions: u64,
     /// Calls sent to the interpreter.
     pub fallback_calls: u64,
+    /// Misses at capacity that admission refused (part of
+    /// `fallback_calls`).
+    pub admissions_refused: u64,
+    /// Entries admitted at capacity and evicted before they served
+    /// `capacity` calls: compiles that did not pay off.
+    pub wasted_compiles: u64,
     /// Entries cached now.
     pub live_entries: usize,
     /// Bytes of the executables cached now.
@@ -53,6 +60,9 @@ pub struct FunctionStats {
     pub mode: FunctionMode,
     /// Why its last miss missed.
     pub last_miss: Option<MissReason>,
+    /// Why admission refused its last miss, if it did (with the recent
+    /// frequencies compared).
+    pub last_refusal: Option<Refusal>,
 }
 
 /// A snapshot of the whole cache; `Display` prints a report table.

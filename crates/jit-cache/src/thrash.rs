@@ -1,5 +1,7 @@
-//! Thrash detection: fall back to the interpreter when a function keeps
-//! recompiling, probe again after a cool-down, double the cool-down on relapse.
+//! [`CachePolicy::LruCoolDown`](crate::CachePolicy::LruCoolDown)'s thrash
+//! detection: fall back to the interpreter when a function keeps
+//! recompiling, probe again after a cool-down, double the cool-down on
+//! relapse.
 //!
 //! Positions are per-function call numbers (1 for the first call), so the
 //! state needs no update on ordinary calls.
@@ -14,9 +16,19 @@ use crate::function_id::FunctionId;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FunctionMode {
-    /// Misses compile.
+    /// Misses compile (at capacity, as admission decides).
     Normal,
-    /// The function recompiled too often: cached signatures still run
+    /// [`CachePolicy::Adaptive`](crate::CachePolicy::Adaptive): recent
+    /// admissions did not pay off, so at capacity only hot signatures
+    /// compile, until an admitted entry pays off.
+    Restricted {
+        /// Admitted entries evicted before they paid off, in all.
+        wasted_compiles: u64,
+        /// The recent call count that compiles anyway.
+        hot_threshold: u32,
+    },
+    /// [`CachePolicy::LruCoolDown`](crate::CachePolicy::LruCoolDown): the
+    /// function recompiled too often: cached signatures still run
     /// compiled, new ones run in the interpreter without compiling.
     Fallback {
         /// Calls left before compiling is probed again.
@@ -24,7 +36,8 @@ pub enum FunctionMode {
         /// The current cool-down length (doubles on each relapse).
         cool_down: u64,
     },
-    /// Compiling again after a cool-down; another trip doubles the cool-down.
+    /// [`CachePolicy::LruCoolDown`](crate::CachePolicy::LruCoolDown):
+    /// compiling again after a cool-down; another trip doubles the cool-down.
     Probing {
         /// Calls left before the function counts as recovered.
         remaining_probe: u64,
@@ -35,6 +48,13 @@ impl fmt::Display for FunctionMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FunctionMode::Normal => f.write_str("normal"),
+            FunctionMode::Restricted {
+                wasted_compiles,
+                hot_threshold,
+            } => write!(
+                f,
+                "restricted ({wasted_compiles} wasted compiles; hot at {hot_threshold} calls)"
+            ),
             FunctionMode::Fallback {
                 remaining_cool_down,
                 ..

@@ -144,7 +144,9 @@ fn per_function_capacity_overrides_and_clear() {
     assert_eq!(cache.clear(), 7);
     assert_eq!(compiler.tracker.live(), 0);
     let stats = cache.stats();
-    assert_eq!((stats.total.live_entries, stats.total.evictions), (0, 10));
+    // "small" compiled its first 2 signatures only: at capacity, signatures
+    // called once are not admitted.
+    assert_eq!((stats.total.live_entries, stats.total.evictions), (0, 7));
     assert!(stats.functions.is_empty());
     // A redefined function is a different function: it compiles anew.
     run(
@@ -159,7 +161,7 @@ fn per_function_capacity_overrides_and_clear() {
         &f32_sig(&[1]),
         &compiler,
     );
-    assert_eq!(compiler.tracker.created(), 12);
+    assert_eq!(compiler.tracker.created(), 2 + 5 + 2);
 }
 
 #[test]

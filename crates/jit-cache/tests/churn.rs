@@ -5,7 +5,8 @@ mod common;
 
 use common::{expected, run, MockCompiler, Ran};
 use jit_cache::{
-    CacheConfig, DType, FallbackReason, FunctionId, FunctionMode, JitCache, Outcome, Signature,
+    CacheConfig, CachePolicy, DType, FallbackReason, FunctionId, FunctionMode, JitCache, Outcome,
+    Signature,
 };
 
 fn sig(n: i64) -> Signature {
@@ -50,6 +51,7 @@ impl Churn {
 #[test]
 fn churn_falls_back_relapses_and_recovers() {
     let config = CacheConfig {
+        policy: CachePolicy::LruCoolDown,
         thrash_cool_down: 64,
         thrash_cool_down_cap: 256,
         ..CacheConfig::default()
@@ -132,6 +134,7 @@ fn churn_falls_back_relapses_and_recovers() {
 #[test]
 fn extreme_thrash_settings_do_not_overflow() {
     let config = CacheConfig {
+        policy: CachePolicy::LruCoolDown,
         function_capacity: 2,
         thrash_window: u64::MAX,
         thrash_threshold: 2,

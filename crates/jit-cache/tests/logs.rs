@@ -5,7 +5,7 @@
 mod common;
 
 use common::{capture_logs, expected, f32_sig, run, MockCompiler, Ran};
-use jit_cache::{CacheConfig, FunctionId, FunctionMode, JitCache};
+use jit_cache::{CacheConfig, CachePolicy, FunctionId, FunctionMode, JitCache};
 
 #[test]
 fn misses_are_explained_in_the_trace() {
@@ -37,6 +37,7 @@ fn misses_are_explained_in_the_trace() {
 fn one_slot_reproduces_the_ping_pong_and_fallback_bounds_it() {
     let compiler = MockCompiler::new();
     let config = CacheConfig {
+        policy: CachePolicy::LruCoolDown,
         function_capacity: 1,
         ..CacheConfig::default()
     };
@@ -87,6 +88,7 @@ fn one_slot_reproduces_the_ping_pong_and_fallback_bounds_it() {
 fn each_thrash_transition_is_logged_once() {
     let compiler = MockCompiler::new();
     let cache = JitCache::new(CacheConfig {
+        policy: CachePolicy::LruCoolDown,
         function_capacity: 1,
         thrash_window: 8,
         thrash_threshold: 2,
@@ -154,4 +156,61 @@ impl Ran {
             Ran::Compiled(v) | Ran::Interpreted(v) => v,
         }
     }
+}
+
+/// Under the adaptive policy the trace says why each miss at capacity does
+/// or does not compile, and the budget's changes are warnings.
+#[test]
+fn admission_decisions_and_budget_changes_are_logged() {
+    let compiler = MockCompiler::new();
+    let cache = JitCache::new(CacheConfig {
+        function_capacity: 2,
+        ..CacheConfig::default()
+    })
+    .unwrap();
+    let f = FunctionId::new("conv", 3);
+    let mut restricted = false;
+    let ((), logs) = capture_logs(|| {
+        // Bursts of 12 calls on one signature after another: each burst's
+        // entry is evicted long before it serves its share of calls.
+        for k in 0..12 {
+            for _ in 0..12 {
+                run(&cache, &f, &f32_sig(&[k]), &compiler);
+            }
+            restricted |= matches!(
+                cache.stats().function(&f).unwrap().mode,
+                FunctionMode::Restricted { .. }
+            );
+        }
+        // One signature for good: its entry pays off.
+        for _ in 0..300 {
+            run(&cache, &f, &f32_sig(&[99]), &compiler);
+        }
+    });
+    assert!(restricted, "{logs}");
+    assert!(
+        logs.contains("conv: miss #3 (arg 0: dim 0: 1 → 2 (f32[1] vs f32[2])) -> interpret (not admitted at capacity: not called recently)"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("-> compile (admitted at capacity: the working set moved to"),
+        "{logs}"
+    );
+    let warns: Vec<&str> = logs.lines().filter(|l| l.contains("WARN")).collect();
+    assert_eq!(warns.len(), 2, "{logs}");
+    assert!(
+        warns[0].contains("conv: compiled signatures keep being evicted before they pay off")
+            && warns[0].contains("raise CacheConfig::function_capacity"),
+        "{}",
+        warns[0]
+    );
+    assert!(
+        warns[1].contains("conv: an admitted signature paid off"),
+        "{}",
+        warns[1]
+    );
+    assert_eq!(
+        cache.stats().function(&f).unwrap().mode,
+        FunctionMode::Normal
+    );
 }

@@ -6,7 +6,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::{f32_sig, run, Behaviour, MockCompiler};
-use jit_cache::{CacheConfig, FallbackReason, FunctionId, JitCache, Origin, Outcome};
+use jit_cache::{CacheConfig, CachePolicy, FallbackReason, FunctionId, JitCache, Origin, Outcome};
 use proptest::prelude::*;
 
 const FUNCTIONS: usize = 3;
@@ -127,6 +127,7 @@ fn config() -> CacheConfig {
         max_total_entries: MAX_ENTRIES,
         max_total_bytes: MAX_BYTES,
         failed_compile_retry_after: RETRY_AFTER,
+        policy: CachePolicy::LruCoolDown,
         thrash_threshold: usize::MAX, // the model has no thrash fallback
         ..CacheConfig::default()
     };

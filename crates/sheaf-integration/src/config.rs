@@ -8,10 +8,11 @@
 //! | `SHEAF_JIT_CAPACITY` | signatures cached per function | 8 |
 //! | `SHEAF_JIT_MAX_ENTRIES` | entries cached across functions | 4096 |
 //! | `SHEAF_JIT_MAX_BYTES` | artifact bytes cached across functions (`512M` style) | 256M |
-//! | `SHEAF_JIT_THRASH_WINDOW` | calls in the thrash window | 64 |
-//! | `SHEAF_JIT_THRASH_THRESHOLD` | compiles per window before fallback | 16 |
-//! | `SHEAF_JIT_THRASH_COOL_DOWN` | fallback calls before a probe | 256 |
-//! | `SHEAF_JIT_THRASH_COOL_DOWN_CAP` | longest cool-down after relapses | 16384 |
+//! | `SHEAF_JIT_CACHE_POLICY` | `adaptive` or `lru-cool-down` | `adaptive` |
+//! | `SHEAF_JIT_THRASH_WINDOW` | calls in the thrash window (`lru-cool-down` only) | 64 |
+//! | `SHEAF_JIT_THRASH_THRESHOLD` | compiles per window before fallback (`lru-cool-down` only) | 16 |
+//! | `SHEAF_JIT_THRASH_COOL_DOWN` | fallback calls before a probe (`lru-cool-down` only) | 256 |
+//! | `SHEAF_JIT_THRASH_COOL_DOWN_CAP` | longest cool-down after relapses (`lru-cool-down` only) | 16384 |
 //! | `SHEAF_JIT_FAILED_RETRY` | calls of a failed signature before it compiles again | 1000 |
 //! | `SHEAF_JIT_COMPILER` | `auto`, `in-process` or `subprocess` | `auto` |
 //! | `SHEAF_JIT_CACHE_DIR` | disk cache folder | `$XDG_CACHE_HOME/sheaf-jit`, else `$HOME/.cache/sheaf-jit` |
@@ -34,7 +35,7 @@ use std::str::FromStr;
 
 use iree_safe::compiler::{CompileOptions, CompileTarget, CompilerPreference};
 use jit_cache::store::StoreConfig;
-use jit_cache::{ByteSize, CacheConfig};
+use jit_cache::{ByteSize, CacheConfig, CachePolicy};
 
 use crate::error::ConfigError;
 
@@ -213,8 +214,16 @@ impl JitConfigBuilder {
         self
     }
 
-    /// Thrash detection: `threshold` compiles within `window` calls switch a
-    /// function to fallback for `cool_down` calls.
+    /// How a full function cache chooses what to compile
+    /// ([`CachePolicy::Adaptive`] by default).
+    pub fn policy(mut self, policy: CachePolicy) -> Self {
+        self.config.cache.policy = policy;
+        self
+    }
+
+    /// Thrash detection of [`CachePolicy::LruCoolDown`] (set it with
+    /// [`policy`](Self::policy)): `threshold` compiles within `window` calls
+    /// switch a function to fallback for `cool_down` calls.
     pub fn thrash(mut self, window: u64, threshold: usize, cool_down: u64) -> Self {
         self.config.cache.thrash_window = window;
         self.config.cache.thrash_threshold = threshold;
@@ -330,6 +339,7 @@ impl JitConfigBuilder {
                 )
             })?;
         }
+        vars.parse("SHEAF_JIT_CACHE_POLICY", &mut cache.policy)?;
         vars.parse("SHEAF_JIT_THRASH_WINDOW", &mut cache.thrash_window)?;
         vars.parse("SHEAF_JIT_THRASH_THRESHOLD", &mut cache.thrash_threshold)?;
         vars.parse("SHEAF_JIT_THRASH_COOL_DOWN", &mut cache.thrash_cool_down)?;
@@ -490,6 +500,7 @@ mod tests {
             ("SHEAF_JIT_CAPACITY", "3"),
             ("SHEAF_JIT_MAX_ENTRIES", "100"),
             ("SHEAF_JIT_MAX_BYTES", "512M"),
+            ("SHEAF_JIT_CACHE_POLICY", "lru-cool-down"),
             ("SHEAF_JIT_THRASH_WINDOW", "50"),
             ("SHEAF_JIT_THRASH_THRESHOLD", "6"),
             ("SHEAF_JIT_THRASH_COOL_DOWN", "9"),
@@ -532,6 +543,7 @@ mod tests {
             (cache.thrash_cool_down_cap, cache.failed_compile_retry_after),
             (90, 7)
         );
+        assert_eq!(cache.policy, CachePolicy::LruCoolDown);
         assert_eq!(config.compiler, CompilerPreference::Subprocess);
         assert_eq!(config.disk_cache, DiskCacheSetting::Dir("/c".into()));
         assert_eq!(config.disk_cache_max_bytes, 64 << 20);
@@ -597,6 +609,11 @@ mod tests {
             ("SHEAF_JIT_CACHE_MAX_BYTES", "1.5G", "binary units"),
             ("SHEAF_JIT_DISK_CACHE", "bogus", "`on` or `off`"),
             ("SHEAF_JIT_TRACE", "verbose", "`on` or `off`"),
+            (
+                "SHEAF_JIT_CACHE_POLICY",
+                "lru",
+                "`adaptive` or `lru-cool-down`",
+            ),
             (
                 "SHEAF_JIT_COMPILER",
                 "gpu",

@@ -7,7 +7,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use jit_cache::{CompileFailure, FallbackReason};
+use jit_cache::{CompileFailure, FallbackReason, Refusal};
 
 use crate::error::{JitError, VariantError};
 use crate::value::Value;
@@ -39,6 +39,10 @@ impl Provenance {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Fallback {
+    /// The function's cache is full and this signature was not admitted
+    /// ([`CachePolicy::Adaptive`](crate::CachePolicy::Adaptive)): it is rare
+    /// next to the cached ones.
+    NotAdmitted(Refusal),
     /// The function recompiles too often (thrash fallback): new signatures
     /// run in the interpreter for a while; cached ones stay compiled.
     Thrashing,
@@ -54,8 +58,12 @@ pub enum Fallback {
 impl Fallback {
     pub(crate) fn from_reason(reason: &FallbackReason) -> Fallback {
         match reason {
+            FallbackReason::NotAdmitted { refusal, .. } => Fallback::NotAdmitted(*refusal),
             FallbackReason::Thrashing { .. } => Fallback::Thrashing,
             FallbackReason::CompileFailed(failure) => Fallback::CompileFailed(Arc::clone(failure)),
+            FallbackReason::CompileInFlight => Fallback::CompileInFlight,
+            // A reason added to `jit_cache` and not yet known here: the
+            // closest one that promises nothing about the signature.
             _ => Fallback::CompileInFlight,
         }
     }
@@ -73,6 +81,9 @@ impl Fallback {
 impl fmt::Display for Fallback {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Fallback::NotAdmitted(refusal) => {
+                write!(f, "not admitted to the full cache: {refusal}")
+            }
             Fallback::Thrashing => {
                 f.write_str("the function recompiles too often (thrash fallback)")
             }

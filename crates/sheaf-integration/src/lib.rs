@@ -6,9 +6,10 @@
 //! compiler (in-process preferred, `iree-compile` as fallback; loaded on the
 //! first real compile) behind a persistent disk cache and optional artifact
 //! bundles, an upload cache for reused host arrays, and the bounded cache
-//! policy of `jit-cache` (per-function LRU keyed by shapes, dtypes, the
-//! arguments' structure and the scalars baked into the code; global
-//! budgets; thrash fallback to the interpreter).
+//! policy of `jit-cache` (per-function caches keyed by shapes, dtypes, the
+//! arguments' structure and the scalars baked into the code, which admit
+//! only recurring signatures at capacity and interpret the rare ones; global
+//! budgets).
 //!
 //! Sheaf supplies, per function, a [`JitFunction`]: its name and definition
 //! hash (so a redefinition never reuses stale code) and a lowering to
@@ -80,8 +81,9 @@ pub use iree_safe::compiler::{
 pub use jit_cache::stable_hash;
 pub use jit_cache::store::StoreStats;
 pub use jit_cache::{
-    ArgSpec, ByteSize, CacheConfig, CacheStats, CapturedScalar, CompileFailure, Container, DType,
-    FunctionMode, InFlightPolicy, Layout, LayoutBuilder, Leaf, ScalarValue, Signature,
+    ArgSpec, ByteSize, CacheConfig, CachePolicy, CacheStats, CapturedScalar, CompileFailure,
+    Container, DType, FunctionMode, InFlightPolicy, Layout, LayoutBuilder, Leaf, Refusal,
+    ScalarValue, Signature,
 };
 pub use lowering::{Lowered, LoweringContext, LoweringError};
 pub use profile::{Phase, PhaseTotals, ProfileReport};

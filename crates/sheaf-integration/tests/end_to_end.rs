@@ -9,8 +9,8 @@ mod support;
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    mlir, Dispatched, Fallback, JitConfig, JitError, JitFunction, JitRuntime, Lowered, Phase,
-    Provenance, Severity, Value, VariantError,
+    mlir, CachePolicy, Dispatched, Fallback, JitConfig, JitError, JitFunction, JitRuntime, Lowered,
+    Phase, Provenance, Refusal, Severity, Value, VariantError,
 };
 use support::{array, assert_close, jit};
 
@@ -157,6 +157,7 @@ fn twenty_shape_churn_engages_fallback_and_stays_correct() {
     let config = JitConfig::builder()
         .no_disk_cache()
         .function_capacity(8)
+        .policy(CachePolicy::LruCoolDown)
         .thrash(32, 8, 40)
         .build()
         .unwrap();
@@ -181,6 +182,43 @@ fn twenty_shape_churn_engages_fallback_and_stays_correct() {
     assert!(interpreted > 0, "fallback never engaged: {stats}");
     assert_eq!(stats.total.fallback_calls as usize, interpreted);
     assert!(stats.total.compiles < 120, "{stats}");
+}
+
+#[test]
+fn a_full_cache_interprets_one_off_shapes_and_keeps_the_hot_ones() {
+    let config = JitConfig::builder()
+        .no_disk_cache()
+        .function_capacity(2)
+        .build()
+        .unwrap();
+    let jit = JitRuntime::new(config).unwrap();
+    let sigmoid = reference::sigmoid();
+    let call = |n: usize| {
+        let x = [Value::from(array(&[1, n], n as u32))];
+        let result = jit
+            .call(&sigmoid, &x, &[], |args, _| {
+                reference::interpret_sigmoid(args)
+            })
+            .unwrap();
+        let expected = reference::interpret_sigmoid(&x).unwrap();
+        assert_close(&result.outputs[0], &expected[0], &format!("[1, {n}]"));
+        result.provenance
+    };
+    assert_eq!(call(1), Provenance::CompiledNow);
+    assert_eq!(call(2), Provenance::CompiledNow);
+    for n in 3..6 {
+        assert_eq!(
+            call(n),
+            Provenance::Interpreted(Fallback::NotAdmitted(Refusal::FirstSeen))
+        );
+        assert_eq!(call(1), Provenance::CacheHit);
+        assert_eq!(call(2), Provenance::CacheHit);
+    }
+    let stats = jit.stats();
+    assert_eq!(
+        (stats.total.compiles, stats.total.admissions_refused),
+        (2, 3)
+    );
 }
 
 /// `2 * sigmoid(x)`, a redefinition of `sigmoid`.
