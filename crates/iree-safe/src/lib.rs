@@ -64,7 +64,7 @@ pub use element::{Element, ElementType};
 pub use error::{Error, Result, StatusCode};
 pub use function::Function;
 pub use instance::Instance;
-pub use module::Module;
+pub use module::{Module, WeakModule};
 pub use runtime::Runtime;
 pub use signature::{Signature, SlotKind};
 pub use tensor::Tensor;

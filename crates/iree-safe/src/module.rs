@@ -1,7 +1,7 @@
 //! Loaded modules: one compiled artifact, with its own VM context over the
 //! runtime's shared HAL module.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use crate::artifact::AlignedArtifact;
 use crate::error::{check, Result};
@@ -36,6 +36,25 @@ struct ModuleInner {
     runtime: Runtime,
     name: String,
     artifact_bytes: usize,
+}
+
+/// A [`Module`] handle that does not keep it loaded
+/// ([`Module::downgrade`]).
+#[derive(Debug, Clone)]
+pub struct WeakModule {
+    inner: Weak<ModuleInner>,
+}
+
+impl WeakModule {
+    /// The module, if it is still loaded.
+    pub fn upgrade(&self) -> Option<Module> {
+        self.inner.upgrade().map(|inner| Module { inner })
+    }
+
+    /// Whether the module is still loaded.
+    pub fn is_loaded(&self) -> bool {
+        self.inner.strong_count() > 0
+    }
 }
 
 // SAFETY: bytecode modules are thread-safe once created (iree/vm/module.h:
@@ -149,6 +168,14 @@ impl Module {
     /// True when both handles share one loaded module.
     pub fn same_module(&self, other: &Module) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// A handle that does not keep the module loaded: to tell when the
+    /// last [`Module`] and [`Function`](crate::Function) of it are gone.
+    pub fn downgrade(&self) -> WeakModule {
+        WeakModule {
+            inner: Arc::downgrade(&self.inner),
+        }
     }
 
     pub(crate) fn as_ptr(&self) -> *mut sys::iree_vm_module_t {

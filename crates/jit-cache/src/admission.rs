@@ -162,13 +162,22 @@ pub(crate) enum Admit {
     /// The working set moved to `signatures` signatures, which fit; the
     /// least recently used entry goes.
     WorkingSetMoved { signatures: usize },
+    /// Compiled ahead on request ([`JitCache::insert`](crate::JitCache::insert));
+    /// the least recently used entry goes, and nothing is owed.
+    Requested,
 }
 
 impl Admit {
     /// Whether it replaces the least recently used entry rather than the
     /// least frequent one.
     pub(crate) fn evicts_least_recent(self) -> bool {
-        matches!(self, Admit::WorkingSetMoved { .. })
+        matches!(self, Admit::WorkingSetMoved { .. } | Admit::Requested)
+    }
+
+    /// Whether its entry must pay off (serve its share of calls in time):
+    /// compiles the policy chose must, requested ones need not.
+    pub(crate) fn owes_pay_off(self) -> bool {
+        !matches!(self, Admit::Requested)
     }
 }
 
@@ -190,6 +199,7 @@ impl fmt::Display for Admit {
                 f,
                 "the working set moved to {signatures} signatures, which fit"
             ),
+            Admit::Requested => f.write_str("compiled ahead on request"),
         }
     }
 }

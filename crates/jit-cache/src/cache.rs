@@ -3,7 +3,7 @@
 use std::any::Any;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use crate::byte_size::ByteSize;
@@ -13,10 +13,12 @@ use crate::error::{CompileFailure, ConfigError};
 use crate::explain::MissReason;
 use crate::function_cache::Evicted;
 use crate::function_id::FunctionId;
+use crate::pool::{Job, Pool, QueueFull};
 use crate::signature::Signature;
 use crate::single_flight::Flight;
 use crate::state::{
-    CompileResult, Finished, Inner, Miss, MissAction, NotCached, Note, Started, Step,
+    Caller, CompileResult, Finished, Inner, Miss, MissAction, NotCached, Note, Started, Step,
+    Withdrawal,
 };
 use crate::stats::CacheStats;
 
@@ -43,6 +45,8 @@ pub struct JitCache<E> {
 struct Shared<E> {
     config: CacheConfig,
     state: Mutex<Inner<E>>,
+    /// Runs queued compiles; dropped (and joined) with the last handle.
+    pool: Pool<QueuedCompile<E>>,
 }
 
 impl<E> Clone for JitCache<E> {
@@ -81,6 +85,7 @@ impl<E: Executable> JitCache<E> {
         JitCache {
             shared: Arc::new(Shared {
                 state: Mutex::new(Inner::new(&config)),
+                pool: Pool::new(config.compile_threads, config.compile_queue),
                 config,
             }),
         }
@@ -110,16 +115,77 @@ impl<E: Executable> JitCache<E> {
     where
         F: FnOnce(&Signature) -> Result<E, CompileFailure>,
     {
-        let step = self.lock().begin_call(func, sig, &self.shared.config);
+        let step = self
+            .lock()
+            .begin_call(func, sig, &self.shared.config, Caller::Blocking);
         match step {
-            Step::Hit { exe, notes } => {
-                log_notes(func, notes);
-                Dispatch::Compiled {
-                    exe,
-                    origin: Origin::Hit,
+            Step::Hit { exe, notes } => hit(func, exe, notes),
+            Step::Miss(miss) => self.on_miss(func, sig, miss, compile),
+        }
+    }
+
+    /// Like [`get_or_compile`](Self::get_or_compile), but a miss that is to
+    /// compile queues `compile` on the background pool
+    /// ([`CacheConfig::compile_threads`]) and returns
+    /// [`FallbackReason::CompileQueued`] at once: the caller runs the
+    /// interpreter, and later calls of `sig` run compiled once the compile
+    /// is done. Misses of a signature already queued or compiling return
+    /// [`FallbackReason::CompileInFlight`]; beyond
+    /// [`CacheConfig::compile_queue`] waiting compiles, a miss returns
+    /// [`FallbackReason::CompileQueueFull`] and queues nothing.
+    ///
+    /// A queued compile is dropped without running when its function is
+    /// evicted ([`evict_function`](Self::evict_function),
+    /// [`clear`](Self::clear)) or the cache is dropped; dropping the last
+    /// handle waits for the compiles already running, not for the queue.
+    pub fn get_or_queue<F>(&self, func: &FunctionId, sig: &Signature, compile: F) -> Dispatch<E>
+    where
+        F: FnOnce(&Signature) -> Result<E, CompileFailure> + Send + 'static,
+    {
+        let step = self
+            .lock()
+            .begin_call(func, sig, &self.shared.config, Caller::Background);
+        let miss = match step {
+            Step::Hit { exe, notes } => return hit(func, exe, notes),
+            Step::Miss(miss) => miss,
+        };
+        let Miss {
+            number,
+            reason,
+            action,
+            notes,
+        } = miss;
+        log_miss(func, sig, number, &reason, &action);
+        log_notes(func, notes);
+        let (started, flight) = match action {
+            MissAction::Compile { started, flight } => (started, flight),
+            MissAction::Interpret(reason) => return Dispatch::Interpret { reason },
+            // A queueing call is never told to wait.
+            MissAction::Wait(_) => {
+                return Dispatch::Interpret {
+                    reason: FallbackReason::CompileInFlight,
                 }
             }
-            Step::Miss(miss) => self.on_miss(func, sig, miss, compile),
+        };
+        let queued = QueuedCompile {
+            cache: Arc::downgrade(&self.shared),
+            func: func.clone(),
+            sig: sig.clone(),
+            started,
+            flight,
+            miss: reason,
+            compile: Some(Box::new(compile)),
+        };
+        match self.shared.pool.submit(queued) {
+            Ok(()) => Dispatch::Interpret {
+                reason: FallbackReason::CompileQueued,
+            },
+            Err(QueueFull(queued)) => {
+                queued.withdraw(Withdrawal::QueueFull);
+                Dispatch::Interpret {
+                    reason: FallbackReason::CompileQueueFull,
+                }
+            }
         }
     }
 
@@ -188,6 +254,43 @@ impl<E: Executable> JitCache<E> {
         }
     }
 
+    /// Caches `exe`, compiled for `func` and `sig` outside a call (ahead of
+    /// time, or in a batch with other signatures), as a compile of that
+    /// call would: it counts as a compile taking `compile_time`, and evicts
+    /// what the function's capacity and the global budgets require (at most
+    /// the function's capacity of inserted signatures stay). Returns `false`,
+    /// dropping `exe`, when `sig` is cached or being compiled already.
+    pub fn insert(
+        &self,
+        func: &FunctionId,
+        sig: &Signature,
+        exe: E,
+        compile_time: Duration,
+    ) -> bool {
+        let bytes = exe.size_bytes();
+        let compiled = (Arc::new(exe), bytes);
+        let finished =
+            self.lock()
+                .insert_compiled(func, sig, compiled, compile_time, &self.shared.config);
+        let Some(finished) = finished else {
+            return false;
+        };
+        tracing::debug!(
+            target: "jit_cache",
+            function = %func,
+            signature = %sig,
+            "{func}: inserted {sig} compiled ahead ({})",
+            ByteSize::from(bytes)
+        );
+        report_finished(func, sig, bytes, finished, &self.shared.config);
+        true
+    }
+
+    /// Whether `func` has `sig` cached (a hit, were it called now).
+    pub fn contains(&self, func: &FunctionId, sig: &Signature) -> bool {
+        self.lock().contains(func, sig)
+    }
+
     /// Drops every entry of `func` and forgets its failures, thrash state and
     /// counters (the totals keep them); returns how many entries were
     /// dropped. Use it when a function is redefined or deleted. Compiles of
@@ -220,6 +323,102 @@ impl<E: Executable> JitCache<E> {
     /// A snapshot of the counters; `Display` prints a report table.
     pub fn stats(&self) -> CacheStats {
         self.lock().stats(&self.shared.config)
+    }
+}
+
+fn hit<E>(func: &FunctionId, exe: Arc<E>, notes: Vec<Note>) -> Dispatch<E> {
+    log_notes(func, notes);
+    Dispatch::Compiled {
+        exe,
+        origin: Origin::Hit,
+    }
+}
+
+type CompileFn<E> = Box<dyn FnOnce(&Signature) -> Result<E, CompileFailure> + Send>;
+
+/// A compile on the background queue. It holds the cache weakly, so that a
+/// queued job never keeps a dropped cache alive; dropped without running,
+/// it withdraws its in-flight marker.
+struct QueuedCompile<E> {
+    cache: Weak<Shared<E>>,
+    func: FunctionId,
+    sig: Signature,
+    started: Started,
+    flight: Arc<Flight<CompileResult<E>>>,
+    miss: MissReason,
+    compile: Option<CompileFn<E>>,
+}
+
+impl<E> QueuedCompile<E> {
+    /// Removes the in-flight marker and wakes any blocking waiter: the
+    /// compile will not run.
+    fn withdraw(mut self, why: Withdrawal) {
+        self.withdrawn(why);
+    }
+
+    fn withdrawn(&mut self, why: Withdrawal) {
+        if self.compile.take().is_none() {
+            return;
+        }
+        if let Some(shared) = self.cache.upgrade() {
+            shared
+                .state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .withdraw_compile(&self.func, &self.sig, self.started.generation, why);
+        }
+        self.flight
+            .complete(Err(Arc::new(CompileFailure::Abandoned)));
+    }
+}
+
+impl<E: Executable> Job for QueuedCompile<E> {
+    /// Compiles and caches, unless the function was evicted since the
+    /// compile was queued or the cache is dropped. The cache is held only
+    /// weakly while compiling, so that dropping its last handle stops the
+    /// pool (after this compile) instead of waiting for the queue.
+    fn run(mut self) {
+        let wanted = self.cache.upgrade().is_some_and(|shared| {
+            JitCache { shared }.lock().compile_wanted(
+                &self.func,
+                &self.sig,
+                self.started.generation,
+            )
+        });
+        let compile = match self.compile.take() {
+            Some(compile) if wanted => compile,
+            compile => {
+                self.compile = compile;
+                return self.withdraw(Withdrawal::NotWanted);
+            }
+        };
+        let start = Instant::now();
+        let result = run_compile(compile, &self.sig);
+        let elapsed = start.elapsed();
+        let Some(shared) = self.cache.upgrade() else {
+            // The cache is gone: so is everyone who could use the result.
+            self.flight
+                .complete(Err(Arc::new(CompileFailure::Abandoned)));
+            return;
+        };
+        let cache = JitCache { shared };
+        let ticket = CompileTicket {
+            cache: &cache,
+            func: &self.func,
+            sig: &self.sig,
+            started: self.started,
+            flight: Arc::clone(&self.flight),
+            pending: true,
+        };
+        // No caller waits for this dispatch: later calls find the entry.
+        let _cached = ticket.finish(result, elapsed, self.miss.clone());
+    }
+}
+
+impl<E> Drop for QueuedCompile<E> {
+    /// Dropped without running: the pool shut down with the cache.
+    fn drop(&mut self) {
+        self.withdrawn(Withdrawal::NotWanted);
     }
 }
 
@@ -310,29 +509,21 @@ impl<E: Executable> CompileTicket<'_, E> {
                 config.failed_compile_retry_after
             ),
         }
-        if let (Some(NotCached::FunctionEvicted), Ok(_)) = (not_cached, &result) {
-            tracing::debug!(
-                target: "jit_cache",
-                function = %func,
-                signature = %sig,
-                "{func}: compiled {sig} after the function was evicted; not cached"
+        if let Ok((_, bytes)) = &result {
+            report_finished(
+                func,
+                sig,
+                *bytes,
+                Finished {
+                    evicted,
+                    not_cached,
+                    notes,
+                },
+                config,
             );
-        }
-        if let (Some(NotCached::TooLarge), Ok((_, bytes))) = (not_cached, &result) {
-            tracing::warn!(
-                target: "jit_cache",
-                function = %func,
-                signature = %sig,
-                setting = "CacheConfig::max_total_bytes",
-                "{func}: the executable for {sig} ({}) exceeds CacheConfig::max_total_bytes ({}); \
-                 it runs once and is not cached. Raise CacheConfig::max_total_bytes",
-                ByteSize::from(*bytes),
-                ByteSize::from(config.max_total_bytes)
-            );
-        }
-        release(evicted);
-        for (func, note) in notes {
-            note.change.log(&func, note.last_miss.as_ref());
+        } else {
+            release(evicted);
+            log_finished_notes(notes);
         }
         match result {
             Ok((exe, _)) => Dispatch::Compiled {
@@ -355,6 +546,44 @@ impl<E: Executable> Drop for CompileTicket<'_, E> {
             self.flight
                 .complete(Err(Arc::new(CompileFailure::Abandoned)));
         }
+    }
+}
+
+/// Logs what became of a successful compile of `bytes` bytes, releases the
+/// entries it evicted and logs the mode changes they caused.
+fn report_finished<E>(
+    func: &FunctionId,
+    sig: &Signature,
+    bytes: usize,
+    finished: Finished<E>,
+    config: &CacheConfig,
+) {
+    match finished.not_cached {
+        Some(NotCached::FunctionEvicted) => tracing::debug!(
+            target: "jit_cache",
+            function = %func,
+            signature = %sig,
+            "{func}: compiled {sig} after the function was evicted; not cached"
+        ),
+        Some(NotCached::TooLarge) => tracing::warn!(
+            target: "jit_cache",
+            function = %func,
+            signature = %sig,
+            setting = "CacheConfig::max_total_bytes",
+            "{func}: the executable for {sig} ({}) exceeds CacheConfig::max_total_bytes ({}); \
+             it is not cached. Raise CacheConfig::max_total_bytes",
+            ByteSize::from(bytes),
+            ByteSize::from(config.max_total_bytes)
+        ),
+        None => {}
+    }
+    release(finished.evicted);
+    log_finished_notes(finished.notes);
+}
+
+fn log_finished_notes(notes: Vec<(FunctionId, Note)>) {
+    for (func, note) in notes {
+        note.change.log(&func, note.last_miss.as_ref());
     }
 }
 
@@ -403,6 +632,14 @@ fn log_miss<E>(
                 },
             ..
         } => format!("compile (admitted at capacity: {admit})"),
+        MissAction::Compile {
+            started:
+                Started {
+                    caller: Caller::Background,
+                    ..
+                },
+            ..
+        } => "queue the compile, interpret meanwhile".to_owned(),
         MissAction::Compile { .. } => "compile".to_owned(),
         MissAction::Wait(_) => "wait for the compile in flight".to_owned(),
         MissAction::Interpret(FallbackReason::NotAdmitted { refusal, .. }) => {
@@ -412,7 +649,11 @@ fn log_miss<E>(
             remaining_cool_down,
             ..
         }) => format!("interpret (thrashing, compiling resumes in {remaining_cool_down} calls)"),
-        MissAction::Interpret(FallbackReason::CompileFailed(_)) => "interpret".to_owned(),
+        MissAction::Interpret(
+            FallbackReason::CompileFailed(_)
+            | FallbackReason::CompileQueued
+            | FallbackReason::CompileQueueFull,
+        ) => "interpret".to_owned(),
         MissAction::Interpret(FallbackReason::CompileInFlight) => {
             "interpret while another call compiles".to_owned()
         }

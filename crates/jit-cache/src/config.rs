@@ -134,9 +134,19 @@ pub struct CacheConfig {
     /// Failed signatures remembered per function (least recently used beyond
     /// it are forgotten and retried). Default 64.
     pub max_failures_per_function: usize,
-    /// What a call does while its signature is being compiled by another.
-    /// Default [`InFlightPolicy::Wait`].
+    /// What a blocking call ([`JitCache::get_or_compile`](crate::JitCache::get_or_compile))
+    /// does while its signature is being compiled by another. Default
+    /// [`InFlightPolicy::Wait`]; a queueing call
+    /// ([`JitCache::get_or_queue`](crate::JitCache::get_or_queue)) never waits.
     pub in_flight: InFlightPolicy,
+    /// Threads that run queued compiles (started on the first queued
+    /// compile). Default 1: on a 2-core machine one compile thread leaves a
+    /// core to the callers, and IREE's compile of a module gains little from
+    /// a second thread.
+    pub compile_threads: usize,
+    /// Compiles that may wait for a thread; a miss beyond it runs in the
+    /// interpreter without queueing. Default 64.
+    pub compile_queue: usize,
     /// What compiles once a function's cache is full. Default
     /// [`CachePolicy::Adaptive`].
     pub policy: CachePolicy,
@@ -156,6 +166,8 @@ impl Default for CacheConfig {
             failed_compile_retry_after: 1000,
             max_failures_per_function: 64,
             in_flight: InFlightPolicy::Wait,
+            compile_threads: 1,
+            compile_queue: 64,
             policy: CachePolicy::Adaptive,
         }
     }
@@ -190,6 +202,8 @@ impl CacheConfig {
                 "max_failures_per_function",
                 self.max_failures_per_function as u64,
             ),
+            ("compile_threads", self.compile_threads as u64),
+            ("compile_queue", self.compile_queue as u64),
         ];
         if let Some((setting, _)) = checks.iter().find(|(_, v)| *v == 0) {
             return Err(zero(setting));

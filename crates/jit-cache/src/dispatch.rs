@@ -34,6 +34,12 @@ pub enum FallbackReason {
         /// Why it does not compile.
         refusal: Refusal,
     },
+    /// This call queued the signature's compile on the background pool
+    /// ([`JitCache::get_or_queue`](crate::JitCache::get_or_queue)); later
+    /// calls run compiled once it is done.
+    CompileQueued,
+    /// The background queue was full; a later miss queues the compile again.
+    CompileQueueFull,
     /// The function recompiles too often; new signatures are interpreted
     /// until the cool-down ends
     /// ([`CachePolicy::LruCoolDown`](crate::CachePolicy::LruCoolDown)).
@@ -65,6 +71,10 @@ impl fmt::Display for FallbackReason {
             ),
             FallbackReason::CompileFailed(e) => write!(f, "{e}"),
             FallbackReason::CompileInFlight => f.write_str("compile in flight"),
+            FallbackReason::CompileQueued => f.write_str("compiling in the background"),
+            FallbackReason::CompileQueueFull => {
+                f.write_str("the background compile queue is full (CacheConfig::compile_queue)")
+            }
         }
     }
 }

@@ -133,6 +133,11 @@ impl<E> FunctionCache<E> {
 
     /// Inserts a new entry, first evicting one by `eviction` if the function
     /// is at capacity; returns the evicted entry.
+    /// Whether `sig` is cached (without touching its recency).
+    pub(crate) fn contains(&self, sig: &Signature) -> bool {
+        self.entries.contains(sig)
+    }
+
     pub(crate) fn insert(
         &mut self,
         sig: Signature,

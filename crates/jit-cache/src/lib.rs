@@ -31,6 +31,10 @@
 //! - **Concurrency**: one short lock, never held while compiling; concurrent
 //!   misses on one signature compile once; an evicted executable lives on
 //!   while a call still holds its `Arc`.
+//! - **Background compiles**: [`JitCache::get_or_queue`] queues a miss's
+//!   compile on a bounded pool and sends the call to the interpreter; later
+//!   calls hit once it is done. [`JitCache::insert`] caches executables
+//!   compiled ahead.
 //! - **Artifacts on disk**: [`store::DiskStore`] keeps compiled artifacts
 //!   between runs (keys, checked entries, atomic writes, a size bound).
 //! - **Observability**: [`JitCache::stats`] (per function and total, with a
@@ -97,6 +101,7 @@ mod function_cache;
 mod function_id;
 mod hashing;
 mod layout;
+mod pool;
 mod report;
 mod signature;
 mod single_flight;

@@ -5,7 +5,7 @@ use std::fmt;
 use crate::byte_size::ByteSize;
 use crate::stats::{CacheStats, Counters};
 
-const HEADERS: [&str; 13] = [
+const HEADERS: [&str; 14] = [
     "calls",
     "hits",
     "misses",
@@ -14,6 +14,7 @@ const HEADERS: [&str; 13] = [
     "compile time",
     "evicted",
     "fallback",
+    "queued",
     "refused",
     "wasted",
     "entries",
@@ -21,7 +22,7 @@ const HEADERS: [&str; 13] = [
     "bytes",
 ];
 
-fn cells(c: &Counters, capacity: Option<usize>) -> [String; 13] {
+fn cells(c: &Counters, capacity: Option<usize>) -> [String; 14] {
     [
         c.calls.to_string(),
         c.hits.to_string(),
@@ -31,6 +32,7 @@ fn cells(c: &Counters, capacity: Option<usize>) -> [String; 13] {
         format!("{:.1?}", c.compile_time),
         c.evictions.to_string(),
         c.fallback_calls.to_string(),
+        c.compiles_queued.to_string(),
         c.admissions_refused.to_string(),
         c.wasted_compiles.to_string(),
         c.live_entries.to_string(),
@@ -51,7 +53,7 @@ impl fmt::Display for CacheStats {
             ByteSize::from(self.total.live_bytes),
             ByteSize::from(self.max_total_bytes),
         )?;
-        let mut rows: Vec<(String, [String; 13], String, String)> = self
+        let mut rows: Vec<(String, [String; 14], String, String)> = self
             .functions
             .iter()
             .map(|s| {
@@ -100,6 +102,15 @@ impl fmt::Display for CacheStats {
             }
             line += &format!("  {mode:<mode_w$}  {last_miss}");
             writeln!(f, "{}", line.trim_end())?;
+        }
+        let t = &self.total;
+        if t.compiles_withdrawn + t.queue_full > 0 {
+            writeln!(
+                f,
+                "background compiles: {} queued, {} withdrawn before they ran, {} misses found \
+                 the queue full",
+                t.compiles_queued, t.compiles_withdrawn, t.queue_full
+            )?;
         }
         Ok(())
     }

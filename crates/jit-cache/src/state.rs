@@ -81,6 +81,23 @@ pub(crate) enum MissAction<E> {
     Interpret(FallbackReason),
 }
 
+/// Whether the calling thread compiles (and waits for compiles in flight),
+/// or queues the compile and runs the interpreter meanwhile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Caller {
+    Blocking,
+    Background,
+}
+
+/// Why a queued compile does not run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Withdrawal {
+    /// The queue was full when it was submitted.
+    QueueFull,
+    /// Its function was evicted, or the cache dropped, before it ran.
+    NotWanted,
+}
+
 /// What a started compile reports back with its result.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Started {
@@ -88,6 +105,8 @@ pub(crate) struct Started {
     pub(crate) generation: u64,
     /// Why it replaces a cached signature, if the function was at capacity.
     pub(crate) admitted: Option<Admit>,
+    /// Queued by a call that ran in the interpreter (and was counted so).
+    pub(crate) caller: Caller,
 }
 
 /// What became of a finished compile.
@@ -157,6 +176,7 @@ impl<E> FunctionState<E> {
         tick: u64,
         total: &mut Counters,
         config: &CacheConfig,
+        caller: Caller,
     ) -> Step<E> {
         self.counters.calls += 1;
         let call = self.counters.calls;
@@ -177,7 +197,7 @@ impl<E> FunctionState<E> {
                 notes,
             };
         }
-        self.miss(sig, call, notes, total, config)
+        self.miss(sig, call, notes, total, config, caller)
     }
 
     #[cold]
@@ -189,6 +209,7 @@ impl<E> FunctionState<E> {
         mut notes: Vec<Note>,
         total: &mut Counters,
         config: &CacheConfig,
+        caller: Caller,
     ) -> Step<E> {
         self.counters.misses += 1;
         total.misses += 1;
@@ -208,9 +229,11 @@ impl<E> FunctionState<E> {
             ),
             check => {
                 if let Some(flight) = self.in_flight.get(sig) {
-                    let action = match config.in_flight {
-                        InFlightPolicy::Wait => MissAction::Wait(Arc::clone(flight)),
-                        InFlightPolicy::Interpret => {
+                    let action = match (caller, config.in_flight) {
+                        (Caller::Blocking, InFlightPolicy::Wait) => {
+                            MissAction::Wait(Arc::clone(flight))
+                        }
+                        (Caller::Background, _) | (_, InFlightPolicy::Interpret) => {
                             MissAction::Interpret(FallbackReason::CompileInFlight)
                         }
                     };
@@ -227,6 +250,15 @@ impl<E> FunctionState<E> {
             }
         };
         self.last_refusal = None;
+        let mut action = action;
+        if let (MissAction::Compile { started, .. }, Caller::Background) = (&mut action, caller) {
+            // The compile is queued; this call runs in the interpreter.
+            started.caller = Caller::Background;
+            self.counters.fallback_calls += 1;
+            total.fallback_calls += 1;
+            self.counters.compiles_queued += 1;
+            total.compiles_queued += 1;
+        }
         if let MissAction::Interpret(why) = &action {
             self.counters.fallback_calls += 1;
             total.fallback_calls += 1;
@@ -300,6 +332,7 @@ impl<E> FunctionState<E> {
             started: Started {
                 generation: self.generation,
                 admitted,
+                caller: Caller::Blocking,
             },
             flight,
         }
@@ -375,6 +408,43 @@ impl<E> Inner<E> {
         }
     }
 
+    /// Whether `func` has `sig` cached.
+    pub(crate) fn contains(&self, func: &FunctionId, sig: &Signature) -> bool {
+        self.functions
+            .get(func)
+            .is_some_and(|state| state.cache.contains(sig))
+    }
+
+    /// Caches an executable compiled outside a call (ahead of time), as a
+    /// compile of `func` would; `None` when `sig` is cached or being
+    /// compiled already (nothing changes).
+    pub(crate) fn insert_compiled(
+        &mut self,
+        func: &FunctionId,
+        sig: &Signature,
+        compiled: (Arc<E>, usize),
+        elapsed: Duration,
+        config: &CacheConfig,
+    ) -> Option<Finished<E>> {
+        let state = match self.functions.get(func) {
+            Some(state) => state,
+            None => {
+                self.next_generation += 1;
+                let state = FunctionState::new(func.name(), self.next_generation, config);
+                self.functions.entry(func.clone()).or_insert(state)
+            }
+        };
+        if state.cache.contains(sig) || state.in_flight.contains_key(sig) {
+            return None;
+        }
+        let started = Started {
+            generation: state.generation,
+            admitted: Some(Admit::Requested),
+            caller: Caller::Blocking,
+        };
+        Some(self.finish_compile(func, sig, started, &Ok(compiled), elapsed, config))
+    }
+
     /// Counts a call and decides what it does.
     #[inline]
     pub(crate) fn begin_call(
@@ -382,11 +452,12 @@ impl<E> Inner<E> {
         func: &FunctionId,
         sig: &Signature,
         config: &CacheConfig,
+        caller: Caller,
     ) -> Step<E> {
         self.tick += 1;
         self.total.calls += 1;
         if let Some(state) = self.functions.get_mut(func) {
-            return state.call(sig, self.tick, &mut self.total, config);
+            return state.call(sig, self.tick, &mut self.total, config, caller);
         }
         self.next_generation += 1;
         let state = FunctionState::new(func.name(), self.next_generation, config);
@@ -395,6 +466,7 @@ impl<E> Inner<E> {
             self.tick,
             &mut self.total,
             config,
+            caller,
         )
     }
 
@@ -410,11 +482,13 @@ impl<E> Inner<E> {
         config: &CacheConfig,
     ) -> Finished<E> {
         let failed = result.is_err();
-        // A failed compile sends its call to the interpreter.
+        // A failed compile sends its call to the interpreter (a queued one's
+        // call ran there already).
+        let fallback = u64::from(failed && started.caller == Caller::Blocking);
         self.total.compiles += 1;
         self.total.compile_time += elapsed;
         self.total.failed_compiles += u64::from(failed);
-        self.total.fallback_calls += u64::from(failed);
+        self.total.fallback_calls += fallback;
         let mut finished = Finished {
             evicted: Vec::new(),
             not_cached: None,
@@ -432,7 +506,7 @@ impl<E> Inner<E> {
         state.counters.compiles += 1;
         state.counters.compile_time += elapsed;
         state.counters.failed_compiles += u64::from(failed);
-        state.counters.fallback_calls += u64::from(failed);
+        state.counters.fallback_calls += fallback;
         let (exe, bytes) = match result {
             Err(error) => {
                 state.failures.record(
@@ -468,8 +542,8 @@ impl<E> Inner<E> {
             last_call: call,
             hits: 0,
             pay_off: match started.admitted {
-                Some(_) => state.admission.due(call),
-                None => PayOff::Nothing,
+                Some(admit) if admit.owes_pay_off() => state.admission.due(call),
+                _ => PayOff::Nothing,
             },
         };
         if let Some(out) = state.cache.insert(sig.clone(), entry, eviction) {
@@ -526,6 +600,43 @@ impl<E> Inner<E> {
             state.in_flight.remove(sig);
             state.counters.compiles += 1;
             state.counters.failed_compiles += 1;
+        }
+    }
+
+    /// Whether a queued compile is still wanted: its function was not
+    /// forgotten (or redefined and forgotten) since it was queued.
+    pub(crate) fn compile_wanted(
+        &self,
+        func: &FunctionId,
+        sig: &Signature,
+        generation: u64,
+    ) -> bool {
+        self.functions
+            .get(func)
+            .is_some_and(|s| s.generation == generation && s.in_flight.contains_key(sig))
+    }
+
+    /// Removes the in-flight marker of a queued compile that will not run:
+    /// the queue was full, or its function was forgotten, or the cache is
+    /// shutting down. Nothing is remembered: a later miss queues it again.
+    pub(crate) fn withdraw_compile(
+        &mut self,
+        func: &FunctionId,
+        sig: &Signature,
+        generation: u64,
+        why: Withdrawal,
+    ) {
+        let queue_full = why == Withdrawal::QueueFull;
+        self.total.compiles_withdrawn += u64::from(!queue_full);
+        self.total.queue_full += u64::from(queue_full);
+        if let Some(state) = self
+            .functions
+            .get_mut(func)
+            .filter(|s| s.generation == generation)
+        {
+            state.in_flight.remove(sig);
+            state.counters.compiles_withdrawn += u64::from(!queue_full);
+            state.counters.queue_full += u64::from(queue_full);
         }
     }
 

@@ -37,9 +37,18 @@ pub struct Counters {
     /// Misses at capacity that admission refused (part of
     /// `fallback_calls`).
     pub admissions_refused: u64,
-    /// Entries admitted at capacity and evicted before they served
-    /// `capacity` calls: compiles that did not pay off.
+    /// Entries admitted at capacity that did not serve their share of calls
+    /// in time: compiles that did not pay off.
     pub wasted_compiles: u64,
+    /// Compiles queued for the background pool by calls that ran in the
+    /// interpreter meanwhile (each such call is part of `fallback_calls`).
+    pub compiles_queued: u64,
+    /// Queued compiles dropped before they ran: their function was
+    /// forgotten, or the cache was dropped.
+    pub compiles_withdrawn: u64,
+    /// Misses that found the background queue full: interpreted, not
+    /// queued (a later miss queues them again).
+    pub queue_full: u64,
     /// Entries cached now.
     pub live_entries: usize,
     /// Bytes of the executables cached now.

@@ -15,7 +15,8 @@ use std::time::Instant;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, DType, Dispatched, JitConfig, JitRuntime, Provenance, Signature, Tensor, Value,
+    reference, CompileMode, DType, Dispatched, JitConfig, JitRuntime, Provenance, Signature,
+    Tensor, Value,
 };
 
 const WARMUP: usize = 5_000;
@@ -49,7 +50,11 @@ fn dispatch(jit: &JitRuntime, args: &[Value]) -> Provenance {
 }
 
 fn main() {
-    let config = || JitConfig::builder().no_disk_cache();
+    let config = || {
+        JitConfig::builder()
+            .no_disk_cache()
+            .compile_mode(CompileMode::Blocking, 1)
+    };
     let jit = JitRuntime::new(config().build().unwrap()).unwrap();
     let no_uploads = JitRuntime::new(config().upload_cache(0, 0).build().unwrap()).unwrap();
     let sigmoid = reference::sigmoid();

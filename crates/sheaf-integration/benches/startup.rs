@@ -10,7 +10,9 @@
 use std::process::Command;
 
 use ndarray::{ArrayD, IxDyn};
-use sheaf_integration::{reference, Dispatched, JitConfig, JitRuntime, Provenance, Value};
+use sheaf_integration::{
+    reference, CompileMode, Dispatched, JitConfig, JitRuntime, Provenance, Value,
+};
 
 fn rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -29,7 +31,14 @@ fn compiler_mapped() -> bool {
 /// One child: start a runtime on the cache at `dir`, optionally load the
 /// compiler, call sigmoid once, and print what it cost.
 fn child(dir: &str, mode: &str) {
-    let jit = JitRuntime::new(JitConfig::builder().disk_cache_dir(dir).build().unwrap()).unwrap();
+    let jit = JitRuntime::new(
+        JitConfig::builder()
+            .disk_cache_dir(dir)
+            .compile_mode(CompileMode::Blocking, 1)
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
     if mode == "eager" {
         iree_safe::compiler::choose_compiler(Default::default()).unwrap();
     }

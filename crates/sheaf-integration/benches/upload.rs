@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, IxDyn};
-use sheaf_integration::{reference, Dispatched, HostTensor, JitConfig, JitRuntime, Value};
+use sheaf_integration::{
+    reference, CompileMode, Dispatched, HostTensor, JitConfig, JitRuntime, Value,
+};
 
 const CALLS: usize = 400;
 
@@ -39,6 +41,7 @@ fn main() {
         ("upload cache on", 256, 256 << 20),
     ] {
         let config = JitConfig::builder()
+            .compile_mode(CompileMode::Blocking, 1)
             .no_disk_cache()
             .upload_cache(entries, bytes);
         let jit = JitRuntime::new(config.build().unwrap()).unwrap();

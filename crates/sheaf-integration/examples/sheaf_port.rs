@@ -22,8 +22,9 @@ use std::sync::Arc;
 
 use ndarray::{ArrayD, Axis, Ix2, IxDyn};
 use sheaf_integration::{
-    mlir, Container, DType, Dispatched, HostTensor, JitConfig, JitFunction, JitRuntime,
-    LayoutBuilder, Leaf, Lowered, LoweringContext, LoweringError, Provenance, ScalarValue, Value,
+    mlir, CompileMode, Container, DType, Dispatched, HostTensor, JitConfig, JitFunction,
+    JitRuntime, LayoutBuilder, Leaf, Lowered, LoweringContext, LoweringError, Provenance,
+    ScalarValue, Value,
 };
 
 // ---------------------------------------------------------------------------
@@ -652,7 +653,12 @@ fn assert_same(compiled: &SheafValue, interpreted: &SheafValue, what: &str) {
 
 fn main() -> Result<(), SheafError> {
     let cache = tempfile::tempdir().expect("a temporary folder");
-    let jit = JitRuntime::new(JitConfig::builder().project_cache(cache.path()).build()?)?;
+    let jit = JitRuntime::new(
+        JitConfig::builder()
+            .project_cache(cache.path())
+            .compile_mode(CompileMode::Blocking, 1)
+            .build()?,
+    )?;
     let mut env = Env::new(jit.clone());
 
     // A dense layer with its weights in a dict: `relu(x · p.w + p.b)`.

@@ -16,8 +16,8 @@ use jit_cache::Signature;
 
 use crate::bundle::Bundle;
 use crate::error::VariantError;
-use crate::function::JitFunction;
-use crate::lowering::LoweringContext;
+use crate::function::{JitFunction, Metadata};
+use crate::lowering::{Lowered, LoweringContext};
 use crate::target::Placement;
 use crate::value::Value;
 use crate::variant::Variant;
@@ -126,66 +126,20 @@ impl Pipeline {
         let function = job.function;
         let (name, signature) = (function.name(), job.signature.to_string());
         let entry_name = function.entry_symbol();
-        let context = LoweringContext::new(name, job.signature, job.values, entry_name);
-        let lowered = function
-            .lower(&context)
-            .map_err(|source| VariantError::Lowering {
-                function: name.to_owned(),
-                signature: signature.clone(),
-                source,
-            })?;
+        let lowered = lower(job, entry_name)?;
         let module = function.entry_module(&lowered.mlir);
         let runtime = &job.placement.runtime;
         let load = |bytes: &[u8]| -> Result<Function, iree_safe::Error> {
             runtime.load(bytes)?.function(entry_name)
         };
-        let key_with = |compiler: &str| {
-            ArtifactKey::new(&KeyParts {
-                program: &module,
-                compiler,
-                runtime: iree_safe::IREE_RUNTIME_BUILD,
-                target: &job.placement.target_identity,
-            })
-        };
         let found = self.bundles.iter().find_map(|bundle| {
             bundle
-                .fetch(&key_with(bundle.compiler()), load)
+                .fetch(&self.key(&module, bundle.compiler(), job.placement), load)
                 .map(|entry| (entry, None))
         });
         let (entry, key) = match found {
             Some(found) => found,
-            None => {
-                let key = self.identity().map(key_with);
-                let compile = || -> Result<Vec<u8>, Step> {
-                    let compiler = self.compiler().map_err(Step::NoCompiler)?;
-                    let artifact = compiler
-                        .compiler
-                        .compile(&module, &job.placement.options)
-                        .map_err(Step::Compile)?;
-                    Ok(artifact.into_bytes())
-                };
-                let (entry, _) = self
-                    .store
-                    .fetch_or_build(key.as_ref(), load, compile)
-                    .map_err(|error| match error {
-                        BuildError::Build(Step::NoCompiler(source)) => VariantError::NoCompiler {
-                            function: name.to_owned(),
-                            signature: signature.clone(),
-                            source,
-                        },
-                        BuildError::Build(Step::Compile(source)) => VariantError::Compile {
-                            function: name.to_owned(),
-                            source: source.with_source_name(&format!("{name}{signature}")),
-                            signature: signature.clone(),
-                        },
-                        BuildError::Rejected(source) => VariantError::Load {
-                            function: name.to_owned(),
-                            signature: signature.clone(),
-                            source,
-                        },
-                    })?;
-                (entry, key)
-            }
+            None => self.fetch_or_compile(&module, job.placement, load, (name, &signature))?,
         };
         Ok(Variant {
             bytes: entry.module().artifact_bytes(),
@@ -195,4 +149,122 @@ impl Pipeline {
             key,
         })
     }
+
+    /// Lowers several signatures, of one function or several, into one
+    /// module and compiles it in one compiler invocation (or fetches it from
+    /// the disk cache): IREE's fixed cost per compile is paid once. Each
+    /// variant's entry is `<entry_symbol>__b<i>`; the variants share the
+    /// module, which is unloaded with the last of them. Batched artifacts
+    /// are not exported to bundles (their key covers the whole batch).
+    pub(crate) fn batch<M: Send + Sync + 'static>(
+        &self,
+        jobs: &[Job<'_, M>],
+    ) -> Result<Vec<Variant>, VariantError> {
+        let Some(placement) = jobs.first().map(|job| job.placement) else {
+            return Ok(Vec::new());
+        };
+        let mut functions = String::new();
+        let mut entries = Vec::with_capacity(jobs.len());
+        let mut lowered = Vec::with_capacity(jobs.len());
+        for (i, job) in jobs.iter().enumerate() {
+            let entry = format!("{}__b{i}", job.function.entry_symbol());
+            let variant = lower(job, &entry)?;
+            functions.push_str(&variant.mlir);
+            functions.push('\n');
+            entries.push(entry);
+            lowered.push(variant);
+        }
+        let module = format!("module @jit_batch {{\n{functions}}}\n");
+        let load = |bytes: &[u8]| -> Result<Vec<Function>, iree_safe::Error> {
+            let module = placement.runtime.load(bytes)?;
+            entries.iter().map(|entry| module.function(entry)).collect()
+        };
+        let names: Vec<&str> = jobs.iter().map(|job| job.function.name()).collect();
+        let what = format!("a batch of {} signatures", jobs.len());
+        let (loaded, _key) =
+            self.fetch_or_compile(&module, placement, load, (&names.join(", "), &what))?;
+        let share = loaded
+            .first()
+            .map_or(0, |entry| entry.module().artifact_bytes() / loaded.len());
+        Ok(loaded
+            .into_iter()
+            .zip(lowered)
+            .map(|(entry, lowered)| Variant {
+                entry,
+                metadata: lowered.metadata,
+                outputs: lowered.outputs,
+                key: None,
+                bytes: share,
+            })
+            .collect())
+    }
+
+    /// The disk key of `module` compiled by `compiler` for `placement`.
+    fn key(&self, module: &str, compiler: &str, placement: &Placement) -> ArtifactKey {
+        ArtifactKey::new(&KeyParts {
+            program: module,
+            compiler,
+            runtime: iree_safe::IREE_RUNTIME_BUILD,
+            target: &placement.target_identity,
+        })
+    }
+
+    /// Loads `module` from the disk cache, or compiles, stores and loads
+    /// it; `what` names the function(s) and signature(s) in errors.
+    fn fetch_or_compile<V>(
+        &self,
+        module: &str,
+        placement: &Placement,
+        load: impl Fn(&[u8]) -> Result<V, iree_safe::Error>,
+        (function, signature): (&str, &str),
+    ) -> Result<(V, Option<ArtifactKey>), VariantError> {
+        let key = self
+            .identity()
+            .map(|compiler| self.key(module, compiler, placement));
+        let compile = || -> Result<Vec<u8>, Step> {
+            let compiler = self.compiler().map_err(Step::NoCompiler)?;
+            let artifact = compiler
+                .compiler
+                .compile(module, &placement.options)
+                .map_err(Step::Compile)?;
+            Ok(artifact.into_bytes())
+        };
+        let (loaded, _) = self
+            .store
+            .fetch_or_build(key.as_ref(), load, compile)
+            .map_err(|error| match error {
+                BuildError::Build(Step::NoCompiler(source)) => VariantError::NoCompiler {
+                    function: function.to_owned(),
+                    signature: signature.to_owned(),
+                    source,
+                },
+                BuildError::Build(Step::Compile(source)) => VariantError::Compile {
+                    function: function.to_owned(),
+                    source: source.with_source_name(&format!("{function}{signature}")),
+                    signature: signature.to_owned(),
+                },
+                BuildError::Rejected(source) => VariantError::Load {
+                    function: function.to_owned(),
+                    signature: signature.to_owned(),
+                    source,
+                },
+            })?;
+        Ok((loaded, key))
+    }
+}
+
+/// Runs `job`'s lowering with `entry` as the entry symbol.
+fn lower<M: Send + Sync + 'static>(
+    job: &Job<'_, M>,
+    entry: &str,
+) -> Result<Lowered<Metadata>, VariantError> {
+    let function = job.function;
+    let context = LoweringContext::new(function.name(), job.signature, job.values, entry);
+    function
+        .lower(&context)
+        .map_err(|source| VariantError::Lowering {
+            function: function.name().to_owned(),
+            signature: job.signature.to_string(),
+            source,
+        })
 }

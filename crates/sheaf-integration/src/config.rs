@@ -13,6 +13,8 @@
 //! | `SHEAF_JIT_THRASH_THRESHOLD` | compiles per window before fallback (`lru-cool-down` only) | 16 |
 //! | `SHEAF_JIT_THRASH_COOL_DOWN` | fallback calls before a probe (`lru-cool-down` only) | 256 |
 //! | `SHEAF_JIT_THRASH_COOL_DOWN_CAP` | longest cool-down after relapses (`lru-cool-down` only) | 16384 |
+//! | `SHEAF_JIT_COMPILE_MODE` | `background` (a miss runs in the interpreter while it compiles) or `blocking` (it waits for its compile) | `background` |
+//! | `SHEAF_JIT_COMPILE_THREADS` | background compile threads | 1 |
 //! | `SHEAF_JIT_FAILED_RETRY` | calls of a failed signature before it compiles again | 1000 |
 //! | `SHEAF_JIT_COMPILER` | `auto`, `in-process` or `subprocess` | `auto` |
 //! | `SHEAF_JIT_CACHE_DIR` | disk cache folder | `$XDG_CACHE_HOME/sheaf-jit`, else `$HOME/.cache/sheaf-jit` |
@@ -46,6 +48,36 @@ pub const DEFAULT_CACHE_FOLDER: &str = "sheaf-jit";
 /// ([`JitConfigBuilder::project_cache`]), next to Sheaf's own `__sheaf__/`
 /// files.
 pub const PROJECT_CACHE_FOLDER: &str = "__sheaf__/jit-cache";
+
+/// Whether a call that misses waits for its compile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum CompileMode {
+    /// The call compiles (or waits for the compile in flight) and runs
+    /// compiled code: deterministic, for tests and benchmarks.
+    Blocking,
+    /// The call runs in the interpreter at once and queues the compile on
+    /// the background pool (`CacheConfig::compile_threads` threads); later
+    /// calls run compiled once it is done. Provenance says
+    /// [`Fallback::CompilingInBackground`](crate::Fallback::CompilingInBackground).
+    /// The default: a new signature costs its caller the interpreter's time
+    /// instead of IREE's compile (0.1 ms instead of 390 ms for a small
+    /// sigmoid; `cargo bench -p sheaf-integration --bench background`).
+    #[default]
+    Background,
+}
+
+impl FromStr for CompileMode {
+    type Err = &'static str;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "blocking" => Ok(CompileMode::Blocking),
+            "background" => Ok(CompileMode::Background),
+            _ => Err("`blocking` or `background`"),
+        }
+    }
+}
 
 /// Where compiled artifacts are kept between processes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -82,6 +114,8 @@ pub struct JitConfig {
     pub driver: String,
     /// The cache policy.
     pub cache: CacheConfig,
+    /// Whether a miss waits for its compile.
+    pub compile_mode: CompileMode,
     /// Compiler implementation.
     pub compiler: CompilerPreference,
     /// Compiler options (target backend, CPU, extra flags).
@@ -111,6 +145,7 @@ impl Default for JitConfig {
         JitConfig {
             driver: "local-sync".into(),
             cache: CacheConfig::default(),
+            compile_mode: CompileMode::default(),
             compiler: CompilerPreference::Auto,
             compile_options: default_compile_options(),
             target: None,
@@ -250,6 +285,15 @@ impl JitConfigBuilder {
         self
     }
 
+    /// Whether a miss waits for its compile ([`CompileMode::Blocking`]) or
+    /// runs in the interpreter while `threads` background threads compile
+    /// ([`CompileMode::Background`]).
+    pub fn compile_mode(mut self, mode: CompileMode, threads: usize) -> Self {
+        self.config.compile_mode = mode;
+        self.config.cache.compile_threads = threads;
+        self
+    }
+
     /// Compiler implementation.
     pub fn compiler(mut self, choice: CompilerPreference) -> Self {
         self.config.compiler = choice;
@@ -340,6 +384,7 @@ impl JitConfigBuilder {
             })?;
         }
         vars.parse("SHEAF_JIT_CACHE_POLICY", &mut cache.policy)?;
+        vars.parse("SHEAF_JIT_COMPILE_THREADS", &mut cache.compile_threads)?;
         vars.parse("SHEAF_JIT_THRASH_WINDOW", &mut cache.thrash_window)?;
         vars.parse("SHEAF_JIT_THRASH_THRESHOLD", &mut cache.thrash_threshold)?;
         vars.parse("SHEAF_JIT_THRASH_COOL_DOWN", &mut cache.thrash_cool_down)?;
@@ -351,6 +396,7 @@ impl JitConfigBuilder {
             "SHEAF_JIT_FAILED_RETRY",
             &mut cache.failed_compile_retry_after,
         )?;
+        vars.parse("SHEAF_JIT_COMPILE_MODE", &mut self.config.compile_mode)?;
         if let Some(choice) = vars.text("SHEAF_JIT_COMPILER")? {
             self.config.compiler = match choice.as_str() {
                 "auto" => CompilerPreference::Auto,
@@ -501,6 +547,8 @@ mod tests {
             ("SHEAF_JIT_MAX_ENTRIES", "100"),
             ("SHEAF_JIT_MAX_BYTES", "512M"),
             ("SHEAF_JIT_CACHE_POLICY", "lru-cool-down"),
+            ("SHEAF_JIT_COMPILE_MODE", "background"),
+            ("SHEAF_JIT_COMPILE_THREADS", "2"),
             ("SHEAF_JIT_THRASH_WINDOW", "50"),
             ("SHEAF_JIT_THRASH_THRESHOLD", "6"),
             ("SHEAF_JIT_THRASH_COOL_DOWN", "9"),
@@ -544,6 +592,10 @@ mod tests {
             (90, 7)
         );
         assert_eq!(cache.policy, CachePolicy::LruCoolDown);
+        assert_eq!(
+            (config.compile_mode, cache.compile_threads),
+            (CompileMode::Background, 2)
+        );
         assert_eq!(config.compiler, CompilerPreference::Subprocess);
         assert_eq!(config.disk_cache, DiskCacheSetting::Dir("/c".into()));
         assert_eq!(config.disk_cache_max_bytes, 64 << 20);
@@ -609,6 +661,11 @@ mod tests {
             ("SHEAF_JIT_CACHE_MAX_BYTES", "1.5G", "binary units"),
             ("SHEAF_JIT_DISK_CACHE", "bogus", "`on` or `off`"),
             ("SHEAF_JIT_TRACE", "verbose", "`on` or `off`"),
+            (
+                "SHEAF_JIT_COMPILE_MODE",
+                "async",
+                "`blocking` or `background`",
+            ),
             (
                 "SHEAF_JIT_CACHE_POLICY",
                 "lru",

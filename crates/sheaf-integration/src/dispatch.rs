@@ -51,8 +51,15 @@ pub enum Fallback {
     /// compiler's diagnostics or the runtime's refusal.
     CompileFailed(Arc<CompileFailure>),
     /// Another call is compiling this signature and the cache is configured
-    /// not to wait.
+    /// not to wait (or compiles in the background).
     CompileInFlight,
+    /// This call queued the signature's compile on the background pool
+    /// ([`CompileMode::Background`](crate::CompileMode::Background)); later
+    /// calls run compiled once it is done.
+    CompilingInBackground,
+    /// The background compile queue was full (`CacheConfig::compile_queue`);
+    /// a later call queues the compile again.
+    CompileQueueFull,
 }
 
 impl Fallback {
@@ -62,6 +69,8 @@ impl Fallback {
             FallbackReason::Thrashing { .. } => Fallback::Thrashing,
             FallbackReason::CompileFailed(failure) => Fallback::CompileFailed(Arc::clone(failure)),
             FallbackReason::CompileInFlight => Fallback::CompileInFlight,
+            FallbackReason::CompileQueued => Fallback::CompilingInBackground,
+            FallbackReason::CompileQueueFull => Fallback::CompileQueueFull,
             // A reason added to `jit_cache` and not yet known here: the
             // closest one that promises nothing about the signature.
             _ => Fallback::CompileInFlight,
@@ -89,6 +98,10 @@ impl fmt::Display for Fallback {
             }
             Fallback::CompileFailed(failure) => write!(f, "the compile failed: {failure}"),
             Fallback::CompileInFlight => f.write_str("another call is compiling this signature"),
+            Fallback::CompilingInBackground => {
+                f.write_str("interpreted while the signature compiles in the background")
+            }
+            Fallback::CompileQueueFull => f.write_str("the background compile queue is full"),
         }
     }
 }
@@ -122,6 +135,12 @@ impl<M: Any> Compiled<M> {
             .metadata
             .downcast_ref()
             .expect("a function's variants carry its metadata type (it is part of its identity)")
+    }
+
+    /// The loaded module that ran (shared by the variants of a
+    /// [`precompile`](crate::JitRuntime::precompile) batch).
+    pub fn module(&self) -> &iree_safe::Module {
+        self.variant.entry.module()
     }
 }
 
@@ -171,6 +190,12 @@ impl<M: Any> CallResult<M> {
     /// ran.
     pub fn metadata(&self) -> Option<&M> {
         self.variant.as_ref()?.metadata.downcast_ref()
+    }
+
+    /// The loaded module that ran, when compiled code ran (shared by the
+    /// variants of a [`precompile`](crate::JitRuntime::precompile) batch).
+    pub fn module(&self) -> Option<&iree_safe::Module> {
+        Some(self.variant.as_ref()?.entry.module())
     }
 }
 

@@ -33,6 +33,10 @@ pub enum JitError {
         /// What is wrong with it.
         message: String,
     },
+    /// Compiling ahead ([`JitRuntime::precompile`](crate::JitRuntime::precompile))
+    /// failed: a lowering, the compiler or the runtime refused the batch.
+    #[error("precompile: {0}")]
+    Precompile(#[from] VariantError),
     /// A value this layer cannot represent.
     #[error("unsupported: {0}")]
     Unsupported(String),

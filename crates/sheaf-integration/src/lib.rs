@@ -20,17 +20,18 @@
 //!
 //! ```no_run
 //! use ndarray::{ArrayD, IxDyn};
-//! use sheaf_integration::{reference, Dispatched, JitConfig, JitRuntime, Provenance, Value};
+//! use sheaf_integration::{reference, Dispatched, JitConfig, JitRuntime, Value};
 //!
 //! let jit = JitRuntime::new(JitConfig::from_env()?)?;
 //! let softmax = reference::softmax();
 //! let x = Value::host(ArrayD::from_shape_vec(IxDyn(&[1, 3]), vec![1.0f32, 2.0, 3.0])?);
 //! let t = [reference::temperature(0.5)];
 //!
-//! // Captured scalars are part of the key: a new temperature compiles anew.
+//! // Captured scalars are part of the key: a new temperature compiles anew
+//! // (by default in the background, while this call is interpreted).
 //! match jit.dispatch(&softmax, &[x.clone()], &t)? {
 //!     Dispatched::Compiled(compiled) => {
-//!         assert_eq!(compiled.provenance, Provenance::CompiledNow);
+//!         println!("{:?}", compiled.provenance);
 //!         // Device outputs feed the next call without a host copy.
 //!         let again = jit.call(&softmax, &compiled.outputs, &t, |args, _| {
 //!             reference::interpret_softmax(args, 0.5)
@@ -69,7 +70,8 @@ mod variant;
 
 pub use bundle::ExportSummary;
 pub use config::{
-    DiskCacheSetting, JitConfig, JitConfigBuilder, DEFAULT_CACHE_FOLDER, PROJECT_CACHE_FOLDER,
+    CompileMode, DiskCacheSetting, JitConfig, JitConfigBuilder, DEFAULT_CACHE_FOLDER,
+    PROJECT_CACHE_FOLDER,
 };
 pub use dispatch::{CallError, CallResult, Compiled, Dispatched, Fallback, Provenance};
 pub use error::{ConfigError, JitError, VariantError};
@@ -87,7 +89,7 @@ pub use jit_cache::{
 };
 pub use lowering::{Lowered, LoweringContext, LoweringError};
 pub use profile::{Phase, PhaseTotals, ProfileReport};
-pub use runtime::JitRuntime;
+pub use runtime::{JitRuntime, Precompile, PrecompileSummary};
 pub use target::CPU_FLAGS;
 pub use tensor::{DeviceTensor, HostTensor, Tensor};
 pub use upload::UploadStats;

@@ -15,7 +15,7 @@ use smallvec::SmallVec;
 
 use crate::bundle::{self, Bundle, Export, ExportSummary};
 use crate::compile::{Job, Pipeline};
-use crate::config::JitConfig;
+use crate::config::{CompileMode, JitConfig};
 use crate::dispatch::{CallError, CallResult, Compiled, Dispatched, Fallback, Provenance};
 use crate::error::{ConfigError, JitError};
 use crate::function::JitFunction;
@@ -54,6 +54,7 @@ struct Inner {
     // Drop order: cached variants before the runtimes they were loaded into
     // (they keep them alive anyway).
     cache: JitCache<Variant>,
+    compile_mode: CompileMode,
     pipeline: Pipeline,
     primary: Placement,
     primary_uploads: UploadCache,
@@ -61,6 +62,106 @@ struct Inner {
     /// first use (`None` when the primary is a CPU or fallback is off).
     cpu: Option<CpuFallback>,
     profile: Profile,
+}
+
+impl Inner {
+    /// Lowers, compiles (or fetches) and loads one signature: for the
+    /// primary device, then for the CPU when that fails on a GPU.
+    fn compile<M: Send + Sync + 'static>(
+        &self,
+        function: &JitFunction<M>,
+        signature: &Signature,
+        values: Option<&[Value]>,
+    ) -> Result<Variant, CompileFailure> {
+        let inner = self;
+        let job = |placement| Job {
+            function,
+            signature,
+            values,
+            placement,
+        };
+        let primary = inner.pipeline.variant(&job(&inner.primary));
+        let error = match (primary, &inner.cpu) {
+            (Ok(variant), _) => return Ok(variant),
+            (Err(error), None) => return Err(CompileFailure::new(error)),
+            (Err(error), Some(_)) if matches!(error, crate::VariantError::Lowering { .. }) => {
+                return Err(CompileFailure::new(error))
+            }
+            (Err(error), Some(_)) => error,
+        };
+        let Some(Ok((cpu, _))) = inner.cpu.as_ref().map(CpuFallback::placement) else {
+            return Err(CompileFailure::new(error));
+        };
+        tracing::warn!(
+            target: "sheaf_jit",
+            function = %function.name(),
+            signature = %signature,
+            %error,
+            "{}{signature}: cannot run on `{}` ({error}); compiling it for the CPU",
+            function.name(),
+            inner.primary.runtime.device().uri()
+        );
+        inner
+            .pipeline
+            .variant(&job(cpu))
+            .map_err(CompileFailure::new)
+    }
+}
+
+/// The signature a call with `args` and `captured` has, and its flat
+/// arguments.
+fn signature_of<'a>(
+    args: &'a [Value],
+    captured: &[CapturedScalar],
+) -> Result<(Signature, FlatArgs<'a>), JitError> {
+    let mut builder = Signature::builder();
+    let mut flat = FlatArgs::new();
+    value::flatten(args, &mut builder, &mut flat)?;
+    for scalar in captured {
+        builder.captured(scalar.clone());
+    }
+    Ok((builder.build(), flat))
+}
+
+/// One call to compile ahead with [`JitRuntime::precompile`]: a function and
+/// example arguments.
+#[derive(Debug, Clone, Copy)]
+pub struct Precompile<'a, M = ()> {
+    function: &'a JitFunction<M>,
+    args: &'a [Value],
+    captured: &'a [CapturedScalar],
+}
+
+impl<'a, M> Precompile<'a, M> {
+    /// `function` called with `args` (only their signature, and the values
+    /// a value-aware lowering reads, matter).
+    pub fn new(function: &'a JitFunction<M>, args: &'a [Value]) -> Self {
+        Precompile {
+            function,
+            args,
+            captured: &[],
+        }
+    }
+
+    /// With these captured scalars baked into the code.
+    pub fn captured(self, captured: &'a [CapturedScalar]) -> Self {
+        Precompile { captured, ..self }
+    }
+}
+
+/// What [`JitRuntime::precompile`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PrecompileSummary {
+    /// Signatures compiled (in one module).
+    pub compiled: usize,
+    /// Of those, the ones cached (the others were evicted by later ones of
+    /// the batch, beyond their function's capacity, or arrived meanwhile).
+    pub cached: usize,
+    /// Calls skipped: cached already, or repeated.
+    pub skipped: usize,
+    /// The batch's lowering, compile (or disk fetch) and load time.
+    pub compile_time: std::time::Duration,
 }
 
 #[derive(Debug)]
@@ -127,6 +228,7 @@ impl JitRuntime {
         Ok(JitRuntime {
             inner: Arc::new(Inner {
                 cache,
+                compile_mode: config.compile_mode,
                 pipeline: Pipeline::new(config.compiler, store, bundles),
                 primary_uploads: UploadCache::new(
                     primary.device().clone(),
@@ -145,10 +247,12 @@ impl JitRuntime {
     ///
     /// The call's signature (dtypes and dims, static scalars and structure
     /// of `args`, and the `captured` scalars baked into the code) finds
-    /// compiled code in the cache; a miss lowers, compiles and caches it,
-    /// unless the cache decides otherwise (thrash fallback, a remembered
-    /// failure). Errors of compiled code (a shape the artifact rejects) are
-    /// errors, never a silent fallback.
+    /// compiled code in the cache; a miss lowers, compiles and caches it
+    /// (in [`CompileMode::Background`], the default, on a compile thread
+    /// while this call is interpreted), unless the cache decides otherwise
+    /// (admission at capacity, a remembered failure). Errors of compiled
+    /// code (a shape the artifact rejects) are errors, never a silent
+    /// fallback.
     pub fn dispatch<M: Send + Sync + 'static>(
         &self,
         function: &JitFunction<M>,
@@ -157,22 +261,38 @@ impl JitRuntime {
     ) -> Result<Dispatched<M>, JitError> {
         let inner = &*self.inner;
         let start = Instant::now();
-        let mut builder = Signature::builder();
-        let mut flat = FlatArgs::new();
-        value::flatten(args, &mut builder, &mut flat)?;
-        for scalar in captured {
-            builder.captured(scalar.clone());
-        }
-        let signature = builder.build();
-        let mut compiled_at = None;
-        let dispatch = inner
-            .cache
-            .get_or_compile(function.id(), &signature, |signature| {
-                let compile_start = Instant::now();
-                let variant = self.compile(function, signature, Some(args));
-                compiled_at = Some(compile_start.elapsed());
-                variant
-            });
+        let (signature, flat) = signature_of(args, captured)?;
+        let (dispatch, compiled_at) = match inner.compile_mode {
+            CompileMode::Blocking => {
+                let mut compiled_at = None;
+                let dispatch = inner
+                    .cache
+                    .get_or_compile(function.id(), &signature, |signature| {
+                        let compile_start = Instant::now();
+                        let variant = inner.compile(function, signature, Some(args));
+                        compiled_at = Some(compile_start.elapsed());
+                        variant
+                    });
+                (dispatch, compiled_at)
+            }
+            CompileMode::Background => {
+                // The pool holds the runtime weakly: dropping the last
+                // handle withdraws the queued compiles.
+                let runtime = Arc::downgrade(&self.inner);
+                let (queued, values) = (function.clone(), args.to_vec());
+                let compile = move |signature: &Signature| {
+                    let inner = runtime.upgrade().ok_or(CompileFailure::Abandoned)?;
+                    let compile_start = Instant::now();
+                    let variant = inner.compile(&queued, signature, Some(&values));
+                    inner
+                        .profile
+                        .record(Phase::Compile, compile_start.elapsed());
+                    variant
+                };
+                let dispatch = inner.cache.get_or_queue(function.id(), &signature, compile);
+                (dispatch, None)
+            }
+        };
         let looked_up = Instant::now();
         match compiled_at {
             Some(elapsed) => inner.profile.record(Phase::Compile, elapsed),
@@ -228,52 +348,81 @@ impl JitRuntime {
         }
     }
 
+    /// Compiles ahead the signatures of `calls` (example arguments of one or
+    /// several functions: their dtypes, shapes, structure and static
+    /// scalars, and any values a lowering reads), all in one module and one
+    /// compiler invocation, and caches each variant: later calls with those
+    /// signatures are hits. Use it at start for the shapes Sheaf knows.
+    ///
+    /// Signatures already cached (or repeated in `calls`) are skipped. The
+    /// variants share one loaded module, unloaded when the last of them is
+    /// evicted; a function keeps at most its capacity of them. Everything
+    /// compiles for the primary device, with no CPU fallback; a lowering or
+    /// compile error fails the whole batch and caches nothing.
+    ///
+    /// ```no_run
+    /// # use sheaf_integration::{reference, JitConfig, JitRuntime, Precompile, Value};
+    /// # let jit = JitRuntime::new(JitConfig::from_env()?)?;
+    /// let sigmoid = reference::sigmoid();
+    /// let examples: Vec<[Value; 1]> = (1..=8)
+    ///     .map(|b| [Value::host(ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[b, 256])))])
+    ///     .collect();
+    /// let calls: Vec<_> = examples.iter().map(|x| Precompile::new(&sigmoid, x)).collect();
+    /// let summary = jit.precompile(&calls)?;
+    /// println!("{} variants in {:.2?}", summary.compiled, summary.compile_time);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn precompile<M: Send + Sync + 'static>(
+        &self,
+        calls: &[Precompile<'_, M>],
+    ) -> Result<PrecompileSummary, JitError> {
+        let inner = &*self.inner;
+        let mut wanted: Vec<(&Precompile<'_, M>, Signature)> = Vec::new();
+        for call in calls {
+            let (signature, _) = signature_of(call.args, call.captured)?;
+            let repeated = wanted
+                .iter()
+                .any(|(c, s)| c.function.id() == call.function.id() && *s == signature);
+            if !repeated && !inner.cache.contains(call.function.id(), &signature) {
+                wanted.push((call, signature));
+            }
+        }
+        let skipped = calls.len() - wanted.len();
+        let jobs: Vec<Job<'_, M>> = wanted
+            .iter()
+            .map(|(call, signature)| Job {
+                function: call.function,
+                signature,
+                values: Some(call.args),
+                placement: &inner.primary,
+            })
+            .collect();
+        let start = Instant::now();
+        let variants = inner.pipeline.batch(&jobs)?;
+        let compile_time = start.elapsed();
+        inner.profile.record(Phase::Compile, compile_time);
+        let share = compile_time / u32::try_from(variants.len().max(1)).unwrap_or(u32::MAX);
+        let mut cached = 0;
+        for ((call, signature), variant) in wanted.iter().zip(variants) {
+            cached += usize::from(inner.cache.insert(
+                call.function.id(),
+                signature,
+                variant,
+                share,
+            ));
+        }
+        Ok(PrecompileSummary {
+            compiled: jobs.len(),
+            cached,
+            skipped,
+            compile_time,
+        })
+    }
+
     /// Copies `host` to the device compiled code runs on, through the upload
     /// cache (a host array passed again later is not copied again).
     pub fn upload(&self, host: &HostTensor) -> Result<DeviceTensor, JitError> {
         self.inner.primary_uploads.upload(host)
-    }
-
-    /// Lowers, compiles (or fetches) and loads one signature: for the
-    /// primary device, then for the CPU when that fails on a GPU.
-    fn compile<M: Send + Sync + 'static>(
-        &self,
-        function: &JitFunction<M>,
-        signature: &Signature,
-        values: Option<&[Value]>,
-    ) -> Result<Variant, CompileFailure> {
-        let inner = &*self.inner;
-        let job = |placement| Job {
-            function,
-            signature,
-            values,
-            placement,
-        };
-        let primary = inner.pipeline.variant(&job(&inner.primary));
-        let error = match (primary, &inner.cpu) {
-            (Ok(variant), _) => return Ok(variant),
-            (Err(error), None) => return Err(CompileFailure::new(error)),
-            (Err(error), Some(_)) if matches!(error, crate::VariantError::Lowering { .. }) => {
-                return Err(CompileFailure::new(error))
-            }
-            (Err(error), Some(_)) => error,
-        };
-        let Some(Ok((cpu, _))) = inner.cpu.as_ref().map(CpuFallback::placement) else {
-            return Err(CompileFailure::new(error));
-        };
-        tracing::warn!(
-            target: "sheaf_jit",
-            function = %function.name(),
-            signature = %signature,
-            %error,
-            "{}{signature}: cannot run on `{}` ({error}); compiling it for the CPU",
-            function.name(),
-            inner.primary.runtime.device().uri()
-        );
-        inner
-            .pipeline
-            .variant(&job(cpu))
-            .map_err(CompileFailure::new)
     }
 
     /// Runs compiled code; `start` is when the cache lookup ended.
@@ -347,10 +496,12 @@ impl JitRuntime {
     }
 
     /// Drops every compiled signature of `function` (e.g. when Sheaf deletes
-    /// or redefines it) and forgets the function's thrash state and
-    /// remembered compile failures, as if it had never been called; returns
-    /// how many variants were unloaded. A redefinition needs no `forget` to
-    /// be correct (its definition hash is new), only to free memory sooner.
+    /// or redefines it) and forgets the function's admission and thrash
+    /// state and remembered compile failures, as if it had never been
+    /// called; returns how many variants were unloaded. Its compiles waiting
+    /// in the background queue are withdrawn, and one running is not cached.
+    /// A redefinition needs no `forget` to be correct (its definition hash
+    /// is new), only to free memory sooner.
     pub fn forget<M>(&self, function: &JitFunction<M>) -> usize {
         self.inner.cache.evict_function(function.id())
     }

@@ -389,7 +389,7 @@ fn code_compiles_for_cuda_without_a_gpu_and_the_cpu_takes_over() {
     // A runtime asked to produce CUDA code on a machine without a CUDA
     // device: loading it fails, and the signature runs on the CPU instead.
     let jit = JitRuntime::new(
-        JitConfig::builder()
+        support::blocking()
             .no_disk_cache()
             .target(CompileTarget::Cuda {
                 arch: "sm_80".into(),
@@ -406,7 +406,7 @@ fn code_compiles_for_cuda_without_a_gpu_and_the_cpu_takes_over() {
 
     // Without the fallback, the failure is the call's: it is interpreted.
     let strict = JitRuntime::new(
-        JitConfig::builder()
+        support::blocking()
             .no_disk_cache()
             .target(CompileTarget::Cuda {
                 arch: "sm_80".into(),
@@ -432,7 +432,7 @@ fn code_compiles_for_cuda_without_a_gpu_and_the_cpu_takes_over() {
 fn a_device_that_cannot_be_opened_falls_back_to_the_cpu_or_fails_clearly() {
     // This runtime is built without the CUDA driver.
     let jit = JitRuntime::new(
-        JitConfig::builder()
+        support::blocking()
             .driver("cuda")
             .no_disk_cache()
             .build()
@@ -447,7 +447,7 @@ fn a_device_that_cannot_be_opened_falls_back_to_the_cpu_or_fails_clearly() {
         "double",
     );
     let error = JitRuntime::new(
-        JitConfig::builder()
+        support::blocking()
             .driver("cuda")
             .cpu_fallback(None)
             .no_disk_cache()
@@ -464,7 +464,7 @@ fn exported_artifacts_serve_a_runtime_without_compiling() {
     let (cache, bundle) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let x = || Value::from(array(&[2, 3], 1));
     let first = JitRuntime::new(
-        JitConfig::builder()
+        support::blocking()
             .project_cache(cache.path())
             .build()
             .unwrap(),
@@ -494,7 +494,7 @@ fn exported_artifacts_serve_a_runtime_without_compiling() {
     // A fresh runtime with no disk cache: the bundle serves both, and the
     // compiler is never loaded.
     let second = JitRuntime::new(
-        JitConfig::builder()
+        support::blocking()
             .no_disk_cache()
             .artifact_bundle(bundle.path())
             .build()
@@ -525,7 +525,7 @@ fn exported_artifacts_serve_a_runtime_without_compiling() {
     )
     .unwrap();
     let error = JitRuntime::new(
-        JitConfig::builder()
+        support::blocking()
             .artifact_bundle(bundle.path())
             .build()
             .unwrap(),

@@ -9,8 +9,8 @@ mod support;
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    mlir, CachePolicy, Dispatched, Fallback, JitConfig, JitError, JitFunction, JitRuntime, Lowered,
-    Phase, Provenance, Refusal, Severity, Value, VariantError,
+    mlir, CachePolicy, Dispatched, Fallback, JitError, JitFunction, JitRuntime, Lowered, Phase,
+    Provenance, Refusal, Severity, Value, VariantError,
 };
 use support::{array, assert_close, jit};
 
@@ -154,7 +154,7 @@ fn a_changed_temperature_is_never_served_stale_code() {
 
 #[test]
 fn twenty_shape_churn_engages_fallback_and_stays_correct() {
-    let config = JitConfig::builder()
+    let config = support::blocking()
         .no_disk_cache()
         .function_capacity(8)
         .policy(CachePolicy::LruCoolDown)
@@ -186,7 +186,7 @@ fn twenty_shape_churn_engages_fallback_and_stays_correct() {
 
 #[test]
 fn a_full_cache_interprets_one_off_shapes_and_keeps_the_hot_ones() {
-    let config = JitConfig::builder()
+    let config = support::blocking()
         .no_disk_cache()
         .function_capacity(2)
         .build()
@@ -313,7 +313,7 @@ fn the_disk_cache_lets_a_fresh_runtime_skip_the_compiler() {
     let dir = tempfile::tempdir().unwrap();
     let fresh = || {
         JitRuntime::new(
-            JitConfig::builder()
+            support::blocking()
                 .disk_cache_dir(dir.path())
                 .build()
                 .unwrap(),

@@ -4,11 +4,18 @@
 #![allow(dead_code)] // each test file uses a different subset
 
 use ndarray::{ArrayD, IxDyn};
-use sheaf_integration::{HostTensor, JitConfig, JitRuntime, Value};
+use sheaf_integration::{CompileMode, HostTensor, JitConfig, JitConfigBuilder, JitRuntime, Value};
 
-/// A runtime with no disk cache, so every compile is a real one.
+/// A runtime with no disk cache, so every compile is a real one, whose
+/// misses wait for their compile (the first call of a signature runs
+/// compiled).
 pub(crate) fn jit() -> JitRuntime {
-    JitRuntime::new(JitConfig::builder().no_disk_cache().build().unwrap()).unwrap()
+    JitRuntime::new(blocking().no_disk_cache().build().unwrap()).unwrap()
+}
+
+/// Settings whose misses wait for their compile.
+pub(crate) fn blocking() -> JitConfigBuilder {
+    JitConfig::builder().compile_mode(CompileMode::Blocking, 1)
 }
 
 /// Deterministic pseudo-random f32 values in [-3, 3).

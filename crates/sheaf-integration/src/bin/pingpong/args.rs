@@ -7,11 +7,12 @@ usage: pingpong [--iters 30,500,5000] [--driver local-sync|local-task]
                 [--ceiling-mib 2048] [--plot FILE.svg] [--json]
 
   --iters        checkpoints; the run lasts until the largest
-  --driver       IREE driver for both modes (default local-sync)
+  --driver       IREE driver for every mode (default local-sync)
   --ceiling-mib  the legacy mode stops when its RSS passes this (default 2048)
   --plot         where to write the SVG plot (default target/pingpong/rss.svg)
   --json         one JSON object per checkpoint and mode (and one with
-                 kind `stopped` if legacy hit the ceiling) instead of the table
+                 kind `first_result` per mode, and one with kind `stopped` if
+                 legacy hit the ceiling) instead of the table
 
 SHEAF_JIT_TRACE=1 prints one line per miss, compile, eviction and fallback.";
 
@@ -20,6 +21,7 @@ SHEAF_JIT_TRACE=1 prints one line per miss, compile, eviction and fallback.";
 pub(crate) enum Mode {
     Legacy,
     Shared,
+    Background,
 }
 
 impl Mode {
@@ -27,6 +29,7 @@ impl Mode {
         match self {
             Mode::Legacy => "legacy",
             Mode::Shared => "shared",
+            Mode::Background => "background",
         }
     }
 }
@@ -85,6 +88,7 @@ impl Args {
                     parsed.child = Some(match value("--child")?.as_str() {
                         "legacy" => Mode::Legacy,
                         "shared" => Mode::Shared,
+                        "background" => Mode::Background,
                         other => return Err(format!("unknown mode `{other}`")),
                     })
                 }

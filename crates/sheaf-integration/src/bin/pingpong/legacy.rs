@@ -134,6 +134,9 @@ pub(crate) fn run(args: &Args, emit: &mut dyn FnMut(&Record)) -> Result<(), Stri
             x.shape(),
             &[],
         )?;
+        if i == 0 {
+            recorder.first_result(legacy.sessions.len() as u64);
+        }
         let expected = workload::expected_sigmoid(x)?;
         stale += u64::from(!workload::matches(&y, &expected));
 

@@ -12,8 +12,11 @@
 //!   ignores captured scalars (so a new temperature silently reuses stale
 //!   code). It reuses compiled bytes to keep the run short, and stops at a
 //!   memory ceiling.
-//! - `shared`: `JitRuntime` (one shared runtime, bounded per-function LRU
-//!   keyed by shapes, dtypes and captured scalars).
+//! - `shared`: `JitRuntime` (one shared runtime, bounded per-function
+//!   caches keyed by shapes, dtypes and captured scalars); a miss waits for
+//!   its compile.
+//! - `background`: the same, but a miss runs in the interpreter while its
+//!   compile runs on a background thread.
 //!
 //! Prints a table at the checkpoints, writes an SVG plot of RSS against
 //! iterations, and with `--json` prints one JSON object per checkpoint and
@@ -31,6 +34,7 @@ use std::io::BufRead;
 use std::process::{Command, ExitCode, Stdio};
 
 use args::{Args, Mode};
+use sheaf_integration::CompileMode;
 use workload::Record;
 
 fn main() -> ExitCode {
@@ -69,14 +73,15 @@ fn run_child(mode: Mode, args: &Args) -> Result<(), String> {
     };
     match mode {
         Mode::Legacy => legacy::run(args, &mut emit),
-        Mode::Shared => shared::run(args, &mut emit),
+        Mode::Shared => shared::run(args, CompileMode::Blocking, &mut emit),
+        Mode::Background => shared::run(args, CompileMode::Background, &mut emit),
     }
 }
 
-/// Runs both modes as child processes and reports side by side.
+/// Runs each mode as a child process and reports side by side.
 fn run_parent(args: &Args) -> Result<(), String> {
     let mut records = Vec::new();
-    for mode in [Mode::Legacy, Mode::Shared] {
+    for mode in [Mode::Legacy, Mode::Shared, Mode::Background] {
         eprintln!(
             "[pingpong] running {} mode on {} for {} iterations ...",
             mode.name(),
@@ -87,10 +92,7 @@ fn run_parent(args: &Args) -> Result<(), String> {
     }
     if args.json {
         // Checkpoints, and where the legacy mode hit its ceiling (if it did).
-        for record in records
-            .iter()
-            .filter(|r| r.is_checkpoint() || r.kind == "stopped")
-        {
+        for record in records.iter().filter(|r| r.kind != "sample") {
             println!(
                 "{}",
                 serde_json::to_string(record).expect("records serialize")

@@ -1,4 +1,4 @@
-//! An SVG plot of RSS against iterations for both modes, drawn with
+//! An SVG plot of RSS against iterations for every mode, drawn with
 //! `plotters` (round tick values on both axes).
 
 use std::path::Path;
@@ -9,7 +9,7 @@ use crate::args::Args;
 use crate::workload::Record;
 
 /// The modes, their colours and legend labels, in drawing order.
-const SERIES: [(&str, RGBColor, &str); 2] = [
+const SERIES: [(&str, RGBColor, &str); 3] = [
     (
         "legacy",
         RGBColor(214, 39, 40),
@@ -18,7 +18,12 @@ const SERIES: [(&str, RGBColor, &str); 2] = [
     (
         "shared",
         RGBColor(31, 119, 180),
-        "shared: one runtime, bounded LRU",
+        "shared: one runtime, bounded caches",
+    ),
+    (
+        "background",
+        RGBColor(44, 160, 44),
+        "background: shared, compiling in the background",
     ),
 ];
 

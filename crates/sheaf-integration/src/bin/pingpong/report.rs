@@ -9,59 +9,77 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
-/// The table of checkpoints for both modes, plus where the legacy mode
-/// stopped if it hit the ceiling.
+const MODES: [(&str, &str); 3] = [
+    ("legacy", "runtimes"),
+    ("shared", "modules"),
+    ("background", "modules"),
+];
+
+/// The table of checkpoints for every mode, the time to the first result,
+/// and where the legacy mode stopped if it hit the ceiling.
 pub(crate) fn table(records: &[Record], args: &Args) -> String {
-    let find = |mode: &str, iters: usize| {
+    let find = |mode: &str, kind: &str, iters: usize| {
         records
             .iter()
-            .find(|r| r.mode == mode && r.is_checkpoint() && r.iters == iters)
+            .find(|r| r.mode == mode && r.kind == kind && r.iters == iters)
     };
     let mut out = String::new();
     let _ = writeln!(out, "\nShape ping-pong on {}: sigmoid f32[1,5] <-> f32[1,5,1], softmax temperature 0.5 <-> 1.0\n", args.driver);
-    let _ = writeln!(
-        out,
-        "{:>6} | {:>8} {:>9} {:>10} {:>8} {:>6} | {:>8} {:>9} {:>10} {:>8} {:>6}",
-        "", "legacy", "", "", "", "", "shared", "", "", "", ""
-    );
-    let _ = writeln!(
-        out,
-        "{:>6} | {:>8} {:>9} {:>10} {:>8} {:>6} | {:>8} {:>9} {:>10} {:>8} {:>6}",
-        "iters",
-        "compiles",
-        "runtimes",
-        "RSS MiB",
-        "wall s",
-        "stale",
-        "compiles",
-        "modules",
-        "RSS MiB",
-        "wall s",
-        "stale"
-    );
+    let mut titles = format!("{:>6}", "");
+    let mut headers = format!("{:>6}", "iters");
+    for (mode, modules) in MODES {
+        titles += &format!(" | {mode:<43}");
+        headers += &format!(
+            " | {:>8} {modules:>8} {:>8} {:>7} {:>5}",
+            "compiles", "RSS MiB", "wall s", "stale"
+        );
+    }
+    let _ = writeln!(out, "{}", titles.trim_end());
+    let _ = writeln!(out, "{headers}");
     let cell = |record: Option<&Record>| match record {
         Some(r) => format!(
-            "{:>8} {:>9} {:>10.1} {:>8.2} {:>6}",
+            "{:>8} {:>8} {:>8.1} {:>7.2} {:>5}",
             r.compiles,
             r.live_modules,
             mib(r.rss_bytes),
             r.wall_s,
             r.stale_results
         ),
-        None => format!("{:>8} {:>9} {:>10} {:>8} {:>6}", "-", "-", "-", "-", "-"),
+        None => format!("{:>8} {:>8} {:>8} {:>7} {:>5}", "-", "-", "-", "-", "-"),
     };
     for &iters in &args.checkpoints {
+        let mut line = format!("{iters:>6}");
+        for (mode, _) in MODES {
+            line += &format!(" | {}", cell(find(mode, "checkpoint", iters)));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    let firsts: Vec<String> = MODES
+        .iter()
+        .filter_map(|(mode, _)| {
+            let r = find(mode, "first_result", 0)?;
+            Some(format!("{mode} {:.3} ms", r.wall_s * 1e3))
+        })
+        .collect();
+    let _ = writeln!(out, "\ntime to the first result: {}", firsts.join(", "));
+    if let Some(alone) = find("background", "interpreter", 0) {
         let _ = writeln!(
             out,
-            "{iters:>6} | {} | {}",
-            cell(find("legacy", iters)),
-            cell(find("shared", iters))
+            "the interpreter alone on that call: {:.3} ms",
+            alone.wall_s * 1e3
+        );
+    }
+    for r in records.iter().filter(|r| r.kind == "drained") {
+        let _ = writeln!(
+            out,
+            "{}: every compile done {:.2} s after the start ({} compiles, {} modules)",
+            r.mode, r.wall_s, r.compiles, r.live_modules
         );
     }
     if let Some(stop) = records.iter().find(|r| r.kind == "stopped") {
         let _ = writeln!(
             out,
-            "\nlegacy stopped after {} iterations at {:.0} MiB (ceiling {} MiB) with {} runtimes alive",
+            "legacy stopped after {} iterations at {:.0} MiB (ceiling {} MiB) with {} runtimes alive",
             stop.iters,
             mib(stop.rss_bytes),
             args.ceiling_bytes >> 20,
@@ -70,7 +88,8 @@ pub(crate) fn table(records: &[Record], args: &Args) -> String {
     }
     let _ = writeln!(
         out,
-        "\ncompiles: legacy counts a runtime built per shape mismatch (bytes reused); stale: results that differ from the interpreter"
+        "compiles: legacy counts a runtime built per shape mismatch (bytes reused), background \
+         the compiles finished so far; stale: results that differ from the interpreter"
     );
     out
 }

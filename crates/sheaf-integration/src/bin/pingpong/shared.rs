@@ -1,21 +1,34 @@
-//! The `shared` mode: this project's `JitRuntime`.
+//! The `shared` and `background` modes: this project's `JitRuntime`, with
+//! misses that wait for their compile or that run in the interpreter while
+//! the compile runs in the background.
+
+use std::time::{Duration, Instant};
 
 use ndarray::ArrayD;
-use sheaf_integration::{reference, JitConfig, JitRuntime, Value};
+use sheaf_integration::{reference, CompileMode, JitConfig, JitRuntime, Value};
 
 use crate::args::Args;
 use crate::workload::{self, Record, Recorder};
 
-pub(crate) fn run(args: &Args, emit: &mut dyn FnMut(&Record)) -> Result<(), String> {
+pub(crate) fn run(
+    args: &Args,
+    mode: CompileMode,
+    emit: &mut dyn FnMut(&Record),
+) -> Result<(), String> {
     // No disk cache: every signature is compiled for real, once.
     let config = JitConfig::builder()
         .driver(&args.driver)
         .no_disk_cache()
+        .compile_mode(mode, 1)
         .build()
         .map_err(|e| e.to_string())?;
     let jit = JitRuntime::new(config).map_err(|e| e.to_string())?;
     let (sigmoid, softmax) = (reference::sigmoid(), reference::softmax());
-    let mut recorder = Recorder::new("shared", &args.checkpoints, emit);
+    let name = match mode {
+        CompileMode::Background => "background",
+        _ => "shared",
+    };
+    let mut recorder = Recorder::new(name, &args.checkpoints, emit);
     let mut stale = 0;
     for i in 0..args.max_iters() {
         let x = workload::sigmoid_input(i);
@@ -24,6 +37,12 @@ pub(crate) fn run(args: &Args, emit: &mut dyn FnMut(&Record)) -> Result<(), Stri
                 reference::interpret_sigmoid(args)
             })
             .map_err(|e| e.to_string())?;
+        if i == 0 {
+            recorder.first_result(jit.stats().total.compiles);
+            let start = Instant::now();
+            reference::interpret_sigmoid(&[Value::from(x.clone())]).map_err(|e| e.to_string())?;
+            recorder.interpreter_alone(start.elapsed().as_secs_f64());
+        }
         stale += u64::from(!check(&y.outputs, &workload::expected_sigmoid(x)?)?);
 
         let (x, t) = workload::softmax_input(i);
@@ -42,6 +61,16 @@ pub(crate) fn run(args: &Args, emit: &mut dyn FnMut(&Record)) -> Result<(), Stri
             stats.total.live_entries as u64,
             stale,
         );
+    }
+    // Background compiles may still run: wait for them, for the record.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let t = jit.stats().total;
+        if t.compiles + t.compiles_withdrawn >= t.compiles_queued || Instant::now() > deadline {
+            recorder.drained(args.max_iters(), t.compiles, t.live_entries as u64);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
     }
     if std::env::var_os("SHEAF_JIT_TRACE").is_some() {
         eprintln!("{}", jit.profile());

@@ -65,9 +65,12 @@ pub(crate) fn matches(actual: &[f32], expected: &ArrayD<f32>) -> bool {
 /// One line of a child's output.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Record {
-    /// `legacy` or `shared`.
+    /// `legacy`, `shared` or `background`.
     pub mode: String,
-    /// `checkpoint`, `sample` (for the plot) or `stopped` (ceiling reached).
+    /// `checkpoint`, `sample` (for the plot), `first_result` (the first
+    /// call returned), `interpreter` (the interpreter alone on the first
+    /// call), `drained` (background compiles all done) or `stopped` (ceiling
+    /// reached).
     pub kind: String,
     /// Iterations done.
     pub iters: usize,
@@ -127,6 +130,33 @@ impl<'a> Recorder<'a> {
             let kind = if checkpoint { "checkpoint" } else { "sample" };
             self.emit(kind, iters, compiles, live_modules, stale_results);
         }
+    }
+
+    /// Emits the time to the first call's result (call it once, after the
+    /// first call).
+    pub(crate) fn first_result(&mut self, compiles: u64) {
+        self.emit("first_result", 0, compiles, 0, 0);
+    }
+
+    /// Emits how long the interpreter alone takes for the first call
+    /// (`wall_s` is that time, not the time since the start).
+    pub(crate) fn interpreter_alone(&mut self, seconds: f64) {
+        let record = Record {
+            mode: self.mode.into(),
+            kind: "interpreter".into(),
+            iters: 0,
+            compiles: 0,
+            live_modules: 0,
+            rss_bytes: rss_bytes(),
+            wall_s: seconds,
+            stale_results: 0,
+        };
+        (self.emit)(&record);
+    }
+
+    /// Emits the time when every queued compile had finished.
+    pub(crate) fn drained(&mut self, iters: usize, compiles: u64, live_modules: u64) {
+        self.emit("drained", iters, compiles, live_modules, 0);
     }
 
     /// Emits the record of a run stopped early.

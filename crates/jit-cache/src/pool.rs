@@ -1,0 +1,252 @@
+//! The background compile pool: a bounded queue of jobs and the threads that
+//! run them.
+//!
+//! [`JitCache::get_or_queue`](crate::JitCache::get_or_queue) submits a job
+//! and returns at once; the job compiles outside the cache's lock and
+//! publishes its result like a blocking compile. Threads start with the
+//! first job, so a cache that never queues never spawns one. Dropping the
+//! pool (with the last handle of its cache) discards the jobs not yet
+//! started, lets each running job finish its compile and joins the threads:
+//! it waits at most one compile per thread, never for the queue.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, JoinHandle};
+
+/// Work for the pool. A job dropped without running (the pool shut down)
+/// must withdraw itself in its `Drop`.
+pub(crate) trait Job: Send + 'static {
+    fn run(self);
+}
+
+/// The queue was full: the job is handed back.
+pub(crate) struct QueueFull<J>(pub(crate) J);
+
+pub(crate) struct Pool<J> {
+    shared: Arc<PoolShared<J>>,
+    threads: usize,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+struct PoolShared<J> {
+    queue: Mutex<Queue<J>>,
+    work: Condvar,
+}
+
+struct Queue<J> {
+    jobs: VecDeque<J>,
+    capacity: usize,
+    /// Threads started or being started.
+    started: usize,
+    shutdown: bool,
+}
+
+impl<J: Job> Pool<J> {
+    /// A pool of up to `threads` threads (at least 1) and up to `capacity`
+    /// jobs waiting (at least 1).
+    pub(crate) fn new(threads: usize, capacity: usize) -> Self {
+        Pool {
+            shared: Arc::new(PoolShared {
+                queue: Mutex::new(Queue {
+                    jobs: VecDeque::new(),
+                    capacity: capacity.max(1),
+                    started: 0,
+                    shutdown: false,
+                }),
+                work: Condvar::new(),
+            }),
+            threads: threads.max(1),
+            workers: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Queues `job`, starting a thread if fewer than the pool's run; hands
+    /// the job back when the queue is full.
+    pub(crate) fn submit(&self, job: J) -> Result<(), QueueFull<J>> {
+        let mut queue = self.shared.lock();
+        if queue.jobs.len() >= queue.capacity || queue.shutdown {
+            return Err(QueueFull(job));
+        }
+        queue.jobs.push_back(job);
+        let start_one = queue.started < self.threads;
+        queue.started += usize::from(start_one);
+        drop(queue);
+        if start_one {
+            self.start_worker();
+        } else {
+            self.shared.work.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Jobs waiting for a thread.
+    #[cfg(test)]
+    pub(crate) fn queued(&self) -> usize {
+        self.shared.lock().jobs.len()
+    }
+
+    fn start_worker(&self) {
+        let shared = Arc::clone(&self.shared);
+        let spawned = thread::Builder::new()
+            .name("jit-compile".to_owned())
+            .spawn(move || shared.work_loop());
+        match spawned {
+            Ok(handle) => self
+                .workers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(handle),
+            // No thread: the job waits for a running worker, or for the next
+            // submit to try again. With none at all it is withdrawn when the
+            // pool drops.
+            Err(error) => {
+                self.shared.lock().started -= 1;
+                tracing::warn!(
+                    target: "jit_cache",
+                    %error,
+                    "cannot start a background compile thread ({error}); queued compiles wait"
+                );
+            }
+        }
+    }
+}
+
+impl<J: Job> PoolShared<J> {
+    fn lock(&self) -> MutexGuard<'_, Queue<J>> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn work_loop(&self) {
+        loop {
+            let job = {
+                let queue = self.lock();
+                let mut queue = self
+                    .work
+                    .wait_while(queue, |q| q.jobs.is_empty() && !q.shutdown)
+                    .unwrap_or_else(PoisonError::into_inner);
+                if queue.shutdown {
+                    return;
+                }
+                queue.jobs.pop_front()
+            };
+            // Jobs catch their own panics (the compile callback's); one that
+            // escapes would only end this thread.
+            if let Some(job) = job {
+                job.run();
+            }
+        }
+    }
+}
+
+impl<J> Drop for Pool<J> {
+    fn drop(&mut self) {
+        let withdrawn = {
+            let mut queue = self
+                .shared
+                .queue
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            queue.shutdown = true;
+            std::mem::take(&mut queue.jobs)
+        };
+        self.shared.work.notify_all();
+        // Dropped outside the lock: each withdraws its compile.
+        drop(withdrawn);
+        let me = thread::current().id();
+        let workers = std::mem::take(
+            self.workers
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for worker in workers {
+            // The last handle of the cache can go on a worker, inside a job:
+            // that thread ends by itself when the job returns.
+            if worker.thread().id() != me {
+                let _ = worker.join();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
+
+    type Boxed = Box<dyn FnOnce() + Send>;
+
+    impl Job for Boxed {
+        fn run(self) {
+            self()
+        }
+    }
+
+    /// Counts its drops whether or not it ran.
+    struct Tracked(Arc<AtomicUsize>);
+
+    impl Drop for Tracked {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn jobs_run_on_the_pool_threads() {
+        let pool = Pool::<Boxed>::new(2, 8);
+        let (done, results) = mpsc::channel();
+        for i in 0..6 {
+            let done = done.clone();
+            pool.submit(Box::new(move || {
+                done.send((i, thread::current().name().map(str::to_owned)))
+                    .unwrap();
+            }))
+            .unwrap_or_else(|_| panic!("room for 8"));
+        }
+        let mut got: Vec<_> = (0..6).map(|_| results.recv().unwrap()).collect();
+        got.sort();
+        assert_eq!(got.len(), 6);
+        assert!(got
+            .iter()
+            .all(|(_, name)| name.as_deref() == Some("jit-compile")));
+        assert!(pool.workers.lock().unwrap().len() <= 2);
+    }
+
+    #[test]
+    fn a_full_queue_hands_the_job_back_and_drop_withdraws_the_waiting_ones() {
+        let pool = Pool::<Boxed>::new(1, 2);
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (started, running) = mpsc::channel();
+        let (release, hold) = mpsc::channel::<()>();
+        // The one thread blocks in its first job until released.
+        pool.submit(Box::new(move || {
+            started.send(()).unwrap();
+            hold.recv().unwrap();
+        }))
+        .unwrap_or_else(|_| panic!("an empty queue"));
+        running.recv().unwrap();
+        for _ in 0..2 {
+            let tracked = Tracked(Arc::clone(&drops));
+            assert!(pool.submit(Box::new(move || drop(tracked))).is_ok());
+        }
+        assert_eq!(pool.queued(), 2);
+        let tracked = Tracked(Arc::clone(&drops));
+        let Err(QueueFull(job)) = pool.submit(Box::new(move || drop(tracked))) else {
+            panic!("the queue holds 2");
+        };
+        drop(job);
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "handed back, then dropped");
+        release.send(()).unwrap();
+        drop(pool);
+        // The two waiting jobs were either run or withdrawn, never lost.
+        assert_eq!(drops.load(Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn an_idle_pool_spawns_nothing_and_drops_at_once() {
+        let pool = Pool::<Boxed>::new(4, 4);
+        assert_eq!(pool.queued(), 0);
+        assert!(pool.workers.lock().unwrap().is_empty());
+        drop(pool);
+    }
+}

@@ -1,0 +1,143 @@
+//! Background compilation on the real runtime and compiler: the first call
+//! of a signature runs the interpreter without waiting, later calls hit;
+//! failures are remembered; a forgotten function is not compiled; dropping
+//! the runtime with compiles queued ends.
+
+mod support;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use sheaf_integration::reference::{self, ReferenceError};
+use sheaf_integration::{
+    CallResult, CompileMode, Fallback, JitConfig, JitFunction, JitRuntime, Provenance, Value,
+};
+use support::{array, assert_close};
+
+fn background() -> JitRuntime {
+    let config = JitConfig::builder()
+        .no_disk_cache()
+        .compile_mode(CompileMode::Background, 1)
+        .build()
+        .unwrap();
+    JitRuntime::new(config).unwrap()
+}
+
+fn sigmoid_call(jit: &JitRuntime, f: &JitFunction, x: &[Value]) -> CallResult {
+    jit.call(f, x, &[], |args, _| reference::interpret_sigmoid(args))
+        .unwrap()
+}
+
+/// Calls until the call hits; each result must match the interpreter's.
+fn until_hit(jit: &JitRuntime, f: &JitFunction, x: &[Value]) -> CallResult {
+    let expected = reference::interpret_sigmoid(x).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        let result = sigmoid_call(jit, f, x);
+        assert_close(&result.outputs[0], &expected[0], "a call while compiling");
+        if result.provenance == Provenance::CacheHit {
+            return result;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    panic!("never compiled: {}", jit.stats());
+}
+
+#[test]
+fn the_first_call_interprets_at_once_and_later_calls_hit() {
+    let jit = background();
+    let sigmoid = reference::sigmoid();
+    let x = [Value::from(array(&[4, 5], 1))];
+    let start = Instant::now();
+    let first = sigmoid_call(&jit, &sigmoid, &x);
+    let first_latency = start.elapsed();
+    assert_eq!(
+        first.provenance,
+        Provenance::Interpreted(Fallback::CompilingInBackground)
+    );
+    let expected = reference::interpret_sigmoid(&x).unwrap();
+    assert_close(&first.outputs[0], &expected[0], "first call");
+    let hit = until_hit(&jit, &sigmoid, &x);
+    assert_close(
+        &hit.outputs[0],
+        &first.outputs[0],
+        "compiled vs interpreted",
+    );
+    let stats = jit.stats();
+    assert_eq!((stats.total.compiles, stats.total.compiles_queued), (1, 1));
+    println!(
+        "first call {first_latency:.1?} (interpreted), compile {:.1?} in the background",
+        stats.total.compile_time
+    );
+}
+
+#[test]
+fn a_failed_background_compile_is_remembered() {
+    let jit = background();
+    let broken: JitFunction = JitFunction::new("broken", "(defn broken [x] ?)", |_| {
+        Err("this lowering always fails".into())
+    });
+    let x = [Value::from(array(&[2], 2))];
+    let mut reasons = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let result = jit
+            .call(&broken, &x, &[], |args, _| {
+                Ok::<_, ReferenceError>(args.to_vec())
+            })
+            .unwrap();
+        let Provenance::Interpreted(why) = result.provenance else {
+            panic!("a failing lowering ran compiled");
+        };
+        let failed = matches!(why, Fallback::CompileFailed(_));
+        reasons.push(why);
+        if failed {
+            break;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(reasons[0], Fallback::CompilingInBackground);
+    let last = reasons.last().unwrap();
+    let error = last.variant_error().expect("the lowering's error");
+    assert!(error.to_string().contains("always fails"), "{error}");
+    assert_eq!(jit.stats().total.failed_compiles, 1);
+}
+
+#[test]
+fn a_function_forgotten_while_queued_is_not_compiled() {
+    let jit = background();
+    let sigmoid = reference::sigmoid();
+    let shapes = [[1, 3], [1, 4], [1, 6], [1, 7]];
+    for (i, shape) in shapes.iter().enumerate() {
+        let x = [Value::from(array(shape, i as u32))];
+        sigmoid_call(&jit, &sigmoid, &x);
+    }
+    jit.forget(&sigmoid);
+    // At most the compile already running finishes; it is not cached.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let t = jit.stats().total;
+        if t.compiles + t.compiles_withdrawn == shapes.len() as u64 {
+            assert!(t.compiles_withdrawn >= shapes.len() as u64 - 1, "{t:?}");
+            assert_eq!(t.live_entries, 0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", jit.stats());
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn dropping_the_runtime_with_compiles_queued_ends() {
+    let jit = background();
+    let sigmoid = reference::sigmoid();
+    for n in 1..=6 {
+        let x = [Value::from(array(&[2, n], n as u32))];
+        sigmoid_call(&jit, &sigmoid, &x);
+    }
+    let start = Instant::now();
+    drop(jit);
+    // The queued compiles are withdrawn; the one running (if any) finishes
+    // on its thread, which ends after it.
+    println!("dropped in {:.1?}", start.elapsed());
+}
