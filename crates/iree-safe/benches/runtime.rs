@@ -19,6 +19,7 @@ mod common;
 
 use std::time::Instant;
 
+use iree_safe::compiler::Artifact;
 use iree_safe::{Runtime, Tensor};
 
 const WARMUP: usize = 2_000;
@@ -33,7 +34,7 @@ fn main() {
     let vmfb = common::program("sigmoid");
     let artifact =
         std::env::temp_dir().join(format!("iree-safe-bench-{}.vmfb", std::process::id()));
-    std::fs::write(&artifact, &vmfb).expect("temporary artifact");
+    std::fs::write(&artifact, vmfb.as_bytes()).expect("temporary artifact");
     println!("tiny sigmoid artifact: {} bytes", vmfb.len());
     for driver in ["local-sync", "local-task"] {
         println!("\n== {driver} ==");
@@ -73,8 +74,12 @@ fn time(mut f: impl FnMut()) -> Vec<u64> {
         .collect()
 }
 
-fn warm_call(runtime: &Runtime, vmfb: &[u8]) {
-    let sigmoid = runtime.load(vmfb).unwrap().function("sigmoid").unwrap();
+fn warm_call(runtime: &Runtime, vmfb: &Artifact) {
+    let sigmoid = runtime
+        .load(vmfb.vmfb())
+        .unwrap()
+        .function("sigmoid")
+        .unwrap();
     let data = [0.5f32, -1.0, 2.0, 0.0];
     let x: iree_safe::Value = Tensor::from_slice(runtime.device(), &[4], &data)
         .unwrap()
@@ -96,14 +101,14 @@ fn warm_call(runtime: &Runtime, vmfb: &[u8]) {
     );
 }
 
-fn memory_per_module(runtime: &Runtime, vmfb: &[u8]) {
+fn memory_per_module(runtime: &Runtime, vmfb: &Artifact) {
     let x: iree_safe::Value = Tensor::from_slice(runtime.device(), &[4], &[1.0f32; 4])
         .unwrap()
         .into();
     let mut modules = Vec::new();
     let load_until = |k: usize, modules: &mut Vec<_>| {
         while modules.len() < k {
-            let module = runtime.load(vmfb).unwrap();
+            let module = runtime.load(vmfb.vmfb()).unwrap();
             // Call once so each context's state is fully materialized.
             module
                 .function("sigmoid")

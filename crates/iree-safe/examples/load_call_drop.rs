@@ -21,6 +21,7 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use iree_safe::compiler::Artifact;
 use iree_safe::{Runtime, Tensor};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -28,17 +29,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let vmfb = match args.as_slice() {
         [] => common::program_for_cpu("sigmoid", "x86-64-v2"),
         [flag, path] if flag == "--emit" => {
-            std::fs::write(path, common::program_for_cpu("sigmoid", "x86-64-v2"))?;
+            std::fs::write(
+                path,
+                common::program_for_cpu("sigmoid", "x86-64-v2").as_bytes(),
+            )?;
             println!("wrote {path}");
             return Ok(());
         }
-        [path] => std::fs::read(path)?,
+        // SAFETY: the user names the file to load, as they would a program
+        // to run (the --emit output of this example, typically).
+        [path] => unsafe { Artifact::from_trusted_bytes(std::fs::read(path)?) },
         _ => return Err("usage: load_call_drop [--emit FILE | FILE.vmfb]".into()),
     };
     for driver in ["local-sync", "local-task"] {
         let runtime = Runtime::new(driver)?;
         for round in 0..20 {
-            let module = runtime.load(&vmfb)?;
+            let module = runtime.load(vmfb.vmfb())?;
             let sigmoid = module.function("sigmoid")?;
             let x = round as f32 / 10.0;
             let input = Tensor::from_slice(runtime.device(), &[4], &[x, -x, 0.0, 1.0])?;

@@ -9,10 +9,16 @@
 //! [`compiler`] drives IREE's compiler, in-process or as a subprocess.
 //!
 //! ```no_run
+//! use iree_safe::compiler::{choose_compiler, CompileOptions, CompilerPreference};
 //! use iree_safe::{Runtime, Tensor};
 //!
 //! let runtime = Runtime::new("local-sync")?;
-//! let module = runtime.load(&std::fs::read("sigmoid.vmfb").unwrap())?;
+//! let compiler = choose_compiler(CompilerPreference::Auto).unwrap().compiler;
+//! let sigmoid_mlir = std::fs::read_to_string("sigmoid.mlir").unwrap();
+//! let artifact = compiler.compile(&sigmoid_mlir, &CompileOptions::default()).unwrap();
+//! // Loading runs the artifact's code: only the compiler's output (or bytes
+//! // vouched for with `TrustedVmfb::new_unchecked`) can be loaded.
+//! let module = runtime.load(artifact.vmfb())?;
 //! let sigmoid = module.function("sigmoid")?; // look up once, call often
 //! let x = Tensor::from_slice(runtime.device(), &[1, 5], &[0.0f32, 1.0, 2.0, 3.0, 4.0])?;
 //! let outputs = sigmoid.call(&[x.into()])?;
@@ -58,6 +64,7 @@ mod sys;
 mod tensor;
 mod transfer;
 mod value;
+mod vmfb;
 
 pub use device::Device;
 pub use element::{Element, ElementType};
@@ -69,6 +76,7 @@ pub use runtime::Runtime;
 pub use signature::{Signature, SlotKind};
 pub use tensor::Tensor;
 pub use value::Value;
+pub use vmfb::TrustedVmfb;
 
 /// The IREE runtime version these wrappers are built against.
 pub const IREE_RUNTIME_VERSION: &str = iree_sys::build_info::IREE_VERSION;

@@ -7,6 +7,7 @@ use crate::artifact::AlignedArtifact;
 use crate::error::{check, Result};
 use crate::handle::Handle;
 use crate::runtime::Runtime;
+use crate::vmfb::TrustedVmfb;
 use crate::{strings, sys};
 
 /// A compiled artifact loaded into a [`Runtime`]. Cheap to clone (reference
@@ -68,10 +69,12 @@ unsafe impl Sync for ModuleInner {}
 impl Runtime {
     /// Loads a compiled `.vmfb` artifact as a new module with its own
     /// context. The bytes are copied into 64-byte aligned storage that IREE
-    /// frees with the module (see `artifact.rs`).
+    /// frees with the module (see `artifact.rs`). Loading runs the
+    /// artifact's code, so it takes a [`TrustedVmfb`]: the compiler's output,
+    /// or bytes a caller vouched for.
     #[doc(alias = "iree_vm_bytecode_module_create")]
-    pub fn load(&self, vmfb: &[u8]) -> Result<Module> {
-        let artifact = AlignedArtifact::copy_of(vmfb)?;
+    pub fn load(&self, vmfb: TrustedVmfb<'_>) -> Result<Module> {
+        let artifact = AlignedArtifact::copy_of(vmfb.as_bytes())?;
         let allocator = sys::iree_allocator_system();
         let instance = self.instance().as_ptr();
         // SAFETY: the span points at `artifact`'s live storage. On success
@@ -116,7 +119,7 @@ impl Runtime {
                 bytecode,
                 runtime: self.clone(),
                 name,
-                artifact_bytes: vmfb.len(),
+                artifact_bytes: vmfb.as_bytes().len(),
             }),
         })
     }

@@ -21,9 +21,9 @@ use crate::sys;
 /// `iree_hal_device_group_create_from_device` and `iree_hal_module_create`.
 ///
 /// ```no_run
-/// # fn trusted_vmfb() -> Vec<u8> { unimplemented!() }
+/// # fn compiled() -> iree_safe::compiler::Artifact { unimplemented!() }
 /// let runtime = iree_safe::Runtime::new("local-sync")?;
-/// let module = runtime.load(&trusted_vmfb())?;
+/// let module = runtime.load(compiled().vmfb())?;
 /// let sigmoid = module.function("sigmoid")?;
 /// let x = iree_safe::Tensor::from_slice(runtime.device(), &[4], &[0.0f32, 1.0, 2.0, 3.0])?;
 /// let y = sigmoid.call(&[x.into()])?;

@@ -15,7 +15,7 @@ fn sigmoid(x: f32) -> f32 {
 #[test]
 fn sigmoid_matches_the_formula() {
     let runtime = Runtime::new(DRIVER).unwrap();
-    let module = runtime.load(&program("sigmoid")).unwrap();
+    let module = runtime.load(program("sigmoid").vmfb()).unwrap();
     assert_eq!(module.name(), "sigmoid");
     assert!(module.function_names().contains(&"sigmoid".to_owned()));
     let f = module.function("sigmoid").unwrap();
@@ -36,7 +36,7 @@ fn sigmoid_matches_the_formula() {
 fn reflection_exposes_the_abi_declaration() {
     let runtime = Runtime::new(DRIVER).unwrap();
     let f = runtime
-        .load(&program("add"))
+        .load(program("add").vmfb())
         .unwrap()
         .function("add")
         .unwrap();
@@ -51,7 +51,7 @@ fn reflection_exposes_the_abi_declaration() {
 #[test]
 fn scalar_arguments_and_results() {
     let runtime = Runtime::new(DRIVER).unwrap();
-    let module = runtime.load(&program("scalars")).unwrap();
+    let module = runtime.load(program("scalars").vmfb()).unwrap();
     let x = Tensor::from_slice(runtime.device(), &[4], &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
     let scaled = module
         .function("scale")
@@ -91,7 +91,7 @@ fn scalar_arguments_and_results() {
 #[test]
 fn every_element_type_round_trips_through_a_call() {
     let runtime = Runtime::new(DRIVER).unwrap();
-    let module = runtime.load(&program("identity")).unwrap();
+    let module = runtime.load(program("identity").vmfb()).unwrap();
     let call = |name: &str, tensor: Tensor| -> Tensor {
         module
             .function(name)
@@ -153,7 +153,7 @@ fn every_element_type_round_trips_through_a_call() {
 fn wrong_shape_is_an_error_carrying_iree_message() {
     let runtime = Runtime::new(DRIVER).unwrap();
     let f = runtime
-        .load(&program("sigmoid"))
+        .load(program("sigmoid").vmfb())
         .unwrap()
         .function("sigmoid")
         .unwrap();
@@ -175,7 +175,7 @@ fn wrong_shape_is_an_error_carrying_iree_message() {
 fn wrong_dtype_is_an_error_carrying_iree_message() {
     let runtime = Runtime::new(DRIVER).unwrap();
     let f = runtime
-        .load(&program("sigmoid"))
+        .load(program("sigmoid").vmfb())
         .unwrap()
         .function("sigmoid")
         .unwrap();
@@ -197,7 +197,7 @@ fn wrong_dtype_is_an_error_carrying_iree_message() {
 #[test]
 fn unknown_function_lists_the_exports() {
     let runtime = Runtime::new(DRIVER).unwrap();
-    let module = runtime.load(&program("add")).unwrap();
+    let module = runtime.load(program("add").vmfb()).unwrap();
     let error = module.function("mul").unwrap_err();
     assert_eq!(error.code(), StatusCode::NotFound);
     assert!(error.to_string().contains("exports: add"), "{error}");
@@ -207,7 +207,7 @@ fn unknown_function_lists_the_exports() {
 fn local_task_runs_the_same_module() {
     let runtime = Runtime::new("local-task").unwrap();
     let f = runtime
-        .load(&program("add"))
+        .load(program("add").vmfb())
         .unwrap()
         .function("add")
         .unwrap();

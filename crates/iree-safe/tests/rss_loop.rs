@@ -14,7 +14,7 @@ fn ten_thousand_load_call_drop_cycles_keep_rss_flat() {
     let bytes = program("add");
     let a = Tensor::from_slice(runtime.device(), &[4], &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
     let cycle = || {
-        let module = runtime.load(&bytes).unwrap();
+        let module = runtime.load(bytes.vmfb()).unwrap();
         let out = module
             .function("add")
             .unwrap()

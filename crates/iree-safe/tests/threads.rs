@@ -19,7 +19,7 @@ fn eight_threads_share_one_runtime() {
             scope.spawn(move || {
                 // Two modules per thread, alternated, each with its own context.
                 let functions: Vec<_> = (0..2)
-                    .map(|_| runtime.load(bytes).unwrap().function("add").unwrap())
+                    .map(|_| runtime.load(bytes.vmfb()).unwrap().function("add").unwrap())
                     .collect();
                 for call in 0..CALLS {
                     let base = (thread * CALLS + call) as f32;
@@ -48,7 +48,7 @@ fn one_module_is_callable_from_several_threads() {
     let _check = LeakCheck::start();
     let runtime = Runtime::new(DRIVER).unwrap();
     let add = runtime
-        .load(&program("add"))
+        .load(program("add").vmfb())
         .unwrap()
         .function("add")
         .unwrap();

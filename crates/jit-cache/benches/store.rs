@@ -41,17 +41,17 @@ fn ms(duration: Duration) -> f64 {
 
 fn main() {
     let dir = tempfile::tempdir().expect("a temporary folder");
-    println!("disk-store hit (key + read + header + SHA-256 + touch), median of {HITS}:");
+    println!("disk-store hit (key + read + header + HMAC-SHA256 + touch), median of {HITS}:");
     for (label, size) in [("10.6 KB (tiny module)", 10_576), ("1 MiB", 1 << 20)] {
         let program = format!("module @bench_{size} {{}}");
-        let fill = DiskStore::new(StoreConfig::at(dir.path()));
+        let fill = DiskStore::open(StoreConfig::at(dir.path())).expect("a private folder");
         fill.fetch_or_build(
             Some(&key(&program)),
             |bytes| Ok::<_, String>(bytes.len()),
             || Ok::<_, String>(vec![7u8; size]),
         )
         .expect("stores");
-        let fresh = DiskStore::new(StoreConfig::at(dir.path()));
+        let fresh = DiskStore::open(StoreConfig::at(dir.path())).expect("a private folder");
         let first = hit(&fresh, &program);
         let mut hits: Vec<Duration> = (0..HITS).map(|_| hit(&fresh, &program)).collect();
         hits.sort();

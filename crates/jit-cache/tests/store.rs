@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, SystemTime};
 
-use jit_cache::store::{ArtifactKey, BuildError, DiskStore, Fetched, KeyParts, StoreConfig};
+use jit_cache::store::{
+    ArtifactKey, BuildError, DiskStore, Fetched, KeyParts, StoreConfig, StoreError,
+};
 
 /// A stand-in compiler: builds `artifact:<program>` padded to `size` bytes,
 /// after waiting at `barrier` (when given) so that callers overlap.
@@ -71,7 +73,7 @@ fn fetch(store: &DiskStore, builder: &Builder, program: &str) -> (Vec<u8>, Fetch
 }
 
 fn store_at(dir: &Path) -> DiskStore {
-    DiskStore::new(StoreConfig::at(dir))
+    DiskStore::open(StoreConfig::at(dir)).expect("a private folder")
 }
 
 /// The entry files in the store's folder (anything else fails the test).
@@ -142,7 +144,8 @@ fn damaged_entries_are_detected_deleted_and_rebuilt() {
         let (artifact, fetched) = fetch(&fresh, &builder, "sigmoid");
         assert_eq!(fetched, Fetched::Built, "{damage}");
         assert_eq!(builder.calls(), calls_before + 1, "{damage}: rebuilt");
-        assert_eq!(fresh.stats().corrupt, 1, "{damage}");
+        let stats = fresh.stats();
+        assert_eq!(stats.corrupt + stats.unauthenticated, 1, "{damage}");
         assert_eq!(artifact, good, "{damage}");
         // The entry was replaced by a good one.
         assert_eq!(fs::read(&entry).unwrap(), intact, "{damage}");
@@ -293,7 +296,7 @@ fn the_size_bound_evicts_the_least_recently_used_entries() {
         max_bytes: 4000,
         ..StoreConfig::at(dir.path())
     };
-    let store = DiskStore::new(config.clone());
+    let store = DiskStore::open(config.clone()).unwrap();
     for name in ["a", "b", "c"] {
         fetch(&store, &builder, name);
     }
@@ -319,7 +322,7 @@ fn the_size_bound_evicts_the_least_recently_used_entries() {
     assert_eq!(store.stats().bytes_on_disk, 3 * 1088);
     assert_eq!(entries(&store).len(), 3);
     // `b` was the least recently used: it is gone, the others hit.
-    let fresh = DiskStore::new(config);
+    let fresh = DiskStore::open(config).unwrap();
     for name in ["a", "c", "d"] {
         fetch(&fresh, &builder, name);
     }
@@ -356,15 +359,21 @@ fn disabled_stores_and_unkeyed_builds_bypass_the_disk() {
 #[test]
 fn an_unwritable_folder_does_not_fail_builds() {
     let dir = tempfile::tempdir().unwrap();
-    // The store folder's place is taken by a file.
-    let blocked = dir.path().join("blocked");
-    fs::write(&blocked, b"").unwrap();
     let builder = Builder::new(10);
-    let store = store_at(&blocked);
+    let store = store_at(dir.path());
+    // After the store opened, its entries' folder is replaced by a file.
+    fs::remove_dir_all(dir.path().join("vmfb")).unwrap();
+    fs::write(dir.path().join("vmfb"), b"").unwrap();
     fetch(&store, &builder, "module {}");
     let stats = store.stats();
     assert_eq!(
         (stats.misses, stats.write_errors, stats.bytes_written),
         (1, 1, 0)
     );
+    // A store cannot open there at all.
+    let blocked = dir.path().join("vmfb");
+    assert!(matches!(
+        DiskStore::open(StoreConfig::at(&blocked)),
+        Err(StoreError::Io { .. })
+    ));
 }

@@ -71,7 +71,7 @@ fn main() {
         .unwrap();
     let raw = jit
         .runtime()
-        .load(artifact.as_bytes())
+        .load(artifact.vmfb())
         .unwrap()
         .function(sigmoid.entry_symbol())
         .unwrap();

@@ -93,8 +93,16 @@ fn main() {
         let loaded: Vec<(Function, Function)> = compiled
             .iter()
             .map(|(_, matmul, sigmoid, ..)| {
-                let m = runtime.load(matmul).unwrap().function("matmul").unwrap();
-                let s = runtime.load(sigmoid).unwrap().function("sigmoid").unwrap();
+                let m = runtime
+                    .load(matmul.vmfb())
+                    .unwrap()
+                    .function("matmul")
+                    .unwrap();
+                let s = runtime
+                    .load(sigmoid.vmfb())
+                    .unwrap()
+                    .function("sigmoid")
+                    .unwrap();
                 m.call(&matmul_args).unwrap();
                 (m, s)
             })

@@ -2,7 +2,8 @@
 //! with a program and serve its calls ahead of time, without a compiler.
 //!
 //! A bundle is a folder holding `vmfb/<key>.sjit` entries (the disk cache's
-//! format: a checked header and the `.vmfb`) and `manifest.txt`:
+//! format: a header, an authentication tag and the `.vmfb`), the `secret`
+//! that tags them, and `manifest.txt`:
 //!
 //! ```text
 //! sheaf-jit bundle 1
@@ -15,13 +16,20 @@
 //! it serves a process that has no compiler at all; the runtime build must
 //! be the one the process links. A call whose signature the bundle holds
 //! lowers (to find the key) and loads the artifact: no compile.
+//!
+//! A bundle is trusted like the program it ships with: its tags are made
+//! with its own secret, shipped inside it, so they detect damage, not
+//! forgery. What protects it is where it lives: its folders and secret must
+//! belong to this user or to root and be writable by no one else (checked at
+//! open, as for the disk cache). Exporting re-tags each entry: the disk
+//! cache's secret never leaves its folder.
 
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use iree_safe::Function;
-use jit_cache::store::{ArtifactKey, DiskStore};
+use jit_cache::store::{ArtifactKey, DiskStore, StoreConfig};
 
 use crate::error::JitError;
 
@@ -84,8 +92,9 @@ impl Bundle {
                 iree_safe::IREE_RUNTIME_BUILD
             )));
         }
+        let store = DiskStore::open_read_only(dir).map_err(|e| invalid(e.to_string()))?;
         Ok(Bundle {
-            store: DiskStore::read_only(dir),
+            store,
             dir: dir.to_path_buf(),
             compiler,
             entries,
@@ -122,8 +131,8 @@ pub(crate) struct Export<'a> {
     pub(crate) function: &'a str,
     pub(crate) signature: String,
     pub(crate) key: ArtifactKey,
-    /// The disk cache's entry of the artifact.
-    pub(crate) entry: PathBuf,
+    /// The artifact, read back (and authenticated) from the disk cache.
+    pub(crate) artifact: Vec<u8>,
 }
 
 /// What [`JitRuntime::export_artifacts`](crate::JitRuntime::export_artifacts)
@@ -151,23 +160,25 @@ pub(crate) fn write(
         path: dir.to_path_buf(),
         message: what,
     };
-    let entries = dir.join("vmfb");
-    fs::create_dir_all(&entries)
-        .map_err(|e| failed(format!("cannot create {}: {e}", entries.display())))?;
+    let store = DiskStore::open(StoreConfig {
+        directory: dir.to_path_buf(),
+        max_bytes: u64::MAX,
+    })
+    .map_err(|e| failed(e.to_string()))?;
     let mut manifest = format!(
         "{FORMAT}\ncompiler {compiler}\nruntime {}\n",
         iree_safe::IREE_RUNTIME_BUILD
     );
     let mut summary = ExportSummary::default();
     for export in exports {
-        let name = format!("{}.sjit", export.key.hex());
-        let bytes = match fs::copy(&export.entry, entries.join(&name)) {
-            Ok(bytes) => bytes,
-            Err(_) => {
-                skipped += 1;
-                continue;
-            }
-        };
+        if !store.insert(&export.key, &export.artifact) {
+            skipped += 1;
+            continue;
+        }
+        let bytes = store
+            .entry_path(&export.key)
+            .and_then(|path| fs::metadata(path).ok())
+            .map_or(0, |metadata| metadata.len());
         let field = |text: &str| text.replace(['\t', '\n'], " ");
         let _ = writeln!(
             manifest,

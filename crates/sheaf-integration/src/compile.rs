@@ -10,7 +10,7 @@
 use std::sync::{Arc, OnceLock};
 
 use iree_safe::compiler::{self, CompileError, CompilerChoice, CompilerPreference};
-use iree_safe::Function;
+use iree_safe::{Function, TrustedVmfb};
 use jit_cache::store::{ArtifactKey, BuildError, DiskStore, KeyParts, StoreStats};
 use jit_cache::Signature;
 
@@ -113,9 +113,12 @@ impl Pipeline {
         self.store.stats()
     }
 
-    /// The disk cache's entry for `key`, if it is enabled (for export).
-    pub(crate) fn entry_path(&self, key: &ArtifactKey) -> Option<std::path::PathBuf> {
-        self.store.entry_path(key)
+    /// The artifact of `key` from the disk cache, authenticated (for
+    /// export); `None` when the store is disabled or has no good entry.
+    pub(crate) fn read_entry(&self, key: &ArtifactKey) -> Option<Vec<u8>> {
+        self.store.fetch(key, |bytes| {
+            Ok::<_, std::convert::Infallible>(bytes.to_vec())
+        })
     }
 
     /// Lowers, fetches or compiles, and loads one variant.
@@ -130,7 +133,7 @@ impl Pipeline {
         let module = function.entry_module(&lowered.mlir);
         let runtime = &job.placement.runtime;
         let load = |bytes: &[u8]| -> Result<Function, iree_safe::Error> {
-            runtime.load(bytes)?.function(entry_name)
+            runtime.load(trusted(bytes))?.function(entry_name)
         };
         let found = self.bundles.iter().find_map(|bundle| {
             bundle
@@ -176,7 +179,7 @@ impl Pipeline {
         }
         let module = format!("module @jit_batch {{\n{functions}}}\n");
         let load = |bytes: &[u8]| -> Result<Vec<Function>, iree_safe::Error> {
-            let module = placement.runtime.load(bytes)?;
+            let module = placement.runtime.load(trusted(bytes))?;
             entries.iter().map(|entry| module.function(entry)).collect()
         };
         let names: Vec<&str> = jobs.iter().map(|job| job.function.name()).collect();
@@ -251,6 +254,20 @@ impl Pipeline {
             })?;
         Ok((loaded, key))
     }
+}
+
+/// Marks bytes the pipeline's stores hand to a `load` closure as trusted.
+/// Every `load` in this module is only ever called by a [`DiskStore`] or a
+/// [`Bundle`], which pass it nothing but (a) what the `build` closure of the
+/// same call returned, our compiler's output, or (b) an entry whose
+/// HMAC-SHA256 verified under its folder's secret, in a folder that only
+/// this user (or root, for a bundle) can write (`DiskStore::open`,
+/// `DiskStore::open_read_only`; the README's threat model).
+fn trusted(bytes: &[u8]) -> TrustedVmfb<'_> {
+    // SAFETY: see above: the bytes are our compiler's output, or an entry
+    // authenticated by the store (jit-cache `store/trust.rs`) in a folder
+    // no other user can write.
+    unsafe { TrustedVmfb::new_unchecked(bytes) }
 }
 
 /// Runs `job`'s lowering with `entry` as the entry symbol.

@@ -25,6 +25,12 @@ pub enum JitError {
     /// The configuration is invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The disk cache's folder cannot be used: another user could write it
+    /// (and plant code), or it cannot be created. Fix the folder as the
+    /// message says, choose another (`SHEAF_JIT_CACHE_DIR`), or turn the
+    /// disk cache off (`SHEAF_JIT_DISK_CACHE=off`).
+    #[error("{0}; fix it, choose another folder (SHEAF_JIT_CACHE_DIR) or turn the disk cache off (SHEAF_JIT_DISK_CACHE=off)")]
+    DiskCache(#[from] jit_cache::store::StoreError),
     /// An artifact bundle cannot be read or written.
     #[error("artifact bundle {}: {message}", path.display())]
     Bundle {

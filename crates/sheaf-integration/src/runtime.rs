@@ -207,7 +207,7 @@ impl JitRuntime {
             _ => None,
         };
         let store = match config.disk_cache_config() {
-            Some(store) => DiskStore::new(store),
+            Some(store) => DiskStore::open(store)?,
             None => DiskStore::disabled(),
         };
         let bundles = config
@@ -572,13 +572,13 @@ impl JitRuntime {
         for (function, signature, variant) in &entries {
             match variant
                 .key
-                .and_then(|key| Some((key, self.inner.pipeline.entry_path(&key)?)))
+                .and_then(|key| Some((key, self.inner.pipeline.read_entry(&key)?)))
             {
-                Some((key, entry)) => exports.push(Export {
+                Some((key, artifact)) => exports.push(Export {
                     function: function.name(),
                     signature: signature.to_string(),
                     key,
-                    entry,
+                    artifact,
                 }),
                 None => skipped += 1,
             }

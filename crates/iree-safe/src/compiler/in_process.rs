@@ -198,7 +198,7 @@ impl Compiler for InProcessCompiler {
             .output_vm_bytecode(&mut output)
             .map_err(|m| failure(&sink, m))?;
         let bytes = output.contents().map_err(|m| failure(&sink, m))?;
-        Ok(Artifact::new(bytes))
+        Ok(Artifact::compiled(bytes))
     }
 
     fn version(&self) -> &CompilerVersion {

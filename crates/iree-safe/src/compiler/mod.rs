@@ -61,6 +61,7 @@ mod subprocess;
 mod target;
 mod version;
 
+use crate::vmfb::TrustedVmfb;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -90,17 +91,34 @@ pub trait Compiler: Send + Sync + fmt::Debug {
     fn version(&self) -> &CompilerVersion;
 }
 
-/// A compiled `.vmfb` module: bytes to load with
-/// [`Runtime::load`](crate::Runtime::load).
+/// A compiled `.vmfb` module, as IREE's compiler produced it: bytes to load
+/// with [`Runtime::load`](crate::Runtime::load) through [`vmfb`](Self::vmfb).
+/// Only a compile (or the `unsafe` [`from_trusted_bytes`](Self::from_trusted_bytes))
+/// makes one, so holding one means the bytes may be loaded.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Artifact {
     bytes: Vec<u8>,
 }
 
 impl Artifact {
-    /// Wraps `.vmfb` bytes.
-    pub fn new(bytes: Vec<u8>) -> Self {
+    /// Wraps bytes a compiler of this crate returned.
+    pub(crate) fn compiled(bytes: Vec<u8>) -> Self {
         Artifact { bytes }
+    }
+
+    /// Wraps bytes from elsewhere.
+    ///
+    /// # Safety
+    ///
+    /// As [`TrustedVmfb::new_unchecked`]: `bytes` must be a `.vmfb` an IREE
+    /// compiler produced from a trusted program, unmodified since.
+    pub unsafe fn from_trusted_bytes(bytes: Vec<u8>) -> Self {
+        Artifact { bytes }
+    }
+
+    /// The bytes, to load.
+    pub fn vmfb(&self) -> TrustedVmfb<'_> {
+        TrustedVmfb::compiled(&self.bytes)
     }
 
     /// The bytes.
@@ -125,12 +143,6 @@ impl Deref for Artifact {
 impl AsRef<[u8]> for Artifact {
     fn as_ref(&self) -> &[u8] {
         &self.bytes
-    }
-}
-
-impl From<Vec<u8>> for Artifact {
-    fn from(bytes: Vec<u8>) -> Self {
-        Artifact::new(bytes)
     }
 }
 

@@ -117,7 +117,7 @@ impl Compiler for SubprocessCompiler {
                 )],
             });
         }
-        Ok(Artifact::new(output.stdout))
+        Ok(Artifact::compiled(output.stdout))
     }
 
     fn version(&self) -> &CompilerVersion {

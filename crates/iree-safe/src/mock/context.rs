@@ -322,7 +322,7 @@ mod tests {
         let before = live_objects().total_excluding_instance();
         {
             let runtime = Runtime::new("local-sync").unwrap();
-            let module = runtime.load(&program("scalars").unwrap()).unwrap();
+            let module = runtime.load(program("scalars").unwrap().vmfb()).unwrap();
             assert_eq!(module.name(), "scalars");
             assert_eq!(
                 module.function_names(),
@@ -368,7 +368,7 @@ mod tests {
         let before = live_objects().total_excluding_instance();
         {
             let runtime = Runtime::new("local-sync").unwrap();
-            let module = runtime.load(&program("add").unwrap()).unwrap();
+            let module = runtime.load(program("add").unwrap().vmfb()).unwrap();
             let error = module.function("sub").unwrap_err();
             assert_eq!(error.code(), crate::StatusCode::NotFound);
             assert!(

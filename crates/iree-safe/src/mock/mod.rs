@@ -23,7 +23,7 @@
 //! let before = mock::live_objects().total_excluding_instance();
 //! {
 //!     let runtime = Runtime::new("local-sync")?;
-//!     let add = runtime.load(&mock::program("add").unwrap())?.function("add")?;
+//!     let add = runtime.load(mock::program("add").unwrap().vmfb())?.function("add")?;
 //!     let x = Tensor::from_slice(runtime.device(), &[2], &[1.0f32, 2.0])?;
 //!     let y = add.call(&[x.clone().into(), x.into()])?;
 //!     assert_eq!(y[0].as_tensor().unwrap().to_vec::<f32>()?, [2.0, 4.0]);

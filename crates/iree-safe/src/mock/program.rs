@@ -30,7 +30,7 @@ const MAX_LENGTH_DIGITS: usize = 20;
 /// The mock artifact for one of the test programs of `tests/data`: `add`
 /// (`add`: f32 tensor + f32 tensor) or `scalars` (`scale`: f32 tensor × f32,
 /// `add_i32`, `mul_i64`, `half_f64`). `None` for other names.
-pub fn program(name: &str) -> Option<Vec<u8>> {
+pub fn program(name: &str) -> Option<crate::compiler::Artifact> {
     let functions: &[(&str, Op)] = match name {
         "add" => &[("add", Op::Add)],
         "scalars" => &[
@@ -41,7 +41,7 @@ pub fn program(name: &str) -> Option<Vec<u8>> {
         ],
         _ => return None,
     };
-    Some(build(name, functions))
+    Some(crate::compiler::Artifact::compiled(build(name, functions)))
 }
 
 /// Writes a module named `module` exporting `functions` and `__init`.

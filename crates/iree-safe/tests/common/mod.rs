@@ -16,19 +16,19 @@ mod imp {
     use std::path::PathBuf;
     use std::sync::{Mutex, OnceLock};
 
-    use iree_safe::compiler::{CompileOptions, Compiler, SubprocessCompiler};
+    use iree_safe::compiler::{Artifact, CompileOptions, Compiler, SubprocessCompiler};
 
     /// The compiled `.vmfb` of `tests/data/<name>.mlir` for this machine's
     /// CPU, compiled once per test process.
-    pub(crate) fn program(name: &str) -> Vec<u8> {
+    pub(crate) fn program(name: &str) -> Artifact {
         program_for_cpu(name, "host")
     }
 
     /// Like [`program`], for another `--iree-llvmcpu-target-cpu` (e.g. a
     /// baseline x86-64 that valgrind can decode, unlike AVX-512).
-    pub(crate) fn program_for_cpu(name: &str, cpu: &str) -> Vec<u8> {
+    pub(crate) fn program_for_cpu(name: &str, cpu: &str) -> Artifact {
         /// Artifacts by (program, CPU).
-        type Artifacts = HashMap<(String, String), Vec<u8>>;
+        type Artifacts = HashMap<(String, String), Artifact>;
         static CACHE: OnceLock<Mutex<Artifacts>> = OnceLock::new();
         let cache = CACHE.get_or_init(Default::default);
         let key = (name.to_owned(), cpu.to_owned());
@@ -42,7 +42,7 @@ mod imp {
 
     /// Compiles with `iree-compile` in a child process: the tests exercise the
     /// runtime, and a child process stays out of valgrind's way.
-    fn compile(name: &str, cpu: &str) -> Vec<u8> {
+    fn compile(name: &str, cpu: &str) -> Artifact {
         let source =
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/{name}.mlir"));
         let mlir = std::fs::read_to_string(&source).expect("test program");
@@ -56,7 +56,7 @@ mod imp {
         let compiler =
             SubprocessCompiler::locate().expect("iree-compile (run `cargo xtask build-iree`)");
         match compiler.compile(&mlir, &options) {
-            Ok(artifact) => artifact.into_bytes(),
+            Ok(artifact) => artifact,
             Err(error) => panic!("compiling {}: {error}", source.display()),
         }
     }
@@ -75,16 +75,17 @@ mod imp {
 mod imp {
     use std::sync::{Mutex, MutexGuard, PoisonError};
 
+    use iree_safe::compiler::Artifact;
     use iree_safe::mock::{live_objects, LiveObjects};
 
     /// The mock artifact named `name` (see `iree_safe::mock::program`).
-    pub fn program(name: &str) -> Vec<u8> {
+    pub fn program(name: &str) -> Artifact {
         iree_safe::mock::program(name)
             .unwrap_or_else(|| panic!("the mock has no test program `{name}`"))
     }
 
     /// The mock has no CPU targets: the same artifact as [`program`].
-    pub fn program_for_cpu(name: &str, _cpu: &str) -> Vec<u8> {
+    pub fn program_for_cpu(name: &str, _cpu: &str) -> Artifact {
         program(name)
     }
 

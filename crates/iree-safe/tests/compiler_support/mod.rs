@@ -98,9 +98,9 @@ pub(crate) fn runtime() -> &'static Runtime {
 
 /// Loads `vmfb`, calls the program's function on its inputs, returns the
 /// first result.
-pub(crate) fn run(program: &Program, vmfb: &[u8]) -> Result<Vec<f32>, iree_safe::Error> {
+pub(crate) fn run(program: &Program, vmfb: &Artifact) -> Result<Vec<f32>, iree_safe::Error> {
     let runtime = runtime();
-    let module = runtime.load(vmfb)?;
+    let module = runtime.load(vmfb.vmfb())?;
     let function = module.function(program.function)?;
     let arguments = program
         .inputs
@@ -112,7 +112,7 @@ pub(crate) fn run(program: &Program, vmfb: &[u8]) -> Result<Vec<f32>, iree_safe:
 }
 
 /// Runs `vmfb` and checks the program's expected result (within 1e-6).
-pub(crate) fn check(program: &Program, vmfb: &[u8]) -> Vec<f32> {
+pub(crate) fn check(program: &Program, vmfb: &Artifact) -> Vec<f32> {
     let got = run(program, vmfb).unwrap_or_else(|e| panic!("{}: {e}", program.name));
     assert_eq!(got.len(), program.expected.len(), "{}", program.name);
     for (index, (got, want)) in got.iter().zip(&program.expected).enumerate() {

@@ -1,7 +1,8 @@
 //! [`DiskStore`]: compiled artifacts kept on disk between runs.
 //!
 //! Entries are files named by their [`ArtifactKey`] in `<directory>/vmfb/`,
-//! each with a checked header (see `entry.rs`), written atomically. The
+//! each with a header and an authentication tag under the folder's secret
+//! (see `entry.rs` and `trust.rs`), written atomically. The
 //! total size is bounded: after an insert takes the folder over
 //! [`max_bytes`](StoreConfig::max_bytes), the least recently used entries
 //! (oldest modification time; a hit refreshes it) are deleted until it is
@@ -12,6 +13,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,10 +21,15 @@ use std::time::{Duration, SystemTime};
 
 use super::entry::{self, ReadOutcome, ENTRY_EXTENSION, HEADER_LEN, TEMP_PREFIX};
 use super::key::ArtifactKey;
+use super::trust::{self, Owners, Secret, StoreError};
 use crate::single_flight::Flight;
 
 /// Keep temporary files of crashed writers at most this long.
 const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
+
+/// The largest payload an entry may have, whatever the store's bound: a
+/// header claiming more is refused before anything is allocated.
+pub const MAX_ENTRY_BYTES: u64 = 1 << 31;
 
 /// Where a [`DiskStore`] keeps its entries and how much it may keep.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,8 +61,12 @@ pub struct StoreStats {
     pub hits: u64,
     /// Artifacts that had to be built (successfully or not).
     pub misses: u64,
-    /// Entries found damaged, or refused by the caller's `load`, and deleted.
+    /// Entries found damaged (or not regular files), or refused by the
+    /// caller's `load`, and deleted.
     pub corrupt: u64,
+    /// Well-formed entries whose authentication tag did not verify (forged,
+    /// re-keyed from another entry, or damaged), deleted and rebuilt.
+    pub unauthenticated: u64,
     /// Builds that bypassed the store: it is disabled, or the caller had no
     /// key for them.
     pub bypassed: u64,
@@ -96,8 +107,13 @@ pub enum BuildError<B, L> {
 
 /// A persistent, size-bounded, multi-process-safe store of built artifacts.
 ///
-/// A hit costs a file read and a checksum; an entry that is damaged (or that
-/// the caller's `load` refuses) is deleted and built again, never trusted.
+/// A hit costs a file read and an HMAC; an entry that is damaged, forged (or
+/// that the caller's `load` refuses) is deleted and built again, never
+/// trusted. **Trust**: `load` only ever receives bytes that `build` returned
+/// in the same call, or an entry whose tag verified under the folder's
+/// secret, which only this user can read (see the module docs of `trust`
+/// in the repository, and its README's threat model); folders another user
+/// could write are refused at [`open`](Self::open).
 /// Failing to write never fails a build. Concurrent misses of one key in one
 /// store build once: the others wait, then read the entry (or, if the build
 /// failed, build in turn).
@@ -111,6 +127,7 @@ pub struct DiskStore {
 #[derive(Debug)]
 struct Folder {
     entries: PathBuf,
+    secret: Secret,
     max_bytes: u64,
     /// Never written, touched or pruned (an exported bundle).
     read_only: bool,
@@ -123,6 +140,7 @@ struct Counters {
     hits: AtomicU64,
     misses: AtomicU64,
     corrupt: AtomicU64,
+    unauthenticated: AtomicU64,
     bypassed: AtomicU64,
     evictions: AtomicU64,
     write_errors: AtomicU64,
@@ -135,27 +153,40 @@ fn bump(counter: &AtomicU64, by: u64) {
 }
 
 impl DiskStore {
-    /// A store configured by `config`. Creates nothing yet: the folder is
-    /// made on the first write.
-    pub fn new(config: StoreConfig) -> Self {
-        Self::with_folder(Some(Folder {
-            entries: config.directory.join("vmfb"),
+    /// The store configured by `config`: creates its folder (mode 0700) and
+    /// secret if need be, and refuses a folder that is a symbolic link, that
+    /// another user owns, or that group or others may write.
+    pub fn open(config: StoreConfig) -> Result<Self, StoreError> {
+        let entries = config.directory.join("vmfb");
+        trust::create_folder(&config.directory)?;
+        trust::create_folder(&entries)?;
+        let secret = Secret::load_or_create(&config.directory)?;
+        Ok(Self::with_folder(Some(Folder {
+            entries,
+            secret,
             max_bytes: config.max_bytes,
             read_only: false,
             bytes_on_disk: Mutex::new(None),
-        }))
+        })))
     }
 
     /// A store over the entries in `directory` that it only reads: lookups
     /// neither refresh, delete nor add entries (an exported bundle, a
-    /// folder shared read-only).
-    pub fn read_only(directory: impl Into<PathBuf>) -> Self {
-        Self::with_folder(Some(Folder {
-            entries: directory.into().join("vmfb"),
+    /// folder shared read-only). The folder, its `vmfb/` and its secret must
+    /// belong to this user or to root and be writable by no one else.
+    pub fn open_read_only(directory: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        let directory = directory.into();
+        let entries = directory.join("vmfb");
+        trust::check_folder(&directory, Owners::UserOrRoot)?;
+        trust::check_folder(&entries, Owners::UserOrRoot)?;
+        let secret = Secret::load(&Secret::path_in(&directory), Owners::UserOrRoot)?;
+        Ok(Self::with_folder(Some(Folder {
+            entries,
+            secret,
             max_bytes: u64::MAX,
             read_only: true,
             bytes_on_disk: Mutex::new(None),
-        }))
+        })))
     }
 
     /// A store that keeps nothing: every fetch builds.
@@ -185,6 +216,7 @@ impl DiskStore {
             hits: load(&c.hits),
             misses: load(&c.misses),
             corrupt: load(&c.corrupt),
+            unauthenticated: load(&c.unauthenticated),
             bypassed: load(&c.bypassed),
             evictions: load(&c.evictions),
             write_errors: load(&c.write_errors),
@@ -257,6 +289,18 @@ impl DiskStore {
         self.folder.as_ref().map(|folder| folder.entry_path(key))
     }
 
+    /// Stores `artifact` as the entry of `key` (e.g. copying an entry of
+    /// another store, read back with [`fetch`](Self::fetch)); true when it
+    /// was written. Nothing is written to a read-only or disabled store.
+    pub fn insert(&self, key: &ArtifactKey, artifact: &[u8]) -> bool {
+        let Some(folder) = self.folder.as_ref().filter(|f| !f.read_only) else {
+            return false;
+        };
+        let before = self.counters.write_errors.load(Ordering::Relaxed);
+        self.store(folder, &folder.entry_path(key), key, artifact);
+        self.counters.write_errors.load(Ordering::Relaxed) == before
+    }
+
     /// Deletes the entry of `key`, if any (for instance after the runtime
     /// refused to run it); true when there was one.
     pub fn invalidate(&self, key: &ArtifactKey) -> bool {
@@ -281,12 +325,28 @@ impl DiskStore {
         key: &ArtifactKey,
         load: &impl Fn(&[u8]) -> Result<V, L>,
     ) -> Option<V> {
-        let payload = match entry::read(path, key, !folder.read_only) {
+        let max_payload = folder.max_bytes.min(MAX_ENTRY_BYTES);
+        let payload = match entry::read(path, key, &folder.secret, max_payload, !folder.read_only) {
             ReadOutcome::Found(payload) => payload,
             ReadOutcome::Missing => return None,
             ReadOutcome::Corrupt(reason) => {
-                tracing::warn!(entry = %path.display(), %reason, "ignoring a damaged disk-cache entry");
-                self.discard(folder, path);
+                tracing::warn!(
+                    target: "jit_cache",
+                    entry = %path.display(),
+                    %reason,
+                    "ignoring a damaged disk-cache entry ({reason}); it is deleted and built again"
+                );
+                self.discard(folder, path, &self.counters.corrupt);
+                return None;
+            }
+            ReadOutcome::Unauthenticated => {
+                tracing::warn!(
+                    target: "jit_cache",
+                    entry = %path.display(),
+                    "a disk-cache entry failed authentication (forged, copied from another \
+                     entry, or damaged): it was not loaded; it is deleted and built again"
+                );
+                self.discard(folder, path, &self.counters.unauthenticated);
                 return None;
             }
         };
@@ -297,28 +357,36 @@ impl DiskStore {
                 Some(value)
             }
             Err(reason) => {
-                tracing::warn!(entry = %path.display(), %reason, "ignoring a rejected disk-cache entry");
-                self.discard(folder, path);
+                tracing::warn!(
+                    target: "jit_cache",
+                    entry = %path.display(),
+                    %reason,
+                    "ignoring a disk-cache entry the runtime refused ({reason})"
+                );
+                self.discard(folder, path, &self.counters.corrupt);
                 None
             }
         }
     }
 
-    /// Counts a damaged or refused entry, and deletes it unless the folder
-    /// is read-only.
-    fn discard(&self, folder: &Folder, path: &Path) {
+    /// Counts a bad entry in `counter`, and deletes it unless the folder is
+    /// read-only.
+    fn discard(&self, folder: &Folder, path: &Path, counter: &AtomicU64) {
         if !folder.read_only {
             let _ = fs::remove_file(path);
         }
-        bump(&self.counters.corrupt, 1);
+        bump(counter, 1);
     }
 
     fn store(&self, folder: &Folder, path: &Path, key: &ArtifactKey, artifact: &[u8]) {
         if (HEADER_LEN + artifact.len()) as u64 > folder.max_bytes {
             return; // would evict everything, itself included
         }
-        let written = fs::create_dir_all(&folder.entries)
-            .and_then(|()| entry::write(&folder.entries, path, key, artifact));
+        // The folder is checked again: it may have been removed (and made by
+        // someone else) since the store opened.
+        let written = trust::create_folder(&folder.entries)
+            .map_err(io::Error::other)
+            .and_then(|()| entry::write(&folder.entries, path, key, &folder.secret, artifact));
         match written {
             Ok(bytes) => {
                 bump(&self.counters.bytes_written, bytes);
@@ -326,7 +394,12 @@ impl DiskStore {
                 bump(&self.counters.evictions, evicted);
             }
             Err(error) => {
-                tracing::debug!(entry = %path.display(), %error, "cannot write a disk-cache entry");
+                tracing::debug!(
+                    target: "jit_cache",
+                    entry = %path.display(),
+                    %error,
+                    "cannot write a disk-cache entry"
+                );
                 bump(&self.counters.write_errors, 1);
             }
         }
@@ -413,7 +486,7 @@ impl Folder {
         let low_water = self.max_bytes / 10 * 9;
         entries.sort_by_key(|entry| entry.used);
         let mut evicted = 0;
-        for entry in entries {
+        for entry in entries.iter().filter(|entry| !entry.temporary) {
             if remaining <= low_water {
                 break;
             }
@@ -427,8 +500,9 @@ impl Folder {
         evicted
     }
 
-    /// Every entry in the folder, deleting temporary files left by crashed
-    /// writers on the way.
+    /// Every entry in the folder, and the temporary files of writers at
+    /// work (they take space too); deletes those left by crashed writers on
+    /// the way. Links and other non-regular files are not counted.
     fn scan(&self) -> Vec<ScannedEntry> {
         let Ok(listing) = fs::read_dir(&self.entries) else {
             return Vec::new();
@@ -436,28 +510,30 @@ impl Folder {
         let now = SystemTime::now();
         let mut entries = Vec::new();
         for item in listing.flatten() {
+            // Of the item itself: links are not followed.
             let Ok(metadata) = item.metadata() else {
                 continue;
             };
+            if !metadata.is_file() {
+                continue;
+            }
             let used = metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH);
             let path = item.path();
-            let name = item.file_name();
-            if name.to_string_lossy().starts_with(TEMP_PREFIX) {
-                if now
+            let temporary = item.file_name().to_string_lossy().starts_with(TEMP_PREFIX);
+            if temporary
+                && now
                     .duration_since(used)
                     .is_ok_and(|age| age > STALE_TEMPORARY)
-                {
-                    let _ = fs::remove_file(&path);
-                }
-            } else if metadata.is_file()
-                && path
-                    .extension()
-                    .is_some_and(|extension| extension == ENTRY_EXTENSION)
             {
+                let _ = fs::remove_file(&path);
+                continue;
+            }
+            if temporary || path.extension().is_some_and(|e| e == ENTRY_EXTENSION) {
                 entries.push(ScannedEntry {
                     path,
                     len: metadata.len(),
                     used,
+                    temporary,
                 });
             }
         }
@@ -470,4 +546,6 @@ struct ScannedEntry {
     path: PathBuf,
     len: u64,
     used: SystemTime,
+    /// A writer's file: counted, never evicted.
+    temporary: bool,
 }

@@ -1,38 +1,41 @@
-//! One disk-cache entry: a file holding a checked header and the `.vmfb`,
-//! written atomically.
+//! One disk-cache entry: a file holding a header, an authentication tag and
+//! the `.vmfb`, written atomically.
 //!
 //! Layout (integers little-endian):
 //!
 //! | bytes | field |
 //! | --- | --- |
 //! | 8 | magic `SJITVMFB` |
-//! | 4 | format version (1) |
+//! | 4 | format version (2) |
 //! | 4 | reserved, 0 |
 //! | 8 | payload length |
-//! | 32 | SHA-256 of the payload |
+//! | 32 | HMAC-SHA256 of the key, the payload length and the payload, under the folder's secret (`trust.rs`) |
 //! | 32 | the entry's [`ArtifactKey`] |
 //! | n | payload: the `.vmfb` |
 //!
-//! Writers fill a uniquely named temporary file in the cache folder and
-//! `rename` it over the entry's name, which replaces it atomically: readers
-//! and concurrent writers of the same key see either the old or the new
-//! file, each complete. Nothing is `fsync`ed: after a power loss an entry may
-//! be truncated or zeroed, which its checksum detects.
+//! Reading trusts nothing in the file before the tag verifies: the file is
+//! opened without following links or blocking (a FIFO or device is refused),
+//! its real size must match the header and stay under the bound before
+//! anything is allocated, and the allocation is fallible.
+//!
+//! Writers fill a uniquely named temporary file (mode 0600) in the cache
+//! folder and `rename` it over the entry's name, which replaces it
+//! atomically: readers and concurrent writers of the same key see either the
+//! old or the new file, each complete. Nothing is `fsync`ed: after a power
+//! loss an entry may be truncated or zeroed, which its tag detects.
 
-use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::Path;
 use std::time::SystemTime;
 
-use sha2::{Digest, Sha256};
-
 use super::key::ArtifactKey;
+use super::trust::{open_regular, Secret, TAG_LEN};
 
 const MAGIC: [u8; 8] = *b"SJITVMFB";
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
 
 /// Size of the header before the payload.
-pub(crate) const HEADER_LEN: usize = 8 + 4 + 4 + 8 + 32 + 32;
+pub(crate) const HEADER_LEN: usize = 8 + 4 + 4 + 8 + TAG_LEN + 32;
 
 /// Prefix of temporary files; they never end in [`ENTRY_EXTENSION`].
 pub(crate) const TEMP_PREFIX: &str = ".tmp-";
@@ -43,78 +46,107 @@ pub(crate) const ENTRY_EXTENSION: &str = "sjit";
 /// What reading an entry found.
 #[derive(Debug)]
 pub(crate) enum ReadOutcome {
-    /// A complete entry for the key; its payload.
+    /// A complete, authentic entry for the key; its payload.
     Found(Vec<u8>),
-    /// No entry (or one that cannot be opened).
+    /// No entry (or one that cannot be read now, e.g. for lack of memory).
     Missing,
-    /// An entry that is damaged or belongs to another key: why.
+    /// A file that is not a well-formed entry for the key: why.
     Corrupt(String),
+    /// A well-formed entry whose tag does not verify: forged, re-keyed from
+    /// another entry, or damaged.
+    Unauthenticated,
 }
 
-/// Reads the entry at `path`, checks it completely, and, when `touch` is set,
-/// marks it as used (sets its modification time, the LRU order) when it is
-/// good.
-pub(crate) fn read(path: &Path, key: &ArtifactKey, touch: bool) -> ReadOutcome {
-    let Ok(mut file) = File::open(path) else {
-        return ReadOutcome::Missing;
+/// Reads the entry at `path`, checks it completely, and, when `touch` is
+/// set, marks it as used (sets its modification time, the LRU order) when it
+/// is good. Entries with payloads over `max_payload` bytes are corrupt.
+pub(crate) fn read(
+    path: &Path,
+    key: &ArtifactKey,
+    secret: &Secret,
+    max_payload: u64,
+    touch: bool,
+) -> ReadOutcome {
+    let mut file = match open_regular(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return ReadOutcome::Missing,
+        Err(e) => return ReadOutcome::Corrupt(format!("cannot open it safely: {e}")),
     };
-    let payload = match read_checked(&mut file, key) {
-        Ok(payload) => payload,
-        Err(reason) => return ReadOutcome::Corrupt(reason),
+    let file_len = match file.metadata() {
+        Ok(metadata) => metadata.len(),
+        Err(e) => return ReadOutcome::Corrupt(format!("cannot stat: {e}")),
     };
-    if touch {
+    let outcome = parse(&mut file, file_len, key, secret, max_payload);
+    if touch && matches!(outcome, ReadOutcome::Found(_)) {
         // Best effort: an entry we cannot touch just ages sooner.
         let _ = file.set_modified(SystemTime::now());
     }
-    ReadOutcome::Found(payload)
+    outcome
 }
 
-fn read_checked(file: &mut File, key: &ArtifactKey) -> Result<Vec<u8>, String> {
-    let file_len = file
-        .metadata()
-        .map_err(|e| format!("cannot stat: {e}"))?
-        .len();
-    let mut header = [0u8; HEADER_LEN];
-    file.read_exact(&mut header)
-        .map_err(|e| format!("truncated header ({e})"))?;
-    let header = decode_header(&header, key)?;
-    let expected_len = (HEADER_LEN as u64)
-        .checked_add(header.payload_len)
-        .ok_or_else(|| {
-            format!(
-                "the header promises an impossible {} bytes",
-                header.payload_len
-            )
-        })?;
-    if file_len != expected_len {
-        return Err(format!(
-            "file has {file_len} bytes, the header promises {expected_len}"
+/// Parses and authenticates an entry of `file_len` bytes from `file`.
+pub(crate) fn parse(
+    file: &mut impl Read,
+    file_len: u64,
+    key: &ArtifactKey,
+    secret: &Secret,
+    max_payload: u64,
+) -> ReadOutcome {
+    let Some(payload_len) = file_len.checked_sub(HEADER_LEN as u64) else {
+        return ReadOutcome::Corrupt(format!("{file_len} bytes: shorter than a header"));
+    };
+    if payload_len > max_payload {
+        return ReadOutcome::Corrupt(format!(
+            "a {payload_len}-byte payload, over the {max_payload}-byte bound"
         ));
     }
-    let len = usize::try_from(header.payload_len).map_err(|_| "payload too large".to_owned())?;
-    let mut payload = vec![0u8; len];
-    file.read_exact(&mut payload)
-        .map_err(|e| format!("truncated payload ({e})"))?;
-    if Sha256::digest(&payload)[..] != header.digest {
-        return Err("payload checksum mismatch".to_owned());
+    let mut header = [0u8; HEADER_LEN];
+    if let Err(e) = file.read_exact(&mut header) {
+        return ReadOutcome::Corrupt(format!("truncated header ({e})"));
     }
-    Ok(payload)
+    let header = match decode_header(&header, key) {
+        Ok(header) => header,
+        Err(reason) => return ReadOutcome::Corrupt(reason),
+    };
+    if header.payload_len != payload_len {
+        return ReadOutcome::Corrupt(format!(
+            "the header promises {} payload bytes, the file holds {payload_len}",
+            header.payload_len
+        ));
+    }
+    let Ok(len) = usize::try_from(payload_len) else {
+        return ReadOutcome::Corrupt("payload too large for this machine".to_owned());
+    };
+    let mut payload = Vec::new();
+    if payload.try_reserve_exact(len).is_err() {
+        return ReadOutcome::Missing;
+    }
+    if let Err(e) = file.take(payload_len).read_to_end(&mut payload) {
+        return ReadOutcome::Corrupt(format!("unreadable payload ({e})"));
+    }
+    if payload.len() != len {
+        return ReadOutcome::Corrupt("truncated payload".to_owned());
+    }
+    if !secret.verify(key, &payload, &header.tag) {
+        return ReadOutcome::Unauthenticated;
+    }
+    ReadOutcome::Found(payload)
 }
 
 /// The checked fields of a header.
 #[derive(Debug, PartialEq, Eq)]
 struct Header {
     payload_len: u64,
-    digest: [u8; 32],
+    tag: [u8; TAG_LEN],
 }
 
-fn encode_header(key: &ArtifactKey, payload: &[u8]) -> [u8; HEADER_LEN] {
+fn encode_header(key: &ArtifactKey, secret: &Secret, payload: &[u8]) -> [u8; HEADER_LEN] {
     let mut header = [0u8; HEADER_LEN];
     header[..8].copy_from_slice(&MAGIC);
     header[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
     // 12..16 reserved, zero.
     header[16..24].copy_from_slice(&(payload.len() as u64).to_le_bytes());
-    header[24..56].copy_from_slice(&Sha256::digest(payload));
+    header[24..56].copy_from_slice(&secret.tag(key, payload));
     header[56..88].copy_from_slice(key.as_bytes());
     header
 }
@@ -127,22 +159,31 @@ fn decode_header(header: &[u8; HEADER_LEN], key: &ArtifactKey) -> Result<Header,
     if version != FORMAT_VERSION {
         return Err(format!("entry format {version}, expected {FORMAT_VERSION}"));
     }
+    if header[12..16] != [0; 4] {
+        return Err("reserved header bytes are set".to_owned());
+    }
     if header[56..88] != key.as_bytes()[..] {
         return Err("entry belongs to another key".to_owned());
     }
     Ok(Header {
         payload_len: u64::from_le_bytes(header[16..24].try_into().expect("8 bytes")),
-        digest: header[24..56].try_into().expect("32 bytes"),
+        tag: header[24..56].try_into().expect("32 bytes"),
     })
 }
 
 /// Writes an entry for `key` to `path` (inside `dir`) atomically; returns
 /// the bytes written.
-pub(crate) fn write(dir: &Path, path: &Path, key: &ArtifactKey, payload: &[u8]) -> io::Result<u64> {
+pub(crate) fn write(
+    dir: &Path,
+    path: &Path,
+    key: &ArtifactKey,
+    secret: &Secret,
+    payload: &[u8],
+) -> io::Result<u64> {
     let mut temporary = tempfile::Builder::new()
         .prefix(TEMP_PREFIX)
         .tempfile_in(dir)?;
-    temporary.write_all(&encode_header(key, payload))?;
+    temporary.write_all(&encode_header(key, secret, payload))?;
     temporary.write_all(payload)?;
     // `persist` renames over any existing entry; on failure the temporary
     // file is deleted when the error is dropped.
@@ -151,11 +192,11 @@ pub(crate) fn write(dir: &Path, path: &Path, key: &ArtifactKey, payload: &[u8]) 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::KeyParts;
 
-    fn key(program: &str) -> ArtifactKey {
+    pub(crate) fn key(program: &str) -> ArtifactKey {
         ArtifactKey::new(&KeyParts {
             program,
             compiler: "test",
@@ -164,13 +205,27 @@ mod tests {
         })
     }
 
+    pub(crate) fn secret() -> Secret {
+        Secret::from_bytes([3; TAG_LEN])
+    }
+
+    fn entry(key: &ArtifactKey, payload: &[u8]) -> Vec<u8> {
+        let mut bytes = encode_header(key, &secret(), payload).to_vec();
+        bytes.extend_from_slice(payload);
+        bytes
+    }
+
+    fn parsed(bytes: &[u8], key: &ArtifactKey) -> ReadOutcome {
+        parse(&mut &bytes[..], bytes.len() as u64, key, &secret(), 1 << 20)
+    }
+
     #[test]
     fn headers_round_trip_and_reject_damage() {
         let key = key("a");
-        let header = encode_header(&key, b"payload");
+        let header = encode_header(&key, &secret(), b"payload");
         let decoded = decode_header(&header, &key).unwrap();
         assert_eq!(decoded.payload_len, 7);
-        assert_eq!(decoded.digest[..], Sha256::digest(b"payload")[..]);
+        assert_eq!(decoded.tag, secret().tag(&key, b"payload"));
 
         let mut bad_magic = header;
         bad_magic[0] ^= 1;
@@ -188,34 +243,72 @@ mod tests {
     }
 
     #[test]
+    fn only_authentic_well_formed_entries_are_found() {
+        let key = key("a");
+        let good = entry(&key, b"0123456789");
+        assert!(matches!(parsed(&good, &key), ReadOutcome::Found(p) if p == b"0123456789"));
+        // Every single-byte change is refused, and none is found.
+        for i in 0..good.len() {
+            let mut changed = good.clone();
+            changed[i] ^= 0x40;
+            assert!(
+                !matches!(parsed(&changed, &key), ReadOutcome::Found(_)),
+                "byte {i}"
+            );
+        }
+        // Another artifact re-keyed under this key: a valid header, no tag.
+        let mut rekeyed = entry(&self::key("b"), b"0123456789");
+        rekeyed[56..88].copy_from_slice(key.as_bytes());
+        assert!(matches!(
+            parsed(&rekeyed, &key),
+            ReadOutcome::Unauthenticated
+        ));
+        // A header promising more than the file holds, or than the bound.
+        let mut huge = good.clone();
+        huge[16..24].copy_from_slice(&(40u64 << 30).to_le_bytes());
+        assert!(matches!(parsed(&huge, &key), ReadOutcome::Corrupt(r) if r.contains("promises")));
+        let bounded = parse(&mut &good[..], 40 << 30, &key, &secret(), 1 << 20);
+        assert!(matches!(bounded, ReadOutcome::Corrupt(r) if r.contains("bound")));
+        assert!(
+            matches!(parsed(&good[..10], &key), ReadOutcome::Corrupt(r) if r.contains("shorter"))
+        );
+    }
+
+    #[test]
     #[cfg_attr(miri, ignore)] // touches the file system
-    fn damaged_files_are_reported_corrupt() {
+    fn files_round_trip_and_special_files_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let key = key("a");
         let path = dir.path().join("entry");
-        assert!(matches!(read(&path, &key, true), ReadOutcome::Missing));
-
-        assert_eq!(write(dir.path(), &path, &key, b"0123456789").unwrap(), 98);
-        assert!(matches!(read(&path, &key, true), ReadOutcome::Found(p) if p == b"0123456789"));
-
-        let good = std::fs::read(&path).unwrap();
-        let mut flipped = good.clone();
-        *flipped.last_mut().unwrap() ^= 0xff;
-        std::fs::write(&path, &flipped).unwrap();
-        assert!(
-            matches!(read(&path, &key, true), ReadOutcome::Corrupt(r) if r.contains("checksum"))
+        let read = |path: &Path| self::read(path, &key, &secret(), 1 << 20, true);
+        assert!(matches!(read(&path), ReadOutcome::Missing));
+        assert_eq!(
+            write(dir.path(), &path, &key, &secret(), b"0123456789").unwrap(),
+            98
         );
-
-        std::fs::write(&path, &good[..good.len() - 1]).unwrap();
-        assert!(
-            matches!(read(&path, &key, true), ReadOutcome::Corrupt(r) if r.contains("promises"))
-        );
-
-        std::fs::write(&path, &good[..10]).unwrap();
-        assert!(
-            matches!(read(&path, &key, true), ReadOutcome::Corrupt(r) if r.contains("truncated"))
-        );
+        assert!(matches!(read(&path), ReadOutcome::Found(p) if p == b"0123456789"));
         // No temporary file is left behind.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert!(matches!(read(&link), ReadOutcome::Corrupt(_)), "a symlink");
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        assert!(
+            matches!(read(&fifo), ReadOutcome::Corrupt(_)),
+            "a FIFO, at once"
+        );
+        assert!(
+            matches!(read(dir.path()), ReadOutcome::Corrupt(_)),
+            "a folder"
+        );
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! It lives here, next to the in-memory cache policy, because it is policy
 //! plus plain file I/O with no unsafe code (this crate forbids it): keys,
-//! entry layout and checksums, atomic writes, a size bound with LRU
-//! eviction, and one build per key at a time (the same
+//! entry layout and authentication, folder permissions, atomic writes, a
+//! size bound with LRU eviction, and one build per key at a time (the same
 //! single-flight primitive as the in-memory cache). What an artifact *is*
 //! and how it is loaded stays with the caller: [`DiskStore::fetch_or_build`]
 //! hands the bytes to the caller's `load` and returns whatever it returns.
@@ -12,7 +12,7 @@
 //! ```no_run
 //! use jit_cache::store::{ArtifactKey, DiskStore, KeyParts, StoreConfig};
 //!
-//! let store = DiskStore::new(StoreConfig::at("/tmp/artifacts"));
+//! let store = DiskStore::open(StoreConfig::at("/tmp/artifacts"))?;
 //! let key = ArtifactKey::new(&KeyParts {
 //!     program: "module { ... }",
 //!     compiler: "3.13.0 @ 89ece87b",
@@ -21,16 +21,18 @@
 //! });
 //! let (length, fetched) = store.fetch_or_build(
 //!     Some(&key),
-//!     |bytes| Ok::<_, String>(bytes.len()),          // load: validate and use
+//!     |bytes| Ok::<_, std::io::Error>(bytes.len()),  // load: use (the bytes are authentic)
 //!     || Ok::<_, std::io::Error>(vec![1, 2, 3]),     // build: compile
 //! )?;
 //! println!("{length} bytes, {fetched:?}; {:?}", store.stats());
-//! # Ok::<(), jit_cache::store::BuildError<std::io::Error, String>>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 mod disk;
 mod entry;
 mod key;
+mod trust;
 
-pub use disk::{BuildError, DiskStore, Fetched, StoreConfig, StoreStats};
+pub use disk::{BuildError, DiskStore, Fetched, StoreConfig, StoreStats, MAX_ENTRY_BYTES};
 pub use key::{ArtifactKey, KeyParts};
+pub use trust::StoreError;

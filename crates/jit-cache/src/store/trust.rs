@@ -1,0 +1,283 @@
+//! What the store trusts: folders only their owner can write, and a secret
+//! only that owner can read, which authenticates every entry.
+//!
+//! An artifact is native code the caller will run, so an entry must come
+//! from a build of this user's: each entry carries an HMAC-SHA256 of its key
+//! and payload under a per-folder secret (32 random bytes in `<folder>/secret`,
+//! mode 0600). Another user can neither read the secret (so cannot forge an
+//! entry) nor write the folder (so cannot replace the secret): folders are
+//! created 0700 and refused when another user owns them or when group or
+//! others may write them, and nothing in them is followed through a
+//! symbolic link. The owner themselves, and root, are trusted: they can run
+//! code as this user anyway.
+
+use std::fs::{self, DirBuilder, File, Metadata, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use super::key::ArtifactKey;
+
+/// Length of the secret and of an entry's authentication tag.
+pub(crate) const TAG_LEN: usize = 32;
+
+/// The secret's file name in the store's folder.
+const SECRET_FILE: &str = "secret";
+
+/// Why a store folder cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The folder (or a file the store relies on) could be changed by
+    /// someone else, who could then plant code this process would run.
+    #[error("the artifact cache {} is not safe to use: {reason}", path.display())]
+    Insecure {
+        /// The folder or file.
+        path: PathBuf,
+        /// What is wrong, and what to do about it.
+        reason: String,
+    },
+    /// The folder or its secret cannot be created or read.
+    #[error("the artifact cache {}: {source}", path.display())]
+    Io {
+        /// The folder or file.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl StoreError {
+    fn io(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
+        move |source| StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    fn insecure(path: &Path, reason: String) -> StoreError {
+        StoreError::Insecure {
+            path: path.to_path_buf(),
+            reason,
+        }
+    }
+}
+
+/// Who may own a folder the store uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Owners {
+    /// This process's user: a folder it writes.
+    User,
+    /// This process's user or root: a folder it only reads (a bundle
+    /// installed with the program).
+    UserOrRoot,
+}
+
+/// Makes `path` (and missing parents) with mode 0700 if it does not exist,
+/// then checks it as [`check_folder`] does.
+pub(crate) fn create_folder(path: &Path) -> Result<(), StoreError> {
+    match DirBuilder::new().recursive(true).mode(0o700).create(path) {
+        Ok(()) => check_folder(path, Owners::User),
+        Err(source) => Err(StoreError::io(path)(source)),
+    }
+}
+
+/// Checks that `path` is a folder (not a symbolic link to one) that only
+/// `owners` can change.
+pub(crate) fn check_folder(path: &Path, owners: Owners) -> Result<(), StoreError> {
+    let metadata = fs::symlink_metadata(path).map_err(StoreError::io(path))?;
+    if metadata.file_type().is_symlink() {
+        return Err(StoreError::insecure(
+            path,
+            "it is a symbolic link, which whoever controls its target could redirect; use the \
+             target folder itself"
+                .to_owned(),
+        ));
+    }
+    if !metadata.is_dir() {
+        return Err(StoreError::insecure(path, "it is not a folder".to_owned()));
+    }
+    check_owner_and_mode(path, &metadata, owners, "chmod 700")
+}
+
+fn check_owner_and_mode(
+    path: &Path,
+    metadata: &Metadata,
+    owners: Owners,
+    fix: &str,
+) -> Result<(), StoreError> {
+    let me = rustix::process::geteuid().as_raw();
+    let owner = metadata.uid();
+    let trusted = owner == me || (owners == Owners::UserOrRoot && owner == 0);
+    if !trusted {
+        return Err(StoreError::insecure(
+            path,
+            format!(
+                "it belongs to user {owner}, not to this process's user {me}; give it to this \
+                 user (chown) or choose another folder"
+            ),
+        ));
+    }
+    let mode = metadata.permissions().mode() & 0o777;
+    if mode & 0o022 != 0 {
+        return Err(StoreError::insecure(
+            path,
+            format!(
+                "group or others may write it (mode {mode:o}); run `{fix} {}`",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The key that authenticates a folder's entries.
+#[derive(Clone)]
+pub(crate) struct Secret([u8; TAG_LEN]);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl Secret {
+    #[cfg(test)]
+    pub(crate) fn from_bytes(bytes: [u8; TAG_LEN]) -> Secret {
+        Secret(bytes)
+    }
+
+    /// The secret of the folder `dir`, made (32 random bytes, mode 0600)
+    /// when it has none.
+    pub(crate) fn load_or_create(dir: &Path) -> Result<Secret, StoreError> {
+        let path = dir.join(SECRET_FILE);
+        match Self::load(&path, Owners::User) {
+            Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
+            loaded => return loaded,
+        }
+        let mut bytes = [0u8; TAG_LEN];
+        getrandom::fill(&mut bytes)
+            .map_err(|e| StoreError::io(&path)(io::Error::other(e.to_string())))?;
+        // Written whole under a temporary name (mode 0600), then linked in
+        // only if no other process made one meanwhile: all agree on one.
+        let mut temporary = tempfile::Builder::new()
+            .prefix(".tmp-secret-")
+            .tempfile_in(dir)
+            .map_err(StoreError::io(dir))?;
+        io::Write::write_all(&mut temporary, &bytes).map_err(StoreError::io(&path))?;
+        match temporary.persist_noclobber(&path) {
+            Ok(_) => Ok(Secret(bytes)),
+            Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => {
+                Self::load(&path, Owners::User)
+            }
+            Err(e) => Err(StoreError::io(&path)(e.error)),
+        }
+    }
+
+    /// The secret in the file `path`, which must be a regular file of 32
+    /// bytes that only `owners` can read or write.
+    pub(crate) fn load(path: &Path, owners: Owners) -> Result<Secret, StoreError> {
+        let mut file = open_regular(path).map_err(StoreError::io(path))?;
+        let metadata = file.metadata().map_err(StoreError::io(path))?;
+        check_owner_and_mode(path, &metadata, owners, "chmod 600")?;
+        if metadata.permissions().mode() & 0o044 != 0 && owners == Owners::User {
+            return Err(StoreError::insecure(
+                path,
+                format!(
+                    "others may read it, and forge entries with it; run `chmod 600 {}`",
+                    path.display()
+                ),
+            ));
+        }
+        let mut bytes = [0u8; TAG_LEN];
+        let mut extra = [0u8; 1];
+        file.read_exact(&mut bytes).map_err(StoreError::io(path))?;
+        if file.read(&mut extra).map_err(StoreError::io(path))? != 0 {
+            return Err(StoreError::insecure(
+                path,
+                format!("it is longer than {TAG_LEN} bytes: not a secret of this store"),
+            ));
+        }
+        Ok(Secret(bytes))
+    }
+
+    /// Where the secret of the folder `dir` lives.
+    pub(crate) fn path_in(dir: &Path) -> PathBuf {
+        dir.join(SECRET_FILE)
+    }
+
+    /// The tag of an entry: HMAC-SHA256 over its key, its payload's length
+    /// and the payload.
+    pub(crate) fn tag(&self, key: &ArtifactKey, payload: &[u8]) -> [u8; TAG_LEN] {
+        self.mac(key, payload).finalize().into_bytes().into()
+    }
+
+    /// Whether `tag` authenticates `payload` under `key` (in constant time).
+    pub(crate) fn verify(&self, key: &ArtifactKey, payload: &[u8], tag: &[u8; TAG_LEN]) -> bool {
+        self.mac(key, payload).verify_slice(tag).is_ok()
+    }
+
+    fn mac(&self, key: &ArtifactKey, payload: &[u8]) -> Hmac<Sha256> {
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
+        mac.update(key.as_bytes());
+        mac.update(&(payload.len() as u64).to_le_bytes());
+        mac.update(payload);
+        mac
+    }
+}
+
+/// Opens `path` for reading without following a symbolic link and without
+/// blocking on a FIFO or device, and checks that it is a regular file.
+pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_flags())
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
+    }
+    Ok(file)
+}
+
+/// `O_NOFOLLOW | O_NONBLOCK`.
+fn libc_flags() -> i32 {
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    flags.bits() as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::KeyParts;
+
+    fn key(program: &str) -> ArtifactKey {
+        ArtifactKey::new(&KeyParts {
+            program,
+            compiler: "c",
+            runtime: "r",
+            target: "t",
+        })
+    }
+
+    #[test]
+    fn tags_bind_the_key_and_the_payload() {
+        let secret = Secret([7; TAG_LEN]);
+        let tag = secret.tag(&key("a"), b"payload");
+        assert!(secret.verify(&key("a"), b"payload", &tag));
+        assert!(!secret.verify(&key("b"), b"payload", &tag), "re-keyed");
+        assert!(!secret.verify(&key("a"), b"payloae", &tag), "changed");
+        assert!(
+            !Secret([8; TAG_LEN]).verify(&key("a"), b"payload", &tag),
+            "another secret"
+        );
+        assert_eq!(format!("{secret:?}"), "Secret(..)");
+    }
+}

@@ -1,0 +1,288 @@
+//! The artifact store as an attacker or a careless user meets it: folders
+//! others can write, foreign owners, symbolic links, special files, headers
+//! that lie, entries forged or re-keyed from another artifact, and mutated
+//! entries. Nothing planted is ever handed to the loader.
+#![cfg(not(miri))] // file system
+
+use std::fs;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use jit_cache::store::{ArtifactKey, DiskStore, Fetched, KeyParts, StoreConfig, StoreError};
+
+fn key(program: &str) -> ArtifactKey {
+    ArtifactKey::new(&KeyParts {
+        program,
+        compiler: "test",
+        runtime: "test",
+        target: "generic",
+    })
+}
+
+/// What `build` returns for `program`: the only bytes a loader may see.
+fn built(program: &str) -> Vec<u8> {
+    format!("compiled {program} ").repeat(64).into_bytes()
+}
+
+/// Fetches `program` with a loader that records every payload it is given.
+fn fetch(store: &DiskStore, program: &str, seen: &Mutex<Vec<Vec<u8>>>) -> Fetched {
+    let (_, fetched) = store
+        .fetch_or_build(
+            Some(&key(program)),
+            |bytes| {
+                seen.lock().unwrap().push(bytes.to_vec());
+                Ok::<_, String>(())
+            },
+            || Ok::<_, String>(built(program)),
+        )
+        .unwrap();
+    fetched
+}
+
+fn open(dir: &Path) -> DiskStore {
+    DiskStore::open(StoreConfig::at(dir)).unwrap()
+}
+
+fn entry_path(store: &DiskStore, program: &str) -> PathBuf {
+    store.entry_path(&key(program)).unwrap()
+}
+
+fn insecure(result: Result<DiskStore, StoreError>) -> String {
+    match result {
+        Err(error @ StoreError::Insecure { .. }) => error.to_string(),
+        other => panic!("expected an insecure-folder error, got {other:?}"),
+    }
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+#[test]
+fn folders_and_the_secret_are_private_whatever_the_umask() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("a/b/cache");
+    let old = rustix::process::umask(rustix::fs::Mode::empty());
+    let store = DiskStore::open(StoreConfig::at(&folder));
+    rustix::process::umask(old);
+    store.unwrap();
+    let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&folder), 0o700);
+    assert_eq!(mode(&folder.join("vmfb")), 0o700);
+    assert_eq!(mode(&folder.join("secret")), 0o600);
+}
+
+#[test]
+fn folders_others_can_write_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let message = insecure(DiskStore::open(StoreConfig::at(dir.path())));
+    assert!(
+        message.contains("mode 777") && message.contains("chmod 700"),
+        "{message}"
+    );
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).unwrap();
+    open(dir.path());
+    // The entries' folder too, and the secret.
+    fs::set_permissions(dir.path().join("vmfb"), fs::Permissions::from_mode(0o775)).unwrap();
+    insecure(DiskStore::open(StoreConfig::at(dir.path())));
+    fs::set_permissions(dir.path().join("vmfb"), fs::Permissions::from_mode(0o700)).unwrap();
+    fs::set_permissions(dir.path().join("secret"), fs::Permissions::from_mode(0o644)).unwrap();
+    let message = insecure(DiskStore::open(StoreConfig::at(dir.path())));
+    assert!(message.contains("chmod 600"), "{message}");
+}
+
+#[test]
+fn folders_of_another_user_are_refused() {
+    if !is_root() {
+        eprintln!("skipped: only root can give a folder to another user");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = dir.path().join("foreign");
+    fs::create_dir(&foreign).unwrap();
+    fs::set_permissions(&foreign, fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(&foreign, Some(4242), Some(4242)).unwrap();
+    let message = insecure(DiskStore::open(StoreConfig::at(&foreign)));
+    assert!(message.contains("belongs to user 4242"), "{message}");
+    // A bundle installed by root is fine to read; by another user it is not.
+    std::os::unix::fs::chown(&foreign, Some(0), Some(0)).unwrap();
+    open(&foreign);
+    std::os::unix::fs::chown(&foreign, Some(4242), Some(4242)).unwrap();
+    assert!(matches!(
+        DiskStore::open_read_only(&foreign),
+        Err(StoreError::Insecure { .. })
+    ));
+}
+
+#[test]
+fn symbolic_links_are_never_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    let store = open(&real);
+    let seen = Mutex::new(Vec::new());
+    fetch(&store, "sigmoid", &seen);
+    // A linked store folder, or a linked vmfb/ folder, is refused.
+    let linked = dir.path().join("linked");
+    symlink(&real, &linked).unwrap();
+    insecure(DiskStore::open(StoreConfig::at(&linked)));
+    let outer = dir.path().join("outer");
+    fs::create_dir(&outer).unwrap();
+    fs::set_permissions(&outer, fs::Permissions::from_mode(0o700)).unwrap();
+    symlink(real.join("vmfb"), outer.join("vmfb")).unwrap();
+    insecure(DiskStore::open(StoreConfig::at(&outer)));
+    // An entry that is a link to a good entry is not followed: it is
+    // removed and the artifact built again; the target stays.
+    let target = entry_path(&store, "sigmoid");
+    let planted = entry_path(&store, "softmax");
+    fs::copy(&target, real.join("elsewhere")).unwrap();
+    symlink(real.join("elsewhere"), &planted).unwrap();
+    assert_eq!(fetch(&store, "softmax", &seen), Fetched::Built);
+    assert!(
+        fs::symlink_metadata(&planted).unwrap().is_file(),
+        "replaced by a real entry"
+    );
+    assert!(real.join("elsewhere").exists());
+    assert!(seen
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|b| *b == built("sigmoid") || *b == built("softmax")));
+}
+
+#[test]
+fn a_fifo_entry_does_not_hang_the_lookup() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let fifo = entry_path(&store, "sigmoid");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let start = Instant::now();
+    let seen = Mutex::new(Vec::new());
+    assert_eq!(fetch(&store, "sigmoid", &seen), Fetched::Built);
+    assert!(start.elapsed() < Duration::from_secs(30), "returned");
+    assert!(
+        fs::symlink_metadata(&fifo).unwrap().is_file(),
+        "the FIFO was replaced"
+    );
+    assert_eq!(store.stats().corrupt, 1);
+}
+
+#[test]
+fn a_header_claiming_40_gib_is_refused_before_any_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let seen = Mutex::new(Vec::new());
+    fetch(&store, "sigmoid", &seen);
+    let path = entry_path(&store, "sigmoid");
+    // A sparse file as large as its header claims: sizes agree, the bound
+    // does not.
+    let mut bytes = fs::read(&path).unwrap();
+    let claimed: u64 = 40 << 30;
+    bytes[16..24].copy_from_slice(&claimed.to_le_bytes());
+    fs::write(&path, &bytes).unwrap();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(88 + claimed)
+        .unwrap();
+    assert_eq!(fetch(&store, "sigmoid", &seen), Fetched::Built);
+    assert_eq!(store.stats().corrupt, 1);
+    assert!(
+        fs::metadata(&path).unwrap().len() < 1 << 20,
+        "deleted and rewritten"
+    );
+}
+
+#[test]
+fn an_entry_re_keyed_from_another_artifact_is_rejected_and_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let seen = Mutex::new(Vec::new());
+    fetch(&store, "sigmoid", &seen);
+    fetch(&store, "softmax", &seen);
+    // Another artifact's entry under this key, its header re-keyed: a
+    // valid layout, a tag for the other key.
+    let mut planted = fs::read(entry_path(&store, "softmax")).unwrap();
+    planted[56..88].copy_from_slice(key("sigmoid").as_bytes());
+    fs::write(entry_path(&store, "sigmoid"), &planted).unwrap();
+    seen.lock().unwrap().clear();
+    let fresh = open(dir.path());
+    assert_eq!(fetch(&fresh, "sigmoid", &seen), Fetched::Built);
+    assert_eq!(fresh.stats().unauthenticated, 1);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [built("sigmoid")],
+        "softmax was never loaded"
+    );
+    // Forged by someone without the secret: a store with another secret
+    // (another user's folder, copied in) fails authentication too.
+    let other = tempfile::tempdir().unwrap();
+    let foreign = open(other.path());
+    fetch(&foreign, "sigmoid", &seen);
+    fs::copy(
+        entry_path(&foreign, "sigmoid"),
+        entry_path(&fresh, "sigmoid"),
+    )
+    .unwrap();
+    assert_eq!(fetch(&open(dir.path()), "sigmoid", &seen), Fetched::Built);
+}
+
+#[test]
+fn mutated_entries_never_reach_the_loader() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let seen = Mutex::new(Vec::new());
+    fetch(&store, "sigmoid", &seen);
+    let path = entry_path(&store, "sigmoid");
+    let good = fs::read(&path).unwrap();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |bound: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % bound as u64) as usize
+    };
+    let mutants = 600;
+    let mut rejected = 0;
+    for m in 0..mutants {
+        let mut bytes = good.clone();
+        match m % 4 {
+            0 => bytes[next(good.len())] ^= 1 << next(8),
+            1 => bytes[next(good.len())] ^= 1 + next(255) as u8,
+            2 => bytes.truncate(next(good.len())),
+            _ => bytes.extend((0..1 + next(64)).map(|_| next(256) as u8)),
+        }
+        assert_ne!(bytes, good);
+        fs::write(&path, &bytes).unwrap();
+        seen.lock().unwrap().clear();
+        if fetch(&store, "sigmoid", &seen) == Fetched::Built {
+            rejected += 1;
+        }
+        assert_eq!(*seen.lock().unwrap(), [built("sigmoid")], "mutant {m}");
+    }
+    assert_eq!(rejected, mutants);
+    let stats = store.stats();
+    assert_eq!(stats.corrupt + stats.unauthenticated, mutants as u64);
+    println!(
+        "{mutants} mutants: {} malformed, {} failed authentication, none loaded",
+        stats.corrupt, stats.unauthenticated
+    );
+}
+
+#[test]
+fn stray_temporary_files_count_toward_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    fs::write(dir.path().join("vmfb/.tmp-crashed"), vec![0u8; 5000]).unwrap();
+    assert_eq!(store.stats().bytes_on_disk, 5000);
+}
