@@ -18,8 +18,12 @@
 //! - Creating a session is itself not thread-safe: it registers LLVM's CPU
 //!   targets, and concurrent registration corrupts LLVM's target list (hangs
 //!   and crashes were observed). Session creation is therefore serialized
-//!   process-wide (`Session::new`); parsing, compiling and serializing run
-//!   concurrently.
+//!   process-wide (`Session::new`). The pipeline initializes more of LLVM
+//!   lazily on its first run (the host target machine, looked up in that
+//!   same list): two first compiles at once left two threads spinning in
+//!   `TargetRegistry::lookupTarget` over a cyclic list. So the process's
+//!   first run of the pipeline is exclusive too (`FirstPipeline`); after
+//!   it, parsing, compiling and serializing run concurrently.
 //! - The diagnostic callback may run on any compiler thread; it appends to a
 //!   mutex-guarded list that outlives the invocation.
 //! - Every returned `iree_compiler_error_t` is read and destroyed exactly
@@ -28,7 +32,8 @@
 
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::diagnostics::{Diagnostic, Severity};
 use super::embedding_api::Api;
@@ -164,6 +169,36 @@ impl InProcessCompiler {
     }
 }
 
+/// The process's first run of the compilation pipeline, which nothing else
+/// may overlap (see the module docs); later runs pass straight through.
+struct FirstPipeline(Option<MutexGuard<'static, bool>>);
+
+impl FirstPipeline {
+    /// Waits while another thread runs the first pipeline; holds the lock
+    /// if this is the first.
+    fn enter() -> FirstPipeline {
+        static RAN: AtomicBool = AtomicBool::new(false);
+        static FIRST: Mutex<bool> = Mutex::new(false);
+        if RAN.load(Ordering::Acquire) {
+            return FirstPipeline(None);
+        }
+        let ran = FIRST.lock().unwrap_or_else(PoisonError::into_inner);
+        if *ran {
+            RAN.store(true, Ordering::Release);
+            return FirstPipeline(None);
+        }
+        FirstPipeline(Some(ran))
+    }
+
+    /// The pipeline ran (successfully or not): the lazy initialization is
+    /// done, the next compiles may overlap.
+    fn done(self) {
+        if let Some(mut ran) = self.0 {
+            *ran = true;
+        }
+    }
+}
+
 impl Compiler for InProcessCompiler {
     fn compile(&self, mlir: &str, options: &CompileOptions) -> Result<Artifact, CompileError> {
         let flags = options.checked_flags()?;
@@ -190,7 +225,10 @@ impl Compiler for InProcessCompiler {
         if !invocation.parse_source(&source) {
             return Err(failure(&sink, "the compiler could not parse the input"));
         }
-        if !invocation.run_std_pipeline() {
+        let first = FirstPipeline::enter();
+        let compiled = invocation.run_std_pipeline();
+        first.done();
+        if !compiled {
             return Err(failure(&sink, "the compilation pipeline failed"));
         }
         let mut output = Output::membuffer(api).map_err(|m| failure(&sink, m))?;
