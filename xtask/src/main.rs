@@ -6,6 +6,7 @@
 
 mod bindings;
 mod build_iree;
+mod fuzz;
 mod manifest;
 mod pingpong;
 mod process;
@@ -30,8 +31,11 @@ commands:
       Regenerate crates/iree-sys/src/bindings.rs from the installed headers;
       with --check, fail if the committed file is stale.
   test
-      Ensure IREE is built, check the bindings, run the workspace tests and
-      the miri tests.
+      Ensure IREE is built, check the bindings, run the workspace tests, the
+      miri tests and each fuzz target for 20 s.
+  fuzz [SECONDS]
+      Run each cargo-fuzz target of fuzz/ for SECONDS (default 20) from its
+      committed seeds (installs cargo-fuzz if missing).
   pingpong [ARGS...]
       Ensure IREE is built, then run the shape ping-pong demo (release build)
       with ARGS (try `--help`); writes target/pingpong/rss.svg.
@@ -49,6 +53,7 @@ fn main() -> ExitCode {
         }
         "bindgen" => bindings::run(rest),
         "test" => test::run(rest),
+        "fuzz" => fuzz::run(rest),
         "pingpong" => pingpong::run(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");

@@ -6,7 +6,8 @@
 //!    runtime, real compiler, the demo and its legacy session included; this
 //!    also runs the tidy test of `src/tidy.rs`);
 //! 4. the miri tiers: `jit-cache` (pure policy) and `iree-safe` (against its
-//!    mock of the C API), installing the nightly miri component if needed.
+//!    mock of the C API), installing the nightly miri component if needed;
+//! 5. each fuzz target of `fuzz/` for a bounded time (`fuzz.rs`).
 
 use std::process::Command;
 
@@ -47,7 +48,8 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     step(
         &format!("cargo +nightly miri test -p {}", MIRI_CRATES.join(" -p ")),
         || process::run(&mut miri),
-    )
+    )?;
+    crate::fuzz::run_bounded(&manifest.prefix, crate::fuzz::TEST_SECONDS)
 }
 
 fn ensure_miri() -> Result<(), String> {

@@ -1,18 +1,18 @@
 //! [`TrustedVmfb`]: `.vmfb` bytes that may be loaded, because loading them
 //! runs their code.
-//!
-//! A `.vmfb` is a program: its bytecode runs in IREE's VM, and the native
-//! executables embedded in it (ELF shared objects on the CPU) run as machine
-//! code in this process, with its privileges. IREE's loader checks an
-//! archive's structure, not its intent, and malformed archives can crash
-//! the process inside IREE's verifier, its ELF loader or the embedded code.
-//! So loading bytes is like `dlopen`: sound only for bytes from a trusted
-//! source. This type marks that trust: it comes from IREE's compiler
-//! ([`compiler::Artifact::vmfb`](crate::compiler::Artifact::vmfb)), or from
-//! the `unsafe` [`TrustedVmfb::new_unchecked`], whose caller vouches for the
-//! bytes (e.g. an entry authenticated by the caller's own key).
 
-/// `.vmfb` bytes that are trusted like code; see the [module docs](self).
+/// `.vmfb` bytes that are trusted like code.
+///
+/// A `.vmfb` is a program: its bytecode runs in IREE's VM, and the native
+/// executables embedded in it (ELF shared objects on the CPU) run as machine
+/// code in this process, with its privileges. IREE's loader checks an
+/// archive's structure, not its intent, and malformed archives can crash
+/// the process inside IREE's verifier, its ELF loader or the embedded code.
+/// So loading bytes is like `dlopen`: sound only for bytes from a trusted
+/// source. This type marks that trust: it comes from IREE's compiler
+/// ([`compiler::Artifact::vmfb`](crate::compiler::Artifact::vmfb)), or from
+/// the `unsafe` [`TrustedVmfb::new_unchecked`], whose caller vouches for the
+/// bytes (e.g. an entry authenticated by the caller's own key).
 #[derive(Debug, Clone, Copy)]
 pub struct TrustedVmfb<'a> {
     bytes: &'a [u8],

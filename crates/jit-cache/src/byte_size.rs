@@ -6,14 +6,18 @@ use std::str::FromStr;
 
 /// A number of bytes. Parsed from `4096`, `64K`, `512M`, `2G`, `1T` or the
 /// same with `B`/`iB` (`512MiB`, `2 GB`), case-insensitive, always in binary
-/// units (K = 1024); printed as `512 B`, `2.0 KiB`, `256.0 MiB`.
+/// units (K = 1024); printed as `512 B`, `2 KiB`, `256 MiB`, `1.3 MiB`:
+/// whole multiples of the unit print exactly (and parse back), others with
+/// one decimal.
 ///
 /// ```
 /// use jit_cache::ByteSize;
 ///
 /// let size: ByteSize = "512M".parse().unwrap();
 /// assert_eq!(size.0, 512 << 20);
-/// assert_eq!(size.to_string(), "512.0 MiB");
+/// assert_eq!(size.to_string(), "512 MiB");
+/// assert_eq!(size.to_string().parse(), Ok(size));
+/// assert_eq!(ByteSize(1_400_000).to_string(), "1.3 MiB");
 /// assert!("lots".parse::<ByteSize>().is_err());
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -31,13 +35,20 @@ impl fmt::Display for ByteSize {
         if self.0 < 1024 {
             return f.pad(&format!("{} B", self.0));
         }
-        let mut value = self.0 as f64 / 1024.0;
         let mut unit = 0;
-        while value >= 1024.0 && unit + 1 < UNITS.len() {
-            value /= 1024.0;
+        while self.0 >> (10 * (unit + 2)) != 0 && unit + 1 < UNITS.len() {
             unit += 1;
         }
-        f.pad(&format!("{value:.1} {}", UNITS[unit]))
+        let scale = 1u64 << (10 * (unit + 1));
+        if self.0 % scale == 0 {
+            f.pad(&format!("{} {}", self.0 / scale, UNITS[unit]))
+        } else {
+            f.pad(&format!(
+                "{:.1} {}",
+                self.0 as f64 / scale as f64,
+                UNITS[unit]
+            ))
+        }
     }
 }
 
@@ -102,9 +113,13 @@ mod tests {
     #[test]
     fn sizes_print_with_binary_units() {
         assert_eq!(ByteSize(512).to_string(), "512 B");
-        assert_eq!(ByteSize(2048).to_string(), "2.0 KiB");
-        assert_eq!(ByteSize(256 << 20).to_string(), "256.0 MiB");
-        assert_eq!(ByteSize(3 << 30).to_string(), "3.0 GiB");
+        assert_eq!(ByteSize(2048).to_string(), "2 KiB");
+        assert_eq!(ByteSize(1536).to_string(), "1.5 KiB");
+        assert_eq!(ByteSize(256 << 20).to_string(), "256 MiB");
+        assert_eq!(ByteSize(3 << 30).to_string(), "3 GiB");
+        assert_eq!(ByteSize((1 << 20) - 1).to_string(), "1024.0 KiB");
+        assert_eq!(ByteSize(5 << 40).to_string(), "5 TiB");
+        assert_eq!(ByteSize(u64::MAX).to_string(), "16777216.0 TiB");
         assert_eq!(format!("{:>8}", ByteSize(1)), "     1 B");
     }
 }

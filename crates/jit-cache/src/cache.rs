@@ -145,18 +145,10 @@ impl<E: Executable> JitCache<E> {
         let step = self
             .lock()
             .begin_call(func, sig, &self.shared.config, Caller::Background);
-        let miss = match step {
+        let (reason, action) = match step {
             Step::Hit { exe, notes } => return hit(func, exe, notes),
-            Step::Miss(miss) => miss,
+            Step::Miss(miss) => miss.logged(func, sig),
         };
-        let Miss {
-            number,
-            reason,
-            action,
-            notes,
-        } = miss;
-        log_miss(func, sig, number, &reason, &action);
-        log_notes(func, notes);
         let (started, flight) = match action {
             MissAction::Compile { started, flight } => (started, flight),
             MissAction::Interpret(reason) => return Dispatch::Interpret { reason },
@@ -216,14 +208,7 @@ impl<E: Executable> JitCache<E> {
     where
         F: FnOnce(&Signature) -> Result<E, CompileFailure>,
     {
-        let Miss {
-            number,
-            reason,
-            action,
-            notes,
-        } = miss;
-        log_miss(func, sig, number, &reason, &action);
-        log_notes(func, notes);
+        let (reason, action) = miss.logged(func, sig);
         match action {
             MissAction::Interpret(reason) => Dispatch::Interpret { reason },
             MissAction::Wait(flight) => match flight.wait() {
@@ -605,6 +590,22 @@ fn release<E>(evicted: Vec<(FunctionId, Evicted<E>)>) -> usize {
         drop(e.exe);
     }
     n
+}
+
+impl<E> Miss<E> {
+    /// Logs the miss and the mode changes it noted; returns why it missed
+    /// and what the call does.
+    fn logged(self, func: &FunctionId, sig: &Signature) -> (MissReason, MissAction<E>) {
+        let Miss {
+            number,
+            reason,
+            action,
+            notes,
+        } = self;
+        log_miss(func, sig, number, &reason, &action);
+        log_notes(func, notes);
+        (reason, action)
+    }
 }
 
 fn log_notes(func: &FunctionId, notes: Vec<Note>) {

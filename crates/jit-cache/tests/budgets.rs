@@ -176,7 +176,7 @@ fn the_report_has_a_row_per_function_and_a_total() {
     let lines: Vec<&str> = report.lines().collect();
     assert_eq!(lines.len(), 4, "{report}");
     assert!(
-        lines[0].starts_with("jit-cache: 1 functions, 2/4096 entries, 2.0 KiB/256.0 MiB"),
+        lines[0].starts_with("jit-cache: 1 functions, 2/4096 entries, 2.0 KiB/256 MiB"),
         "{report}"
     );
     assert!(

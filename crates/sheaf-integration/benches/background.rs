@@ -18,13 +18,59 @@ use sheaf_integration::{
 type Interpreter = fn(&[Value]) -> Result<Vec<Value>, reference::ReferenceError>;
 
 fn runtime(mode: CompileMode) -> JitRuntime {
+    runtime_with(mode, 1)
+}
+
+fn runtime_with(mode: CompileMode, threads: usize) -> JitRuntime {
     let config = JitConfig::builder()
         .no_disk_cache()
         .function_capacity(16)
-        .compile_mode(mode, 1)
+        .compile_mode(mode, threads)
         .build()
         .expect("valid settings");
     JitRuntime::new(config).expect("the local-sync runtime opens")
+}
+
+/// `count` new signatures queued at once on `threads` compile threads: the
+/// time until every one runs compiled, and the mean latency of the calls
+/// made meanwhile (each interpreted).
+fn pool(count: usize, threads: usize) {
+    let jit = runtime_with(CompileMode::Background, threads);
+    let sigmoid = reference::sigmoid();
+    let warm = [Value::from(ArrayD::<f32>::zeros(IxDyn(&[1, 3])))];
+    jit.precompile(&[Precompile::new(&sigmoid, &warm)])
+        .expect("sigmoid compiles");
+    let inputs: Vec<[Value; 1]> = (1..=count)
+        .map(|n| [Value::from(ArrayD::<f32>::ones(IxDyn(&[n, 64])))])
+        .collect();
+    let start = Instant::now();
+    let (mut calls, mut interpreted_time) = (0u32, Duration::ZERO);
+    loop {
+        let mut all_hits = true;
+        for x in &inputs {
+            let call = Instant::now();
+            let result = jit
+                .call(&sigmoid, x, &[], |args, _| {
+                    reference::interpret_sigmoid(args)
+                })
+                .expect("the call runs");
+            if result.provenance != Provenance::CacheHit {
+                all_hits = false;
+                calls += 1;
+                interpreted_time += call.elapsed();
+            }
+        }
+        if all_hits {
+            break;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    println!(
+        "{count} signatures queued at once, {threads} compile thread(s): all compiled after \
+         {:>6.0} ms; {calls} calls meanwhile, {:.3} ms each",
+        ms(start.elapsed()),
+        ms(interpreted_time) / f64::from(calls.max(1))
+    );
 }
 
 fn ms(d: Duration) -> f64 {
@@ -133,6 +179,10 @@ fn main() {
         &mlp,
         reference::interpret_mlp_layer,
     );
+    println!();
+    for threads in [1, 2] {
+        pool(8, threads);
+    }
     println!();
     for count in [1, 8] {
         batch(count);

@@ -13,7 +13,7 @@ use sheaf_integration::{
 };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    trace::init_from_env();
+    trace::init_from_env()?;
     let jit = JitRuntime::new(JitConfig::from_env()?)?;
 
     // A function: name, definition (hashed: a redefinition never reuses old

@@ -79,6 +79,14 @@ impl FromStr for CompileMode {
     }
 }
 
+/// `SHEAF_JIT_TRACE` from the environment: `Some(true)` for `1`/`on`/...,
+/// `Some(false)` for `0`/`off`/..., `None` when unset or empty; any other
+/// value is an error naming the variable.
+#[cfg(feature = "trace-subscriber")]
+pub(crate) fn trace_switch() -> Result<Option<bool>, ConfigError> {
+    Vars(&|name| std::env::var_os(name)).switch(crate::TRACE_ENV)
+}
+
 /// Where compiled artifacts are kept between processes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -362,8 +370,20 @@ impl JitConfigBuilder {
         self.apply_vars(|name| std::env::var_os(name))
     }
 
-    /// [`apply_env`](Self::apply_env) over any variable lookup.
-    pub(crate) fn apply_vars(
+    /// [`apply_env`](Self::apply_env) over any variable lookup: settings
+    /// from a file, a test, or another process's environment.
+    ///
+    /// ```
+    /// use sheaf_integration::JitConfig;
+    ///
+    /// let vars = |name: &str| (name == "SHEAF_JIT_CAPACITY").then(|| "3".into());
+    /// let config = JitConfig::builder().apply_vars(vars)?.build()?;
+    /// assert_eq!(config.cache.function_capacity, 3);
+    /// let bad = |name: &str| (name == "SHEAF_JIT_DISK_CACHE").then(|| "bogus".into());
+    /// assert!(JitConfig::builder().apply_vars(bad).is_err());
+    /// # Ok::<(), sheaf_integration::ConfigError>(())
+    /// ```
+    pub fn apply_vars(
         mut self,
         var: impl Fn(&str) -> Option<OsString>,
     ) -> Result<Self, ConfigError> {

@@ -1,44 +1,40 @@
-//! Turning on the trace: one line per miss, compile, eviction and fallback
-//! transition, which together read as the ping-pong trace of
+//! Turning on the trace: one line per miss, compile, eviction and policy
+//! mode change, which together read as the ping-pong trace of
 //! docs/architecture.md ("The problem").
 //!
-//! The events come from `tracing` under the targets `jit_cache` (misses with
-//! their explanation, compiles, evictions, fallback transitions) and
-//! `sheaf_jit` (the legacy mode of the ping-pong demo). Libraries only emit; a program chooses to print them by
-//! calling [`init_from_env`] (or installing its own subscriber).
+//! The events come from `tracing`: the targets `jit_cache` (misses with
+//! their explanation and admission decision, compiles, evictions, mode
+//! changes, disk-cache entries refused) and `sheaf_jit` (compiler choice, CPU
+//! fallback, the legacy mode of the ping-pong demo), and warnings of every
+//! other crate (`iree_safe` among them). Libraries only emit; a program
+//! chooses to print them by calling [`init_from_env`] (or installing its own
+//! subscriber).
 
-use tracing_subscriber::fmt::format::debug_fn;
 use tracing_subscriber::EnvFilter;
 
-/// Installs a compact stderr subscriber when `SHEAF_JIT_TRACE=1` (debug
-/// events of both targets) or `RUST_LOG` is set (its filter); otherwise only
-/// warnings (fallback transitions, failed compiles) are printed. Does nothing
-/// if a subscriber is already installed. Returns whether the trace is on.
-pub fn init_from_env() -> bool {
-    let trace = std::env::var(crate::TRACE_ENV).is_ok_and(|v| v == "1");
+use crate::error::ConfigError;
+
+/// Installs a compact stderr subscriber: with `SHEAF_JIT_TRACE=1` (or `on`)
+/// the debug events of `jit_cache` and `sheaf_jit` and the warnings of every
+/// crate; with `RUST_LOG` set, its filter; otherwise the warnings of every
+/// crate (policy mode changes, failed compiles, refused cache entries).
+/// Each line has the event's level, message and fields. Does nothing if a
+/// subscriber is already installed. Returns whether the trace is on; an
+/// unknown `SHEAF_JIT_TRACE` value is an error naming it.
+pub fn init_from_env() -> Result<bool, ConfigError> {
+    let trace = crate::config::trace_switch()?.unwrap_or(false);
     let filter = if trace {
-        EnvFilter::new("jit_cache=debug,sheaf_jit=debug")
+        EnvFilter::new("warn,jit_cache=debug,sheaf_jit=debug")
     } else {
-        EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| EnvFilter::new("jit_cache=warn,sheaf_jit=warn"))
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"))
     };
     let verbose = trace || std::env::var_os("RUST_LOG").is_some();
-    // One line per event: its level and message (the structured fields
-    // repeat what the message says).
-    let message_only = debug_fn(|writer, field, value| {
-        if field.name() == "message" {
-            write!(writer, "{value:?}")
-        } else {
-            Ok(())
-        }
-    });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .without_time()
-        .with_target(false)
-        .fmt_fields(message_only)
+        .with_target(true)
         .try_init();
-    verbose
+    Ok(verbose)
 }

@@ -1,13 +1,14 @@
 //! The main job's binary, run briefly: the shared mode compiles each
-//! distinct signature once, the legacy mode builds a runtime per mismatch and
-//! serves stale softmax results, and the plot is written.
+//! distinct signature once, the background mode gets the same compiles done
+//! while its calls run in the interpreter, the legacy mode builds a runtime
+//! per mismatch and serves stale softmax results, and the plot is written.
 
 use std::process::Command;
 
 use serde_json::Value;
 
 #[test]
-fn pingpong_reports_both_modes_and_writes_the_plot() {
+fn pingpong_reports_every_mode_and_writes_the_plot() {
     let dir = tempfile::tempdir().unwrap();
     let plot = dir.path().join("rss.svg");
     let output = Command::new(env!("CARGO_BIN_EXE_pingpong"))
@@ -25,13 +26,29 @@ fn pingpong_reports_both_modes_and_writes_the_plot() {
         .lines()
         .map(|line| serde_json::from_str(line).expect("one JSON object per line"))
         .collect();
-    assert_eq!(records.len(), 4, "{records:?}");
-    let get = |mode: &str, iters: u64| {
+    let find = |mode: &str, kind: &str, iters: u64| {
         records
             .iter()
-            .find(|r| r["mode"] == mode && r["iters"] == iters)
-            .unwrap_or_else(|| panic!("no {mode} record at {iters}"))
+            .find(|r| r["mode"] == mode && r["kind"] == kind && r["iters"] == iters)
+            .unwrap_or_else(|| panic!("no {mode} {kind} record at {iters}: {records:?}"))
     };
+    let get = |mode: &str, iters: u64| find(mode, "checkpoint", iters);
+    for mode in ["legacy", "shared", "background"] {
+        assert!(find(mode, "first_result", 0)["wall_s"].as_f64().unwrap() > 0.0);
+    }
+    // Background calls never return stale results; by the end every compile
+    // is done, as in the shared mode.
+    for iters in [4, 12] {
+        assert_eq!(get("background", iters)["stale_results"], 0);
+    }
+    for mode in ["shared", "background"] {
+        let drained = find(mode, "drained", 12);
+        assert_eq!(
+            (&drained["compiles"], &drained["live_modules"]),
+            (&Value::from(4), &Value::from(4)),
+            "{drained}"
+        );
+    }
     for iters in [4, 12] {
         let shared = get("shared", iters);
         assert_eq!(
@@ -56,8 +73,12 @@ fn pingpong_reports_both_modes_and_writes_the_plot() {
     let svg = std::fs::read_to_string(&plot).unwrap();
     // One line per mode (plus its legend sample), both labelled.
     assert!(svg.starts_with("<svg"), "{svg}");
-    assert!(svg.matches("<polyline").count() >= 2, "{svg}");
-    for label in ["legacy: runtime per recompile", "shared: one runtime"] {
+    assert!(svg.matches("<polyline").count() >= 3, "{svg}");
+    for label in [
+        "legacy: runtime per recompile",
+        "shared: one runtime",
+        "background: shared, compiling",
+    ] {
         assert!(svg.contains(label), "no `{label}` in {svg}");
     }
 }

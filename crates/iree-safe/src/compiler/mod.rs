@@ -207,8 +207,9 @@ pub struct CompilerChoice {
 
 /// The compiler for `preference`, and why it was chosen. With
 /// [`CompilerPreference::Auto`], an in-process compiler that cannot be
-/// loaded from the install falls back to the subprocess (logged at info
-/// level, and said in [`CompilerChoice::reason`]).
+/// loaded from the install falls back to the subprocess (logged at warn
+/// level, and said in [`CompilerChoice::reason`]); one named by
+/// `IREE_COMPILER_LIB` that cannot be loaded is an error.
 pub fn choose_compiler(preference: CompilerPreference) -> Result<CompilerChoice, CompileError> {
     let in_process = |reason: &str| -> Result<CompilerChoice, CompileError> {
         let compiler = InProcessCompiler::load()?;
@@ -235,9 +236,10 @@ pub fn choose_compiler(preference: CompilerPreference) -> Result<CompilerChoice,
         CompilerPreference::Auto => match in_process("in-process compiler of the install") {
             Ok(choice) => Ok(choice),
             Err(error) => {
-                tracing::info!(
+                tracing::warn!(
                     %error,
-                    "cannot compile in-process; running iree-compile per compilation"
+                    "cannot compile in-process ({error}); running iree-compile per compilation \
+                     instead, about 0.25 s slower each"
                 );
                 subprocess(format!("the in-process compiler did not load ({error})"))
             }

@@ -64,7 +64,7 @@ fn main() -> ExitCode {
 
 /// Runs one mode in this process, printing records as JSON lines.
 fn run_child(mode: Mode, args: &Args) -> Result<(), String> {
-    sheaf_integration::trace::init_from_env();
+    sheaf_integration::trace::init_from_env().map_err(|e| e.to_string())?;
     let mut emit = |record: &Record| {
         println!(
             "{}",

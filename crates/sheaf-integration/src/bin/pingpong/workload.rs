@@ -86,12 +86,6 @@ pub(crate) struct Record {
     pub stale_results: u64,
 }
 
-impl Record {
-    pub(crate) fn is_checkpoint(&self) -> bool {
-        self.kind == "checkpoint"
-    }
-}
-
 /// Tracks a mode's run and emits its records.
 pub(crate) struct Recorder<'a> {
     mode: &'static str,

@@ -1,0 +1,150 @@
+//! The JIT's disk path under attack or misuse: mutated and planted entries
+//! never reach IREE's loader, a folder others can write is refused with an
+//! error that says what to do, and the trace shows every crate's warnings
+//! with their fields.
+
+mod support;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sheaf_integration::{reference, JitError, JitRuntime, Provenance, Value};
+use support::{array, assert_close};
+
+fn runtime(dir: &Path) -> Result<JitRuntime, JitError> {
+    JitRuntime::new(support::blocking().disk_cache_dir(dir).build().unwrap())
+}
+
+/// The one entry file in the cache at `dir`.
+fn the_entry(dir: &Path) -> PathBuf {
+    let entries: Vec<PathBuf> = fs::read_dir(dir.join("vmfb"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sjit"))
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    entries.into_iter().next().unwrap()
+}
+
+fn sigmoid_call(jit: &JitRuntime) -> Provenance {
+    let x = [Value::from(array(&[2, 3], 5))];
+    let result = jit
+        .call(&reference::sigmoid(), &x, &[], |args, _| {
+            reference::interpret_sigmoid(args)
+        })
+        .unwrap();
+    let expected = reference::interpret_sigmoid(&x).unwrap();
+    assert_close(&result.outputs[0], &expected[0], "sigmoid");
+    result.provenance
+}
+
+#[test]
+fn mutated_disk_entries_are_rebuilt_never_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    sigmoid_call(&runtime(dir.path()).unwrap());
+    let path = the_entry(dir.path());
+    let good = fs::read(&path).unwrap();
+    // A fresh process would load the good entry from disk.
+    let jit = runtime(dir.path()).unwrap();
+    sigmoid_call(&jit);
+    assert_eq!(jit.disk_cache_stats().hits, 1);
+    let mutants = 12;
+    for m in 0..mutants {
+        let mut bytes = good.clone();
+        let at = (m * 7919 + 13) % bytes.len();
+        match m % 3 {
+            0 => bytes[at] ^= 0x10,
+            1 => bytes.truncate(at),
+            _ => bytes[at..].iter_mut().for_each(|b| *b = b.wrapping_mul(31)),
+        }
+        fs::write(&path, &bytes).unwrap();
+        let jit = runtime(dir.path()).unwrap();
+        assert_eq!(sigmoid_call(&jit), Provenance::CompiledNow, "mutant {m}");
+        let stats = jit.disk_cache_stats();
+        assert_eq!(
+            (
+                stats.hits,
+                stats.misses,
+                stats.corrupt + stats.unauthenticated
+            ),
+            (0, 1, 1),
+            "mutant {m}: refused before loading, then rebuilt"
+        );
+        assert_eq!(fs::read(&path).unwrap().len(), good.len(), "rewritten");
+    }
+}
+
+#[test]
+fn a_cache_folder_others_can_write_is_an_error_that_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let error = runtime(dir.path()).unwrap_err();
+    let message = error.to_string();
+    assert!(matches!(error, JitError::DiskCache(_)), "{message}");
+    for hint in [
+        "chmod 700",
+        "SHEAF_JIT_CACHE_DIR",
+        "SHEAF_JIT_DISK_CACHE=off",
+    ] {
+        assert!(message.contains(hint), "{message}");
+    }
+}
+
+const CHILD: &str = "SHEAF_JIT_HARDENING_CHILD";
+
+/// Runs this test binary's `test` in a child with `env`; returns its stderr.
+fn child(test: &str, env: &[(&str, &str)]) -> String {
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{test} failed:\n{stderr}");
+    stderr
+}
+
+#[test]
+fn the_trace_shows_every_crates_warnings_with_their_fields() {
+    const TEST: &str = "the_trace_shows_every_crates_warnings_with_their_fields";
+    if std::env::var_os(CHILD).is_none() {
+        let stderr = child(TEST, &[("SHEAF_JIT_TRACE", "1")]);
+        assert!(
+            stderr.contains("WARN jit_cache") && stderr.contains("failed authentication"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("entry="),
+            "the fields are printed: {stderr}"
+        );
+        assert!(stderr.contains("DEBUG jit_cache"), "{stderr}");
+        return;
+    }
+    assert!(sheaf_integration::trace::init_from_env().unwrap());
+    assert!(tracing::enabled!(target: "iree_safe::compiler", tracing::Level::WARN));
+    assert!(!tracing::enabled!(target: "iree_safe::compiler", tracing::Level::DEBUG));
+    let dir = tempfile::tempdir().unwrap();
+    sigmoid_call(&runtime(dir.path()).unwrap());
+    let path = the_entry(dir.path());
+    let mut bytes = fs::read(&path).unwrap();
+    *bytes.last_mut().unwrap() ^= 1;
+    fs::write(&path, bytes).unwrap();
+    sigmoid_call(&runtime(dir.path()).unwrap());
+}
+
+#[test]
+fn an_unknown_trace_value_is_an_error() {
+    const TEST: &str = "an_unknown_trace_value_is_an_error";
+    if std::env::var_os(CHILD).is_none() {
+        child(TEST, &[("SHEAF_JIT_TRACE", "verbose")]);
+        return;
+    }
+    let error = sheaf_integration::trace::init_from_env().unwrap_err();
+    assert!(
+        error.to_string().contains("SHEAF_JIT_TRACE=verbose"),
+        "{error}"
+    );
+}

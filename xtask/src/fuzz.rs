@@ -1,0 +1,102 @@
+//! `cargo xtask fuzz [SECONDS]`: the cargo-fuzz targets of `fuzz/`, each run
+//! for a bounded time from its committed seeds (also the last step of
+//! `cargo xtask test`).
+//!
+//! The seeds in `fuzz/seeds/<target>/` are copied to
+//! `target/fuzz-corpus/<target>/` first, so a run grows its corpus there and
+//! never dirties the checkout. Targets are built without a sanitizer
+//! (`--sanitizer none`): they exercise safe Rust, where a bug is a panic,
+//! and the build stays fast. A crash fails the step and leaves its input in
+//! `fuzz/artifacts/<target>/`.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use crate::process::{self, step, workspace_root};
+
+/// The targets of `fuzz/Cargo.toml`.
+const TARGETS: &[&str] = &["store_entry", "config", "signature"];
+
+/// Seconds per target in `cargo xtask test`.
+pub(crate) const TEST_SECONDS: u64 = 20;
+
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    let seconds = match args {
+        [] => TEST_SECONDS,
+        [seconds] => seconds
+            .parse()
+            .map_err(|_| format!("fuzz: `{seconds}` is not a number of seconds"))?,
+        _ => return Err("usage: cargo xtask fuzz [SECONDS]".to_owned()),
+    };
+    let manifest = crate::build_iree::run(&crate::build_iree::Options::parse(&[])?)?;
+    run_bounded(&manifest.prefix, seconds)
+}
+
+/// Installs cargo-fuzz if needed, then runs every target for `seconds`.
+pub(crate) fn run_bounded(iree_prefix: &Path, seconds: u64) -> Result<(), String> {
+    step("installing cargo-fuzz (if missing)", ensure_cargo_fuzz)?;
+    for target in TARGETS {
+        step(
+            &format!("fuzzing `{target}` for {seconds}s from fuzz/seeds/{target}"),
+            || fuzz(iree_prefix, target, seconds),
+        )?;
+    }
+    Ok(())
+}
+
+fn ensure_cargo_fuzz() -> Result<(), String> {
+    let installed = Command::new("cargo")
+        .args(["+nightly", "fuzz", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if installed {
+        return Ok(());
+    }
+    process::run(Command::new("cargo").args(["install", "cargo-fuzz", "--locked"]))
+}
+
+fn fuzz(iree_prefix: &Path, target: &str, seconds: u64) -> Result<(), String> {
+    let root = workspace_root();
+    let corpus = root.join("target/fuzz-corpus").join(target);
+    fs::create_dir_all(&corpus).map_err(|e| format!("creating {}: {e}", corpus.display()))?;
+    let seeds = root.join("fuzz/seeds").join(target);
+    let listing = fs::read_dir(&seeds).map_err(|e| format!("reading {}: {e}", seeds.display()))?;
+    for seed in listing.flatten() {
+        fs::copy(seed.path(), corpus.join(seed.file_name()))
+            .map_err(|e| format!("copying {}: {e}", seed.path().display()))?;
+    }
+    let output = process::cargo_with_iree(iree_prefix)
+        .args([
+            "+nightly",
+            "fuzz",
+            "run",
+            "--sanitizer",
+            "none",
+            "-O",
+            target,
+        ])
+        .arg(&corpus)
+        .args(["--", &format!("-max_total_time={seconds}"), "-seed=1"])
+        .output()
+        .map_err(|e| format!("cannot start cargo fuzz: {e}"))?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() {
+        let tail: Vec<&str> = stderr.lines().rev().take(40).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return Err(format!(
+            "fuzz target `{target}` failed ({}):\n{}",
+            output.status,
+            tail.join("\n")
+        ));
+    }
+    // libFuzzer's last words: `Done N runs in S second(s)`, and the
+    // coverage line before them.
+    for line in stderr
+        .lines()
+        .filter(|line| line.starts_with("Done ") || line.contains("DONE"))
+    {
+        eprintln!("[xtask]   {target}: {line}");
+    }
+    Ok(())
+}
