@@ -14,7 +14,7 @@
 //! | `SHEAF_JIT_THRASH_COOL_DOWN` | fallback calls before a probe (`lru-cool-down` only) | 256 |
 //! | `SHEAF_JIT_THRASH_COOL_DOWN_CAP` | longest cool-down after relapses (`lru-cool-down` only) | 16384 |
 //! | `SHEAF_JIT_COMPILE_MODE` | `background` (a miss runs in the interpreter while it compiles) or `blocking` (it waits for its compile) | `background` |
-//! | `SHEAF_JIT_COMPILE_THREADS` | background compile threads | 1 |
+//! | `SHEAF_JIT_COMPILE_THREADS` | background compile threads | 2 |
 //! | `SHEAF_JIT_FAILED_RETRY` | calls of a failed signature before it compiles again | 1000 |
 //! | `SHEAF_JIT_COMPILER` | `auto`, `in-process` or `subprocess` | `auto` |
 //! | `SHEAF_JIT_CACHE_DIR` | disk cache folder | `$XDG_CACHE_HOME/sheaf-jit`, else `$HOME/.cache/sheaf-jit` |
@@ -567,8 +567,8 @@ mod tests {
             ("SHEAF_JIT_MAX_ENTRIES", "100"),
             ("SHEAF_JIT_MAX_BYTES", "512M"),
             ("SHEAF_JIT_CACHE_POLICY", "lru-cool-down"),
-            ("SHEAF_JIT_COMPILE_MODE", "background"),
-            ("SHEAF_JIT_COMPILE_THREADS", "2"),
+            ("SHEAF_JIT_COMPILE_MODE", "blocking"),
+            ("SHEAF_JIT_COMPILE_THREADS", "3"),
             ("SHEAF_JIT_THRASH_WINDOW", "50"),
             ("SHEAF_JIT_THRASH_THRESHOLD", "6"),
             ("SHEAF_JIT_THRASH_COOL_DOWN", "9"),
@@ -614,7 +614,7 @@ mod tests {
         assert_eq!(cache.policy, CachePolicy::LruCoolDown);
         assert_eq!(
             (config.compile_mode, cache.compile_threads),
-            (CompileMode::Background, 2)
+            (CompileMode::Blocking, 3)
         );
         assert_eq!(config.compiler, CompilerPreference::Subprocess);
         assert_eq!(config.disk_cache, DiskCacheSetting::Dir("/c".into()));

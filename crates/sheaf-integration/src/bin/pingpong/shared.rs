@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use ndarray::ArrayD;
-use sheaf_integration::{reference, CompileMode, JitConfig, JitRuntime, Value};
+use sheaf_integration::{reference, CacheConfig, CompileMode, JitConfig, JitRuntime, Value};
 
 use crate::args::Args;
 use crate::workload::{self, Record, Recorder};
@@ -19,7 +19,7 @@ pub(crate) fn run(
     let config = JitConfig::builder()
         .driver(&args.driver)
         .no_disk_cache()
-        .compile_mode(mode, 1)
+        .compile_mode(mode, CacheConfig::default().compile_threads)
         .build()
         .map_err(|e| e.to_string())?;
     let jit = JitRuntime::new(config).map_err(|e| e.to_string())?;
