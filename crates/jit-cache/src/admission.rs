@@ -290,10 +290,13 @@ impl BudgetChange {
 pub(crate) struct Admission {
     capacity: usize,
     epoch_shift: u32,
+    /// Calls an admitted entry must serve to pay off (read on every hit).
+    pay_off_calls: u64,
     /// Recent counts of signatures not cached, by signature hash.
     others: HashMap<u64, Seen, PrecomputedState>,
     max_others: usize,
-    /// The last 2 × capacity misses: signature hash and call number.
+    /// The last misses (the longest window's worth): signature hash and
+    /// call number.
     recent_misses: VecDeque<(u64, u64)>,
     budget: u32,
     /// Admitted entries evicted before they paid off, in all.
@@ -311,6 +314,7 @@ impl Admission {
         Admission {
             capacity,
             epoch_shift: horizon.trailing_zeros(),
+            pay_off_calls: (horizon as u64 / capacity as u64).max(2),
             others: HashMap::with_hasher(PrecomputedState),
             max_others: OTHERS_PER_SLOT.saturating_mul(capacity),
             recent_misses: VecDeque::new(),
@@ -495,7 +499,7 @@ impl Admission {
     /// Calls an admitted entry must serve to pay off.
     #[inline]
     pub(crate) fn pay_off_calls(&self) -> u64 {
-        (self.horizon() / self.capacity as u64).max(2)
+        self.pay_off_calls
     }
 
     /// `H`: the epoch length in calls.

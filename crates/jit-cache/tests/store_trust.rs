@@ -49,6 +49,17 @@ fn entry_path(store: &DiskStore, program: &str) -> PathBuf {
     store.entry_path(&key(program)).unwrap()
 }
 
+/// A store in a fresh folder holding the entry of `sigmoid`, the loader's
+/// record, and the entry's path.
+fn with_sigmoid() -> (tempfile::TempDir, DiskStore, Mutex<Vec<Vec<u8>>>, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let seen = Mutex::new(Vec::new());
+    fetch(&store, "sigmoid", &seen);
+    let path = entry_path(&store, "sigmoid");
+    (dir, store, seen, path)
+}
+
 fn insecure(result: Result<DiskStore, StoreError>) -> String {
     match result {
         Err(error @ StoreError::Insecure { .. }) => error.to_string(),
@@ -178,11 +189,7 @@ fn a_fifo_entry_does_not_hang_the_lookup() {
 
 #[test]
 fn a_header_claiming_40_gib_is_refused_before_any_allocation() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let seen = Mutex::new(Vec::new());
-    fetch(&store, "sigmoid", &seen);
-    let path = entry_path(&store, "sigmoid");
+    let (_dir, store, seen, path) = with_sigmoid();
     // A sparse file as large as its header claims: sizes agree, the bound
     // does not.
     let mut bytes = fs::read(&path).unwrap();
@@ -205,10 +212,7 @@ fn a_header_claiming_40_gib_is_refused_before_any_allocation() {
 
 #[test]
 fn an_entry_re_keyed_from_another_artifact_is_rejected_and_rebuilt() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let seen = Mutex::new(Vec::new());
-    fetch(&store, "sigmoid", &seen);
+    let (dir, store, seen, _) = with_sigmoid();
     fetch(&store, "softmax", &seen);
     // Another artifact's entry under this key, its header re-keyed: a
     // valid layout, a tag for the other key.
@@ -239,11 +243,7 @@ fn an_entry_re_keyed_from_another_artifact_is_rejected_and_rebuilt() {
 
 #[test]
 fn mutated_entries_never_reach_the_loader() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let seen = Mutex::new(Vec::new());
-    fetch(&store, "sigmoid", &seen);
-    let path = entry_path(&store, "sigmoid");
+    let (_dir, store, seen, path) = with_sigmoid();
     let good = fs::read(&path).unwrap();
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let mut next = move |bound: usize| {
