@@ -1,7 +1,8 @@
 //! Cost of one cache hit: signature build + hash + lookup + LRU touch + `Arc`
 //! clone, for 1-, 3- and 8-argument signatures, single-threaded and with 8
 //! threads contending for the same cache, under each cache policy in the
-//! same run.
+//! same run; then, with entries with dynamic dims cached, an exact hit and a
+//! hit served by a dynamic entry next to the static-only figure.
 //!
 //! Run: `cargo bench -p jit-cache --bench hit_cost` (optionally followed by
 //! `-- ITERATIONS`, default 2,000,000 per measurement). A benchmark reports
@@ -77,7 +78,20 @@ fn ns(d: Duration, n: u64) -> f64 {
     d.as_nanos() as f64 / n as f64
 }
 
-fn warmed(call: &Call, policy: CachePolicy) -> (JitCache<Exe>, FunctionId) {
+/// What the cache holds besides the call's own signature.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Setup {
+    /// Static signatures only.
+    StaticOnly,
+    /// Also two entries with dynamic dims that would serve the call: the
+    /// exact entry comes first.
+    DynamicPresent,
+    /// No exact entry: the call is served by an entry with its first dim
+    /// dynamic (after one with all of arg 0's dims dynamic is passed over).
+    DynamicHit,
+}
+
+fn warmed(call: &Call, policy: CachePolicy, setup: Setup) -> (JitCache<Exe>, FunctionId) {
     let cache = JitCache::new(CacheConfig {
         policy,
         ..CacheConfig::default()
@@ -85,7 +99,20 @@ fn warmed(call: &Call, policy: CachePolicy) -> (JitCache<Exe>, FunctionId) {
     .expect("default settings are valid");
     let f = FunctionId::new("bench", 1);
     let sig = call.signature();
-    let _ = cache.get_or_compile(&f, &sig, |_| Ok(Exe(16 << 10)));
+    let compile = |_: &Signature| Ok(Exe(16 << 10));
+    if setup != Setup::StaticOnly {
+        let rank = sig.args()[0].rank();
+        let first_arg: Vec<(usize, usize)> = (0..rank).map(|d| (0, d)).collect();
+        for dynamic in [
+            sig.with_dynamic_dims(&first_arg),
+            sig.with_dynamic_dims(&[(0, 0)]),
+        ] {
+            let _ = cache.get_or_compile(&f, &dynamic, compile);
+        }
+    }
+    if setup != Setup::DynamicHit {
+        let _ = cache.get_or_compile(&f, &sig, compile);
+    }
     // A few other signatures so the lookup is not in a one-entry table.
     for n in 0..6 {
         let other = Signature::builder().arg(DType::I8, &[n]).build();
@@ -105,8 +132,8 @@ struct Row {
     aggregate: f64,
 }
 
-fn measure(call: &Arc<Call>, policy: CachePolicy, iters: u64) -> Row {
-    let (cache, f) = warmed(call, policy);
+fn measure(call: &Arc<Call>, policy: CachePolicy, setup: Setup, iters: u64) -> Row {
+    let (cache, f) = warmed(call, policy, setup);
 
     let start = Instant::now();
     for _ in 0..iters {
@@ -183,7 +210,7 @@ fn main() {
         let mut best: Vec<Option<Row>> = policies.iter().map(|_| None).collect();
         for _ in 0..2 {
             for (policy, best) in policies.iter().zip(&mut best) {
-                let row = measure(&call, *policy, iters);
+                let row = measure(&call, *policy, Setup::StaticOnly, iters);
                 if best.as_ref().is_none_or(|b| row.single < b.single) {
                     *best = Some(row);
                 }
@@ -218,4 +245,35 @@ fn main() {
          signature; hit: both.\n8 threads: all hit one cache; per call = mean of each \
          thread's time per hit, aggregate = wall time / total hits."
     );
+    dynamic_dims(iters);
+}
+
+/// Hits with entries with dynamic dims cached, next to static only, under
+/// the default policy, one thread.
+fn dynamic_dims(iters: u64) {
+    println!("\nwith dynamic dims cached (adaptive, ns per hit, 1 thread; best of 2)");
+    println!(
+        "{:<24} {:>12} {:>22} {:>22}",
+        "signature", "static only", "exact, dynamic cached", "served by dynamic"
+    );
+    let setups = [Setup::StaticOnly, Setup::DynamicPresent, Setup::DynamicHit];
+    for args in [1, 3, 8] {
+        let call = Arc::new(Call::new(args, false));
+        let mut best = [f64::INFINITY; 3];
+        for _ in 0..2 {
+            for (setup, best) in setups.iter().zip(&mut best) {
+                let row = measure(&call, CachePolicy::Adaptive, *setup, iters);
+                *best = best.min(row.single);
+            }
+        }
+        let [base, present, served] = best;
+        println!(
+            "{:<24} {base:>12.1} {:>13.1} ({:>4.2}x) {:>13.1} ({:>4.2}x)",
+            format!("{args} args"),
+            present,
+            present / base,
+            served,
+            served / base
+        );
+    }
 }

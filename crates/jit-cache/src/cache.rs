@@ -13,6 +13,7 @@ use crate::error::{CompileFailure, ConfigError};
 use crate::explain::MissReason;
 use crate::function_cache::Evicted;
 use crate::function_id::FunctionId;
+use crate::generalize::Generalization;
 use crate::pool::{Job, Pool, QueueFull};
 use crate::signature::Signature;
 use crate::single_flight::Flight;
@@ -149,8 +150,12 @@ impl<E: Executable> JitCache<E> {
             Step::Hit { exe, notes } => return hit(func, exe, notes),
             Step::Miss(miss) => miss.logged(func, sig),
         };
-        let (started, flight) = match action {
-            MissAction::Compile { started, flight } => (started, flight),
+        let (started, flight, target) = match action {
+            MissAction::Compile {
+                started,
+                flight,
+                generalization,
+            } => (started, flight, compiled_signature(sig, generalization)),
             MissAction::Interpret(reason) => return Dispatch::Interpret { reason },
             // A queueing call is never told to wait.
             MissAction::Wait(_) => {
@@ -162,7 +167,7 @@ impl<E: Executable> JitCache<E> {
         let queued = QueuedCompile {
             cache: Arc::downgrade(&self.shared),
             func: func.clone(),
-            sig: sig.clone(),
+            sig: target,
             started,
             flight,
             miss: reason,
@@ -223,17 +228,22 @@ impl<E: Executable> JitCache<E> {
                     }
                 }
             },
-            MissAction::Compile { started, flight } => {
+            MissAction::Compile {
+                started,
+                flight,
+                generalization,
+            } => {
+                let target = compiled_signature(sig, generalization);
                 let ticket = CompileTicket {
                     cache: self,
                     func,
-                    sig,
+                    sig: &target,
                     started,
                     flight,
                     pending: true,
                 };
                 let start = Instant::now();
-                let result = run_compile(compile, sig);
+                let result = run_compile(compile, &target);
                 ticket.finish(result, start.elapsed(), reason)
             }
         }
@@ -308,6 +318,14 @@ impl<E: Executable> JitCache<E> {
     /// A snapshot of the counters; `Display` prints a report table.
     pub fn stats(&self) -> CacheStats {
         self.lock().stats(&self.shared.config)
+    }
+}
+
+/// The signature a compile is for: the call's, or its generalization's.
+fn compiled_signature(sig: &Signature, generalization: Option<Box<Generalization>>) -> Signature {
+    match generalization {
+        Some(generalization) => generalization.into_signature(),
+        None => sig.clone(),
     }
 }
 
@@ -460,6 +478,7 @@ impl<E: Executable> CompileTicket<'_, E> {
             evicted,
             not_cached,
             notes,
+            static_again,
         } = self.cache.lock().finish_compile(
             self.func,
             self.sig,
@@ -494,6 +513,18 @@ impl<E: Executable> CompileTicket<'_, E> {
                 config.failed_compile_retry_after
             ),
         }
+        if static_again {
+            tracing::warn!(
+                target: "jit_cache",
+                function = %func,
+                signature = %sig,
+                setting = "CacheConfig::static_shape_functions",
+                "{func}: its dims stay static: the variant with dynamic dims {sig} failed to \
+                 compile, so later misses like it compile their own shapes. Add `{}` to \
+                 CacheConfig::static_shape_functions to skip the attempt",
+                func.name()
+            );
+        }
         if let Ok((_, bytes)) = &result {
             report_finished(
                 func,
@@ -503,6 +534,7 @@ impl<E: Executable> CompileTicket<'_, E> {
                     evicted,
                     not_cached,
                     notes,
+                    static_again,
                 },
                 config,
             );
@@ -625,6 +657,20 @@ fn log_miss<E>(
         return;
     }
     let action = match action {
+        MissAction::Compile {
+            generalization: Some(generalization),
+            started,
+            ..
+        } => {
+            let verb = match started.caller {
+                Caller::Background => "queue the compile of dynamic dims, interpret meanwhile",
+                Caller::Blocking => "compile dynamic dims",
+            };
+            match started.admitted {
+                Some(admit) => format!("{verb} ({generalization}; admitted at capacity: {admit})"),
+                None => format!("{verb} ({generalization})"),
+            }
+        }
         MissAction::Compile {
             started:
                 Started {

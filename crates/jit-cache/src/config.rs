@@ -1,6 +1,6 @@
 //! Configuration of a [`JitCache`](crate::JitCache).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
 
@@ -151,6 +151,23 @@ pub struct CacheConfig {
     /// What compiles once a function's cache is full. Default
     /// [`CachePolicy::Adaptive`].
     pub policy: CachePolicy,
+    /// Whether functions whose compile accepts dynamic dims
+    /// ([`FunctionId::with_dynamic_dims`](crate::FunctionId::with_dynamic_dims))
+    /// get a variant with a dim dynamic once that dim has taken
+    /// `dynamic_dims_after` distinct values: the global switch. Default
+    /// true. The variant serves every call that differs only in its dynamic
+    /// dims (a rank change is another variant); the cached entries it
+    /// covers are evicted when it is cached.
+    pub dynamic_dims: bool,
+    /// Distinct values a dim takes, over the misses of one function with one
+    /// dtype, rank, structure and set of static and captured scalars, before
+    /// the next such miss compiles it dynamic. Default 2 (PyTorch Dynamo's
+    /// choice: the second value shows the dim varies); 1 compiles every dim
+    /// dynamic from the first miss.
+    pub dynamic_dims_after: usize,
+    /// Functions (by name) that never get dynamic dims, whatever their
+    /// compile accepts: the per-function opt-out.
+    pub static_shape_functions: HashSet<String>,
 }
 
 impl Default for CacheConfig {
@@ -170,6 +187,9 @@ impl Default for CacheConfig {
             compile_threads: 2,
             compile_queue: 64,
             policy: CachePolicy::Adaptive,
+            dynamic_dims: true,
+            dynamic_dims_after: 2,
+            static_shape_functions: HashSet::new(),
         }
     }
 }
@@ -181,6 +201,12 @@ impl CacheConfig {
             .get(name)
             .copied()
             .unwrap_or(self.function_capacity)
+    }
+
+    /// Whether the function called `name` may get dynamic dims (if its
+    /// compile accepts them).
+    pub fn dynamic_dims_for(&self, name: &str) -> bool {
+        self.dynamic_dims && !self.static_shape_functions.contains(name)
     }
 
     /// Checks that every setting can work.
@@ -205,6 +231,7 @@ impl CacheConfig {
             ),
             ("compile_threads", self.compile_threads as u64),
             ("compile_queue", self.compile_queue as u64),
+            ("dynamic_dims_after", self.dynamic_dims_after as u64),
         ];
         if let Some((setting, _)) = checks.iter().find(|(_, v)| *v == 0) {
             return Err(zero(setting));
@@ -237,6 +264,10 @@ mod tests {
         c.function_capacity_overrides.insert("softmax".into(), 2);
         assert_eq!(c.capacity_for("softmax"), 2);
         assert_eq!(c.capacity_for("sigmoid"), 8);
+        c.static_shape_functions.insert("softmax".into());
+        assert!(!c.dynamic_dims_for("softmax") && c.dynamic_dims_for("sigmoid"));
+        c.dynamic_dims = false;
+        assert!(!c.dynamic_dims_for("sigmoid"));
     }
 
     #[test]

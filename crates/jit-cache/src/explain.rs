@@ -115,12 +115,13 @@ impl fmt::Display for Difference {
                 before,
                 after,
             } => {
+                // A dynamic dim before admits any size: it did not change.
                 let changed: Vec<usize> = before
                     .dims()
                     .iter()
                     .zip(after.dims())
                     .enumerate()
-                    .filter(|(_, (b, a))| b != a)
+                    .filter(|(_, (b, a))| b != a && **b != ArgSpec::DYNAMIC)
                     .map(|(i, _)| i)
                     .collect();
                 if let [dim] = changed[..] {
@@ -128,7 +129,7 @@ impl fmt::Display for Difference {
                         f,
                         "arg {index}: dim {dim}: {} → {} ({before} vs {after})",
                         before.dims()[dim],
-                        after.dims()[dim]
+                        DimText(after.dims()[dim])
                     )
                 } else {
                     let list: Vec<String> = changed.iter().map(usize::to_string).collect();
@@ -173,6 +174,19 @@ impl fmt::Display for Difference {
     }
 }
 
+/// A dim as signatures display it: its size, or `?` when dynamic.
+struct DimText(i64);
+
+impl fmt::Display for DimText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 == ArgSpec::DYNAMIC {
+            f.write_str("?")
+        } else {
+            write!(f, "{}", self.0)
+        }
+    }
+}
+
 /// `before → after` for a scalar, with kinds or bits when the text alone
 /// would not show the change.
 fn write_value_change(
@@ -193,7 +207,8 @@ fn write_value_change(
 
 impl Signature {
     /// How `newer` differs from `self`, one [`Difference`] per changed part;
-    /// empty when they are equal.
+    /// empty when they are equal, or when `self` [generalizes](Self::generalizes)
+    /// `newer` (a dim dynamic in `self` matches any size).
     pub fn differences(&self, newer: &Signature) -> Vec<Difference> {
         let mut out = Vec::new();
         let (old_args, new_args) = (self.args(), newer.args());
@@ -204,7 +219,7 @@ impl Signature {
             });
         }
         for (index, (before, after)) in old_args.iter().zip(new_args).enumerate() {
-            if before == after {
+            if before.admits(after) {
                 continue;
             }
             let (before, after) = (before.clone(), after.clone());
@@ -327,6 +342,9 @@ pub enum EvictionCause {
         /// `CacheConfig::max_total_bytes`.
         max_bytes: usize,
     },
+    /// A signature with dynamic dims that serves its calls was cached
+    /// ([`CacheConfig::dynamic_dims`](crate::CacheConfig::dynamic_dims)).
+    Generalized,
     /// `evict_function` or `clear` was called.
     Requested,
 }
@@ -346,6 +364,9 @@ impl fmt::Display for EvictionCause {
                     "global byte budget {} reached",
                     ByteSize::from(*max_bytes)
                 )
+            }
+            EvictionCause::Generalized => {
+                f.write_str("replaced by a variant with dynamic dims that serves its calls")
             }
             EvictionCause::Requested => f.write_str("evicted on request"),
         }

@@ -1,6 +1,10 @@
 //! One function's compiled signatures, in recency order, with what the
 //! eviction and admission decisions read: recent frequency, last use,
 //! calls served.
+//!
+//! A call finds its exact signature first; failing that, the most specific
+//! cached signature with dynamic dims that [generalizes](Signature::generalizes)
+//! it (fewest dynamic dims, then the one cached first).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -62,12 +66,16 @@ pub(crate) enum Eviction {
 pub(crate) struct Hit<E> {
     pub(crate) exe: Arc<E>,
     pub(crate) settled: Option<Settled>,
+    /// Served by a signature with dynamic dims.
+    pub(crate) dynamic: bool,
 }
 
 /// One function's entries, most recently used first.
 #[derive(Debug)]
 pub(crate) struct FunctionCache<E> {
     entries: LruCache<Signature, Entry<E>, PrecomputedState>,
+    /// The cached signatures with dynamic dims, most specific first.
+    dynamic: Vec<Signature>,
     capacity: usize,
     bytes: usize,
     evicted: VecDeque<(u64, EvictionCause)>,
@@ -79,6 +87,7 @@ impl<E> FunctionCache<E> {
             // Unbounded: capacity is enforced here so evictions are handed back
             // and nothing is preallocated for large capacities.
             entries: LruCache::unbounded_with_hasher(PrecomputedState),
+            dynamic: Vec::new(),
             capacity,
             bytes: 0,
             evicted: VecDeque::new(),
@@ -96,15 +105,25 @@ impl<E> FunctionCache<E> {
         epoch: u64,
         pay_off: u64,
     ) -> Option<Hit<E>> {
-        let entry = self.entries.get_mut(sig)?;
-        entry.tick = tick;
-        entry.last_call = call;
-        entry.frequency.record(epoch);
-        entry.hits += 1;
-        Some(Hit {
-            exe: Arc::clone(&entry.exe),
-            settled: entry.pay_off.on_hit(entry.hits, call, pay_off),
-        })
+        let used = |entry: &mut Entry<E>, dynamic| {
+            entry.tick = tick;
+            entry.last_call = call;
+            entry.frequency.record(epoch);
+            entry.hits += 1;
+            Hit {
+                exe: Arc::clone(&entry.exe),
+                settled: entry.pay_off.on_hit(entry.hits, call, pay_off),
+                dynamic,
+            }
+        };
+        if let Some(entry) = self.entries.get_mut(sig) {
+            return Some(used(entry, false));
+        }
+        let general = self
+            .dynamic
+            .iter()
+            .find(|general| general.generalizes(sig))?;
+        self.entries.get_mut(general).map(|entry| used(entry, true))
     }
 
     /// The recent count of the least frequent entry (the least recently
@@ -131,29 +150,52 @@ impl<E> FunctionCache<E> {
             .map(|(sig, _)| sig.precomputed_hash())
     }
 
-    /// Inserts a new entry, first evicting one by `eviction` if the function
-    /// is at capacity; returns the evicted entry.
     /// Whether `sig` is cached (without touching its recency).
     pub(crate) fn contains(&self, sig: &Signature) -> bool {
         self.entries.contains(sig)
     }
 
+    /// Inserts a new entry. A signature with dynamic dims first evicts the
+    /// entries it generalizes (it serves their calls); then, if the function
+    /// is at capacity, one entry goes by `eviction`. Returns the evicted
+    /// entries.
     pub(crate) fn insert(
         &mut self,
         sig: Signature,
         entry: Entry<E>,
         eviction: Eviction,
-    ) -> Option<Evicted<E>> {
+    ) -> Vec<Evicted<E>> {
         let cause = EvictionCause::FunctionCapacity {
             capacity: self.capacity,
         };
+        let mut evicted = Vec::new();
         // One compile per signature at a time: `sig` is not cached. Were it,
         // its old entry would be the one replaced.
-        let evicted = match self.entries.pop_entry(&sig) {
-            Some((old_sig, old)) => Some(self.removed(old_sig, old, cause)),
-            None if self.entries.len() >= self.capacity => self.evict(eviction, cause),
-            None => None,
-        };
+        if let Some((old_sig, old)) = self.entries.pop_entry(&sig) {
+            evicted.push(self.removed(old_sig, old, cause));
+        }
+        if sig.has_dynamic_dims() {
+            let covered: Vec<Signature> = self
+                .entries
+                .iter()
+                .map(|(cached, _)| cached)
+                .filter(|cached| sig.generalizes(cached))
+                .cloned()
+                .collect();
+            for cached in covered {
+                if let Some((old_sig, old)) = self.entries.pop_entry(&cached) {
+                    evicted.push(self.removed(old_sig, old, EvictionCause::Generalized));
+                }
+            }
+            let specificity = sig.dynamic_dim_count();
+            let at = self
+                .dynamic
+                .partition_point(|cached| cached.dynamic_dim_count() <= specificity);
+            self.dynamic.insert(at, sig.clone());
+        }
+        if self.entries.len() >= self.capacity {
+            evicted.extend(self.evict(eviction, cause));
+        }
         self.bytes += entry.bytes;
         self.entries.put(sig, entry);
         evicted
@@ -190,6 +232,9 @@ impl<E> FunctionCache<E> {
 
     fn removed(&mut self, sig: Signature, entry: Entry<E>, cause: EvictionCause) -> Evicted<E> {
         self.bytes -= entry.bytes;
+        if sig.has_dynamic_dims() {
+            self.dynamic.retain(|cached| *cached != sig);
+        }
         if cause != EvictionCause::Requested {
             if self.evicted.len() == EVICTIONS_REMEMBERED {
                 self.evicted.pop_front();
@@ -274,12 +319,13 @@ mod tests {
     #[test]
     fn lru_eviction_at_capacity_is_handed_back_and_explained() {
         let mut c = FunctionCache::new(2);
-        assert!(c.insert(sig(1), entry(1), Eviction::LeastRecent).is_none());
-        assert!(c.insert(sig(2), entry(2), Eviction::LeastRecent).is_none());
+        assert!(c.insert(sig(1), entry(1), Eviction::LeastRecent).is_empty());
+        assert!(c.insert(sig(2), entry(2), Eviction::LeastRecent).is_empty());
         assert!(c.hit(&sig(1), 3, 3, 0, 8).is_some());
         assert_eq!(c.lru_tick(), Some(2));
         let out = c
             .insert(sig(3), entry(4), Eviction::LeastRecent)
+            .pop()
             .expect("evicts");
         assert_eq!(out.sig, sig(2));
         assert_eq!((c.len(), c.bytes()), (2, 20));
@@ -311,12 +357,14 @@ mod tests {
         assert_eq!((used(5).len(), used(1).len()), (2, 2));
         let out = c
             .insert(sig(3), entry(7), Eviction::LeastFrequent { epoch: 0 })
+            .pop()
             .expect("evicts");
         assert_eq!(out.sig, sig(2));
         // Counts age: two epochs later sig(1)'s 3 calls count 0, as does the
         // new entry; the least recently used of the two goes.
         let out = c
             .insert(sig(4), entry(8), Eviction::LeastFrequent { epoch: 2 })
+            .pop()
             .expect("evicts");
         assert_eq!(out.sig, sig(1));
     }
@@ -341,6 +389,7 @@ mod tests {
         );
         let out = c
             .insert(sig(3), admitted(102), Eviction::LeastRecent)
+            .pop()
             .expect("evicts");
         assert_eq!(out.pay_off.on_leave(), None, "sig(1) settled already");
         let left: Vec<_> = c.drain().iter().map(|e| e.pay_off.on_leave()).collect();

@@ -14,11 +14,16 @@ use crate::hashing::{finalize, stable_hash};
 /// A redefined function (same name, new body) has a different
 /// `definition_hash` and is therefore a different function: it never reuses
 /// code compiled for the old definition. Cloning is cheap (the name is shared).
+///
+/// It also says whether the function's compile accepts signatures with
+/// dynamic dims ([`with_dynamic_dims`](Self::with_dynamic_dims)); that is a
+/// property of the function, not part of its identity.
 #[derive(Clone)]
 pub struct FunctionId {
     name: Arc<str>,
     definition_hash: u64,
     hash: u64,
+    dynamic_dims: bool,
 }
 
 impl FunctionId {
@@ -32,7 +37,24 @@ impl FunctionId {
             name,
             definition_hash,
             hash: finalize(h.finish()),
+            dynamic_dims: false,
         }
+    }
+
+    /// Declares that the function's compile callback accepts signatures with
+    /// dynamic dims ([`ArgSpec::DYNAMIC`](crate::ArgSpec::DYNAMIC)) and
+    /// returns code correct for every size of them, 0 and 1 included. The
+    /// cache then compiles such a signature once a dim of the function's
+    /// calls has taken [`CacheConfig::dynamic_dims_after`](crate::CacheConfig::dynamic_dims_after)
+    /// distinct values (see [`CacheConfig::dynamic_dims`](crate::CacheConfig::dynamic_dims)).
+    pub fn with_dynamic_dims(mut self) -> Self {
+        self.dynamic_dims = true;
+        self
+    }
+
+    /// Whether the function's compile accepts dynamic dims.
+    pub fn accepts_dynamic_dims(&self) -> bool {
+        self.dynamic_dims
     }
 
     /// A function called `name` whose definition is the text `definition`
@@ -113,5 +135,8 @@ mod tests {
         assert_ne!(a, FunctionId::new("tanh", 1));
         assert_eq!(format!("{a}"), "sigmoid");
         assert_eq!(format!("{a:#}"), "sigmoid#0000000000000001");
+        let dynamic = a.clone().with_dynamic_dims();
+        assert!(dynamic.accepts_dynamic_dims() && !a.accepts_dynamic_dims());
+        assert_eq!(dynamic, a, "a capability, not an identity");
     }
 }

@@ -12,6 +12,12 @@
 //!   arguments nest ([`Layout`]: tuples, lists, dict keys) and a device tag.
 //!   Its hash is computed once; a miss is explained in words ([`MissReason`],
 //!   [`Signature::explain_difference`]).
+//! - **Dynamic dims**: a function whose compile accepts them
+//!   ([`FunctionId::with_dynamic_dims`]) gets, once a dim of its calls has
+//!   taken two distinct values ([`CacheConfig::dynamic_dims_after`]), a
+//!   variant with that dim dynamic ([`ArgSpec::DYNAMIC`]), which serves every
+//!   size of it; a call prefers its exact signature, then the most specific
+//!   dynamic one ([`Generalization`] says which dims and why).
 //! - **Per-function capacity**: several signatures of one function coexist
 //!   (a new shape is an ordinary miss), up to the function's capacity
 //!   (default 8); an evicted executable is dropped at once.
@@ -99,6 +105,7 @@ mod explain;
 mod failures;
 mod function_cache;
 mod function_id;
+mod generalize;
 mod hashing;
 mod layout;
 mod pool;
@@ -119,6 +126,7 @@ pub use dtype::DType;
 pub use error::{CompileFailure, ConfigError};
 pub use explain::{Difference, EvictionCause, MissReason};
 pub use function_id::FunctionId;
+pub use generalize::Generalization;
 pub use hashing::stable_hash;
 pub use layout::{Container, Layout, LayoutBuilder, LayoutError, LayoutVisitor, Leaf};
 pub use signature::{ArgSpec, CapturedScalar, ScalarValue, Signature, SignatureBuilder};

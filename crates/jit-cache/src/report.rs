@@ -103,6 +103,18 @@ impl fmt::Display for CacheStats {
             line += &format!("  {mode:<mode_w$}  {last_miss}");
             writeln!(f, "{}", line.trim_end())?;
         }
+        for s in &self.functions {
+            if let Some(generalization) = &s.last_generalization {
+                writeln!(
+                    f,
+                    "dynamic dims: {}: {generalization} (dynamic compiles: {}; calls served by \
+                     dynamic dims: {})",
+                    s.function.name(),
+                    s.counters.generalizations,
+                    s.counters.dynamic_hits
+                )?;
+            }
+        }
         let t = &self.total;
         if t.compiles_withdrawn + t.queue_full > 0 {
             writeln!(

@@ -4,6 +4,11 @@
 //! scalar constants that were baked into the compiled code (compared by exact
 //! bit pattern), and an opaque device tag. Its hash is computed once at
 //! construction so a lookup never hashes again.
+//!
+//! A dim may be dynamic ([`ArgSpec::DYNAMIC`], displayed `?`): such a
+//! signature is the key of code compiled for any size of that dim, and
+//! [generalizes](Signature::generalizes) every call signature that agrees
+//! with it elsewhere.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -21,7 +26,7 @@ use crate::layout::{Container, Layout, LayoutBuilder, Leaf};
 type Dims = SmallVec<[i64; 4]>;
 
 /// Dtype and dims of one tensor argument. Displayed like `f32[1,5]`; a scalar
-/// tensor (rank 0) is `f32[]`.
+/// tensor (rank 0) is `f32[]`, a dynamic dim is `?` (`f32[?,256]`).
 ///
 /// The rank is part of the identity: `f32[1,5]` and `f32[1,5,1]` differ.
 #[derive(Clone, PartialEq, Eq)]
@@ -31,13 +36,18 @@ pub struct ArgSpec {
 }
 
 impl ArgSpec {
-    /// A tensor argument of element type `dtype` and shape `dims`.
+    /// A dim of any size: the value of a dynamic dim in [`dims`](Self::dims).
+    pub const DYNAMIC: i64 = -1;
+
+    /// A tensor argument of element type `dtype` and shape `dims`; a
+    /// negative dim is dynamic (stored as [`ArgSpec::DYNAMIC`]).
     #[inline]
     pub fn new(dtype: DType, dims: &[i64]) -> Self {
-        ArgSpec {
-            dtype,
-            dims: Dims::from_slice(dims),
+        let mut dims = Dims::from_slice(dims);
+        for dim in &mut dims {
+            *dim = (*dim).max(Self::DYNAMIC);
         }
+        ArgSpec { dtype, dims }
     }
 
     /// The element type.
@@ -54,6 +64,28 @@ impl ArgSpec {
     pub fn rank(&self) -> usize {
         self.dims.len()
     }
+
+    /// Whether dim `index` is dynamic (false when there is no such dim).
+    pub fn is_dynamic(&self, index: usize) -> bool {
+        self.dims.get(index) == Some(&Self::DYNAMIC)
+    }
+
+    /// Whether any dim is dynamic.
+    pub fn has_dynamic_dims(&self) -> bool {
+        self.dims.contains(&Self::DYNAMIC)
+    }
+
+    /// Whether a tensor described by `concrete` fits this spec: same dtype
+    /// and rank, and equal dims wherever this spec's are static.
+    pub fn admits(&self, concrete: &ArgSpec) -> bool {
+        self.dtype == concrete.dtype
+            && self.dims.len() == concrete.dims.len()
+            && self
+                .dims
+                .iter()
+                .zip(&concrete.dims)
+                .all(|(&mine, &theirs)| mine == Self::DYNAMIC || mine == theirs)
+    }
 }
 
 impl fmt::Display for ArgSpec {
@@ -63,7 +95,11 @@ impl fmt::Display for ArgSpec {
             if i > 0 {
                 f.write_str(",")?;
             }
-            write!(f, "{d}")?;
+            if *d == Self::DYNAMIC {
+                f.write_str("?")?;
+            } else {
+                write!(f, "{d}")?;
+            }
         }
         f.write_str("]")
     }
@@ -370,6 +406,77 @@ impl Signature {
     pub fn precomputed_hash(&self) -> u64 {
         self.hash
     }
+
+    /// Whether any argument has a dynamic dim.
+    pub fn has_dynamic_dims(&self) -> bool {
+        self.args.iter().any(ArgSpec::has_dynamic_dims)
+    }
+
+    /// The number of dynamic dims, over all arguments.
+    pub fn dynamic_dim_count(&self) -> usize {
+        self.args
+            .iter()
+            .map(|arg| arg.dims.iter().filter(|&&d| d == ArgSpec::DYNAMIC).count())
+            .sum()
+    }
+
+    /// Whether code compiled for `self` serves a call with signature
+    /// `other`: everything equal except dims that are dynamic in `self`
+    /// (any size there). Every signature generalizes itself.
+    ///
+    /// ```
+    /// use jit_cache::{DType, Signature};
+    ///
+    /// let any_batch = Signature::builder().arg(DType::F32, &[-1, 256]).build();
+    /// let call = Signature::builder().arg(DType::F32, &[7, 256]).build();
+    /// assert_eq!(any_batch.to_string(), "(f32[?,256])");
+    /// assert!(any_batch.generalizes(&call));
+    /// assert!(!call.generalizes(&any_batch));
+    /// let other_rank = Signature::builder().arg(DType::F32, &[7, 256, 1]).build();
+    /// assert!(!any_batch.generalizes(&other_rank));
+    /// ```
+    pub fn generalizes(&self, other: &Signature) -> bool {
+        self.device_tag == other.device_tag
+            && self.args.len() == other.args.len()
+            && self
+                .args
+                .iter()
+                .zip(&other.args)
+                .all(|(mine, theirs)| mine.admits(theirs))
+            && self.statics == other.statics
+            && self.layout == other.layout
+            && self.captured == other.captured
+    }
+
+    /// This signature with the dims at `dims` ((argument, dim) positions)
+    /// made dynamic; positions that do not exist are ignored.
+    pub fn with_dynamic_dims(&self, dims: &[(usize, usize)]) -> Signature {
+        let mut args = self.args.clone();
+        for &(arg, dim) in dims {
+            if let Some(d) = args.get_mut(arg).and_then(|a| a.dims.get_mut(dim)) {
+                *d = ArgSpec::DYNAMIC;
+            }
+        }
+        Self::from_parts(
+            args,
+            self.statics.clone(),
+            self.layout.clone(),
+            self.captured.clone(),
+            self.device_tag,
+        )
+    }
+
+    /// This signature with every dim dynamic: what all signatures that
+    /// differ from it in dims alone (not in rank) have in common.
+    pub(crate) fn shape_class(&self) -> Signature {
+        let every: Vec<(usize, usize)> = self
+            .args
+            .iter()
+            .enumerate()
+            .flat_map(|(i, arg)| (0..arg.rank()).map(move |d| (i, d)))
+            .collect();
+        self.with_dynamic_dims(&every)
+    }
 }
 
 impl PartialEq for Signature {
@@ -636,5 +743,45 @@ mod tests {
         assert_eq!(ScalarValue::I64(-4).to_string(), "-4");
         assert_eq!(format!("{:?}", ScalarValue::I32(3)), "3_i32");
         assert_eq!(ArgSpec::new(DType::BF16, &[]).to_string(), "bf16[]");
+    }
+
+    #[test]
+    fn dynamic_dims_generalize_exactly_what_agrees_elsewhere() {
+        let any_rows = sig(&[-7, 5]);
+        assert_eq!(
+            any_rows,
+            sig(&[ArgSpec::DYNAMIC, 5]),
+            "negatives are one value"
+        );
+        assert_eq!(any_rows.to_string(), "(f32[?,5])");
+        assert!(any_rows.args()[0].is_dynamic(0) && !any_rows.args()[0].is_dynamic(1));
+        assert!(!any_rows.args()[0].is_dynamic(2));
+        assert_eq!(
+            (any_rows.dynamic_dim_count(), sig(&[1]).dynamic_dim_count()),
+            (1, 0)
+        );
+        for rows in [0, 1, 2, 1 << 40] {
+            assert!(any_rows.generalizes(&sig(&[rows, 5])));
+        }
+        assert!(!any_rows.generalizes(&sig(&[3, 6])), "a static dim differs");
+        assert!(!any_rows.generalizes(&sig(&[3, 5, 1])), "rank");
+        let f64_rows = Signature::builder().arg(DType::F64, &[3, 5]).build();
+        assert!(!any_rows.generalizes(&f64_rows), "dtype");
+        let with = |t: f32| {
+            Signature::builder()
+                .arg(DType::F32, &[-1, 5])
+                .captured(CapturedScalar::f32("t", t))
+                .build()
+        };
+        let call = sig(&[3, 5]).with_dynamic_dims(&[]);
+        assert!(!with(0.5).generalizes(&call), "captured scalars");
+        assert!(any_rows.generalizes(&any_rows));
+        assert!(sig(&[-1, -1]).generalizes(&any_rows));
+        assert!(!any_rows.generalizes(&sig(&[-1, -1])));
+        assert_eq!(
+            sig(&[3, 5]).with_dynamic_dims(&[(0, 0), (0, 9), (4, 0)]),
+            any_rows
+        );
+        assert_eq!(sig(&[3, 5]).shape_class(), sig(&[-1, -1]));
     }
 }

@@ -16,6 +16,7 @@ use crate::explain::MissReason;
 use crate::failures::{FailureCheck, Failures};
 use crate::function_cache::{Entry, Evicted, Eviction, FunctionCache};
 use crate::function_id::FunctionId;
+use crate::generalize::{Generalization, Generalizer};
 use crate::hashing::PrecomputedState;
 use crate::signature::Signature;
 use crate::single_flight::Flight;
@@ -71,10 +72,12 @@ pub(crate) struct Miss<E> {
 #[derive(Debug)]
 pub(crate) enum MissAction<E> {
     /// This call compiles; it must publish the result in `flight` and
-    /// report it with `started`.
+    /// report it with `started`. It compiles the call's signature, or the
+    /// generalization's when there is one.
     Compile {
         started: Started,
         flight: Arc<Flight<CompileResult<E>>>,
+        generalization: Option<Box<Generalization>>,
     },
     /// Another call compiles; wait for it.
     Wait(Arc<Flight<CompileResult<E>>>),
@@ -119,6 +122,9 @@ pub(crate) struct Finished<E> {
     pub(crate) not_cached: Option<NotCached>,
     /// Mode changes the evictions caused, with their function.
     pub(crate) notes: Vec<(FunctionId, Note)>,
+    /// A compile with dynamic dims failed: its shape class compiles static
+    /// signatures from now on.
+    pub(crate) static_again: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,10 +149,14 @@ struct FunctionState<E> {
     counters: Counters,
     last_miss: Option<MissReason>,
     last_refusal: Option<Refusal>,
+    /// Tracks varying dims, when the function may get dynamic ones.
+    generalizer: Option<Generalizer>,
+    last_generalization: Option<Generalization>,
 }
 
 impl<E> FunctionState<E> {
-    fn new(name: &str, generation: u64, config: &CacheConfig) -> Self {
+    fn new(func: &FunctionId, generation: u64, config: &CacheConfig) -> Self {
+        let name = func.name();
         let capacity = config.capacity_for(name);
         FunctionState {
             generation,
@@ -166,6 +176,9 @@ impl<E> FunctionState<E> {
             counters: Counters::default(),
             last_miss: None,
             last_refusal: None,
+            generalizer: (func.accepts_dynamic_dims() && config.dynamic_dims_for(name))
+                .then(|| Generalizer::new(config.dynamic_dims_after)),
+            last_generalization: None,
         }
     }
 
@@ -189,6 +202,10 @@ impl<E> FunctionState<E> {
         if let Some(hit) = self.cache.hit(sig, tick, call, epoch, pay_off) {
             self.counters.hits += 1;
             total.hits += 1;
+            if hit.dynamic {
+                self.counters.dynamic_hits += 1;
+                total.dynamic_hits += 1;
+            }
             if let Some(change) = hit.settled.and_then(|s| self.settle(s)) {
                 self.note(&mut notes, change);
             }
@@ -213,10 +230,20 @@ impl<E> FunctionState<E> {
     ) -> Step<E> {
         self.counters.misses += 1;
         total.misses += 1;
-        // Every miss counts towards its signature's frequency, whatever it
-        // then does.
-        let candidate = self.admission.record_miss(sig.precomputed_hash(), call);
-        let (reason, action) = match self.failures.check(sig) {
+        // The signature to compile: the call's, or its generalization once
+        // some of its dims vary.
+        let generalization = self
+            .generalizer
+            .as_mut()
+            .and_then(|g| g.observe(sig))
+            .map(Box::new);
+        let target = generalization
+            .as_deref()
+            .map_or(sig, Generalization::signature);
+        // Every miss counts towards the frequency of what it would compile,
+        // whatever it then does.
+        let candidate = self.admission.record_miss(target.precomputed_hash(), call);
+        let (reason, action) = match self.failures.check(target) {
             FailureCheck::Blocked {
                 error,
                 retry_in_calls,
@@ -228,7 +255,7 @@ impl<E> FunctionState<E> {
                 MissAction::Interpret(FallbackReason::CompileFailed(error)),
             ),
             check => {
-                if let Some(flight) = self.in_flight.get(sig) {
+                if let Some(flight) = self.in_flight.get(target) {
                     let action = match (caller, config.in_flight) {
                         (Caller::Blocking, InFlightPolicy::Wait) => {
                             MissAction::Wait(Arc::clone(flight))
@@ -244,13 +271,29 @@ impl<E> FunctionState<E> {
                     } else {
                         self.cache.explain_miss(sig, self.counters.misses == 1)
                     };
-                    let action = self.decide_compile(sig, call, candidate, &reason, &mut notes);
+                    let action = self.decide_compile(
+                        sig,
+                        generalization,
+                        call,
+                        candidate,
+                        &reason,
+                        &mut notes,
+                    );
                     (reason, action)
                 }
             }
         };
         self.last_refusal = None;
         let mut action = action;
+        if let MissAction::Compile {
+            generalization: Some(generalization),
+            ..
+        } = &action
+        {
+            self.counters.generalizations += 1;
+            total.generalizations += 1;
+            self.last_generalization = Some(Generalization::clone(generalization));
+        }
         if let (MissAction::Compile { started, .. }, Caller::Background) = (&mut action, caller) {
             // The compile is queued; this call runs in the interpreter.
             started.caller = Caller::Background;
@@ -277,16 +320,21 @@ impl<E> FunctionState<E> {
         })
     }
 
-    /// Compiles, unless admission refuses the signature at capacity or the
-    /// cool-down sends it to the interpreter.
+    /// Compiles the call's signature `sig`, or its generalization, unless
+    /// admission refuses it at capacity or the cool-down sends it to the
+    /// interpreter.
     fn decide_compile(
         &mut self,
         sig: &Signature,
+        generalization: Option<Box<Generalization>>,
         call: u64,
         candidate: u32,
         reason: &MissReason,
         notes: &mut Vec<Note>,
     ) -> MissAction<E> {
+        let sig = generalization
+            .as_deref()
+            .map_or(sig, Generalization::signature);
         let mut admitted = None;
         if self.policy == CachePolicy::Adaptive && self.cache.len() >= self.cache.capacity() {
             let victim = self
@@ -335,6 +383,7 @@ impl<E> FunctionState<E> {
                 caller: Caller::Blocking,
             },
             flight,
+            generalization,
         }
     }
 
@@ -382,6 +431,7 @@ impl<E> FunctionState<E> {
             },
             last_miss: self.last_miss.clone(),
             last_refusal: self.last_refusal,
+            last_generalization: self.last_generalization.clone(),
         }
     }
 }
@@ -430,7 +480,7 @@ impl<E> Inner<E> {
             Some(state) => state,
             None => {
                 self.next_generation += 1;
-                let state = FunctionState::new(func.name(), self.next_generation, config);
+                let state = FunctionState::new(func, self.next_generation, config);
                 self.functions.entry(func.clone()).or_insert(state)
             }
         };
@@ -460,7 +510,7 @@ impl<E> Inner<E> {
             return state.call(sig, self.tick, &mut self.total, config, caller);
         }
         self.next_generation += 1;
-        let state = FunctionState::new(func.name(), self.next_generation, config);
+        let state = FunctionState::new(func, self.next_generation, config);
         self.functions.entry(func.clone()).or_insert(state).call(
             sig,
             self.tick,
@@ -493,6 +543,7 @@ impl<E> Inner<E> {
             evicted: Vec::new(),
             not_cached: None,
             notes: Vec::new(),
+            static_again: false,
         };
         let Some(state) = self
             .functions
@@ -509,6 +560,11 @@ impl<E> Inner<E> {
         state.counters.fallback_calls += fallback;
         let (exe, bytes) = match result {
             Err(error) => {
+                if sig.has_dynamic_dims() {
+                    if let Some(generalizer) = &mut state.generalizer {
+                        finished.static_again = generalizer.failed(sig);
+                    }
+                }
                 state.failures.record(
                     sig.clone(),
                     Arc::clone(error),
@@ -546,7 +602,7 @@ impl<E> Inner<E> {
                 _ => PayOff::Nothing,
             },
         };
-        if let Some(out) = state.cache.insert(sig.clone(), entry, eviction) {
+        for out in state.cache.insert(sig.clone(), entry, eviction) {
             state.counters.evictions += 1;
             self.total.evictions += 1;
             self.budget.remove(out.bytes);

@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::admission::Refusal;
 use crate::explain::MissReason;
 use crate::function_id::FunctionId;
+use crate::generalize::Generalization;
 use crate::thrash::FunctionMode;
 
 /// Event counters and live totals, for one function or for the whole cache.
@@ -49,6 +50,11 @@ pub struct Counters {
     /// Misses that found the background queue full: interpreted, not
     /// queued (a later miss queues them again).
     pub queue_full: u64,
+    /// Misses that compiled (or queued) a signature with dynamic dims
+    /// because some dims varied ([`CacheConfig::dynamic_dims`](crate::CacheConfig::dynamic_dims)).
+    pub generalizations: u64,
+    /// Hits served by a signature with dynamic dims (part of `hits`).
+    pub dynamic_hits: u64,
     /// Entries cached now.
     pub live_entries: usize,
     /// Bytes of the executables cached now.
@@ -72,6 +78,9 @@ pub struct FunctionStats {
     /// Why admission refused its last miss, if it did (with the recent
     /// frequencies compared).
     pub last_refusal: Option<Refusal>,
+    /// The last miss that compiled a signature with dynamic dims: which
+    /// dims varied, and the signature.
+    pub last_generalization: Option<Generalization>,
 }
 
 /// A snapshot of the whole cache; `Display` prints a report table.

@@ -22,9 +22,12 @@ fn runtime(mode: CompileMode) -> JitRuntime {
 }
 
 fn runtime_with(mode: CompileMode, threads: usize) -> JitRuntime {
+    // Every shape is its own compile here: dynamic dims would serve the
+    // batch sizes below with one variant.
     let config = JitConfig::builder()
         .no_disk_cache()
         .function_capacity(16)
+        .dynamic_dims(false, 2)
         .compile_mode(mode, threads)
         .build()
         .expect("valid settings");

@@ -16,6 +16,9 @@
 //! | `SHEAF_JIT_COMPILE_MODE` | `background` (a miss runs in the interpreter while it compiles) or `blocking` (it waits for its compile) | `background` |
 //! | `SHEAF_JIT_COMPILE_THREADS` | background compile threads | 2 |
 //! | `SHEAF_JIT_FAILED_RETRY` | calls of a failed signature before it compiles again | 1000 |
+//! | `SHEAF_JIT_DYNAMIC_DIMS` | `on`: a function whose lowering accepts dynamic dims gets one for a dim that varies; `off`: every shape is its own variant | `on` |
+//! | `SHEAF_JIT_DYNAMIC_DIMS_AFTER` | distinct values a dim takes before it is compiled dynamic | 2 |
+//! | `SHEAF_JIT_STATIC_SHAPES` | functions (names, separated by `,`) that never get dynamic dims | none |
 //! | `SHEAF_JIT_COMPILER` | `auto`, `in-process` or `subprocess` | `auto` |
 //! | `SHEAF_JIT_CACHE_DIR` | disk cache folder | `$XDG_CACHE_HOME/sheaf-jit`, else `$HOME/.cache/sheaf-jit` |
 //! | `SHEAF_JIT_DISK_CACHE` | `on` or `off` (also `1`/`0`, `true`/`false`, `yes`/`no`) | `on` |
@@ -287,6 +290,23 @@ impl JitConfigBuilder {
         self
     }
 
+    /// Whether functions whose lowering accepts dynamic dims
+    /// ([`JitFunction::with_dynamic_dims`](crate::JitFunction::with_dynamic_dims))
+    /// get a variant with a dim dynamic once it has taken `after` distinct
+    /// values (default: on, after 2).
+    pub fn dynamic_dims(mut self, on: bool, after: usize) -> Self {
+        self.config.cache.dynamic_dims = on;
+        self.config.cache.dynamic_dims_after = after;
+        self
+    }
+
+    /// Keeps the dims of the function called `name` static, whatever its
+    /// lowering accepts.
+    pub fn static_shapes_for(mut self, name: impl Into<String>) -> Self {
+        self.config.cache.static_shape_functions.insert(name.into());
+        self
+    }
+
     /// The whole cache policy at once.
     pub fn cache_config(mut self, cache: CacheConfig) -> Self {
         self.config.cache = cache;
@@ -416,6 +436,22 @@ impl JitConfigBuilder {
             "SHEAF_JIT_FAILED_RETRY",
             &mut cache.failed_compile_retry_after,
         )?;
+        if let Some(on) = vars.switch("SHEAF_JIT_DYNAMIC_DIMS")? {
+            cache.dynamic_dims = on;
+        }
+        vars.parse(
+            "SHEAF_JIT_DYNAMIC_DIMS_AFTER",
+            &mut cache.dynamic_dims_after,
+        )?;
+        if let Some(names) = vars.text("SHEAF_JIT_STATIC_SHAPES")? {
+            cache.static_shape_functions.extend(
+                names
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|name| !name.is_empty())
+                    .map(str::to_owned),
+            );
+        }
         vars.parse("SHEAF_JIT_COMPILE_MODE", &mut self.config.compile_mode)?;
         if let Some(choice) = vars.text("SHEAF_JIT_COMPILER")? {
             self.config.compiler = match choice.as_str() {
@@ -574,6 +610,9 @@ mod tests {
             ("SHEAF_JIT_THRASH_COOL_DOWN", "9"),
             ("SHEAF_JIT_THRASH_COOL_DOWN_CAP", "90"),
             ("SHEAF_JIT_FAILED_RETRY", "7"),
+            ("SHEAF_JIT_DYNAMIC_DIMS", "off"),
+            ("SHEAF_JIT_DYNAMIC_DIMS_AFTER", "3"),
+            ("SHEAF_JIT_STATIC_SHAPES", "softmax, mlp_layer,"),
             ("SHEAF_JIT_COMPILER", "subprocess"),
             ("SHEAF_JIT_CACHE_DIR", "/c"),
             ("SHEAF_JIT_CACHE_MAX_BYTES", "64M"),
@@ -612,6 +651,10 @@ mod tests {
             (90, 7)
         );
         assert_eq!(cache.policy, CachePolicy::LruCoolDown);
+        assert_eq!((cache.dynamic_dims, cache.dynamic_dims_after), (false, 3));
+        let mut static_shapes: Vec<_> = cache.static_shape_functions.iter().collect();
+        static_shapes.sort();
+        assert_eq!(static_shapes, ["mlp_layer", "softmax"]);
         assert_eq!(
             (config.compile_mode, cache.compile_threads),
             (CompileMode::Blocking, 3)

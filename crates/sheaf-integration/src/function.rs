@@ -95,6 +95,23 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
         }
     }
 
+    /// Declares that the lowering accepts signatures with dynamic dims: an
+    /// argument's dim may be [`ArgSpec::DYNAMIC`](jit_cache::ArgSpec::DYNAMIC)
+    /// (`?` in [`mlir::tensor_type`](crate::mlir::tensor_type)), and the code
+    /// it returns must then be correct for every size of that dim, 0 and 1
+    /// included, and fail with a clear error (not read out of bounds) for
+    /// sizes that do not fit together (see [`mlir::assert_equal_dims`](crate::mlir::assert_equal_dims)).
+    ///
+    /// Once a dim of the function's calls has taken two distinct values
+    /// (`SHEAF_JIT_DYNAMIC_DIMS_AFTER`), the next miss compiles it dynamic,
+    /// and that one variant serves every later size. A lowering may still
+    /// refuse a dynamic signature with an error: that shape class then
+    /// compiles static shapes, as without this declaration.
+    pub fn with_dynamic_dims(mut self) -> Self {
+        self.id = self.id.with_dynamic_dims();
+        self
+    }
+
     /// Runs the lowering (what a compile does first), with its metadata
     /// type-erased for the cache.
     pub(crate) fn lower(

@@ -50,9 +50,17 @@ impl<'a> LoweringContext<'a> {
     }
 
     /// The tensor arguments (scalars passed at run time included, as rank-0
-    /// tensors), in the order the entry function takes them.
+    /// tensors), in the order the entry function takes them. A dim may be
+    /// dynamic ([`ArgSpec::DYNAMIC`], [`ArgSpec::is_dynamic`]) for a function
+    /// declared [`with_dynamic_dims`](crate::JitFunction::with_dynamic_dims):
+    /// the code must then serve every size of it.
     pub fn args(&self) -> &[ArgSpec] {
         self.signature.args()
+    }
+
+    /// Whether any argument has a dynamic dim.
+    pub fn has_dynamic_dims(&self) -> bool {
+        self.signature.has_dynamic_dims()
     }
 
     /// The static scalars, in flattening order.
@@ -76,7 +84,8 @@ impl<'a> LoweringContext<'a> {
 
     /// The argument values of the call being compiled, as given; `None`
     /// when compiling ahead of a call (`precompile`), from the signature
-    /// alone.
+    /// alone. With dynamic dims they are one call's values among the many
+    /// the code will serve: a lowering must not bake them into the code.
     pub fn values(&self) -> Option<&'a [Value]> {
         self.values
     }

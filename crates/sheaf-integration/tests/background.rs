@@ -107,7 +107,8 @@ fn a_failed_background_compile_is_remembered() {
 fn a_function_forgotten_while_queued_is_not_compiled() {
     let jit = background();
     let sigmoid = reference::sigmoid();
-    let shapes = [[1, 3], [1, 4], [1, 6], [1, 7]];
+    // Four ranks: four shape classes, four compiles (no dynamic dims).
+    let shapes: [&[usize]; 4] = [&[3], &[1, 4], &[1, 1, 6], &[1, 1, 1, 7]];
     for (i, shape) in shapes.iter().enumerate() {
         let x = [Value::from(array(shape, i as u32))];
         sigmoid_call(&jit, &sigmoid, &x);

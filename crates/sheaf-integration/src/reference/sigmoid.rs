@@ -5,13 +5,15 @@ use jit_cache::DType;
 use super::{host_tensors, ReferenceError};
 use crate::{mlir, HostTensor, JitFunction, Lowered, LoweringContext, LoweringError, Value};
 
-/// The reference `sigmoid`: one f32 or f64 tensor of any shape.
+/// The reference `sigmoid`: one f32 or f64 tensor of any shape; its
+/// lowering accepts dynamic dims (elementwise code serves any size).
 pub fn sigmoid() -> JitFunction {
     JitFunction::new(
         "sigmoid",
         "(defn sigmoid [x] (/ 1 (+ 1 (exp (- x)))))",
         lower,
     )
+    .with_dynamic_dims()
 }
 
 fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {

@@ -6,6 +6,7 @@ use jit_cache::{CapturedScalar, DType, ScalarValue};
 use ndarray::{Axis, Zip};
 
 use super::{host_tensors, ReferenceError};
+use crate::mlir::DimOf;
 use crate::{mlir, HostTensor, JitFunction, Lowered, LoweringContext, LoweringError, Value};
 
 /// The captured scalar `softmax` reads.
@@ -14,13 +15,16 @@ pub fn temperature(value: f32) -> CapturedScalar {
 }
 
 /// The reference `softmax`: an f32 tensor of rank ≥ 1, normalized over its
-/// last axis, with the captured [`temperature`].
+/// last axis, with the captured [`temperature`]. Its lowering accepts
+/// dynamic dims: the broadcasts back over the last axis use the input's
+/// run-time shape.
 pub fn softmax() -> JitFunction {
     JitFunction::new(
         "softmax",
         "(defn softmax [x] (let [s (/ x temperature)] (/ (exp s) (sum (exp s) -1))))",
         lower,
     )
+    .with_dynamic_dims()
 }
 
 fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
@@ -30,7 +34,7 @@ fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
     if x.dtype() != DType::F32 || x.rank() == 0 {
         return Err(format!("softmax needs an f32 tensor of rank >= 1, got {x}").into());
     }
-    let t = match ctx.captured("temperature") {
+    let t_literal = match ctx.captured("temperature") {
         Some(ScalarValue::F32(t)) => mlir::f32_literal(t),
         Some(other) => return Err(format!("temperature must be an f32, got {other:?}").into()),
         None => return Err("softmax needs the captured scalar `temperature`".into()),
@@ -38,25 +42,32 @@ fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
     let ty = mlir::arg_type(x)?;
     let rank = x.rank();
     let reduced = mlir::tensor_type(DType::F32, &x.dims()[..rank - 1])?;
-    let keep = mlir::leading_dims(rank - 1);
+    let keep: Vec<usize> = (0..rank - 1).collect();
     let last = rank - 1;
+    let shape = if x.has_dynamic_dims() {
+        let dims: Vec<DimOf<'_>> = (0..rank).map(|d| DimOf::new("%x", x, d)).collect();
+        mlir::runtime_shape("shape", &dims)?
+    } else {
+        String::new()
+    };
+    let t = mlir::broadcast("t", ("%tc", "tensor<f32>"), x, &[], "shape")?;
+    let max = mlir::broadcast("maxb", ("%max", &reduced), x, &keep, "shape")?;
+    let sum = mlir::broadcast("sumb", ("%sum", &reduced), x, &keep, "shape")?;
     Ok(Lowered::new(format!(
         "func.func @{entry}(%x: {ty}) -> {ty} {{
-  %tc = stablehlo.constant dense<{t}> : tensor<f32>
-  %t = stablehlo.broadcast_in_dim %tc, dims = [] : (tensor<f32>) -> {ty}
-  %s = stablehlo.divide %x, %t : {ty}
+{shape}  %tc = stablehlo.constant dense<{temperature}> : tensor<f32>
+{t}  %s = stablehlo.divide %x, %t : {ty}
   %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
   %max = stablehlo.reduce(%s init: %ninf) applies stablehlo.maximum across dimensions = [{last}] : ({ty}, tensor<f32>) -> {reduced}
-  %maxb = stablehlo.broadcast_in_dim %max, dims = [{keep}] : ({reduced}) -> {ty}
-  %d = stablehlo.subtract %s, %maxb : {ty}
+{max}  %d = stablehlo.subtract %s, %maxb : {ty}
   %e = stablehlo.exponential %d : {ty}
   %zero = stablehlo.constant dense<0.000000e+00> : tensor<f32>
   %sum = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [{last}] : ({ty}, tensor<f32>) -> {reduced}
-  %sumb = stablehlo.broadcast_in_dim %sum, dims = [{keep}] : ({reduced}) -> {ty}
-  %y = stablehlo.divide %e, %sumb : {ty}
+{sum}  %y = stablehlo.divide %e, %sumb : {ty}
   return %y : {ty}
 }}",
-        entry = ctx.entry_name()
+        entry = ctx.entry_name(),
+        temperature = t_literal,
     )))
 }
 

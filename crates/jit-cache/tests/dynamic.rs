@@ -1,0 +1,358 @@
+//! Automatic dynamic dims: a function whose compile accepts them gets one
+//! variant for a dim that varies, which serves every size of it; rank
+//! changes, opted-out functions and failed dynamic compiles stay static;
+//! exact signatures are preferred, then the most specific dynamic one.
+
+mod common;
+
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use common::{capture_logs, expected, f32_sig, run, Behaviour, MockCompiler, MockExe, Ran};
+use jit_cache::{
+    CacheConfig, CapturedScalar, DType, Dispatch, EvictionCause, FallbackReason, FunctionId,
+    JitCache, Origin, Outcome, Signature,
+};
+
+/// `mlp_layer`'s signature at batch `b`: x f32[b,16], W f32[16,8], b f32[8].
+fn mlp(b: i64) -> Signature {
+    Signature::builder()
+        .arg(DType::F32, &[b, 16])
+        .arg(DType::F32, &[16, 8])
+        .arg(DType::F32, &[8])
+        .build()
+}
+
+fn dynamic(name: &str) -> FunctionId {
+    FunctionId::new(name, 1).with_dynamic_dims()
+}
+
+/// Batch sizes uniform in 1..=128 from a fixed-seed generator.
+fn ragged(calls: usize) -> Vec<i64> {
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    (0..calls)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % 128) as i64 + 1
+        })
+        .collect()
+}
+
+/// The executable that served `sig`, and whether it was compiled for a
+/// signature with dynamic dims (its result is the sum of the dims it was
+/// compiled for, so it tells which).
+fn served(ran: Ran, sig: &Signature, general: &Signature) -> &'static str {
+    match ran {
+        Ran::Compiled(result) if result == expected(sig) => "exact",
+        Ran::Compiled(result) if result == expected(general) => "dynamic",
+        Ran::Compiled(_) => "another variant",
+        Ran::Interpreted(_) => "interpreter",
+    }
+}
+
+#[test]
+fn a_ragged_batch_compiles_two_variants_and_runs_every_call_compiled() {
+    let compiler = MockCompiler::new();
+    let cache = JitCache::new(CacheConfig::default()).unwrap();
+    let f = dynamic("mlp_layer");
+    let calls = if cfg!(miri) { 300 } else { 2000 };
+    let mut by = std::collections::HashMap::new();
+    for b in ragged(calls) {
+        let sig = mlp(b);
+        let (ran, _) = run(&cache, &f, &sig, &compiler);
+        *by.entry(served(ran, &sig, &mlp(-1))).or_insert(0) += 1;
+    }
+    assert_eq!(compiler.compiles(), 2, "the first batch size, then any");
+    assert_eq!(compiler.compiles_of(&mlp(-1)), 1);
+    assert_eq!(by.get("interpreter"), None);
+    assert_eq!(by.get("another variant"), None);
+    assert!(by["dynamic"] >= calls - 2, "{by:?}");
+    let stats = cache.stats();
+    let c = &stats.function(&f).unwrap().counters;
+    assert_eq!(
+        (c.generalizations, c.live_entries),
+        (1, 1),
+        "the static one was covered"
+    );
+    assert_eq!(
+        c.dynamic_hits as usize,
+        by["dynamic"] - 1,
+        "one dynamic call compiled"
+    );
+    assert_eq!(
+        compiler.tracker.live(),
+        1,
+        "the covered executable was dropped"
+    );
+    let last = stats
+        .function(&f)
+        .unwrap()
+        .last_generalization
+        .clone()
+        .unwrap();
+    assert_eq!(last.dims(), [(0, 0)]);
+    assert_eq!(last.signature(), &mlp(-1));
+    let report = stats.to_string();
+    assert!(
+        report.contains("dynamic dims: mlp_layer: arg 0 dim 0 took 2 distinct values: compiling"),
+        "{report}"
+    );
+}
+
+#[test]
+fn rank_changes_stay_separate_variants() {
+    let compiler = MockCompiler::new();
+    let cache = JitCache::new(CacheConfig::default()).unwrap();
+    let f = dynamic("sigmoid");
+    for i in 0..20 {
+        let dims: &[i64] = if i % 2 == 0 { &[1, 5] } else { &[1, 5, 1] };
+        run(&cache, &f, &f32_sig(dims), &compiler);
+    }
+    assert_eq!(
+        compiler.compiles(),
+        2,
+        "the shape ping-pong: two ranks, two variants"
+    );
+    // A second row count generalizes the rank-2 class only.
+    let (ran, _) = run(&cache, &f, &f32_sig(&[2, 5]), &compiler);
+    assert_eq!(ran, Ran::Compiled(expected(&f32_sig(&[-1, 5]))));
+    assert!(cache.contains(&f, &f32_sig(&[1, 5, 1])));
+    assert!(
+        !cache.contains(&f, &f32_sig(&[1, 5])),
+        "covered by f32[?,5]"
+    );
+    let (ran, _) = run(&cache, &f, &f32_sig(&[1, 5, 1]), &compiler);
+    assert_eq!(ran, Ran::Compiled(expected(&f32_sig(&[1, 5, 1]))));
+    assert_eq!(compiler.compiles(), 3);
+}
+
+#[test]
+fn static_functions_the_opt_out_and_the_global_switch_compile_every_shape() {
+    let sizes = [1, 2, 3, 2, 1];
+    let compiles = |config: CacheConfig, f: &FunctionId| {
+        let compiler = MockCompiler::new();
+        let cache = JitCache::new(config).unwrap();
+        for &b in &sizes {
+            run(&cache, f, &mlp(b), &compiler);
+        }
+        let stats = cache.stats();
+        let generalizations = stats.total.generalizations;
+        (compiler.compiles(), generalizations)
+    };
+    let mut opt_out = CacheConfig::default();
+    opt_out.static_shape_functions.insert("mlp_layer".into());
+    let off = CacheConfig {
+        dynamic_dims: false,
+        ..CacheConfig::default()
+    };
+    assert_eq!(
+        compiles(CacheConfig::default(), &dynamic("mlp_layer")),
+        (2, 1)
+    );
+    assert_eq!(
+        compiles(CacheConfig::default(), &FunctionId::new("mlp_layer", 1)),
+        (3, 0)
+    );
+    assert_eq!(compiles(opt_out.clone(), &dynamic("mlp_layer")), (3, 0));
+    assert_eq!(compiles(opt_out, &dynamic("other")), (2, 1), "by name");
+    assert_eq!(compiles(off, &dynamic("mlp_layer")), (3, 0));
+    let eager = CacheConfig {
+        dynamic_dims_after: 1,
+        ..CacheConfig::default()
+    };
+    let compiler = MockCompiler::new();
+    let cache = JitCache::new(eager).unwrap();
+    run(&cache, &dynamic("f"), &mlp(3), &compiler);
+    let every = mlp(3).with_dynamic_dims(&[(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]);
+    assert_eq!(compiler.compiles_of(&every), 1, "every dim dynamic at once");
+}
+
+#[test]
+fn exact_signatures_come_first_then_the_most_specific_dynamic_one() {
+    let compiler = MockCompiler::new();
+    let cache = JitCache::new(CacheConfig::default()).unwrap();
+    let f = dynamic("f");
+    let any = f32_sig(&[-1, -1]);
+    let any_rows = f32_sig(&[-1, 5]);
+    let exact = f32_sig(&[3, 5]);
+    for sig in [&any, &any_rows, &exact] {
+        let exe = compiler.compile(sig).unwrap();
+        assert!(cache.insert(&f, sig, exe, Duration::ZERO));
+    }
+    let ran = |dims: &[i64]| run(&cache, &f, &f32_sig(dims), &compiler).0;
+    assert_eq!(ran(&[3, 5]), Ran::Compiled(expected(&exact)));
+    assert_eq!(ran(&[4, 5]), Ran::Compiled(expected(&any_rows)));
+    assert_eq!(ran(&[4, 6]), Ran::Compiled(expected(&any)));
+    assert_eq!(ran(&[0, 0]), Ran::Compiled(expected(&any)));
+    assert_eq!(compiler.compiles(), 3, "no call compiled");
+    let again = compiler.compile(&any).unwrap();
+    assert!(
+        !cache.insert(&f, &any, again, Duration::ZERO),
+        "cached already"
+    );
+    assert_eq!(cache.entries().len(), 3);
+}
+
+#[test]
+fn a_dynamic_variant_replaces_the_entries_it_covers_and_explains_it() {
+    let compiler = MockCompiler::new();
+    let cache = JitCache::new(CacheConfig::default()).unwrap();
+    let f = dynamic("f");
+    let other_rank = f32_sig(&[7]);
+    for sig in [f32_sig(&[3, 5]), other_rank.clone()] {
+        let exe = compiler.compile(&sig).unwrap();
+        cache.insert(&f, &sig, exe, Duration::ZERO);
+    }
+    let any_rows = f32_sig(&[-1, 5]);
+    assert!(cache.insert(
+        &f,
+        &any_rows,
+        compiler.compile(&any_rows).unwrap(),
+        Duration::ZERO
+    ));
+    let mut cached: Vec<String> = cache
+        .entries()
+        .iter()
+        .map(|(_, s, _)| s.to_string())
+        .collect();
+    cached.sort();
+    assert_eq!(cached, ["(f32[7])", "(f32[?,5])"]);
+    let stats = cache.stats();
+    assert_eq!(stats.function(&f).unwrap().counters.evictions, 1);
+    assert_eq!(compiler.tracker.live(), 2);
+    assert_eq!(
+        EvictionCause::Generalized.to_string(),
+        "replaced by a variant with dynamic dims that serves its calls"
+    );
+}
+
+#[test]
+fn a_failed_dynamic_compile_leaves_the_class_static() {
+    let compiler = MockCompiler::with(
+        |_| 1000,
+        |sig| {
+            if sig.has_dynamic_dims() {
+                Behaviour::Fail
+            } else {
+                Behaviour::Succeed
+            }
+        },
+    );
+    let cache = JitCache::new(CacheConfig::default()).unwrap();
+    let f = dynamic("f");
+    let ((), logs) = capture_logs(|| {
+        assert!(matches!(
+            run(&cache, &f, &mlp(1), &compiler).0,
+            Ran::Compiled(_)
+        ));
+        let (ran, outcome) = run(&cache, &f, &mlp(2), &compiler);
+        assert_eq!(ran, Ran::Interpreted(expected(&mlp(2))));
+        assert!(matches!(
+            outcome,
+            Outcome::Interpreted(FallbackReason::CompileFailed(_))
+        ));
+        for b in 3..6 {
+            let (ran, _) = run(&cache, &f, &mlp(b), &compiler);
+            assert_eq!(ran, Ran::Compiled(expected(&mlp(b))), "static again");
+        }
+    });
+    assert_eq!(compiler.compiles_of(&mlp(-1)), 1, "tried once");
+    assert_eq!(compiler.compiles(), 5);
+    assert!(
+        logs.contains("its dims stay static: the variant with dynamic dims"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("compile dynamic dims (arg 0 dim 0 took 2 distinct values: compiling"),
+        "{logs}"
+    );
+}
+
+#[test]
+fn at_capacity_a_dynamic_variant_is_admitted_like_any_signature() {
+    let compiler = MockCompiler::new();
+    let cache = JitCache::new(CacheConfig {
+        function_capacity: 2,
+        ..CacheConfig::default()
+    })
+    .unwrap();
+    let f = dynamic("f");
+    // Two hot signatures of other classes fill the cache.
+    let hot = |k: i64| {
+        Signature::builder()
+            .arg(DType::F32, &[4])
+            .captured(CapturedScalar::i64("k", k))
+            .build()
+    };
+    let call = |sig: &Signature| run(&cache, &f, sig, &compiler);
+    for _ in 0..50 {
+        call(&hot(1));
+        call(&hot(2));
+    }
+    // Ragged calls of a third class, among the hot ones, do not evict them:
+    // the class's variant is refused while it is rarer.
+    for (i, b) in ragged(60).into_iter().enumerate() {
+        let (_, outcome) = call(&f32_sig(&[b, 3]));
+        if i < 2 {
+            assert!(
+                matches!(
+                    outcome,
+                    Outcome::Interpreted(FallbackReason::NotAdmitted { .. })
+                ),
+                "{outcome:?}"
+            );
+        }
+        call(&hot(1));
+        call(&hot(2));
+    }
+    assert!(cache.contains(&f, &hot(1)) && cache.contains(&f, &hot(2)));
+    // Once the ragged class is all the function sees, its dynamic variant
+    // comes in and serves every size.
+    let mut compiled = 0;
+    for b in ragged(40) {
+        let (ran, _) = call(&f32_sig(&[b, 3]));
+        compiled += usize::from(ran == Ran::Compiled(expected(&f32_sig(&[-1, 3]))));
+    }
+    assert!(
+        compiled >= 30,
+        "{compiled} of 40 calls ran the dynamic variant"
+    );
+    assert_eq!(compiler.compiles_of(&f32_sig(&[-1, 3])), 1);
+}
+
+#[test]
+fn background_compiles_generalize_too() {
+    let compiler = Arc::new(MockCompiler::new());
+    let cache: JitCache<MockExe> = JitCache::new(CacheConfig::default()).unwrap();
+    let f = dynamic("f");
+    let queue = |b: i64| {
+        let compiler = Arc::clone(&compiler);
+        cache.get_or_queue(&f, &mlp(b), move |sig| compiler.compile(sig))
+    };
+    let compiled_for = |b: i64| -> Signature {
+        for _ in 0..10_000 {
+            if let Dispatch::Compiled { exe, origin } = queue(b) {
+                assert_eq!(origin, Origin::Hit);
+                return [mlp(b), mlp(-1)]
+                    .into_iter()
+                    .find(|sig| expected(sig) == exe.result)
+                    .expect("compiled for the call or for any batch");
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+        panic!("the background compile never finished");
+    };
+    assert_eq!(compiled_for(1), mlp(1));
+    assert!(matches!(
+        queue(2),
+        Dispatch::Interpret {
+            reason: FallbackReason::CompileQueued
+        }
+    ));
+    assert_eq!(compiled_for(3), mlp(-1), "a size never seen before");
+    assert_eq!(compiler.compiles(), 2);
+    assert_eq!(cache.stats().total.generalizations, 1);
+}

@@ -1,0 +1,179 @@
+//! Dynamic dims on the real runtime and compiler: the reference functions'
+//! shape-polymorphic code is correct for every size (1 included), a size of
+//! 0 is a clear error or a correct empty result, sizes that do not fit
+//! together are an error rather than a crash, and a lowering that refuses
+//! dynamic dims leaves its function static.
+
+mod support;
+
+use ndarray::{ArrayD, IxDyn};
+use sheaf_integration::reference::{self, ReferenceError};
+use sheaf_integration::{
+    mlir, CallResult, JitError, JitFunction, JitRuntime, Lowered, Provenance, Value,
+};
+use support::{array, assert_close, jit};
+
+fn mlp_call(jit: &JitRuntime, x: ArrayD<f32>, w: &Value, b: &Value) -> Result<CallResult, String> {
+    let args = [Value::from(x), w.clone(), b.clone()];
+    jit.call(&reference::mlp_layer(), &args, &[], |args, _| {
+        reference::interpret_mlp_layer(args)
+    })
+    .map_err(|e| e.to_string())
+}
+
+#[test]
+fn every_batch_size_runs_the_dynamic_variant_correctly() {
+    let jit = jit();
+    let (w, b) = (Value::from(array(&[8, 4], 1)), Value::from(array(&[4], 2)));
+    for (i, batch) in [5, 3, 1, 2, 64, 1].into_iter().enumerate() {
+        let x = array(&[batch, 8], 10 + i as u32);
+        let expected =
+            reference::interpret_mlp_layer(&[x.clone().into(), w.clone(), b.clone()]).unwrap();
+        let result = mlp_call(&jit, x, &w, &b).unwrap();
+        assert!(
+            result.provenance.is_compiled(),
+            "batch {batch}: {:?}",
+            result.provenance
+        );
+        assert_close(&result.outputs[0], &expected[0], &format!("batch {batch}"));
+    }
+    let stats = jit.stats();
+    assert_eq!(stats.total.compiles, 2, "{stats}");
+    assert_eq!(stats.total.dynamic_hits, 4, "{stats}");
+}
+
+#[test]
+fn a_batch_of_zero_is_an_empty_result_or_a_clear_error() {
+    let jit = jit();
+    let (w, b) = (Value::from(array(&[8, 4], 1)), Value::from(array(&[4], 2)));
+    for batch in [2, 3] {
+        mlp_call(&jit, array(&[batch, 8], 3), &w, &b).unwrap();
+    }
+    match mlp_call(&jit, ArrayD::zeros(IxDyn(&[0, 8])), &w, &b) {
+        Ok(result) => {
+            let y = result.outputs[0].to_host().unwrap();
+            assert_eq!(y.shape(), [0, 4], "{:?}", result.provenance);
+            println!("batch 0: an empty result ({:?})", result.provenance);
+        }
+        Err(message) => {
+            assert!(message.contains("mlp_layer"), "{message}");
+            println!("batch 0: {message}");
+        }
+    }
+    // The runtime is unharmed.
+    let after = mlp_call(&jit, array(&[4, 8], 4), &w, &b).unwrap();
+    assert_eq!(after.provenance, Provenance::CacheHit);
+    // A first call with batch 0 compiles (or refuses) a static variant.
+    let fresh = support::jit();
+    let result = mlp_call(&fresh, ArrayD::zeros(IxDyn(&[0, 8])), &w, &b).unwrap();
+    assert_eq!(result.outputs[0].to_host().unwrap().shape(), [0, 4]);
+    println!("batch 0 first: {:?}", result.provenance);
+}
+
+#[test]
+fn sizes_that_do_not_fit_together_are_an_error_not_a_crash() {
+    let jit = jit();
+    // K takes two values, so x's dim 1 and W's dim 0 become dynamic too.
+    for (n, k) in [(2, 8), (3, 6), (4, 5)] {
+        let (w, b) = (Value::from(array(&[k, 4], 1)), Value::from(array(&[4], 2)));
+        let result = mlp_call(&jit, array(&[n, k], 3), &w, &b).unwrap();
+        assert!(result.provenance.is_compiled());
+    }
+    let any_k = jit.stats().functions[0]
+        .last_generalization
+        .clone()
+        .unwrap();
+    assert_eq!(
+        any_k.signature().to_string(),
+        "(f32[?,?], f32[?,4], f32[4])"
+    );
+    let (w, b) = (Value::from(array(&[7, 4], 1)), Value::from(array(&[4], 2)));
+    let x = Value::from(array(&[2, 5], 3));
+    let error = jit
+        .dispatch(&reference::mlp_layer(), &[x, w, b], &[])
+        .expect_err("K of x is 5, K of W is 7");
+    assert!(matches!(error, JitError::Runtime(_)), "{error:?}");
+    assert!(
+        error
+            .to_string()
+            .contains("mlp_layer needs f32 x[N,K], W[K,M], b[M]"),
+        "{error}"
+    );
+}
+
+#[test]
+fn sigmoid_and_softmax_serve_every_size_of_a_varying_dim() {
+    let jit = jit();
+    let (sigmoid, softmax) = (reference::sigmoid(), reference::softmax());
+    let t = [reference::temperature(0.7)];
+    for (i, rows) in [3, 9, 1, 17, 2].into_iter().enumerate() {
+        let x = [Value::from(array(&[rows, 6, 5], 20 + i as u32))];
+        let y = jit
+            .call(&sigmoid, &x, &[], |args, _| {
+                reference::interpret_sigmoid(args)
+            })
+            .unwrap();
+        assert_close(
+            &y.outputs[0],
+            &reference::interpret_sigmoid(&x).unwrap()[0],
+            "sigmoid",
+        );
+        let y = jit
+            .call(&softmax, &x, &t, |args, _| {
+                reference::interpret_softmax(args, 0.7)
+            })
+            .unwrap();
+        let expected = reference::interpret_softmax(&x, 0.7).unwrap();
+        assert_close(&y.outputs[0], &expected[0], "softmax");
+        assert!(y.provenance.is_compiled(), "{:?}", y.provenance);
+    }
+    let stats = jit.stats();
+    assert_eq!(stats.total.compiles, 4, "two per function: {stats}");
+    assert_eq!(stats.total.generalizations, 2, "{stats}");
+}
+
+#[test]
+fn a_lowering_that_refuses_dynamic_dims_leaves_its_function_static() {
+    let jit = jit();
+    let static_only: JitFunction = JitFunction::new("neg", "(defn neg [x] (- x))", |ctx| {
+        if ctx.has_dynamic_dims() {
+            return Err("neg is lowered for static shapes only".into());
+        }
+        let [x] = ctx.args() else {
+            return Err("neg takes one tensor".into());
+        };
+        let ty = mlir::arg_type(x)?;
+        Ok(Lowered::new(format!(
+            "func.func @{}(%x: {ty}) -> {ty} {{
+  %y = stablehlo.negate %x : {ty}
+  return %y : {ty}
+}}",
+            ctx.entry_name()
+        )))
+    })
+    .with_dynamic_dims();
+    let negate = |args: &[Value]| -> Result<Vec<Value>, ReferenceError> {
+        let x = args[0].to_host()?;
+        Ok(vec![Value::from(x.as_f32().unwrap().mapv(|v| -v))])
+    };
+    let mut provenance = Vec::new();
+    for rows in [1, 2, 3, 4] {
+        let x = [Value::from(array(&[rows, 3], rows as u32))];
+        let y = jit
+            .call(&static_only, &x, &[], |args, _| negate(args))
+            .unwrap();
+        assert_close(&y.outputs[0], &negate(&x).unwrap()[0], "neg");
+        provenance.push(y.provenance.is_compiled());
+    }
+    assert_eq!(
+        provenance,
+        [true, false, true, true],
+        "the refused one interprets"
+    );
+    let stats = jit.stats();
+    assert_eq!(
+        stats.total.compiles, 4,
+        "1, ?, then 3 and 4 static: {stats}"
+    );
+    assert_eq!(stats.total.failed_compiles, 1, "{stats}");
+}
