@@ -157,7 +157,7 @@ pub struct CacheConfig {
     /// `dynamic_dims_after` distinct values: the global switch. Default
     /// true. The variant serves every call that differs only in its dynamic
     /// dims (a rank change is another variant); the cached entries it
-    /// covers are evicted when it is cached.
+    /// covers stay, and serve their exact calls first.
     pub dynamic_dims: bool,
     /// Distinct values a dim takes, over the misses of one function with one
     /// dtype, rank, structure and set of static and captured scalars, before

@@ -342,9 +342,6 @@ pub enum EvictionCause {
         /// `CacheConfig::max_total_bytes`.
         max_bytes: usize,
     },
-    /// A signature with dynamic dims that serves its calls was cached
-    /// ([`CacheConfig::dynamic_dims`](crate::CacheConfig::dynamic_dims)).
-    Generalized,
     /// `evict_function` or `clear` was called.
     Requested,
 }
@@ -364,9 +361,6 @@ impl fmt::Display for EvictionCause {
                     "global byte budget {} reached",
                     ByteSize::from(*max_bytes)
                 )
-            }
-            EvictionCause::Generalized => {
-                f.write_str("replaced by a variant with dynamic dims that serves its calls")
             }
             EvictionCause::Requested => f.write_str("evicted on request"),
         }

@@ -155,46 +155,34 @@ impl<E> FunctionCache<E> {
         self.entries.contains(sig)
     }
 
-    /// Inserts a new entry. A signature with dynamic dims first evicts the
-    /// entries it generalizes (it serves their calls); then, if the function
-    /// is at capacity, one entry goes by `eviction`. Returns the evicted
-    /// entries.
+    /// Inserts a new entry, first evicting one by `eviction` if the function
+    /// is at capacity; returns the evicted entry.
+    ///
+    /// A signature with dynamic dims leaves the entries it generalizes in
+    /// place: they keep serving their exact calls (static code is as fast or
+    /// faster, much faster at size 1) until they are evicted like any other.
     pub(crate) fn insert(
         &mut self,
         sig: Signature,
         entry: Entry<E>,
         eviction: Eviction,
-    ) -> Vec<Evicted<E>> {
+    ) -> Option<Evicted<E>> {
         let cause = EvictionCause::FunctionCapacity {
             capacity: self.capacity,
         };
-        let mut evicted = Vec::new();
         // One compile per signature at a time: `sig` is not cached. Were it,
         // its old entry would be the one replaced.
-        if let Some((old_sig, old)) = self.entries.pop_entry(&sig) {
-            evicted.push(self.removed(old_sig, old, cause));
-        }
+        let evicted = match self.entries.pop_entry(&sig) {
+            Some((old_sig, old)) => Some(self.removed(old_sig, old, cause)),
+            None if self.entries.len() >= self.capacity => self.evict(eviction, cause),
+            None => None,
+        };
         if sig.has_dynamic_dims() {
-            let covered: Vec<Signature> = self
-                .entries
-                .iter()
-                .map(|(cached, _)| cached)
-                .filter(|cached| sig.generalizes(cached))
-                .cloned()
-                .collect();
-            for cached in covered {
-                if let Some((old_sig, old)) = self.entries.pop_entry(&cached) {
-                    evicted.push(self.removed(old_sig, old, EvictionCause::Generalized));
-                }
-            }
             let specificity = sig.dynamic_dim_count();
             let at = self
                 .dynamic
                 .partition_point(|cached| cached.dynamic_dim_count() <= specificity);
             self.dynamic.insert(at, sig.clone());
-        }
-        if self.entries.len() >= self.capacity {
-            evicted.extend(self.evict(eviction, cause));
         }
         self.bytes += entry.bytes;
         self.entries.put(sig, entry);
@@ -319,13 +307,12 @@ mod tests {
     #[test]
     fn lru_eviction_at_capacity_is_handed_back_and_explained() {
         let mut c = FunctionCache::new(2);
-        assert!(c.insert(sig(1), entry(1), Eviction::LeastRecent).is_empty());
-        assert!(c.insert(sig(2), entry(2), Eviction::LeastRecent).is_empty());
+        assert!(c.insert(sig(1), entry(1), Eviction::LeastRecent).is_none());
+        assert!(c.insert(sig(2), entry(2), Eviction::LeastRecent).is_none());
         assert!(c.hit(&sig(1), 3, 3, 0, 8).is_some());
         assert_eq!(c.lru_tick(), Some(2));
         let out = c
             .insert(sig(3), entry(4), Eviction::LeastRecent)
-            .pop()
             .expect("evicts");
         assert_eq!(out.sig, sig(2));
         assert_eq!((c.len(), c.bytes()), (2, 20));
@@ -357,14 +344,12 @@ mod tests {
         assert_eq!((used(5).len(), used(1).len()), (2, 2));
         let out = c
             .insert(sig(3), entry(7), Eviction::LeastFrequent { epoch: 0 })
-            .pop()
             .expect("evicts");
         assert_eq!(out.sig, sig(2));
         // Counts age: two epochs later sig(1)'s 3 calls count 0, as does the
         // new entry; the least recently used of the two goes.
         let out = c
             .insert(sig(4), entry(8), Eviction::LeastFrequent { epoch: 2 })
-            .pop()
             .expect("evicts");
         assert_eq!(out.sig, sig(1));
     }
@@ -389,7 +374,6 @@ mod tests {
         );
         let out = c
             .insert(sig(3), admitted(102), Eviction::LeastRecent)
-            .pop()
             .expect("evicts");
         assert_eq!(out.pay_off.on_leave(), None, "sig(1) settled already");
         let left: Vec<_> = c.drain().iter().map(|e| e.pay_off.on_leave()).collect();

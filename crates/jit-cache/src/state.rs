@@ -602,7 +602,7 @@ impl<E> Inner<E> {
                 _ => PayOff::Nothing,
             },
         };
-        for out in state.cache.insert(sig.clone(), entry, eviction) {
+        if let Some(out) = state.cache.insert(sig.clone(), entry, eviction) {
             state.counters.evictions += 1;
             self.total.evictions += 1;
             self.budget.remove(out.bytes);

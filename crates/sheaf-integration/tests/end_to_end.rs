@@ -159,6 +159,8 @@ fn twenty_shape_churn_engages_fallback_and_stays_correct() {
         .function_capacity(8)
         .policy(CachePolicy::LruCoolDown)
         .thrash(32, 8, 40)
+        // Twenty shapes, twenty variants: dynamic dims would serve them all.
+        .static_shapes_for("sigmoid")
         .build()
         .unwrap();
     let jit = JitRuntime::new(config).unwrap();
@@ -189,6 +191,8 @@ fn a_full_cache_interprets_one_off_shapes_and_keeps_the_hot_ones() {
     let config = support::blocking()
         .no_disk_cache()
         .function_capacity(2)
+        // Every shape its own variant: dynamic dims would serve them all.
+        .dynamic_dims(false, 2)
         .build()
         .unwrap();
     let jit = JitRuntime::new(config).unwrap();

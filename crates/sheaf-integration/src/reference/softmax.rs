@@ -2,7 +2,7 @@
 //! captured: baked into the compiled code as a constant, hence part of the
 //! cache key.
 
-use jit_cache::{CapturedScalar, DType, ScalarValue};
+use jit_cache::{ArgSpec, CapturedScalar, DType, ScalarValue};
 use ndarray::{Axis, Zip};
 
 use super::{host_tensors, ReferenceError};
@@ -17,7 +17,10 @@ pub fn temperature(value: f32) -> CapturedScalar {
 /// The reference `softmax`: an f32 tensor of rank ≥ 1, normalized over its
 /// last axis, with the captured [`temperature`]. Its lowering accepts
 /// dynamic dims: the broadcasts back over the last axis use the input's
-/// run-time shape.
+/// run-time shape. It multiplies by the inverse of each row's sum rather
+/// than dividing by the sum: with a dynamic dim IREE recomputed the sum for
+/// every element of the division (7.5 ms instead of 0.19 ms for
+/// f32[128,1024]), and the static code is faster too (0.17 against 0.27 ms).
 pub fn softmax() -> JitFunction {
     JitFunction::new(
         "softmax",
@@ -50,12 +53,26 @@ fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
     } else {
         String::new()
     };
+    let reduced_spec = ArgSpec::new(DType::F32, &x.dims()[..rank - 1]);
+    let reduced_shape = if reduced_spec.has_dynamic_dims() {
+        let dims: Vec<DimOf<'_>> = (0..rank - 1).map(|d| DimOf::new("%x", x, d)).collect();
+        mlir::runtime_shape("reduced_shape", &dims)?
+    } else {
+        String::new()
+    };
     let t = mlir::broadcast("t", ("%tc", "tensor<f32>"), x, &[], "shape")?;
     let max = mlir::broadcast("maxb", ("%max", &reduced), x, &keep, "shape")?;
-    let sum = mlir::broadcast("sumb", ("%sum", &reduced), x, &keep, "shape")?;
+    let one = mlir::broadcast(
+        "ones",
+        ("%one", "tensor<f32>"),
+        &reduced_spec,
+        &[],
+        "reduced_shape",
+    )?;
+    let inverse = mlir::broadcast("inverseb", ("%inverse", &reduced), x, &keep, "shape")?;
     Ok(Lowered::new(format!(
         "func.func @{entry}(%x: {ty}) -> {ty} {{
-{shape}  %tc = stablehlo.constant dense<{temperature}> : tensor<f32>
+{shape}{reduced_shape}  %tc = stablehlo.constant dense<{temperature}> : tensor<f32>
 {t}  %s = stablehlo.divide %x, %t : {ty}
   %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
   %max = stablehlo.reduce(%s init: %ninf) applies stablehlo.maximum across dimensions = [{last}] : ({ty}, tensor<f32>) -> {reduced}
@@ -63,7 +80,9 @@ fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
   %e = stablehlo.exponential %d : {ty}
   %zero = stablehlo.constant dense<0.000000e+00> : tensor<f32>
   %sum = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [{last}] : ({ty}, tensor<f32>) -> {reduced}
-{sum}  %y = stablehlo.divide %e, %sumb : {ty}
+  %one = stablehlo.constant dense<1.000000e+00> : tensor<f32>
+{one}  %inverse = stablehlo.divide %ones, %sum : {reduced}
+{inverse}  %y = stablehlo.multiply %e, %inverseb : {ty}
   return %y : {ty}
 }}",
         entry = ctx.entry_name(),
