@@ -99,20 +99,22 @@ impl LegacySession {
         })
     }
 
-    /// Calls `qualified_name` (`module.function`) with one f32 tensor and
-    /// returns its first result, copied to the host.
+    /// Calls `qualified_name` (`module.function`) with f32 tensors, each
+    /// given as its shape and data, and returns its first result, copied to
+    /// the host.
     pub fn call_f32(
         &mut self,
         qualified_name: &str,
-        shape: &[usize],
-        data: &[f32],
+        inputs: &[(&[usize], &[f32])],
     ) -> Result<Vec<f32>> {
-        let expected: usize = shape.iter().product();
-        if expected != data.len() {
-            return Err(Error::InvalidArgument(format!(
-                "shape {shape:?} needs {expected} elements, got {}",
-                data.len()
-            )));
+        for (shape, data) in inputs {
+            let expected: usize = shape.iter().product();
+            if expected != data.len() {
+                return Err(Error::InvalidArgument(format!(
+                    "shape {shape:?} needs {expected} elements, got {}",
+                    data.len()
+                )));
+            }
         }
         // SAFETY: `call` is initialized by IREE before use and deinitialized
         // on every path below; the session and device are live.
@@ -123,7 +125,7 @@ impl LegacySession {
                 strings::view(qualified_name),
                 &mut call,
             ))?;
-            let result = self.invoke(&mut call, shape, data);
+            let result = self.invoke(&mut call, inputs);
             sys::iree_runtime_call_deinitialize(&mut call);
             result
         }
@@ -134,28 +136,31 @@ impl LegacySession {
     unsafe fn invoke(
         &self,
         call: &mut sys::iree_runtime_call_t,
-        shape: &[usize],
-        data: &[f32],
+        inputs: &[(&[usize], &[f32])],
     ) -> Result<Vec<f32>> {
-        // SAFETY: the device is live and the session's allocator is its; the
-        // byte view covers exactly `data` (f32 has no padding).
-        let input = unsafe {
-            transfer::to_device(
-                self.device.as_ptr(),
-                sys::iree_runtime_session_device_allocator(self.session.as_ptr()),
-                shape,
-                sys::IREE_HAL_ELEMENT_TYPE_FLOAT_32,
-                std::slice::from_raw_parts(data.as_ptr().cast(), std::mem::size_of_val(data)),
-            )
-        }?;
-        // SAFETY: `call` is initialized (caller's contract) and live.
-        unsafe {
-            check(sys::iree_runtime_call_inputs_push_back_buffer_view(
-                call,
-                input.as_ptr(),
-            ))?;
-            check(sys::iree_runtime_call_invoke(call, 0))?;
+        for (shape, data) in inputs {
+            // SAFETY: the device is live and the session's allocator is its;
+            // the byte view covers exactly `data` (f32 has no padding).
+            let input = unsafe {
+                transfer::to_device(
+                    self.device.as_ptr(),
+                    sys::iree_runtime_session_device_allocator(self.session.as_ptr()),
+                    shape,
+                    sys::IREE_HAL_ELEMENT_TYPE_FLOAT_32,
+                    std::slice::from_raw_parts(data.as_ptr().cast(), std::mem::size_of_val(*data)),
+                )
+            }?;
+            // SAFETY: `call` is initialized (caller's contract) and live; the
+            // call retains the buffer view it is given.
+            unsafe {
+                check(sys::iree_runtime_call_inputs_push_back_buffer_view(
+                    call,
+                    input.as_ptr(),
+                ))?;
+            }
         }
+        // SAFETY: `call` is initialized (caller's contract) and live.
+        unsafe { check(sys::iree_runtime_call_invoke(call, 0))? };
         // SAFETY: `call` is live; on success the caller owns one reference to
         // the popped output.
         let output = unsafe {

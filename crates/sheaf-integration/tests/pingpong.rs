@@ -111,3 +111,57 @@ fn legacy_stops_at_the_memory_ceiling_and_says_where() {
         String::from_utf8_lossy(&output.stderr).contains("legacy mode stopped after 0 iterations")
     );
 }
+
+#[test]
+fn the_ragged_scenario_compares_legacy_static_and_dynamic() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("ragged.svg");
+    let output = Command::new(env!("CARGO_BIN_EXE_pingpong"))
+        .args(["--ragged", "--calls", "8", "--json", "--plot"])
+        .arg(&plot)
+        .output()
+        .expect("the pingpong binary runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let records: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON object per line"))
+        .collect();
+    let summary = |mode: &str| {
+        records
+            .iter()
+            .find(|r| r["mode"] == mode && r["kind"] == "ragged")
+            .unwrap_or_else(|| panic!("no {mode} summary: {records:?}"))
+    };
+    for mode in ["legacy", "static", "dynamic"] {
+        let r = summary(mode);
+        assert_eq!(
+            (&r["iters"], &r["stale_results"]),
+            (&Value::from(8), &Value::from(0)),
+            "{r}"
+        );
+    }
+    let dynamic = summary("dynamic");
+    assert_eq!(
+        dynamic["compiles"], 2,
+        "the first batch size, then any: {dynamic}"
+    );
+    assert_eq!(dynamic["compiled_calls"], 8, "{dynamic}");
+    let legacy = summary("legacy");
+    assert!(
+        legacy["compiles"].as_u64().unwrap() > 2,
+        "one per batch size: {legacy}"
+    );
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    for label in [
+        "legacy: runtime per recompile",
+        "static: one variant per shape",
+        "dynamic: one variant",
+    ] {
+        assert!(svg.contains(label), "{label} missing from the plot");
+    }
+}

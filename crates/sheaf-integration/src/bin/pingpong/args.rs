@@ -5,8 +5,13 @@ use std::path::PathBuf;
 pub(crate) const USAGE: &str = "\
 usage: pingpong [--iters 30,500,5000] [--driver local-sync|local-task]
                 [--ceiling-mib 2048] [--plot FILE.svg] [--json]
+                [--ragged [--calls 2000]]
 
   --iters        checkpoints; the run lasts until the largest
+  --ragged       the ragged-batch scenario instead: mlp_layer with a batch
+                 size uniform in 1..=128 (fixed seed), legacy vs the static
+                 cache vs dynamic dims (plot: target/pingpong/ragged-rss.svg)
+  --calls        calls in the ragged scenario (default 2000)
   --driver       IREE driver for every mode (default local-sync)
   --ceiling-mib  the legacy mode stops when its RSS passes this (default 2048)
   --plot         where to write the SVG plot (default target/pingpong/rss.svg)
@@ -22,6 +27,10 @@ pub(crate) enum Mode {
     Legacy,
     Shared,
     Background,
+    /// The ragged scenario's cache with dynamic dims off.
+    Static,
+    /// The ragged scenario's cache with dynamic dims on (the default).
+    Dynamic,
 }
 
 impl Mode {
@@ -30,7 +39,23 @@ impl Mode {
             Mode::Legacy => "legacy",
             Mode::Shared => "shared",
             Mode::Background => "background",
+            Mode::Static => "static",
+            Mode::Dynamic => "dynamic",
         }
+    }
+
+    /// Parses a mode's [`name`](Mode::name).
+    fn parse(name: &str) -> Result<Mode, String> {
+        [
+            Mode::Legacy,
+            Mode::Shared,
+            Mode::Background,
+            Mode::Static,
+            Mode::Dynamic,
+        ]
+        .into_iter()
+        .find(|mode| mode.name() == name)
+        .ok_or_else(|| format!("unknown mode `{name}`"))
     }
 }
 
@@ -39,8 +64,12 @@ pub(crate) struct Args {
     pub checkpoints: Vec<usize>,
     pub driver: String,
     pub ceiling_bytes: u64,
-    pub plot: PathBuf,
+    /// `None`: the default for the scenario.
+    pub plot: Option<PathBuf>,
     pub json: bool,
+    /// The ragged-batch scenario instead of the ping-pong.
+    pub ragged: bool,
+    pub ragged_calls: usize,
     /// Set in the child processes only.
     pub child: Option<Mode>,
 }
@@ -51,8 +80,10 @@ impl Args {
             checkpoints: vec![30, 500, 5000],
             driver: "local-sync".into(),
             ceiling_bytes: 2048 << 20,
-            plot: PathBuf::from("target/pingpong/rss.svg"),
+            plot: None,
             json: false,
+            ragged: false,
+            ragged_calls: 2000,
             child: None,
         };
         let mut args = args.peekable();
@@ -82,16 +113,18 @@ impl Args {
                         .map_err(|e| format!("--ceiling-mib: {e}"))?;
                     parsed.ceiling_bytes = mib << 20;
                 }
-                "--plot" => parsed.plot = value("--plot")?.into(),
+                "--plot" => parsed.plot = Some(value("--plot")?.into()),
                 "--json" => parsed.json = true,
-                "--child" => {
-                    parsed.child = Some(match value("--child")?.as_str() {
-                        "legacy" => Mode::Legacy,
-                        "shared" => Mode::Shared,
-                        "background" => Mode::Background,
-                        other => return Err(format!("unknown mode `{other}`")),
-                    })
+                "--ragged" => parsed.ragged = true,
+                "--calls" => {
+                    parsed.ragged_calls = value("--calls")?
+                        .parse()
+                        .map_err(|e| format!("--calls: {e}"))?;
+                    if parsed.ragged_calls == 0 {
+                        return Err("--calls needs a positive count".into());
+                    }
                 }
+                "--child" => parsed.child = Some(Mode::parse(&value("--child")?)?),
                 other => return Err(format!("unknown argument `{other}`")),
             }
         }
@@ -99,7 +132,30 @@ impl Args {
     }
 
     pub(crate) fn max_iters(&self) -> usize {
+        if self.ragged {
+            return self.ragged_calls;
+        }
         *self.checkpoints.last().expect("at least one checkpoint")
+    }
+
+    /// The modes the scenario compares, in order.
+    pub(crate) fn modes(&self) -> [Mode; 3] {
+        if self.ragged {
+            [Mode::Legacy, Mode::Static, Mode::Dynamic]
+        } else {
+            [Mode::Legacy, Mode::Shared, Mode::Background]
+        }
+    }
+
+    /// Where the plot goes.
+    pub(crate) fn plot_path(&self) -> PathBuf {
+        self.plot.clone().unwrap_or_else(|| {
+            PathBuf::from(if self.ragged {
+                "target/pingpong/ragged-rss.svg"
+            } else {
+                "target/pingpong/rss.svg"
+            })
+        })
     }
 
     /// The arguments a child process of `mode` gets.
@@ -110,7 +166,7 @@ impl Args {
             .map(usize::to_string)
             .collect::<Vec<_>>()
             .join(",");
-        vec![
+        let mut args: Vec<String> = vec![
             "--child".into(),
             mode.name().into(),
             "--iters".into(),
@@ -119,6 +175,14 @@ impl Args {
             self.driver.clone(),
             "--ceiling-mib".into(),
             (self.ceiling_bytes >> 20).to_string(),
-        ]
+        ];
+        if self.ragged {
+            args.extend([
+                "--ragged".into(),
+                "--calls".into(),
+                self.ragged_calls.to_string(),
+            ]);
+        }
+        args
     }
 }

@@ -18,11 +18,14 @@ use crate::workload::{self, Record, Recorder};
 
 /// A function's one slot: the shapes it was compiled for and its runtime.
 struct Slot {
-    shape: Vec<usize>,
+    shapes: Vec<Vec<usize>>,
     session: usize,
 }
 
-struct Legacy {
+/// One f32 argument: its shape and its data.
+pub(crate) type Input<'a> = (&'a [usize], &'a [f32]);
+
+pub(crate) struct Legacy {
     driver: String,
     compiler: Arc<dyn Compiler>,
     options: compiler::CompileOptions,
@@ -34,32 +37,56 @@ struct Legacy {
 }
 
 impl Legacy {
+    /// A legacy JIT running on `driver`.
+    pub(crate) fn new(driver: &str) -> Result<Legacy, String> {
+        Ok(Legacy {
+            driver: driver.to_owned(),
+            compiler: compiler::choose_compiler(compiler::CompilerPreference::Auto)
+                .map_err(|e| e.to_string())?
+                .compiler,
+            options: JitConfig::default().compile_options,
+            artifacts: HashMap::new(),
+            sessions: Vec::new(),
+            slots: HashMap::new(),
+        })
+    }
+
+    /// Runtimes built so far (all alive).
+    pub(crate) fn runtimes(&self) -> u64 {
+        self.sessions.len() as u64
+    }
+
+    /// Distinct signatures compiled so far.
+    pub(crate) fn compiles(&self) -> u64 {
+        self.artifacts.len() as u64
+    }
+
     /// Calls `function` the old way; returns its f32 output.
-    fn call(
+    pub(crate) fn call(
         &mut self,
         function: &JitFunction,
-        x: &[f32],
-        shape: &[usize],
+        inputs: &[Input<'_>],
         captured: &[CapturedScalar],
     ) -> Result<Vec<f32>, String> {
         let name = function.name().to_owned();
-        let slot_shape = self.slots.get(&name).map(|slot| slot.shape.clone());
-        if slot_shape.as_deref() != Some(shape) {
-            let bytes = self.artifact(function, shape, captured)?;
+        let shapes: Vec<Vec<usize>> = inputs.iter().map(|(shape, _)| shape.to_vec()).collect();
+        let slot_shapes = self.slots.get(&name).map(|slot| slot.shapes.clone());
+        if slot_shapes.as_ref() != Some(&shapes) {
+            let bytes = self.artifact(function, &shapes, captured)?;
             let session = LegacySession::new(&self.driver, &bytes).map_err(|e| e.to_string())?;
             self.sessions.push(session);
             let index = self.sessions.len() - 1;
             self.slots.insert(
                 name.clone(),
                 Slot {
-                    shape: shape.to_vec(),
+                    shapes: shapes.clone(),
                     session: index,
                 },
             );
             tracing::debug!(
                 target: "sheaf_jit",
-                "legacy {name}{shape:?}: {} -> compile -> runtime #{index} ({} orphaned)",
-                match &slot_shape {
+                "legacy {name}{shapes:?}: {} -> compile -> runtime #{index} ({} orphaned)",
+                match &slot_shapes {
                     None => "slot empty".to_owned(),
                     Some(old) => format!("shape mismatch with slot {old:?}"),
                 },
@@ -68,7 +95,7 @@ impl Legacy {
         }
         let session = self.slots[&name].session;
         self.sessions[session]
-            .call_f32(&format!("{name}.{}", function.entry_symbol()), shape, x)
+            .call_f32(&format!("{name}.{}", function.entry_symbol()), inputs)
             .map_err(|e| e.to_string())
     }
 
@@ -76,12 +103,14 @@ impl Legacy {
     fn artifact(
         &mut self,
         function: &JitFunction,
-        shape: &[usize],
+        shapes: &[Vec<usize>],
         captured: &[CapturedScalar],
     ) -> Result<Vec<u8>, String> {
-        let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
         let mut builder = Signature::builder();
-        builder.arg(DType::F32, &dims);
+        for shape in shapes {
+            let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+            builder.arg(DType::F32, &dims);
+        }
         for scalar in captured {
             builder.captured(scalar.clone());
         }
@@ -104,22 +133,13 @@ impl Legacy {
 }
 
 pub(crate) fn run(args: &Args, emit: &mut dyn FnMut(&Record)) -> Result<(), String> {
-    let mut legacy = Legacy {
-        driver: args.driver.clone(),
-        compiler: compiler::choose_compiler(compiler::CompilerPreference::Auto)
-            .map_err(|e| e.to_string())?
-            .compiler,
-        options: JitConfig::default().compile_options,
-        artifacts: HashMap::new(),
-        sessions: Vec::new(),
-        slots: HashMap::new(),
-    };
+    let mut legacy = Legacy::new(&args.driver)?;
     let (sigmoid, softmax) = (reference::sigmoid(), reference::softmax());
     let mut recorder = Recorder::new("legacy", &args.checkpoints, emit);
     let mut stale = 0;
     for i in 0..args.max_iters() {
         if workload::rss_bytes() > args.ceiling_bytes {
-            let runtimes = legacy.sessions.len() as u64;
+            let runtimes = legacy.runtimes();
             recorder.stopped(i, runtimes, runtimes, stale);
             eprintln!(
                 "[pingpong] legacy mode stopped after {i} iterations: RSS passed the {} MiB ceiling with {runtimes} runtimes alive",
@@ -128,30 +148,20 @@ pub(crate) fn run(args: &Args, emit: &mut dyn FnMut(&Record)) -> Result<(), Stri
             return Ok(());
         }
         let x = workload::sigmoid_input(i);
-        let y = legacy.call(
-            &sigmoid,
-            x.as_slice().expect("standard layout"),
-            x.shape(),
-            &[],
-        )?;
+        let y = legacy.call(&sigmoid, &[(x.shape(), workload::data(&x))], &[])?;
         if i == 0 {
-            recorder.first_result(legacy.sessions.len() as u64);
+            recorder.first_result(legacy.runtimes());
         }
         let expected = workload::expected_sigmoid(x)?;
         stale += u64::from(!workload::matches(&y, &expected));
 
         let (x, t) = workload::softmax_input(i);
         let captured = [reference::temperature(t)];
-        let y = legacy.call(
-            &softmax,
-            x.as_slice().expect("standard layout"),
-            x.shape(),
-            &captured,
-        )?;
+        let y = legacy.call(&softmax, &[(x.shape(), workload::data(&x))], &captured)?;
         let expected = workload::expected_softmax(x, t)?;
         stale += u64::from(!workload::matches(&y, &expected));
 
-        let runtimes = legacy.sessions.len() as u64;
+        let runtimes = legacy.runtimes();
         recorder.after(i + 1, runtimes, runtimes, stale);
     }
     Ok(())

@@ -26,6 +26,7 @@
 mod args;
 mod legacy;
 mod plot;
+mod ragged;
 mod report;
 mod shared;
 mod workload;
@@ -72,26 +73,33 @@ fn run_child(mode: Mode, args: &Args) -> Result<(), String> {
         )
     };
     match mode {
+        _ if args.ragged => ragged::run(mode, args, &mut emit),
         Mode::Legacy => legacy::run(args, &mut emit),
         Mode::Shared => shared::run(args, CompileMode::Blocking, &mut emit),
         Mode::Background => shared::run(args, CompileMode::Background, &mut emit),
+        Mode::Static | Mode::Dynamic => Err(format!(
+            "the `{}` mode belongs to the ragged scenario (--ragged)",
+            mode.name()
+        )),
     }
 }
 
 /// Runs each mode as a child process and reports side by side.
 fn run_parent(args: &Args) -> Result<(), String> {
     let mut records = Vec::new();
-    for mode in [Mode::Legacy, Mode::Shared, Mode::Background] {
+    for mode in args.modes() {
         eprintln!(
-            "[pingpong] running {} mode on {} for {} iterations ...",
+            "[pingpong] running {} mode on {} for {} {} ...",
             mode.name(),
             args.driver,
-            args.max_iters()
+            args.max_iters(),
+            if args.ragged { "calls" } else { "iterations" }
         );
         records.extend(run_mode(mode, args)?);
     }
     if args.json {
-        // Checkpoints, and where the legacy mode hit its ceiling (if it did).
+        // Checkpoints, summaries, and where the legacy mode hit its ceiling
+        // (if it did).
         for record in records.iter().filter(|r| r.kind != "sample") {
             println!(
                 "{}",
@@ -101,11 +109,9 @@ fn run_parent(args: &Args) -> Result<(), String> {
     } else {
         print!("{}", report::table(&records, args));
     }
-    plot::write(&args.plot, &records, args)?;
-    eprintln!(
-        "[pingpong] plot of RSS against iterations written to {}",
-        args.plot.display()
-    );
+    let plot = args.plot_path();
+    plot::write(&plot, &records, args)?;
+    eprintln!("[pingpong] plot of RSS written to {}", plot.display());
     Ok(())
 }
 

@@ -8,8 +8,8 @@ use plotters::prelude::*;
 use crate::args::Args;
 use crate::workload::Record;
 
-/// The modes, their colours and legend labels, in drawing order.
-const SERIES: [(&str, RGBColor, &str); 3] = [
+/// The ping-pong modes, their colours and legend labels, in drawing order.
+const PING_PONG: [(&str, RGBColor, &str); 3] = [
     (
         "legacy",
         RGBColor(214, 39, 40),
@@ -27,6 +27,25 @@ const SERIES: [(&str, RGBColor, &str); 3] = [
     ),
 ];
 
+/// The ragged scenario's modes.
+const RAGGED: [(&str, RGBColor, &str); 3] = [
+    (
+        "legacy",
+        RGBColor(214, 39, 40),
+        "legacy: runtime per recompile, one slot",
+    ),
+    (
+        "static",
+        RGBColor(31, 119, 180),
+        "static: one variant per shape, bounded",
+    ),
+    (
+        "dynamic",
+        RGBColor(44, 160, 44),
+        "dynamic: one variant for every batch size",
+    ),
+];
+
 /// Writes the plot to `path`, creating its folder.
 pub(crate) fn write(path: &Path, records: &[Record], args: &Args) -> Result<(), String> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -39,24 +58,26 @@ pub(crate) fn write(path: &Path, records: &[Record], args: &Args) -> Result<(), 
 fn draw(path: &Path, records: &[Record], args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let mib = |record: &Record| record.rss_bytes as f64 / 1048576.0;
     let max_mib = records.iter().map(mib).fold(1.0, f64::max) * 1.1;
+    let (series, caption, x_desc) = if args.ragged {
+        (RAGGED, "Process RSS under a ragged batch", "calls")
+    } else {
+        (PING_PONG, "Process RSS under shape ping-pong", "iterations")
+    };
     let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("Process RSS under shape ping-pong ({})", args.driver),
-            ("sans-serif", 18),
-        )
+        .caption(format!("{caption} ({})", args.driver), ("sans-serif", 18))
         .margin(15)
         .x_label_area_size(40)
         .y_label_area_size(60)
         .build_cartesian_2d(0f64..args.max_iters() as f64, 0f64..max_mib)?;
     chart
         .configure_mesh()
-        .x_desc("iterations")
+        .x_desc(x_desc)
         .y_desc("RSS (MiB)")
         .light_line_style(WHITE.mix(0.0))
         .draw()?;
-    for (mode, colour, label) in SERIES {
+    for (mode, colour, label) in series {
         let points = records
             .iter()
             .filter(|record| record.mode == mode)

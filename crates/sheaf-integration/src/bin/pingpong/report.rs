@@ -15,9 +15,86 @@ const MODES: [(&str, &str); 3] = [
     ("background", "modules"),
 ];
 
+/// The scenario's table.
+pub(crate) fn table(records: &[Record], args: &Args) -> String {
+    if args.ragged {
+        ragged_table(records, args)
+    } else {
+        ping_pong_table(records, args)
+    }
+}
+
+/// The ragged scenario's summary of every mode, side by side.
+fn ragged_table(records: &[Record], args: &Args) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nRagged batch on {}: mlp_layer x f32[b,256] · W f32[256,256] + bias, b uniform in \
+         1..={}, {} calls (fixed seed); misses wait for their compile\n",
+        args.driver,
+        crate::ragged::MAX_BATCH,
+        args.ragged_calls
+    );
+    let _ = writeln!(
+        out,
+        "{:<8} {:>8} {:>15} {:>8} {:>8} {:>23} {:>16} {:>5}",
+        "mode",
+        "compiles",
+        "calls compiled",
+        "wall s",
+        "RSS MiB",
+        "RSS growth (MiB) after",
+        "p50 µs per call",
+        "stale"
+    );
+    let warm_up = crate::ragged::WARM_UP;
+    for mode in args.modes() {
+        let name = mode.name();
+        match records
+            .iter()
+            .find(|r| r.mode == name && r.kind == "ragged")
+        {
+            Some(r) => {
+                let _ = writeln!(
+                    out,
+                    "{name:<8} {:>8} {:>14.1}% {:>8.1} {:>8.1} {:>13.2} (call {warm_up}) {:>9.1} (>{warm_up}) {:>5}",
+                    r.compiles,
+                    r.compiled_calls as f64 * 100.0 / r.iters.max(1) as f64,
+                    r.wall_s,
+                    mib(r.rss_bytes),
+                    mib(r.rss_growth_bytes),
+                    r.p50_call_us,
+                    r.stale_results
+                );
+            }
+            None => {
+                let stopped = records
+                    .iter()
+                    .find(|r| r.mode == name && r.kind == "stopped");
+                let _ = writeln!(
+                    out,
+                    "{name:<8} did not finish{}",
+                    stopped.map_or(String::new(), |r| format!(
+                        ": stopped after {} calls at the {} MiB ceiling",
+                        r.iters,
+                        args.ceiling_bytes >> 20
+                    ))
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "compiles: distinct signatures compiled (legacy also builds a runtime per shape \
+         mismatch); p50: from the call to its result on the host, after call {warm_up}; \
+         stale: results that differ from the interpreter"
+    );
+    out
+}
+
 /// The table of checkpoints for every mode, the time to the first result,
 /// and where the legacy mode stopped if it hit the ceiling.
-pub(crate) fn table(records: &[Record], args: &Args) -> String {
+fn ping_pong_table(records: &[Record], args: &Args) -> String {
     let find = |mode: &str, kind: &str, iters: usize| {
         records
             .iter()

@@ -26,6 +26,12 @@ pub(crate) fn softmax_input(i: usize) -> (ArrayD<f32>, f32) {
     )
 }
 
+/// The elements of `x`, which is in standard layout.
+pub(crate) fn data(x: &ArrayD<f32>) -> &[f32] {
+    x.as_slice()
+        .expect("arrays made here are in standard layout")
+}
+
 /// The interpreter's sigmoid of `x`.
 pub(crate) fn expected_sigmoid(x: ArrayD<f32>) -> Result<ArrayD<f32>, String> {
     first_f32(sheaf_integration::reference::interpret_sigmoid(&[x.into()]))
@@ -65,12 +71,13 @@ pub(crate) fn matches(actual: &[f32], expected: &ArrayD<f32>) -> bool {
 /// One line of a child's output.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Record {
-    /// `legacy`, `shared` or `background`.
+    /// `legacy`, `shared` or `background`; `legacy`, `static` or `dynamic`
+    /// in the ragged scenario.
     pub mode: String,
     /// `checkpoint`, `sample` (for the plot), `first_result` (the first
     /// call returned), `interpreter` (the interpreter alone on the first
-    /// call), `drained` (background compiles all done) or `stopped` (ceiling
-    /// reached).
+    /// call), `drained` (background compiles all done), `stopped` (ceiling
+    /// reached) or `ragged` (the ragged scenario's summary).
     pub kind: String,
     /// Iterations done.
     pub iters: usize,
@@ -84,6 +91,16 @@ pub(crate) struct Record {
     pub wall_s: f64,
     /// Calls whose result differed from the interpreter's.
     pub stale_results: u64,
+    /// The ragged scenario's summary only: calls that ran compiled code.
+    #[serde(default)]
+    pub compiled_calls: u64,
+    /// The ragged scenario's summary only: per-call p50 in µs after the
+    /// warm-up calls.
+    #[serde(default)]
+    pub p50_call_us: f64,
+    /// The ragged scenario's summary only: RSS growth after the warm-up.
+    #[serde(default)]
+    pub rss_growth_bytes: u64,
 }
 
 /// Tracks a mode's run and emits its records.
@@ -136,14 +153,8 @@ impl<'a> Recorder<'a> {
     /// (`wall_s` is that time, not the time since the start).
     pub(crate) fn interpreter_alone(&mut self, seconds: f64) {
         let record = Record {
-            mode: self.mode.into(),
-            kind: "interpreter".into(),
-            iters: 0,
-            compiles: 0,
-            live_modules: 0,
-            rss_bytes: rss_bytes(),
             wall_s: seconds,
-            stale_results: 0,
+            ..self.record("interpreter", 0, 0, 0, 0)
         };
         (self.emit)(&record);
     }
@@ -151,6 +162,24 @@ impl<'a> Recorder<'a> {
     /// Emits the time when every queued compile had finished.
     pub(crate) fn drained(&mut self, iters: usize, compiles: u64, live_modules: u64) {
         self.emit("drained", iters, compiles, live_modules, 0);
+    }
+
+    /// Emits the ragged scenario's summary after `iters` calls.
+    pub(crate) fn ragged_summary(
+        &mut self,
+        iters: usize,
+        (compiles, live_modules): (u64, u64),
+        compiled_calls: u64,
+        p50_call_us: f64,
+        rss_growth_bytes: u64,
+    ) {
+        let record = Record {
+            compiled_calls,
+            p50_call_us,
+            rss_growth_bytes,
+            ..self.record("ragged", iters, compiles, live_modules, 0)
+        };
+        (self.emit)(&record);
     }
 
     /// Emits the record of a run stopped early.
@@ -172,7 +201,19 @@ impl<'a> Recorder<'a> {
         live_modules: u64,
         stale_results: u64,
     ) {
-        let record = Record {
+        let record = self.record(kind, iters, compiles, live_modules, stale_results);
+        (self.emit)(&record);
+    }
+
+    fn record(
+        &self,
+        kind: &str,
+        iters: usize,
+        compiles: u64,
+        live_modules: u64,
+        stale_results: u64,
+    ) -> Record {
+        Record {
             mode: self.mode.into(),
             kind: kind.into(),
             iters,
@@ -181,8 +222,10 @@ impl<'a> Recorder<'a> {
             rss_bytes: rss_bytes(),
             wall_s: self.start.elapsed().as_secs_f64(),
             stale_results,
-        };
-        (self.emit)(&record);
+            compiled_calls: 0,
+            p50_call_us: 0.0,
+            rss_growth_bytes: 0,
+        }
     }
 }
 
