@@ -100,6 +100,7 @@ fn warmed(call: &Call, policy: CachePolicy, setup: Setup) -> (JitCache<Exe>, Fun
     let f = FunctionId::new("bench", 1);
     let sig = call.signature();
     let compile = |_: &Signature| Ok(Exe(16 << 10));
+    let mut cached = 0;
     if setup != Setup::StaticOnly {
         let rank = sig.args()[0].rank();
         let first_arg: Vec<(usize, usize)> = (0..rank).map(|d| (0, d)).collect();
@@ -108,15 +109,18 @@ fn warmed(call: &Call, policy: CachePolicy, setup: Setup) -> (JitCache<Exe>, Fun
             sig.with_dynamic_dims(&[(0, 0)]),
         ] {
             let _ = cache.get_or_compile(&f, &dynamic, compile);
+            cached += 1;
         }
     }
     if setup != Setup::DynamicHit {
         let _ = cache.get_or_compile(&f, &sig, compile);
+        cached += 1;
     }
-    // A few other signatures so the lookup is not in a one-entry table.
-    for n in 0..6 {
+    // Other signatures so the lookup is not in a one-entry table: 7 entries
+    // in all, below the capacity of 8, so nothing is evicted.
+    for n in 0..7 - cached {
         let other = Signature::builder().arg(DType::I8, &[n]).build();
-        let _ = cache.get_or_compile(&f, &other, |_| Ok(Exe(16 << 10)));
+        let _ = cache.get_or_compile(&f, &other, compile);
     }
     hits(&cache, &f, call, 10_000);
     (cache, f)

@@ -9,7 +9,7 @@ mod support;
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    mlir, CallResult, JitError, JitFunction, JitRuntime, Lowered, Provenance, Value,
+    mlir, CallResult, JitError, JitFunction, JitRuntime, Lowered, Precompile, Provenance, Value,
 };
 use support::{array, assert_close, jit};
 
@@ -40,6 +40,20 @@ fn every_batch_size_runs_the_dynamic_variant_correctly() {
     let stats = jit.stats();
     assert_eq!(stats.total.compiles, 2, "{stats}");
     assert_eq!(stats.total.dynamic_hits, 4, "{stats}");
+    // Static code for one size, next to the dynamic variant: it comes first.
+    let x = Value::from(array(&[1, 8], 7));
+    let args = [x, w.clone(), b.clone()];
+    let summary = jit
+        .precompile(&[Precompile::new(&reference::mlp_layer(), &args)])
+        .unwrap();
+    assert_eq!(summary.cached, 1, "not cached exactly yet");
+    let result = mlp_call(&jit, array(&[1, 8], 7), &w, &b).unwrap();
+    assert_eq!(result.provenance, Provenance::CacheHit);
+    assert_eq!(
+        jit.stats().total.dynamic_hits,
+        4,
+        "the exact entry served it"
+    );
 }
 
 #[test]
