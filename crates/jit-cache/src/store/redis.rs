@@ -3,8 +3,8 @@
 //!
 //! Each request takes an idle connection, or opens one within the connect
 //! timeout; every read and write on it is bounded by the request timeout.
-//! A connection that failed is dropped (the next request opens a new one),
-//! one that answered goes back to the idle list. `get` asks for the value's
+//! A connection that failed is dropped with the idle ones (the next request
+//! opens a new one), one that answered goes back to the idle list. `get` asks for the value's
 //! length first (`STRLEN`) and downloads it (`GETRANGE`, bounded) only when
 //! it is within the bound; `put` is a plain `SET`: concurrent publishers of
 //! one key write complete, self-authenticating values, and Redis keeps one
@@ -112,7 +112,15 @@ impl RedisStore {
             Some(connection) => connection,
             None => self.connect()?,
         };
-        let answer = request(&mut connection).map_err(|error| self.error(&error))?;
+        let answer = request(&mut connection).map_err(|error| {
+            // The idle ones most likely lead to the same failed server: a
+            // restarted one would otherwise fail once per stale connection.
+            self.idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
+            self.error(&error)
+        })?;
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         if idle.len() < MAX_IDLE {
             idle.push(connection);

@@ -332,6 +332,12 @@ impl RemoteTier {
                 Ok(value) => {
                     bump(&c.hits, 1);
                     bump(&c.bytes_fetched, bytes.len() as u64);
+                    tracing::debug!(
+                        target: "jit_cache",
+                        key = %name,
+                        bytes = bytes.len(),
+                        "served an artifact from the remote store"
+                    );
                     return Some((value, artifact));
                 }
                 Err(reason) => format!("the caller refused it: {reason}"),
