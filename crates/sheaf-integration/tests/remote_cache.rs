@@ -7,13 +7,13 @@
 mod support;
 
 use std::fs;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
 use sheaf_integration::{
-    reference, BreakerState, JitConfigBuilder, JitRuntime, Provenance, RemoteStats, Value,
+    reference, BreakerState, JitConfigBuilder, JitError, JitRuntime, Provenance, RemoteStats, Value,
 };
 use support::redis_server::{free_port, url_of, RedisServer};
 use support::{array, assert_close};
@@ -183,6 +183,11 @@ fn a_server_down_at_start_leaves_calls_compiling_locally() {
         "three failures in a row open it: {stats}"
     );
     assert_eq!(jit.disk_cache_stats().misses, 3);
+    let profile = jit.profile().to_string();
+    assert!(
+        profile.contains("remote: 0 hits") && profile.contains("breaker open"),
+        "{profile}"
+    );
     // Once it is open, nothing is sent.
     let before = remote(&jit);
     assert_eq!(call(&jit, [4, 4]), Provenance::CompiledNow);
@@ -191,6 +196,38 @@ fn a_server_down_at_start_leaves_calls_compiling_locally() {
         (after.fetches, after.errors),
         (before.fetches, before.errors)
     );
+}
+
+#[test]
+fn a_remote_cache_without_a_private_secret_is_refused_with_what_to_do() {
+    let disk = tempfile::tempdir().unwrap();
+    let url = url_of(free_port());
+    let missing = support::blocking()
+        .disk_cache_dir(disk.path())
+        .remote_cache(&url)
+        .build()
+        .unwrap_err();
+    assert!(
+        missing.to_string().contains("SHEAF_JIT_REMOTE_SECRET_FILE"),
+        "{missing}"
+    );
+    let secrets = tempfile::tempdir().unwrap();
+    let path = secret_file_in(secrets.path());
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+    let error =
+        JitRuntime::new(settings(&url, secrets.path(), disk.path()).build().unwrap()).unwrap_err();
+    let message = error.to_string();
+    assert!(matches!(error, JitError::RemoteSecret(_)), "{message}");
+    assert!(message.contains("chmod 600"), "{message}");
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+    let tls = JitRuntime::new(
+        settings("rediss://cache:6380", secrets.path(), disk.path())
+            .build()
+            .unwrap(),
+    )
+    .unwrap_err();
+    assert!(matches!(tls, JitError::RemoteCache(_)), "{tls}");
+    assert!(tls.to_string().contains("not supported"), "{tls}");
 }
 
 #[test]

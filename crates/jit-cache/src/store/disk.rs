@@ -289,7 +289,7 @@ impl DiskStore {
             }
             // Held until the entry is written (or the build failed); only
             // a folder this store writes lets the waiters find the result.
-            let _builder = match writable {
+            let builder = match writable {
                 Some(_) => match self.claim(key) {
                     Some(builder) => Some(builder),
                     // Another build of this key ended: look again (and
@@ -299,7 +299,7 @@ impl DiskStore {
                 None => None,
             };
             // Another thread (or process) may have stored it since our lookup.
-            if _builder.is_some() {
+            if builder.is_some() {
                 if let Some(value) = on_disk() {
                     return Ok((value, Fetched::Disk));
                 }
@@ -319,6 +319,7 @@ impl DiskStore {
             if let Some(remote) = &self.remote {
                 remote.publish(key, &bytes);
             }
+            drop(builder);
             return Ok((value, Fetched::Built));
         }
     }
