@@ -2,7 +2,10 @@
 //! that speaks its protocol: Valkey, KeyDB, Dragonfly).
 //!
 //! Each request takes an idle connection, or opens one within the connect
-//! timeout; every read and write on it is bounded by the request timeout.
+//! timeout (a TCP connect, plus `AUTH` and `SELECT` when the address names
+//! a password or a database: the client's `CLIENT SETINFO` handshake is
+//! turned off); every read and write on it is bounded by the request
+//! timeout.
 //! A connection that failed is dropped with the idle ones (the next request
 //! opens a new one), one that answered goes back to the idle list. `get` asks for the value's
 //! length first (`STRLEN`) and downloads it (`GETRANGE`, bounded) only when
@@ -25,7 +28,8 @@ const MAX_IDLE: usize = 4;
 /// How long a [`RedisStore`] waits for the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RemoteTimeouts {
-    /// To open a connection (TCP connect and the handshake).
+    /// To open a connection: the TCP connect, and each reply of `AUTH` and
+    /// `SELECT` when the address names a password or a database.
     pub connect: Duration,
     /// For each read or write of a request.
     pub request: Duration,
@@ -142,8 +146,14 @@ impl RedisStore {
     }
 
     fn error(&self, error: &RedisError) -> RemoteError {
+        if error.is_timeout() {
+            return RemoteError::Unavailable(format!(
+                "{}: no answer within {:?} (connect) / {:?} (request)",
+                self.shown, self.timeouts.connect, self.timeouts.request
+            ));
+        }
         let message = format!("{}: {error}", self.shown);
-        if error.is_io_error() || error.is_timeout() || error.is_connection_dropped() {
+        if error.is_io_error() || error.is_connection_dropped() {
             RemoteError::Unavailable(message)
         } else {
             RemoteError::Server(message)
