@@ -44,7 +44,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use iree_safe::compiler::{CompileOptions, CompileTarget, CompilerPreference};
-use jit_cache::store::{RemoteOptions, RemoteTimeouts, Secret, StoreConfig};
+use jit_cache::store::{RedisStore, RemoteOptions, RemoteTimeouts, Secret, StoreConfig};
 use jit_cache::{ByteSize, CacheConfig, CachePolicy};
 
 use crate::error::ConfigError;
@@ -109,6 +109,30 @@ pub enum DiskCacheSetting {
     Disabled,
 }
 
+/// The address of a remote artifact cache (`redis://[:password@]host...`);
+/// `Debug` and `Display` hide its password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RemoteCacheUrl(String);
+
+impl RemoteCacheUrl {
+    /// The address, password included.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for RemoteCacheUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", RedisStore::redacted(&self.0))
+    }
+}
+
+impl std::fmt::Display for RemoteCacheUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&RedisStore::redacted(&self.0))
+    }
+}
+
 /// Where the shared secret of the remote artifact cache comes from.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -167,7 +191,7 @@ pub struct JitConfig {
     pub artifact_bundles: Vec<PathBuf>,
     /// The remote artifact cache behind the disk cache
     /// (`redis://host:port`); `None`: none.
-    pub remote_cache: Option<String>,
+    pub remote_cache: Option<RemoteCacheUrl>,
     /// The secret that authenticates the remote cache's entries, shared by
     /// every process that uses it; required with a remote cache.
     pub remote_cache_secret: Option<RemoteSecret>,
@@ -405,7 +429,7 @@ impl JitConfigBuilder {
     /// [`remote_cache_secret_file`](Self::remote_cache_secret_file)): whoever
     /// can write the server could otherwise run code in this process.
     pub fn remote_cache(mut self, url: impl Into<String>) -> Self {
-        self.config.remote_cache = Some(url.into());
+        self.config.remote_cache = Some(RemoteCacheUrl(url.into()));
         self
     }
 
@@ -538,7 +562,7 @@ impl JitConfigBuilder {
                 .extend(std::env::split_paths(&paths).filter(|p| !p.as_os_str().is_empty()));
         }
         if let Some(url) = vars.text("SHEAF_JIT_REMOTE_CACHE")? {
-            self.config.remote_cache = Some(url);
+            self.config.remote_cache = Some(RemoteCacheUrl(url));
         }
         if let Some(path) = var("SHEAF_JIT_REMOTE_SECRET_FILE").filter(|path| !path.is_empty()) {
             self.config.remote_cache_secret = Some(RemoteSecret::File(path.into()));
@@ -750,7 +774,8 @@ mod tests {
             ("SHEAF_JIT_REMOTE_COOL_DOWN", "1500"),
         ])
         .unwrap();
-        assert_eq!(config.remote_cache.as_deref(), Some("redis://cache:6379"));
+        let url = config.remote_cache.as_ref().map(RemoteCacheUrl::as_str);
+        assert_eq!(url, Some("redis://cache:6379"));
         assert!(matches!(
             &config.remote_cache_secret,
             Some(RemoteSecret::File(path)) if path == std::path::Path::new("/etc/sheaf/secret")
@@ -763,8 +788,16 @@ mod tests {
         let options = &config.remote_cache_options;
         assert_eq!(options.max_entry_bytes, 8 << 20);
         assert_eq!(options.cool_down, Duration::from_millis(1500));
-        // Off by default.
+        // Off by default; the password is never shown.
         assert_eq!(from(&[]).unwrap().remote_cache, None);
+        let with_password = JitConfig::builder()
+            .remote_cache("redis://:hunter2@cache:6379")
+            .remote_cache_secret(Secret::from_bytes([1; Secret::LEN]));
+        let shown = format!("{with_password:?}");
+        assert!(
+            !shown.contains("hunter2") && shown.contains("cache:6379"),
+            "{shown}"
+        );
         let zero = JitConfig::builder()
             .remote_cache("redis://cache")
             .remote_cache_secret(Secret::from_bytes([1; Secret::LEN]))

@@ -122,7 +122,7 @@ fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
         }
         None => return Err(ConfigError::RemoteSecretMissing.into()),
     };
-    let backend = RedisStore::new(url, config.remote_cache_timeouts)?;
+    let backend = RedisStore::new(url.as_str(), config.remote_cache_timeouts)?;
     tracing::info!(
         target: "sheaf_jit",
         store = ?backend,

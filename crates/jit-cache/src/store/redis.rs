@@ -71,7 +71,7 @@ impl RedisStore {
     /// a server that is down at start costs nothing until then. TLS
     /// (`rediss://`) is not supported.
     pub fn new(url: &str, timeouts: RemoteTimeouts) -> Result<RedisStore, RemoteError> {
-        let shown = without_password(url);
+        let shown = Self::redacted(url);
         let refused = |reason: String| RemoteError::Address {
             url: shown.clone(),
             reason,
@@ -95,6 +95,12 @@ impl RedisStore {
             timeouts,
             idle: Mutex::new(Vec::new()),
         })
+    }
+
+    /// `url` with its password, if any, replaced by `***`: for messages and
+    /// logs.
+    pub fn redacted(url: &str) -> String {
+        without_password(url)
     }
 
     /// The timeouts.
