@@ -10,6 +10,7 @@ mod fuzz;
 mod manifest;
 mod pingpong;
 mod process;
+mod redis;
 mod source;
 mod test;
 mod tidy;

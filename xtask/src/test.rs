@@ -2,12 +2,14 @@
 //!
 //! 1. `build-iree` (a no-op when the install is current);
 //! 2. the committed bindings match the installed headers;
-//! 3. `cargo test --workspace --all-features` against that install (real
+//! 3. a `redis-server` for the remote-cache tests (Debian's package,
+//!    installed when missing: `redis.rs`);
+//! 4. `cargo test --workspace --all-features` against that install (real
 //!    runtime, real compiler, the demo and its legacy session included; this
 //!    also runs the tidy test of `src/tidy.rs`);
-//! 4. the miri tiers: `jit-cache` (pure policy) and `iree-safe` (against its
+//! 5. the miri tiers: `jit-cache` (pure policy) and `iree-safe` (against its
 //!    mock of the C API), installing the nightly miri component if needed;
-//! 5. each fuzz target of `fuzz/` for a bounded time (`fuzz.rs`).
+//! 6. each fuzz target of `fuzz/` for a bounded time (`fuzz.rs`).
 
 use std::process::Command;
 
@@ -25,6 +27,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     step(
         "checking that crates/iree-sys/src/bindings.rs is current",
         || bindings::run(&["--check".to_owned()]),
+    )?;
+    step(
+        "redis-server for the remote-cache tests (installing Debian's package if missing)",
+        crate::redis::ensure,
     )?;
     step(
         "cargo test --workspace --all-features (real IREE runtime and compiler)",

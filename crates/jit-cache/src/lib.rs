@@ -42,7 +42,9 @@
 //!   calls hit once it is done. [`JitCache::insert`] caches executables
 //!   compiled ahead.
 //! - **Artifacts on disk**: [`store::DiskStore`] keeps compiled artifacts
-//!   between runs (keys, checked entries, atomic writes, a size bound).
+//!   between runs (keys, checked entries, atomic writes, a size bound); a
+//!   [`store::RemoteTier`] behind it shares them across a cluster (Redis,
+//!   entries authenticated under a shared secret, a circuit breaker).
 //! - **Observability**: [`JitCache::stats`] (per function and total, with a
 //!   report table as `Display`) and `tracing` events under target `jit_cache`:
 //!   `debug` per miss with its explanation and admission decision and per

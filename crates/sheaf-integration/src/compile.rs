@@ -1,5 +1,5 @@
 //! The compile pipeline of one variant: lower, key, fetch (artifact
-//! bundles, then the disk cache) or compile, load.
+//! bundles, then the disk cache, then the remote cache) or compile, load.
 //!
 //! The compiler is loaded on the first artifact that must really be
 //! compiled, not before: a program served entirely from its disk cache (or
@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use iree_safe::compiler::{self, CompileError, CompilerChoice, CompilerPreference};
 use iree_safe::{Function, TrustedVmfb};
-use jit_cache::store::{ArtifactKey, BuildError, DiskStore, KeyParts, StoreStats};
+use jit_cache::store::{ArtifactKey, BuildError, DiskStore, KeyParts, RemoteStats, StoreStats};
 use jit_cache::Signature;
 
 use crate::bundle::Bundle;
@@ -113,6 +113,10 @@ impl Pipeline {
         self.store.stats()
     }
 
+    pub(crate) fn remote_stats(&self) -> Option<RemoteStats> {
+        self.store.remote_stats()
+    }
+
     /// The artifact of `key` from the disk cache, authenticated (for
     /// export); `None` when the store is disabled or has no good entry.
     pub(crate) fn read_entry(&self, key: &ArtifactKey) -> Option<Vec<u8>> {
@@ -212,8 +216,9 @@ impl Pipeline {
         })
     }
 
-    /// Loads `module` from the disk cache, or compiles, stores and loads
-    /// it; `what` names the function(s) and signature(s) in errors.
+    /// Loads `module` from the disk cache or the remote cache, or compiles,
+    /// stores (and publishes) and loads it; `what` names the function(s)
+    /// and signature(s) in errors.
     fn fetch_or_compile<V>(
         &self,
         module: &str,
@@ -259,14 +264,20 @@ impl Pipeline {
 /// Marks bytes the pipeline's stores hand to a `load` closure as trusted.
 /// Every `load` in this module is only ever called by a [`DiskStore`] or a
 /// [`Bundle`], which pass it nothing but (a) what the `build` closure of the
-/// same call returned, our compiler's output, or (b) an entry whose
+/// same call returned, our compiler's output, (b) an entry whose
 /// HMAC-SHA256 verified under its folder's secret, in a folder that only
 /// this user (or root, for a bundle) can write (`DiskStore::open`,
-/// `DiskStore::open_read_only`; the README's threat model).
+/// `DiskStore::open_read_only`), or (c) a remote-cache entry whose
+/// HMAC-SHA256 verified under the secret shared by the cluster, which the
+/// configuration requires and which is read only from a file no other user
+/// can read or write (`JitConfigBuilder::build`, `Secret::from_file`).
+/// Whoever holds that secret is trusted like the compiler (the README's
+/// threat model).
 fn trusted(bytes: &[u8]) -> TrustedVmfb<'_> {
     // SAFETY: see above: the bytes are our compiler's output, or an entry
-    // authenticated by the store (jit-cache `store/trust.rs`) in a folder
-    // no other user can write.
+    // authenticated by the store (jit-cache `store/trust.rs`) under a
+    // secret only trusted parties hold: a folder's, which no other user can
+    // write, or the remote cache's shared one.
     unsafe { TrustedVmfb::new_unchecked(bytes) }
 }
 

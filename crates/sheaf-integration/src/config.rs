@@ -27,6 +27,12 @@
 //! | `SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES` | device copies of reused host arrays kept (`0` disables) | 256M |
 //! | `SHEAF_JIT_BUNDLES` | artifact bundles to serve calls from, separated by `:` | none |
 //! | `SHEAF_JIT_TRACE` | `1`: one line per miss/compile/evict/fallback (see `trace`) | off |
+//! | `SHEAF_JIT_REMOTE_CACHE` | remote artifact cache shared by a cluster: `redis://[:password@]host[:port][/db]` (no TLS) | off |
+//! | `SHEAF_JIT_REMOTE_SECRET_FILE` | the cluster's shared secret: a file of 32 random bytes, owner-only (required with a remote cache) | none |
+//! | `SHEAF_JIT_REMOTE_TIMEOUT` | milliseconds a remote request may wait for each read or write | 500 |
+//! | `SHEAF_JIT_REMOTE_CONNECT_TIMEOUT` | milliseconds to connect to the remote cache | 200 |
+//! | `SHEAF_JIT_REMOTE_MAX_ENTRY` | largest artifact published or fetched (`512M` style) | 64M |
+//! | `SHEAF_JIT_REMOTE_COOL_DOWN` | milliseconds the remote cache is left alone after 3 failures in a row | 30000 |
 //!
 //! An empty variable is unset. Any other value that does not parse is an
 //! error naming the variable, never a silent default. The defaults of the
@@ -38,8 +44,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use std::time::Duration;
+
 use iree_safe::compiler::{CompileOptions, CompileTarget, CompilerPreference};
-use jit_cache::store::StoreConfig;
+use jit_cache::store::{RedisStore, RemoteOptions, RemoteTimeouts, Secret, StoreConfig};
 use jit_cache::{ByteSize, CacheConfig, CachePolicy};
 
 use crate::error::ConfigError;
@@ -104,6 +112,41 @@ pub enum DiskCacheSetting {
     Disabled,
 }
 
+/// The address of a remote artifact cache (`redis://[:password@]host...`);
+/// `Debug` and `Display` hide its password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RemoteCacheUrl(String);
+
+impl RemoteCacheUrl {
+    /// The address, password included.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for RemoteCacheUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", RedisStore::redacted(&self.0))
+    }
+}
+
+impl std::fmt::Display for RemoteCacheUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&RedisStore::redacted(&self.0))
+    }
+}
+
+/// Where the shared secret of the remote artifact cache comes from.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum RemoteSecret {
+    /// These bytes.
+    Key(Secret),
+    /// A file of 32 bytes that only this user can read and write, read
+    /// when the runtime starts.
+    File(PathBuf),
+}
+
 /// Settings of a [`JitRuntime`](crate::JitRuntime).
 ///
 /// ```
@@ -149,6 +192,16 @@ pub struct JitConfig {
     /// Exported artifact bundles to serve calls from, before the disk cache
     /// and the compiler.
     pub artifact_bundles: Vec<PathBuf>,
+    /// The remote artifact cache behind the disk cache
+    /// (`redis://host:port`); `None`: none.
+    pub remote_cache: Option<RemoteCacheUrl>,
+    /// The secret that authenticates the remote cache's entries, shared by
+    /// every process that uses it; required with a remote cache.
+    pub remote_cache_secret: Option<RemoteSecret>,
+    /// How long the remote cache may take.
+    pub remote_cache_timeouts: RemoteTimeouts,
+    /// Its size bound and circuit breaker.
+    pub remote_cache_options: RemoteOptions,
 }
 
 impl Default for JitConfig {
@@ -166,6 +219,10 @@ impl Default for JitConfig {
             upload_cache_entries: 256,
             upload_cache_bytes: 256 << 20,
             artifact_bundles: Vec::new(),
+            remote_cache: None,
+            remote_cache_secret: None,
+            remote_cache_timeouts: RemoteTimeouts::default(),
+            remote_cache_options: RemoteOptions::default(),
         }
     }
 }
@@ -384,6 +441,53 @@ impl JitConfigBuilder {
         self
     }
 
+    /// Share compiled artifacts with other processes and machines through
+    /// the Redis server at `url` (`redis://[:password@]host[:port][/db]`):
+    /// a miss on disk asks it before compiling, a compile is published to
+    /// it. Requires a shared secret
+    /// ([`remote_cache_secret`](Self::remote_cache_secret) or
+    /// [`remote_cache_secret_file`](Self::remote_cache_secret_file)): whoever
+    /// can write the server could otherwise run code in this process.
+    pub fn remote_cache(mut self, url: impl Into<String>) -> Self {
+        self.config.remote_cache = Some(RemoteCacheUrl(url.into()));
+        self
+    }
+
+    /// The remote cache's shared secret (the same 32 bytes on every
+    /// machine).
+    pub fn remote_cache_secret(mut self, secret: Secret) -> Self {
+        self.config.remote_cache_secret = Some(RemoteSecret::Key(secret));
+        self
+    }
+
+    /// The remote cache's shared secret, from a file of 32 bytes that only
+    /// this user can read and write (checked when the runtime starts).
+    pub fn remote_cache_secret_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config.remote_cache_secret = Some(RemoteSecret::File(path.into()));
+        self
+    }
+
+    /// How long the remote cache may take to connect, and for each read or
+    /// write of a request.
+    pub fn remote_cache_timeouts(mut self, connect: Duration, request: Duration) -> Self {
+        self.config.remote_cache_timeouts = RemoteTimeouts { connect, request };
+        self
+    }
+
+    /// The largest artifact published to or fetched from the remote cache.
+    pub fn remote_cache_max_entry_bytes(mut self, bytes: u64) -> Self {
+        self.config.remote_cache_options.max_entry_bytes = bytes;
+        self
+    }
+
+    /// The remote cache's circuit breaker: after `failures` failed requests
+    /// in a row it is left alone for `cool_down`, then probed once.
+    pub fn remote_cache_breaker(mut self, failures: u32, cool_down: Duration) -> Self {
+        self.config.remote_cache_options.failure_threshold = failures;
+        self.config.remote_cache_options.cool_down = cool_down;
+        self
+    }
+
     /// Applies the `SHEAF_JIT_*` environment variables (see the module
     /// docs); fails naming the variable whose value does not parse.
     pub fn apply_env(self) -> Result<Self, ConfigError> {
@@ -493,6 +597,20 @@ impl JitConfigBuilder {
                 .artifact_bundles
                 .extend(std::env::split_paths(&paths).filter(|p| !p.as_os_str().is_empty()));
         }
+        if let Some(url) = vars.text("SHEAF_JIT_REMOTE_CACHE")? {
+            self.config.remote_cache = Some(RemoteCacheUrl(url));
+        }
+        if let Some(path) = var("SHEAF_JIT_REMOTE_SECRET_FILE").filter(|path| !path.is_empty()) {
+            self.config.remote_cache_secret = Some(RemoteSecret::File(path.into()));
+        }
+        let timeouts = &mut self.config.remote_cache_timeouts;
+        vars.millis("SHEAF_JIT_REMOTE_TIMEOUT", &mut timeouts.request)?;
+        vars.millis("SHEAF_JIT_REMOTE_CONNECT_TIMEOUT", &mut timeouts.connect)?;
+        let remote = &mut self.config.remote_cache_options;
+        if let Some(ByteSize(bytes)) = vars.value("SHEAF_JIT_REMOTE_MAX_ENTRY")? {
+            remote.max_entry_bytes = bytes;
+        }
+        vars.millis("SHEAF_JIT_REMOTE_COOL_DOWN", &mut remote.cool_down)?;
         // Read by `trace::init_from_env`; checked here so that a typo is an
         // error like any other.
         vars.switch(crate::TRACE_ENV)?;
@@ -515,6 +633,19 @@ impl JitConfigBuilder {
                 "0".to_owned(),
                 "a positive size (or no_disk_cache())",
             ));
+        }
+        if self.config.remote_cache.is_some() {
+            if self.config.remote_cache_secret.is_none() {
+                return Err(ConfigError::RemoteSecretMissing);
+            }
+            let timeouts = self.config.remote_cache_timeouts;
+            if timeouts.connect.is_zero() || timeouts.request.is_zero() {
+                return Err(ConfigError::invalid(
+                    "remote_cache_timeouts",
+                    format!("{timeouts:?}"),
+                    "positive durations",
+                ));
+            }
         }
         Ok(self.config)
     }
@@ -549,6 +680,14 @@ impl Vars<'_> {
         text.parse()
             .map(Some)
             .map_err(|error: T::Err| ConfigError::invalid(name, text, error.to_string()))
+    }
+
+    /// A number of milliseconds into `target` when the variable is set.
+    fn millis(&self, name: &'static str, target: &mut Duration) -> Result<(), ConfigError> {
+        if let Some(millis) = self.value::<u64>(name)? {
+            *target = Duration::from_millis(millis);
+        }
+        Ok(())
     }
 
     /// Parses the variable into `target` when it is set.
@@ -665,6 +804,53 @@ mod tests {
     }
 
     #[test]
+    fn the_remote_cache_needs_a_secret_and_takes_its_settings_from_variables() {
+        let error = from(&[("SHEAF_JIT_REMOTE_CACHE", "redis://cache:6379")]).unwrap_err();
+        assert_eq!(error, ConfigError::RemoteSecretMissing);
+        assert!(error.to_string().contains("SHEAF_JIT_REMOTE_SECRET_FILE"));
+        let config = from(&[
+            ("SHEAF_JIT_REMOTE_CACHE", "redis://cache:6379"),
+            ("SHEAF_JIT_REMOTE_SECRET_FILE", "/etc/sheaf/secret"),
+            ("SHEAF_JIT_REMOTE_TIMEOUT", "50"),
+            ("SHEAF_JIT_REMOTE_CONNECT_TIMEOUT", "20"),
+            ("SHEAF_JIT_REMOTE_MAX_ENTRY", "8M"),
+            ("SHEAF_JIT_REMOTE_COOL_DOWN", "1500"),
+        ])
+        .unwrap();
+        let url = config.remote_cache.as_ref().map(RemoteCacheUrl::as_str);
+        assert_eq!(url, Some("redis://cache:6379"));
+        assert!(matches!(
+            &config.remote_cache_secret,
+            Some(RemoteSecret::File(path)) if path == std::path::Path::new("/etc/sheaf/secret")
+        ));
+        let timeouts = config.remote_cache_timeouts;
+        assert_eq!(
+            (timeouts.request, timeouts.connect),
+            (Duration::from_millis(50), Duration::from_millis(20))
+        );
+        let options = &config.remote_cache_options;
+        assert_eq!(options.max_entry_bytes, 8 << 20);
+        assert_eq!(options.cool_down, Duration::from_millis(1500));
+        // Off by default; the password is never shown.
+        assert_eq!(from(&[]).unwrap().remote_cache, None);
+        let with_password = JitConfig::builder()
+            .remote_cache("redis://:hunter2@cache:6379")
+            .remote_cache_secret(Secret::from_bytes([1; Secret::LEN]));
+        let shown = format!("{with_password:?}");
+        assert!(
+            !shown.contains("hunter2") && shown.contains("cache:6379"),
+            "{shown}"
+        );
+        let zero = JitConfig::builder()
+            .remote_cache("redis://cache")
+            .remote_cache_secret(Secret::from_bytes([1; Secret::LEN]))
+            .remote_cache_timeouts(Duration::ZERO, Duration::from_millis(1))
+            .build()
+            .unwrap_err();
+        assert!(zero.to_string().contains("remote_cache_timeouts"), "{zero}");
+    }
+
+    #[test]
     fn unset_and_empty_variables_keep_the_defaults() {
         let config = from(&[("SHEAF_JIT_CAPACITY", ""), ("SHEAF_JIT_DISK_CACHE", "")]).unwrap();
         assert_eq!(config.driver, "local-sync");
@@ -723,6 +909,8 @@ mod tests {
             ("SHEAF_JIT_MAX_BYTES", "lots", "binary units"),
             ("SHEAF_JIT_CACHE_MAX_BYTES", "1.5G", "binary units"),
             ("SHEAF_JIT_DISK_CACHE", "bogus", "`on` or `off`"),
+            ("SHEAF_JIT_REMOTE_TIMEOUT", "1s", "invalid digit"),
+            ("SHEAF_JIT_REMOTE_MAX_ENTRY", "big", "binary units"),
             ("SHEAF_JIT_TRACE", "verbose", "`on` or `off`"),
             (
                 "SHEAF_JIT_COMPILE_MODE",

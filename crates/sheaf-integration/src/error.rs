@@ -31,6 +31,15 @@ pub enum JitError {
     /// disk cache off (`SHEAF_JIT_DISK_CACHE=off`).
     #[error("{0}; fix it, choose another folder (SHEAF_JIT_CACHE_DIR) or turn the disk cache off (SHEAF_JIT_DISK_CACHE=off)")]
     DiskCache(#[from] jit_cache::store::StoreError),
+    /// The remote artifact cache cannot be set up: its address is not
+    /// usable (`SHEAF_JIT_REMOTE_CACHE`). Nothing is contacted at start: an
+    /// unreachable server is not an error (calls compile locally).
+    #[error("{0}; fix SHEAF_JIT_REMOTE_CACHE or unset it")]
+    RemoteCache(#[from] jit_cache::store::RemoteError),
+    /// The remote artifact cache's secret file cannot be used: missing,
+    /// not 32 bytes, or readable or writable by others.
+    #[error("the remote cache's secret: {0}; fix it or choose another file (SHEAF_JIT_REMOTE_SECRET_FILE)")]
+    RemoteSecret(#[source] jit_cache::store::StoreError),
     /// An artifact bundle cannot be read or written.
     #[error("artifact bundle {}: {message}", path.display())]
     Bundle {
@@ -124,6 +133,17 @@ pub enum ConfigError {
     /// The cache policy cannot work (names the `CacheConfig` field).
     #[error(transparent)]
     Cache(#[from] jit_cache::ConfigError),
+    /// A remote artifact cache is configured without the shared secret that
+    /// authenticates its entries (without it, whoever can write the server
+    /// could run code in this process).
+    #[error(
+        "a remote artifact cache is configured, but no shared secret authenticates its \
+         entries: set SHEAF_JIT_REMOTE_SECRET_FILE to a file of 32 random bytes that only you \
+         can read (`(umask 077; head -c 32 /dev/urandom > FILE)`, the same file on every \
+         machine), or call JitConfigBuilder::remote_cache_secret or remote_cache_secret_file; \
+         or unset SHEAF_JIT_REMOTE_CACHE"
+    )]
+    RemoteSecretMissing,
 }
 
 impl ConfigError {

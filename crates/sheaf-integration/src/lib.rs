@@ -70,8 +70,8 @@ mod variant;
 
 pub use bundle::ExportSummary;
 pub use config::{
-    CompileMode, DiskCacheSetting, JitConfig, JitConfigBuilder, DEFAULT_CACHE_FOLDER,
-    PROJECT_CACHE_FOLDER,
+    CompileMode, DiskCacheSetting, JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret,
+    DEFAULT_CACHE_FOLDER, PROJECT_CACHE_FOLDER,
 };
 pub use dispatch::{CallError, CallResult, Compiled, Dispatched, Fallback, Provenance};
 pub use error::{ConfigError, JitError, VariantError};
@@ -81,7 +81,7 @@ pub use iree_safe::compiler::{
     Diagnostic, Location, Severity,
 };
 pub use jit_cache::stable_hash;
-pub use jit_cache::store::StoreStats;
+pub use jit_cache::store::{BreakerState, RemoteStats, Secret, StoreStats};
 pub use jit_cache::{
     ArgSpec, ByteSize, CacheConfig, CachePolicy, CacheStats, CapturedScalar, CompileFailure,
     Container, DType, FunctionMode, InFlightPolicy, Layout, LayoutBuilder, Leaf, Refusal,

@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use jit_cache::store::RemoteStats;
 use jit_cache::CacheStats;
 
 /// A phase of a JIT call.
@@ -49,7 +50,7 @@ impl Profile {
         self.counts[index].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn snapshot(&self, cache: CacheStats) -> ProfileReport {
+    pub(crate) fn snapshot(&self, cache: CacheStats, remote: Option<RemoteStats>) -> ProfileReport {
         let phases = PHASES
             .iter()
             .map(|&(phase, _)| {
@@ -61,7 +62,11 @@ impl Profile {
                 }
             })
             .collect();
-        ProfileReport { phases, cache }
+        ProfileReport {
+            phases,
+            cache,
+            remote,
+        }
     }
 }
 
@@ -85,6 +90,10 @@ pub struct ProfileReport {
     /// The cache's counters (hits, misses, compiles, evictions, fallback
     /// calls, live entries and bytes), per function and in total.
     pub cache: CacheStats,
+    /// The remote artifact cache's counters (hits, misses, publishes,
+    /// rejected entries, errors, bytes, fetch times, breaker state); `None`
+    /// without a remote cache.
+    pub remote: Option<RemoteStats>,
 }
 
 impl ProfileReport {
@@ -115,6 +124,10 @@ impl fmt::Display for ProfileReport {
                 totals.total, totals.count, mean
             )?;
         }
-        write!(f, "{}", self.cache)
+        write!(f, "{}", self.cache)?;
+        match &self.remote {
+            Some(remote) => writeln!(f, "{remote}"),
+            None => Ok(()),
+        }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use iree_safe::compiler::CompilerChoice;
-use jit_cache::store::{DiskStore, StoreStats};
+use jit_cache::store::{DiskStore, RedisStore, RemoteStats, RemoteTier, Secret, StoreStats};
 use jit_cache::{
     CacheStats, CapturedScalar, CompileFailure, Dispatch, JitCache, Origin, Signature,
 };
@@ -15,7 +15,7 @@ use smallvec::SmallVec;
 
 use crate::bundle::{self, Bundle, Export, ExportSummary};
 use crate::compile::{Job, Pipeline};
-use crate::config::{CompileMode, JitConfig};
+use crate::config::{CompileMode, JitConfig, RemoteSecret};
 use crate::dispatch::{CallError, CallResult, Compiled, Dispatched, Fallback, Provenance};
 use crate::error::{ConfigError, JitError};
 use crate::function::JitFunction;
@@ -106,6 +106,36 @@ impl Inner {
             .variant(&job(cpu))
             .map_err(CompileFailure::new)
     }
+}
+
+/// The remote artifact cache of `config`, if it has one. Nothing is
+/// contacted yet: a server that is down costs the first fetch its connect
+/// timeout, then the circuit breaker keeps later calls off it.
+fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
+    let Some(url) = &config.remote_cache else {
+        return Ok(None);
+    };
+    let secret = match &config.remote_cache_secret {
+        Some(RemoteSecret::Key(secret)) => secret.clone(),
+        Some(RemoteSecret::File(path)) => {
+            Secret::from_file(path).map_err(JitError::RemoteSecret)?
+        }
+        None => return Err(ConfigError::RemoteSecretMissing.into()),
+    };
+    let backend = RedisStore::new(url.as_str(), config.remote_cache_timeouts)?;
+    tracing::info!(
+        target: "sheaf_jit",
+        store = ?backend,
+        "sharing compiled artifacts through a remote cache"
+    );
+    let options = config.remote_cache_options.clone();
+    RemoteTier::new(Box::new(backend), secret, options)
+        .map(Some)
+        .map_err(|error| {
+            JitError::Internal(format!(
+                "cannot start the remote cache's publisher thread: {error}"
+            ))
+        })
 }
 
 /// The signature a call with `args` and `captured` has, and its flat
@@ -209,6 +239,10 @@ impl JitRuntime {
         let store = match config.disk_cache_config() {
             Some(store) => DiskStore::open(store)?,
             None => DiskStore::disabled(),
+        };
+        let store = match remote_tier(&config)? {
+            Some(remote) => store.with_remote(remote),
+            None => store,
         };
         let bundles = config
             .artifact_bundles
@@ -516,6 +550,11 @@ impl JitRuntime {
         self.inner.pipeline.store_stats()
     }
 
+    /// Remote artifact cache statistics; `None` without a remote cache.
+    pub fn remote_cache_stats(&self) -> Option<RemoteStats> {
+        self.inner.pipeline.remote_stats()
+    }
+
     /// Upload cache statistics.
     pub fn upload_stats(&self) -> UploadStats {
         let mut stats = self.inner.primary_uploads.stats();
@@ -539,7 +578,9 @@ impl JitRuntime {
 
     /// The `--jit-profile` report: time per phase plus the cache counters.
     pub fn profile(&self) -> ProfileReport {
-        self.inner.profile.snapshot(self.stats())
+        self.inner
+            .profile
+            .snapshot(self.stats(), self.remote_cache_stats())
     }
 
     /// The runtime compiled code runs on (the primary device's).

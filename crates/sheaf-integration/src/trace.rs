@@ -4,7 +4,9 @@
 //!
 //! The events come from `tracing`: the targets `jit_cache` (misses with
 //! their explanation and admission decision, compiles, evictions, mode
-//! changes, disk-cache entries refused) and `sheaf_jit` (compiler choice, CPU
+//! changes, disk-cache entries refused; the remote cache's hits, publishes,
+//! rejected entries, failures and circuit breaker) and `sheaf_jit`
+//! (compiler choice, the remote cache in use, CPU
 //! fallback, the legacy mode of the ping-pong demo), and warnings of every
 //! other crate (`iree_safe` among them). Libraries only emit; a program
 //! chooses to print them by calling [`init_from_env`] (or installing its own

@@ -9,6 +9,10 @@
 //! under 90 % of the bound. Several processes may share a folder: all of them
 //! read, write and evict with plain file operations, so the worst a race can
 //! do is delete an entry that is then built again.
+//!
+//! A [`RemoteTier`] may stand behind the folder ([`DiskStore::with_remote`]):
+//! a miss on disk asks it before building, a remote hit is written to the
+//! folder, and a build is published to it in the background.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -21,6 +25,7 @@ use std::time::{Duration, SystemTime};
 
 use super::entry::{self, ReadOutcome, ENTRY_EXTENSION, HEADER_LEN, TEMP_PREFIX};
 use super::key::ArtifactKey;
+use super::remote::{RemoteStats, RemoteTier};
 use super::trust::{self, Owners, Secret, StoreError};
 use crate::single_flight::Flight;
 
@@ -88,6 +93,9 @@ pub struct StoreStats {
 pub enum Fetched {
     /// An entry on disk.
     Disk,
+    /// An entry of the remote tier (now also on disk, unless it could not
+    /// be written).
+    Remote,
     /// A fresh build (now stored, unless it could not be written).
     Built,
 }
@@ -117,9 +125,16 @@ pub enum BuildError<B, L> {
 /// Failing to write never fails a build. Concurrent misses of one key in one
 /// store build once: the others wait, then read the entry (or, if the build
 /// failed, build in turn).
+///
+/// With a [`RemoteTier`] ([`with_remote`](Self::with_remote)) the order is
+/// disk, remote, build; `load` also receives entries whose tag verified
+/// under the remote tier's shared secret. The remote tier also works without
+/// a folder ([`disabled`](Self::disabled)): then every process fetches from
+/// it on each first use, and concurrent misses of one key are not merged.
 #[derive(Debug)]
 pub struct DiskStore {
     folder: Option<Folder>,
+    remote: Option<RemoteTier>,
     counters: Counters,
     in_flight: Mutex<HashMap<ArtifactKey, Arc<Flight<()>>>>,
 }
@@ -197,9 +212,23 @@ impl DiskStore {
     fn with_folder(folder: Option<Folder>) -> Self {
         DiskStore {
             folder,
+            remote: None,
             counters: Counters::default(),
             in_flight: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// This store with `remote` behind it: a miss on disk asks it before
+    /// building, a remote hit is stored on disk, and a build is published
+    /// to it (in the background).
+    pub fn with_remote(mut self, remote: RemoteTier) -> Self {
+        self.remote = Some(remote);
+        self
+    }
+
+    /// The remote tier's counters; `None` without one.
+    pub fn remote_stats(&self) -> Option<RemoteStats> {
+        self.remote.as_ref().map(RemoteTier::stats)
     }
 
     /// The folder holding the entries; `None` when disabled.
@@ -227,46 +256,70 @@ impl DiskStore {
     }
 
     /// The artifact of `key`, turned into a `V` by `load`: from disk when a
-    /// good entry exists and `load` accepts it, else from `build` (then
-    /// stored). `load`'s value is returned with where it came from.
+    /// good entry exists and `load` accepts it, else from the remote tier
+    /// (then stored on disk), else from `build` (then stored, and
+    /// published). `load`'s value is returned with where it came from.
     ///
-    /// An entry `load` refuses is deleted and built again; a fresh build it
-    /// refuses is [`BuildError::Rejected`] and not stored. With no `key`
-    /// (the caller cannot identify the artifact) or a disabled store, the
-    /// artifact is built and loaded without touching the disk.
+    /// An entry `load` refuses is deleted (a remote one ignored) and built
+    /// again; a fresh build it refuses is [`BuildError::Rejected`] and not
+    /// stored. With no `key` (the caller cannot identify the artifact), or
+    /// no folder and no remote tier, the artifact is built and loaded
+    /// without touching either.
     pub fn fetch_or_build<V, B, L: fmt::Display>(
         &self,
         key: Option<&ArtifactKey>,
         load: impl Fn(&[u8]) -> Result<V, L>,
         build: impl FnOnce() -> Result<Vec<u8>, B>,
     ) -> Result<(V, Fetched), BuildError<B, L>> {
-        let (Some(folder), Some(key)) = (&self.folder, key) else {
+        let key = key.filter(|_| self.folder.is_some() || self.remote.is_some());
+        let Some(key) = key else {
             bump(&self.counters.bypassed, 1);
             return Self::build_and_load(build, &load).map(|(value, _)| (value, Fetched::Built));
         };
-        let path = folder.entry_path(key);
+        let folder = self.folder.as_ref();
+        let writable = folder.filter(|folder| !folder.read_only);
+        let path = folder.map(|folder| folder.entry_path(key));
+        let on_disk = || {
+            let (folder, path) = folder.zip(path.as_deref())?;
+            self.lookup(folder, path, key, &load)
+        };
         loop {
-            if let Some(value) = self.lookup(folder, &path, key, &load) {
+            if let Some(value) = on_disk() {
                 return Ok((value, Fetched::Disk));
             }
-            if folder.read_only {
-                bump(&self.counters.misses, 1);
-                return Self::build_and_load(build, &load)
-                    .map(|(value, _)| (value, Fetched::Built));
-            }
-            // Held until the entry is written (or the build failed).
-            let Some(_builder) = self.claim(key) else {
-                // Another build of this key ended: look again (and build if
-                // it failed).
-                continue;
+            // Held until the entry is written (or the build failed); only
+            // a folder this store writes lets the waiters find the result.
+            let builder = match writable {
+                Some(_) => match self.claim(key) {
+                    Some(builder) => Some(builder),
+                    // Another build of this key ended: look again (and
+                    // build if it failed).
+                    None => continue,
+                },
+                None => None,
             };
             // Another thread (or process) may have stored it since our lookup.
-            if let Some(value) = self.lookup(folder, &path, key, &load) {
-                return Ok((value, Fetched::Disk));
+            if builder.is_some() {
+                if let Some(value) = on_disk() {
+                    return Ok((value, Fetched::Disk));
+                }
+            }
+            if let Some((value, artifact)) = self.remote.as_ref().and_then(|r| r.fetch(key, &load))
+            {
+                if let Some((folder, path)) = writable.zip(path.as_deref()) {
+                    self.store(folder, path, key, &artifact);
+                }
+                return Ok((value, Fetched::Remote));
             }
             bump(&self.counters.misses, 1);
             let (value, bytes) = Self::build_and_load(build, &load)?;
-            self.store(folder, &path, key, &bytes);
+            if let Some((folder, path)) = writable.zip(path.as_deref()) {
+                self.store(folder, path, key, &bytes);
+            }
+            if let Some(remote) = &self.remote {
+                remote.publish(key, &bytes);
+            }
+            drop(builder);
             return Ok((value, Fetched::Built));
         }
     }

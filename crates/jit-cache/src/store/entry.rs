@@ -1,5 +1,6 @@
 //! One disk-cache entry: a file holding a header, an authentication tag and
-//! the `.vmfb`, written atomically.
+//! the `.vmfb`, written atomically. The remote tier stores the same bytes as
+//! one value (`remote.rs`), tagged under the cluster's secret.
 //!
 //! Layout (integers little-endian):
 //!
@@ -171,6 +172,15 @@ fn decode_header(header: &[u8; HEADER_LEN], key: &ArtifactKey) -> Result<Header,
     })
 }
 
+/// The entry of `payload` under `key` as one buffer: the value the remote
+/// tier stores (`remote.rs`), in the same format as a file.
+pub(crate) fn encode(key: &ArtifactKey, secret: &Secret, payload: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
+    bytes.extend_from_slice(&encode_header(key, secret, payload));
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
 /// Writes an entry for `key` to `path` (inside `dir`) atomically; returns
 /// the bytes written.
 pub(crate) fn write(
@@ -210,9 +220,7 @@ pub(crate) mod tests {
     }
 
     fn entry(key: &ArtifactKey, payload: &[u8]) -> Vec<u8> {
-        let mut bytes = encode_header(key, &secret(), payload).to_vec();
-        bytes.extend_from_slice(payload);
-        bytes
+        encode(key, &secret(), payload)
     }
 
     fn parsed(bytes: &[u8], key: &ArtifactKey) -> ReadOutcome {

@@ -5,7 +5,10 @@
 //! plus plain file I/O with no unsafe code (this crate forbids it): keys,
 //! entry layout and authentication, folder permissions, atomic writes, a
 //! size bound with LRU eviction, and one build per key at a time (the same
-//! single-flight primitive as the in-memory cache). What an artifact *is*
+//! single-flight primitive as the in-memory cache); and, behind the disk, an
+//! optional [`RemoteTier`] shared by a cluster ([`RedisStore`] backend,
+//! entries authenticated under a shared [`Secret`], a circuit breaker, a
+//! background publisher). What an artifact *is*
 //! and how it is loaded stays with the caller: [`DiskStore::fetch_or_build`]
 //! hands the bytes to the caller's `load` and returns whatever it returns.
 //!
@@ -28,11 +31,17 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod breaker;
 mod disk;
 mod entry;
 mod key;
+mod redis;
+mod remote;
 mod trust;
 
+pub use self::redis::{RedisStore, RemoteTimeouts};
+pub use breaker::BreakerState;
 pub use disk::{BuildError, DiskStore, Fetched, StoreConfig, StoreStats, MAX_ENTRY_BYTES};
 pub use key::{ArtifactKey, KeyParts};
-pub use trust::StoreError;
+pub use remote::{RemoteError, RemoteOptions, RemoteStats, RemoteStore, RemoteTier, RemoteValue};
+pub use trust::{Secret, StoreError};

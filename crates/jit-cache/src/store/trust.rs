@@ -135,9 +135,15 @@ fn check_owner_and_mode(
     Ok(())
 }
 
-/// The key that authenticates a folder's entries.
+/// The key that authenticates entries: HMAC-SHA256 over an entry's key and
+/// artifact. A disk cache makes its own (`<folder>/secret`); a
+/// [`RemoteTier`](super::RemoteTier) takes one shared by every machine that
+/// uses the remote store, from [`from_bytes`](Self::from_bytes) or
+/// [`from_file`](Self::from_file). Whoever holds it can make every process
+/// that trusts it run their code: distribute it like a credential. `Debug`
+/// does not show it.
 #[derive(Clone)]
-pub(crate) struct Secret([u8; TAG_LEN]);
+pub struct Secret([u8; TAG_LEN]);
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -146,9 +152,21 @@ impl std::fmt::Debug for Secret {
 }
 
 impl Secret {
-    #[cfg(test)]
-    pub(crate) fn from_bytes(bytes: [u8; TAG_LEN]) -> Secret {
+    /// Its length: 32 bytes.
+    pub const LEN: usize = TAG_LEN;
+
+    /// These 32 bytes (random ones: `head -c 32 /dev/urandom`).
+    pub fn from_bytes(bytes: [u8; TAG_LEN]) -> Secret {
         Secret(bytes)
+    }
+
+    /// The secret in the file `path`: exactly 32 bytes, a regular file (not
+    /// a link) that belongs to this process's user and that no one else may
+    /// read or write (mode 0600 or 0400), checked as strictly as a disk
+    /// cache's own secret. Make one with
+    /// `(umask 077; head -c 32 /dev/urandom > FILE)`.
+    pub fn from_file(path: &Path) -> Result<Secret, StoreError> {
+        Self::load(path, Owners::User)
     }
 
     /// The secret of the folder `dir`, made (32 random bytes, mode 0600)

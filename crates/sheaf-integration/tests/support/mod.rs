@@ -1,7 +1,9 @@
 //! Fixtures shared by the end-to-end test files: a runtime, deterministic
-//! arrays, and a comparison of results.
+//! arrays, a comparison of results, and a real Redis server.
 
 #![allow(dead_code)] // each test file uses a different subset
+
+pub(crate) mod redis_server;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{CompileMode, HostTensor, JitConfig, JitConfigBuilder, JitRuntime, Value};

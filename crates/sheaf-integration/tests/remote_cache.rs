@@ -1,0 +1,359 @@
+//! The remote artifact cache against a real `redis-server` (see
+//! `support/redis_server.rs`; `cargo xtask test` installs it): a second
+//! process compiles nothing, a server that is down or dies mid-run never
+//! fails a call, tampered and oversized entries are never loaded, and
+//! concurrent publishers leave a valid entry.
+
+mod support;
+
+use std::fs;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use sheaf_integration::{
+    reference, BreakerState, JitConfigBuilder, JitError, JitRuntime, Provenance, RemoteStats, Value,
+};
+use support::redis_server::{free_port, url_of, RedisServer};
+use support::{array, assert_close};
+
+/// Set in a child process: what it does (`publish` or `serve`).
+const ROLE: &str = "SHEAF_JIT_REMOTE_TEST_ROLE";
+
+/// The signatures every process calls: three shapes of sigmoid.
+const SHAPES: [[usize; 2]; 3] = [[1, 5], [2, 3], [3, 4]];
+
+/// Blocking settings with a fresh disk cache in `dir` and the remote cache
+/// at `url`, authenticated with the secret in `secrets`.
+fn settings(url: &str, secrets: &Path, dir: &Path) -> JitConfigBuilder {
+    support::blocking()
+        .disk_cache_dir(dir)
+        .remote_cache(url)
+        .remote_cache_secret_file(secret_file_in(secrets))
+}
+
+/// The cluster's secret file (32 bytes, mode 0600) in `dir`, made on first
+/// use.
+fn secret_file_in(dir: &Path) -> PathBuf {
+    let path = dir.join("secret");
+    if !path.exists() {
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut file, &[0x5a; 32]).unwrap();
+    }
+    path
+}
+
+fn runtime(settings: JitConfigBuilder) -> JitRuntime {
+    JitRuntime::new(settings.build().unwrap()).unwrap()
+}
+
+/// Calls sigmoid on `shape`, checks the result; how it ran.
+fn call(jit: &JitRuntime, shape: [usize; 2]) -> Provenance {
+    let x = [Value::from(array(&shape, 7))];
+    let result = jit
+        .call(&reference::sigmoid(), &x, &[], |args, _| {
+            reference::interpret_sigmoid(args)
+        })
+        .unwrap();
+    let expected = reference::interpret_sigmoid(&x).unwrap();
+    assert_close(&result.outputs[0], &expected[0], "sigmoid");
+    result.provenance
+}
+
+fn remote(jit: &JitRuntime) -> RemoteStats {
+    jit.remote_cache_stats()
+        .expect("a remote cache is configured")
+}
+
+/// The names of the entries on the server.
+fn remote_keys(server: &RedisServer) -> Vec<String> {
+    redis::cmd("KEYS")
+        .arg("sheaf-jit:v1:*")
+        .query(&mut server.connection())
+        .unwrap()
+}
+
+/// Runs this test binary's `test` in a child process in `role`, with the
+/// remote cache at `url`, the secret in `secrets` and a fresh disk cache.
+fn spawn(test: &str, role: &str, url: &str, secrets: &Path) -> (Child, tempfile::TempDir) {
+    let disk = tempfile::tempdir().unwrap();
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(ROLE, role)
+        .env("SHEAF_JIT_REMOTE_CACHE", url)
+        .env("SHEAF_JIT_REMOTE_SECRET_FILE", secret_file_in(secrets))
+        .env("SHEAF_JIT_CACHE_DIR", disk.path())
+        .env("SHEAF_JIT_COMPILE_MODE", "blocking")
+        .spawn()
+        .unwrap();
+    (child, disk)
+}
+
+fn wait(test: &str, (mut child, _disk): (Child, tempfile::TempDir)) {
+    let status = child.wait().unwrap();
+    assert!(status.success(), "the child process of {test} failed");
+}
+
+/// What a child process does: `publish` compiles every signature of
+/// [`SHAPES`] (publishing them when the runtime is dropped at the end);
+/// `serve` must get every one from the remote cache without compiling.
+fn child(role: &str) {
+    let config = sheaf_integration::JitConfig::from_env().unwrap();
+    let jit = JitRuntime::new(config).unwrap();
+    for shape in SHAPES {
+        assert_eq!(call(&jit, shape), Provenance::CompiledNow, "{shape:?}");
+    }
+    let (disk, remote) = (jit.disk_cache_stats(), remote(&jit));
+    eprintln!("{role}: {disk:?}\n{remote}");
+    match role {
+        "publish" => assert_eq!(disk.hits + disk.misses + remote.hits, 3),
+        "serve" => {
+            assert_eq!(
+                (remote.hits, remote.rejected, disk.misses),
+                (3, 0, 0),
+                "every signature from the remote cache, none compiled"
+            );
+            assert!(jit.compiler().is_none(), "the compiler was never loaded");
+            for shape in SHAPES {
+                assert_eq!(call(&jit, shape), Provenance::CacheHit);
+            }
+            assert_eq!(
+                self::remote(&jit).fetches,
+                remote.fetches,
+                "hits never touch the network"
+            );
+        }
+        _ => panic!("unknown role {role}"),
+    }
+}
+
+#[test]
+fn a_second_process_serves_every_signature_from_the_remote_cache_without_compiling() {
+    const TEST: &str =
+        "a_second_process_serves_every_signature_from_the_remote_cache_without_compiling";
+    if let Ok(role) = std::env::var(ROLE) {
+        return child(&role);
+    }
+    let server = RedisServer::start();
+    let secrets = tempfile::tempdir().unwrap();
+    wait(TEST, spawn(TEST, "publish", &server.url(), secrets.path()));
+    assert_eq!(remote_keys(&server).len(), SHAPES.len());
+    wait(TEST, spawn(TEST, "serve", &server.url(), secrets.path()));
+}
+
+#[test]
+fn concurrent_publishers_of_the_same_keys_leave_valid_entries() {
+    const TEST: &str = "concurrent_publishers_of_the_same_keys_leave_valid_entries";
+    if let Ok(role) = std::env::var(ROLE) {
+        return child(&role);
+    }
+    let server = RedisServer::start();
+    let secrets = tempfile::tempdir().unwrap();
+    let publishers: Vec<_> = (0..3)
+        .map(|_| spawn(TEST, "publish", &server.url(), secrets.path()))
+        .collect();
+    for publisher in publishers {
+        wait(TEST, publisher);
+    }
+    assert_eq!(remote_keys(&server).len(), SHAPES.len());
+    wait(TEST, spawn(TEST, "serve", &server.url(), secrets.path()));
+}
+
+#[test]
+fn a_server_down_at_start_leaves_calls_compiling_locally() {
+    let secrets = tempfile::tempdir().unwrap();
+    let disk = tempfile::tempdir().unwrap();
+    // Nothing listens there.
+    let jit = runtime(settings(&url_of(free_port()), secrets.path(), disk.path()));
+    for shape in SHAPES {
+        assert_eq!(call(&jit, shape), Provenance::CompiledNow);
+    }
+    let stats = remote(&jit);
+    assert_eq!(stats.hits, 0);
+    assert!(stats.errors >= 1, "{stats}");
+    assert_eq!(
+        (stats.breaker, stats.breaker_opened),
+        (BreakerState::Open, 1),
+        "three failures in a row open it: {stats}"
+    );
+    assert_eq!(jit.disk_cache_stats().misses, 3);
+    let profile = jit.profile().to_string();
+    assert!(
+        profile.contains("remote: 0 hits") && profile.contains("breaker open"),
+        "{profile}"
+    );
+    // Once it is open, nothing is sent.
+    let before = remote(&jit);
+    assert_eq!(call(&jit, [4, 4]), Provenance::CompiledNow);
+    let after = remote(&jit);
+    assert_eq!(
+        (after.fetches, after.errors),
+        (before.fetches, before.errors)
+    );
+}
+
+#[test]
+fn a_remote_cache_without_a_private_secret_is_refused_with_what_to_do() {
+    let disk = tempfile::tempdir().unwrap();
+    let url = url_of(free_port());
+    let missing = support::blocking()
+        .disk_cache_dir(disk.path())
+        .remote_cache(&url)
+        .build()
+        .unwrap_err();
+    assert!(
+        missing.to_string().contains("SHEAF_JIT_REMOTE_SECRET_FILE"),
+        "{missing}"
+    );
+    let secrets = tempfile::tempdir().unwrap();
+    let path = secret_file_in(secrets.path());
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+    let error =
+        JitRuntime::new(settings(&url, secrets.path(), disk.path()).build().unwrap()).unwrap_err();
+    let message = error.to_string();
+    assert!(matches!(error, JitError::RemoteSecret(_)), "{message}");
+    assert!(message.contains("chmod 600"), "{message}");
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+    let tls = JitRuntime::new(
+        settings("rediss://cache:6380", secrets.path(), disk.path())
+            .build()
+            .unwrap(),
+    )
+    .unwrap_err();
+    assert!(matches!(tls, JitError::RemoteCache(_)), "{tls}");
+    assert!(tls.to_string().contains("not supported"), "{tls}");
+}
+
+#[test]
+fn a_server_killed_mid_run_opens_the_breaker_and_is_used_again_once_restarted() {
+    let cool_down = Duration::from_millis(200);
+    let server = RedisServer::start();
+    let port = server.port();
+    let secrets = tempfile::tempdir().unwrap();
+    let disk = tempfile::tempdir().unwrap();
+    let jit = runtime(
+        settings(&server.url(), secrets.path(), disk.path()).remote_cache_breaker(3, cool_down),
+    );
+    assert_eq!(call(&jit, [1, 1]), Provenance::CompiledNow);
+    assert_eq!(remote(&jit).misses, 1);
+
+    drop(server);
+    for n in 2..=5 {
+        assert_eq!(
+            call(&jit, [1, n]),
+            Provenance::CompiledNow,
+            "the server is down"
+        );
+    }
+    let down = remote(&jit);
+    // Open, or probing (a probe may be out when the cool-down passed during
+    // a compile); opened once.
+    assert_ne!(down.breaker, BreakerState::Closed, "{down}");
+    assert_eq!(down.breaker_opened, 1, "{down}");
+
+    let server = RedisServer::start_on(port);
+    // Past the cool-down, the next fetch probes the server, which answers.
+    std::thread::sleep(cool_down * 2);
+    assert_eq!(call(&jit, [1, 6]), Provenance::CompiledNow);
+    let up = remote(&jit);
+    assert_eq!(up.breaker, BreakerState::Closed, "{up}");
+    assert_eq!(up.misses, down.misses + 1, "{up}");
+    drop(jit); // publishes [1, 6]
+
+    // The restarted server serves it to a fresh process.
+    let fresh = tempfile::tempdir().unwrap();
+    let jit = runtime(settings(&server.url(), secrets.path(), fresh.path()));
+    assert_eq!(call(&jit, [1, 6]), Provenance::CompiledNow);
+    assert_eq!((remote(&jit).hits, jit.disk_cache_stats().misses), (1, 0));
+}
+
+#[test]
+fn a_tampered_remote_entry_is_rejected_counted_and_compiled_instead() {
+    let server = RedisServer::start();
+    let secrets = tempfile::tempdir().unwrap();
+    let fresh = || tempfile::tempdir().unwrap();
+    let first = fresh();
+    let jit = runtime(settings(&server.url(), secrets.path(), first.path()));
+    call(&jit, [2, 3]);
+    drop(jit); // publishes
+    let keys = remote_keys(&server);
+    assert_eq!(keys.len(), 1);
+    let mut connection = server.connection();
+    let good: Vec<u8> = redis::cmd("GET")
+        .arg(&keys[0])
+        .query(&mut connection)
+        .unwrap();
+    let mut flipped = good.clone();
+    let middle = flipped.len() / 2;
+    flipped[middle] ^= 0x01;
+    for (what, value) in [
+        ("a flipped byte", flipped),
+        ("garbage", b"garbage".to_vec()),
+    ] {
+        redis::cmd("SET")
+            .arg(&keys[0])
+            .arg(&value)
+            .query::<()>(&mut connection)
+            .unwrap();
+        let disk = fresh();
+        let jit = runtime(settings(&server.url(), secrets.path(), disk.path()));
+        assert_eq!(call(&jit, [2, 3]), Provenance::CompiledNow, "{what}");
+        let stats = remote(&jit);
+        assert_eq!((stats.rejected, stats.hits), (1, 0), "{what}: {stats}");
+        assert_eq!(jit.disk_cache_stats().misses, 1, "{what}: compiled");
+        drop(jit);
+        let republished: Vec<u8> = redis::cmd("GET")
+            .arg(&keys[0])
+            .query(&mut connection)
+            .unwrap();
+        assert_eq!(republished, good, "{what}: replaced by the fresh compile");
+    }
+    // A process with another secret: the entry does not verify for it.
+    let disk = fresh();
+    let jit = runtime(
+        support::blocking()
+            .disk_cache_dir(disk.path())
+            .remote_cache(server.url())
+            .remote_cache_secret(sheaf_integration::Secret::from_bytes([0x33; 32])),
+    );
+    assert_eq!(call(&jit, [2, 3]), Provenance::CompiledNow);
+    assert_eq!(remote(&jit).rejected, 1, "another secret's entry");
+}
+
+#[test]
+fn an_oversized_artifact_is_neither_published_nor_downloaded() {
+    let server = RedisServer::start();
+    let secrets = tempfile::tempdir().unwrap();
+    let small = |dir: &Path| {
+        settings(&server.url(), secrets.path(), dir).remote_cache_max_entry_bytes(1024)
+    };
+    let disk = tempfile::tempdir().unwrap();
+    let jit = runtime(small(disk.path()));
+    assert_eq!(call(&jit, [2, 3]), Provenance::CompiledNow);
+    let stats = remote(&jit);
+    drop(jit);
+    assert_eq!((stats.oversized, stats.publishes), (1, 0), "{stats}");
+    assert!(remote_keys(&server).is_empty(), "not published");
+
+    // Published by a process with the default bound, refused by the small one.
+    let disk = tempfile::tempdir().unwrap();
+    let jit = runtime(settings(&server.url(), secrets.path(), disk.path()));
+    call(&jit, [2, 3]);
+    drop(jit); // publishes
+    assert_eq!(remote_keys(&server).len(), 1);
+    let disk = tempfile::tempdir().unwrap();
+    let jit = runtime(small(disk.path()));
+    assert_eq!(call(&jit, [2, 3]), Provenance::CompiledNow);
+    let stats = remote(&jit);
+    assert_eq!(
+        (stats.oversized, stats.hits, stats.bytes_fetched),
+        (2, 0, 0),
+        "{stats}"
+    );
+}
