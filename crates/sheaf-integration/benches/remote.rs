@@ -32,9 +32,12 @@ use sheaf_integration::{
 const ROUNDS: usize = 5;
 const SECRET: [u8; 32] = [0x5a; 32];
 
+/// Blocking, every shape its own artifact (no dynamic dims), disk cache in
+/// `disk`.
 fn settings(disk: &Path) -> JitConfigBuilder {
     JitConfig::builder()
         .compile_mode(CompileMode::Blocking, 1)
+        .dynamic_dims(false, 2)
         .disk_cache_dir(disk)
 }
 

@@ -25,9 +25,12 @@ const ROLE: &str = "SHEAF_JIT_REMOTE_TEST_ROLE";
 const SHAPES: [[usize; 2]; 3] = [[1, 5], [2, 3], [3, 4]];
 
 /// Blocking settings with a fresh disk cache in `dir` and the remote cache
-/// at `url`, authenticated with the secret in `secrets`.
+/// at `url`, authenticated with the secret in `secrets`. Every shape is its
+/// own artifact here (no dynamic dims), as every process of a test must
+/// compile the same ones.
 fn settings(url: &str, secrets: &Path, dir: &Path) -> JitConfigBuilder {
     support::blocking()
+        .dynamic_dims(false, 2)
         .disk_cache_dir(dir)
         .remote_cache(url)
         .remote_cache_secret_file(secret_file_in(secrets))
@@ -90,6 +93,7 @@ fn spawn(test: &str, role: &str, url: &str, secrets: &Path) -> (Child, tempfile:
         .env("SHEAF_JIT_REMOTE_SECRET_FILE", secret_file_in(secrets))
         .env("SHEAF_JIT_CACHE_DIR", disk.path())
         .env("SHEAF_JIT_COMPILE_MODE", "blocking")
+        .env("SHEAF_JIT_DYNAMIC_DIMS", "off")
         .spawn()
         .unwrap();
     (child, disk)
@@ -318,6 +322,7 @@ fn a_tampered_remote_entry_is_rejected_counted_and_compiled_instead() {
     let disk = fresh();
     let jit = runtime(
         support::blocking()
+            .dynamic_dims(false, 2)
             .disk_cache_dir(disk.path())
             .remote_cache(server.url())
             .remote_cache_secret(sheaf_integration::Secret::from_bytes([0x33; 32])),
