@@ -43,11 +43,22 @@ impl ArgSpec {
     /// negative dim is dynamic (stored as [`ArgSpec::DYNAMIC`]).
     #[inline]
     pub fn new(dtype: DType, dims: &[i64]) -> Self {
-        let mut dims = Dims::from_slice(dims);
-        for dim in &mut dims {
+        let mut spec = ArgSpec {
+            dtype,
+            dims: Dims::from_slice(dims),
+        };
+        if dims.iter().any(|&dim| dim < Self::DYNAMIC) {
+            spec.normalize_dynamic();
+        }
+        spec
+    }
+
+    /// Stores every negative dim as [`ArgSpec::DYNAMIC`].
+    #[cold]
+    fn normalize_dynamic(&mut self) {
+        for dim in &mut self.dims {
             *dim = (*dim).max(Self::DYNAMIC);
         }
-        ArgSpec { dtype, dims }
     }
 
     /// The element type.
