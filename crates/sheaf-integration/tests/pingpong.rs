@@ -7,25 +7,30 @@ use std::process::Command;
 
 use serde_json::Value;
 
-#[test]
-fn pingpong_reports_every_mode_and_writes_the_plot() {
-    let dir = tempfile::tempdir().unwrap();
-    let plot = dir.path().join("rss.svg");
+/// Runs the pingpong binary with `args` and `--json --plot plot`; its
+/// records and what it wrote to stderr. Fails the test if it fails.
+fn run_json(args: &[&str], plot: &std::path::Path) -> (Vec<Value>, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_pingpong"))
-        .args(["--iters", "4,12", "--json", "--plot"])
-        .arg(&plot)
+        .args(args)
+        .args(["--json", "--plot"])
+        .arg(plot)
         .output()
         .expect("the pingpong binary runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let records: Vec<Value> = String::from_utf8(output.stdout)
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stderr}");
+    let records = String::from_utf8(output.stdout)
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str(line).expect("one JSON object per line"))
         .collect();
+    (records, stderr)
+}
+
+#[test]
+fn pingpong_reports_every_mode_and_writes_the_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("rss.svg");
+    let (records, _) = run_json(&["--iters", "4,12"], &plot);
     let find = |mode: &str, kind: &str, iters: u64| {
         records
             .iter()
@@ -87,50 +92,26 @@ fn pingpong_reports_every_mode_and_writes_the_plot() {
 fn legacy_stops_at_the_memory_ceiling_and_says_where() {
     let dir = tempfile::tempdir().unwrap();
     // Any process is above 1 MiB: legacy stops before its first runtime.
-    let output = Command::new(env!("CARGO_BIN_EXE_pingpong"))
-        .args(["--iters", "3", "--ceiling-mib", "1", "--json", "--plot"])
-        .arg(dir.path().join("rss.svg"))
-        .output()
-        .expect("the pingpong binary runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let (records, stderr) = run_json(
+        &["--iters", "3", "--ceiling-mib", "1"],
+        &dir.path().join("rss.svg"),
     );
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let stopped: Value = stdout
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+    let stopped = records
+        .iter()
         .find(|r| r["kind"] == "stopped")
-        .unwrap_or_else(|| panic!("no stopped record in {stdout}"));
+        .unwrap_or_else(|| panic!("no stopped record in {records:?}"));
     assert_eq!(
         (stopped["mode"].as_str(), stopped["iters"].as_u64()),
         (Some("legacy"), Some(0))
     );
-    assert!(
-        String::from_utf8_lossy(&output.stderr).contains("legacy mode stopped after 0 iterations")
-    );
+    assert!(stderr.contains("legacy mode stopped after 0 iterations"));
 }
 
 #[test]
 fn the_ragged_scenario_compares_legacy_static_and_dynamic() {
     let dir = tempfile::tempdir().unwrap();
     let plot = dir.path().join("ragged.svg");
-    let output = Command::new(env!("CARGO_BIN_EXE_pingpong"))
-        .args(["--ragged", "--calls", "8", "--json", "--plot"])
-        .arg(&plot)
-        .output()
-        .expect("the pingpong binary runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let records: Vec<Value> = String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("one JSON object per line"))
-        .collect();
+    let (records, _) = run_json(&["--ragged", "--calls", "8"], &plot);
     let summary = |mode: &str| {
         records
             .iter()

@@ -21,19 +21,6 @@ fn rss_bytes() -> u64 {
     kib * 1024
 }
 
-/// Batch sizes uniform in 1..=128 from a fixed-seed generator.
-fn batch_sizes(calls: usize) -> Vec<usize> {
-    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-    (0..calls)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % 128) as usize + 1
-        })
-        .collect()
-}
-
 #[test]
 fn a_ragged_batch_runs_compiled_on_two_variants_with_flat_memory() {
     let jit = jit();
@@ -44,7 +31,7 @@ fn a_ragged_batch_runs_compiled_on_two_variants_with_flat_memory() {
     );
     let mut compiled = 0;
     let mut rss_at_100 = 0;
-    let calls = batch_sizes(2000);
+    let calls = reference::ragged_batch_sizes(2000, 128);
     for (i, &batch) in calls.iter().enumerate() {
         let args = [
             Value::from(array(&[batch, 256], i as u32)),

@@ -6,7 +6,8 @@
 //! - [`softmax`]: softmax over the last axis of `x / temperature`, f32, rank
 //!   ≥ 1, with `temperature` captured (baked into the code);
 //! - [`mlp_layer`]: `relu(x·W + b)` for `x: f32[N,K]`, `W: f32[K,M]`,
-//!   `b: f32[M]`.
+//!   `b: f32[M]`;
+//! - [`ragged_batch_sizes`]: the batch sizes of the ragged-batch workload.
 
 mod mlp;
 mod sigmoid;
@@ -18,6 +19,28 @@ pub use softmax::{interpret_softmax, softmax, temperature};
 
 use crate::tensor::HostTensor;
 use crate::value::Value;
+
+/// The batch sizes of `calls` calls of the ragged-batch workload: uniform in
+/// `1..=max`, from a fixed-seed xorshift generator (the same sizes on every
+/// run and machine).
+///
+/// ```
+/// let sizes = sheaf_integration::reference::ragged_batch_sizes(2000, 128);
+/// assert!(sizes.iter().all(|&b| (1..=128).contains(&b)));
+/// assert_eq!(sizes, sheaf_integration::reference::ragged_batch_sizes(2000, 128));
+/// ```
+pub fn ragged_batch_sizes(calls: usize, max: usize) -> Vec<usize> {
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let max = max.max(1) as u64;
+    (0..calls)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % max) as usize + 1
+        })
+        .collect()
+}
 
 /// Why a reference interpreter refused its arguments.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -30,19 +30,6 @@ const WIDTH: usize = 256;
 /// Calls before the per-call figures and the RSS growth are measured.
 pub(crate) const WARM_UP: usize = 100;
 
-/// The batch sizes of `calls` calls: uniform in 1..=128, fixed seed.
-pub(crate) fn batch_sizes(calls: usize) -> Vec<usize> {
-    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-    (0..calls)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % MAX_BATCH as u64) as usize + 1
-        })
-        .collect()
-}
-
 /// Deterministic values in [-1, 1) of `shape`, varying with `seed`.
 fn array(shape: &[usize], seed: usize) -> ArrayD<f32> {
     let mut i = seed;
@@ -107,7 +94,10 @@ pub(crate) fn run(mode: Mode, args: &Args, emit: &mut dyn FnMut(&Record)) -> Res
     match mode {
         Mode::Legacy => {
             let mut legacy = Legacy::new(&args.driver)?;
-            for (i, &batch) in batch_sizes(args.ragged_calls).iter().enumerate() {
+            for (i, &batch) in reference::ragged_batch_sizes(args.ragged_calls, MAX_BATCH)
+                .iter()
+                .enumerate()
+            {
                 let x = array(&[batch, WIDTH], i + 3);
                 let expected = expected(&x, &w, &bias)?;
                 let start = Instant::now();
@@ -141,7 +131,10 @@ pub(crate) fn run(mode: Mode, args: &Args, emit: &mut dyn FnMut(&Record)) -> Res
                 .map_err(|e| e.to_string())?;
             let jit = JitRuntime::new(config).map_err(|e| e.to_string())?;
             let (w_value, bias_value) = (Value::from(w.clone()), Value::from(bias.clone()));
-            for (i, &batch) in batch_sizes(args.ragged_calls).iter().enumerate() {
+            for (i, &batch) in reference::ragged_batch_sizes(args.ragged_calls, MAX_BATCH)
+                .iter()
+                .enumerate()
+            {
                 let x = array(&[batch, WIDTH], i + 3);
                 let expected = expected(&x, &w, &bias)?;
                 let args = [Value::from(x), w_value.clone(), bias_value.clone()];
