@@ -10,8 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sheaf_integration::{reference, JitError, JitRuntime, Provenance, Value};
-use support::{array, assert_close};
+use sheaf_integration::{JitError, JitRuntime, Provenance};
 
 fn runtime(dir: &Path) -> Result<JitRuntime, JitError> {
     JitRuntime::new(support::blocking().disk_cache_dir(dir).build().unwrap())
@@ -29,15 +28,7 @@ fn the_entry(dir: &Path) -> PathBuf {
 }
 
 fn sigmoid_call(jit: &JitRuntime) -> Provenance {
-    let x = [Value::from(array(&[2, 3], 5))];
-    let result = jit
-        .call(&reference::sigmoid(), &x, &[], |args, _| {
-            reference::interpret_sigmoid(args)
-        })
-        .unwrap();
-    let expected = reference::interpret_sigmoid(&x).unwrap();
-    assert_close(&result.outputs[0], &expected[0], "sigmoid");
-    result.provenance
+    support::checked_sigmoid(jit, &[2, 3], 5)
 }
 
 #[test]

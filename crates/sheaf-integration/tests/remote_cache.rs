@@ -13,10 +13,9 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use sheaf_integration::{
-    reference, BreakerState, JitConfigBuilder, JitError, JitRuntime, Provenance, RemoteStats, Value,
+    BreakerState, JitConfigBuilder, JitError, JitRuntime, Provenance, RemoteStats,
 };
 use support::redis_server::{free_port, url_of, RedisServer};
-use support::{array, assert_close};
 
 /// Set in a child process: what it does (`publish` or `serve`).
 const ROLE: &str = "SHEAF_JIT_REMOTE_TEST_ROLE";
@@ -58,15 +57,7 @@ fn runtime(settings: JitConfigBuilder) -> JitRuntime {
 
 /// Calls sigmoid on `shape`, checks the result; how it ran.
 fn call(jit: &JitRuntime, shape: [usize; 2]) -> Provenance {
-    let x = [Value::from(array(&shape, 7))];
-    let result = jit
-        .call(&reference::sigmoid(), &x, &[], |args, _| {
-            reference::interpret_sigmoid(args)
-        })
-        .unwrap();
-    let expected = reference::interpret_sigmoid(&x).unwrap();
-    assert_close(&result.outputs[0], &expected[0], "sigmoid");
-    result.provenance
+    support::checked_sigmoid(jit, &shape, 7)
 }
 
 fn remote(jit: &JitRuntime) -> RemoteStats {

@@ -6,7 +6,9 @@
 pub(crate) mod redis_server;
 
 use ndarray::{ArrayD, IxDyn};
-use sheaf_integration::{CompileMode, HostTensor, JitConfig, JitConfigBuilder, JitRuntime, Value};
+use sheaf_integration::{
+    reference, CompileMode, HostTensor, JitConfig, JitConfigBuilder, JitRuntime, Provenance, Value,
+};
 
 /// A runtime with no disk cache, so every compile is a real one, whose
 /// misses wait for their compile (the first call of a signature runs
@@ -29,6 +31,20 @@ pub(crate) fn array(shape: &[usize], seed: u32) -> ArrayD<f32> {
         state ^= state << 5;
         (state % 6000) as f32 / 1000.0 - 3.0
     })
+}
+
+/// Calls the reference sigmoid on an array of `shape` (values from `seed`),
+/// checks the result against the interpreter's; how the call ran.
+pub(crate) fn checked_sigmoid(jit: &JitRuntime, shape: &[usize], seed: u32) -> Provenance {
+    let x = [Value::from(array(shape, seed))];
+    let result = jit
+        .call(&reference::sigmoid(), &x, &[], |args, _| {
+            reference::interpret_sigmoid(args)
+        })
+        .unwrap();
+    let expected = reference::interpret_sigmoid(&x).unwrap();
+    assert_close(&result.outputs[0], &expected[0], "sigmoid");
+    result.provenance
 }
 
 /// Asserts that two f32 tensor values are equal within 1e-5 (relative to

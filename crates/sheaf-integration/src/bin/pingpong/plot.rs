@@ -8,13 +8,19 @@ use plotters::prelude::*;
 use crate::args::Args;
 use crate::workload::Record;
 
-/// The ping-pong modes, their colours and legend labels, in drawing order.
-const PING_PONG: [(&str, RGBColor, &str); 3] = [
-    (
-        "legacy",
-        RGBColor(214, 39, 40),
-        "legacy: runtime per recompile, one slot",
-    ),
+/// A mode's name, colour and legend label.
+type Series = (&'static str, RGBColor, &'static str);
+
+/// Sheaf's original JIT, in both scenarios.
+const LEGACY: Series = (
+    "legacy",
+    RGBColor(214, 39, 40),
+    "legacy: runtime per recompile, one slot",
+);
+
+/// The ping-pong modes, in drawing order.
+const PING_PONG: [Series; 3] = [
+    LEGACY,
     (
         "shared",
         RGBColor(31, 119, 180),
@@ -27,13 +33,9 @@ const PING_PONG: [(&str, RGBColor, &str); 3] = [
     ),
 ];
 
-/// The ragged scenario's modes.
-const RAGGED: [(&str, RGBColor, &str); 3] = [
-    (
-        "legacy",
-        RGBColor(214, 39, 40),
-        "legacy: runtime per recompile, one slot",
-    ),
+/// The ragged scenario's modes, in drawing order.
+const RAGGED: [Series; 3] = [
+    LEGACY,
     (
         "static",
         RGBColor(31, 119, 180),
