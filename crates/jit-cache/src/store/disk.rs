@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
+use super::bump;
 use super::entry::{self, ReadOutcome, ENTRY_EXTENSION, HEADER_LEN, TEMP_PREFIX};
 use super::key::ArtifactKey;
 use super::remote::{RemoteStats, RemoteTier};
@@ -161,10 +162,6 @@ struct Counters {
     write_errors: AtomicU64,
     bytes_read: AtomicU64,
     bytes_written: AtomicU64,
-}
-
-fn bump(counter: &AtomicU64, by: u64) {
-    counter.fetch_add(by, Ordering::Relaxed);
 }
 
 impl DiskStore {

@@ -45,3 +45,9 @@ pub use disk::{BuildError, DiskStore, Fetched, StoreConfig, StoreStats, MAX_ENTR
 pub use key::{ArtifactKey, KeyParts};
 pub use remote::{RemoteError, RemoteOptions, RemoteStats, RemoteStore, RemoteTier, RemoteValue};
 pub use trust::{Secret, StoreError};
+
+/// Adds `by` to one of the stores' event counters (statistics only: no
+/// ordering with other memory is needed).
+fn bump(counter: &std::sync::atomic::AtomicU64, by: u64) {
+    counter.fetch_add(by, std::sync::atomic::Ordering::Relaxed);
+}

@@ -28,6 +28,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::breaker::{Breaker, BreakerState};
+use super::bump;
 use super::entry::{self, ReadOutcome, HEADER_LEN};
 use super::key::ArtifactKey;
 use super::trust::Secret;
@@ -233,10 +234,6 @@ struct Counters {
     fetches: AtomicU64,
     fetch_nanos: AtomicU64,
     max_fetch_nanos: AtomicU64,
-}
-
-fn bump(counter: &AtomicU64, by: u64) {
-    counter.fetch_add(by, Ordering::Relaxed);
 }
 
 /// An artifact waiting to be published.
