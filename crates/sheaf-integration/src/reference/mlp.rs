@@ -51,18 +51,63 @@ fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
     };
     let (tx, tw, tb) = (mlir::arg_type(x)?, mlir::arg_type(w)?, mlir::arg_type(b)?);
     let ty = mlir::arg_type(&out)?;
+    let product = matmul("xw", x, w, &out)?;
     let bias = mlir::broadcast("bb", ("%b", &tb), &out, &[1], "shape")?;
     let zeros = mlir::broadcast("zb", ("%zero", "tensor<f32>"), &out, &[], "shape")?;
     Ok(Lowered::new(format!(
         "func.func @{entry}(%x: {tx}, %w: {tw}, %b: {tb}) -> {ty} {{
-{k_check}{m_check}{shape}  %xw = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : ({tx}, {tw}) -> {ty}
-{bias}  %z = stablehlo.add %xw, %bb : {ty}
+{k_check}{m_check}{shape}{product}{bias}  %z = stablehlo.add %xw, %bb : {ty}
   %zero = stablehlo.constant dense<0.000000e+00> : tensor<f32>
 {zeros}  %y = stablehlo.maximum %z, %zb : {ty}
   return %y : {ty}
 }}",
         entry = ctx.entry_name()
     )))
+}
+
+/// Ops that leave `%x·%w` in `%<result>` (of type `out`).
+///
+/// A `stablehlo.dot_general`, except when the operands have dynamic dims
+/// and one of N, K or M is a static 1: IREE rewrites such a product into a
+/// matrix-vector or outer product through a `stablehlo.dynamic_reshape`,
+/// which it then cannot compile ("must be statically shaped"). That product
+/// is written as a broadcast multiply reduced over K instead: with a 1
+/// among N, K and M, the `N×K×M` intermediate is no larger than an operand
+/// or the result.
+fn matmul(result: &str, x: &ArgSpec, w: &ArgSpec, out: &ArgSpec) -> Result<String, String> {
+    let (tx, tw, ty) = (mlir::arg_type(x)?, mlir::arg_type(w)?, mlir::arg_type(out)?);
+    let dynamic = x.has_dynamic_dims() || w.has_dynamic_dims();
+    let unit = x.dims().iter().chain(w.dims()).any(|&dim| dim == 1);
+    if !(dynamic && unit) {
+        return Ok(format!(
+            "  %{result} = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : \
+             ({tx}, {tw}) -> {ty}\n"
+        ));
+    }
+    let (&[n, k], &[_, m]) = (x.dims(), w.dims()) else {
+        return Err(format!("a matmul takes two matrices, got {x} and {w}"));
+    };
+    let cube = ArgSpec::new(DType::F32, &[n, k, m]);
+    let tc = mlir::arg_type(&cube)?;
+    let shape = format!("{result}_nkm");
+    let mut ops = mlir::runtime_shape(
+        &shape,
+        &[
+            DimOf::new("%x", x, 0),
+            DimOf::new("%x", x, 1),
+            DimOf::new("%w", w, 1),
+        ],
+    )?;
+    let (xe, we) = (format!("{result}_x"), format!("{result}_w"));
+    ops.push_str(&mlir::broadcast(&xe, ("%x", &tx), &cube, &[0, 1], &shape)?);
+    ops.push_str(&mlir::broadcast(&we, ("%w", &tw), &cube, &[1, 2], &shape)?);
+    ops.push_str(&format!(
+        "  %{result}_p = stablehlo.multiply %{xe}, %{we} : {tc}
+  %{result}_0 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+  %{result} = stablehlo.reduce(%{result}_p init: %{result}_0) applies stablehlo.add across dimensions = [1] : ({tc}, tensor<f32>) -> {ty}
+"
+    ));
+    Ok(ops)
 }
 
 /// The `ndarray` interpreter of [`mlp_layer`].
