@@ -101,7 +101,7 @@ impl HostTensor {
     /// Bytes the device copy takes.
     pub fn device_bytes(&self) -> usize {
         let elements: usize = self.shape().iter().product();
-        elements * element_type(self.dtype()).map_or(4, ElementType::byte_size)
+        elements.saturating_mul(element_type(self.dtype()).map_or(4, ElementType::byte_size))
     }
 
     /// The `f32` array, if this is one.
@@ -130,18 +130,15 @@ impl HostTensor {
     }
 
     /// Copies the array to `device` (row-major, whatever the array's memory
-    /// layout: a standard-layout array is copied straight from its memory).
+    /// layout): a standard-layout array straight from its memory; a strided
+    /// one, or tagged storage converted to its dtype, through one host copy.
+    ///
+    /// # Errors
+    ///
+    /// [`iree_safe::Error::HostAllocation`] (as [`JitError::Runtime`]) when
+    /// that host copy cannot be allocated, and the runtime's error when the
+    /// device buffer cannot: never an abort.
     pub fn to_device(&self, device: &Device) -> Result<DeviceTensor, JitError> {
-        fn upload<T: Element>(
-            device: &Device,
-            array: &ArrayD<T>,
-        ) -> Result<DeviceTensor, JitError> {
-            let standard = array.as_standard_layout();
-            let data = standard.as_slice().ok_or_else(|| {
-                JitError::Internal("a standard-layout array is contiguous".into())
-            })?;
-            Ok(DeviceTensor::from_slice(device, array.shape(), data)?)
-        }
         match self {
             HostTensor::F32(a) => upload(device, a),
             HostTensor::F64(a) => upload(device, a),
@@ -151,12 +148,12 @@ impl HostTensor {
             HostTensor::I64(a) => upload(device, a),
             HostTensor::Bool(a) => upload(device, a),
             HostTensor::Tagged { data, dtype } => match dtype {
-                DType::F64 => upload(device, &data.mapv(f64::from)),
-                DType::F16 => upload(device, &data.mapv(f16::from_f32)),
-                DType::BF16 => upload(device, &data.mapv(bf16::from_f32)),
-                DType::I32 => upload(device, &data.mapv(|v| v as i32)),
-                DType::I64 => upload(device, &data.mapv(|v| v as i64)),
-                DType::Bool => upload(device, &data.mapv(|v| v != 0.0)),
+                DType::F64 => upload_converted(device, data, f64::from),
+                DType::F16 => upload_converted(device, data, f16::from_f32),
+                DType::BF16 => upload_converted(device, data, bf16::from_f32),
+                DType::I32 => upload_converted(device, data, |v| v as i32),
+                DType::I64 => upload_converted(device, data, |v| v as i64),
+                DType::Bool => upload_converted(device, data, |v| v != 0.0),
                 _ => upload(device, data),
             },
         }
@@ -283,6 +280,32 @@ macro_rules! host_from {
 }
 
 host_from!(f32 => F32, f64 => F64, f16 => F16, bf16 => BF16, i32 => I32, i64 => I64, bool => Bool);
+
+/// Copies `array` to `device`: straight from its memory when it is in
+/// standard layout, else through a row-major host copy.
+fn upload<T: Element>(device: &Device, array: &ArrayD<T>) -> Result<DeviceTensor, JitError> {
+    match array.as_slice() {
+        Some(data) => Ok(DeviceTensor::from_slice(device, array.shape(), data)?),
+        None => upload_converted(device, array, |value| value),
+    }
+}
+
+/// Copies `array` to `device` with each element converted by `convert`,
+/// through a row-major host copy that is an error, not an abort, when it
+/// cannot be allocated.
+fn upload_converted<S: Copy, T: Element>(
+    device: &Device,
+    array: &ArrayD<S>,
+    convert: impl Fn(S) -> T,
+) -> Result<DeviceTensor, JitError> {
+    let mut data = Vec::new();
+    data.try_reserve_exact(array.len())
+        .map_err(|_| iree_safe::Error::HostAllocation {
+            bytes: array.len().saturating_mul(std::mem::size_of::<T>()),
+        })?;
+    data.extend(array.iter().map(|&value| convert(value)));
+    Ok(DeviceTensor::from_slice(device, array.shape(), &data)?)
+}
 
 /// A tensor argument or result: on the host, or on the device.
 #[derive(Debug, Clone)]

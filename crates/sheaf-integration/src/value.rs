@@ -2,6 +2,7 @@
 //! scalars in tuples, lists and dicts, and how a tree is flattened into the
 //! cache key and the compiled code's flat argument list (and results back).
 
+use std::fmt;
 use std::sync::Arc;
 
 use jit_cache::{Container, Layout, LayoutVisitor, Leaf, ScalarValue, SignatureBuilder};
@@ -19,7 +20,11 @@ use crate::tensor::{scalar_dtype, HostTensor, Tensor};
 ///
 /// Results come back in the structure the lowering declared
 /// ([`Lowered::outputs`](crate::Lowered::outputs)), or side by side.
-#[derive(Debug, Clone)]
+///
+/// Containers may nest at most [`Value::MAX_DEPTH`] deep in a call's
+/// arguments: a deeper tree is an error of the call, not a stack overflow.
+/// Cloning, dropping and formatting (`{:?}`, elided past that depth) never
+/// recurse on the tree's depth, so a value of any depth is safe to hold.
 #[non_exhaustive]
 pub enum Value {
     /// A tensor, on the host or on the device.
@@ -41,6 +46,11 @@ pub enum Value {
 }
 
 impl Value {
+    /// How deep containers (tuples, lists, dicts) may nest in a call's
+    /// arguments: `[[x]]` is 2 deep. Sheaf's pytrees are a few levels deep;
+    /// the bound keeps every walk of a tree on a thread's stack.
+    pub const MAX_DEPTH: usize = 128;
+
     /// A host tensor value from any array type [`HostTensor`] takes.
     pub fn host(array: impl Into<HostTensor>) -> Value {
         Value::Tensor(Tensor::Host(array.into()))
@@ -92,21 +102,64 @@ impl Value {
 
     /// The same tree with every device tensor copied to the host (what an
     /// interpreter needs).
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Unsupported`] when containers nest deeper than
+    /// [`MAX_DEPTH`](Self::MAX_DEPTH); a runtime error when a device tensor
+    /// cannot be read back.
     pub fn into_host(self) -> Result<Value, JitError> {
-        Ok(match self {
+        self.into_host_at(1)
+    }
+
+    fn into_host_at(mut self, depth: usize) -> Result<Value, JitError> {
+        let host = |values: Vec<Value>| -> Result<Vec<Value>, JitError> {
+            check_depth(depth)?;
+            values
+                .into_iter()
+                .map(|value| value.into_host_at(depth + 1))
+                .collect()
+        };
+        Ok(match &mut self {
             Value::Tensor(Tensor::Device(tensor)) => {
-                Value::Tensor(Tensor::Host(HostTensor::from_device(&tensor)?))
+                Value::Tensor(Tensor::Host(HostTensor::from_device(tensor)?))
             }
-            Value::Tuple(values) => Value::Tuple(into_host_all(values)?),
-            Value::List(values) => Value::List(into_host_all(values)?),
-            Value::Dict(entries) => Value::Dict(
-                entries
-                    .into_iter()
-                    .map(|(key, value)| Ok((key, value.into_host()?)))
-                    .collect::<Result<_, JitError>>()?,
-            ),
-            other => other,
+            Value::Tuple(values) => Value::Tuple(host(std::mem::take(values))?),
+            Value::List(values) => Value::List(host(std::mem::take(values))?),
+            Value::Dict(entries) => {
+                let (keys, values): (Vec<_>, Vec<_>) = std::mem::take(entries).into_iter().unzip();
+                Value::Dict(keys.into_iter().zip(host(values)?).collect())
+            }
+            Value::Tensor(Tensor::Host(_)) | Value::Scalar(_) | Value::Static(_) => self,
         })
+    }
+
+    /// The children of a container (dict entries' values), moved out into
+    /// `into`; a leaf has none.
+    fn move_children(&mut self, into: &mut Vec<Value>) {
+        match self {
+            Value::Tuple(values) | Value::List(values) => into.append(values),
+            Value::Dict(entries) => {
+                into.extend(std::mem::take(entries).into_iter().map(|(_, v)| v))
+            }
+            Value::Tensor(_) | Value::Scalar(_) | Value::Static(_) => {}
+        }
+    }
+
+    fn is_container(&self) -> bool {
+        matches!(self, Value::Tuple(_) | Value::List(_) | Value::Dict(_))
+    }
+
+    /// A leaf, or a container with its children left out.
+    fn shallow_clone(&self) -> Value {
+        match self {
+            Value::Tensor(tensor) => Value::Tensor(tensor.clone()),
+            Value::Scalar(scalar) => Value::Scalar(*scalar),
+            Value::Static(scalar) => Value::Static(*scalar),
+            Value::Tuple(values) => Value::Tuple(Vec::with_capacity(values.len())),
+            Value::List(values) => Value::List(Vec::with_capacity(values.len())),
+            Value::Dict(entries) => Value::Dict(Vec::with_capacity(entries.len())),
+        }
     }
 
     fn kind(&self) -> &'static str {
@@ -121,8 +174,168 @@ impl Value {
     }
 }
 
-fn into_host_all(values: Vec<Value>) -> Result<Vec<Value>, JitError> {
-    values.into_iter().map(Value::into_host).collect()
+/// The error for a container `depth` deep, past [`Value::MAX_DEPTH`].
+fn check_depth(depth: usize) -> Result<(), JitError> {
+    if depth > Value::MAX_DEPTH {
+        return Err(JitError::Unsupported(format!(
+            "the arguments nest tuples, lists or dicts more than {} deep; pass the deep part \
+             flattened, or keep it in the interpreter",
+            Value::MAX_DEPTH
+        )));
+    }
+    Ok(())
+}
+
+impl Drop for Value {
+    /// Takes a deep tree apart with a work list instead of recursing, so
+    /// dropping never overflows the stack.
+    fn drop(&mut self) {
+        let deep = match self {
+            Value::Tuple(values) | Value::List(values) => values.iter().any(Value::is_container),
+            Value::Dict(entries) => entries.iter().any(|(_, value)| value.is_container()),
+            Value::Tensor(_) | Value::Scalar(_) | Value::Static(_) => false,
+        };
+        if !deep {
+            return;
+        }
+        let mut pending = Vec::new();
+        self.move_children(&mut pending);
+        while let Some(mut value) = pending.pop() {
+            value.move_children(&mut pending);
+        }
+    }
+}
+
+impl Clone for Value {
+    /// Copies the tree with a work list instead of recursing (tensors are
+    /// shared, not copied).
+    fn clone(&self) -> Self {
+        let mut open = vec![Copying::new(self)];
+        loop {
+            let Some(top) = open.last_mut() else {
+                unreachable!("the root is returned when it is complete");
+            };
+            match top.next_child() {
+                Some(child) if child.is_container() => open.push(Copying::new(child)),
+                Some(child) => top.push(child.shallow_clone()),
+                None => {
+                    let Some(done) = open.pop().map(|copying| copying.copy) else {
+                        unreachable!("a container is open");
+                    };
+                    match open.last_mut() {
+                        Some(parent) => parent.push(done),
+                        None => return done,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A container being copied by [`Value::clone`]: its source, and its copy
+/// with the children copied so far.
+struct Copying<'a> {
+    source: &'a Value,
+    copy: Value,
+    /// How many children of `source` were handed out.
+    next: usize,
+}
+
+impl<'a> Copying<'a> {
+    fn new(source: &'a Value) -> Self {
+        Copying {
+            source,
+            copy: source.shallow_clone(),
+            next: 0,
+        }
+    }
+
+    /// The next child of the source to copy, if any is left.
+    fn next_child(&mut self) -> Option<&'a Value> {
+        let child = match self.source {
+            Value::Tuple(values) | Value::List(values) => values.get(self.next),
+            Value::Dict(entries) => entries.get(self.next).map(|(_, value)| value),
+            Value::Tensor(_) | Value::Scalar(_) | Value::Static(_) => None,
+        };
+        self.next += 1;
+        child
+    }
+
+    /// Appends the copy of the child last handed out.
+    fn push(&mut self, child: Value) {
+        match (&mut self.copy, self.source) {
+            (Value::Tuple(values) | Value::List(values), _) => values.push(child),
+            (Value::Dict(copied), Value::Dict(entries)) => {
+                let key = &entries[self.next - 1].0;
+                copied.push((Arc::clone(key), child));
+            }
+            _ => unreachable!("only containers have children"),
+        }
+    }
+}
+
+impl fmt::Debug for Value {
+    /// As `#[derive(Debug)]` would print it, with containers deeper than
+    /// [`Value::MAX_DEPTH`] shown as `..`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Nested(self, 1).fmt(f)
+    }
+}
+
+/// A value at some depth of the tree being formatted.
+struct Nested<'a>(&'a Value, usize);
+
+impl fmt::Debug for Nested<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Nested(value, depth) = *self;
+        let elided = depth > Value::MAX_DEPTH && value.is_container();
+        match value {
+            Value::Tensor(tensor) => f.debug_tuple("Tensor").field(tensor).finish(),
+            Value::Scalar(scalar) => f.debug_tuple("Scalar").field(scalar).finish(),
+            Value::Static(scalar) => f.debug_tuple("Static").field(scalar).finish(),
+            _ if elided => f.write_str(".."),
+            Value::Tuple(values) => f
+                .debug_tuple("Tuple")
+                .field(&Elements(values, depth))
+                .finish(),
+            Value::List(values) => f
+                .debug_tuple("List")
+                .field(&Elements(values, depth))
+                .finish(),
+            Value::Dict(entries) => f
+                .debug_tuple("Dict")
+                .field(&Entries(entries, depth))
+                .finish(),
+        }
+    }
+}
+
+/// The elements of a container at `depth`, as a list.
+struct Elements<'a>(&'a [Value], usize);
+
+impl fmt::Debug for Elements<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Elements(values, depth) = *self;
+        f.debug_list()
+            .entries(values.iter().map(|value| Nested(value, depth + 1)))
+            .finish()
+    }
+}
+
+/// The entries of a dict at `depth`, as a list of pairs.
+struct Entries<'a>(&'a [(Arc<str>, Value)], usize);
+
+impl fmt::Debug for Entries<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Entries(entries, depth) = *self;
+        f.debug_list()
+            .entries(
+                entries
+                    .iter()
+                    .map(|(key, value)| (key, Nested(value, depth + 1))),
+            )
+            .finish()
+    }
 }
 
 impl From<Tensor> for Value {
@@ -164,13 +377,15 @@ pub(crate) fn flatten<'a>(
     flat: &mut FlatArgs<'a>,
 ) -> Result<(), JitError> {
     for arg in args {
-        flatten_one(arg, builder, flat)?;
+        flatten_one(arg, 1, builder, flat)?;
     }
     Ok(())
 }
 
+/// Flattens `value`, a container of which would be `depth` deep.
 fn flatten_one<'a>(
     value: &'a Value,
+    depth: usize,
     builder: &mut SignatureBuilder,
     flat: &mut FlatArgs<'a>,
 ) -> Result<(), JitError> {
@@ -191,13 +406,15 @@ fn flatten_one<'a>(
                 Value::Tuple(_) => Container::Tuple,
                 _ => Container::List,
             };
+            check_depth(depth)?;
             builder.open(container);
             for value in values {
-                flatten_one(value, builder, flat)?;
+                flatten_one(value, depth + 1, builder, flat)?;
             }
             builder.close();
         }
         Value::Dict(entries) => {
+            check_depth(depth)?;
             builder.open(Container::Dict);
             let mut order: Vec<usize> = (0..entries.len()).collect();
             order.sort_by(|&a, &b| entries[a].0.cmp(&entries[b].0));
@@ -209,7 +426,7 @@ fn flatten_one<'a>(
             for index in order {
                 let (key, value) = &entries[index];
                 builder.key(Arc::clone(key));
-                flatten_one(value, builder, flat)?;
+                flatten_one(value, depth + 1, builder, flat)?;
             }
             builder.close();
         }
