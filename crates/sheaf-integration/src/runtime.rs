@@ -23,7 +23,7 @@ use crate::profile::{Phase, Profile, ProfileReport};
 use crate::target::Placement;
 use crate::tensor::{scalar_to_device, DeviceTensor, HostTensor, Tensor};
 use crate::upload::{UploadCache, UploadStats};
-use crate::value::{self, FlatArg, FlatArgs, Value};
+use crate::value::{self, FlatArg, Value};
 use crate::variant::Variant;
 
 /// The JIT runtime Sheaf calls. Create one per process and clone it (clones
@@ -136,21 +136,6 @@ fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
                 "cannot start the remote cache's publisher thread: {error}"
             ))
         })
-}
-
-/// The signature a call with `args` and `captured` has, and its flat
-/// arguments.
-fn signature_of<'a>(
-    args: &'a [Value],
-    captured: &[CapturedScalar],
-) -> Result<(Signature, FlatArgs<'a>), JitError> {
-    let mut builder = Signature::builder();
-    let mut flat = FlatArgs::new();
-    value::flatten(args, &mut builder, &mut flat)?;
-    for scalar in captured {
-        builder.captured(scalar.clone());
-    }
-    Ok((builder.build(), flat))
 }
 
 /// One call to compile ahead with [`JitRuntime::precompile`]: a function and
@@ -295,7 +280,7 @@ impl JitRuntime {
     ) -> Result<Dispatched<M>, JitError> {
         let inner = &*self.inner;
         let start = Instant::now();
-        let (signature, flat) = signature_of(args, captured)?;
+        let (signature, flat) = value::flatten_call(args, captured)?;
         let (dispatch, compiled_at) = match inner.compile_mode {
             CompileMode::Blocking => {
                 let mut compiled_at = None;
@@ -413,7 +398,7 @@ impl JitRuntime {
         let inner = &*self.inner;
         let mut wanted: Vec<(&Precompile<'_, M>, Signature)> = Vec::new();
         for call in calls {
-            let (signature, _) = signature_of(call.args, call.captured)?;
+            let (signature, _) = value::flatten_call(call.args, call.captured)?;
             let repeated = wanted
                 .iter()
                 .any(|(c, s)| c.function.id() == call.function.id() && *s == signature);

@@ -5,7 +5,10 @@
 use std::fmt;
 use std::sync::Arc;
 
-use jit_cache::{Container, Layout, LayoutVisitor, Leaf, ScalarValue, SignatureBuilder};
+use jit_cache::{
+    CapturedScalar, Container, Layout, LayoutVisitor, Leaf, ScalarValue, Signature,
+    SignatureBuilder,
+};
 
 use crate::error::JitError;
 use crate::tensor::{scalar_dtype, HostTensor, Tensor};
@@ -50,6 +53,32 @@ impl Value {
     /// arguments: `[[x]]` is 2 deep. Sheaf's pytrees are a few levels deep;
     /// the bound keeps every walk of a tree on a thread's stack.
     pub const MAX_DEPTH: usize = 128;
+
+    /// The cache key of a call with `args` and the `captured` scalars: what
+    /// [`JitRuntime::dispatch`](crate::JitRuntime::dispatch) looks up (to
+    /// log it, or to explain a miss with
+    /// [`Signature::explain_difference`]).
+    ///
+    /// ```
+    /// use sheaf_integration::{ScalarValue, Value};
+    ///
+    /// let x = Value::host(ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[2, 3])));
+    /// let k = Value::Static(ScalarValue::I64(4));
+    /// let signature = Value::call_signature(&[x, k], &[]).unwrap();
+    /// assert_eq!(signature.to_string(), "(f32[2,3], 4_i64)");
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Unsupported`] for a dict with a key twice, containers
+    /// nested deeper than [`MAX_DEPTH`](Self::MAX_DEPTH), or a device
+    /// tensor of an element type the cache has no dtype for.
+    pub fn call_signature(
+        args: &[Value],
+        captured: &[CapturedScalar],
+    ) -> Result<Signature, JitError> {
+        flatten_call(args, captured).map(|(signature, _)| signature)
+    }
 
     /// A host tensor value from any array type [`HostTensor`] takes.
     pub fn host(array: impl Into<HostTensor>) -> Value {
@@ -369,9 +398,24 @@ pub(crate) enum FlatArg<'a> {
     Scalar(ScalarValue),
 }
 
+/// The signature a call with `args` and `captured` has, and its flat
+/// arguments.
+pub(crate) fn flatten_call<'a>(
+    args: &'a [Value],
+    captured: &[CapturedScalar],
+) -> Result<(Signature, FlatArgs<'a>), JitError> {
+    let mut builder = Signature::builder();
+    let mut flat = FlatArgs::new();
+    flatten(args, &mut builder, &mut flat)?;
+    for scalar in captured {
+        builder.captured(scalar.clone());
+    }
+    Ok((builder.build(), flat))
+}
+
 /// Flattens `args` into the signature (`builder`) and the compiled code's
 /// arguments (`flat`), depth first, dict entries in key order.
-pub(crate) fn flatten<'a>(
+fn flatten<'a>(
     args: &'a [Value],
     builder: &mut SignatureBuilder,
     flat: &mut FlatArgs<'a>,
