@@ -11,6 +11,7 @@ mod manifest;
 mod pingpong;
 mod process;
 mod redis;
+mod soak;
 mod source;
 mod test;
 mod tidy;
@@ -32,11 +33,16 @@ commands:
       Regenerate crates/iree-sys/src/bindings.rs from the installed headers;
       with --check, fail if the committed file is stale.
   test
-      Ensure IREE is built, check the bindings, run the workspace tests, the
-      miri tests and each fuzz target for 20 s.
+      Ensure IREE is built, check the bindings, run the workspace tests, a
+      30 s soak, the miri tests and each fuzz target for 20 s.
   fuzz [SECONDS]
       Run each cargo-fuzz target of fuzz/ for SECONDS (default 20) from its
       committed seeds (installs cargo-fuzz if missing).
+  soak [SECONDS]
+      Ensure IREE is built and redis-server installed, then call the JIT
+      from 8 threads for SECONDS (default 30) with every cache tier on and
+      bad calls mixed in; prints calls, wrong results, panics, RSS and
+      descriptors, and fails on a wrong result, a panic or a descriptor leak.
   pingpong [ARGS...]
       Ensure IREE is built, then run the shape ping-pong demo (release build)
       with ARGS (try `--help`); writes target/pingpong/rss.svg.
@@ -55,6 +61,7 @@ fn main() -> ExitCode {
         "bindgen" => bindings::run(rest),
         "test" => test::run(rest),
         "fuzz" => fuzz::run(rest),
+        "soak" => soak::run(rest),
         "pingpong" => pingpong::run(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");

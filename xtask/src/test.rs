@@ -7,9 +7,10 @@
 //! 4. `cargo test --workspace --all-features` against that install (real
 //!    runtime, real compiler, the demo and its legacy session included; this
 //!    also runs the tidy test of `src/tidy.rs`);
-//! 5. the miri tiers: `jit-cache` (pure policy) and `iree-safe` (against its
+//! 5. the soak for 30 s (`soak.rs`);
+//! 6. the miri tiers: `jit-cache` (pure policy) and `iree-safe` (against its
 //!    mock of the C API), installing the nightly miri component if needed;
-//! 6. each fuzz target of `fuzz/` for a bounded time (`fuzz.rs`).
+//! 7. each fuzz target of `fuzz/` for a bounded time (`fuzz.rs`).
 
 use std::process::Command;
 
@@ -29,7 +30,8 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         || bindings::run(&["--check".to_owned()]),
     )?;
     step(
-        "redis-server for the remote-cache tests (installing Debian's package if missing)",
+        "redis-server for the remote-cache tests and the soak (installing Debian's package if \
+         missing)",
         crate::redis::ensure,
     )?;
     step(
@@ -42,6 +44,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             ]))
         },
     )?;
+    crate::soak::run_for(&manifest.prefix, crate::soak::TEST_SECONDS)?;
     step(
         "installing the nightly toolchain's miri and rust-src (if missing)",
         ensure_miri,

@@ -26,6 +26,8 @@
 mod args;
 mod legacy;
 mod plot;
+#[path = "../common/process_stats.rs"]
+mod process_stats;
 mod ragged;
 mod report;
 mod shared;

@@ -229,21 +229,4 @@ impl<'a> Recorder<'a> {
     }
 }
 
-/// This process's resident set size, from `/proc/self/status`.
-pub(crate) fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix("VmRSS:"))
-                .and_then(|rest| {
-                    rest.trim()
-                        .trim_end_matches("kB")
-                        .trim()
-                        .parse::<u64>()
-                        .ok()
-                })
-        })
-        .map_or(0, |kb| kb * 1024)
-}
+pub(crate) use crate::process_stats::rss_bytes;
