@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 
 use jit_cache::{
-    CacheConfig, CachePolicy, CompileFailure, DType, Executable, FunctionId, JitCache, Outcome,
+    CacheConfig, CachePolicy, CompileFailure, DType, Executable, FunctionId, JitCache, Provenance,
     Signature,
 };
 
@@ -194,7 +194,7 @@ fn simulate(workload: &Workload, capacity: usize, policy: CachePolicy) -> Run {
             compiles_at_half = cache.stats().total.compiles;
         }
         let ((), outcome) = cache.call(&f, &signatures[id], compile, |_| (), |_| ());
-        compiled_calls.push(matches!(outcome, Outcome::Compiled(_)));
+        compiled_calls.push(matches!(outcome, Provenance::Compiled(_)));
     }
     let stats = cache.stats();
     let (first_compiled, all_compiled) = match workload.phase_change {

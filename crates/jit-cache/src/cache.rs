@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::byte_size::ByteSize;
 use crate::config::CacheConfig;
-use crate::dispatch::{Dispatch, FallbackReason, Origin, Outcome};
+use crate::dispatch::{Dispatch, FallbackReason, Origin, Provenance};
 use crate::error::{CompileFailure, ConfigError};
 use crate::explain::MissReason;
 use crate::function_cache::Evicted;
@@ -195,10 +195,10 @@ impl<E: Executable> JitCache<E> {
         compile: impl FnOnce(&Signature) -> Result<E, CompileFailure>,
         run: impl FnOnce(&E) -> R,
         interpret: impl FnOnce(&FallbackReason) -> R,
-    ) -> (R, Outcome) {
+    ) -> (R, Provenance) {
         match self.get_or_compile(func, sig, compile) {
-            Dispatch::Compiled { exe, origin } => (run(&exe), Outcome::Compiled(origin)),
-            Dispatch::Interpret { reason } => (interpret(&reason), Outcome::Interpreted(reason)),
+            Dispatch::Compiled { exe, origin } => (run(&exe), Provenance::Compiled(origin)),
+            Dispatch::Interpret { reason } => (interpret(&reason), Provenance::Interpreted(reason)),
         }
     }
 

@@ -60,21 +60,27 @@ impl fmt::Display for FallbackReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FallbackReason::NotAdmitted { miss, refusal } => {
-                write!(f, "not admitted at capacity: {refusal} ({miss})")
+                write!(f, "not admitted to the full cache: {refusal} ({miss})")
             }
             FallbackReason::Thrashing {
                 miss,
                 remaining_cool_down,
             } => write!(
                 f,
-                "thrashing ({miss}); compiling resumes in {remaining_cool_down} calls"
+                "the function recompiles too often ({miss}); compiling resumes in \
+                 {remaining_cool_down} calls"
             ),
-            FallbackReason::CompileFailed(e) => write!(f, "{e}"),
-            FallbackReason::CompileInFlight => f.write_str("compile in flight"),
-            FallbackReason::CompileQueued => f.write_str("compiling in the background"),
-            FallbackReason::CompileQueueFull => {
-                f.write_str("the background compile queue is full (CacheConfig::compile_queue)")
+            FallbackReason::CompileFailed(failure) => write!(f, "the compile failed: {failure}"),
+            FallbackReason::CompileInFlight => {
+                f.write_str("another call is compiling this signature")
             }
+            FallbackReason::CompileQueued => {
+                f.write_str("interpreted while the signature compiles in the background")
+            }
+            FallbackReason::CompileQueueFull => f.write_str(
+                "the background compile queue is full (CacheConfig::compile_queue); a later call \
+                 queues the compile again",
+            ),
         }
     }
 }
@@ -111,12 +117,50 @@ impl<E> fmt::Debug for Dispatch<E> {
     }
 }
 
-/// How a call made through [`JitCache::call`](crate::JitCache::call) ran.
+/// How a call's results were produced: by compiled code (and where that
+/// came from), or by the interpreter (and why). What
+/// [`JitCache::call`](crate::JitCache::call) reports, and what the layers
+/// above report for their calls.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Outcome {
+pub enum Provenance {
     /// It ran compiled code.
     Compiled(Origin),
     /// It ran in the interpreter.
     Interpreted(FallbackReason),
+}
+
+impl Provenance {
+    /// True when compiled code produced the results.
+    pub fn is_compiled(&self) -> bool {
+        matches!(self, Provenance::Compiled(_))
+    }
+
+    /// True when the compiled code was already cached.
+    pub fn is_hit(&self) -> bool {
+        matches!(self, Provenance::Compiled(Origin::Hit))
+    }
+
+    /// Why the call was interpreted, if it was.
+    pub fn fallback(&self) -> Option<&FallbackReason> {
+        match self {
+            Provenance::Interpreted(reason) => Some(reason),
+            Provenance::Compiled(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Provenance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Provenance::Compiled(Origin::Hit) => f.write_str("compiled (cache hit)"),
+            Provenance::Compiled(Origin::CompiledNow { miss }) => {
+                write!(f, "compiled by this call ({miss})")
+            }
+            Provenance::Compiled(Origin::CompiledByOtherCall) => {
+                f.write_str("compiled by another call, which this one waited for")
+            }
+            Provenance::Interpreted(reason) => write!(f, "interpreted: {reason}"),
+        }
+    }
 }

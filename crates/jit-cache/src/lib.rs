@@ -53,7 +53,7 @@
 //! # Example
 //!
 //! ```
-//! use jit_cache::{CompileFailure, DType, Executable, FunctionId, JitCache, Outcome, Signature};
+//! use jit_cache::{CompileFailure, DType, Executable, FunctionId, JitCache, Provenance, Signature};
 //!
 //! /// Stands in for a loaded IREE module.
 //! struct Module {
@@ -85,7 +85,7 @@
 //!     );
 //!     assert_eq!(rank, dims.len());
 //!     if i >= 2 {
-//!         assert!(matches!(outcome, Outcome::Compiled(jit_cache::Origin::Hit)));
+//!         assert!(matches!(outcome, Provenance::Compiled(jit_cache::Origin::Hit)));
 //!     }
 //! }
 //! let stats = cache.stats();
@@ -123,7 +123,7 @@ pub use admission::Refusal;
 pub use byte_size::{ByteSize, ParseByteSizeError};
 pub use cache::{Executable, JitCache};
 pub use config::{CacheConfig, CachePolicy, InFlightPolicy};
-pub use dispatch::{Dispatch, FallbackReason, Origin, Outcome};
+pub use dispatch::{Dispatch, FallbackReason, Origin, Provenance};
 pub use dtype::DType;
 pub use error::{CompileFailure, ConfigError};
 pub use explain::{Difference, EvictionCause, MissReason};

@@ -9,7 +9,8 @@ use std::collections::HashSet;
 
 use common::{expected, run, MockCompiler, Ran};
 use jit_cache::{
-    CacheConfig, DType, FallbackReason, FunctionId, JitCache, Origin, Outcome, Refusal, Signature,
+    CacheConfig, DType, FallbackReason, FunctionId, JitCache, Origin, Provenance, Refusal,
+    Signature,
 };
 use proptest::prelude::*;
 
@@ -51,12 +52,12 @@ impl Workload {
     }
 
     /// One call; checks its result and the entry bound.
-    fn call(&self, n: u64) -> Outcome {
+    fn call(&self, n: u64) -> Provenance {
         let s = sig(n);
         let (ran, outcome) = run(&self.cache, &self.func, &s, &self.compiler);
         let value = match (ran, &outcome) {
-            (Ran::Compiled(v), Outcome::Compiled(_))
-            | (Ran::Interpreted(v), Outcome::Interpreted(_)) => v,
+            (Ran::Compiled(v), Provenance::Compiled(_))
+            | (Ran::Interpreted(v), Provenance::Interpreted(_)) => v,
             other => panic!("result from the wrong path: {other:?}"),
         };
         assert_eq!(value, expected(&s));
@@ -88,13 +89,13 @@ fn one_off_signatures_never_evict_hot_ones() {
         if n >= 1000 {
             one_offs += 1;
             match outcome {
-                Outcome::Interpreted(FallbackReason::NotAdmitted { refusal, .. }) => {
+                Provenance::Interpreted(FallbackReason::NotAdmitted { refusal, .. }) => {
                     assert_eq!(refusal, Refusal::FirstSeen);
                 }
                 other => panic!("call {i}: a one-off signature ran {other:?}"),
             }
         } else if i >= 5 {
-            assert_eq!(outcome, Outcome::Compiled(Origin::Hit), "call {i}");
+            assert_eq!(outcome, Provenance::Compiled(Origin::Hit), "call {i}");
         }
     }
     assert_eq!(w.compiler.compiles(), CAPACITY);
@@ -124,7 +125,7 @@ fn hot_signatures_stay_compiled_under_skewed_churn() {
             compiles_at_half = w.compiler.compiles();
         }
         if i >= calls / 2 && n < 4 {
-            assert_eq!(outcome, Outcome::Compiled(Origin::Hit), "call {i}");
+            assert_eq!(outcome, Provenance::Compiled(Origin::Hit), "call {i}");
         }
     }
     assert_eq!(
@@ -148,7 +149,7 @@ fn compiled_code_returns_as_soon_as_the_working_set_fits() {
     // The workload narrows to three signatures never seen before.
     let mut last_interpreted = None;
     for i in 0..if cfg!(miri) { 60 } else { 300 } {
-        if let Outcome::Interpreted(_) = w.call(500 + i % 3) {
+        if let Provenance::Interpreted(_) = w.call(500 + i % 3) {
             last_interpreted = Some(i);
         }
     }
@@ -181,21 +182,21 @@ proptest! {
             let outcome = w.call(n);
             let first = seen.insert(n);
             match (&outcome, full, first) {
-                (Outcome::Compiled(Origin::CompiledNow { .. }), true, true) => {
+                (Provenance::Compiled(Origin::CompiledNow { .. }), true, true) => {
                     prop_assert!(false, "call {i}: a first-seen signature compiled at capacity");
                 }
-                (Outcome::Interpreted(why), false, _) => {
+                (Provenance::Interpreted(why), false, _) => {
                     prop_assert!(false, "call {i}: interpreted below capacity: {why}");
                 }
                 (
-                    Outcome::Interpreted(FallbackReason::NotAdmitted { refusal, .. }),
+                    Provenance::Interpreted(FallbackReason::NotAdmitted { refusal, .. }),
                     true,
                     true,
                 ) => prop_assert_eq!(*refusal, Refusal::FirstSeen),
-                (Outcome::Interpreted(FallbackReason::NotAdmitted { .. }), true, false) => {
+                (Provenance::Interpreted(FallbackReason::NotAdmitted { .. }), true, false) => {
                     prop_assert!(distinct.len() > capacity, "call {i}: refused, yet all fit");
                 }
-                (Outcome::Interpreted(why), ..) => {
+                (Provenance::Interpreted(why), ..) => {
                     prop_assert!(false, "call {i}: unexpected fallback: {why}");
                 }
                 _ => {}

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{expected, f32_sig, run, MockCompiler, Ran};
-use jit_cache::{CacheConfig, FunctionId, JitCache, Origin, Outcome};
+use jit_cache::{CacheConfig, FunctionId, JitCache, Origin, Provenance};
 
 #[test]
 fn inserted_executables_are_hits_within_the_capacity() {
@@ -36,7 +36,7 @@ fn inserted_executables_are_hits_within_the_capacity() {
         (ran, outcome),
         (
             Ran::Compiled(expected(&sigs[2])),
-            Outcome::Compiled(Origin::Hit)
+            Provenance::Compiled(Origin::Hit)
         )
     );
     let stats = cache.stats();

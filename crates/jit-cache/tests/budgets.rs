@@ -5,12 +5,12 @@ mod common;
 
 use common::{expected, f32_sig, run, MockCompiler, Ran};
 use jit_cache::{
-    CacheConfig, Dispatch, EvictionCause, FunctionId, JitCache, MissReason, Origin, Outcome,
+    CacheConfig, Dispatch, EvictionCause, FunctionId, JitCache, MissReason, Origin, Provenance,
 };
 
-fn compiled_now(outcome: Outcome) -> MissReason {
+fn compiled_now(outcome: Provenance) -> MissReason {
     match outcome {
-        Outcome::Compiled(Origin::CompiledNow { miss }) => miss,
+        Provenance::Compiled(Origin::CompiledNow { miss }) => miss,
         other => panic!("expected a compile, got {other:?}"),
     }
 }
@@ -33,7 +33,7 @@ fn the_entry_budget_evicts_the_global_lru_whatever_its_function() {
     // Touch f0's oldest entry; f1's (f32[1]) is now the least recently used.
     assert_eq!(
         run(&cache, &f[0], &s1, &compiler).1,
-        Outcome::Compiled(Origin::Hit)
+        Provenance::Compiled(Origin::Hit)
     );
     run(&cache, &f[2], &s2, &compiler);
     let stats = cache.stats();
@@ -95,7 +95,7 @@ fn the_byte_budget_evicts_until_the_bytes_fit_and_skips_oversized_executables() 
         assert_eq!(ran, Ran::Compiled(expected(&huge)));
         assert!(matches!(
             outcome,
-            Outcome::Compiled(Origin::CompiledNow { .. })
+            Provenance::Compiled(Origin::CompiledNow { .. })
         ));
     }
     assert_eq!(compiler.compiles_of(&huge), 2);

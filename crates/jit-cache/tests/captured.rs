@@ -5,7 +5,7 @@ mod common;
 
 use common::{expected, run, MockCompiler, Ran};
 use jit_cache::{
-    CapturedScalar, DType, FunctionId, JitCache, MissReason, Origin, Outcome, Signature,
+    CapturedScalar, DType, FunctionId, JitCache, MissReason, Origin, Provenance, Signature,
 };
 
 fn softmax(temperature: f32) -> Signature {
@@ -28,7 +28,7 @@ fn a_changed_captured_scalar_compiles_a_new_entry() {
         // The executable compiled for this exact value (bits included).
         assert_eq!(ran, Ran::Compiled(expected(&s)), "temperature {t:?}");
         assert!(
-            matches!(outcome, Outcome::Compiled(Origin::CompiledNow { .. })),
+            matches!(outcome, Provenance::Compiled(Origin::CompiledNow { .. })),
             "{t:?}"
         );
         assert_eq!(compiler.compiles(), i + 1);
@@ -38,7 +38,7 @@ fn a_changed_captured_scalar_compiles_a_new_entry() {
         let s = softmax(t);
         let (ran, outcome) = run(&cache, &f, &s, &compiler);
         assert_eq!(ran, Ran::Compiled(expected(&s)));
-        assert_eq!(outcome, Outcome::Compiled(Origin::Hit));
+        assert_eq!(outcome, Provenance::Compiled(Origin::Hit));
         assert_eq!(compiler.compiles_of(&s), 1);
     }
     assert_eq!(cache.stats().total.live_entries, values.len());
@@ -51,7 +51,7 @@ fn the_miss_names_the_changed_scalar() {
     let f = FunctionId::new("sample", 3);
     run(&cache, &f, &softmax(0.8), &compiler);
     let (_, outcome) = run(&cache, &f, &softmax(1.0), &compiler);
-    let Outcome::Compiled(Origin::CompiledNow { miss }) = outcome else {
+    let Provenance::Compiled(Origin::CompiledNow { miss }) = outcome else {
         panic!("expected a compile, got {outcome:?}");
     };
     assert!(matches!(miss, MissReason::Changed { .. }));

@@ -5,8 +5,8 @@ mod common;
 
 use common::{expected, run, MockCompiler, Ran};
 use jit_cache::{
-    CacheConfig, CachePolicy, DType, FallbackReason, FunctionId, FunctionMode, JitCache, Outcome,
-    Signature,
+    CacheConfig, CachePolicy, DType, FallbackReason, FunctionId, FunctionMode, JitCache,
+    Provenance, Signature,
 };
 
 fn sig(n: i64) -> Signature {
@@ -26,15 +26,15 @@ struct Churn {
 
 impl Churn {
     /// One call; checks the result against its path and the entry bound.
-    fn call(&mut self, n: i64) -> Outcome {
+    fn call(&mut self, n: i64) -> Provenance {
         let s = sig(n);
         let (ran, outcome) = run(&self.cache, &self.func, &s, &self.compiler);
         match (&outcome, ran) {
-            (Outcome::Interpreted(_), Ran::Interpreted(v)) => {
+            (Provenance::Interpreted(_), Ran::Interpreted(v)) => {
                 self.interpreted += 1;
                 assert_eq!(v, expected(&s));
             }
-            (Outcome::Compiled(_), Ran::Compiled(v)) => assert_eq!(v, expected(&s)),
+            (Provenance::Compiled(_), Ran::Compiled(v)) => assert_eq!(v, expected(&s)),
             other => panic!("result from the wrong path: {other:?}"),
         }
         let stats = self.cache.stats();
@@ -64,10 +64,10 @@ fn churn_falls_back_relapses_and_recovers() {
     };
     // 16 compiles (the default threshold, 64-call window), then fallback.
     for n in 0..16 {
-        assert!(matches!(c.call(n), Outcome::Compiled(_)));
+        assert!(matches!(c.call(n), Provenance::Compiled(_)));
     }
     match c.call(16) {
-        Outcome::Interpreted(FallbackReason::Thrashing {
+        Provenance::Interpreted(FallbackReason::Thrashing {
             remaining_cool_down,
             ..
         }) => assert_eq!(remaining_cool_down, 63),
@@ -80,7 +80,7 @@ fn churn_falls_back_relapses_and_recovers() {
         let n = i % 20;
         let outcome = c.call(n);
         assert_eq!(
-            matches!(outcome, Outcome::Compiled(_)),
+            matches!(outcome, Provenance::Compiled(_)),
             (8..16).contains(&n),
             "call {i}: {outcome:?}"
         );
@@ -114,7 +114,7 @@ fn churn_falls_back_relapses_and_recovers() {
     for i in 0..8 {
         assert!(matches!(
             c.call(i % 4),
-            Outcome::Compiled(jit_cache::Origin::Hit)
+            Provenance::Compiled(jit_cache::Origin::Hit)
         ));
     }
     let stats = c.cache.stats();
@@ -148,7 +148,7 @@ fn extreme_thrash_settings_do_not_overflow() {
     let mut interpreted = 0;
     for call in 0..40 {
         let (_, outcome) = run(&cache, &func, &sig(call % 5), &compiler);
-        interpreted += u64::from(matches!(outcome, Outcome::Interpreted(_)));
+        interpreted += u64::from(matches!(outcome, Provenance::Interpreted(_)));
     }
     assert!(interpreted > 0, "fallback engaged");
     assert!(

@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::{capture_logs, expected, f32_sig, run, Behaviour, MockCompiler, MockExe, Ran};
 use jit_cache::{
     CacheConfig, CapturedScalar, DType, Dispatch, FallbackReason, FunctionId, JitCache, Origin,
-    Outcome, Signature,
+    Provenance, Signature,
 };
 
 /// `mlp_layer`'s signature at batch `b`: x f32[b,16], W f32[16,8], b f32[8].
@@ -248,7 +248,7 @@ fn a_failed_dynamic_compile_leaves_the_class_static() {
         assert_eq!(ran, Ran::Interpreted(expected(&mlp(2))));
         assert!(matches!(
             outcome,
-            Outcome::Interpreted(FallbackReason::CompileFailed(_))
+            Provenance::Interpreted(FallbackReason::CompileFailed(_))
         ));
         for b in 3..6 {
             let (ran, _) = run(&cache, &f, &mlp(b), &compiler);
@@ -296,7 +296,7 @@ fn at_capacity_a_dynamic_variant_is_admitted_like_any_signature() {
             assert!(
                 matches!(
                     outcome,
-                    Outcome::Interpreted(FallbackReason::NotAdmitted { .. })
+                    Provenance::Interpreted(FallbackReason::NotAdmitted { .. })
                 ),
                 "{outcome:?}"
             );

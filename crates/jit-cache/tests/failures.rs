@@ -6,7 +6,7 @@ mod common;
 use common::{expected, f32_sig, run, Behaviour, MockCompiler, Ran};
 use jit_cache::{
     CacheConfig, CompileFailure, FallbackReason, FunctionId, FunctionMode, JitCache, MissReason,
-    Origin, Outcome,
+    Origin, Provenance,
 };
 
 fn config() -> CacheConfig {
@@ -16,9 +16,9 @@ fn config() -> CacheConfig {
     }
 }
 
-fn failed_error(outcome: &Outcome) -> &CompileFailure {
+fn failed_error(outcome: &Provenance) -> &CompileFailure {
     match outcome {
-        Outcome::Interpreted(FallbackReason::CompileFailed(e)) => e,
+        Provenance::Interpreted(FallbackReason::CompileFailed(e)) => e,
         other => panic!("expected a failed compile, got {other:?}"),
     }
 }
@@ -140,7 +140,10 @@ fn a_panicking_compile_is_a_failed_compile_and_the_cache_keeps_working() {
     for expected_origin in [false, true] {
         let (ran, outcome) = run(&cache, &f, &good, &compiler);
         assert_eq!(ran, Ran::Compiled(expected(&good)));
-        assert_eq!(outcome == Outcome::Compiled(Origin::Hit), expected_origin);
+        assert_eq!(
+            outcome == Provenance::Compiled(Origin::Hit),
+            expected_origin
+        );
     }
     assert_eq!(cache.stats().total.failed_compiles, 1);
 }

@@ -6,7 +6,9 @@ mod common;
 use std::collections::HashMap;
 
 use common::{f32_sig, run, Behaviour, MockCompiler};
-use jit_cache::{CacheConfig, CachePolicy, FallbackReason, FunctionId, JitCache, Origin, Outcome};
+use jit_cache::{
+    CacheConfig, CachePolicy, FallbackReason, FunctionId, JitCache, Origin, Provenance,
+};
 use proptest::prelude::*;
 
 const FUNCTIONS: usize = 3;
@@ -163,9 +165,9 @@ fn check(ops: &[Op]) -> Result<(), TestCaseError> {
             Op::Call { f, s } => {
                 let (_, outcome) = run(&cache, &funcs[f], &sigs[s], &compiler);
                 let got = match outcome {
-                    Outcome::Compiled(Origin::Hit) => Expect::Hit,
-                    Outcome::Compiled(Origin::CompiledNow { .. }) => Expect::Compiled,
-                    Outcome::Interpreted(FallbackReason::CompileFailed(_)) => Expect::Failed,
+                    Provenance::Compiled(Origin::Hit) => Expect::Hit,
+                    Provenance::Compiled(Origin::CompiledNow { .. }) => Expect::Compiled,
+                    Provenance::Interpreted(FallbackReason::CompileFailed(_)) => Expect::Failed,
                     other => return Err(TestCaseError::fail(format!("op {i}: {other:?}"))),
                 };
                 prop_assert_eq!(got, model.call(f, s), "op {}: {:?}", i, op);

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{expected, f32_sig, run, MockCompiler, Ran};
-use jit_cache::{FunctionId, FunctionMode, JitCache, Origin, Outcome};
+use jit_cache::{FunctionId, FunctionMode, JitCache, Origin, Provenance};
 
 #[test]
 fn alternating_shapes_compile_twice_and_keep_two_entries() {
@@ -18,7 +18,7 @@ fn alternating_shapes_compile_twice_and_keep_two_entries() {
         let (ran, outcome) = run(&cache, &sigmoid, sig, &compiler);
         assert_eq!(ran, Ran::Compiled(expected(sig)));
         if i >= 2 {
-            assert_eq!(outcome, Outcome::Compiled(Origin::Hit), "call {i}");
+            assert_eq!(outcome, Provenance::Compiled(Origin::Hit), "call {i}");
         }
     }
     assert_eq!(compiler.compiles(), 2);

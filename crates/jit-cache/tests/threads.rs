@@ -10,7 +10,7 @@ use std::thread;
 use common::{expected, f32_sig, run, Behaviour, MockCompiler, MockExe, Ran};
 use jit_cache::{
     CacheConfig, CompileFailure, DType, Dispatch, FallbackReason, FunctionId, InFlightPolicy,
-    JitCache, Origin, Outcome, Signature,
+    JitCache, Origin, Provenance, Signature,
 };
 
 static_assertions::assert_impl_all!(JitCache<MockExe>: Send, Sync, Clone);
@@ -109,12 +109,12 @@ fn a_concurrent_miss_on_the_same_signature_waits_for_the_compile() {
     wait_until(|| cache.stats().total.misses >= 1);
     let (ran, outcome) = run(&cache, &f, &sig, &compiler);
     assert_eq!(ran, Ran::Compiled(expected(&sig)));
-    assert_eq!(outcome, Outcome::Compiled(Origin::CompiledByOtherCall));
+    assert_eq!(outcome, Provenance::Compiled(Origin::CompiledByOtherCall));
     let (ran, outcome) = first.join().unwrap();
     assert_eq!(ran, Ran::Compiled(expected(&sig)));
     assert!(matches!(
         outcome,
-        Outcome::Compiled(Origin::CompiledNow { .. })
+        Provenance::Compiled(Origin::CompiledNow { .. })
     ));
     assert_eq!(compiler.compiles(), 1);
     assert_eq!(cache.stats().total.compiles, 1);
@@ -152,13 +152,13 @@ fn with_interpret_policy_a_concurrent_miss_runs_the_interpreter() {
     assert_eq!(ran, Ran::Interpreted(expected(&sig)));
     assert_eq!(
         outcome,
-        Outcome::Interpreted(FallbackReason::CompileInFlight)
+        Provenance::Interpreted(FallbackReason::CompileInFlight)
     );
     first.join().unwrap();
     assert_eq!(compiler.compiles(), 1);
     assert_eq!(
         run(&cache, &f, &sig, &compiler).1,
-        Outcome::Compiled(Origin::Hit)
+        Provenance::Compiled(Origin::Hit)
     );
 }
 
@@ -228,13 +228,13 @@ fn waiters_are_released_when_the_compile_panics() {
     let (ran, outcome) = run(&cache, &f, &sig, &compiler);
     assert_eq!(ran, Ran::Interpreted(expected(&sig)));
     match outcome {
-        Outcome::Interpreted(FallbackReason::CompileFailed(e)) => assert!(e.is_panic(), "{e}"),
+        Provenance::Interpreted(FallbackReason::CompileFailed(e)) => assert!(e.is_panic(), "{e}"),
         other => panic!("expected a failed compile, got {other:?}"),
     }
     let (_, outcome) = first.join().unwrap();
     assert!(matches!(
         outcome,
-        Outcome::Interpreted(FallbackReason::CompileFailed(_))
+        Provenance::Interpreted(FallbackReason::CompileFailed(_))
     ));
     assert_eq!(compiler.compiles(), 1);
     let stats = cache.stats();
@@ -273,7 +273,7 @@ fn a_compile_that_outlives_its_function_is_delivered_but_not_cached() {
     assert_eq!(ran, Ran::Compiled(expected(&sig)));
     assert!(matches!(
         outcome,
-        Outcome::Compiled(Origin::CompiledNow { .. })
+        Provenance::Compiled(Origin::CompiledNow { .. })
     ));
     assert_eq!(cache.stats().total.live_entries, 0);
     assert_eq!(compiler.tracker.live(), 0, "dropped after its call");
@@ -281,7 +281,7 @@ fn a_compile_that_outlives_its_function_is_delivered_but_not_cached() {
     let (_, outcome) = run(&cache, &f, &sig, &compiler);
     assert!(matches!(
         outcome,
-        Outcome::Compiled(Origin::CompiledNow { .. })
+        Provenance::Compiled(Origin::CompiledNow { .. })
     ));
 }
 
@@ -290,7 +290,7 @@ fn run_with(
     f: &FunctionId,
     sig: &Signature,
     compile: impl FnOnce(&Signature) -> Result<MockExe, CompileFailure>,
-) -> (Ran, Outcome) {
+) -> (Ran, Provenance) {
     cache.call(
         f,
         sig,

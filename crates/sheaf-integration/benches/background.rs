@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, JitConfig, JitFunction, JitRuntime, Precompile, Provenance, Value,
+    reference, CompileMode, JitConfig, JitFunction, JitRuntime, Origin, Precompile, Provenance,
+    Value,
 };
 
 type Interpreter = fn(&[Value]) -> Result<Vec<Value>, reference::ReferenceError>;
@@ -57,7 +58,7 @@ fn pool(count: usize, threads: usize) {
                     reference::interpret_sigmoid(args)
                 })
                 .expect("the call runs");
-            if result.provenance != Provenance::CacheHit {
+            if result.provenance != Provenance::Compiled(Origin::Hit) {
                 all_hits = false;
                 calls += 1;
                 interpreted_time += call.elapsed();
@@ -113,7 +114,7 @@ fn first_result(name: &str, function: &JitFunction, args: &[Value], interpret: I
                     .call(function, args, &[], |args, _| interpret(args))
                     .expect("the call runs");
                 calls += 1;
-                if result.provenance == Provenance::CacheHit {
+                if result.provenance == Provenance::Compiled(Origin::Hit) {
                     break;
                 }
                 thread::sleep(Duration::from_micros(200));

@@ -15,8 +15,8 @@ use std::time::Instant;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, DType, Dispatched, JitConfig, JitFunction, JitRuntime, Provenance,
-    Signature, Tensor, Value,
+    reference, CompileMode, DType, Dispatched, JitConfig, JitFunction, JitRuntime, Origin,
+    Provenance, Signature, Tensor, Value,
 };
 
 const WARMUP: usize = 5_000;
@@ -81,13 +81,16 @@ fn main() {
             .unwrap();
     let jit_args = [Value::Tensor(Tensor::Device(device.clone()))];
     let raw_args = [iree_safe::Value::Tensor(device)];
-    assert_eq!(dispatch(&jit, &sigmoid, &jit_args), Provenance::CompiledNow);
+    assert!(matches!(
+        dispatch(&jit, &sigmoid, &jit_args),
+        Provenance::Compiled(Origin::CompiledNow { .. })
+    ));
 
     // `dispatch` runs in every sample (a `debug_assert!` around it would
     // vanish from the release build).
     let jit_device = time(|| {
         let provenance = dispatch(&jit, &sigmoid, &jit_args);
-        debug_assert_eq!(provenance, Provenance::CacheHit);
+        debug_assert_eq!(provenance, Provenance::Compiled(Origin::Hit));
     });
     let raw_device = time(|| {
         std::hint::black_box(raw.call(&raw_args).unwrap());

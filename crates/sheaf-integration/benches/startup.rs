@@ -11,7 +11,7 @@ use std::process::Command;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, Dispatched, JitConfig, JitRuntime, Provenance, Value,
+    reference, CompileMode, Dispatched, JitConfig, JitRuntime, Origin, Provenance, Value,
 };
 
 fn rss_mib() -> f64 {
@@ -48,7 +48,10 @@ fn child(dir: &str, mode: &str) {
     else {
         panic!("interpreted");
     };
-    assert_eq!(result.provenance, Provenance::CompiledNow);
+    assert!(matches!(
+        result.provenance,
+        Provenance::Compiled(Origin::CompiledNow { .. })
+    ));
     let stats = jit.disk_cache_stats();
     println!(
         "  {mode:<7} RSS after start {started:>6.1} MiB, after the first call {:>6.1} MiB | compiler \

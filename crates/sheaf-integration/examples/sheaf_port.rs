@@ -23,7 +23,7 @@ use std::sync::Arc;
 use ndarray::{ArrayD, Axis, Ix2, IxDyn};
 use sheaf_integration::{
     mlir, CompileMode, Container, DType, Dispatched, HostTensor, JitConfig, JitFunction,
-    JitRuntime, LayoutBuilder, Leaf, Lowered, LoweringContext, LoweringError, Provenance,
+    JitRuntime, LayoutBuilder, Leaf, Lowered, LoweringContext, LoweringError, Origin, Provenance,
     ScalarValue, Value,
 };
 
@@ -803,7 +803,10 @@ fn main() -> Result<(), SheafError> {
     let Dispatched::Compiled(dense) = dispatched else {
         panic!("dense is compiled")
     };
-    assert_eq!(dense.provenance, Provenance::CompiledNow);
+    assert!(matches!(
+        dense.provenance,
+        Provenance::Compiled(Origin::CompiledNow { .. })
+    ));
     println!("sheaf_port: every compiled result matched the interpreter");
     Ok(())
 }

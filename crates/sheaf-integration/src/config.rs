@@ -70,7 +70,7 @@ pub enum CompileMode {
     /// The call runs in the interpreter at once and queues the compile on
     /// the background pool (`CacheConfig::compile_threads` threads); later
     /// calls run compiled once it is done. Provenance says
-    /// [`Fallback::CompilingInBackground`](crate::Fallback::CompilingInBackground).
+    /// [`FallbackReason::CompileQueued`](crate::FallbackReason::CompileQueued).
     /// The default: a new signature costs its caller the interpreter's time
     /// instead of IREE's compile (0.1 ms instead of 390 ms for a small
     /// sigmoid; `cargo bench -p sheaf-integration --bench background`).

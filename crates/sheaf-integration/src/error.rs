@@ -5,13 +5,15 @@
 use std::sync::Arc;
 
 use iree_safe::compiler::CompileError;
+use jit_cache::FallbackReason;
 
 use crate::lowering::LoweringError;
 
 /// What can go wrong in a JIT call. Compile failures are not errors: the
 /// call runs in the interpreter and says so in its
-/// [`Provenance`](crate::Provenance), whose [`Fallback`](crate::Fallback)
-/// holds the [`VariantError`].
+/// [`Provenance`](crate::Provenance), whose
+/// [`FallbackReason::CompileFailed`](crate::FallbackReason::CompileFailed)
+/// holds the [`VariantError`] ([`VariantError::of_fallback`]).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum JitError {
@@ -113,6 +115,18 @@ pub enum VariantError {
         #[source]
         source: iree_safe::Error,
     },
+}
+
+impl VariantError {
+    /// The error of a failed compile behind `reason`, when the call was
+    /// interpreted because compiling its signature failed in this crate's
+    /// pipeline (not in a panic).
+    pub fn of_fallback(reason: &FallbackReason) -> Option<&VariantError> {
+        match reason {
+            FallbackReason::CompileFailed(failure) => failure.backend_error()?.downcast_ref(),
+            _ => None,
+        }
+    }
 }
 
 /// An invalid setting: the builder method or environment variable, its

@@ -73,7 +73,7 @@ pub use config::{
     CompileMode, DiskCacheSetting, JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret,
     DEFAULT_CACHE_FOLDER, PROJECT_CACHE_FOLDER,
 };
-pub use dispatch::{CallError, CallResult, Compiled, Dispatched, Fallback, Provenance};
+pub use dispatch::{CallError, CallResult, Compiled, Dispatched};
 pub use error::{ConfigError, JitError, VariantError};
 pub use function::{JitFunction, LowerFn};
 pub use iree_safe::compiler::{
@@ -84,8 +84,8 @@ pub use jit_cache::stable_hash;
 pub use jit_cache::store::{BreakerState, RemoteStats, Secret, StoreStats};
 pub use jit_cache::{
     ArgSpec, ByteSize, CacheConfig, CachePolicy, CacheStats, CapturedScalar, CompileFailure,
-    Container, DType, FunctionMode, InFlightPolicy, Layout, LayoutBuilder, Leaf, Refusal,
-    ScalarValue, Signature,
+    Container, DType, FallbackReason, FunctionMode, InFlightPolicy, Layout, LayoutBuilder, Leaf,
+    MissReason, Origin, Provenance, Refusal, ScalarValue, Signature,
 };
 pub use lowering::{Lowered, LoweringContext, LoweringError};
 pub use profile::{Phase, PhaseTotals, ProfileReport};

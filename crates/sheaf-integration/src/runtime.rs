@@ -9,14 +9,15 @@ use std::time::Instant;
 use iree_safe::compiler::CompilerChoice;
 use jit_cache::store::{DiskStore, RedisStore, RemoteStats, RemoteTier, Secret, StoreStats};
 use jit_cache::{
-    CacheStats, CapturedScalar, CompileFailure, Dispatch, JitCache, Origin, Signature,
+    CacheStats, CapturedScalar, CompileFailure, Dispatch, FallbackReason, JitCache, Provenance,
+    Signature,
 };
 use smallvec::SmallVec;
 
 use crate::bundle::{self, Bundle, Export, ExportSummary};
 use crate::compile::{Job, Pipeline};
 use crate::config::{CompileMode, JitConfig, RemoteSecret};
-use crate::dispatch::{CallError, CallResult, Compiled, Dispatched, Fallback, Provenance};
+use crate::dispatch::{CallError, CallResult, Compiled, Dispatched};
 use crate::error::{ConfigError, JitError};
 use crate::function::JitFunction;
 use crate::profile::{Phase, Profile, ProfileReport};
@@ -319,19 +320,14 @@ impl JitRuntime {
         }
         match dispatch {
             Dispatch::Compiled { exe, origin } => {
-                let provenance = match origin {
-                    Origin::Hit => Provenance::CacheHit,
-                    Origin::CompiledByOtherCall => Provenance::CompiledByOtherCall,
-                    _ => Provenance::CompiledNow,
-                };
                 let outputs = self.run(&exe, &flat, looked_up)?;
                 Ok(Dispatched::Compiled(Compiled::new(
-                    outputs, provenance, exe,
+                    outputs,
+                    Provenance::Compiled(origin),
+                    exe,
                 )))
             }
-            Dispatch::Interpret { reason } => {
-                Ok(Dispatched::Interpret(Fallback::from_reason(&reason)))
-            }
+            Dispatch::Interpret { reason } => Ok(Dispatched::Interpret(reason)),
         }
     }
 
@@ -344,7 +340,7 @@ impl JitRuntime {
         function: &JitFunction<M>,
         args: &[Value],
         captured: &[CapturedScalar],
-        interpret: impl FnOnce(&[Value], &Fallback) -> Result<Vec<Value>, E>,
+        interpret: impl FnOnce(&[Value], &FallbackReason) -> Result<Vec<Value>, E>,
     ) -> Result<CallResult<M>, CallError<E>> {
         match self.dispatch(function, args, captured)? {
             Dispatched::Compiled(compiled) => Ok(CallResult::compiled(compiled)),

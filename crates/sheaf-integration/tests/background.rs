@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    CallResult, CompileMode, Fallback, JitConfig, JitFunction, JitRuntime, Provenance, Value,
+    CallResult, CompileMode, FallbackReason, JitConfig, JitFunction, JitRuntime, Origin,
+    Provenance, Value, VariantError,
 };
 use support::{array, assert_close};
 
@@ -35,7 +36,7 @@ fn until_hit(jit: &JitRuntime, f: &JitFunction, x: &[Value]) -> CallResult {
     while Instant::now() < deadline {
         let result = sigmoid_call(jit, f, x);
         assert_close(&result.outputs[0], &expected[0], "a call while compiling");
-        if result.provenance == Provenance::CacheHit {
+        if result.provenance == Provenance::Compiled(Origin::Hit) {
             return result;
         }
         thread::sleep(Duration::from_millis(5));
@@ -53,7 +54,7 @@ fn the_first_call_interprets_at_once_and_later_calls_hit() {
     let first_latency = start.elapsed();
     assert_eq!(
         first.provenance,
-        Provenance::Interpreted(Fallback::CompilingInBackground)
+        Provenance::Interpreted(FallbackReason::CompileQueued)
     );
     let expected = reference::interpret_sigmoid(&x).unwrap();
     assert_close(&first.outputs[0], &expected[0], "first call");
@@ -89,16 +90,16 @@ fn a_failed_background_compile_is_remembered() {
         let Provenance::Interpreted(why) = result.provenance else {
             panic!("a failing lowering ran compiled");
         };
-        let failed = matches!(why, Fallback::CompileFailed(_));
+        let failed = matches!(why, FallbackReason::CompileFailed(_));
         reasons.push(why);
         if failed {
             break;
         }
         thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(reasons[0], Fallback::CompilingInBackground);
+    assert_eq!(reasons[0], FallbackReason::CompileQueued);
     let last = reasons.last().unwrap();
-    let error = last.variant_error().expect("the lowering's error");
+    let error = VariantError::of_fallback(last).expect("the lowering's error");
     assert!(error.to_string().contains("always fails"), "{error}");
     assert_eq!(jit.stats().total.failed_compiles, 1);
 }

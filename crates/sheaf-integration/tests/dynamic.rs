@@ -9,7 +9,8 @@ mod support;
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    mlir, CallResult, JitError, JitFunction, JitRuntime, Lowered, Precompile, Provenance, Value,
+    mlir, CallResult, JitError, JitFunction, JitRuntime, Lowered, Origin, Precompile, Provenance,
+    Value,
 };
 use support::{array, assert_close, jit};
 
@@ -48,7 +49,7 @@ fn every_batch_size_runs_the_dynamic_variant_correctly() {
         .unwrap();
     assert_eq!(summary.cached, 1, "not cached exactly yet");
     let result = mlp_call(&jit, array(&[1, 8], 7), &w, &b).unwrap();
-    assert_eq!(result.provenance, Provenance::CacheHit);
+    assert_eq!(result.provenance, Provenance::Compiled(Origin::Hit));
     assert_eq!(
         jit.stats().total.dynamic_hits,
         4,
@@ -76,7 +77,7 @@ fn a_batch_of_zero_is_an_empty_result_or_a_clear_error() {
     }
     // The runtime is unharmed.
     let after = mlp_call(&jit, array(&[4, 8], 4), &w, &b).unwrap();
-    assert_eq!(after.provenance, Provenance::CacheHit);
+    assert_eq!(after.provenance, Provenance::Compiled(Origin::Hit));
     // A first call with batch 0 compiles (or refuses) a static variant.
     let fresh = support::jit();
     let result = mlp_call(&fresh, ArrayD::zeros(IxDyn(&[0, 8])), &w, &b).unwrap();

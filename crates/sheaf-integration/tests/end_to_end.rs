@@ -9,8 +9,8 @@ mod support;
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    mlir, CachePolicy, Dispatched, Fallback, JitError, JitFunction, JitRuntime, Lowered, Phase,
-    Provenance, Refusal, Severity, Value, VariantError,
+    mlir, CachePolicy, Dispatched, FallbackReason, JitError, JitFunction, JitRuntime, Lowered,
+    Origin, Phase, Provenance, Refusal, Severity, Value, VariantError,
 };
 use support::{array, assert_close, jit};
 
@@ -138,14 +138,16 @@ fn a_changed_temperature_is_never_served_stale_code() {
                 &format!("temperature {t}"),
             );
             if round == 0 {
-                assert_eq!(
-                    result.provenance,
-                    Provenance::CompiledNow,
+                assert!(
+                    matches!(
+                        result.provenance,
+                        Provenance::Compiled(Origin::CompiledNow { .. })
+                    ),
                     "temperature {t} is a new key"
                 );
                 compiles += 1;
             } else {
-                assert_eq!(result.provenance, Provenance::CacheHit);
+                assert_eq!(result.provenance, Provenance::Compiled(Origin::Hit));
             }
         }
     }
@@ -176,8 +178,10 @@ fn twenty_shape_churn_engages_fallback_and_stays_correct() {
             .unwrap();
         let expected = reference::interpret_sigmoid(&x).unwrap();
         assert_close(&result.outputs[0], &expected[0], &format!("call {call}"));
-        interpreted +=
-            usize::from(result.provenance == Provenance::Interpreted(Fallback::Thrashing));
+        interpreted += usize::from(matches!(
+            result.provenance,
+            Provenance::Interpreted(FallbackReason::Thrashing { .. })
+        ));
         assert!(jit.stats().total.live_entries <= 8);
     }
     let stats = jit.stats();
@@ -208,15 +212,28 @@ fn a_full_cache_interprets_one_off_shapes_and_keeps_the_hot_ones() {
         assert_close(&result.outputs[0], &expected[0], &format!("[1, {n}]"));
         result.provenance
     };
-    assert_eq!(call(1), Provenance::CompiledNow);
-    assert_eq!(call(2), Provenance::CompiledNow);
+    assert!(matches!(
+        call(1),
+        Provenance::Compiled(Origin::CompiledNow { .. })
+    ));
+    assert!(matches!(
+        call(2),
+        Provenance::Compiled(Origin::CompiledNow { .. })
+    ));
     for n in 3..6 {
-        assert_eq!(
-            call(n),
-            Provenance::Interpreted(Fallback::NotAdmitted(Refusal::FirstSeen))
+        let provenance = call(n);
+        assert!(
+            matches!(
+                provenance,
+                Provenance::Interpreted(FallbackReason::NotAdmitted {
+                    refusal: Refusal::FirstSeen,
+                    ..
+                })
+            ),
+            "{provenance:?}"
         );
-        assert_eq!(call(1), Provenance::CacheHit);
-        assert_eq!(call(2), Provenance::CacheHit);
+        assert_eq!(call(1), Provenance::Compiled(Origin::Hit));
+        assert_eq!(call(2), Provenance::Compiled(Origin::Hit));
     }
     let stats = jit.stats();
     assert_eq!(
@@ -253,14 +270,20 @@ fn a_redefined_function_recompiles() {
         Dispatched::Compiled(compiled) => compiled.provenance,
         Dispatched::Interpret(why) => panic!("interpreted: {why}"),
     };
-    assert_eq!(provenance(&v1), Provenance::CompiledNow);
-    assert_eq!(provenance(&v1), Provenance::CacheHit);
+    assert!(matches!(
+        provenance(&v1),
+        Provenance::Compiled(Origin::CompiledNow { .. })
+    ));
+    assert_eq!(provenance(&v1), Provenance::Compiled(Origin::Hit));
     let v2 = doubled_sigmoid();
     assert_ne!(v1.id(), v2.id());
     let Dispatched::Compiled(result) = jit.dispatch(&v2, &x, &[]).unwrap() else {
         panic!("the redefinition did not run compiled");
     };
-    assert_eq!(result.provenance, Provenance::CompiledNow);
+    assert!(matches!(
+        result.provenance,
+        Provenance::Compiled(Origin::CompiledNow { .. })
+    ));
     let expected = ArrayD::from_shape_vec(
         IxDyn(&[1, 5]),
         array(&[1, 5], 3)
@@ -294,7 +317,7 @@ fn device_tensors_chain_through_calls_without_a_host_copy() {
     };
     assert_eq!(
         second.provenance,
-        Provenance::CacheHit,
+        Provenance::Compiled(Origin::Hit),
         "same shape and dtype as the first call"
     );
     assert_eq!(
@@ -330,15 +353,20 @@ fn the_disk_cache_lets_a_fresh_runtime_skip_the_compiler() {
         Dispatched::Interpret(why) => panic!("interpreted: {why}"),
     };
     let first = fresh();
-    assert_eq!(run(&first), Provenance::CompiledNow);
+    assert!(matches!(
+        run(&first),
+        Provenance::Compiled(Origin::CompiledNow { .. })
+    ));
     let stats = first.disk_cache_stats();
     assert_eq!((stats.hits, stats.misses), (0, 1));
     assert!(first.compiler().is_some(), "the first runtime compiled");
     drop(first);
     let second = fresh();
-    assert_eq!(
-        run(&second),
-        Provenance::CompiledNow,
+    assert!(
+        matches!(
+            run(&second),
+            Provenance::Compiled(Origin::CompiledNow { .. })
+        ),
         "new to this runtime's cache"
     );
     let stats = second.disk_cache_stats();
@@ -392,7 +420,7 @@ fn a_failed_compile_runs_the_interpreter_with_the_diagnostic() {
         // function and signature instead of `<stdin>`.
         let Some(VariantError::Compile {
             function, source, ..
-        }) = fallback.variant_error()
+        }) = VariantError::of_fallback(fallback)
         else {
             panic!("expected the compiler's error, got {fallback:?}");
         };
@@ -438,9 +466,15 @@ fn a_call_that_waited_for_another_calls_compile_says_so() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    assert_eq!(
-        provenances,
-        [Provenance::CompiledNow, Provenance::CompiledByOtherCall]
+    assert!(
+        matches!(
+            provenances[..],
+            [
+                Provenance::Compiled(Origin::CompiledNow { .. }),
+                Provenance::Compiled(Origin::CompiledByOtherCall)
+            ]
+        ),
+        "{provenances:?}"
     );
     assert_eq!(jit.stats().total.compiles, 1);
 }

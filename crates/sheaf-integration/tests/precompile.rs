@@ -5,7 +5,7 @@
 mod support;
 
 use sheaf_integration::reference;
-use sheaf_integration::{JitRuntime, Precompile, Provenance, Value};
+use sheaf_integration::{JitRuntime, Origin, Precompile, Provenance, Value};
 use support::{array, assert_close};
 
 fn shapes(range: std::ops::RangeInclusive<usize>) -> Vec<[Value; 1]> {
@@ -41,7 +41,7 @@ fn a_batch_of_eight_serves_hits_and_unloads_after_the_last_is_evicted() {
                 reference::interpret_sigmoid(args)
             })
             .unwrap();
-        assert_eq!(result.provenance, Provenance::CacheHit);
+        assert_eq!(result.provenance, Provenance::Compiled(Origin::Hit));
         let expected = reference::interpret_sigmoid(x).unwrap();
         assert_close(&result.outputs[0], &expected[0], "a precompiled variant");
         let this = result.module().unwrap();

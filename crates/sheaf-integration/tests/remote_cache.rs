@@ -13,7 +13,7 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use sheaf_integration::{
-    BreakerState, JitConfigBuilder, JitError, JitRuntime, Provenance, RemoteStats,
+    BreakerState, JitConfigBuilder, JitError, JitRuntime, Origin, Provenance, RemoteStats,
 };
 use support::redis_server::{free_port, url_of, RedisServer};
 
@@ -102,7 +102,13 @@ fn child(role: &str) {
     let config = sheaf_integration::JitConfig::from_env().unwrap();
     let jit = JitRuntime::new(config).unwrap();
     for shape in SHAPES {
-        assert_eq!(call(&jit, shape), Provenance::CompiledNow, "{shape:?}");
+        assert!(
+            matches!(
+                call(&jit, shape),
+                Provenance::Compiled(Origin::CompiledNow { .. })
+            ),
+            "{shape:?}"
+        );
     }
     let (disk, remote) = (jit.disk_cache_stats(), remote(&jit));
     eprintln!("{role}: {disk:?}\n{remote}");
@@ -116,7 +122,7 @@ fn child(role: &str) {
             );
             assert!(jit.compiler().is_none(), "the compiler was never loaded");
             for shape in SHAPES {
-                assert_eq!(call(&jit, shape), Provenance::CacheHit);
+                assert_eq!(call(&jit, shape), Provenance::Compiled(Origin::Hit));
             }
             assert_eq!(
                 self::remote(&jit).fetches,
@@ -167,7 +173,10 @@ fn a_server_down_at_start_leaves_calls_compiling_locally() {
     // Nothing listens there.
     let jit = runtime(settings(&url_of(free_port()), secrets.path(), disk.path()));
     for shape in SHAPES {
-        assert_eq!(call(&jit, shape), Provenance::CompiledNow);
+        assert!(matches!(
+            call(&jit, shape),
+            Provenance::Compiled(Origin::CompiledNow { .. })
+        ));
     }
     let stats = remote(&jit);
     assert_eq!(stats.hits, 0);
@@ -185,7 +194,10 @@ fn a_server_down_at_start_leaves_calls_compiling_locally() {
     );
     // Once it is open, nothing is sent.
     let before = remote(&jit);
-    assert_eq!(call(&jit, [4, 4]), Provenance::CompiledNow);
+    assert!(matches!(
+        call(&jit, [4, 4]),
+        Provenance::Compiled(Origin::CompiledNow { .. })
+    ));
     let after = remote(&jit);
     assert_eq!(
         (after.fetches, after.errors),
@@ -235,14 +247,19 @@ fn a_server_killed_mid_run_opens_the_breaker_and_is_used_again_once_restarted() 
     let jit = runtime(
         settings(&server.url(), secrets.path(), disk.path()).remote_cache_breaker(3, cool_down),
     );
-    assert_eq!(call(&jit, [1, 1]), Provenance::CompiledNow);
+    assert!(matches!(
+        call(&jit, [1, 1]),
+        Provenance::Compiled(Origin::CompiledNow { .. })
+    ));
     assert_eq!(remote(&jit).misses, 1);
 
     drop(server);
     for n in 2..=5 {
-        assert_eq!(
-            call(&jit, [1, n]),
-            Provenance::CompiledNow,
+        assert!(
+            matches!(
+                call(&jit, [1, n]),
+                Provenance::Compiled(Origin::CompiledNow { .. })
+            ),
             "the server is down"
         );
     }
@@ -255,7 +272,10 @@ fn a_server_killed_mid_run_opens_the_breaker_and_is_used_again_once_restarted() 
     let server = RedisServer::start_on(port);
     // Past the cool-down, the next fetch probes the server, which answers.
     std::thread::sleep(cool_down * 2);
-    assert_eq!(call(&jit, [1, 6]), Provenance::CompiledNow);
+    assert!(matches!(
+        call(&jit, [1, 6]),
+        Provenance::Compiled(Origin::CompiledNow { .. })
+    ));
     let up = remote(&jit);
     assert_eq!(up.breaker, BreakerState::Closed, "{up}");
     assert_eq!(up.misses, down.misses + 1, "{up}");
@@ -264,7 +284,10 @@ fn a_server_killed_mid_run_opens_the_breaker_and_is_used_again_once_restarted() 
     // The restarted server serves it to a fresh process.
     let fresh = tempfile::tempdir().unwrap();
     let jit = runtime(settings(&server.url(), secrets.path(), fresh.path()));
-    assert_eq!(call(&jit, [1, 6]), Provenance::CompiledNow);
+    assert!(matches!(
+        call(&jit, [1, 6]),
+        Provenance::Compiled(Origin::CompiledNow { .. })
+    ));
     assert_eq!((remote(&jit).hits, jit.disk_cache_stats().misses), (1, 0));
 }
 
@@ -298,7 +321,13 @@ fn a_tampered_remote_entry_is_rejected_counted_and_compiled_instead() {
             .unwrap();
         let disk = fresh();
         let jit = runtime(settings(&server.url(), secrets.path(), disk.path()));
-        assert_eq!(call(&jit, [2, 3]), Provenance::CompiledNow, "{what}");
+        assert!(
+            matches!(
+                call(&jit, [2, 3]),
+                Provenance::Compiled(Origin::CompiledNow { .. })
+            ),
+            "{what}"
+        );
         let stats = remote(&jit);
         assert_eq!((stats.rejected, stats.hits), (1, 0), "{what}: {stats}");
         assert_eq!(jit.disk_cache_stats().misses, 1, "{what}: compiled");
@@ -318,7 +347,10 @@ fn a_tampered_remote_entry_is_rejected_counted_and_compiled_instead() {
             .remote_cache(server.url())
             .remote_cache_secret(sheaf_integration::Secret::from_bytes([0x33; 32])),
     );
-    assert_eq!(call(&jit, [2, 3]), Provenance::CompiledNow);
+    assert!(matches!(
+        call(&jit, [2, 3]),
+        Provenance::Compiled(Origin::CompiledNow { .. })
+    ));
     assert_eq!(remote(&jit).rejected, 1, "another secret's entry");
 }
 
@@ -331,7 +363,10 @@ fn an_oversized_artifact_is_neither_published_nor_downloaded() {
     };
     let disk = tempfile::tempdir().unwrap();
     let jit = runtime(small(disk.path()));
-    assert_eq!(call(&jit, [2, 3]), Provenance::CompiledNow);
+    assert!(matches!(
+        call(&jit, [2, 3]),
+        Provenance::Compiled(Origin::CompiledNow { .. })
+    ));
     let stats = remote(&jit);
     drop(jit);
     assert_eq!((stats.oversized, stats.publishes), (1, 0), "{stats}");
@@ -345,7 +380,10 @@ fn an_oversized_artifact_is_neither_published_nor_downloaded() {
     assert_eq!(remote_keys(&server).len(), 1);
     let disk = tempfile::tempdir().unwrap();
     let jit = runtime(small(disk.path()));
-    assert_eq!(call(&jit, [2, 3]), Provenance::CompiledNow);
+    assert!(matches!(
+        call(&jit, [2, 3]),
+        Provenance::Compiled(Origin::CompiledNow { .. })
+    ));
     let stats = remote(&jit);
     assert_eq!(
         (stats.oversized, stats.hits, stats.bytes_fetched),

@@ -9,7 +9,7 @@ use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once};
 
-use jit_cache::{CompileFailure, DType, Executable, FunctionId, JitCache, Outcome, Signature};
+use jit_cache::{CompileFailure, DType, Executable, FunctionId, JitCache, Provenance, Signature};
 
 /// Counts mock executables created and dropped (one per test, so tests run
 /// in parallel without sharing counts).
@@ -153,7 +153,7 @@ pub(crate) fn run(
     func: &FunctionId,
     sig: &Signature,
     compiler: &MockCompiler,
-) -> (Ran, Outcome) {
+) -> (Ran, Provenance) {
     cache.call(
         func,
         sig,
