@@ -29,7 +29,7 @@
 //! | `SHEAF_JIT_TRACE` | `1`: one line per miss/compile/evict/fallback (see `trace`) | off |
 //! | `SHEAF_JIT_REMOTE_CACHE` | remote artifact cache shared by a cluster: `redis://[:password@]host[:port][/db]` (no TLS) | off |
 //! | `SHEAF_JIT_REMOTE_SECRET_FILE` | the cluster's shared secret: a file of 32 random bytes, owner-only (required with a remote cache) | none |
-//! | `SHEAF_JIT_REMOTE_TIMEOUT` | milliseconds a remote request may wait for each read or write | 500 |
+//! | `SHEAF_JIT_REMOTE_TIMEOUT` | milliseconds a remote request may take, all its reads and writes together | 500 |
 //! | `SHEAF_JIT_REMOTE_CONNECT_TIMEOUT` | milliseconds to connect to the remote cache | 200 |
 //! | `SHEAF_JIT_REMOTE_MAX_ENTRY` | largest artifact published or fetched (`512M` style) | 64M |
 //! | `SHEAF_JIT_REMOTE_COOL_DOWN` | milliseconds the remote cache is left alone after 3 failures in a row | 30000 |
@@ -467,8 +467,8 @@ impl JitConfigBuilder {
         self
     }
 
-    /// How long the remote cache may take to connect, and for each read or
-    /// write of a request.
+    /// How long the remote cache may take to connect, and to answer a
+    /// request (the whole request: all its reads and writes together).
     pub fn remote_cache_timeouts(mut self, connect: Duration, request: Duration) -> Self {
         self.config.remote_cache_timeouts = RemoteTimeouts { connect, request };
         self

@@ -67,10 +67,7 @@ fn remote(jit: &JitRuntime) -> RemoteStats {
 
 /// The names of the entries on the server.
 fn remote_keys(server: &RedisServer) -> Vec<String> {
-    redis::cmd("KEYS")
-        .arg("sheaf-jit:v1:*")
-        .query(&mut server.connection())
-        .unwrap()
+    server.connection().keys("sheaf-jit:v1:*")
 }
 
 /// Runs this test binary's `test` in a child process in `role`, with the
@@ -303,10 +300,7 @@ fn a_tampered_remote_entry_is_rejected_counted_and_compiled_instead() {
     let keys = remote_keys(&server);
     assert_eq!(keys.len(), 1);
     let mut connection = server.connection();
-    let good: Vec<u8> = redis::cmd("GET")
-        .arg(&keys[0])
-        .query(&mut connection)
-        .unwrap();
+    let good = connection.get(&keys[0]);
     let mut flipped = good.clone();
     let middle = flipped.len() / 2;
     flipped[middle] ^= 0x01;
@@ -314,11 +308,7 @@ fn a_tampered_remote_entry_is_rejected_counted_and_compiled_instead() {
         ("a flipped byte", flipped),
         ("garbage", b"garbage".to_vec()),
     ] {
-        redis::cmd("SET")
-            .arg(&keys[0])
-            .arg(&value)
-            .query::<()>(&mut connection)
-            .unwrap();
+        connection.set(&keys[0], &value);
         let disk = fresh();
         let jit = runtime(settings(&server.url(), secrets.path(), disk.path()));
         assert!(
@@ -332,10 +322,7 @@ fn a_tampered_remote_entry_is_rejected_counted_and_compiled_instead() {
         assert_eq!((stats.rejected, stats.hits), (1, 0), "{what}: {stats}");
         assert_eq!(jit.disk_cache_stats().misses, 1, "{what}: compiled");
         drop(jit);
-        let republished: Vec<u8> = redis::cmd("GET")
-            .arg(&keys[0])
-            .query(&mut connection)
-            .unwrap();
+        let republished = connection.get(&keys[0]);
         assert_eq!(republished, good, "{what}: replaced by the fresh compile");
     }
     // A process with another secret: the entry does not verify for it.

@@ -37,6 +37,7 @@ mod entry;
 mod key;
 mod redis;
 mod remote;
+mod resp;
 mod trust;
 
 pub use self::redis::{RedisStore, RemoteTimeouts};
@@ -45,6 +46,15 @@ pub use disk::{BuildError, DiskStore, Fetched, StoreConfig, StoreStats, MAX_ENTR
 pub use key::{ArtifactKey, KeyParts};
 pub use remote::{RemoteError, RemoteOptions, RemoteStats, RemoteStore, RemoteTier, RemoteValue};
 pub use trust::{Secret, StoreError};
+
+/// Not part of the API: the Redis backend's reply reader, public for the
+/// `redis_reply` fuzz target (`fuzz/fuzz_targets/redis_reply.rs`) only.
+#[doc(hidden)]
+pub mod redis_reply {
+    pub use super::resp::{
+        read_bulk, read_length, read_ok, ReplyError, MAX_ERROR_LINE, MAX_HEADER_LINE,
+    };
+}
 
 /// Adds `by` to one of the stores' event counters (statistics only: no
 /// ordering with other memory is needed).

@@ -35,8 +35,9 @@ use super::trust::Secret;
 use crate::ByteSize;
 
 /// A remote key-value store of artifact entries: what [`RemoteTier`] needs
-/// of a backend. Implementations bound every request with timeouts; the
-/// tier handles failures, authentication and sizes.
+/// of a backend. Implementations bound every request with timeouts (the
+/// whole request, not each read) and never hold more of a reply than the
+/// bound asked for; the tier handles failures, authentication and sizes.
 pub trait RemoteStore: Send + Sync + fmt::Debug {
     /// The value stored under `key`, unless it is longer than `max_bytes`
     /// (then it is not downloaded).
@@ -79,6 +80,14 @@ pub enum RemoteError {
     /// The store answered with an error.
     #[error("remote artifact store error: {0}")]
     Server(String),
+    /// The store answered with something its protocol does not allow there
+    /// (a reply of another type, a value longer than asked for, a line
+    /// without end): not read further, the connection closed.
+    #[error(
+        "remote artifact store broke the protocol: {0}; is the address that of a Redis \
+         server?"
+    )]
+    Protocol(String),
 }
 
 /// Settings of a [`RemoteTier`].
@@ -143,7 +152,8 @@ pub struct RemoteStats {
     /// Artifacts over the size bound: not published, or (remote values) not
     /// downloaded.
     pub oversized: u64,
-    /// Requests that failed (unreachable, timed out, an error answer).
+    /// Requests that failed (unreachable, timed out, an error answer, a
+    /// reply that broke the protocol).
     pub errors: u64,
     /// Requests not sent because the circuit breaker was open.
     pub skipped: u64,

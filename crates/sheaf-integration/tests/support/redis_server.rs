@@ -1,12 +1,14 @@
 //! A real `redis-server` for the remote-cache tests and benchmark: started
 //! on a free loopback port with a temporary folder and no persistence,
-//! waited for until it answers PING, killed when dropped.
+//! waited for until it answers PING, killed when dropped; and a minimal
+//! client for the tests' own commands (`KEYS`, `GET`, `SET`).
 //!
 //! The binary is `$SHEAF_JIT_TEST_REDIS_SERVER`, else `redis-server` on the
 //! `PATH`; `cargo xtask test` installs Debian's package when it is missing.
 //! A missing server fails the test: it is never skipped.
 
-use std::net::TcpListener;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread;
@@ -69,29 +71,24 @@ impl RedisServer {
     }
 
     /// A client connection to it.
-    pub(crate) fn connection(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .unwrap()
-            .get_connection()
-            .unwrap()
+    pub(crate) fn connection(&self) -> Client {
+        Client::connect(self.port, Duration::from_secs(5)).unwrap()
     }
 
     fn wait_until_it_answers(&mut self) {
-        let client = redis::Client::open(self.url()).unwrap();
         let start = Instant::now();
         loop {
-            let pong = client
-                .get_connection_with_timeout(Duration::from_millis(200))
-                .and_then(|mut connection| redis::cmd("PING").query::<String>(&mut connection));
+            let pong = Client::connect(self.port, Duration::from_millis(200))
+                .and_then(|mut client| client.command(&[b"PING"]));
             match pong {
-                Ok(_) => return,
-                Err(error) => {
+                Ok(Reply::Status(_)) => return,
+                answer => {
                     if let Ok(Some(status)) = self.child.try_wait() {
                         panic!("redis-server on port {} exited ({status})", self.port);
                     }
                     assert!(
                         start.elapsed() < START_TIMEOUT,
-                        "redis-server on port {} does not answer PING: {error}",
+                        "redis-server on port {} does not answer PING: {answer:?}",
                         self.port
                     );
                     thread::sleep(Duration::from_millis(20));
@@ -105,6 +102,113 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A client of the test's server: sends a command, reads its whole reply.
+/// It trusts the server (a `redis-server` started here), unlike the
+/// runtime's client, which bounds everything a server sends.
+pub(crate) struct Client {
+    reader: BufReader<TcpStream>,
+}
+
+/// A reply, as much of RESP2 as the tests need.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Reply {
+    Status(String),
+    Error(String),
+    Integer(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Vec<Reply>),
+}
+
+impl Client {
+    /// A connection to the server on `port`, each read and write bounded by
+    /// `timeout`.
+    fn connect(port: u16, timeout: Duration) -> io::Result<Client> {
+        let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let stream = TcpStream::connect_timeout(&address, timeout)?;
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
+        Ok(Client {
+            reader: BufReader::new(stream),
+        })
+    }
+
+    /// The names of the keys matching `pattern`.
+    pub(crate) fn keys(&mut self, pattern: &str) -> Vec<String> {
+        match self.command(&[b"KEYS", pattern.as_bytes()]).unwrap() {
+            Reply::Array(keys) => keys
+                .into_iter()
+                .map(|key| match key {
+                    Reply::Bulk(Some(key)) => String::from_utf8(key).unwrap(),
+                    other => panic!("KEYS answered {other:?}"),
+                })
+                .collect(),
+            other => panic!("KEYS answered {other:?}"),
+        }
+    }
+
+    /// The value of `key`, which must exist.
+    pub(crate) fn get(&mut self, key: &str) -> Vec<u8> {
+        match self.command(&[b"GET", key.as_bytes()]).unwrap() {
+            Reply::Bulk(Some(value)) => value,
+            other => panic!("GET {key} answered {other:?}"),
+        }
+    }
+
+    /// Sets `key` to `value`.
+    pub(crate) fn set(&mut self, key: &str, value: &[u8]) {
+        let answer = self.command(&[b"SET", key.as_bytes(), value]).unwrap();
+        assert_eq!(answer, Reply::Status("OK".to_owned()), "SET {key}");
+    }
+
+    /// Sends `args` (the command and its arguments); the reply.
+    pub(crate) fn command(&mut self, args: &[&[u8]]) -> io::Result<Reply> {
+        let mut command = format!("*{}\r\n", args.len()).into_bytes();
+        for arg in args {
+            command.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+            command.extend_from_slice(arg);
+            command.extend_from_slice(b"\r\n");
+        }
+        self.reader.get_mut().write_all(&command)?;
+        self.reply()
+    }
+
+    fn reply(&mut self) -> io::Result<Reply> {
+        let mut line = String::new();
+        self.reader.read_line(&mut line)?;
+        let line = line.trim_end_matches("\r\n");
+        let number = |text: &str| {
+            text.parse::<i64>()
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("`{line}`")))
+        };
+        let Some(text) = line.get(1..) else {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        };
+        Ok(match &line[..1] {
+            "+" => Reply::Status(text.to_owned()),
+            "-" => Reply::Error(text.to_owned()),
+            ":" => Reply::Integer(number(text)?),
+            "$" => match usize::try_from(number(text)?) {
+                Err(_) => Reply::Bulk(None),
+                Ok(len) => {
+                    let mut value = vec![0; len + 2];
+                    self.reader.read_exact(&mut value)?;
+                    value.truncate(len);
+                    Reply::Bulk(Some(value))
+                }
+            },
+            "*" => Reply::Array(
+                (0..number(text)?)
+                    .map(|_| self.reply())
+                    .collect::<io::Result<_>>()?,
+            ),
+            _ => {
+                let message = format!("not a RESP2 reply: `{line}`");
+                return Err(io::Error::new(io::ErrorKind::InvalidData, message));
+            }
+        })
     }
 }
 
