@@ -44,7 +44,7 @@ pub use breaker::BreakerState;
 pub use disk::{BuildError, DiskStore, Fetched, StoreConfig, StoreStats, MAX_ENTRY_BYTES};
 pub use key::{ArtifactKey, KeyParts};
 pub use remote::{RemoteError, RemoteOptions, RemoteStats, RemoteStore, RemoteTier, RemoteValue};
-pub use trust::{Secret, StoreError};
+pub use trust::{open_read_only_file, Secret, StoreError};
 
 /// Adds `by` to one of the stores' event counters (statistics only: no
 /// ordering with other memory is needed).
