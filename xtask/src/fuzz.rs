@@ -16,7 +16,7 @@ use std::process::Command;
 use crate::process::{self, step, workspace_root};
 
 /// The targets of `fuzz/Cargo.toml`.
-const TARGETS: &[&str] = &["store_entry", "config", "signature"];
+const TARGETS: &[&str] = &["store_entry", "config", "signature", "bundle"];
 
 /// Seconds per target in `cargo xtask test`.
 pub(crate) const TEST_SECONDS: u64 = 20;
