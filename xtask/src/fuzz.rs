@@ -16,7 +16,14 @@ use std::process::Command;
 use crate::process::{self, step, workspace_root};
 
 /// The targets of `fuzz/Cargo.toml`.
-const TARGETS: &[&str] = &["store_entry", "redis_reply", "config", "signature", "value_tree"];
+const TARGETS: &[&str] = &[
+    "store_entry",
+    "redis_reply",
+    "bundle",
+    "config",
+    "signature",
+    "value_tree",
+];
 
 /// Seconds per target in `cargo xtask test`.
 pub(crate) const TEST_SECONDS: u64 = 20;

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use jit_cache::store::{ArtifactKey, DiskStore, Fetched, KeyParts, StoreConfig, StoreError};
+use jit_cache::store::{
+    open_read_only_file, ArtifactKey, DiskStore, Fetched, KeyParts, StoreConfig, StoreError,
+};
 
 fn key(program: &str) -> ArtifactKey {
     ArtifactKey::new(&KeyParts {
@@ -69,6 +71,15 @@ fn insecure(result: Result<DiskStore, StoreError>) -> String {
 
 fn is_root() -> bool {
     rustix::process::geteuid().is_root()
+}
+
+fn chmod(path: &Path, mode: u32) {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The payload of `program`'s entry in `store`, if it serves one.
+fn served(store: &DiskStore, program: &str) -> Option<Vec<u8>> {
+    store.fetch(&key(program), |bytes| Ok::<_, String>(bytes.to_vec()))
 }
 
 #[test]
@@ -184,7 +195,7 @@ fn a_fifo_entry_does_not_hang_the_lookup() {
         fs::symlink_metadata(&fifo).unwrap().is_file(),
         "the FIFO was replaced"
     );
-    assert_eq!(store.stats().corrupt, 1);
+    assert_eq!(store.stats().insecure, 1);
 }
 
 #[test]
@@ -285,4 +296,94 @@ fn stray_temporary_files_count_toward_the_bound() {
     let store = open(dir.path());
     fs::write(dir.path().join("vmfb/.tmp-crashed"), vec![0u8; 5000]).unwrap();
     assert_eq!(store.stats().bytes_on_disk, 5000);
+}
+
+#[test]
+fn entries_others_could_write_are_never_read() {
+    let (dir, _, seen, path) = with_sigmoid();
+    assert_eq!(
+        served(&DiskStore::open_read_only(dir.path()).unwrap(), "sigmoid"),
+        Some(built("sigmoid"))
+    );
+    // In a folder read only (a bundle's): refused, counted, left in place.
+    for mode in [0o666, 0o620, 0o602] {
+        chmod(&path, mode);
+        let bundle = DiskStore::open_read_only(dir.path()).unwrap();
+        assert_eq!(served(&bundle, "sigmoid"), None, "mode {mode:o}");
+        assert_eq!(bundle.stats().insecure, 1, "mode {mode:o}");
+        assert!(path.exists(), "a read-only folder is not changed");
+    }
+    // In this user's own cache: refused, deleted and built again.
+    chmod(&path, 0o666);
+    seen.lock().unwrap().clear();
+    let own = open(dir.path());
+    assert_eq!(fetch(&own, "sigmoid", &seen), Fetched::Built);
+    assert_eq!(own.stats().insecure, 1);
+    assert_eq!(*seen.lock().unwrap(), [built("sigmoid")], "built, not read");
+    let mode = fs::symlink_metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "rewritten");
+}
+
+#[test]
+fn a_read_only_folders_entries_that_are_links_or_of_another_user_are_never_read() {
+    let (dir, _, _, path) = with_sigmoid();
+    let elsewhere = dir.path().join("elsewhere");
+    fs::rename(&path, &elsewhere).unwrap();
+    symlink(&elsewhere, &path).unwrap();
+    let bundle = DiskStore::open_read_only(dir.path()).unwrap();
+    assert_eq!(served(&bundle, "sigmoid"), None, "a link");
+    assert_eq!(bundle.stats().insecure, 1);
+    if !is_root() {
+        eprintln!("skipped: only root can give a file to another user");
+        return;
+    }
+    fs::remove_file(&path).unwrap();
+    fs::rename(&elsewhere, &path).unwrap();
+    std::os::unix::fs::chown(&path, Some(0), Some(0)).unwrap();
+    let bundle = DiskStore::open_read_only(dir.path()).unwrap();
+    assert_eq!(served(&bundle, "sigmoid"), Some(built("sigmoid")), "root's");
+    std::os::unix::fs::chown(&path, Some(4242), Some(4242)).unwrap();
+    let bundle = DiskStore::open_read_only(dir.path()).unwrap();
+    assert_eq!(served(&bundle, "sigmoid"), None, "another user's");
+    assert_eq!(bundle.stats().insecure, 1);
+}
+
+#[test]
+fn a_read_only_file_must_be_regular_and_closed_to_others_before_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("manifest.txt");
+    let refusal = |path: &Path| match open_read_only_file(path) {
+        Err(StoreError::Insecure { reason, .. }) => reason,
+        other => panic!("expected an insecure-file error, got {other:?}"),
+    };
+    fs::write(&path, "text").unwrap();
+    chmod(&path, 0o644);
+    let (_, metadata) = open_read_only_file(&path).unwrap();
+    assert_eq!(metadata.len(), 4);
+    chmod(&path, 0o666);
+    let reason = refusal(&path);
+    assert!(
+        reason.contains("mode 666") && reason.contains("chmod go-w"),
+        "{reason}"
+    );
+    fs::remove_file(&path).unwrap();
+    for device in ["/dev/zero", "/dev/urandom"] {
+        symlink(device, &path).unwrap();
+        assert!(refusal(&path).contains("symbolic link"), "{device}");
+        fs::remove_file(&path).unwrap();
+    }
+    // A FIFO with no writer: opened without blocking, then refused.
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    assert!(refusal(&path).contains("not a regular file"));
+    assert!(matches!(
+        open_read_only_file(&dir.path().join("missing")),
+        Err(StoreError::Io { .. })
+    ));
 }

@@ -19,22 +19,34 @@
 //!
 //! A bundle is trusted like the program it ships with: its tags are made
 //! with its own secret, shipped inside it, so they detect damage, not
-//! forgery. What protects it is where it lives: its folders and secret must
-//! belong to this user or to root and be writable by no one else (checked at
-//! open, as for the disk cache). Exporting re-tags each entry: the disk
-//! cache's secret never leaves its folder.
+//! forgery. What protects it is where it lives: every folder and file of it
+//! (folders, secret, manifest, entries) must belong to this user or to root,
+//! be writable by no one else, and be a real folder or regular file, not a
+//! symbolic link, or the bundle is refused with an error that says what to
+//! run. [`Bundle::open`] checks the folders before it touches the manifest,
+//! and each file on the opened file before a byte of it is used; the
+//! manifest is read without blocking and within [`MAX_MANIFEST_BYTES`], and
+//! every entry is checked again when it is read (one that fails is never
+//! loaded: the call compiles instead). Exporting re-tags each entry (the
+//! disk cache's secret never leaves its folder) and writes folders 0700 and
+//! files 0600, whatever the umask.
 
 use std::fmt::Write as _;
 use std::fs;
+use std::io::{Read, Write as _};
 use std::path::{Path, PathBuf};
 
 use iree_safe::Function;
-use jit_cache::store::{ArtifactKey, DiskStore, StoreConfig};
+use jit_cache::store::{open_read_only_file, ArtifactKey, DiskStore, StoreConfig, StoreError};
 
 use crate::error::JitError;
 
 const FORMAT: &str = "sheaf-jit bundle 1";
 const MANIFEST: &str = "manifest.txt";
+
+/// The largest manifest a bundle may have: 16 MiB, some 100 000 entries. A
+/// larger one is refused before it is read.
+const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 
 /// An exported bundle, open for reading.
 #[derive(Debug)]
@@ -45,59 +57,55 @@ pub(crate) struct Bundle {
     entries: usize,
 }
 
+/// What a manifest says.
+#[derive(Debug)]
+struct Manifest {
+    compiler: String,
+    runtime: String,
+    /// Each entry's key, and the size of its file.
+    entries: Vec<(ArtifactKey, u64)>,
+}
+
 impl Bundle {
-    /// Opens the bundle at `dir`, checking its manifest and that every
-    /// entry it lists is there with the size it records.
+    /// Opens the bundle at `dir`: its folders and secret (as
+    /// [`DiskStore::open_read_only`] checks them), then its manifest, then
+    /// every entry the manifest lists, each a safe file of the size it
+    /// records.
     pub(crate) fn open(dir: &Path) -> Result<Bundle, JitError> {
-        let invalid = |why: String| JitError::Bundle {
+        let invalid = |message: String| JitError::Bundle {
             path: dir.to_path_buf(),
-            message: why,
+            message,
         };
-        let manifest = fs::read_to_string(dir.join(MANIFEST))
-            .map_err(|e| invalid(format!("cannot read {MANIFEST}: {e}")))?;
-        let mut lines = manifest.lines();
-        if lines.next() != Some(FORMAT) {
+        let refused = |error: StoreError| invalid(describe(error));
+        let store = DiskStore::open_read_only(dir).map_err(refused)?;
+        let text = read_manifest(&dir.join(MANIFEST)).map_err(invalid)?;
+        let manifest = Manifest::parse(&text).map_err(invalid)?;
+        if manifest.runtime != iree_safe::IREE_RUNTIME_BUILD {
             return Err(invalid(format!(
-                "{MANIFEST} does not start with `{FORMAT}`"
-            )));
-        }
-        let (mut compiler, mut runtime, mut entries) = (None, None, 0);
-        for line in lines {
-            if let Some(value) = line.strip_prefix("compiler ") {
-                compiler = Some(value.to_owned());
-            } else if let Some(value) = line.strip_prefix("runtime ") {
-                runtime = Some(value.to_owned());
-            } else if let Some(entry) = line.strip_prefix("entry\t") {
-                let mut fields = entry.split('\t');
-                let (Some(key), Some(bytes)) = (fields.next(), fields.next()) else {
-                    return Err(invalid(format!("malformed entry line `{line}`")));
-                };
-                let path = dir.join("vmfb").join(format!("{key}.sjit"));
-                let size = fs::metadata(&path).map(|m| m.len()).ok();
-                if size.map(|s| s.to_string()).as_deref() != Some(bytes) {
-                    return Err(invalid(format!(
-                        "{} is missing or does not have the {bytes} bytes the manifest records",
-                        path.display()
-                    )));
-                }
-                entries += 1;
-            }
-        }
-        let compiler = compiler.ok_or_else(|| invalid("the manifest names no compiler".into()))?;
-        let runtime = runtime.ok_or_else(|| invalid("the manifest names no runtime".into()))?;
-        if runtime != iree_safe::IREE_RUNTIME_BUILD {
-            return Err(invalid(format!(
-                "it was built for the IREE runtime `{runtime}`, and this program links `{}`; \
+                "it was built for the IREE runtime `{}`, and this program links `{}`; \
                  export it again from this build",
+                manifest.runtime,
                 iree_safe::IREE_RUNTIME_BUILD
             )));
         }
-        let store = DiskStore::open_read_only(dir).map_err(|e| invalid(e.to_string()))?;
+        for (key, bytes) in &manifest.entries {
+            let path = store
+                .entry_path(key)
+                .expect("a read-only store has a folder");
+            let (_, metadata) = open_read_only_file(&path).map_err(refused)?;
+            if metadata.len() != *bytes {
+                return Err(invalid(format!(
+                    "{} has {} bytes, not the {bytes} the manifest records",
+                    path.display(),
+                    metadata.len()
+                )));
+            }
+        }
         Ok(Bundle {
             store,
             dir: dir.to_path_buf(),
-            compiler,
-            entries,
+            compiler: manifest.compiler,
+            entries: manifest.entries.len(),
         })
     }
 
@@ -124,6 +132,82 @@ impl Bundle {
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
+}
+
+impl Manifest {
+    /// Parses a manifest's text (see the module docs); lines it does not
+    /// know are ignored.
+    fn parse(text: &str) -> Result<Manifest, String> {
+        let mut lines = text.lines();
+        if lines.next() != Some(FORMAT) {
+            return Err(format!("{MANIFEST} does not start with `{FORMAT}`"));
+        }
+        let (mut compiler, mut runtime, mut entries) = (None, None, Vec::new());
+        for line in lines {
+            if let Some(value) = line.strip_prefix("compiler ") {
+                compiler = Some(value.to_owned());
+            } else if let Some(value) = line.strip_prefix("runtime ") {
+                runtime = Some(value.to_owned());
+            } else if let Some(entry) = line.strip_prefix("entry\t") {
+                let mut fields = entry.split('\t');
+                let key = fields.next().and_then(ArtifactKey::from_hex);
+                let bytes = fields.next().and_then(|bytes| bytes.parse().ok());
+                let (Some(key), Some(bytes)) = (key, bytes) else {
+                    return Err(format!("malformed entry line `{line}`"));
+                };
+                entries.push((key, bytes));
+            }
+        }
+        Ok(Manifest {
+            compiler: compiler.ok_or("the manifest names no compiler")?,
+            runtime: runtime.ok_or("the manifest names no runtime")?,
+            entries,
+        })
+    }
+}
+
+/// The text of the manifest at `path`, a safe file (see the module docs) of
+/// at most [`MAX_MANIFEST_BYTES`]; or what is wrong with it.
+fn read_manifest(path: &Path) -> Result<String, String> {
+    let too_large = |bytes: u64| {
+        format!(
+            "{} has {bytes} bytes or more, over the {} MiB a manifest may have",
+            path.display(),
+            MAX_MANIFEST_BYTES >> 20
+        )
+    };
+    let (file, metadata) = open_read_only_file(path).map_err(describe)?;
+    if metadata.len() > MAX_MANIFEST_BYTES {
+        return Err(too_large(metadata.len()));
+    }
+    // Bounded again while reading: the file may have grown since.
+    let mut text = String::new();
+    file.take(MAX_MANIFEST_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if text.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(too_large(text.len() as u64));
+    }
+    Ok(text)
+}
+
+/// What is wrong with a folder or file of a bundle, naming it.
+fn describe(error: StoreError) -> String {
+    match error {
+        StoreError::Insecure { path, reason } => {
+            format!("{} is not safe to use: {reason}", path.display())
+        }
+        StoreError::Io { path, source } => format!("cannot read {}: {source}", path.display()),
+        other => other.to_string(),
+    }
+}
+
+/// Opens the bundle at `dir` as [`JitRuntime::new`](crate::JitRuntime::new)
+/// does and returns how many artifacts it lists: for the `bundle` fuzz
+/// target, not an API.
+#[doc(hidden)]
+pub fn open_for_fuzzing(dir: &Path) -> Result<usize, JitError> {
+    Bundle::open(dir).map(|bundle| bundle.len())
 }
 
 /// One artifact to export.
@@ -191,8 +275,51 @@ pub(crate) fn write(
         summary.bytes += bytes;
     }
     summary.skipped = skipped;
+    // Written whole under a temporary name (mode 0600, like the entries:
+    // never writable by others, which would have it refused), then renamed
+    // over the old one.
     let path = dir.join(MANIFEST);
-    fs::write(&path, manifest)
+    tempfile::Builder::new()
+        .prefix(".tmp-manifest-")
+        .tempfile_in(dir)
+        .and_then(|mut file| {
+            file.write_all(manifest.as_bytes())?;
+            file.persist(&path).map_err(|e| e.error)
+        })
         .map_err(|e| failed(format!("cannot write {}: {e}", path.display())))?;
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed";
+
+    fn manifest(entries: &str) -> String {
+        format!("{FORMAT}\ncompiler c @ 1\nruntime r\n{entries}")
+    }
+
+    #[test]
+    fn manifests_list_keys_and_sizes_and_nothing_else_passes() {
+        let parsed =
+            Manifest::parse(&manifest(&format!("entry\t{KEY}\t98\tf\t(f32[2])\n"))).unwrap();
+        assert_eq!((&*parsed.compiler, &*parsed.runtime), ("c @ 1", "r"));
+        assert_eq!(parsed.entries, [(ArtifactKey::from_hex(KEY).unwrap(), 98)]);
+        for line in [
+            format!("entry\t../../{}\t98", &KEY[6..]),
+            format!("entry\t{}\t98", KEY.to_uppercase()),
+            format!("entry\t{KEY}\t-1"),
+            format!("entry\t{KEY}"),
+        ] {
+            let error = Manifest::parse(&manifest(&line)).unwrap_err();
+            assert!(error.contains("malformed entry line"), "{line}: {error}");
+        }
+        assert!(Manifest::parse("sheaf-jit bundle 2\n")
+            .unwrap_err()
+            .contains("does not start"));
+        assert!(Manifest::parse(&format!("{FORMAT}\nruntime r\n"))
+            .unwrap_err()
+            .contains("no compiler"));
+    }
 }

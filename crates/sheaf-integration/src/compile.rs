@@ -265,9 +265,10 @@ impl Pipeline {
 /// Every `load` in this module is only ever called by a [`DiskStore`] or a
 /// [`Bundle`], which pass it nothing but (a) what the `build` closure of the
 /// same call returned, our compiler's output, (b) an entry whose
-/// HMAC-SHA256 verified under its folder's secret, in a folder that only
-/// this user (or root, for a bundle) can write (`DiskStore::open`,
-/// `DiskStore::open_read_only`), or (c) a remote-cache entry whose
+/// HMAC-SHA256 verified under its folder's secret, read from a regular file
+/// in a folder that only this user (or root, for a bundle) can write
+/// (`DiskStore::open`, `DiskStore::open_read_only`, each entry checked on
+/// the opened file before it is read), or (c) a remote-cache entry whose
 /// HMAC-SHA256 verified under the secret shared by the cluster, which the
 /// configuration requires and which is read only from a file no other user
 /// can read or write (`JitConfigBuilder::build`, `Secret::from_file`).

@@ -417,7 +417,9 @@ impl JitConfigBuilder {
     }
 
     /// Serve calls from the artifact bundle in `dir` (see
-    /// `JitRuntime::export_artifacts`); may be given several times.
+    /// `JitRuntime::export_artifacts`); may be given several times. Its
+    /// folders and files must belong to this user or root and be writable
+    /// by no one else, or `JitRuntime::new` fails saying what to run.
     pub fn artifact_bundle(mut self, dir: impl Into<PathBuf>) -> Self {
         self.config.artifact_bundles.push(dir.into());
         self

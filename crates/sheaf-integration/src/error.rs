@@ -42,7 +42,9 @@ pub enum JitError {
     /// not 32 bytes, or readable or writable by others.
     #[error("the remote cache's secret: {0}; fix it or choose another file (SHEAF_JIT_REMOTE_SECRET_FILE)")]
     RemoteSecret(#[source] jit_cache::store::StoreError),
-    /// An artifact bundle cannot be read or written.
+    /// An artifact bundle cannot be read or written, or is not safe to
+    /// serve: a folder or file of it that another user could change, a
+    /// link, or a manifest that is not a regular file of at most 16 MiB.
     #[error("artifact bundle {}: {message}", path.display())]
     Bundle {
         /// The bundle's folder.

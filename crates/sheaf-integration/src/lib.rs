@@ -68,6 +68,8 @@ mod upload;
 mod value;
 mod variant;
 
+#[doc(hidden)]
+pub use bundle::open_for_fuzzing;
 pub use bundle::ExportSummary;
 pub use config::{
     CompileMode, DiskCacheSetting, JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret,

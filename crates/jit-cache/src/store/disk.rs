@@ -67,12 +67,19 @@ pub struct StoreStats {
     pub hits: u64,
     /// Artifacts that had to be built (successfully or not).
     pub misses: u64,
-    /// Entries found damaged (or not regular files), or refused by the
-    /// caller's `load`, and deleted.
+    /// Entries found damaged, or refused by the caller's `load`, and
+    /// deleted (unless the folder is read-only).
     pub corrupt: u64,
     /// Well-formed entries whose authentication tag did not verify (forged,
-    /// re-keyed from another entry, or damaged), deleted and rebuilt.
+    /// re-keyed from another entry, or damaged), deleted (unless the folder
+    /// is read-only) and rebuilt.
     pub unauthenticated: u64,
+    /// Entries refused unread because they are not safe files: a symbolic
+    /// link, a FIFO or device, or a file that group or others may write or
+    /// that belongs to another user (or, in a read-only folder, to neither
+    /// this user nor root). Deleted unless the folder is read-only, like a
+    /// bundle's; logged at warn level.
+    pub insecure: u64,
     /// Builds that bypassed the store: it is disabled, or the caller had no
     /// key for them.
     pub bypassed: u64,
@@ -122,7 +129,8 @@ pub enum BuildError<B, L> {
 /// in the same call, or an entry whose tag verified under the folder's
 /// secret, which only this user can read (see the module docs of `trust`
 /// in the repository, and its README's threat model); folders another user
-/// could write are refused at [`open`](Self::open).
+/// could write are refused at [`open`](Self::open), and entry files another
+/// user could write are never read ([`StoreStats::insecure`]).
 /// Failing to write never fails a build. Concurrent misses of one key in one
 /// store build once: the others wait, then read the entry (or, if the build
 /// failed, build in turn).
@@ -157,6 +165,7 @@ struct Counters {
     misses: AtomicU64,
     corrupt: AtomicU64,
     unauthenticated: AtomicU64,
+    insecure: AtomicU64,
     bypassed: AtomicU64,
     evictions: AtomicU64,
     write_errors: AtomicU64,
@@ -185,7 +194,9 @@ impl DiskStore {
     /// A store over the entries in `directory` that it only reads: lookups
     /// neither refresh, delete nor add entries (an exported bundle, a
     /// folder shared read-only). The folder, its `vmfb/` and its secret must
-    /// belong to this user or to root and be writable by no one else.
+    /// belong to this user or to root and be writable by no one else, and so
+    /// must each entry when it is read (one that is not is counted in
+    /// [`StoreStats::insecure`] and never loaded).
     pub fn open_read_only(directory: impl Into<PathBuf>) -> Result<Self, StoreError> {
         let directory = directory.into();
         let entries = directory.join("vmfb");
@@ -243,6 +254,7 @@ impl DiskStore {
             misses: load(&c.misses),
             corrupt: load(&c.corrupt),
             unauthenticated: load(&c.unauthenticated),
+            insecure: load(&c.insecure),
             bypassed: load(&c.bypassed),
             evictions: load(&c.evictions),
             write_errors: load(&c.write_errors),
@@ -376,7 +388,29 @@ impl DiskStore {
         load: &impl Fn(&[u8]) -> Result<V, L>,
     ) -> Option<V> {
         let max_payload = folder.max_bytes.min(MAX_ENTRY_BYTES);
-        let payload = match entry::read(path, key, &folder.secret, max_payload, !folder.read_only) {
+        let read = entry::read(
+            path,
+            key,
+            &folder.secret,
+            folder.owners(),
+            max_payload,
+            !folder.read_only,
+        );
+        let outcome = match read {
+            Ok(outcome) => outcome,
+            Err(reason) => {
+                tracing::warn!(
+                    target: "jit_cache",
+                    entry = %path.display(),
+                    %reason,
+                    "refusing a disk-cache entry that is not safe to read ({reason}): it was not \
+                     loaded"
+                );
+                self.discard(folder, path, &self.counters.insecure);
+                return None;
+            }
+        };
+        let payload = match outcome {
             ReadOutcome::Found(payload) => payload,
             ReadOutcome::Missing => return None,
             ReadOutcome::Corrupt(reason) => {
@@ -501,6 +535,21 @@ impl Drop for Builder<'_> {
 }
 
 impl Folder {
+    /// Who may own the folder's files. Entries are held to their folder's
+    /// rule in every folder: in a read-only one (a bundle, perhaps
+    /// installed by root) a file others could write would be served
+    /// otherwise; in this user's own folder, closed to others (0700), no one
+    /// else can reach the files, and the check costs nothing (the opened
+    /// file's metadata is read anyway), so one rule holds everywhere and an
+    /// entry that breaks it is deleted and built again.
+    fn owners(&self) -> Owners {
+        if self.read_only {
+            Owners::UserOrRoot
+        } else {
+            Owners::User
+        }
+    }
+
     fn entry_path(&self, key: &ArtifactKey) -> PathBuf {
         self.entries
             .join(format!("{}.{ENTRY_EXTENSION}", key.hex()))

@@ -14,10 +14,12 @@
 //! | 32 | the entry's [`ArtifactKey`] |
 //! | n | payload: the `.vmfb` |
 //!
-//! Reading trusts nothing in the file before the tag verifies: the file is
-//! opened without following links or blocking (a FIFO or device is refused),
-//! its real size must match the header and stay under the bound before
-//! anything is allocated, and the allocation is fallible.
+//! Reading trusts nothing in the file before the tag verifies, and reads
+//! nothing of a file that is not safe: the file is opened without following
+//! links or blocking, and must be a regular file that only the folder's
+//! owners can change (`trust::open_file`, checked on the opened file); its
+//! real size must match the header and stay under the bound before anything
+//! is allocated, and the allocation is fallible.
 //!
 //! Writers fill a uniquely named temporary file (mode 0600) in the cache
 //! folder and `rename` it over the entry's name, which replaces it
@@ -30,7 +32,7 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use super::key::ArtifactKey;
-use super::trust::{open_regular, Secret, TAG_LEN};
+use super::trust::{open_file, Owners, Secret, StoreError, CLOSE_FILE, TAG_LEN};
 
 const MAGIC: [u8; 8] = *b"SJITVMFB";
 const FORMAT_VERSION: u32 = 2;
@@ -61,28 +63,34 @@ pub(crate) enum ReadOutcome {
 /// Reads the entry at `path`, checks it completely, and, when `touch` is
 /// set, marks it as used (sets its modification time, the LRU order) when it
 /// is good. Entries with payloads over `max_payload` bytes are corrupt.
+///
+/// `Err` when the file is not safe to read, which leaves it unread: a link,
+/// a FIFO or device, or a file that someone other than `owners` could have
+/// written. The error says why, and what to run.
 pub(crate) fn read(
     path: &Path,
     key: &ArtifactKey,
     secret: &Secret,
+    owners: Owners,
     max_payload: u64,
     touch: bool,
-) -> ReadOutcome {
-    let mut file = match open_regular(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return ReadOutcome::Missing,
-        Err(e) => return ReadOutcome::Corrupt(format!("cannot open it safely: {e}")),
+) -> Result<ReadOutcome, String> {
+    let (mut file, metadata) = match open_file(path, owners, CLOSE_FILE) {
+        Ok(opened) => opened,
+        Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            return Ok(ReadOutcome::Missing)
+        }
+        Err(StoreError::Io { source, .. }) => {
+            return Ok(ReadOutcome::Corrupt(format!("cannot open it: {source}")))
+        }
+        Err(StoreError::Insecure { reason, .. }) => return Err(reason),
     };
-    let file_len = match file.metadata() {
-        Ok(metadata) => metadata.len(),
-        Err(e) => return ReadOutcome::Corrupt(format!("cannot stat: {e}")),
-    };
-    let outcome = parse(&mut file, file_len, key, secret, max_payload);
+    let outcome = parse(&mut file, metadata.len(), key, secret, max_payload);
     if touch && matches!(outcome, ReadOutcome::Found(_)) {
         // Best effort: an entry we cannot touch just ages sooner.
         let _ = file.set_modified(SystemTime::now());
     }
-    outcome
+    Ok(outcome)
 }
 
 /// Parses and authenticates an entry of `file_len` bytes from `file`.
@@ -203,6 +211,8 @@ pub(crate) fn write(
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
     use crate::store::KeyParts;
 
@@ -288,22 +298,31 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let key = key("a");
         let path = dir.path().join("entry");
-        let read = |path: &Path| self::read(path, &key, &secret(), 1 << 20, true);
-        assert!(matches!(read(&path), ReadOutcome::Missing));
+        let read = |path: &Path| self::read(path, &key, &secret(), Owners::User, 1 << 20, true);
+        assert!(matches!(read(&path), Ok(ReadOutcome::Missing)));
         assert_eq!(
             write(dir.path(), &path, &key, &secret(), b"0123456789").unwrap(),
             98
         );
-        assert!(matches!(read(&path), ReadOutcome::Found(p) if p == b"0123456789"));
+        assert!(matches!(read(&path), Ok(ReadOutcome::Found(p)) if p == b"0123456789"));
         // No temporary file is left behind.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&path, &link).unwrap();
-        assert!(matches!(read(&link), ReadOutcome::Corrupt(_)), "a symlink");
         assert!(
-            matches!(read(dir.path()), ReadOutcome::Corrupt(_)),
+            matches!(read(&link), Err(r) if r.contains("symbolic link")),
+            "a symlink"
+        );
+        assert!(
+            matches!(read(dir.path()), Err(r) if r.contains("not a regular file")),
             "a folder"
+        );
+        // Writable by others: refused unread, saying what to run.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o620)).unwrap();
+        assert!(
+            matches!(read(&path), Err(r) if r.contains("chmod go-w")),
+            "group-writable"
         );
     }
 }

@@ -56,6 +56,28 @@ impl ArtifactKey {
     pub fn hex(&self) -> String {
         self.0.iter().map(|byte| format!("{byte:02x}")).collect()
     }
+
+    /// The key whose [`hex`](Self::hex) is `text` (64 lower-case hex
+    /// digits, as a bundle's manifest lists keys); `None` for any other
+    /// text.
+    pub fn from_hex(text: &str) -> Option<Self> {
+        fn digit(c: u8) -> Option<u8> {
+            match c {
+                b'0'..=b'9' => Some(c - b'0'),
+                b'a'..=b'f' => Some(c - b'a' + 10),
+                _ => None,
+            }
+        }
+        let text = text.as_bytes();
+        if text.len() != 64 {
+            return None;
+        }
+        let mut bytes = [0u8; 32];
+        for (byte, pair) in bytes.iter_mut().zip(text.chunks_exact(2)) {
+            *byte = digit(pair[0])? << 4 | digit(pair[1])?;
+        }
+        Some(ArtifactKey(bytes))
+    }
 }
 
 impl fmt::Debug for ArtifactKey {
@@ -91,9 +113,29 @@ mod tests {
             "moving bytes between parts changes the key"
         );
         assert_eq!(base.hex().len(), 64);
+        assert_eq!(ArtifactKey::from_hex(&base.hex()), Some(base));
         assert!(base
             .hex()
             .bytes()
             .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+    }
+
+    #[test]
+    fn only_a_keys_own_hex_parses_back() {
+        let hex = key("module {}", "3.13 @ abc", "--a").hex();
+        assert_eq!(
+            ArtifactKey::from_hex(&hex).map(|k| k.hex()),
+            Some(hex.clone())
+        );
+        for bad in [
+            &hex[1..],
+            &format!("{hex}0"),
+            &hex.to_uppercase(),
+            &format!("+{}", &hex[1..]),
+            &format!("../{}", &hex[3..]),
+            "",
+        ] {
+            assert_eq!(ArtifactKey::from_hex(bad), None, "{bad}");
+        }
     }
 }

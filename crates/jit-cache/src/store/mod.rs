@@ -45,7 +45,7 @@ pub use breaker::BreakerState;
 pub use disk::{BuildError, DiskStore, Fetched, StoreConfig, StoreStats, MAX_ENTRY_BYTES};
 pub use key::{ArtifactKey, KeyParts};
 pub use remote::{RemoteError, RemoteOptions, RemoteStats, RemoteStore, RemoteTier, RemoteValue};
-pub use trust::{Secret, StoreError};
+pub use trust::{open_read_only_file, Secret, StoreError};
 
 /// Not part of the API: the Redis backend's reply reader, public for the
 /// `redis_reply` fuzz target (`fuzz/fuzz_targets/redis_reply.rs`) only.

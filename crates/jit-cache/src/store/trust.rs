@@ -8,8 +8,11 @@
 //! entry) nor write the folder (so cannot replace the secret): folders are
 //! created 0700 and refused when another user owns them or when group or
 //! others may write them, and nothing in them is followed through a
-//! symbolic link. The owner themselves, and root, are trusted: they can run
-//! code as this user anyway.
+//! symbolic link. Every file the store reads (the secret, each entry, a
+//! bundle's manifest) meets the same rule, checked on the opened file before
+//! a byte of it is read ([`open_file`]): a regular file, not a link, that
+//! only the folder's owners can write. The owner themselves, and root, are
+//! trusted: they can run code as this user anyway.
 
 use std::fs::{self, DirBuilder, File, Metadata, OpenOptions};
 use std::io::{self, Read};
@@ -104,6 +107,9 @@ pub(crate) fn check_folder(path: &Path, owners: Owners) -> Result<(), StoreError
     check_owner_and_mode(path, &metadata, owners, "chmod 700")
 }
 
+/// Checks that only `owners` can change what `metadata` describes: it
+/// belongs to them and group and others may not write it (`fix` is the
+/// command that closes it, run on `path`).
 fn check_owner_and_mode(
     path: &Path,
     metadata: &Metadata,
@@ -112,13 +118,19 @@ fn check_owner_and_mode(
 ) -> Result<(), StoreError> {
     let me = rustix::process::geteuid().as_raw();
     let owner = metadata.uid();
-    let trusted = owner == me || (owners == Owners::UserOrRoot && owner == 0);
+    let (trusted, whom) = match owners {
+        Owners::User => (owner == me, format!("this process's user {me}")),
+        Owners::UserOrRoot => (
+            owner == me || owner == 0,
+            format!("this process's user {me} or root"),
+        ),
+    };
     if !trusted {
         return Err(StoreError::insecure(
             path,
             format!(
-                "it belongs to user {owner}, not to this process's user {me}; give it to this \
-                 user (chown) or choose another folder"
+                "it belongs to user {owner}, not to {whom}; give it to {whom} (chown) or choose \
+                 another folder"
             ),
         ));
     }
@@ -199,9 +211,7 @@ impl Secret {
     /// The secret in the file `path`, which must be a regular file of 32
     /// bytes that only `owners` can read or write.
     pub(crate) fn load(path: &Path, owners: Owners) -> Result<Secret, StoreError> {
-        let mut file = open_regular(path).map_err(StoreError::io(path))?;
-        let metadata = file.metadata().map_err(StoreError::io(path))?;
-        check_owner_and_mode(path, &metadata, owners, "chmod 600")?;
+        let (mut file, metadata) = open_file(path, owners, "chmod 600")?;
         if metadata.permissions().mode() & 0o044 != 0 && owners == Owners::User {
             return Err(StoreError::insecure(
                 path,
@@ -249,26 +259,58 @@ impl Secret {
     }
 }
 
-/// Opens `path` for reading without following a symbolic link and without
-/// blocking on a FIFO or device, and checks that it is a regular file.
-pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new()
+/// The command that closes an entry, or a bundle's manifest, to others.
+pub(crate) const CLOSE_FILE: &str = "chmod go-w";
+
+/// Opens the file `path` of a store's folder for reading, and checks it
+/// before a byte of it is read: a regular file (not a symbolic link, which
+/// is not followed, nor a FIFO or device, which would block or never end)
+/// that only `owners` can change (`fix` is the command that closes it to
+/// others). The checks are of the opened file, so it cannot be swapped
+/// between check and use. Returns the file and that metadata.
+pub(crate) fn open_file(
+    path: &Path,
+    owners: Owners,
+    fix: &str,
+) -> Result<(File, Metadata), StoreError> {
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    let file = match OpenOptions::new()
         .read(true)
-        .custom_flags(libc_flags())
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "not a regular file",
+        .custom_flags(flags.bits() as i32)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            return Err(StoreError::insecure(
+                path,
+                "it is a symbolic link, which is not followed (whoever controls its target \
+                 could change it); put the file itself there"
+                    .to_owned(),
+            ));
+        }
+        Err(e) => return Err(StoreError::io(path)(e)),
+    };
+    let metadata = file.metadata().map_err(StoreError::io(path))?;
+    if !metadata.is_file() {
+        return Err(StoreError::insecure(
+            path,
+            "it is not a regular file".to_owned(),
         ));
     }
-    Ok(file)
+    check_owner_and_mode(path, &metadata, owners, fix)?;
+    Ok((file, metadata))
 }
 
-/// `O_NOFOLLOW | O_NONBLOCK`.
-fn libc_flags() -> i32 {
-    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
-    flags.bits() as i32
+/// Opens the file `path` of a folder this process only reads (a bundle's
+/// manifest, say) as the store opens its own files there: without following
+/// a symbolic link or blocking on a FIFO or device, and refusing, before a
+/// byte is read, anything but a regular file that belongs to this user or
+/// root and that group and others may not write
+/// ([`StoreError::Insecure`], with the command that fixes it). The checks
+/// are of the opened file, so it cannot be swapped between check and use.
+/// Returns the file and the metadata checked.
+pub fn open_read_only_file(path: &Path) -> Result<(File, Metadata), StoreError> {
+    open_file(path, Owners::UserOrRoot, CLOSE_FILE)
 }
 
 #[cfg(test)]
