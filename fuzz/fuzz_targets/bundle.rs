@@ -16,7 +16,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use jit_cache::store::{DiskStore, StoreConfig};
+use jit_cache::store::{ArtifactStore, StoreConfig};
 use libfuzzer_sys::fuzz_target;
 
 /// The key of the entry file, as the seeds' manifests name it.
@@ -34,7 +34,7 @@ fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
         let dir = tempfile::tempdir().expect("a temporary folder");
-        DiskStore::open(StoreConfig::at(dir.path())).expect("a private folder");
+        ArtifactStore::open(StoreConfig::at(dir.path())).expect("a private folder");
         Fixture {
             manifest: dir.path().join("manifest.txt"),
             entry: dir.path().join(format!("vmfb/{KEY}.sjit")),

@@ -8,14 +8,14 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use jit_cache::store::{ArtifactKey, DiskStore, KeyParts, StoreConfig};
+use jit_cache::store::{ArtifactKey, ArtifactStore, KeyParts, StoreConfig};
 use libfuzzer_sys::fuzz_target;
 
 /// A store whose secret is fixed (so that the committed corpus holds
 /// authentic entries), and the path of the fuzzed key's entry.
 struct Fixture {
     _dir: tempfile::TempDir,
-    store: DiskStore,
+    store: ArtifactStore,
     entry: PathBuf,
 }
 
@@ -35,7 +35,7 @@ fn fixture() -> &'static Fixture {
         let secret = dir.path().join("secret");
         fs::write(&secret, [0x5e; 32]).expect("the secret");
         fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).expect("0600");
-        let store = DiskStore::open(StoreConfig::at(dir.path())).expect("a private folder");
+        let store = ArtifactStore::open(StoreConfig::at(dir.path())).expect("a private folder");
         let entry = store.entry_path(&key()).expect("enabled");
         Fixture {
             _dir: dir,
@@ -50,7 +50,7 @@ fuzz_target!(|data: &[u8]| {
     fs::write(&f.entry, data).expect("writing the entry");
     let found = f
         .store
-        .fetch(&key(), |payload| Ok::<_, String>(payload.to_vec()));
+        .fetch(&key(), |artifact| Ok::<_, String>(artifact.bytes().to_vec()));
     if let Some(payload) = found {
         // The store's own entry for this payload is byte for byte the input.
         assert!(f.store.insert(&key(), &payload));

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use jit_cache::store::{ArtifactKey, DiskStore, Fetched, KeyParts, StoreConfig};
+use jit_cache::store::{ArtifactKey, ArtifactStore, Fetched, KeyParts, StoreConfig};
 
 const HITS: usize = 200;
 
@@ -20,12 +20,12 @@ fn key(program: &str) -> ArtifactKey {
     })
 }
 
-fn hit(store: &DiskStore, program: &str) -> Duration {
+fn hit(store: &ArtifactStore, program: &str) -> Duration {
     let start = Instant::now();
     let (bytes, fetched) = store
         .fetch_or_build(
             Some(&key(program)),
-            |bytes| Ok::<_, String>(bytes.len()),
+            |artifact| Ok::<_, String>(artifact.bytes().len()),
             || Err::<Vec<u8>, _>("a hit never builds"),
         )
         .expect("the entry was stored up front");
@@ -44,14 +44,14 @@ fn main() {
     println!("disk-store hit (key + read + header + HMAC-SHA256 + touch), median of {HITS}:");
     for (label, size) in [("10.6 KB (tiny module)", 10_576), ("1 MiB", 1 << 20)] {
         let program = format!("module @bench_{size} {{}}");
-        let fill = DiskStore::open(StoreConfig::at(dir.path())).expect("a private folder");
+        let fill = ArtifactStore::open(StoreConfig::at(dir.path())).expect("a private folder");
         fill.fetch_or_build(
             Some(&key(&program)),
-            |bytes| Ok::<_, String>(bytes.len()),
+            |artifact| Ok::<_, String>(artifact.bytes().len()),
             || Ok::<_, String>(vec![7u8; size]),
         )
         .expect("stores");
-        let fresh = DiskStore::open(StoreConfig::at(dir.path())).expect("a private folder");
+        let fresh = ArtifactStore::open(StoreConfig::at(dir.path())).expect("a private folder");
         let first = hit(&fresh, &program);
         let mut hits: Vec<Duration> = (0..HITS).map(|_| hit(&fresh, &program)).collect();
         hits.sort();

@@ -41,10 +41,13 @@
 //!   compile on a bounded pool and sends the call to the interpreter; later
 //!   calls hit once it is done. [`JitCache::insert`] caches executables
 //!   compiled ahead.
-//! - **Artifacts on disk**: [`store::DiskStore`] keeps compiled artifacts
-//!   between runs (keys, checked entries, atomic writes, a size bound); a
-//!   [`store::RemoteTier`] behind it shares them across a cluster (Redis,
-//!   entries authenticated under a shared secret, a circuit breaker).
+//! - **Artifacts on disk** (cargo feature `store`, on by default):
+//!   `store::ArtifactStore` keeps compiled artifacts between runs (keys,
+//!   authenticated entries, atomic writes, a size bound); with the `remote`
+//!   feature, a `store::RemoteTier` behind it shares them across a cluster
+//!   (Redis, entries authenticated under a shared secret, a circuit
+//!   breaker). Without them the crate is the policy alone, with no I/O
+//!   dependency.
 //! - **Observability**: [`JitCache::stats`] (per function and total, with a
 //!   report table as `Display`) and `tracing` events under target `jit_cache`:
 //!   `debug` per miss with its explanation and admission decision and per
@@ -116,6 +119,7 @@ mod signature;
 mod single_flight;
 mod state;
 mod stats;
+#[cfg(feature = "store")]
 pub mod store;
 mod thrash;
 

@@ -5,7 +5,7 @@
 //! compiled (under its lock, so the "compile or wait" decision is atomic with
 //! the lookup); the disk [`store`](crate::store) keeps one per artifact key
 //! being built. Whoever builds must complete the flight exactly once, also
-//! when it unwinds (`cache::CompileTicket`, `store::disk::Builder`), which
+//! when it unwinds (`cache::CompileTicket`, `store::artifact_store::Builder`), which
 //! wakes every waiter.
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError};

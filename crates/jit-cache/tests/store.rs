@@ -10,7 +10,8 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, SystemTime};
 
 use jit_cache::store::{
-    ArtifactKey, BuildError, DiskStore, Fetched, KeyParts, StoreConfig, StoreError,
+    ArtifactKey, ArtifactStore, BuildError, Fetched, KeyParts, StoreConfig, StoreError,
+    VerifiedArtifact,
 };
 
 /// A stand-in compiler: builds `artifact:<program>` padded to `size` bytes,
@@ -57,7 +58,8 @@ fn key(program: &str) -> ArtifactKey {
 }
 
 /// Accepts what `Builder` builds, as the runtime accepts real modules.
-fn load(bytes: &[u8]) -> Result<Vec<u8>, String> {
+fn load(artifact: VerifiedArtifact<'_>) -> Result<Vec<u8>, String> {
+    let bytes = artifact.bytes();
     if bytes.starts_with(b"artifact:") {
         Ok(bytes.to_vec())
     } else {
@@ -66,18 +68,18 @@ fn load(bytes: &[u8]) -> Result<Vec<u8>, String> {
 }
 
 /// Fetches `program` from `store`, building it with `builder` on a miss.
-fn fetch(store: &DiskStore, builder: &Builder, program: &str) -> (Vec<u8>, Fetched) {
+fn fetch(store: &ArtifactStore, builder: &Builder, program: &str) -> (Vec<u8>, Fetched) {
     store
         .fetch_or_build(Some(&key(program)), load, || builder.build(program))
         .unwrap()
 }
 
-fn store_at(dir: &Path) -> DiskStore {
-    DiskStore::open(StoreConfig::at(dir)).expect("a private folder")
+fn store_at(dir: &Path) -> ArtifactStore {
+    ArtifactStore::open(StoreConfig::at(dir)).expect("a private folder")
 }
 
 /// The entry files in the store's folder (anything else fails the test).
-fn entries(store: &DiskStore) -> Vec<PathBuf> {
+fn entries(store: &ArtifactStore) -> Vec<PathBuf> {
     let Ok(listing) = fs::read_dir(store.directory().unwrap()) else {
         return Vec::new();
     };
@@ -161,7 +163,7 @@ fn an_entry_the_loader_refuses_is_replaced_and_a_refused_build_is_not_stored() {
     store
         .fetch_or_build(
             Some(&key("sigmoid")),
-            |bytes| Ok::<_, String>(bytes.to_vec()),
+            |artifact| Ok::<_, String>(artifact.bytes().to_vec()),
             garbage,
         )
         .unwrap();
@@ -207,7 +209,7 @@ fn concurrent_writers_of_one_key_leave_one_valid_file() {
             })
             .collect();
         // One store object per writer, as separate processes would have.
-        let stores: Vec<DiskStore> = builders.iter().map(|_| store_at(dir.path())).collect();
+        let stores: Vec<ArtifactStore> = builders.iter().map(|_| store_at(dir.path())).collect();
         let results: Vec<Vec<u8>> = std::thread::scope(|scope| {
             let handles: Vec<_> = stores
                 .iter()
@@ -296,7 +298,7 @@ fn the_size_bound_evicts_the_least_recently_used_entries() {
         max_bytes: 4000,
         ..StoreConfig::at(dir.path())
     };
-    let store = DiskStore::open(config.clone()).unwrap();
+    let store = ArtifactStore::open(config.clone()).unwrap();
     for name in ["a", "b", "c"] {
         fetch(&store, &builder, name);
     }
@@ -322,7 +324,7 @@ fn the_size_bound_evicts_the_least_recently_used_entries() {
     assert_eq!(store.stats().bytes_on_disk, 3 * 1088);
     assert_eq!(entries(&store).len(), 3);
     // `b` was the least recently used: it is gone, the others hit.
-    let fresh = DiskStore::open(config).unwrap();
+    let fresh = ArtifactStore::open(config).unwrap();
     for name in ["a", "c", "d"] {
         fetch(&fresh, &builder, name);
     }
@@ -335,7 +337,7 @@ fn the_size_bound_evicts_the_least_recently_used_entries() {
 fn disabled_stores_and_unkeyed_builds_bypass_the_disk() {
     let dir = tempfile::tempdir().unwrap();
     let builder = Builder::new(10);
-    let disabled = DiskStore::disabled();
+    let disabled = ArtifactStore::disabled();
     assert_eq!(disabled.directory(), None);
     for _ in 0..2 {
         fetch(&disabled, &builder, "module {}");
@@ -373,7 +375,7 @@ fn an_unwritable_folder_does_not_fail_builds() {
     // A store cannot open there at all.
     let blocked = dir.path().join("vmfb");
     assert!(matches!(
-        DiskStore::open(StoreConfig::at(&blocked)),
+        ArtifactStore::open(StoreConfig::at(&blocked)),
         Err(StoreError::Io { .. })
     ));
 }

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use jit_cache::store::{
-    open_read_only_file, ArtifactKey, DiskStore, Fetched, KeyParts, StoreConfig, StoreError,
+    open_read_only_file, ArtifactKey, ArtifactStore, Fetched, KeyParts, StoreConfig, StoreError,
 };
 
 fn key(program: &str) -> ArtifactKey {
@@ -29,12 +29,12 @@ fn built(program: &str) -> Vec<u8> {
 }
 
 /// Fetches `program` with a loader that records every payload it is given.
-fn fetch(store: &DiskStore, program: &str, seen: &Mutex<Vec<Vec<u8>>>) -> Fetched {
+fn fetch(store: &ArtifactStore, program: &str, seen: &Mutex<Vec<Vec<u8>>>) -> Fetched {
     let (_, fetched) = store
         .fetch_or_build(
             Some(&key(program)),
-            |bytes| {
-                seen.lock().unwrap().push(bytes.to_vec());
+            |artifact| {
+                seen.lock().unwrap().push(artifact.bytes().to_vec());
                 Ok::<_, String>(())
             },
             || Ok::<_, String>(built(program)),
@@ -43,17 +43,22 @@ fn fetch(store: &DiskStore, program: &str, seen: &Mutex<Vec<Vec<u8>>>) -> Fetche
     fetched
 }
 
-fn open(dir: &Path) -> DiskStore {
-    DiskStore::open(StoreConfig::at(dir)).unwrap()
+fn open(dir: &Path) -> ArtifactStore {
+    ArtifactStore::open(StoreConfig::at(dir)).unwrap()
 }
 
-fn entry_path(store: &DiskStore, program: &str) -> PathBuf {
+fn entry_path(store: &ArtifactStore, program: &str) -> PathBuf {
     store.entry_path(&key(program)).unwrap()
 }
 
 /// A store in a fresh folder holding the entry of `sigmoid`, the loader's
 /// record, and the entry's path.
-fn with_sigmoid() -> (tempfile::TempDir, DiskStore, Mutex<Vec<Vec<u8>>>, PathBuf) {
+fn with_sigmoid() -> (
+    tempfile::TempDir,
+    ArtifactStore,
+    Mutex<Vec<Vec<u8>>>,
+    PathBuf,
+) {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
     let seen = Mutex::new(Vec::new());
@@ -62,7 +67,7 @@ fn with_sigmoid() -> (tempfile::TempDir, DiskStore, Mutex<Vec<Vec<u8>>>, PathBuf
     (dir, store, seen, path)
 }
 
-fn insecure(result: Result<DiskStore, StoreError>) -> String {
+fn insecure(result: Result<ArtifactStore, StoreError>) -> String {
     match result {
         Err(error @ StoreError::Insecure { .. }) => error.to_string(),
         other => panic!("expected an insecure-folder error, got {other:?}"),
@@ -78,8 +83,10 @@ fn chmod(path: &Path, mode: u32) {
 }
 
 /// The payload of `program`'s entry in `store`, if it serves one.
-fn served(store: &DiskStore, program: &str) -> Option<Vec<u8>> {
-    store.fetch(&key(program), |bytes| Ok::<_, String>(bytes.to_vec()))
+fn served(store: &ArtifactStore, program: &str) -> Option<Vec<u8>> {
+    store.fetch(&key(program), |artifact| {
+        Ok::<_, String>(artifact.bytes().to_vec())
+    })
 }
 
 #[test]
@@ -87,7 +94,7 @@ fn folders_and_the_secret_are_private_whatever_the_umask() {
     let dir = tempfile::tempdir().unwrap();
     let folder = dir.path().join("a/b/cache");
     let old = rustix::process::umask(rustix::fs::Mode::empty());
-    let store = DiskStore::open(StoreConfig::at(&folder));
+    let store = ArtifactStore::open(StoreConfig::at(&folder));
     rustix::process::umask(old);
     store.unwrap();
     let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
@@ -100,7 +107,7 @@ fn folders_and_the_secret_are_private_whatever_the_umask() {
 fn folders_others_can_write_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
-    let message = insecure(DiskStore::open(StoreConfig::at(dir.path())));
+    let message = insecure(ArtifactStore::open(StoreConfig::at(dir.path())));
     assert!(
         message.contains("mode 777") && message.contains("chmod 700"),
         "{message}"
@@ -109,10 +116,10 @@ fn folders_others_can_write_are_refused() {
     open(dir.path());
     // The entries' folder too, and the secret.
     fs::set_permissions(dir.path().join("vmfb"), fs::Permissions::from_mode(0o775)).unwrap();
-    insecure(DiskStore::open(StoreConfig::at(dir.path())));
+    insecure(ArtifactStore::open(StoreConfig::at(dir.path())));
     fs::set_permissions(dir.path().join("vmfb"), fs::Permissions::from_mode(0o700)).unwrap();
     fs::set_permissions(dir.path().join("secret"), fs::Permissions::from_mode(0o644)).unwrap();
-    let message = insecure(DiskStore::open(StoreConfig::at(dir.path())));
+    let message = insecure(ArtifactStore::open(StoreConfig::at(dir.path())));
     assert!(message.contains("chmod 600"), "{message}");
 }
 
@@ -127,14 +134,14 @@ fn folders_of_another_user_are_refused() {
     fs::create_dir(&foreign).unwrap();
     fs::set_permissions(&foreign, fs::Permissions::from_mode(0o700)).unwrap();
     std::os::unix::fs::chown(&foreign, Some(4242), Some(4242)).unwrap();
-    let message = insecure(DiskStore::open(StoreConfig::at(&foreign)));
+    let message = insecure(ArtifactStore::open(StoreConfig::at(&foreign)));
     assert!(message.contains("belongs to user 4242"), "{message}");
     // A bundle installed by root is fine to read; by another user it is not.
     std::os::unix::fs::chown(&foreign, Some(0), Some(0)).unwrap();
     open(&foreign);
     std::os::unix::fs::chown(&foreign, Some(4242), Some(4242)).unwrap();
     assert!(matches!(
-        DiskStore::open_read_only(&foreign),
+        ArtifactStore::open_read_only(&foreign),
         Err(StoreError::Insecure { .. })
     ));
 }
@@ -149,12 +156,12 @@ fn symbolic_links_are_never_followed() {
     // A linked store folder, or a linked vmfb/ folder, is refused.
     let linked = dir.path().join("linked");
     symlink(&real, &linked).unwrap();
-    insecure(DiskStore::open(StoreConfig::at(&linked)));
+    insecure(ArtifactStore::open(StoreConfig::at(&linked)));
     let outer = dir.path().join("outer");
     fs::create_dir(&outer).unwrap();
     fs::set_permissions(&outer, fs::Permissions::from_mode(0o700)).unwrap();
     symlink(real.join("vmfb"), outer.join("vmfb")).unwrap();
-    insecure(DiskStore::open(StoreConfig::at(&outer)));
+    insecure(ArtifactStore::open(StoreConfig::at(&outer)));
     // An entry that is a link to a good entry is not followed: it is
     // removed and the artifact built again; the target stays.
     let target = entry_path(&store, "sigmoid");
@@ -302,13 +309,16 @@ fn stray_temporary_files_count_toward_the_bound() {
 fn entries_others_could_write_are_never_read() {
     let (dir, _, seen, path) = with_sigmoid();
     assert_eq!(
-        served(&DiskStore::open_read_only(dir.path()).unwrap(), "sigmoid"),
+        served(
+            &ArtifactStore::open_read_only(dir.path()).unwrap(),
+            "sigmoid"
+        ),
         Some(built("sigmoid"))
     );
     // In a folder read only (a bundle's): refused, counted, left in place.
     for mode in [0o666, 0o620, 0o602] {
         chmod(&path, mode);
-        let bundle = DiskStore::open_read_only(dir.path()).unwrap();
+        let bundle = ArtifactStore::open_read_only(dir.path()).unwrap();
         assert_eq!(served(&bundle, "sigmoid"), None, "mode {mode:o}");
         assert_eq!(bundle.stats().insecure, 1, "mode {mode:o}");
         assert!(path.exists(), "a read-only folder is not changed");
@@ -330,7 +340,7 @@ fn a_read_only_folders_entries_that_are_links_or_of_another_user_are_never_read(
     let elsewhere = dir.path().join("elsewhere");
     fs::rename(&path, &elsewhere).unwrap();
     symlink(&elsewhere, &path).unwrap();
-    let bundle = DiskStore::open_read_only(dir.path()).unwrap();
+    let bundle = ArtifactStore::open_read_only(dir.path()).unwrap();
     assert_eq!(served(&bundle, "sigmoid"), None, "a link");
     assert_eq!(bundle.stats().insecure, 1);
     if !is_root() {
@@ -340,10 +350,10 @@ fn a_read_only_folders_entries_that_are_links_or_of_another_user_are_never_read(
     fs::remove_file(&path).unwrap();
     fs::rename(&elsewhere, &path).unwrap();
     std::os::unix::fs::chown(&path, Some(0), Some(0)).unwrap();
-    let bundle = DiskStore::open_read_only(dir.path()).unwrap();
+    let bundle = ArtifactStore::open_read_only(dir.path()).unwrap();
     assert_eq!(served(&bundle, "sigmoid"), Some(built("sigmoid")), "root's");
     std::os::unix::fs::chown(&path, Some(4242), Some(4242)).unwrap();
-    let bundle = DiskStore::open_read_only(dir.path()).unwrap();
+    let bundle = ArtifactStore::open_read_only(dir.path()).unwrap();
     assert_eq!(served(&bundle, "sigmoid"), None, "another user's");
     assert_eq!(bundle.stats().insecure, 1);
 }

@@ -22,7 +22,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use jit_cache::store::{
-    ArtifactKey, DiskStore, KeyParts, RedisStore, RemoteOptions, RemoteTier, RemoteTimeouts, Secret,
+    ArtifactKey, ArtifactStore, KeyParts, RedisStore, RemoteOptions, RemoteTier, RemoteTimeouts,
+    Secret,
 };
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{reference, CompileMode, JitConfig, JitConfigBuilder, JitRuntime, Value};
@@ -109,7 +110,7 @@ fn unreachable_lookups(url: &str, timeouts: RemoteTimeouts) {
     let mut options = RemoteOptions::default();
     options.max_entry_bytes = 0;
     let tier = RemoteTier::new(Box::new(backend), Secret::from_bytes(SECRET), options).unwrap();
-    let store = DiskStore::disabled().with_remote(tier);
+    let store = ArtifactStore::disabled().with_remote(tier);
     let mut times = Vec::new();
     for i in 0..10 {
         let program = format!("program {i}");

@@ -37,7 +37,9 @@ use std::io::{Read, Write as _};
 use std::path::{Path, PathBuf};
 
 use iree_safe::Function;
-use jit_cache::store::{open_read_only_file, ArtifactKey, DiskStore, StoreConfig, StoreError};
+use jit_cache::store::{
+    open_read_only_file, ArtifactKey, ArtifactStore, StoreConfig, StoreError, VerifiedArtifact,
+};
 
 use crate::error::JitError;
 
@@ -52,7 +54,7 @@ const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 #[derive(Debug)]
 pub(crate) struct Bundle {
     dir: PathBuf,
-    store: DiskStore,
+    store: ArtifactStore,
     compiler: String,
     entries: usize,
 }
@@ -68,7 +70,7 @@ struct Manifest {
 
 impl Bundle {
     /// Opens the bundle at `dir`: its folders and secret (as
-    /// [`DiskStore::open_read_only`] checks them), then its manifest, then
+    /// [`ArtifactStore::open_read_only`] checks them), then its manifest, then
     /// every entry the manifest lists, each a safe file of the size it
     /// records.
     pub(crate) fn open(dir: &Path) -> Result<Bundle, JitError> {
@@ -77,7 +79,7 @@ impl Bundle {
             message,
         };
         let refused = |error: StoreError| invalid(describe(error));
-        let store = DiskStore::open_read_only(dir).map_err(refused)?;
+        let store = ArtifactStore::open_read_only(dir).map_err(refused)?;
         let text = read_manifest(&dir.join(MANIFEST)).map_err(invalid)?;
         let manifest = Manifest::parse(&text).map_err(invalid)?;
         if manifest.runtime != iree_safe::IREE_RUNTIME_BUILD {
@@ -119,7 +121,7 @@ impl Bundle {
     pub(crate) fn fetch(
         &self,
         key: &ArtifactKey,
-        load: impl Fn(&[u8]) -> Result<Function, iree_safe::Error>,
+        load: impl Fn(VerifiedArtifact<'_>) -> Result<Function, iree_safe::Error>,
     ) -> Option<Function> {
         self.store.fetch(key, load)
     }
@@ -244,7 +246,7 @@ pub(crate) fn write(
         path: dir.to_path_buf(),
         message: what,
     };
-    let store = DiskStore::open(StoreConfig {
+    let store = ArtifactStore::open(StoreConfig {
         directory: dir.to_path_buf(),
         max_bytes: u64::MAX,
     })

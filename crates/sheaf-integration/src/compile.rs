@@ -11,7 +11,9 @@ use std::sync::{Arc, OnceLock};
 
 use iree_safe::compiler::{self, CompileError, CompilerChoice, CompilerPreference};
 use iree_safe::{Function, TrustedVmfb};
-use jit_cache::store::{ArtifactKey, BuildError, DiskStore, KeyParts, RemoteStats, StoreStats};
+use jit_cache::store::{
+    ArtifactKey, ArtifactStore, BuildError, KeyParts, RemoteStats, StoreStats, VerifiedArtifact,
+};
 use jit_cache::Signature;
 
 use crate::bundle::Bundle;
@@ -33,7 +35,7 @@ pub(crate) struct Pipeline {
     /// The compiler's build, for keys; `None` when it cannot be told, which
     /// bypasses the disk cache.
     identity: OnceLock<Option<String>>,
-    store: DiskStore,
+    store: ArtifactStore,
     bundles: Vec<Bundle>,
 }
 
@@ -56,7 +58,7 @@ pub(crate) struct Job<'a, M> {
 impl Pipeline {
     pub(crate) fn new(
         preference: CompilerPreference,
-        store: DiskStore,
+        store: ArtifactStore,
         bundles: Vec<Bundle>,
     ) -> Self {
         Pipeline {
@@ -120,8 +122,8 @@ impl Pipeline {
     /// The artifact of `key` from the disk cache, authenticated (for
     /// export); `None` when the store is disabled or has no good entry.
     pub(crate) fn read_entry(&self, key: &ArtifactKey) -> Option<Vec<u8>> {
-        self.store.fetch(key, |bytes| {
-            Ok::<_, std::convert::Infallible>(bytes.to_vec())
+        self.store.fetch(key, |artifact| {
+            Ok::<_, std::convert::Infallible>(artifact.bytes().to_vec())
         })
     }
 
@@ -136,8 +138,8 @@ impl Pipeline {
         let lowered = lower(job, entry_name)?;
         let module = function.entry_module(&lowered.mlir);
         let runtime = &job.placement.runtime;
-        let load = |bytes: &[u8]| -> Result<Function, iree_safe::Error> {
-            runtime.load(trusted(bytes))?.function(entry_name)
+        let load = |artifact: VerifiedArtifact<'_>| -> Result<Function, iree_safe::Error> {
+            runtime.load(trusted(artifact))?.function(entry_name)
         };
         let found = self.bundles.iter().find_map(|bundle| {
             bundle
@@ -182,8 +184,8 @@ impl Pipeline {
             lowered.push(variant);
         }
         let module = format!("module @jit_batch {{\n{functions}}}\n");
-        let load = |bytes: &[u8]| -> Result<Vec<Function>, iree_safe::Error> {
-            let module = placement.runtime.load(trusted(bytes))?;
+        let load = |artifact: VerifiedArtifact<'_>| -> Result<Vec<Function>, iree_safe::Error> {
+            let module = placement.runtime.load(trusted(artifact))?;
             entries.iter().map(|entry| module.function(entry)).collect()
         };
         let names: Vec<&str> = jobs.iter().map(|job| job.function.name()).collect();
@@ -223,7 +225,7 @@ impl Pipeline {
         &self,
         module: &str,
         placement: &Placement,
-        load: impl Fn(&[u8]) -> Result<V, iree_safe::Error>,
+        load: impl Fn(VerifiedArtifact<'_>) -> Result<V, iree_safe::Error>,
         (function, signature): (&str, &str),
     ) -> Result<(V, Option<ArtifactKey>), VariantError> {
         let key = self
@@ -261,25 +263,20 @@ impl Pipeline {
     }
 }
 
-/// Marks bytes the pipeline's stores hand to a `load` closure as trusted.
-/// Every `load` in this module is only ever called by a [`DiskStore`] or a
-/// [`Bundle`], which pass it nothing but (a) what the `build` closure of the
-/// same call returned, our compiler's output, (b) an entry whose
-/// HMAC-SHA256 verified under its folder's secret, read from a regular file
-/// in a folder that only this user (or root, for a bundle) can write
-/// (`DiskStore::open`, `DiskStore::open_read_only`, each entry checked on
-/// the opened file before it is read), or (c) a remote-cache entry whose
-/// HMAC-SHA256 verified under the secret shared by the cluster, which the
-/// configuration requires and which is read only from a file no other user
-/// can read or write (`JitConfigBuilder::build`, `Secret::from_file`).
-/// Whoever holds that secret is trusted like the compiler (the README's
-/// threat model).
-fn trusted(bytes: &[u8]) -> TrustedVmfb<'_> {
-    // SAFETY: see above: the bytes are our compiler's output, or an entry
-    // authenticated by the store (jit-cache `store/trust.rs`) under a
-    // secret only trusted parties hold: a folder's, which no other user can
-    // write, or the remote cache's shared one.
-    unsafe { TrustedVmfb::new_unchecked(bytes) }
+/// The bytes of an artifact the store vouches for, as the runtime takes
+/// them. A [`VerifiedArtifact`] is only made by jit-cache's store: from what
+/// the `build` closure of the same call returned (this pipeline's compiler
+/// output), or from an entry whose HMAC-SHA256 verified under a folder's
+/// secret (this user's disk cache, or a bundle that only this user or root
+/// can write) or under the remote cache's shared secret, which the
+/// configuration requires and reads only from a file no other user can
+/// read or write. Whoever holds one of those secrets is trusted like the
+/// compiler (the README's threat model).
+fn trusted(artifact: VerifiedArtifact<'_>) -> TrustedVmfb<'_> {
+    // SAFETY: the bytes are a `VerifiedArtifact` (see above and its docs in
+    // jit-cache `store/verified.rs`): our compiler's output, or an entry
+    // authenticated under a secret only trusted parties hold.
+    unsafe { TrustedVmfb::new_unchecked(artifact.bytes()) }
 }
 
 /// Runs `job`'s lowering with `entry` as the entry symbol.

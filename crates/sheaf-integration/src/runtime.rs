@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use iree_safe::compiler::CompilerChoice;
-use jit_cache::store::{DiskStore, RedisStore, RemoteStats, RemoteTier, Secret, StoreStats};
+use jit_cache::store::{ArtifactStore, RedisStore, RemoteStats, RemoteTier, Secret, StoreStats};
 use jit_cache::{
     CacheStats, CapturedScalar, CompileFailure, Dispatch, FallbackReason, JitCache, Provenance,
     Signature,
@@ -223,8 +223,8 @@ impl JitRuntime {
             _ => None,
         };
         let store = match config.disk_cache_config() {
-            Some(store) => DiskStore::open(store)?,
-            None => DiskStore::disabled(),
+            Some(store) => ArtifactStore::open(store)?,
+            None => ArtifactStore::disabled(),
         };
         let store = match remote_tier(&config)? {
             Some(remote) => store.with_remote(remote),

@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use jit_cache::store::{ArtifactKey, DiskStore, StoreConfig};
+use jit_cache::store::{ArtifactKey, ArtifactStore, StoreConfig};
 use sheaf_integration::{
     mlir, reference, HostTensor, JitError, JitFunction, JitRuntime, Lowered, LoweringContext,
     LoweringError, Value,
@@ -123,10 +123,10 @@ fn impostor_artifact() -> Vec<u8> {
     )
     .unwrap();
     compiled(&jit, &impostor());
-    let store = DiskStore::open(StoreConfig::at(cache.path())).unwrap();
+    let store = ArtifactStore::open(StoreConfig::at(cache.path())).unwrap();
     store
-        .fetch(&key_of(&the_entry(cache.path())), |bytes| {
-            Ok::<_, String>(bytes.to_vec())
+        .fetch(&key_of(&the_entry(cache.path())), |artifact| {
+            Ok::<_, String>(artifact.bytes().to_vec())
         })
         .unwrap()
 }
@@ -184,7 +184,7 @@ fn other_code_tagged_with_the_bundles_secret_in_an_entry_others_can_write_never_
     // Another user rewrites the entry they can write: other code under
     // sigmoid's key, tagged with the bundle's secret (which a bundle
     // ships, readable).
-    let tagger = DiskStore::open(StoreConfig::at(bundle.path())).unwrap();
+    let tagger = ArtifactStore::open(StoreConfig::at(bundle.path())).unwrap();
     assert!(tagger.insert(&key_of(&entry), &impostor_artifact()));
     chmod(&entry, 0o666);
     sigmoid_call(&exposed); // checks the outputs: sigmoid's, not negated

@@ -182,6 +182,7 @@ fn decode_header(header: &[u8; HEADER_LEN], key: &ArtifactKey) -> Result<Header,
 
 /// The entry of `payload` under `key` as one buffer: the value the remote
 /// tier stores (`remote.rs`), in the same format as a file.
+#[cfg(any(feature = "remote", test))]
 pub(crate) fn encode(key: &ArtifactKey, secret: &Secret, payload: &[u8]) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
     bytes.extend_from_slice(&encode_header(key, secret, payload));

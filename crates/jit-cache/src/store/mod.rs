@@ -1,21 +1,23 @@
 //! The persistent artifact store: compiled artifacts kept on disk between
 //! runs, keyed by everything that determines their bytes.
 //!
-//! It lives here, next to the in-memory cache policy, because it is policy
-//! plus plain file I/O with no unsafe code (this crate forbids it): keys,
+//! Behind the `store` cargo feature (on by default); the policy core of
+//! this crate builds without it, with no I/O dependency. It holds keys,
 //! entry layout and authentication, folder permissions, atomic writes, a
 //! size bound with LRU eviction, and one build per key at a time (the same
-//! single-flight primitive as the in-memory cache); and, behind the disk, an
-//! optional [`RemoteTier`] shared by a cluster ([`RedisStore`] backend,
-//! entries authenticated under a shared [`Secret`], a circuit breaker, a
-//! background publisher). What an artifact *is*
-//! and how it is loaded stays with the caller: [`DiskStore::fetch_or_build`]
-//! hands the bytes to the caller's `load` and returns whatever it returns.
+//! single-flight primitive as the in-memory cache), all without unsafe code
+//! (this crate forbids it). With the `remote` feature, an optional
+//! `RemoteTier` stands behind the folder, shared by a cluster (`RedisStore`
+//! backend, entries authenticated under a shared [`Secret`], a circuit
+//! breaker, a background publisher). What an artifact *is* and how it is
+//! loaded stays with the caller: [`ArtifactStore::fetch_or_build`] hands a
+//! [`VerifiedArtifact`] to the caller's `load` and returns whatever it
+//! returns.
 //!
 //! ```no_run
-//! use jit_cache::store::{ArtifactKey, DiskStore, KeyParts, StoreConfig};
+//! use jit_cache::store::{ArtifactKey, ArtifactStore, KeyParts, StoreConfig};
 //!
-//! let store = DiskStore::open(StoreConfig::at("/tmp/artifacts"))?;
+//! let store = ArtifactStore::open(StoreConfig::at("/tmp/artifacts"))?;
 //! let key = ArtifactKey::new(&KeyParts {
 //!     program: "module { ... }",
 //!     compiler: "3.13.0 @ 89ece87b",
@@ -24,31 +26,44 @@
 //! });
 //! let (length, fetched) = store.fetch_or_build(
 //!     Some(&key),
-//!     |bytes| Ok::<_, std::io::Error>(bytes.len()),  // load: use (the bytes are authentic)
+//!     |artifact| Ok::<_, std::io::Error>(artifact.bytes().len()), // load: use (verified bytes)
 //!     || Ok::<_, std::io::Error>(vec![1, 2, 3]),     // build: compile
 //! )?;
 //! println!("{length} bytes, {fetched:?}; {:?}", store.stats());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod artifact_store;
+mod behind;
+#[cfg(feature = "remote")]
 mod breaker;
-mod disk;
 mod entry;
 mod key;
+#[cfg(feature = "remote")]
 mod redis;
+#[cfg(feature = "remote")]
 mod remote;
+#[cfg(feature = "remote")]
 mod resp;
 mod trust;
+mod verified;
 
-pub use self::redis::{RedisStore, RemoteTimeouts};
-pub use breaker::BreakerState;
-pub use disk::{BuildError, DiskStore, Fetched, StoreConfig, StoreStats, MAX_ENTRY_BYTES};
+pub use artifact_store::{
+    ArtifactStore, BuildError, Fetched, StoreConfig, StoreStats, MAX_ENTRY_BYTES,
+};
 pub use key::{ArtifactKey, KeyParts};
-pub use remote::{RemoteError, RemoteOptions, RemoteStats, RemoteStore, RemoteTier, RemoteValue};
 pub use trust::{open_read_only_file, Secret, StoreError};
+pub use verified::VerifiedArtifact;
+#[cfg(feature = "remote")]
+pub use {
+    self::redis::{RedisStore, RemoteTimeouts},
+    breaker::BreakerState,
+    remote::{RemoteError, RemoteOptions, RemoteStats, RemoteStore, RemoteTier, RemoteValue},
+};
 
 /// Not part of the API: the Redis backend's reply reader, public for the
 /// `redis_reply` fuzz target (`fuzz/fuzz_targets/redis_reply.rs`) only.
+#[cfg(feature = "remote")]
 #[doc(hidden)]
 pub mod redis_reply {
     pub use super::resp::{

@@ -32,6 +32,7 @@ use super::bump;
 use super::entry::{self, ReadOutcome, HEADER_LEN};
 use super::key::ArtifactKey;
 use super::trust::Secret;
+use super::verified::VerifiedArtifact;
 use crate::ByteSize;
 
 /// A remote key-value store of artifact entries: what [`RemoteTier`] needs
@@ -135,7 +136,7 @@ impl Default for RemoteOptions {
 }
 
 /// Counters of a [`RemoteTier`], from
-/// [`DiskStore::remote_stats`](super::DiskStore::remote_stats).
+/// [`ArtifactStore::remote_stats`](super::ArtifactStore::remote_stats).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RemoteStats {
@@ -207,8 +208,8 @@ impl fmt::Display for RemoteStats {
 }
 
 /// A remote store behind the disk cache (see the module docs); given to a
-/// [`DiskStore`](super::DiskStore) with
-/// [`with_remote`](super::DiskStore::with_remote).
+/// [`ArtifactStore`](super::ArtifactStore) with
+/// [`with_remote`](super::ArtifactStore::with_remote).
 ///
 /// Dropping it waits for the publishes still queued (each bounded by the
 /// backend's timeouts, and skipped while the breaker is open).
@@ -321,7 +322,7 @@ impl RemoteTier {
     pub(crate) fn fetch<V, L: fmt::Display>(
         &self,
         key: &ArtifactKey,
-        load: impl Fn(&[u8]) -> Result<V, L>,
+        load: impl Fn(VerifiedArtifact<'_>) -> Result<V, L>,
     ) -> Option<(V, Vec<u8>)> {
         let shared = &*self.shared;
         let c = &shared.counters;
@@ -335,20 +336,22 @@ impl RemoteTier {
             &shared.secret,
             max,
         ) {
-            ReadOutcome::Found(artifact) => match load(&artifact) {
-                Ok(value) => {
-                    bump(&c.hits, 1);
-                    bump(&c.bytes_fetched, bytes.len() as u64);
-                    tracing::debug!(
-                        target: "jit_cache",
-                        key = %name,
-                        bytes = bytes.len(),
-                        "served an artifact from the remote store"
-                    );
-                    return Some((value, artifact));
+            ReadOutcome::Found(artifact) => {
+                match load(VerifiedArtifact::authenticated(&artifact)) {
+                    Ok(value) => {
+                        bump(&c.hits, 1);
+                        bump(&c.bytes_fetched, bytes.len() as u64);
+                        tracing::debug!(
+                            target: "jit_cache",
+                            key = %name,
+                            bytes = bytes.len(),
+                            "served an artifact from the remote store"
+                        );
+                        return Some((value, artifact));
+                    }
+                    Err(reason) => format!("the caller refused it: {reason}"),
                 }
-                Err(reason) => format!("the caller refused it: {reason}"),
-            },
+            }
             // Only for lack of memory.
             ReadOutcome::Missing => {
                 bump(&c.misses, 1);
@@ -500,7 +503,7 @@ mod tests {
 
     use super::*;
     use crate::store::entry::tests::{key, secret};
-    use crate::store::{DiskStore, Fetched, StoreConfig};
+    use crate::store::{ArtifactStore, Fetched, StoreConfig};
 
     /// An in-memory [`RemoteStore`] shared by the tiers of a test, that can
     /// be made to fail, and to hold its puts until released.
@@ -600,8 +603,8 @@ mod tests {
     }
 
     /// A store with no folder over `backend`.
-    fn store(backend: &Shared, options: RemoteOptions) -> DiskStore {
-        DiskStore::disabled().with_remote(tier(backend, options))
+    fn store(backend: &Shared, options: RemoteOptions) -> ArtifactStore {
+        ArtifactStore::disabled().with_remote(tier(backend, options))
     }
 
     fn artifact(program: &str) -> Vec<u8> {
@@ -609,11 +612,11 @@ mod tests {
     }
 
     /// Fetches `program`, building it if need be; what the loader got.
-    fn fetch(store: &DiskStore, program: &str) -> (Vec<u8>, Fetched) {
+    fn fetch(store: &ArtifactStore, program: &str) -> (Vec<u8>, Fetched) {
         store
             .fetch_or_build(
                 Some(&key(program)),
-                |bytes| Ok::<_, String>(bytes.to_vec()),
+                |artifact| Ok::<_, String>(artifact.bytes().to_vec()),
                 || Ok::<_, String>(artifact(program)),
             )
             .unwrap()
@@ -665,7 +668,7 @@ mod tests {
         let store = store(&backend, RemoteOptions::default());
         let refused = store.fetch_or_build(
             Some(&key("a")),
-            |bytes| match bytes == artifact("a") {
+            |loaded| match loaded.bytes() == artifact("a") {
                 true => Err("the runtime refused it"),
                 false => Ok(Fetched::Built),
             },
@@ -707,7 +710,7 @@ mod tests {
             ..RemoteOptions::default()
         };
         let tier = tier(&backend, options.clone());
-        let load = |bytes: &[u8]| Ok::<_, String>(bytes.to_vec());
+        let load = |artifact: VerifiedArtifact<'_>| Ok::<_, String>(artifact.bytes().to_vec());
         for program in ["a", "b", "c", "d"] {
             assert!(tier.fetch(&key(program), load).is_none());
         }
@@ -754,7 +757,7 @@ mod tests {
         drop(fetch(&store(&backend, RemoteOptions::default()), "a"));
         let dir = tempfile::tempdir().unwrap();
         let open = || {
-            DiskStore::open(StoreConfig::at(dir.path()))
+            ArtifactStore::open(StoreConfig::at(dir.path()))
                 .unwrap()
                 .with_remote(tier(&backend, RemoteOptions::default()))
         };

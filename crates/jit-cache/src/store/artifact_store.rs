@@ -1,4 +1,4 @@
-//! [`DiskStore`]: compiled artifacts kept on disk between runs.
+//! [`ArtifactStore`]: compiled artifacts kept on disk between runs.
 //!
 //! Entries are files named by their [`ArtifactKey`] in `<directory>/vmfb/`,
 //! each with a header and an authentication tag under the folder's secret
@@ -10,7 +10,7 @@
 //! read, write and evict with plain file operations, so the worst a race can
 //! do is delete an entry that is then built again.
 //!
-//! A [`RemoteTier`] may stand behind the folder ([`DiskStore::with_remote`]):
+//! A [`RemoteTier`] may stand behind the folder ([`ArtifactStore::with_remote`]):
 //! a miss on disk asks it before building, a remote hit is written to the
 //! folder, and a build is published to it in the background.
 
@@ -23,11 +23,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
+use super::behind::Behind;
 use super::bump;
 use super::entry::{self, ReadOutcome, ENTRY_EXTENSION, HEADER_LEN, TEMP_PREFIX};
 use super::key::ArtifactKey;
+#[cfg(feature = "remote")]
 use super::remote::{RemoteStats, RemoteTier};
 use super::trust::{self, Owners, Secret, StoreError};
+use super::verified::VerifiedArtifact;
 use crate::single_flight::Flight;
 
 /// Keep temporary files of crashed writers at most this long.
@@ -37,7 +40,7 @@ const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
 /// header claiming more is refused before anything is allocated.
 pub const MAX_ENTRY_BYTES: u64 = 1 << 31;
 
-/// Where a [`DiskStore`] keeps its entries and how much it may keep.
+/// Where a [`ArtifactStore`] keeps its entries and how much it may keep.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreConfig {
     /// The store's folder; entries go in its `vmfb/` subfolder.
@@ -59,7 +62,7 @@ impl StoreConfig {
     }
 }
 
-/// Counters of a [`DiskStore`], from [`DiskStore::stats`].
+/// Counters of a [`ArtifactStore`], from [`ArtifactStore::stats`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StoreStats {
@@ -96,7 +99,7 @@ pub struct StoreStats {
     pub bytes_on_disk: u64,
 }
 
-/// Where the value of [`DiskStore::fetch_or_build`] came from.
+/// Where the value of [`ArtifactStore::fetch_or_build`] came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fetched {
     /// An entry on disk.
@@ -108,7 +111,7 @@ pub enum Fetched {
     Built,
 }
 
-/// Why [`DiskStore::fetch_or_build`] produced no value: the error of
+/// Why [`ArtifactStore::fetch_or_build`] produced no value: the error of
 /// `build` (`B`) or of `load` (`L`), kept whole. Exhaustive: those two
 /// closures are the only things that can fail.
 #[derive(Debug, thiserror::Error)]
@@ -141,9 +144,9 @@ pub enum BuildError<B, L> {
 /// a folder ([`disabled`](Self::disabled)): then every process fetches from
 /// it on each first use, and concurrent misses of one key are not merged.
 #[derive(Debug)]
-pub struct DiskStore {
+pub struct ArtifactStore {
     folder: Option<Folder>,
-    remote: Option<RemoteTier>,
+    behind: Behind,
     counters: Counters,
     in_flight: Mutex<HashMap<ArtifactKey, Arc<Flight<()>>>>,
 }
@@ -173,7 +176,7 @@ struct Counters {
     bytes_written: AtomicU64,
 }
 
-impl DiskStore {
+impl ArtifactStore {
     /// The store configured by `config`: creates its folder (mode 0700) and
     /// secret if need be, and refuses a folder that is a symbolic link, that
     /// another user owns, or that group or others may write.
@@ -218,9 +221,9 @@ impl DiskStore {
     }
 
     fn with_folder(folder: Option<Folder>) -> Self {
-        DiskStore {
+        ArtifactStore {
             folder,
-            remote: None,
+            behind: Behind::default(),
             counters: Counters::default(),
             in_flight: Mutex::new(HashMap::new()),
         }
@@ -229,14 +232,16 @@ impl DiskStore {
     /// This store with `remote` behind it: a miss on disk asks it before
     /// building, a remote hit is stored on disk, and a build is published
     /// to it (in the background).
+    #[cfg(feature = "remote")]
     pub fn with_remote(mut self, remote: RemoteTier) -> Self {
-        self.remote = Some(remote);
+        self.behind = Behind::remote(remote);
         self
     }
 
     /// The remote tier's counters; `None` without one.
+    #[cfg(feature = "remote")]
     pub fn remote_stats(&self) -> Option<RemoteStats> {
-        self.remote.as_ref().map(RemoteTier::stats)
+        self.behind.remote_stats()
     }
 
     /// The folder holding the entries; `None` when disabled.
@@ -277,10 +282,10 @@ impl DiskStore {
     pub fn fetch_or_build<V, B, L: fmt::Display>(
         &self,
         key: Option<&ArtifactKey>,
-        load: impl Fn(&[u8]) -> Result<V, L>,
+        load: impl Fn(VerifiedArtifact<'_>) -> Result<V, L>,
         build: impl FnOnce() -> Result<Vec<u8>, B>,
     ) -> Result<(V, Fetched), BuildError<B, L>> {
-        let key = key.filter(|_| self.folder.is_some() || self.remote.is_some());
+        let key = key.filter(|_| self.folder.is_some() || !self.behind.is_empty());
         let Some(key) = key else {
             bump(&self.counters.bypassed, 1);
             return Self::build_and_load(build, &load).map(|(value, _)| (value, Fetched::Built));
@@ -313,8 +318,7 @@ impl DiskStore {
                     return Ok((value, Fetched::Disk));
                 }
             }
-            if let Some((value, artifact)) = self.remote.as_ref().and_then(|r| r.fetch(key, &load))
-            {
+            if let Some((value, artifact)) = self.behind.fetch(key, &load) {
                 if let Some((folder, path)) = writable.zip(path.as_deref()) {
                     self.store(folder, path, key, &artifact);
                 }
@@ -325,9 +329,7 @@ impl DiskStore {
             if let Some((folder, path)) = writable.zip(path.as_deref()) {
                 self.store(folder, path, key, &bytes);
             }
-            if let Some(remote) = &self.remote {
-                remote.publish(key, &bytes);
-            }
+            self.behind.publish(key, &bytes);
             drop(builder);
             return Ok((value, Fetched::Built));
         }
@@ -339,7 +341,7 @@ impl DiskStore {
     pub fn fetch<V, L: fmt::Display>(
         &self,
         key: &ArtifactKey,
-        load: impl Fn(&[u8]) -> Result<V, L>,
+        load: impl Fn(VerifiedArtifact<'_>) -> Result<V, L>,
     ) -> Option<V> {
         let folder = self.folder.as_ref()?;
         self.lookup(folder, &folder.entry_path(key), key, &load)
@@ -373,10 +375,10 @@ impl DiskStore {
 
     fn build_and_load<V, B, L>(
         build: impl FnOnce() -> Result<Vec<u8>, B>,
-        load: &impl Fn(&[u8]) -> Result<V, L>,
+        load: &impl Fn(VerifiedArtifact<'_>) -> Result<V, L>,
     ) -> Result<(V, Vec<u8>), BuildError<B, L>> {
         let bytes = build().map_err(BuildError::Build)?;
-        let value = load(&bytes).map_err(BuildError::Rejected)?;
+        let value = load(VerifiedArtifact::built(&bytes)).map_err(BuildError::Rejected)?;
         Ok((value, bytes))
     }
 
@@ -385,7 +387,7 @@ impl DiskStore {
         folder: &Folder,
         path: &Path,
         key: &ArtifactKey,
-        load: &impl Fn(&[u8]) -> Result<V, L>,
+        load: &impl Fn(VerifiedArtifact<'_>) -> Result<V, L>,
     ) -> Option<V> {
         let max_payload = folder.max_bytes.min(MAX_ENTRY_BYTES);
         let read = entry::read(
@@ -434,7 +436,7 @@ impl DiskStore {
                 return None;
             }
         };
-        match load(&payload) {
+        match load(VerifiedArtifact::authenticated(&payload)) {
             Ok(value) => {
                 bump(&self.counters.hits, 1);
                 bump(&self.counters.bytes_read, payload.len() as u64);
@@ -516,7 +518,7 @@ impl DiskStore {
 /// Ends the build of a key, however it ends: removes its flight and wakes
 /// the waiters.
 struct Builder<'a> {
-    store: &'a DiskStore,
+    store: &'a ArtifactStore,
     key: ArtifactKey,
 }
 
