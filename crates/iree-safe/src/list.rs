@@ -16,19 +16,15 @@ impl List {
     /// `iree_vm_list_create` with the variant element type.
     pub(crate) fn with_capacity(capacity: usize) -> Result<List> {
         let undefined = sys::iree_vm_type_def_t::default();
-        let mut raw = std::ptr::null_mut();
         // SAFETY: an all-zero type def is `iree_vm_make_undefined_type_def()`
-        // (a variant list); `raw` is a valid out-pointer.
-        unsafe {
-            check(sys::iree_vm_list_create(
-                undefined,
-                capacity,
-                sys::iree_allocator_system(),
-                &mut raw,
-            ))
+        // (a variant list); `iree_vm_list_create` returns a status and, on
+        // success, a list whose one reference is ours (`Handle::create`'s
+        // contract).
+        let raw = unsafe {
+            Handle::create(|out| {
+                sys::iree_vm_list_create(undefined, capacity, sys::iree_allocator_system(), out)
+            })
         }?;
-        // SAFETY: a successful create returned a live list we own.
-        let raw = unsafe { Handle::adopt(raw) }.expect("iree_vm_list_create returned OK and null");
         Ok(List { raw })
     }
 

@@ -211,12 +211,16 @@ fn failed_background_compiles_are_remembered() {
     );
     gated.started.recv().unwrap();
     gated.release_one();
-    let reason = loop {
-        match reason(cache.get_or_queue(&f, &sig, gated.compile())) {
-            FallbackReason::CompileInFlight => thread::sleep(Duration::from_millis(1)),
-            other => break other,
-        }
-    };
+    let reason = (0..10_000)
+        .map(|_| reason(cache.get_or_queue(&f, &sig, gated.compile())))
+        .find(|reason| {
+            let in_flight = *reason == FallbackReason::CompileInFlight;
+            if in_flight {
+                thread::sleep(Duration::from_millis(1));
+            }
+            !in_flight
+        })
+        .expect("the failed compile never finished");
     assert!(
         matches!(reason, FallbackReason::CompileFailed(_)),
         "{reason:?}"

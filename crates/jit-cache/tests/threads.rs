@@ -6,6 +6,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use common::{expected, f32_sig, run, Behaviour, MockCompiler, MockExe, Ran};
 use jit_cache::{
@@ -17,9 +18,13 @@ static_assertions::assert_impl_all!(JitCache<MockExe>: Send, Sync, Clone);
 static_assertions::assert_impl_all!(Signature: Send, Sync);
 static_assertions::assert_impl_all!(Dispatch<MockExe>: Send, Sync);
 
-/// Spins (yielding) until `cond` holds.
+/// Spins (yielding) until `cond` holds; fails the test if it has not after
+/// a bound far past any real wait, so a broken wake-up fails instead of
+/// hanging.
 fn wait_until(cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
     while !cond() {
+        assert!(Instant::now() < deadline, "the condition never held");
         thread::yield_now();
     }
 }

@@ -1,5 +1,6 @@
 //! A pure-Rust mock of the part of IREE's C API this crate calls, used under
-//! miri and with the `mock` feature (for testing this crate only).
+//! miri (the `iree_mock` cfg that `build.rs` sets there; nothing else
+//! selects it).
 //!
 //! Every IREE object the crate creates is a Rust object here, with its
 //! reference count kept in one table, so a double release, a release of the

@@ -2,7 +2,7 @@
 //!
 //! `program(name)` returns a loadable artifact for `tests/data/<name>.mlir`:
 //! compiled with the installed `iree-compile` against the real runtime, or
-//! the mock module of the same name under miri / the `mock` feature.
+//! the mock module of the same name under miri (the `iree_mock` cfg).
 //! `LeakCheck` asserts at the end of a test that no IREE object is alive
 //! (beyond the process-wide instance) when running on the mock.
 
