@@ -11,7 +11,7 @@ use std::process::Command;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, Dispatched, JitConfig, JitRuntime, Provenance, Value,
+    reference, CompileMode, DiskCacheFolder, Dispatched, JitConfig, JitRuntime, Provenance, Value,
 };
 
 fn rss_mib() -> f64 {
@@ -33,8 +33,8 @@ fn compiler_mapped() -> bool {
 fn child(dir: &str, mode: &str) {
     let jit = JitRuntime::new(
         JitConfig::builder()
-            .disk_cache_dir(dir)
-            .compile_mode(CompileMode::Blocking, 1)
+            .disk(|disk| disk.folder = DiskCacheFolder::Dir(dir.into()))
+            .compile(|compile| compile.mode = CompileMode::Blocking)
             .build()
             .unwrap(),
     )
