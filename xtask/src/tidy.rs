@@ -8,6 +8,11 @@
 //! 3. Every IREE C function that `iree-safe` calls is provided by its mock
 //!    (`crates/iree-safe/src/mock/api.rs`), so the tests under miri cover
 //!    every call (compiling against the mock fails too, but only under miri).
+//! 4. The README's table of `SHEAF_JIT_*` variables is the code's
+//!    `ENV_VARIABLES` (`crates/sheaf-integration/src/config/env.rs`): the
+//!    same names, meanings and defaults, in the same order. The table is read
+//!    from its source, as xtask cannot depend on the crates that link the
+//!    IREE runtime it builds.
 
 #![cfg(test)]
 
@@ -223,6 +228,107 @@ fn every_iree_function_iree_safe_calls_is_mocked() {
     );
 }
 
+/// The file that holds `ENV_VARIABLES`, and the README that lists them.
+const ENV_TABLE: &str = "crates/sheaf-integration/src/config/env.rs";
+const ENV_README: &str = "crates/sheaf-integration/README.md";
+
+/// A variable's name, meaning and default.
+type Variable = [String; 3];
+
+/// The string literal of the field `label` in `entry`, the source of one
+/// struct literal.
+fn string_field(entry: &str, label: &str) -> Option<String> {
+    let key = format!("{label}:");
+    let (at, _) = entry
+        .match_indices(&key)
+        .find(|(at, _)| entry[..*at].ends_with(char::is_whitespace))?;
+    let literal = entry[at + key.len()..].trim_start().strip_prefix('"')?;
+    let literal = &literal[..literal.find('"')?];
+    assert!(
+        !literal.contains('\\'),
+        "{ENV_TABLE}: keep the table's texts plain literals (no escapes): {literal}"
+    );
+    Some(literal.to_owned())
+}
+
+/// The variables of `ENV_VARIABLES` in the source of its file: the fields
+/// `name`, `meaning` and `default` of each `EnvVariable { .. }`.
+fn code_variables(source: &str) -> Vec<Variable> {
+    let start = source
+        .find("pub static ENV_VARIABLES")
+        .unwrap_or_else(|| panic!("{ENV_TABLE} defines no `pub static ENV_VARIABLES`"));
+    let table = &source[start..];
+    let table = &table[..table.find("\n];").expect("the table ends with `];`")];
+    table
+        .split("EnvVariable {")
+        .skip(1)
+        .map(|entry| {
+            ["name", "meaning", "default"].map(|label| {
+                string_field(entry, label).unwrap_or_else(|| {
+                    panic!("{ENV_TABLE}: an entry without a literal `{label}`:{entry}")
+                })
+            })
+        })
+        .collect()
+}
+
+/// The rows of the Markdown table whose header starts `| variable |`.
+fn readme_variables(readme: &str) -> Vec<Variable> {
+    let cells = |line: &str| -> Vec<String> {
+        let line = line.trim();
+        let inner = line.strip_prefix('|').and_then(|l| l.strip_suffix('|'));
+        let inner = inner.unwrap_or_else(|| panic!("{ENV_README}: not a table row: {line}"));
+        inner
+            .split('|')
+            .map(|cell| cell.trim().to_owned())
+            .collect()
+    };
+    let mut lines = readme
+        .lines()
+        .skip_while(|line| !line.starts_with("| variable |"));
+    assert!(
+        lines.next().is_some(),
+        "{ENV_README} has no table of variables (header `| variable | ...`)"
+    );
+    lines
+        .skip(1) // | --- | --- | --- |
+        .take_while(|line| line.starts_with('|'))
+        .map(|line| match <[String; 3]>::try_from(cells(line)) {
+            Ok([name, meaning, default]) => [name.trim_matches('`').to_owned(), meaning, default],
+            Err(cells) => panic!("{ENV_README}: a row of {} cells: {line}", cells.len()),
+        })
+        .collect()
+}
+
+#[test]
+fn the_readme_lists_the_variables_of_the_code() {
+    let row = |[name, meaning, default]: &Variable| format!("| `{name}` | {meaning} | {default} |");
+    let rows = |variables: Vec<Variable>| variables.iter().map(row).collect::<Vec<_>>();
+    let code = rows(code_variables(&read(Path::new(ENV_TABLE))));
+    let readme = rows(readme_variables(&read(Path::new(ENV_README))));
+    assert!(
+        code.len() > 20,
+        "{ENV_TABLE}: only {} variables found",
+        code.len()
+    );
+    let only_in = |these: &[String], those: &[String], whose: &str| -> Vec<String> {
+        let missing = these.iter().filter(|row| !those.contains(row));
+        missing.map(|row| format!("{whose}: {row}")).collect()
+    };
+    let differ = [
+        only_in(&code, &readme, "code  "),
+        only_in(&readme, &code, "README"),
+    ]
+    .concat();
+    assert!(
+        code == readme,
+        "the variables of {ENV_README} are not those of ENV_VARIABLES in {ENV_TABLE}; \
+         differing rows (none: the order differs):\n  {}\nthe code's table:\n{}",
+        differ.join("\n  "),
+        code.join("\n")
+    );
+}
+
 #[test]
 fn the_checks_see_what_they_look_for() {
     // Rule 2 on a small sample, both ways.
@@ -242,6 +348,15 @@ fn the_checks_see_what_they_look_for() {
     let names =
         iree_names("sys::iree_vm_invoke(a);\n// iree_hidden()\nlet s = \"iree_in_string\";");
     assert_eq!(names.into_iter().collect::<Vec<_>>(), ["iree_vm_invoke"]);
+    // Rule 4's readers, on a small table each.
+    let source = "pub static ENV_VARIABLES: &[EnvVariable] = &[\n    EnvVariable {\n        \
+                  name: \"SHEAF_JIT_X\",\n        meaning:\n            \"a `thing`\",\n        \
+                  default: \"8\",\n        apply: |config, var| set(var.name()),\n    },\n];";
+    let x = vec![["SHEAF_JIT_X", "a `thing`", "8"].map(str::to_owned)];
+    assert_eq!(code_variables(source), x);
+    let readme = "text\n\n| variable | setting | default |\n| --- | --- | --- |\n\
+                  | `SHEAF_JIT_X` | a `thing` | 8 |\n\nmore text | with a bar |\n";
+    assert_eq!(readme_variables(readme), x);
     // And the files exist where the rules expect them.
     assert!(rust_files().iter().any(|p| p.ends_with("mock/api.rs")));
 }

@@ -23,6 +23,12 @@ use std::str::FromStr;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ByteSize(pub u64);
 
+impl ByteSize {
+    /// What a size may be, for messages about one that is not.
+    pub const SYNTAX: &'static str =
+        "a number of bytes, or one with K, M, G or T (binary units, e.g. `512M`)";
+}
+
 impl From<usize> for ByteSize {
     fn from(bytes: usize) -> Self {
         ByteSize(bytes as u64)
@@ -54,7 +60,7 @@ impl fmt::Display for ByteSize {
 
 /// A text that is not a [`ByteSize`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("`{text}` is not a size: write a number of bytes, or one with K, M, G or T (binary units, e.g. `512M`)")]
+#[error("`{text}` is not a size: write {}", ByteSize::SYNTAX)]
 pub struct ParseByteSizeError {
     text: String,
 }

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, JitConfig, JitFunction, JitRuntime, Origin, Precompile, Provenance,
-    Value,
+    reference, CompileMode, DiskCacheFolder, JitConfig, JitFunction, JitRuntime, Origin,
+    Precompile, Provenance, Value,
 };
 
 type Interpreter = fn(&[Value]) -> Result<Vec<Value>, reference::ReferenceError>;
@@ -26,10 +26,13 @@ fn runtime_with(mode: CompileMode, threads: usize) -> JitRuntime {
     // Every shape is its own compile here: dynamic dims would serve the
     // batch sizes below with one variant.
     let config = JitConfig::builder()
-        .no_disk_cache()
-        .function_capacity(16)
-        .dynamic_dims(false, 2)
-        .compile_mode(mode, threads)
+        .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+        .cache(|cache| {
+            cache.function_capacity = 16;
+            cache.dynamic_dims = false;
+            cache.compile_threads = threads;
+        })
+        .compile(|compile| compile.mode = mode)
         .build()
         .expect("valid settings");
     JitRuntime::new(config).expect("the local-sync runtime opens")

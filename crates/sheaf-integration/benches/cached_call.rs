@@ -15,8 +15,8 @@ use std::time::Instant;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, DType, Dispatched, JitConfig, JitFunction, JitRuntime, Origin,
-    Provenance, Signature, Tensor, Value,
+    reference, CompileMode, DType, DiskCacheFolder, Dispatched, JitConfig, JitFunction, JitRuntime,
+    Origin, Provenance, Signature, Tensor, Value,
 };
 
 const WARMUP: usize = 5_000;
@@ -52,11 +52,17 @@ fn dispatch(jit: &JitRuntime, function: &JitFunction, args: &[Value]) -> Provena
 fn main() {
     let config = || {
         JitConfig::builder()
-            .no_disk_cache()
-            .compile_mode(CompileMode::Blocking, 1)
+            .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+            .compile(|compile| compile.mode = CompileMode::Blocking)
     };
     let jit = JitRuntime::new(config().build().unwrap()).unwrap();
-    let no_uploads = JitRuntime::new(config().upload_cache(0, 0).build().unwrap()).unwrap();
+    let no_uploads = JitRuntime::new(
+        config()
+            .uploads(|uploads| uploads.entries = 0)
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
     let sigmoid = reference::sigmoid();
     let host = ArrayD::from_shape_vec(IxDyn(&[1, 5]), vec![-2.0f32, -0.5, 0.0, 0.75, 3.0]).unwrap();
 

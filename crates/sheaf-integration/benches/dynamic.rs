@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use ndarray::{ArrayD, Dimension, IxDyn};
 use sheaf_integration::{
-    reference, CapturedScalar, CompileMode, Dispatched, JitConfig, JitFunction, JitRuntime, Origin,
-    Provenance, Tensor, Value,
+    reference, CapturedScalar, CompileMode, DiskCacheFolder, Dispatched, JitConfig, JitFunction,
+    JitRuntime, Origin, Provenance, Tensor, Value,
 };
 
 const ROUNDS: usize = 10;
@@ -23,9 +23,9 @@ const PER_ROUND: usize = 1_000;
 
 fn runtime(dynamic: bool) -> JitRuntime {
     let config = JitConfig::builder()
-        .no_disk_cache()
-        .compile_mode(CompileMode::Blocking, 1)
-        .dynamic_dims(dynamic, 2)
+        .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+        .compile(|compile| compile.mode = CompileMode::Blocking)
+        .cache(|cache| cache.dynamic_dims = dynamic)
         .build()
         .expect("valid settings");
     JitRuntime::new(config).expect("the local-sync runtime opens")

@@ -26,7 +26,10 @@ use jit_cache::store::{
     Secret,
 };
 use ndarray::{ArrayD, IxDyn};
-use sheaf_integration::{reference, CompileMode, JitConfig, JitConfigBuilder, JitRuntime, Value};
+use sheaf_integration::{
+    reference, CompileMode, DiskCacheFolder, JitConfig, JitConfigBuilder, JitRuntime,
+    RemoteCacheUrl, RemoteSecret, Value,
+};
 
 const ROUNDS: usize = 5;
 const SECRET: [u8; 32] = [0x5a; 32];
@@ -35,15 +38,16 @@ const SECRET: [u8; 32] = [0x5a; 32];
 /// `disk`.
 fn settings(disk: &Path) -> JitConfigBuilder {
     JitConfig::builder()
-        .compile_mode(CompileMode::Blocking, 1)
-        .dynamic_dims(false, 2)
-        .disk_cache_dir(disk)
+        .compile(|compile| compile.mode = CompileMode::Blocking)
+        .cache(|cache| cache.dynamic_dims = false)
+        .disk(|disk_cache| disk_cache.folder = DiskCacheFolder::Dir(disk.into()))
 }
 
 fn with_remote(disk: &Path, url: &str) -> JitConfigBuilder {
-    settings(disk)
-        .remote_cache(url)
-        .remote_cache_secret(Secret::from_bytes(SECRET))
+    settings(disk).remote(|remote| {
+        remote.url = Some(RemoteCacheUrl::new(url));
+        remote.secret = Some(RemoteSecret::Key(Secret::from_bytes(SECRET)));
+    })
 }
 
 fn runtime(settings: JitConfigBuilder) -> JitRuntime {
@@ -144,7 +148,10 @@ fn unreachable_lookups(url: &str, timeouts: RemoteTimeouts) {
 fn hits(url: &str) {
     let mean = |settings: JitConfigBuilder| {
         let disk = tempfile::tempdir().unwrap();
-        let jit = runtime(settings.disk_cache_dir(disk.path()));
+        let jit = runtime(
+            settings
+                .disk(|disk_cache| disk_cache.folder = DiskCacheFolder::Dir(disk.path().into())),
+        );
         first_call(&jit, 3, false);
         let calls = 2000;
         let start = Instant::now();

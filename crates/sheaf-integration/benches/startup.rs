@@ -11,7 +11,8 @@ use std::process::Command;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, Dispatched, JitConfig, JitRuntime, Origin, Provenance, Value,
+    reference, CompileMode, DiskCacheFolder, Dispatched, JitConfig, JitRuntime, Origin, Provenance,
+    Value,
 };
 
 fn rss_mib() -> f64 {
@@ -33,8 +34,8 @@ fn compiler_mapped() -> bool {
 fn child(dir: &str, mode: &str) {
     let jit = JitRuntime::new(
         JitConfig::builder()
-            .disk_cache_dir(dir)
-            .compile_mode(CompileMode::Blocking, 1)
+            .disk(|disk| disk.folder = DiskCacheFolder::Dir(dir.into()))
+            .compile(|compile| compile.mode = CompileMode::Blocking)
             .build()
             .unwrap(),
     )

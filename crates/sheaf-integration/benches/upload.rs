@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, Dispatched, HostTensor, JitConfig, JitRuntime, Value,
+    reference, CompileMode, DiskCacheFolder, Dispatched, HostTensor, JitConfig, JitRuntime, Value,
 };
 
 const CALLS: usize = 400;
@@ -41,9 +41,12 @@ fn main() {
         ("upload cache on", 256, 256 << 20),
     ] {
         let config = JitConfig::builder()
-            .compile_mode(CompileMode::Blocking, 1)
-            .no_disk_cache()
-            .upload_cache(entries, bytes);
+            .compile(|compile| compile.mode = CompileMode::Blocking)
+            .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+            .uploads(|uploads| {
+                uploads.entries = entries;
+                uploads.bytes = bytes;
+            });
         let jit = JitRuntime::new(config.build().unwrap()).unwrap();
         // Compile first: the timed calls are all cache hits.
         let _ = jit

@@ -22,9 +22,9 @@ use std::sync::Arc;
 
 use ndarray::{ArrayD, Axis, Ix2, IxDyn};
 use sheaf_integration::{
-    mlir, CompileMode, Container, DType, Dispatched, HostTensor, JitConfig, JitFunction,
-    JitRuntime, LayoutBuilder, Leaf, Lowered, LoweringContext, LoweringError, Origin, Provenance,
-    ScalarValue, Value,
+    mlir, CompileMode, Container, DType, DiskCacheFolder, Dispatched, HostTensor, JitConfig,
+    JitFunction, JitRuntime, LayoutBuilder, Leaf, Lowered, LoweringContext, LoweringError, Origin,
+    Provenance, ScalarValue, Value,
 };
 
 // ---------------------------------------------------------------------------
@@ -655,8 +655,8 @@ fn main() -> Result<(), SheafError> {
     let cache = tempfile::tempdir().expect("a temporary folder");
     let jit = JitRuntime::new(
         JitConfig::builder()
-            .project_cache(cache.path())
-            .compile_mode(CompileMode::Blocking, 1)
+            .disk(|disk| disk.folder = DiskCacheFolder::project(cache.path()))
+            .compile(|compile| compile.mode = CompileMode::Blocking)
             .build()?,
     )?;
     let mut env = Env::new(jit.clone());

@@ -131,8 +131,9 @@ impl VariantError {
     }
 }
 
-/// An invalid setting: the builder method or environment variable, its
-/// value and what it may be; or a cache policy that cannot work.
+/// An invalid setting: the environment variable or configuration field
+/// (`disk.max_bytes`), its value and what it may be; or a cache policy that
+/// cannot work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -156,8 +157,8 @@ pub enum ConfigError {
         "a remote artifact cache is configured, but no shared secret authenticates its \
          entries: set SHEAF_JIT_REMOTE_SECRET_FILE to a file of 32 random bytes that only you \
          can read (`(umask 077; head -c 32 /dev/urandom > FILE)`, the same file on every \
-         machine), or call JitConfigBuilder::remote_cache_secret or remote_cache_secret_file; \
-         or unset SHEAF_JIT_REMOTE_CACHE"
+         machine), or set RemoteSettings::secret (JitConfigBuilder::remote); or unset \
+         SHEAF_JIT_REMOTE_CACHE"
     )]
     RemoteSecretMissing,
 }

@@ -72,8 +72,9 @@ mod variant;
 pub use bundle::open_for_fuzzing;
 pub use bundle::ExportSummary;
 pub use config::{
-    CompileMode, DiskCacheSetting, JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret,
-    DEFAULT_CACHE_FOLDER, PROJECT_CACHE_FOLDER,
+    CompileMode, CompileSettings, DeviceSettings, DiskCacheFolder, DiskCacheSettings, EnvVariable,
+    JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret, RemoteSettings, UploadSettings,
+    DEFAULT_CACHE_FOLDER, ENV_VARIABLES, PROJECT_CACHE_FOLDER,
 };
 pub use dispatch::{CallError, CallResult, Compiled, Dispatched};
 pub use error::{ConfigError, JitError, VariantError};

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use iree_safe::compiler::CompilerChoice;
+use iree_safe::compiler::{CompileOptions, CompilerChoice};
 use jit_cache::store::{ArtifactStore, RedisStore, RemoteStats, RemoteTier, Secret, StoreStats};
 use jit_cache::{
     CacheStats, CapturedScalar, CompileFailure, Dispatch, FallbackReason, JitCache, Provenance,
@@ -16,7 +16,7 @@ use smallvec::SmallVec;
 
 use crate::bundle::{self, Bundle, Export, ExportSummary};
 use crate::compile::{Job, Pipeline};
-use crate::config::{CompileMode, JitConfig, RemoteSecret};
+use crate::config::{CompileMode, JitConfig, RemoteSecret, UploadSettings};
 use crate::dispatch::{CallError, CallResult, Compiled, Dispatched};
 use crate::error::{ConfigError, JitError};
 use crate::function::JitFunction;
@@ -113,24 +113,24 @@ impl Inner {
 /// contacted yet: a server that is down costs the first fetch its connect
 /// timeout, then the circuit breaker keeps later calls off it.
 fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
-    let Some(url) = &config.remote_cache else {
+    let remote = &config.remote;
+    let Some(url) = &remote.url else {
         return Ok(None);
     };
-    let secret = match &config.remote_cache_secret {
+    let secret = match &remote.secret {
         Some(RemoteSecret::Key(secret)) => secret.clone(),
         Some(RemoteSecret::File(path)) => {
             Secret::from_file(path).map_err(JitError::RemoteSecret)?
         }
         None => return Err(ConfigError::RemoteSecretMissing.into()),
     };
-    let backend = RedisStore::new(url.as_str(), config.remote_cache_timeouts)?;
+    let backend = RedisStore::new(url.as_str(), remote.timeouts)?;
     tracing::info!(
         target: "sheaf_jit",
         store = ?backend,
         "sharing compiled artifacts through a remote cache"
     );
-    let options = config.remote_cache_options.clone();
-    RemoteTier::new(Box::new(backend), secret, options)
+    RemoteTier::new(Box::new(backend), secret, remote.options.clone())
         .map(Some)
         .map_err(|error| {
             JitError::Internal(format!(
@@ -183,7 +183,8 @@ pub struct PrecompileSummary {
 #[derive(Debug)]
 struct CpuFallback {
     driver: String,
-    config: JitConfig,
+    options: CompileOptions,
+    uploads: UploadSettings,
     placement: OnceLock<Result<(Placement, UploadCache), String>>,
 }
 
@@ -193,36 +194,35 @@ impl JitRuntime {
     /// compiler is loaded later, on the first artifact that must really be
     /// compiled.
     pub fn new(config: JitConfig) -> Result<JitRuntime, JitError> {
-        let primary = match Placement::open(
-            &config.driver,
-            config.target.as_ref(),
-            &config.compile_options,
-        ) {
+        let (device, options) = (&config.device, &config.compile.options);
+        let target = config.compile.target.as_ref();
+        let primary = match Placement::open(&device.driver, target, options) {
             Ok(placement) => placement,
-            Err(error) => match &config.cpu_fallback {
-                Some(cpu) if cpu != &config.driver => {
+            Err(error) => match &device.cpu_fallback {
+                Some(cpu) if cpu != &device.driver => {
                     tracing::warn!(
                         target: "sheaf_jit",
-                        driver = %config.driver,
+                        driver = %device.driver,
                         fallback = %cpu,
                         %error,
                         "cannot use the `{}` device ({error}); running on the CPU (`{cpu}`) instead",
-                        config.driver
+                        device.driver
                     );
-                    Placement::open(cpu, None, &config.compile_options)?
+                    Placement::open(cpu, None, options)?
                 }
                 _ => return Err(error),
             },
         };
-        let cpu = match (&config.cpu_fallback, primary.is_cpu()) {
+        let cpu = match (&device.cpu_fallback, primary.is_cpu()) {
             (Some(driver), false) => Some(CpuFallback {
                 driver: driver.clone(),
-                config: config.clone(),
+                options: options.clone(),
+                uploads: config.uploads,
                 placement: OnceLock::new(),
             }),
             _ => None,
         };
-        let store = match config.disk_cache_config() {
+        let store = match config.disk.store_config() {
             Some(store) => ArtifactStore::open(store)?,
             None => ArtifactStore::disabled(),
         };
@@ -231,7 +231,7 @@ impl JitRuntime {
             None => store,
         };
         let bundles = config
-            .artifact_bundles
+            .bundles
             .iter()
             .map(|dir| {
                 let bundle = Bundle::open(dir)?;
@@ -248,13 +248,9 @@ impl JitRuntime {
         Ok(JitRuntime {
             inner: Arc::new(Inner {
                 cache,
-                compile_mode: config.compile_mode,
-                pipeline: Pipeline::new(config.compiler, store, bundles),
-                primary_uploads: UploadCache::new(
-                    primary.device().clone(),
-                    config.upload_cache_entries,
-                    config.upload_cache_bytes,
-                ),
+                compile_mode: config.compile.mode,
+                pipeline: Pipeline::new(config.compile.compiler, store, bundles),
+                primary_uploads: UploadCache::new(primary.device().clone(), config.uploads),
                 primary,
                 cpu,
                 profile: Profile::default(),
@@ -614,13 +610,9 @@ impl CpuFallback {
     fn placement(&self) -> Result<(&Placement, &UploadCache), &String> {
         self.placement
             .get_or_init(|| {
-                let placement = Placement::open(&self.driver, None, &self.config.compile_options)
+                let placement = Placement::open(&self.driver, None, &self.options)
                     .map_err(|e| e.to_string())?;
-                let uploads = UploadCache::new(
-                    placement.device().clone(),
-                    self.config.upload_cache_entries,
-                    self.config.upload_cache_bytes,
-                );
+                let uploads = UploadCache::new(placement.device().clone(), self.uploads);
                 Ok((placement, uploads))
             })
             .as_ref()

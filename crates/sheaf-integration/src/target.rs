@@ -98,7 +98,7 @@ pub(crate) fn target_for(driver: &str, device: &Device) -> Result<CompileTarget,
         "metal" => Ok(CompileTarget::Metal),
         other => Err(JitError::Unsupported(format!(
             "cannot tell which code the `{other}` driver's device runs; name it with \
-             JitConfigBuilder::target (e.g. CompileTarget::Vulkan {{ target: \"rdna3\" }})"
+             CompileSettings::target (e.g. CompileTarget::Vulkan {{ target: \"rdna3\" }})"
         ))),
     }
 }
@@ -149,6 +149,6 @@ mod tests {
         // A CPU device cannot say which CUDA architecture it has.
         assert!(target_for("cuda", device).is_err());
         let vulkan = target_for("vulkan", device).unwrap_err().to_string();
-        assert!(vulkan.contains("JitConfigBuilder::target"), "{vulkan}");
+        assert!(vulkan.contains("CompileSettings::target"), "{vulkan}");
     }
 }

@@ -18,6 +18,7 @@ use iree_safe::Device;
 use jit_cache::DType;
 use lru::LruCache;
 
+use crate::config::UploadSettings;
 use crate::error::JitError;
 use crate::tensor::{DeviceTensor, HostTensor, Identity};
 
@@ -76,13 +77,12 @@ impl std::fmt::Debug for UploadCache {
 }
 
 impl UploadCache {
-    /// A cache for `device` holding at most `max_entries` copies and
-    /// `max_bytes` bytes (0 for either disables it).
-    pub(crate) fn new(device: Device, max_entries: usize, max_bytes: usize) -> Self {
+    /// A cache for `device` within `bounds` (0 for either disables it).
+    pub(crate) fn new(device: Device, bounds: UploadSettings) -> Self {
         UploadCache {
             device,
-            max_entries,
-            max_bytes,
+            max_entries: bounds.entries,
+            max_bytes: bounds.bytes,
             state: Mutex::new(State {
                 entries: LruCache::unbounded(),
                 seen: LruCache::unbounded(),

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use half::{bf16, f16};
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    mlir, CallError, CompileTarget, Container, DType, Dispatched, FallbackReason, HostTensor,
-    JitConfig, JitError, JitFunction, JitRuntime, LayoutBuilder, Leaf, Lowered, LoweringContext,
-    LoweringError, Origin, Provenance, ScalarValue, Tensor, Value, VariantError,
+    mlir, CallError, CompileTarget, Container, DType, DiskCacheFolder, Dispatched, FallbackReason,
+    HostTensor, JitConfig, JitError, JitFunction, JitRuntime, LayoutBuilder, Leaf, Lowered,
+    LoweringContext, LoweringError, Origin, Provenance, ScalarValue, Tensor, Value, VariantError,
 };
 use support::{array, assert_close, jit};
 
@@ -377,7 +377,7 @@ fn code_compiles_for_cuda_without_a_gpu_and_the_cpu_takes_over() {
         target: CompileTarget::Cuda {
             arch: "sm_80".into(),
         },
-        ..JitConfig::default().compile_options
+        ..JitConfig::default().compile.options
     };
     let compiler = iree_safe::compiler::choose_compiler(Default::default()).unwrap();
     let cuda = compiler.compiler.compile(&module, &options).unwrap();
@@ -387,9 +387,11 @@ fn code_compiles_for_cuda_without_a_gpu_and_the_cpu_takes_over() {
     // device: loading it fails, and the signature runs on the CPU instead.
     let jit = JitRuntime::new(
         support::blocking()
-            .no_disk_cache()
-            .target(CompileTarget::Cuda {
-                arch: "sm_80".into(),
+            .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+            .compile(|compile| {
+                compile.target = Some(CompileTarget::Cuda {
+                    arch: "sm_80".into(),
+                })
             })
             .build()
             .unwrap(),
@@ -407,11 +409,13 @@ fn code_compiles_for_cuda_without_a_gpu_and_the_cpu_takes_over() {
     // Without the fallback, the failure is the call's: it is interpreted.
     let strict = JitRuntime::new(
         support::blocking()
-            .no_disk_cache()
-            .target(CompileTarget::Cuda {
-                arch: "sm_80".into(),
+            .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+            .compile(|compile| {
+                compile.target = Some(CompileTarget::Cuda {
+                    arch: "sm_80".into(),
+                })
             })
-            .cpu_fallback(None)
+            .device(|device| device.cpu_fallback = None)
             .build()
             .unwrap(),
     )
@@ -436,8 +440,8 @@ fn a_device_that_cannot_be_opened_falls_back_to_the_cpu_or_fails_clearly() {
     // This runtime is built without the CUDA driver.
     let jit = JitRuntime::new(
         support::blocking()
-            .driver("cuda")
-            .no_disk_cache()
+            .device(|device| device.driver = "cuda".into())
+            .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
             .build()
             .unwrap(),
     )
@@ -451,9 +455,9 @@ fn a_device_that_cannot_be_opened_falls_back_to_the_cpu_or_fails_clearly() {
     );
     let error = JitRuntime::new(
         support::blocking()
-            .driver("cuda")
-            .cpu_fallback(None)
-            .no_disk_cache()
+            .device(|device| device.driver = "cuda".into())
+            .device(|device| device.cpu_fallback = None)
+            .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
             .build()
             .unwrap(),
     )
@@ -468,7 +472,7 @@ fn exported_artifacts_serve_a_runtime_without_compiling() {
     let x = || Value::from(array(&[2, 3], 1));
     let first = JitRuntime::new(
         support::blocking()
-            .project_cache(cache.path())
+            .disk(|disk| disk.folder = DiskCacheFolder::project(cache.path()))
             .build()
             .unwrap(),
     )
@@ -498,7 +502,7 @@ fn exported_artifacts_serve_a_runtime_without_compiling() {
     // compiler is never loaded.
     let second = JitRuntime::new(
         support::blocking()
-            .no_disk_cache()
+            .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
             .artifact_bundle(bundle.path())
             .build()
             .unwrap(),

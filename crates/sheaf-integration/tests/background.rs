@@ -10,15 +10,16 @@ use std::time::{Duration, Instant};
 
 use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    CallResult, CompileMode, FallbackReason, JitConfig, JitFunction, JitRuntime, Origin,
-    Provenance, Value, VariantError,
+    CallResult, CompileMode, DiskCacheFolder, FallbackReason, JitConfig, JitFunction, JitRuntime,
+    Origin, Provenance, Value, VariantError,
 };
 use support::{array, assert_close};
 
 fn background() -> JitRuntime {
     let config = JitConfig::builder()
-        .no_disk_cache()
-        .compile_mode(CompileMode::Background, 1)
+        .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+        .compile(|compile| compile.mode = CompileMode::Background)
+        .cache(|cache| cache.compile_threads = 1)
         .build()
         .unwrap();
     JitRuntime::new(config).unwrap()

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use jit_cache::store::{ArtifactKey, ArtifactStore, StoreConfig};
 use sheaf_integration::{
-    mlir, reference, HostTensor, JitError, JitFunction, JitRuntime, Lowered, LoweringContext,
-    LoweringError, Value,
+    mlir, reference, DiskCacheFolder, HostTensor, JitError, JitFunction, JitRuntime, Lowered,
+    LoweringContext, LoweringError, Value,
 };
 use tempfile::TempDir;
 
@@ -27,7 +27,7 @@ use tempfile::TempDir;
 fn serving(dir: &Path) -> Result<JitRuntime, JitError> {
     JitRuntime::new(
         support::blocking()
-            .no_disk_cache()
+            .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
             .artifact_bundle(dir)
             .build()
             .unwrap(),
@@ -61,7 +61,7 @@ fn exported(calls: impl FnOnce(&JitRuntime)) -> TempDir {
     let (cache, bundle) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let jit = JitRuntime::new(
         support::blocking()
-            .disk_cache_dir(cache.path())
+            .disk(|disk| disk.folder = DiskCacheFolder::Dir(cache.path().into()))
             .build()
             .unwrap(),
     )
@@ -117,7 +117,7 @@ fn impostor_artifact() -> Vec<u8> {
     let cache = tempfile::tempdir().unwrap();
     let jit = JitRuntime::new(
         support::blocking()
-            .disk_cache_dir(cache.path())
+            .disk(|disk| disk.folder = DiskCacheFolder::Dir(cache.path().into()))
             .build()
             .unwrap(),
     )

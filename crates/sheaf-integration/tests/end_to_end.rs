@@ -9,8 +9,8 @@ mod support;
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    mlir, CachePolicy, Dispatched, FallbackReason, JitError, JitFunction, JitRuntime, Lowered,
-    Origin, Phase, Provenance, Refusal, Severity, Value, VariantError,
+    mlir, CachePolicy, DiskCacheFolder, Dispatched, FallbackReason, JitError, JitFunction,
+    JitRuntime, Lowered, Origin, Phase, Provenance, Refusal, Severity, Value, VariantError,
 };
 use support::{array, assert_close, jit};
 
@@ -157,12 +157,16 @@ fn a_changed_temperature_is_never_served_stale_code() {
 #[test]
 fn twenty_shape_churn_engages_fallback_and_stays_correct() {
     let config = support::blocking()
-        .no_disk_cache()
-        .function_capacity(8)
-        .policy(CachePolicy::LruCoolDown)
-        .thrash(32, 8, 40)
-        // Twenty shapes, twenty variants: dynamic dims would serve them all.
-        .static_shapes_for("sigmoid")
+        .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+        .cache(|cache| {
+            cache.function_capacity = 8;
+            cache.policy = CachePolicy::LruCoolDown;
+            cache.thrash_window = 32;
+            cache.thrash_threshold = 8;
+            cache.thrash_cool_down = 40;
+            // Twenty shapes, twenty variants: dynamic dims would serve them all.
+            cache.static_shape_functions.insert("sigmoid".into());
+        })
         .build()
         .unwrap();
     let jit = JitRuntime::new(config).unwrap();
@@ -193,10 +197,12 @@ fn twenty_shape_churn_engages_fallback_and_stays_correct() {
 #[test]
 fn a_full_cache_interprets_one_off_shapes_and_keeps_the_hot_ones() {
     let config = support::blocking()
-        .no_disk_cache()
-        .function_capacity(2)
-        // Every shape its own variant: dynamic dims would serve them all.
-        .dynamic_dims(false, 2)
+        .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+        .cache(|cache| {
+            cache.function_capacity = 2;
+            // Every shape its own variant: dynamic dims would serve them all.
+            cache.dynamic_dims = false;
+        })
         .build()
         .unwrap();
     let jit = JitRuntime::new(config).unwrap();
@@ -341,7 +347,7 @@ fn the_disk_cache_lets_a_fresh_runtime_skip_the_compiler() {
     let fresh = || {
         JitRuntime::new(
             support::blocking()
-                .disk_cache_dir(dir.path())
+                .disk(|disk| disk.folder = DiskCacheFolder::Dir(dir.path().into()))
                 .build()
                 .unwrap(),
         )

@@ -10,10 +10,15 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sheaf_integration::{JitError, JitRuntime, Origin, Provenance};
+use sheaf_integration::{DiskCacheFolder, JitError, JitRuntime, Origin, Provenance};
 
 fn runtime(dir: &Path) -> Result<JitRuntime, JitError> {
-    JitRuntime::new(support::blocking().disk_cache_dir(dir).build().unwrap())
+    JitRuntime::new(
+        support::blocking()
+            .disk(|disk| disk.folder = DiskCacheFolder::Dir(dir.into()))
+            .build()
+            .unwrap(),
+    )
 }
 
 /// The one entry file in the cache at `dir`.

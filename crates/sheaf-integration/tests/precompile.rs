@@ -5,7 +5,7 @@
 mod support;
 
 use sheaf_integration::reference;
-use sheaf_integration::{JitRuntime, Origin, Precompile, Provenance, Value};
+use sheaf_integration::{DiskCacheFolder, JitRuntime, Origin, Precompile, Provenance, Value};
 use support::{array, assert_close};
 
 fn shapes(range: std::ops::RangeInclusive<usize>) -> Vec<[Value; 1]> {
@@ -17,8 +17,8 @@ fn shapes(range: std::ops::RangeInclusive<usize>) -> Vec<[Value; 1]> {
 #[test]
 fn a_batch_of_eight_serves_hits_and_unloads_after_the_last_is_evicted() {
     let config = support::blocking()
-        .no_disk_cache()
-        .function_capacity(8)
+        .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+        .cache(|cache| cache.function_capacity = 8)
         .build()
         .unwrap();
     let jit = JitRuntime::new(config).unwrap();

@@ -13,7 +13,8 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use sheaf_integration::{
-    BreakerState, JitConfigBuilder, JitError, JitRuntime, Origin, Provenance, RemoteStats,
+    BreakerState, DiskCacheFolder, JitConfigBuilder, JitError, JitRuntime, Origin, Provenance,
+    RemoteCacheUrl, RemoteSecret, RemoteStats,
 };
 use support::redis_server::{free_port, url_of, RedisServer};
 
@@ -29,10 +30,12 @@ const SHAPES: [[usize; 2]; 3] = [[1, 5], [2, 3], [3, 4]];
 /// compile the same ones.
 fn settings(url: &str, secrets: &Path, dir: &Path) -> JitConfigBuilder {
     support::blocking()
-        .dynamic_dims(false, 2)
-        .disk_cache_dir(dir)
-        .remote_cache(url)
-        .remote_cache_secret_file(secret_file_in(secrets))
+        .cache(|cache| cache.dynamic_dims = false)
+        .disk(|disk| disk.folder = DiskCacheFolder::Dir(dir.into()))
+        .remote(|remote| {
+            remote.url = Some(RemoteCacheUrl::new(url));
+            remote.secret = Some(RemoteSecret::File(secret_file_in(secrets)));
+        })
 }
 
 /// The cluster's secret file (32 bytes, mode 0600) in `dir`, made on first
@@ -207,8 +210,8 @@ fn a_remote_cache_without_a_private_secret_is_refused_with_what_to_do() {
     let disk = tempfile::tempdir().unwrap();
     let url = url_of(free_port());
     let missing = support::blocking()
-        .disk_cache_dir(disk.path())
-        .remote_cache(&url)
+        .disk(|disk_cache| disk_cache.folder = DiskCacheFolder::Dir(disk.path().into()))
+        .remote(|remote| remote.url = Some(RemoteCacheUrl::new(&url)))
         .build()
         .unwrap_err();
     assert!(
@@ -242,7 +245,10 @@ fn a_server_killed_mid_run_opens_the_breaker_and_is_used_again_once_restarted() 
     let secrets = tempfile::tempdir().unwrap();
     let disk = tempfile::tempdir().unwrap();
     let jit = runtime(
-        settings(&server.url(), secrets.path(), disk.path()).remote_cache_breaker(3, cool_down),
+        settings(&server.url(), secrets.path(), disk.path()).remote(|remote| {
+            remote.options.failure_threshold = 3;
+            remote.options.cool_down = cool_down;
+        }),
     );
     assert!(matches!(
         call(&jit, [1, 1]),
@@ -329,10 +335,13 @@ fn a_tampered_remote_entry_is_rejected_counted_and_compiled_instead() {
     let disk = fresh();
     let jit = runtime(
         support::blocking()
-            .dynamic_dims(false, 2)
-            .disk_cache_dir(disk.path())
-            .remote_cache(server.url())
-            .remote_cache_secret(sheaf_integration::Secret::from_bytes([0x33; 32])),
+            .cache(|cache| cache.dynamic_dims = false)
+            .disk(|disk_cache| disk_cache.folder = DiskCacheFolder::Dir(disk.path().into()))
+            .remote(|remote| {
+                remote.url = Some(RemoteCacheUrl::new(server.url()));
+                let secret = sheaf_integration::Secret::from_bytes([0x33; 32]);
+                remote.secret = Some(RemoteSecret::Key(secret));
+            }),
     );
     assert!(matches!(
         call(&jit, [2, 3]),
@@ -346,7 +355,8 @@ fn an_oversized_artifact_is_neither_published_nor_downloaded() {
     let server = RedisServer::start();
     let secrets = tempfile::tempdir().unwrap();
     let small = |dir: &Path| {
-        settings(&server.url(), secrets.path(), dir).remote_cache_max_entry_bytes(1024)
+        settings(&server.url(), secrets.path(), dir)
+            .remote(|remote| remote.options.max_entry_bytes = 1024)
     };
     let disk = tempfile::tempdir().unwrap();
     let jit = runtime(small(disk.path()));

@@ -7,19 +7,21 @@ pub(crate) mod redis_server;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, HostTensor, JitConfig, JitConfigBuilder, JitRuntime, Provenance, Value,
+    reference, CompileMode, DiskCacheFolder, HostTensor, JitConfig, JitConfigBuilder, JitRuntime,
+    Provenance, Value,
 };
 
 /// A runtime with no disk cache, so every compile is a real one, whose
 /// misses wait for their compile (the first call of a signature runs
 /// compiled).
 pub(crate) fn jit() -> JitRuntime {
-    JitRuntime::new(blocking().no_disk_cache().build().unwrap()).unwrap()
+    let config = blocking().disk(|disk| disk.folder = DiskCacheFolder::Disabled);
+    JitRuntime::new(config.build().unwrap()).unwrap()
 }
 
 /// Settings whose misses wait for their compile.
 pub(crate) fn blocking() -> JitConfigBuilder {
-    JitConfig::builder().compile_mode(CompileMode::Blocking, 1)
+    JitConfig::builder().compile(|compile| compile.mode = CompileMode::Blocking)
 }
 
 /// Deterministic pseudo-random f32 values in [-3, 3).

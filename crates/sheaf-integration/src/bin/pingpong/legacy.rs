@@ -44,7 +44,7 @@ impl Legacy {
             compiler: compiler::choose_compiler(compiler::CompilerPreference::Auto)
                 .map_err(|e| e.to_string())?
                 .compiler,
-            options: JitConfig::default().compile_options,
+            options: JitConfig::default().compile.options,
             artifacts: HashMap::new(),
             sessions: Vec::new(),
             slots: HashMap::new(),

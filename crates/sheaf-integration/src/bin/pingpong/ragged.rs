@@ -17,7 +17,7 @@
 use std::time::Instant;
 
 use ndarray::{ArrayD, IxDyn};
-use sheaf_integration::{reference, CompileMode, JitConfig, JitRuntime, Value};
+use sheaf_integration::{reference, CompileMode, DiskCacheFolder, JitConfig, JitRuntime, Value};
 
 use crate::args::{Args, Mode};
 use crate::legacy::Legacy;
@@ -123,10 +123,10 @@ pub(crate) fn run(mode: Mode, args: &Args, emit: &mut dyn FnMut(&Record)) -> Res
         }
         Mode::Static | Mode::Dynamic => {
             let config = JitConfig::builder()
-                .driver(&args.driver)
-                .no_disk_cache()
-                .compile_mode(CompileMode::Blocking, 1)
-                .dynamic_dims(mode == Mode::Dynamic, 2)
+                .device(|device| device.driver.clone_from(&args.driver))
+                .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+                .compile(|compile| compile.mode = CompileMode::Blocking)
+                .cache(|cache| cache.dynamic_dims = mode == Mode::Dynamic)
                 .build()
                 .map_err(|e| e.to_string())?;
             let jit = JitRuntime::new(config).map_err(|e| e.to_string())?;

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use ndarray::ArrayD;
-use sheaf_integration::{reference, CacheConfig, CompileMode, JitConfig, JitRuntime, Value};
+use sheaf_integration::{reference, CompileMode, DiskCacheFolder, JitConfig, JitRuntime, Value};
 
 use crate::args::Args;
 use crate::workload::{self, Record, Recorder};
@@ -17,9 +17,9 @@ pub(crate) fn run(
 ) -> Result<(), String> {
     // No disk cache: every signature is compiled for real, once.
     let config = JitConfig::builder()
-        .driver(&args.driver)
-        .no_disk_cache()
-        .compile_mode(mode, CacheConfig::default().compile_threads)
+        .device(|device| device.driver.clone_from(&args.driver))
+        .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+        .compile(|compile| compile.mode = mode)
         .build()
         .map_err(|e| e.to_string())?;
     let jit = JitRuntime::new(config).map_err(|e| e.to_string())?;

@@ -30,7 +30,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use sheaf_integration::{CompileMode, JitConfig, JitRuntime, Secret};
+use sheaf_integration::{
+    CompileMode, DiskCacheFolder, JitConfig, JitRuntime, RemoteCacheUrl, RemoteSecret, Secret,
+};
 
 use calls::{Call, Functions, Outcome};
 use server::RedisServer;
@@ -116,10 +118,14 @@ fn soak(args: &Args) -> Result<bool, String> {
     let dir = tempfile::tempdir().map_err(|e| format!("no temporary folder: {e}"))?;
     let server = RedisServer::start(dir.path())?;
     let config = JitConfig::builder()
-        .compile_mode(CompileMode::Background, 2)
-        .disk_cache_dir(dir.path().join("cache"))
-        .remote_cache(server.url())
-        .remote_cache_secret(Secret::from_bytes(*b"sheaf-jit soak: a test secret!!!"))
+        .compile(|compile| compile.mode = CompileMode::Background)
+        .cache(|cache| cache.compile_threads = 2)
+        .disk(|disk| disk.folder = DiskCacheFolder::Dir(dir.path().join("cache")))
+        .remote(|remote| {
+            remote.url = Some(RemoteCacheUrl::new(server.url()));
+            let secret = Secret::from_bytes(*b"sheaf-jit soak: a test secret!!!");
+            remote.secret = Some(RemoteSecret::Key(secret));
+        })
         .build()
         .map_err(|e| e.to_string())?;
     let jit = JitRuntime::new(config).map_err(|e| e.to_string())?;

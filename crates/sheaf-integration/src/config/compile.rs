@@ -1,0 +1,85 @@
+//! How signatures are compiled: whether a miss waits for its compile, which
+//! compiler, with which options, for which target.
+
+use std::str::FromStr;
+
+use iree_safe::compiler::{CompileOptions, CompileTarget, CompilerPreference};
+
+/// Whether a call that misses waits for its compile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum CompileMode {
+    /// The call compiles (or waits for the compile in flight) and runs
+    /// compiled code: deterministic, for tests and benchmarks.
+    Blocking,
+    /// The call runs in the interpreter at once and queues the compile on
+    /// the background pool (`CacheConfig::compile_threads` threads); later
+    /// calls run compiled once it is done. Provenance says
+    /// [`FallbackReason::CompileQueued`](crate::FallbackReason::CompileQueued).
+    /// The default: a new signature costs its caller the interpreter's time
+    /// instead of IREE's compile (0.1 ms instead of 390 ms for a small
+    /// sigmoid; `cargo bench -p sheaf-integration --bench background`).
+    #[default]
+    Background,
+}
+
+impl FromStr for CompileMode {
+    type Err = &'static str;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "blocking" => Ok(CompileMode::Blocking),
+            "background" => Ok(CompileMode::Background),
+            _ => Err("`blocking` or `background`"),
+        }
+    }
+}
+
+/// How signatures are compiled. The threads of
+/// [`CompileMode::Background`] are the cache's
+/// ([`CacheConfig::compile_threads`](jit_cache::CacheConfig::compile_threads)),
+/// which runs the queued compiles.
+///
+/// ```
+/// use sheaf_integration::{CompileMode, CompilerPreference, JitConfig};
+///
+/// let config = JitConfig::builder()
+///     .compile(|compile| {
+///         compile.mode = CompileMode::Blocking;
+///         compile.compiler = CompilerPreference::Subprocess;
+///     })
+///     .build()?;
+/// assert_eq!(config.compile.mode, CompileMode::Blocking);
+/// # Ok::<(), sheaf_integration::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CompileSettings {
+    /// Whether a miss waits for its compile. Default
+    /// [`CompileMode::Background`].
+    pub mode: CompileMode,
+    /// Compiler implementation. Default [`CompilerPreference::Auto`].
+    pub compiler: CompilerPreference,
+    /// Compiler options (target backend, CPU, extra flags). Default:
+    /// StableHLO input, and f64 kept as f64 (IREE demotes it to f32 by
+    /// default, which would silently change Sheaf's numerics).
+    pub options: CompileOptions,
+    /// What to compile for; `None` (the default): what the device needs
+    /// (the CPU for `local-*`, the device's `sm_XY` for `cuda`, ...).
+    pub target: Option<CompileTarget>,
+}
+
+impl Default for CompileSettings {
+    fn default() -> Self {
+        let mut options = CompileOptions::stablehlo();
+        options
+            .extra_flags
+            .push("--iree-input-demote-f64-to-f32=false".into());
+        CompileSettings {
+            mode: CompileMode::default(),
+            compiler: CompilerPreference::Auto,
+            options,
+            target: None,
+        }
+    }
+}

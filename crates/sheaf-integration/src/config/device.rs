@@ -1,0 +1,53 @@
+//! Which device runs the compiled code, and which CPU driver takes over
+//! when it cannot.
+
+use crate::error::ConfigError;
+
+/// The device the runtime opens, and its CPU fallback.
+///
+/// ```
+/// use sheaf_integration::JitConfig;
+///
+/// let config = JitConfig::builder()
+///     .device(|device| {
+///         device.driver = "cuda".into();
+///         device.cpu_fallback = None;
+///     })
+///     .build()?;
+/// assert_eq!(config.device.driver, "cuda");
+/// # Ok::<(), sheaf_integration::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeviceSettings {
+    /// IREE driver or device URI (`local-sync`, `local-task`, `cuda`).
+    /// Default `local-sync`.
+    pub driver: String,
+    /// The CPU driver to use when the device cannot be opened, or when a
+    /// signature does not compile for the GPU; `None` makes both errors.
+    /// Default `local-sync`.
+    pub cpu_fallback: Option<String>,
+}
+
+impl Default for DeviceSettings {
+    fn default() -> Self {
+        DeviceSettings {
+            driver: "local-sync".into(),
+            cpu_fallback: Some("local-sync".into()),
+        }
+    }
+}
+
+impl DeviceSettings {
+    /// Checks that a driver is named.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.driver.is_empty() {
+            return Err(ConfigError::invalid(
+                "device.driver",
+                String::new(),
+                "`local-sync`, `local-task` or a device URI",
+            ));
+        }
+        Ok(())
+    }
+}

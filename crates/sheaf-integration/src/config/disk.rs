@@ -1,0 +1,157 @@
+//! Where compiled artifacts are kept between processes, and how much of
+//! them: the disk cache's folder and size bound.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use jit_cache::store::StoreConfig;
+
+use crate::error::ConfigError;
+
+/// The folder name of the disk cache inside the user's cache directory.
+pub const DEFAULT_CACHE_FOLDER: &str = "sheaf-jit";
+
+/// The disk cache's folder inside a project ([`DiskCacheFolder::project`]),
+/// next to Sheaf's own `__sheaf__/` files.
+pub const PROJECT_CACHE_FOLDER: &str = "__sheaf__/jit-cache";
+
+/// Where compiled artifacts are kept between processes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum DiskCacheFolder {
+    /// The user's cache directory: `$XDG_CACHE_HOME/sheaf-jit`, else
+    /// `$HOME/.cache/sheaf-jit`; none when neither is set.
+    #[default]
+    UserCache,
+    /// This folder.
+    Dir(PathBuf),
+    /// No disk cache.
+    Disabled,
+}
+
+impl DiskCacheFolder {
+    /// The folder of the project at `root`: `root/__sheaf__/jit-cache`
+    /// ([`PROJECT_CACHE_FOLDER`]).
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use sheaf_integration::DiskCacheFolder;
+    ///
+    /// let folder = DiskCacheFolder::project("/work/app");
+    /// assert_eq!(folder, DiskCacheFolder::Dir("/work/app/__sheaf__/jit-cache".into()));
+    /// ```
+    pub fn project(root: impl AsRef<Path>) -> Self {
+        DiskCacheFolder::Dir(root.as_ref().join(PROJECT_CACHE_FOLDER))
+    }
+}
+
+/// The artifact disk cache: its folder and size bound.
+///
+/// ```
+/// use sheaf_integration::{DiskCacheFolder, JitConfig};
+///
+/// let config = JitConfig::builder()
+///     .disk(|disk| {
+///         disk.folder = DiskCacheFolder::Dir("/tmp/jit".into());
+///         disk.max_bytes = 64 << 20;
+///     })
+///     .build()?;
+/// let store = config.disk.store_config().unwrap();
+/// assert_eq!(store.directory, std::path::Path::new("/tmp/jit"));
+/// # Ok::<(), sheaf_integration::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DiskCacheSettings {
+    /// Where the artifacts are kept. Default
+    /// [`DiskCacheFolder::UserCache`].
+    pub folder: DiskCacheFolder,
+    /// Bound on the disk cache's size, in bytes. Default 1 GiB.
+    pub max_bytes: u64,
+}
+
+impl Default for DiskCacheSettings {
+    fn default() -> Self {
+        DiskCacheSettings {
+            folder: DiskCacheFolder::default(),
+            max_bytes: StoreConfig::DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
+impl DiskCacheSettings {
+    /// Where the disk cache lives under these settings, if anywhere: `None`
+    /// when it is disabled, or when it should be in the user's cache
+    /// directory and neither `XDG_CACHE_HOME` nor `HOME` is set.
+    pub fn store_config(&self) -> Option<StoreConfig> {
+        self.store_config_with(|name| std::env::var_os(name))
+    }
+
+    fn store_config_with(&self, var: impl Fn(&str) -> Option<OsString>) -> Option<StoreConfig> {
+        let set = |name: &str| var(name).filter(|value| !value.is_empty());
+        let directory = match &self.folder {
+            DiskCacheFolder::Disabled => return None,
+            DiskCacheFolder::Dir(dir) => dir.clone(),
+            DiskCacheFolder::UserCache => set("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| set("HOME").map(|home| PathBuf::from(home).join(".cache")))?
+                .join(DEFAULT_CACHE_FOLDER),
+        };
+        Some(StoreConfig {
+            directory,
+            max_bytes: self.max_bytes,
+        })
+    }
+
+    /// Checks that the size bound is positive.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_bytes == 0 {
+            return Err(ConfigError::invalid(
+                "disk.max_bytes",
+                "0".to_owned(),
+                "a positive size (or DiskCacheFolder::Disabled)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_disk_cache_folder_follows_the_setting_and_the_user_directories() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(key, _)| *key == name)
+                    .map(|(_, value)| OsString::from(value))
+            }
+        };
+        let default = DiskCacheSettings::default();
+        let xdg = default.store_config_with(vars(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]));
+        assert_eq!(xdg.unwrap().directory, PathBuf::from("/x/sheaf-jit"));
+        let home = default.store_config_with(vars(&[("XDG_CACHE_HOME", ""), ("HOME", "/h")]));
+        assert_eq!(
+            home.unwrap().directory,
+            PathBuf::from("/h/.cache/sheaf-jit")
+        );
+        assert_eq!(default.store_config_with(vars(&[])), None);
+        let dir = DiskCacheSettings {
+            folder: DiskCacheFolder::project("/p"),
+            ..DiskCacheSettings::default()
+        };
+        let store = dir.store_config().unwrap();
+        assert_eq!(
+            (store.directory, store.max_bytes),
+            (PathBuf::from("/p/__sheaf__/jit-cache"), 1 << 30)
+        );
+        let disabled = DiskCacheSettings {
+            folder: DiskCacheFolder::Disabled,
+            ..DiskCacheSettings::default()
+        };
+        assert_eq!(disabled.store_config(), None);
+    }
+}

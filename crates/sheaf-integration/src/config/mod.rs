@@ -1,0 +1,199 @@
+//! Settings of a [`JitRuntime`](crate::JitRuntime), by composition: one
+//! settings struct per part of the runtime (`device.rs`, `compile.rs`,
+//! `disk.rs`, `remote.rs`, `uploads.rs`; the cache policy is
+//! [`jit_cache::CacheConfig`], whose docs give its defaults and their
+//! reasons), a builder that edits them, and the `SHEAF_JIT_*` environment
+//! variables that override them (`env.rs`: the table [`ENV_VARIABLES`],
+//! which drives the parser and which the README's table must match). This
+//! module is the one place that knows those variables and the application's
+//! defaults. `IREE_COMPILER_LIB` and `IREE_COMPILE` locate the compiler
+//! (see `iree_safe::compiler`).
+
+mod compile;
+mod device;
+mod disk;
+mod env;
+mod remote;
+mod uploads;
+
+use std::path::PathBuf;
+
+use jit_cache::CacheConfig;
+
+use crate::error::ConfigError;
+
+pub use compile::{CompileMode, CompileSettings};
+pub use device::DeviceSettings;
+pub use disk::{DiskCacheFolder, DiskCacheSettings, DEFAULT_CACHE_FOLDER, PROJECT_CACHE_FOLDER};
+#[cfg(feature = "trace-subscriber")]
+pub(crate) use env::trace_switch;
+pub use env::{EnvVariable, ENV_VARIABLES};
+pub use remote::{RemoteCacheUrl, RemoteSecret, RemoteSettings};
+pub use uploads::UploadSettings;
+
+/// Settings of a [`JitRuntime`](crate::JitRuntime): the settings of each of
+/// its parts. Build one with [`JitConfig::builder`], which edits them one
+/// part at a time, or take the defaults and the environment with
+/// [`JitConfig::from_env`].
+///
+/// ```
+/// use sheaf_integration::{CompileMode, DiskCacheFolder, JitConfig};
+///
+/// let config = JitConfig::builder()
+///     .device(|device| device.driver = "local-task".into())
+///     .cache(|cache| {
+///         cache.function_capacity = 4;
+///         cache.function_capacity_overrides.insert("softmax".into(), 2);
+///     })
+///     .compile(|compile| compile.mode = CompileMode::Blocking)
+///     .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+///     .build()?;
+/// assert_eq!(config.cache.capacity_for("softmax"), 2);
+/// # Ok::<(), sheaf_integration::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct JitConfig {
+    /// The device, and the CPU driver to fall back on.
+    pub device: DeviceSettings,
+    /// The cache policy, and the threads that run background compiles.
+    pub cache: CacheConfig,
+    /// How signatures are compiled.
+    pub compile: CompileSettings,
+    /// The artifact disk cache.
+    pub disk: DiskCacheSettings,
+    /// The remote artifact cache behind the disk cache (off by default).
+    pub remote: RemoteSettings,
+    /// The upload cache's bounds.
+    pub uploads: UploadSettings,
+    /// Exported artifact bundles to serve calls from, before the disk cache
+    /// and the compiler (see `JitRuntime::export_artifacts`).
+    pub bundles: Vec<PathBuf>,
+}
+
+impl JitConfig {
+    /// A builder starting from the defaults.
+    pub fn builder() -> JitConfigBuilder {
+        JitConfigBuilder {
+            config: JitConfig::default(),
+        }
+    }
+
+    /// The defaults, overridden by the `SHEAF_JIT_*` environment variables
+    /// ([`ENV_VARIABLES`]).
+    ///
+    /// # Errors
+    ///
+    /// A variable whose value does not parse, or settings that cannot work
+    /// together (see [`JitConfigBuilder::build`]).
+    pub fn from_env() -> Result<JitConfig, ConfigError> {
+        JitConfig::builder().apply_env()?.build()
+    }
+}
+
+/// Builds a [`JitConfig`] by editing the settings of one part at a time;
+/// later edits, and [`apply_env`](Self::apply_env), override earlier ones.
+#[derive(Debug, Clone)]
+pub struct JitConfigBuilder {
+    config: JitConfig,
+}
+
+impl JitConfigBuilder {
+    /// Edits the device settings.
+    pub fn device(mut self, edit: impl FnOnce(&mut DeviceSettings)) -> Self {
+        edit(&mut self.config.device);
+        self
+    }
+
+    /// Edits the cache policy: capacities, budgets, dynamic dims, thrash
+    /// detection, compile threads.
+    pub fn cache(mut self, edit: impl FnOnce(&mut CacheConfig)) -> Self {
+        edit(&mut self.config.cache);
+        self
+    }
+
+    /// Edits how signatures are compiled.
+    pub fn compile(mut self, edit: impl FnOnce(&mut CompileSettings)) -> Self {
+        edit(&mut self.config.compile);
+        self
+    }
+
+    /// Edits the disk cache settings.
+    pub fn disk(mut self, edit: impl FnOnce(&mut DiskCacheSettings)) -> Self {
+        edit(&mut self.config.disk);
+        self
+    }
+
+    /// Edits the remote cache settings.
+    pub fn remote(mut self, edit: impl FnOnce(&mut RemoteSettings)) -> Self {
+        edit(&mut self.config.remote);
+        self
+    }
+
+    /// Edits the upload cache's bounds.
+    pub fn uploads(mut self, edit: impl FnOnce(&mut UploadSettings)) -> Self {
+        edit(&mut self.config.uploads);
+        self
+    }
+
+    /// Serves calls from the artifact bundle in `dir` (see
+    /// `JitRuntime::export_artifacts`); may be given several times. Its
+    /// folders and files must belong to this user or root and be writable
+    /// by no one else, or `JitRuntime::new` fails saying what to run.
+    pub fn artifact_bundle(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.config.bundles.push(dir.into());
+        self
+    }
+
+    /// Validates and returns the configuration.
+    ///
+    /// # Errors
+    ///
+    /// A setting that cannot work, named: a cache policy setting of 0
+    /// ([`ConfigError::Cache`]), no driver, a disk cache bound of 0, a
+    /// remote cache without a secret ([`ConfigError::RemoteSecretMissing`])
+    /// or with a timeout of 0.
+    pub fn build(self) -> Result<JitConfig, ConfigError> {
+        let config = self.config;
+        config.cache.validate()?;
+        config.device.validate()?;
+        config.disk.validate()?;
+        config.remote.validate()?;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_valid_and_keep_f64() {
+        let config = JitConfig::builder().build().unwrap();
+        assert_eq!(config.device.driver, "local-sync");
+        assert_eq!(config.disk.folder, DiskCacheFolder::UserCache);
+        assert!(config.remote.url.is_none() && config.bundles.is_empty());
+        assert!(config
+            .compile
+            .options
+            .extra_flags
+            .iter()
+            .any(|f| f == "--iree-input-demote-f64-to-f32=false"));
+    }
+
+    #[test]
+    fn build_names_the_setting_that_cannot_work() {
+        let error = |builder: JitConfigBuilder| builder.build().unwrap_err().to_string();
+        let capacity = error(JitConfig::builder().cache(|cache| cache.function_capacity = 0));
+        assert!(capacity.contains("function_capacity"), "{capacity}");
+        let driver = error(JitConfig::builder().device(|device| device.driver.clear()));
+        assert!(driver.contains("device.driver"), "{driver}");
+        let disk = error(JitConfig::builder().disk(|disk| disk.max_bytes = 0));
+        assert!(disk.contains("disk.max_bytes"), "{disk}");
+        let remote = error(
+            JitConfig::builder()
+                .remote(|remote| remote.url = Some(RemoteCacheUrl::new("redis://c"))),
+        );
+        assert!(remote.contains("SHEAF_JIT_REMOTE_SECRET_FILE"), "{remote}");
+    }
+}

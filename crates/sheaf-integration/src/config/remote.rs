@@ -1,0 +1,153 @@
+//! The remote artifact cache shared by a cluster: its address, the secret
+//! that authenticates its entries, its timeouts, size bound and circuit
+//! breaker.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use jit_cache::store::{RedisStore, RemoteOptions, RemoteTimeouts, Secret};
+
+use crate::error::ConfigError;
+
+/// The address of a remote artifact cache (`redis://[:password@]host...`);
+/// `Debug` and `Display` hide its password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RemoteCacheUrl(String);
+
+impl RemoteCacheUrl {
+    /// The cache at `url` (`redis://[:password@]host[:port][/db]`; checked
+    /// when the runtime starts).
+    pub fn new(url: impl Into<String>) -> Self {
+        RemoteCacheUrl(url.into())
+    }
+
+    /// The address, password included.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for RemoteCacheUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", RedisStore::redacted(&self.0))
+    }
+}
+
+impl fmt::Display for RemoteCacheUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&RedisStore::redacted(&self.0))
+    }
+}
+
+/// Where the shared secret of the remote artifact cache comes from.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum RemoteSecret {
+    /// These bytes (the same 32 on every machine).
+    Key(Secret),
+    /// A file of 32 bytes that only this user can read and write, read
+    /// when the runtime starts.
+    File(PathBuf),
+}
+
+/// The remote artifact cache behind the disk cache: a miss on disk asks it
+/// before compiling, a compile is published to it. Off unless `url` is set;
+/// then `secret` is required: whoever can write the server could otherwise
+/// run code in this process.
+///
+/// ```
+/// use sheaf_integration::{JitConfig, RemoteCacheUrl, RemoteSecret};
+///
+/// let config = JitConfig::builder()
+///     .remote(|remote| {
+///         remote.url = Some(RemoteCacheUrl::new("redis://cache:6379"));
+///         remote.secret = Some(RemoteSecret::File("/etc/sheaf/jit-secret".into()));
+///         remote.options.max_entry_bytes = 8 << 20;
+///     })
+///     .build()?;
+/// assert_eq!(config.remote.url.unwrap().to_string(), "redis://cache:6379");
+/// # Ok::<(), sheaf_integration::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct RemoteSettings {
+    /// The Redis server (`redis://[:password@]host[:port][/db]`, no TLS);
+    /// `None` (the default): no remote cache.
+    pub url: Option<RemoteCacheUrl>,
+    /// The secret that authenticates the entries, shared by every process
+    /// that uses the cache; required with a remote cache.
+    pub secret: Option<RemoteSecret>,
+    /// How long the server may take to connect, and to answer a whole
+    /// request, all its reads and writes together (200 ms and 500 ms by
+    /// default).
+    pub timeouts: RemoteTimeouts,
+    /// The largest artifact published or fetched, and the circuit breaker:
+    /// after `failure_threshold` failed requests in a row the cache is left
+    /// alone for `cool_down`, then probed once.
+    pub options: RemoteOptions,
+}
+
+impl RemoteSettings {
+    /// Checks that a remote cache has a secret and timeouts that can work.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.url.is_none() {
+            return Ok(());
+        }
+        if self.secret.is_none() {
+            return Err(ConfigError::RemoteSecretMissing);
+        }
+        let RemoteTimeouts { connect, request } = self.timeouts;
+        if connect.is_zero() || request.is_zero() {
+            return Err(ConfigError::invalid(
+                "remote.timeouts",
+                format!("{:?}", self.timeouts),
+                "positive durations",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn with_secret() -> RemoteSettings {
+        RemoteSettings {
+            url: Some(RemoteCacheUrl::new("redis://:hunter2@cache:6379")),
+            secret: Some(RemoteSecret::Key(Secret::from_bytes([1; Secret::LEN]))),
+            ..RemoteSettings::default()
+        }
+    }
+
+    #[test]
+    fn the_password_is_never_shown() {
+        let shown = format!("{:?} {}", with_secret(), with_secret().url.unwrap());
+        assert!(
+            !shown.contains("hunter2") && shown.contains("cache:6379"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_remote_cache_needs_a_secret_and_positive_timeouts() {
+        assert_eq!(RemoteSettings::default().validate(), Ok(()));
+        assert_eq!(with_secret().validate(), Ok(()));
+        let no_secret = RemoteSettings {
+            secret: None,
+            ..with_secret()
+        };
+        assert_eq!(no_secret.validate(), Err(ConfigError::RemoteSecretMissing));
+        let zero = RemoteSettings {
+            timeouts: RemoteTimeouts {
+                connect: Duration::ZERO,
+                request: Duration::from_millis(1),
+            },
+            ..with_secret()
+        };
+        let error = zero.validate().unwrap_err().to_string();
+        assert!(error.contains("remote.timeouts"), "{error}");
+    }
+}
