@@ -6,6 +6,7 @@
 
 mod bindings;
 mod build_iree;
+mod build_log;
 mod fuzz;
 mod manifest;
 mod pingpong;
