@@ -4,13 +4,16 @@
 //! Python bindings, tracing or cpuinfo), with the HAL drivers asked for and the
 //! embedded-ELF and system-library executable loaders, always in Release
 //! whatever Cargo's profile. Each combination of source version and options
-//! gets its own folder `target/iree/<version>-<hash>/` holding `build/` and
-//! `install/`; a second run with nothing changed only checks the manifest.
+//! gets its own folder `target/iree/<version>-<hash>/` holding `build/`,
+//! `install/` and `build.log` (CMake's and Ninja's output; the terminal gets
+//! one line per phase and the compile counter); a second run with nothing
+//! changed only checks the manifest.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use crate::build_log::BuildLog;
 use crate::manifest::{self, Manifest};
 use crate::process::{self, step};
 use crate::{source, tools};
@@ -104,6 +107,11 @@ pub(crate) fn run(options: &Options) -> Result<Manifest, String> {
         source.dir.display(),
         source.origin
     );
+    let mut log = BuildLog::create(&root.join("build.log"))?;
+    eprintln!(
+        "[xtask] CMake's and Ninja's output goes to {}",
+        log.path().display()
+    );
     let build_started = Instant::now();
     if options.force || !build_dir.join("CMakeCache.txt").exists() {
         step("configuring the IREE runtime with CMake", || {
@@ -114,16 +122,15 @@ pub(crate) fn run(options: &Options) -> Result<Manifest, String> {
                 .arg("-B")
                 .arg(&build_dir);
             cmake.arg(format!("-DCMAKE_MAKE_PROGRAM={}", tools.ninja.display()));
-            cmake
-                .args(&cmake_options)
-                .stdout(std::process::Stdio::null());
-            process::run(&mut cmake)
+            cmake.args(&cmake_options);
+            log.run(&mut cmake)
         })?;
     }
     step(
         "building iree_runtime_unified (Release; ~20-40 s on 2 cores)",
         || {
-            process::run(
+            log.run_with_counter(
+                "compiling",
                 Command::new(&tools.cmake)
                     .arg("--build")
                     .arg(&build_dir)

@@ -6,8 +6,11 @@
 
 mod bindings;
 mod build_iree;
+mod build_log;
 mod fuzz;
 mod manifest;
+mod msrv;
+mod package;
 mod pingpong;
 mod process;
 mod redis;
@@ -33,8 +36,13 @@ commands:
       Regenerate crates/iree-sys/src/bindings.rs from the installed headers;
       with --check, fail if the committed file is stale.
   test
-      Ensure IREE is built, check the bindings, run the workspace tests, a
-      30 s soak, the miri tests and each fuzz target for 20 s.
+      Ensure IREE is built, check the bindings, check the workspace with the
+      declared rust-version, run the workspace tests, package-check, a 30 s
+      soak, the miri tests and each fuzz target for 20 s.
+  package-check
+      Ensure IREE is built, `cargo package` the library crates, then build
+      and run a crate outside the workspace that depends on the packaged
+      sheaf-integration (xtask/package-check/): one compiled sigmoid call.
   fuzz [SECONDS]
       Run each cargo-fuzz target of fuzz/ for SECONDS (default 20) from its
       committed seeds (installs cargo-fuzz if missing).
@@ -60,6 +68,7 @@ fn main() -> ExitCode {
         }
         "bindgen" => bindings::run(rest),
         "test" => test::run(rest),
+        "package-check" => package::run(rest),
         "fuzz" => fuzz::run(rest),
         "soak" => soak::run(rest),
         "pingpong" => pingpong::run(rest),

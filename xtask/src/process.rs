@@ -54,7 +54,8 @@ pub(crate) fn output(command: &mut Command) -> Result<String, String> {
         .map_err(|e| format!("{} printed non-UTF-8: {e}", describe(command)))
 }
 
-fn describe(command: &Command) -> String {
+/// The command line of `command`, in backticks.
+pub(crate) fn describe(command: &Command) -> String {
     let mut text = command.get_program().to_string_lossy().into_owned();
     for arg in command.get_args() {
         text.push(' ');

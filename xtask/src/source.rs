@@ -1,15 +1,17 @@
 //! Where the IREE runtime sources come from.
 //!
-//! By default, the pinned registry package `eerie-sys` (see
-//! `xtask/iree-source/Cargo.toml`), resolved by Cargo with its checksum from
-//! the `Cargo.lock` beside it. `--source DIR` or `IREE_SOURCE_DIR` name a
-//! user's own IREE checkout instead. IREE sources are never copied into this
-//! repository.
+//! By default, the pinned registry package `eerie-sys`, resolved by Cargo
+//! with its checksum pinned, by the same code as the iree-sys build script's
+//! (`crates/iree-sys/build/iree_source.rs`). `--source DIR` or
+//! `IREE_SOURCE_DIR` name a user's own IREE checkout instead. IREE sources are
+//! never copied into this repository.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::process;
+
+#[path = "../../crates/iree-sys/build/iree_source.rs"]
+mod pinned;
 
 /// A resolved IREE source tree.
 #[derive(Debug, Clone)]
@@ -56,37 +58,15 @@ pub(crate) fn resolve(explicit: Option<&Path>) -> Result<Source, String> {
     })
 }
 
-/// Finds the pinned `eerie-sys` package in Cargo's registry (downloading and
-/// checksum-verifying it on first use) and returns its `iree/` folder.
+/// The pinned package's `iree/` folder, found (and downloaded and
+/// checksum-verified on first use) by Cargo.
 fn registry_package() -> Result<(PathBuf, String), String> {
-    let manifest = process::workspace_root().join("xtask/iree-source/Cargo.toml");
-    let metadata = process::output(
-        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args([
-                "metadata",
-                "--format-version",
-                "1",
-                "--locked",
-                "--manifest-path",
-            ])
-            .arg(&manifest),
-    )?;
-    let json: serde_json::Value = serde_json::from_str(&metadata)
-        .map_err(|e| format!("cargo metadata printed invalid JSON: {e}"))?;
-    let package = json["packages"]
-        .as_array()
-        .and_then(|packages| packages.iter().find(|p| p["name"] == "eerie-sys"))
-        .ok_or("cargo metadata did not list eerie-sys; is xtask/iree-source/Cargo.lock intact?")?;
-    let manifest_path = package["manifest_path"]
-        .as_str()
-        .ok_or("eerie-sys has no manifest_path")?;
-    let dir = Path::new(manifest_path)
-        .parent()
-        .ok_or("eerie-sys manifest_path has no parent")?
-        .join("iree");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let scratch = process::workspace_root().join("target/iree/source-pin");
+    let pinned = pinned::resolve(Path::new(&cargo), &scratch)?;
     let origin = format!(
-        "crates.io package eerie-sys {} (checksum pinned in xtask/iree-source/Cargo.lock)",
-        package["version"].as_str().unwrap_or("?")
+        "crates.io package {} (checksum pinned in crates/iree-sys/build/iree-source.lock)",
+        pinned.package
     );
-    Ok((dir, origin))
+    Ok((pinned.dir, origin))
 }

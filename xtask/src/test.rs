@@ -2,16 +2,19 @@
 //!
 //! 1. `build-iree` (a no-op when the install is current);
 //! 2. the committed bindings match the installed headers;
-//! 3. a `redis-server` for the remote-cache tests (Debian's package,
+//! 3. the workspace checks with the declared `rust-version` (`msrv.rs`);
+//! 4. a `redis-server` for the remote-cache tests (Debian's package,
 //!    installed when missing: `redis.rs`);
-//! 4. `cargo test --workspace --all-features` against that install (real
+//! 5. `cargo test --workspace --all-features` against that install (real
 //!    runtime, real compiler, the demo and its legacy session included; this
 //!    also runs the tidy test of `src/tidy.rs`);
-//! 5. the soak for 30 s (`soak.rs`);
-//! 6. the miri tiers: `jit-cache`'s policy core (no default features) and
+//! 6. the packaged library crates, used by a crate outside the workspace
+//!    (`package.rs`);
+//! 7. the soak for 30 s (`soak.rs`);
+//! 8. the miri tiers: `jit-cache`'s policy core (no default features) and
 //!    `iree-safe` (against its mock of the C API), installing the nightly
 //!    miri component if needed;
-//! 7. each fuzz target of `fuzz/` for a bounded time (`fuzz.rs`).
+//! 9. each fuzz target of `fuzz/` for a bounded time (`fuzz.rs`).
 
 use std::process::Command;
 
@@ -35,6 +38,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "checking that crates/iree-sys/src/bindings.rs is current",
         || bindings::run(&["--check".to_owned()]),
     )?;
+    crate::msrv::check(&manifest.prefix)?;
     step(
         "redis-server for the remote-cache tests and the soak (installing Debian's package if \
          missing)",
@@ -50,6 +54,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             ]))
         },
     )?;
+    crate::package::check(&manifest.prefix)?;
     crate::soak::run_for(&manifest.prefix, crate::soak::TEST_SECONDS)?;
     step(
         "installing the nightly toolchain's miri and rust-src (if missing)",

@@ -1,6 +1,8 @@
 //! Environment variables read by the build script. Each is announced with
-//! `rerun-if-env-changed`; empty or `"0"` means unset.
+//! `rerun-if-env-changed`; empty or `"0"` means unset, except for the raw
+//! values of [`os`] (`PATH`).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 /// The value of `name`, unless it is unset, empty or `"0"`.
@@ -9,6 +11,12 @@ pub(crate) fn var(name: &str) -> Option<String> {
     std::env::var(name)
         .ok()
         .filter(|value| !value.is_empty() && value != "0")
+}
+
+/// The raw value of `name` (such as `PATH`), empty included.
+pub(crate) fn os(name: &str) -> Option<OsString> {
+    println!("cargo:rerun-if-env-changed={name}");
+    std::env::var_os(name)
 }
 
 /// `var` as a path.

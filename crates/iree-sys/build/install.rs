@@ -76,22 +76,21 @@ impl Install {
         Ok(install)
     }
 
-    /// The install recorded by `cargo xtask build-iree` for this workspace.
-    pub(crate) fn from_workspace_manifest() -> Result<Self, String> {
+    /// The manifest of the install `cargo xtask build-iree` recorded for
+    /// this workspace (`<workspace>/target/iree/manifest.json`), if there is
+    /// one: only a checkout of the sheaf-jit workspace has it.
+    pub(crate) fn workspace_manifest() -> Option<PathBuf> {
         let crate_dir = PathBuf::from(
             std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
         );
         let manifest = crate_dir.join("../../target/iree/manifest.json");
-        if !manifest.is_file() {
-            return Err(
-                "iree-sys: no IREE runtime found; run `cargo xtask build-iree` (or set IREE_DIR to an install, or IREE_SOURCE_DIR to an IREE checkout)"
-                    .into(),
-            );
-        }
-        Self::from_manifest(&manifest)
+        // Not `rerun-if-changed` while missing: Cargo would rerun the build
+        // script on every build.
+        manifest.is_file().then_some(manifest)
     }
 
-    fn from_manifest(path: &Path) -> Result<Self, String> {
+    /// The install a `manifest.json` of `cargo xtask build-iree` describes.
+    pub(crate) fn from_manifest(path: &Path) -> Result<Self, String> {
         println!("cargo:rerun-if-changed={}", path.display());
         let manifest = Manifest::read(path).map_err(|e| format!("iree-sys: {e}"))?;
         let install = Install {
@@ -128,7 +127,8 @@ impl Install {
     }
 
     /// Prints the `cargo:` lines that link the runtime and describe it to
-    /// dependent build scripts (`DEP_IREE_ROOT`, `DEP_IREE_INCLUDE`).
+    /// dependent build scripts (`DEP_IREE_ROOT`, and `DEP_IREE_INCLUDE` for
+    /// an install).
     pub(crate) fn emit_link_instructions(&self) {
         for dir in &self.lib_dirs {
             println!("cargo:rustc-link-search=native={}", dir.display());
@@ -149,7 +149,12 @@ impl Install {
             println!("cargo:rustc-link-lib=dylib={lib}");
         }
         println!("cargo:root={}", self.prefix.display());
-        println!("cargo:include={}", self.prefix.join("include").display());
+        // A build from source links from its build folder: no headers
+        // were installed.
+        let include = self.prefix.join("include");
+        if include.is_dir() {
+            println!("cargo:include={}", include.display());
+        }
         println!("cargo:rustc-env=IREE_SYS_RUNTIME_BUILD={}", self.build_id);
         if let Some((path, manifest)) = &self.manifest {
             println!("cargo:manifest={}", path.display());

@@ -6,13 +6,20 @@
 //! 1. `IREE_DIR`: an install prefix (from `cargo xtask build-iree` or alike);
 //! 2. `IREE_SOURCE_DIR`: an IREE checkout, built here with the `cmake` crate;
 //! 3. the install recorded by `cargo xtask build-iree` in
-//!    `<workspace>/target/iree/manifest.json`.
+//!    `<workspace>/target/iree/manifest.json` (a checkout of this workspace);
+//! 4. the IREE sources of the pinned crates.io package `eerie-sys` 0.5.0,
+//!    fetched through Cargo and built here with the `cmake` crate (how a
+//!    dependent project without `cargo xtask` gets a runtime).
 //!
+//! When that last one cannot run (no CMake >= 3.26, no network on first
+//! use), the build fails with one line saying what to install or set.
 //! Under miri and on docs.rs nothing native is built or linked.
 
+mod cmake_tools;
 mod env;
 mod from_source;
 mod install;
+mod iree_source;
 mod manifest;
 
 use std::process::ExitCode;
@@ -25,9 +32,11 @@ fn main() -> ExitCode {
     let found = if let Some(dir) = env::path("IREE_DIR") {
         install::Install::from_prefix(&dir)
     } else if let Some(source) = env::path("IREE_SOURCE_DIR") {
-        from_source::build(&source)
+        from_source::build_checkout(&source)
+    } else if let Some(manifest) = install::Install::workspace_manifest() {
+        install::Install::from_manifest(&manifest)
     } else {
-        install::Install::from_workspace_manifest()
+        from_source::build_pinned()
     };
     match found {
         Ok(install) => {

@@ -1,5 +1,6 @@
 //! An SVG plot of RSS against iterations for every mode, drawn with
-//! `plotters` (round tick values on both axes).
+//! `plotters`: iterations on integer coordinates, so their ticks are whole
+//! numbers; round tick values for the RSS.
 
 use std::path::Path;
 
@@ -72,7 +73,7 @@ fn draw(path: &Path, records: &[Record], args: &Args) -> Result<(), Box<dyn std:
         .margin(15)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d(0f64..args.max_iters() as f64, 0f64..max_mib)?;
+        .build_cartesian_2d(0..args.max_iters() as u64, 0f64..max_mib)?;
     chart
         .configure_mesh()
         .x_desc(x_desc)
@@ -83,7 +84,7 @@ fn draw(path: &Path, records: &[Record], args: &Args) -> Result<(), Box<dyn std:
         let points = records
             .iter()
             .filter(|record| record.mode == mode)
-            .map(|record| (record.iters as f64, mib(record)));
+            .map(|record| (record.iters as u64, mib(record)));
         chart
             .draw_series(LineSeries::new(points, colour.stroke_width(2)))?
             .label(label)

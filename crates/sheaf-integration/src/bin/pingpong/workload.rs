@@ -137,7 +137,7 @@ impl<'a> Recorder<'a> {
         stale_results: u64,
     ) {
         let checkpoint = self.checkpoints.contains(&iters);
-        if checkpoint || iters % self.sample_every == 0 || iters == 1 {
+        if checkpoint || iters.is_multiple_of(self.sample_every) || iters == 1 {
             let kind = if checkpoint { "checkpoint" } else { "sample" };
             self.emit(kind, iters, compiles, live_modules, stale_results);
         }

@@ -1,1 +1,0 @@
-//! Empty: this package only pins the IREE source package.
