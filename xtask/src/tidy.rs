@@ -13,6 +13,12 @@
 //!    same names, meanings and defaults, in the same order. The table is read
 //!    from its source, as xtask cannot depend on the crates that link the
 //!    IREE runtime it builds.
+//! 5. Every source path that `docs/architecture.md` names exists: a path
+//!    with a folder (`iree-safe/src/handle.rs`, under `crates/` or the root)
+//!    as written, a bare file name (`session.rs`) in the folder of the path
+//!    named before it on the same line.
+//!
+//! Rules 1 and 2 cover the crates, xtask and the fuzz targets.
 
 #![cfg(test)]
 
@@ -33,8 +39,8 @@ const NOT_MOCKED: &[(&str, &str)] = &[(
     "the ping-pong demo's old per-artifact runtime, compiled only natively (feature `legacy-demo`)",
 )];
 
-/// Every `.rs` file of the workspace's crates and of xtask, relative to the
-/// root, sorted.
+/// Every `.rs` file of the workspace's crates, of xtask and of the fuzz
+/// targets, relative to the root, sorted.
 fn rust_files() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -55,7 +61,7 @@ fn rust_files() -> Vec<PathBuf> {
     }
     let root = workspace_root();
     let mut files = Vec::new();
-    for top in ["crates", "xtask"] {
+    for top in ["crates", "xtask", "fuzz"] {
         walk(&root.join(top), &mut files);
     }
     let mut relative: Vec<PathBuf> = files
@@ -329,6 +335,48 @@ fn the_readme_lists_the_variables_of_the_code() {
     );
 }
 
+const ARCHITECTURE: &str = "docs/architecture.md";
+
+/// The source paths a line of prose names in backticks: `(line, path)`,
+/// with bare file names resolved against the folder of the path before
+/// them on the line.
+fn named_paths(text: &str) -> Vec<(usize, PathBuf)> {
+    let mut named = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let mut folder: Option<PathBuf> = None;
+        for (i, span) in line.split('`').enumerate() {
+            let is_code = i % 2 == 1;
+            let is_source = span.ends_with(".rs") || span.ends_with(".toml");
+            if !is_code || !is_source || span.contains(char::is_whitespace) {
+                continue;
+            }
+            let path = match (span.contains('/'), &folder) {
+                (true, _) => PathBuf::from(span),
+                (false, Some(folder)) => folder.join(span),
+                (false, None) => continue,
+            };
+            folder = path.parent().map(Path::to_path_buf);
+            named.push((number + 1, path));
+        }
+    }
+    named
+}
+
+#[test]
+fn the_paths_the_architecture_names_exist() {
+    let root = workspace_root();
+    let missing: Vec<String> = named_paths(&read(Path::new(ARCHITECTURE)))
+        .into_iter()
+        .filter(|(_, path)| !root.join(path).exists() && !root.join("crates").join(path).exists())
+        .map(|(line, path)| format!("line {line}: {}", path.display()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{ARCHITECTURE} names files that do not exist (renamed or removed?):\n  {}",
+        missing.join("\n  ")
+    );
+}
+
 #[test]
 fn the_checks_see_what_they_look_for() {
     // Rule 2 on a small sample, both ways.
@@ -357,6 +405,18 @@ fn the_checks_see_what_they_look_for() {
     let readme = "text\n\n| variable | setting | default |\n| --- | --- | --- |\n\
                   | `SHEAF_JIT_X` | a `thing` | 8 |\n\nmore text | with a bar |\n";
     assert_eq!(readme_variables(readme), x);
+    // Rule 5's reader: folders carry over to bare names on the same line.
+    let named = named_paths("| a | `iree-safe/src/compiler/in_process.rs`, `session.rs` |\n`x.rs`");
+    assert_eq!(
+        named,
+        [
+            (1, PathBuf::from("iree-safe/src/compiler/in_process.rs")),
+            (1, PathBuf::from("iree-safe/src/compiler/session.rs")),
+        ]
+    );
     // And the files exist where the rules expect them.
     assert!(rust_files().iter().any(|p| p.ends_with("mock/api.rs")));
+    assert!(rust_files()
+        .iter()
+        .any(|p| p.starts_with("fuzz/fuzz_targets")));
 }

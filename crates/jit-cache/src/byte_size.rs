@@ -46,7 +46,7 @@ impl fmt::Display for ByteSize {
             unit += 1;
         }
         let scale = 1u64 << (10 * (unit + 1));
-        if self.0 % scale == 0 {
+        if self.0.is_multiple_of(scale) {
             f.pad(&format!("{} {}", self.0 / scale, UNITS[unit]))
         } else {
             f.pad(&format!(

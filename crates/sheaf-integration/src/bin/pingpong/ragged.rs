@@ -1,5 +1,5 @@
-//! The ragged-batch scenario (`--ragged`): `mlp_layer` (x f32[b,256] · W
-//! f32[256,256] + bias, relu) with the batch size b drawn uniformly from
+//! The ragged-batch scenario (`--ragged`): `mlp_layer` (`x: f32[b,256]` ·
+//! `W: f32[256,256]` + bias, relu) with the batch size b drawn uniformly from
 //! 1..=128 by a fixed-seed generator, run three ways, each in its own
 //! process:
 //!
