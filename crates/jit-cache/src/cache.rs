@@ -18,7 +18,7 @@ use crate::pool::{Job, Pool, QueueFull};
 use crate::signature::Signature;
 use crate::single_flight::Flight;
 use crate::state::{
-    Caller, CompileResult, Finished, Inner, Miss, MissAction, NotCached, Note, Started, Step,
+    CacheState, Caller, CompileResult, Finished, Miss, MissAction, NotCached, Note, Started, Step,
     Withdrawal,
 };
 use crate::stats::CacheStats;
@@ -45,7 +45,7 @@ pub struct JitCache<E> {
 
 struct Shared<E> {
     config: CacheConfig,
-    state: Mutex<Inner<E>>,
+    state: Mutex<CacheState<E>>,
     /// Runs queued compiles; dropped (and joined) with the last handle.
     pool: Pool<QueuedCompile<E>>,
 }
@@ -85,7 +85,7 @@ impl<E: Executable> JitCache<E> {
     fn build(config: CacheConfig) -> Self {
         JitCache {
             shared: Arc::new(Shared {
-                state: Mutex::new(Inner::new(&config)),
+                state: Mutex::new(CacheState::new(&config)),
                 pool: Pool::new(config.compile_threads, config.compile_queue),
                 config,
             }),
@@ -100,7 +100,7 @@ impl<E: Executable> JitCache<E> {
     /// The state lock. The lock never guards user code, so a poisoned lock
     /// can only come from a panic in this crate between consistent states;
     /// the cache keeps working rather than failing every later call.
-    fn lock(&self) -> MutexGuard<'_, Inner<E>> {
+    fn lock(&self) -> MutexGuard<'_, CacheState<E>> {
         self.shared
             .state
             .lock()

@@ -438,7 +438,7 @@ impl<E> FunctionState<E> {
 
 /// All functions, the global budget and the global counters.
 #[derive(Debug)]
-pub(crate) struct Inner<E> {
+pub(crate) struct CacheState<E> {
     functions: HashMap<FunctionId, FunctionState<E>, PrecomputedState>,
     budget: Budget,
     /// Global use counter: orders entries of all functions by recency.
@@ -447,9 +447,9 @@ pub(crate) struct Inner<E> {
     total: Counters,
 }
 
-impl<E> Inner<E> {
+impl<E> CacheState<E> {
     pub(crate) fn new(config: &CacheConfig) -> Self {
-        Inner {
+        CacheState {
             functions: HashMap::with_hasher(PrecomputedState),
             budget: Budget::new(config.max_total_entries, config.max_total_bytes),
             tick: 0,
