@@ -123,7 +123,7 @@ pub enum CallError<E> {
     #[error(transparent)]
     Jit(#[from] JitError),
     /// The interpreter failed.
-    #[error("interpreting `{function}` ({fallback}): {source}")]
+    #[error("interpreting `{function}` failed ({fallback})")]
     Interpreter {
         /// The function.
         function: String,

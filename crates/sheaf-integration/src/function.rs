@@ -136,6 +136,10 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
     /// lowering's functions wrapped in `module @<entry_symbol> { }`),
     /// lowered without argument values: to inspect or save a variant, or to
     /// compile it with a compiler of one's own.
+    ///
+    /// # Errors
+    ///
+    /// The lowering's [`LoweringError`] when it refuses `signature`.
     pub fn module_text(&self, signature: &Signature) -> Result<String, LoweringError> {
         let context = LoweringContext::new(self.name(), signature, None, &self.entry);
         Ok(self.entry_module(&self.lower(&context)?.mlir))

@@ -70,7 +70,7 @@ mod variant;
 
 #[doc(hidden)]
 pub use bundle::open_for_fuzzing;
-pub use bundle::ExportSummary;
+pub use bundle::{BundleError, ExportSummary};
 pub use config::{
     CompileMode, DiskCacheSetting, JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret,
     DEFAULT_CACHE_FOLDER, PROJECT_CACHE_FOLDER,
@@ -83,11 +83,13 @@ pub use iree_safe::compiler::{
     Diagnostic, Location, Severity,
 };
 pub use jit_cache::stable_hash;
-pub use jit_cache::store::{BreakerState, RemoteStats, Secret, StoreStats};
+pub use jit_cache::store::{
+    BreakerState, RemoteError, RemoteStats, Secret, StoreError, StoreStats,
+};
 pub use jit_cache::{
     ArgSpec, ByteSize, CacheConfig, CachePolicy, CacheStats, CapturedScalar, CompileFailure,
-    Container, DType, FallbackReason, FunctionMode, InFlightPolicy, Layout, LayoutBuilder, Leaf,
-    MissReason, Origin, Provenance, Refusal, ScalarValue, Signature,
+    Container, DType, ErrorChain, FallbackReason, FunctionMode, InFlightPolicy, Layout,
+    LayoutBuilder, Leaf, MissReason, Origin, Provenance, Refusal, ScalarValue, Signature,
 };
 pub use lowering::{Lowered, LoweringContext, LoweringError};
 pub use profile::{Phase, PhaseTotals, ProfileReport};

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use sheaf_integration::{CompileMode, JitConfig, JitRuntime, Secret};
+use sheaf_integration::{CompileMode, ErrorChain, JitConfig, JitRuntime, Secret};
 
 use calls::{Call, Functions, Outcome};
 use server::RedisServer;
@@ -121,8 +121,8 @@ fn soak(args: &Args) -> Result<bool, String> {
         .remote_cache(server.url())
         .remote_cache_secret(Secret::from_bytes(*b"sheaf-jit soak: a test secret!!!"))
         .build()
-        .map_err(|e| e.to_string())?;
-    let jit = JitRuntime::new(config).map_err(|e| e.to_string())?;
+        .map_err(|e| ErrorChain(&e).to_string())?;
+    let jit = JitRuntime::new(config).map_err(|e| ErrorChain(&e).to_string())?;
     let (functions, good, bad) = (Functions::new(), calls::good_calls(), calls::bad_calls());
     println!(
         "soak: {} s, {} threads, {} signatures and {} kinds of bad call; background compiles, \
