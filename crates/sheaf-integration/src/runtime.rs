@@ -347,7 +347,7 @@ impl JitRuntime {
                     outputs,
                     Provenance::Compiled(origin),
                     exe,
-                )))
+                )?))
             }
             Dispatch::Interpret { reason } => Ok(Dispatched::Interpret(reason)),
         }

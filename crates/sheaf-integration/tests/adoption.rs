@@ -118,6 +118,44 @@ fn dict_arguments_and_results_with_metadata_and_a_scalar_result() {
     );
 }
 
+/// `(defn twice [x] (+ x x))`, whose lowering hands back `metadata` with
+/// each variant.
+fn twice<M: Clone + Send + Sync + 'static>(metadata: M) -> JitFunction<M> {
+    JitFunction::new("twice", "(defn twice [x] (+ x x))", move |ctx| {
+        let ty = mlir::arg_type(&ctx.args()[0])?;
+        Ok(Lowered::new(format!(
+            "func.func @{}(%x: {ty}) -> {ty} {{
+               %y = stablehlo.add %x, %x : {ty}
+               return %y : {ty}
+             }}",
+            ctx.entry_name()
+        ))
+        .with_metadata(metadata.clone()))
+    })
+}
+
+#[test]
+fn functions_that_differ_only_in_their_metadata_type_never_share_variants() {
+    let jit = jit();
+    let (counted, named) = (twice(2_usize), twice("two".to_owned()));
+    assert_eq!(counted.name(), named.name());
+    assert_eq!(counted.id().definition_hash(), named.id().definition_hash());
+    assert_ne!(counted.id(), named.id(), "the metadata type is identity");
+    let x = [Value::from(array(&[3], 1))];
+    for round in 0..2 {
+        let Dispatched::Compiled(a) = jit.dispatch(&counted, &x, &[]).unwrap() else {
+            panic!("twice did not compile")
+        };
+        let Dispatched::Compiled(b) = jit.dispatch(&named, &x, &[]).unwrap() else {
+            panic!("twice did not compile")
+        };
+        assert_eq!((*a.metadata(), b.metadata().as_str()), (2, "two"));
+        assert_eq!(a.provenance.is_hit(), round == 1, "{:?}", a.provenance);
+        assert_eq!(b.provenance.is_hit(), round == 1, "{:?}", b.provenance);
+    }
+    assert_eq!(jit.stats().total.compiles, 2, "one variant each");
+}
+
 /// `(defn scale [x k])` with `k` static (baked in), and `(defn axpy [a x y])`
 /// with `a` a scalar passed at run time.
 fn scale() -> JitFunction {
