@@ -33,6 +33,12 @@ impl Device {
     ///
     /// Fails with `NotFound` when no such driver was compiled into the
     /// runtime (see `cargo xtask build-iree --drivers`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Iree`](crate::Error::Iree): `NotFound` for a driver the
+    /// runtime lacks, or the driver's own error when the device cannot be
+    /// created (no GPU, say).
     #[doc(alias = "iree_hal_create_device")]
     pub fn open(uri: &str) -> Result<Device> {
         Instance::global()?;
@@ -90,6 +96,11 @@ impl Device {
     /// "compute_capability_major")` on a CUDA device or `("hal.device.id",
     /// "local-sync")` (1 when the device matches the pattern). Fails with
     /// `NotFound` for a key the driver does not know.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Iree`](crate::Error::Iree) with code `NotFound` for a key the
+    /// driver does not know.
     #[doc(alias = "iree_hal_device_query_i64")]
     pub fn query_i64(&self, category: &str, key: &str) -> Result<i64> {
         let mut value = 0i64;

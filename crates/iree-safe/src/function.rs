@@ -10,6 +10,11 @@ use crate::{strings, sys};
 impl Module {
     /// Looks up an exported function once; keep the [`Function`] and call it
     /// as often as needed (lookups by name are linear in the export count).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Iree`] with code `NotFound` when the module exports no `name`
+    /// (the message lists its exports).
     #[doc(alias = "iree_vm_module_lookup_function_by_name")]
     pub fn function(&self, name: &str) -> Result<Function> {
         let mut raw = sys::iree_vm_function_t::default();
@@ -106,6 +111,13 @@ impl Function {
     /// the signature, and tensors must live on this module's device; shape
     /// and element-type mismatches are reported by IREE as
     /// [`Error::Iree`] with code `InvalidArgument`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when the arguments do not match the
+    /// signature or a tensor lives on another device (nothing was called),
+    /// [`Error::Iree`] when IREE refuses an argument or the function fails, and
+    /// [`Error::Unsupported`] for a result this crate cannot represent.
     #[doc(alias = "iree_vm_invoke")]
     pub fn call(&self, arguments: &[Value]) -> Result<Vec<Value>> {
         self.check_arguments(arguments)?;

@@ -34,6 +34,11 @@ static INSTANCE: OnceLock<std::result::Result<Instance, crate::Error>> = OnceLoc
 impl Instance {
     /// The process-wide instance, created on the first call. Later calls
     /// return the same instance (or the same creation error).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Iree`](crate::Error::Iree) when IREE cannot create the
+    /// instance (the same error on every later call).
     #[doc(alias = "iree_vm_instance_create")]
     pub fn global() -> Result<&'static Instance> {
         INSTANCE

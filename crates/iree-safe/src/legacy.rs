@@ -37,6 +37,11 @@ unsafe impl Send for LegacySession {}
 impl LegacySession {
     /// Builds a new runtime instance, device and session on `driver` and
     /// loads `vmfb` into it (the bytes are copied).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Iree`](crate::Error::Iree) when the driver cannot be opened
+    /// or the artifact loaded.
     pub fn new(driver: &str, vmfb: &[u8]) -> Result<LegacySession> {
         let artifact = AlignedArtifact::copy_of(vmfb)?;
         let allocator = sys::iree_allocator_system();
@@ -102,6 +107,12 @@ impl LegacySession {
     /// Calls `qualified_name` (`module.function`) with f32 tensors, each
     /// given as its shape and data, and returns its first result, copied to
     /// the host.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when a
+    /// shape does not match its data, and [`Error::Iree`](crate::Error::Iree)
+    /// when IREE refuses the call or its result.
     pub fn call_f32(
         &mut self,
         qualified_name: &str,

@@ -42,6 +42,7 @@
 //! object's module only imports the objects it is built from.
 
 #![deny(missing_docs)]
+#![warn(clippy::missing_errors_doc)]
 
 mod artifact;
 pub mod compiler;

@@ -72,6 +72,13 @@ impl Runtime {
     /// frees with the module (see `artifact.rs`). Loading runs the
     /// artifact's code, so it takes a [`TrustedVmfb`]: the compiler's output,
     /// or bytes a caller vouched for.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Iree`](crate::Error::Iree) when IREE refuses the artifact
+    /// (not a `.vmfb`, compiled for another device or runtime version), and
+    /// [`Error::HostAllocation`](crate::Error::HostAllocation) when its copy
+    /// cannot be allocated.
     #[doc(alias = "iree_vm_bytecode_module_create")]
     pub fn load(&self, vmfb: TrustedVmfb<'_>) -> Result<Module> {
         let artifact = AlignedArtifact::copy_of(vmfb.as_bytes())?;

@@ -56,11 +56,20 @@ unsafe impl Sync for RuntimeInner {}
 impl Runtime {
     /// Opens `driver` (see [`Device::open`]) and builds the shared runtime
     /// over it.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`Device::open`] and [`with_device`](Self::with_device).
     pub fn new(driver: &str) -> Result<Runtime> {
         Runtime::with_device(Device::open(driver)?)
     }
 
     /// Builds the shared runtime over an open device.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Iree`](crate::Error::Iree) when IREE cannot create the
+    /// instance or the device's HAL module.
     pub fn with_device(device: Device) -> Result<Runtime> {
         let instance = Instance::global()?;
         let allocator = sys::iree_allocator_system();

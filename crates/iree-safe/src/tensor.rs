@@ -39,6 +39,10 @@ impl Tensor {
     /// assert_eq!(x.shape(), &[2, 3]);
     /// # Ok::<(), iree_safe::Error>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`from_bytes`](Self::from_bytes).
     pub fn from_slice<T: Element>(device: &Device, shape: &[usize], data: &[T]) -> Result<Tensor> {
         // SAFETY: `Element` is sealed and only implemented for primitive
         // numbers, `half`'s floats and `bool`: no padding, every byte
@@ -54,6 +58,12 @@ impl Tensor {
     /// Copies raw little-endian element bytes into a new tensor on `device`.
     /// `bytes` must hold exactly `product(shape) * element_type.byte_size()`
     /// bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `bytes` is not as long as `shape` and
+    /// `element_type` need (or that size overflows), and [`Error::Iree`] when
+    /// the device cannot allocate the tensor.
     #[doc(alias = "iree_hal_buffer_view_allocate_buffer_copy")]
     pub fn from_bytes(
         device: &Device,
@@ -150,6 +160,11 @@ impl Tensor {
 
     /// Copies the tensor back to the host as raw little-endian bytes (one
     /// copy; an error if the host cannot allocate it).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::HostAllocation`] when the host cannot allocate the copy, and
+    /// [`Error::Iree`] when the transfer fails.
     #[doc(alias = "iree_hal_device_transfer_d2h")]
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         // SAFETY: the view's buffer lives on `self.device`, and `self` keeps
@@ -160,6 +175,11 @@ impl Tensor {
     /// Copies the tensor back to the host as elements of `T`, which must be
     /// the tensor's element type (one copy; an error if the host cannot
     /// allocate it).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `T` is not the tensor's element type,
+    /// and the errors of [`to_bytes`](Self::to_bytes).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         if T::TYPE != self.element_type {
             return Err(Error::InvalidArgument(format!(

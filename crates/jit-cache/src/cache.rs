@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::byte_size::ByteSize;
 use crate::config::CacheConfig;
 use crate::dispatch::{Dispatch, FallbackReason, Origin, Provenance};
-use crate::error::{CompileFailure, ConfigError};
+use crate::error::{CompileFailure, ConfigError, ErrorChain};
 use crate::explain::MissReason;
 use crate::function_cache::Evicted;
 use crate::function_id::FunctionId;
@@ -77,6 +77,10 @@ impl<E: Executable> Default for JitCache<E> {
 
 impl<E: Executable> JitCache<E> {
     /// A cache with `config`, after [`CacheConfig::validate`].
+    ///
+    /// # Errors
+    ///
+    /// The [`ConfigError`] of [`CacheConfig::validate`].
     pub fn new(config: CacheConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         Ok(Self::build(config))
@@ -507,9 +511,10 @@ impl<E: Executable> CompileTicket<'_, E> {
                 function = %func,
                 signature = %sig,
                 setting = "CacheConfig::failed_compile_retry_after",
-                "{func}: compiling {sig} failed: {error}. Calls with this signature run in the \
+                "{func}: compiling {sig} failed: {}. Calls with this signature run in the \
                  interpreter for the next {} calls (CacheConfig::failed_compile_retry_after) or \
                  until JitCache::clear_failures",
+                ErrorChain(&**error),
                 config.failed_compile_retry_after
             ),
         }

@@ -210,6 +210,12 @@ impl CacheConfig {
     }
 
     /// Checks that every setting can work.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Zero`] for a setting (or capacity override) that is 0
+    /// and must be at least 1, and [`ConfigError::CoolDownCap`] when the
+    /// cool-down cap is below the cool-down.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let zero = |setting: &str| ConfigError::Zero {
             setting: setting.to_owned(),

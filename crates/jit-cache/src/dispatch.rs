@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::admission::Refusal;
-use crate::error::CompileFailure;
+use crate::error::{CompileFailure, ErrorChain};
 use crate::explain::MissReason;
 
 /// Where a compiled executable came from.
@@ -70,7 +70,9 @@ impl fmt::Display for FallbackReason {
                 "the function recompiles too often ({miss}); compiling resumes in \
                  {remaining_cool_down} calls"
             ),
-            FallbackReason::CompileFailed(failure) => write!(f, "the compile failed: {failure}"),
+            // The failure with its causes: a reason is not an error, so
+            // nothing else would show them.
+            FallbackReason::CompileFailed(failure) => write!(f, "{}", ErrorChain(&**failure)),
             FallbackReason::CompileInFlight => {
                 f.write_str("another call is compiling this signature")
             }

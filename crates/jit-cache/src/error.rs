@@ -1,8 +1,45 @@
-//! Errors: failed compiles and invalid configurations.
+//! Errors: failed compiles and invalid configurations, and [`ErrorChain`]
+//! to show an error with its causes.
+//!
+//! Every error of this workspace follows one convention: its `Display`
+//! says what failed at its own level only, and the error that caused it is
+//! its [`source`](Error::source). Show an error to a user with
+//! [`ErrorChain`] (or `anyhow`'s `{:#}`), which prints each level once.
 
 use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
+
+/// An error and its [`source`](Error::source)s, displayed on one line
+/// outermost first and joined by `: ` (`cannot compile `f` for (f32[2]):
+/// IREE compilation failed: ...`), each level's message once. Use it
+/// wherever a message is shown to a user: logs, a program's last words,
+/// test assertions on a cause's text.
+///
+/// ```
+/// use jit_cache::{CompileFailure, ErrorChain};
+///
+/// let failure = CompileFailure::message("no lowering for u8");
+/// assert_eq!(failure.to_string(), "the compile failed");
+/// assert_eq!(
+///     ErrorChain(&failure).to_string(),
+///     "the compile failed: no lowering for u8"
+/// );
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorChain<'a>(pub &'a (dyn Error + 'static));
+
+impl fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(error) = source {
+            write!(f, ": {error}")?;
+            source = error.source();
+        }
+        Ok(())
+    }
+}
 
 /// Why compiling a signature failed. Build one with [`CompileFailure::new`]
 /// from the backend's own error (kept whole, as the `source`) in the compile
@@ -12,26 +49,51 @@ use std::sync::Arc;
 /// signature run in the interpreter (with the failure available) until
 /// `CacheConfig::failed_compile_retry_after` calls have passed or
 /// [`JitCache::clear_failures`](crate::JitCache::clear_failures) is called.
-#[derive(Clone, Debug, thiserror::Error)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum CompileFailure {
-    /// The backend reported an error. It displays as the backend's error
-    /// and is its `source`, so callers can downcast it back to their type.
-    #[error(transparent)]
+    /// The compile callback returned an error. It displays as "the compile
+    /// failed"; the backend's error itself is its
+    /// [`source`](Error::source) (and [`backend_error`](Self::backend_error)),
+    /// so callers can downcast it back to their type.
     Backend(Arc<dyn Error + Send + Sync>),
     /// The compile callback panicked; the panic was caught and the cache is
     /// unaffected.
-    #[error("the compile callback panicked: {message} (the cache caught the panic; fix the backend or report it)")]
     Panicked {
         /// The panic payload, when it was a string.
         message: String,
     },
     /// The compiling call unwound before it could report a result (outside
     /// the compile callback); calls waiting for it were released.
-    #[error(
-        "the compile was abandoned because the compiling thread unwound; the next call retries it"
-    )]
     Abandoned,
+}
+
+impl fmt::Display for CompileFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CompileFailure::Backend(_) => f.write_str("the compile failed"),
+            CompileFailure::Panicked { message } => write!(
+                f,
+                "the compile callback panicked: {message} (the cache caught the panic; fix the \
+                 backend or report it)"
+            ),
+            CompileFailure::Abandoned => f.write_str(
+                "the compile was abandoned because the compiling thread unwound; the next call \
+                 retries it",
+            ),
+        }
+    }
+}
+
+impl Error for CompileFailure {
+    /// The backend's error itself (not its source), for a
+    /// [`CompileFailure::Backend`].
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            CompileFailure::Backend(error) => Some(&**error),
+            _ => None,
+        }
+    }
 }
 
 impl CompileFailure {
@@ -66,7 +128,7 @@ impl PartialEq for CompileFailure {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (CompileFailure::Backend(a), CompileFailure::Backend(b)) => {
-                Arc::ptr_eq(a, b) || a.to_string() == b.to_string()
+                Arc::ptr_eq(a, b) || ErrorChain(&**a).to_string() == ErrorChain(&**b).to_string()
             }
             (CompileFailure::Panicked { message: a }, CompileFailure::Panicked { message: b }) => {
                 a == b

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::byte_size::ByteSize;
-use crate::error::CompileFailure;
+use crate::error::{CompileFailure, ErrorChain};
 use crate::layout::Layout;
 use crate::signature::{ArgSpec, CapturedScalar, ScalarValue, Signature};
 
@@ -420,7 +420,8 @@ impl fmt::Display for MissReason {
                 retry_in_calls,
             } => write!(
                 f,
-                "compile failed earlier ({error}); retried in {retry_in_calls} calls"
+                "compile failed earlier ({}); retried in {retry_in_calls} calls",
+                ErrorChain(&**error)
             ),
             MissReason::RetryAfterFailure => f.write_str("retrying a failed compile"),
             MissReason::CompileInFlight => f.write_str("another call is compiling it"),

@@ -1,5 +1,6 @@
 //! Identity of a compiled function.
 
+use std::any::TypeId;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -9,7 +10,8 @@ use rustc_hash::FxHasher;
 use crate::hashing::{finalize, stable_hash};
 
 /// Which function a signature belongs to: its name plus a hash of its
-/// definition.
+/// definition (and, for callers that need one, a type:
+/// [`with_type_tag`](Self::with_type_tag)).
 ///
 /// A redefined function (same name, new body) has a different
 /// `definition_hash` and is therefore a different function: it never reuses
@@ -22,6 +24,8 @@ use crate::hashing::{finalize, stable_hash};
 pub struct FunctionId {
     name: Arc<str>,
     definition_hash: u64,
+    /// `()`'s unless tagged.
+    type_tag: TypeId,
     hash: u64,
     dynamic_dims: bool,
 }
@@ -30,15 +34,36 @@ impl FunctionId {
     /// A function called `name` whose definition hashes to `definition_hash`.
     pub fn new(name: impl Into<Arc<str>>, definition_hash: u64) -> Self {
         let name = name.into();
+        let type_tag = TypeId::of::<()>();
+        FunctionId {
+            hash: Self::hash_of(&name, definition_hash, type_tag),
+            name,
+            definition_hash,
+            type_tag,
+            dynamic_dims: false,
+        }
+    }
+
+    /// The same function, told apart from every function of the same name
+    /// and definition tagged with another type than `T`: ids are equal only
+    /// when their types are the same, compared exactly (by [`TypeId`], not
+    /// by a hash). A caller whose executables carry a value of a type the
+    /// cache erases (the per-variant metadata of `sheaf-integration`'s
+    /// functions) tags its ids with that type, so that a lookup never
+    /// returns an executable made for another. Untagged ids are tagged with
+    /// `()`.
+    pub fn with_type_tag<T: ?Sized + 'static>(mut self) -> Self {
+        self.type_tag = TypeId::of::<T>();
+        self.hash = Self::hash_of(&self.name, self.definition_hash, self.type_tag);
+        self
+    }
+
+    fn hash_of(name: &str, definition_hash: u64, type_tag: TypeId) -> u64 {
         let mut h = FxHasher::default();
         name.hash(&mut h);
         h.write_u64(definition_hash);
-        FunctionId {
-            name,
-            definition_hash,
-            hash: finalize(h.finish()),
-            dynamic_dims: false,
-        }
+        type_tag.hash(&mut h);
+        finalize(h.finish())
     }
 
     /// Declares that the function's compile callback accepts signatures with
@@ -80,6 +105,7 @@ impl PartialEq for FunctionId {
     fn eq(&self, other: &Self) -> bool {
         self.hash == other.hash
             && self.definition_hash == other.definition_hash
+            && self.type_tag == other.type_tag
             && (Arc::ptr_eq(&self.name, &other.name) || self.name == other.name)
     }
 }
@@ -100,9 +126,14 @@ impl PartialOrd for FunctionId {
 }
 
 impl Ord for FunctionId {
-    /// Orders by name, then definition hash (used to sort reports).
+    /// Orders by name, then definition hash (used to sort reports), then
+    /// type tag.
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (&*self.name, self.definition_hash).cmp(&(&*other.name, other.definition_hash))
+        (&*self.name, self.definition_hash, self.type_tag).cmp(&(
+            &*other.name,
+            other.definition_hash,
+            other.type_tag,
+        ))
     }
 }
 
@@ -138,5 +169,18 @@ mod tests {
         let dynamic = a.clone().with_dynamic_dims();
         assert!(dynamic.accepts_dynamic_dims() && !a.accepts_dynamic_dims());
         assert_eq!(dynamic, a, "a capability, not an identity");
+    }
+
+    #[test]
+    fn a_type_tag_is_part_of_the_identity() {
+        let plain = FunctionId::new("f", 1);
+        assert_eq!(plain, plain.clone().with_type_tag::<()>());
+        let a = plain.clone().with_type_tag::<u32>();
+        let b = plain.clone().with_type_tag::<String>();
+        assert_ne!(a, b);
+        assert_ne!(a, plain);
+        assert_eq!(a, FunctionId::new("f", 1).with_type_tag::<u32>());
+        assert_ne!(a.cmp(&b), std::cmp::Ordering::Equal);
+        assert_eq!(a.definition_hash(), 1, "the tag is not hashed into it");
     }
 }

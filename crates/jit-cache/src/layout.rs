@@ -257,6 +257,11 @@ impl LayoutBuilder {
     }
 
     /// The layout, computing its hash; the builder is left empty.
+    ///
+    /// # Errors
+    ///
+    /// The first [`LayoutError`] of the recorded calls: a close without an
+    /// open, a misplaced key, or containers left open.
     pub fn build(&mut self) -> Result<Layout, LayoutError> {
         let builder = std::mem::take(self);
         if let Some(error) = builder.error {

@@ -97,6 +97,7 @@
 //! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![warn(clippy::missing_errors_doc)]
 
 mod admission;
 mod budget;
@@ -129,7 +130,7 @@ pub use cache::{Executable, JitCache};
 pub use config::{CacheConfig, CachePolicy, InFlightPolicy};
 pub use dispatch::{Dispatch, FallbackReason, Origin, Provenance};
 pub use dtype::DType;
-pub use error::{CompileFailure, ConfigError};
+pub use error::{CompileFailure, ConfigError, ErrorChain};
 pub use explain::{Difference, EvictionCause, MissReason};
 pub use function_id::FunctionId;
 pub use generalize::Generalization;

@@ -5,8 +5,8 @@ mod common;
 
 use common::{expected, f32_sig, run, Behaviour, MockCompiler, Ran};
 use jit_cache::{
-    CacheConfig, CompileFailure, FallbackReason, FunctionId, FunctionMode, JitCache, MissReason,
-    Origin, Provenance,
+    CacheConfig, CompileFailure, ErrorChain, FallbackReason, FunctionId, FunctionMode, JitCache,
+    MissReason, Origin, Provenance,
 };
 
 fn config() -> CacheConfig {
@@ -42,9 +42,15 @@ fn a_failed_signature_is_interpreted_then_retried() {
 
     let (ran, outcome) = run(&cache, &f, &bad, &compiler);
     assert_eq!(ran, Ran::Interpreted(expected(&bad)));
+    // The backend's error is the failure's source, shown once in the chain.
+    let failure = failed_error(&outcome);
+    assert_eq!(failure.to_string(), "the compile failed");
+    let backend = std::error::Error::source(failure).expect("the backend's error");
+    assert_eq!(backend.to_string(), "unsupported op for (f32[7,7])");
+    assert!(backend.source().is_none());
     assert_eq!(
-        failed_error(&outcome).to_string(),
-        "unsupported op for (f32[7,7])"
+        ErrorChain(failure).to_string(),
+        "the compile failed: unsupported op for (f32[7,7])"
     );
     // Only that signature is affected; the function keeps compiling.
     let good = f32_sig(&[2]);

@@ -13,6 +13,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use jit_cache::store::{RedisStore, RemoteError, RemoteStore, RemoteTimeouts, RemoteValue};
+use jit_cache::ErrorChain;
 
 /// The longest the fake server waits for a connection or a byte: it stops
 /// by itself whatever the client does.
@@ -219,7 +220,7 @@ fn store(url: &str, timeouts: RemoteTimeouts) -> RedisStore {
 }
 
 fn is_protocol_error(error: &RemoteError) -> bool {
-    matches!(error, RemoteError::Protocol(_))
+    matches!(error, RemoteError::Protocol { .. })
 }
 
 #[test]
@@ -233,8 +234,12 @@ fn a_server_that_drips_its_reply_fails_the_request_at_its_timeout() {
     let error = store(&server.url("", ""), SHORT)
         .get("key", MAX_BYTES)
         .unwrap_err();
-    let message = error.to_string();
-    assert!(matches!(error, RemoteError::Unavailable(_)), "{message}");
+    let message = ErrorChain(&error).to_string();
+    assert!(
+        matches!(&error, RemoteError::Unavailable { step: "GETRANGE", source, .. }
+            if source.kind() == io::ErrorKind::TimedOut),
+        "{message}"
+    );
     assert!(
         message.contains("timeout") && message.contains("300ms"),
         "{message}"
@@ -252,8 +257,12 @@ fn a_server_that_drips_its_login_reply_fails_the_connect_at_its_timeout() {
     let error = store(&server.url(":secret@", ""), SHORT)
         .get("key", MAX_BYTES)
         .unwrap_err();
-    let message = error.to_string();
-    assert!(matches!(error, RemoteError::Unavailable(_)), "{message}");
+    let message = ErrorChain(&error).to_string();
+    assert!(
+        matches!(&error, RemoteError::Unavailable { step: "AUTH", source, .. }
+            if source.kind() == io::ErrorKind::TimedOut),
+        "{message}"
+    );
     assert!(
         message.contains("connect") && message.contains("300ms"),
         "{message}"
@@ -360,7 +369,10 @@ fn replies_a_command_cannot_have_are_protocol_errors_and_error_replies_server_er
     assert!(is_protocol_error(&error), "{error}");
     let error = store.get("key", MAX_BYTES).unwrap_err();
     let message = error.to_string();
-    assert!(matches!(error, RemoteError::Server(_)), "{message}");
+    assert!(
+        matches!(&error, RemoteError::Server { step: "STRLEN", .. }),
+        "{message}"
+    );
     assert!(message.contains("WRONGTYPE not a string"), "{message}");
     drop(store);
     let served = server.finish();
@@ -441,7 +453,11 @@ fn a_connection_that_failed_is_not_used_again() {
     let broken = store.get("b", MAX_BYTES).unwrap_err();
     assert!(is_protocol_error(&broken), "{broken}");
     let silent = store.get("c", MAX_BYTES).unwrap_err();
-    assert!(matches!(silent, RemoteError::Unavailable(_)), "{silent}");
+    assert!(
+        matches!(silent, RemoteError::Unavailable { .. }),
+        "{}",
+        ErrorChain(&silent)
+    );
     assert_eq!(store.get("d", MAX_BYTES).unwrap(), RemoteValue::Missing);
     drop(store);
     let served = server.finish();

@@ -33,7 +33,7 @@
 
 use std::fmt::Write as _;
 use std::fs;
-use std::io::{Read, Write as _};
+use std::io::{self, Read, Write as _};
 use std::path::{Path, PathBuf};
 
 use iree_safe::Function;
@@ -49,6 +49,87 @@ const MANIFEST: &str = "manifest.txt";
 /// The largest manifest a bundle may have: 16 MiB, some 100 000 entries. A
 /// larger one is refused before it is read.
 const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+
+/// What is wrong with an artifact bundle ([`JitError::Bundle`]), or what
+/// failed while exporting one ([`JitError::Export`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BundleError {
+    /// A folder or file of the bundle is not safe to use (another user
+    /// could change it, or it is a link, a FIFO or a device), or cannot be
+    /// created or read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The manifest could not be read.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The manifest.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The manifest is over 16 MiB: refused before (or while) it is read.
+    #[error(
+        "{} has {bytes} bytes or more, over the {} MiB a manifest may have",
+        path.display(),
+        MAX_MANIFEST_BYTES >> 20
+    )]
+    ManifestTooLarge {
+        /// The manifest.
+        path: PathBuf,
+        /// Its size, or how much of it was read.
+        bytes: u64,
+    },
+    /// The manifest's first line is not `sheaf-jit bundle 1`.
+    #[error("{MANIFEST} does not start with `{FORMAT}`")]
+    UnknownFormat,
+    /// A line of the manifest that starts as an entry is not
+    /// `entry <key> <bytes> ...`, with a key of 64 lowercase hex digits.
+    #[error("malformed entry line `{line}` in {MANIFEST}")]
+    MalformedEntry {
+        /// The line.
+        line: String,
+    },
+    /// The manifest has no `compiler` or no `runtime` line: the field.
+    #[error("{MANIFEST} names no {0}")]
+    Missing(&'static str),
+    /// The bundle was built for another IREE runtime than the one this
+    /// program links.
+    #[error(
+        "it was built for the IREE runtime `{bundle}`, and this program links `{linked}`; \
+         export it again from this build"
+    )]
+    RuntimeMismatch {
+        /// The runtime the manifest names.
+        bundle: String,
+        /// The runtime this program links.
+        linked: &'static str,
+    },
+    /// An entry's file has another size than the manifest records.
+    #[error("{} has {bytes} bytes, not the {recorded} the manifest records", path.display())]
+    EntrySize {
+        /// The entry's file.
+        path: PathBuf,
+        /// Its size.
+        bytes: u64,
+        /// The size the manifest records.
+        recorded: u64,
+    },
+    /// Exporting: the compiler cannot be identified, so its artifacts have
+    /// no keys.
+    #[error("the compiler cannot be identified, so its artifacts have no keys")]
+    UnidentifiedCompiler,
+    /// Exporting: the manifest could not be written.
+    #[error("cannot write {}", path.display())]
+    Write {
+        /// The manifest.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+}
 
 /// An exported bundle, open for reading.
 #[derive(Debug)]
@@ -74,33 +155,33 @@ impl Bundle {
     /// every entry the manifest lists, each a safe file of the size it
     /// records.
     pub(crate) fn open(dir: &Path) -> Result<Bundle, JitError> {
-        let invalid = |message: String| JitError::Bundle {
+        Self::read(dir).map_err(|source| JitError::Bundle {
             path: dir.to_path_buf(),
-            message,
-        };
-        let refused = |error: StoreError| invalid(describe(error));
-        let store = ArtifactStore::open_read_only(dir).map_err(refused)?;
-        let text = read_manifest(&dir.join(MANIFEST)).map_err(invalid)?;
-        let manifest = Manifest::parse(&text).map_err(invalid)?;
+            source,
+        })
+    }
+
+    fn read(dir: &Path) -> Result<Bundle, BundleError> {
+        let store = ArtifactStore::open_read_only(dir)?;
+        let text = read_manifest(&dir.join(MANIFEST))?;
+        let manifest = Manifest::parse(&text)?;
         if manifest.runtime != iree_safe::IREE_RUNTIME_BUILD {
-            return Err(invalid(format!(
-                "it was built for the IREE runtime `{}`, and this program links `{}`; \
-                 export it again from this build",
-                manifest.runtime,
-                iree_safe::IREE_RUNTIME_BUILD
-            )));
+            return Err(BundleError::RuntimeMismatch {
+                bundle: manifest.runtime,
+                linked: iree_safe::IREE_RUNTIME_BUILD,
+            });
         }
-        for (key, bytes) in &manifest.entries {
+        for (key, recorded) in &manifest.entries {
             let path = store
                 .entry_path(key)
                 .expect("a read-only store has a folder");
-            let (_, metadata) = open_read_only_file(&path).map_err(refused)?;
-            if metadata.len() != *bytes {
-                return Err(invalid(format!(
-                    "{} has {} bytes, not the {bytes} the manifest records",
-                    path.display(),
-                    metadata.len()
-                )));
+            let bytes = open_read_only_file(&path)?.1.len();
+            if bytes != *recorded {
+                return Err(BundleError::EntrySize {
+                    path,
+                    bytes,
+                    recorded: *recorded,
+                });
             }
         }
         Ok(Bundle {
@@ -139,10 +220,10 @@ impl Bundle {
 impl Manifest {
     /// Parses a manifest's text (see the module docs); lines it does not
     /// know are ignored.
-    fn parse(text: &str) -> Result<Manifest, String> {
+    fn parse(text: &str) -> Result<Manifest, BundleError> {
         let mut lines = text.lines();
         if lines.next() != Some(FORMAT) {
-            return Err(format!("{MANIFEST} does not start with `{FORMAT}`"));
+            return Err(BundleError::UnknownFormat);
         }
         let (mut compiler, mut runtime, mut entries) = (None, None, Vec::new());
         for line in lines {
@@ -155,14 +236,16 @@ impl Manifest {
                 let key = fields.next().and_then(ArtifactKey::from_hex);
                 let bytes = fields.next().and_then(|bytes| bytes.parse().ok());
                 let (Some(key), Some(bytes)) = (key, bytes) else {
-                    return Err(format!("malformed entry line `{line}`"));
+                    return Err(BundleError::MalformedEntry {
+                        line: line.to_owned(),
+                    });
                 };
                 entries.push((key, bytes));
             }
         }
         Ok(Manifest {
-            compiler: compiler.ok_or("the manifest names no compiler")?,
-            runtime: runtime.ok_or("the manifest names no runtime")?,
+            compiler: compiler.ok_or(BundleError::Missing("compiler"))?,
+            runtime: runtime.ok_or(BundleError::Missing("runtime"))?,
             entries,
         })
     }
@@ -170,15 +253,12 @@ impl Manifest {
 
 /// The text of the manifest at `path`, a safe file (see the module docs) of
 /// at most [`MAX_MANIFEST_BYTES`]; or what is wrong with it.
-fn read_manifest(path: &Path) -> Result<String, String> {
-    let too_large = |bytes: u64| {
-        format!(
-            "{} has {bytes} bytes or more, over the {} MiB a manifest may have",
-            path.display(),
-            MAX_MANIFEST_BYTES >> 20
-        )
+fn read_manifest(path: &Path) -> Result<String, BundleError> {
+    let too_large = |bytes: u64| BundleError::ManifestTooLarge {
+        path: path.to_path_buf(),
+        bytes,
     };
-    let (file, metadata) = open_read_only_file(path).map_err(describe)?;
+    let (file, metadata) = open_read_only_file(path)?;
     if metadata.len() > MAX_MANIFEST_BYTES {
         return Err(too_large(metadata.len()));
     }
@@ -186,22 +266,14 @@ fn read_manifest(path: &Path) -> Result<String, String> {
     let mut text = String::new();
     file.take(MAX_MANIFEST_BYTES + 1)
         .read_to_string(&mut text)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .map_err(|source| BundleError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
     if text.len() as u64 > MAX_MANIFEST_BYTES {
         return Err(too_large(text.len() as u64));
     }
     Ok(text)
-}
-
-/// What is wrong with a folder or file of a bundle, naming it.
-fn describe(error: StoreError) -> String {
-    match error {
-        StoreError::Insecure { path, reason } => {
-            format!("{} is not safe to use: {reason}", path.display())
-        }
-        StoreError::Io { path, source } => format!("cannot read {}: {source}", path.display()),
-        other => other.to_string(),
-    }
 }
 
 /// Opens the bundle at `dir` as [`JitRuntime::new`](crate::JitRuntime::new)
@@ -241,16 +313,11 @@ pub(crate) fn write(
     compiler: &str,
     exports: Vec<Export<'_>>,
     mut skipped: usize,
-) -> Result<ExportSummary, JitError> {
-    let failed = |what: String| JitError::Bundle {
-        path: dir.to_path_buf(),
-        message: what,
-    };
+) -> Result<ExportSummary, BundleError> {
     let store = ArtifactStore::open(StoreConfig {
         directory: dir.to_path_buf(),
         max_bytes: u64::MAX,
-    })
-    .map_err(|e| failed(e.to_string()))?;
+    })?;
     let mut manifest = format!(
         "{FORMAT}\ncompiler {compiler}\nruntime {}\n",
         iree_safe::IREE_RUNTIME_BUILD
@@ -288,7 +355,7 @@ pub(crate) fn write(
             file.write_all(manifest.as_bytes())?;
             file.persist(&path).map_err(|e| e.error)
         })
-        .map_err(|e| failed(format!("cannot write {}: {e}", path.display())))?;
+        .map_err(|source| BundleError::Write { path, source })?;
     Ok(summary)
 }
 
@@ -315,13 +382,17 @@ mod tests {
             format!("entry\t{KEY}"),
         ] {
             let error = Manifest::parse(&manifest(&line)).unwrap_err();
-            assert!(error.contains("malformed entry line"), "{line}: {error}");
+            assert!(
+                matches!(&error, BundleError::MalformedEntry { line: l } if *l == line),
+                "{line}: {error}"
+            );
         }
-        assert!(Manifest::parse("sheaf-jit bundle 2\n")
-            .unwrap_err()
-            .contains("does not start"));
-        assert!(Manifest::parse(&format!("{FORMAT}\nruntime r\n"))
-            .unwrap_err()
-            .contains("no compiler"));
+        assert!(matches!(
+            Manifest::parse("sheaf-jit bundle 2\n"),
+            Err(BundleError::UnknownFormat)
+        ));
+        let missing = Manifest::parse(&format!("{FORMAT}\nruntime r\n")).unwrap_err();
+        assert!(matches!(missing, BundleError::Missing("compiler")));
+        assert_eq!(missing.to_string(), "manifest.txt names no compiler");
     }
 }

@@ -14,7 +14,7 @@ use iree_safe::{Function, TrustedVmfb};
 use jit_cache::store::{
     ArtifactKey, ArtifactStore, BuildError, KeyParts, RemoteStats, StoreStats, VerifiedArtifact,
 };
-use jit_cache::Signature;
+use jit_cache::{ErrorChain, Signature};
 
 use crate::bundle::Bundle;
 use crate::error::VariantError;
@@ -102,7 +102,7 @@ impl Pipeline {
                 Err(error) => {
                     tracing::warn!(
                         target: "sheaf_jit",
-                        %error,
+                        error = %ErrorChain(&error),
                         "cannot identify the IREE compiler; compiled artifacts are not cached on disk"
                     );
                     None

@@ -6,9 +6,6 @@
 //! own types, re-exported: [`Provenance`], [`Origin`] and
 //! [`FallbackReason`]; a reason the cache adds reaches callers as it is.
 
-use std::any::Any;
-
-use std::marker::PhantomData;
 use std::sync::Arc;
 
 use jit_cache::{FallbackReason, Provenance};
@@ -28,25 +25,44 @@ pub struct Compiled<M = ()> {
     /// ([`Provenance::Compiled`]).
     pub provenance: Provenance,
     variant: Arc<Variant>,
-    metadata: PhantomData<fn() -> M>,
+    metadata: Arc<M>,
 }
 
-impl<M: Any> Compiled<M> {
-    pub(crate) fn new(outputs: Vec<Value>, provenance: Provenance, variant: Arc<Variant>) -> Self {
-        Compiled {
+impl<M: Send + Sync + 'static> Compiled<M> {
+    /// The results of `variant`, whose metadata must be an `M` (or this is
+    /// [`JitError::Internal`]: see [`metadata`](Self::metadata)).
+    pub(crate) fn new(
+        outputs: Vec<Value>,
+        provenance: Provenance,
+        variant: Arc<Variant>,
+    ) -> Result<Self, JitError> {
+        let metadata = Arc::clone(&variant.metadata).downcast::<M>().map_err(|_| {
+            JitError::Internal(format!(
+                "a variant's metadata is not the function's `{}`",
+                std::any::type_name::<M>()
+            ))
+        })?;
+        Ok(Compiled {
             outputs,
             provenance,
             variant,
-            metadata: PhantomData,
-        }
+            metadata,
+        })
     }
+}
 
+impl<M> Compiled<M> {
     /// The lowering's metadata of the variant that ran.
+    ///
+    /// Never fails: the cache erases the metadata's type, but a function's
+    /// identity includes `M` exactly (its [`FunctionId`](jit_cache::FunctionId)
+    /// is [tagged](jit_cache::FunctionId::with_type_tag) with `M`'s
+    /// `TypeId`), so a `JitFunction<M>` only ever reaches variants its own
+    /// lowering made, even beside a function of the same name and
+    /// definition whose metadata is another type. The metadata was checked
+    /// to be an `M` once, when the call returned.
     pub fn metadata(&self) -> &M {
-        self.variant
-            .metadata
-            .downcast_ref()
-            .expect("a function's variants carry its metadata type (it is part of its identity)")
+        &self.metadata
     }
 
     /// The loaded module that ran (shared by the variants of a
@@ -77,17 +93,16 @@ pub struct CallResult<M = ()> {
     pub outputs: Vec<Value>,
     /// How they were produced.
     pub provenance: Provenance,
-    variant: Option<Arc<Variant>>,
-    metadata: PhantomData<fn() -> M>,
+    /// The variant that ran and its metadata, when compiled code ran.
+    variant: Option<(Arc<Variant>, Arc<M>)>,
 }
 
-impl<M: Any> CallResult<M> {
+impl<M> CallResult<M> {
     pub(crate) fn compiled(compiled: Compiled<M>) -> Self {
         CallResult {
             outputs: compiled.outputs,
             provenance: compiled.provenance,
-            variant: Some(compiled.variant),
-            metadata: PhantomData,
+            variant: Some((compiled.variant, compiled.metadata)),
         }
     }
 
@@ -96,20 +111,19 @@ impl<M: Any> CallResult<M> {
             outputs,
             provenance: Provenance::Interpreted(fallback),
             variant: None,
-            metadata: PhantomData,
         }
     }
 
     /// The lowering's metadata of the variant that ran, when compiled code
-    /// ran.
+    /// ran (see [`Compiled::metadata`]).
     pub fn metadata(&self) -> Option<&M> {
-        self.variant.as_ref()?.metadata.downcast_ref()
+        Some(&self.variant.as_ref()?.1)
     }
 
     /// The loaded module that ran, when compiled code ran (shared by the
     /// variants of a [`precompile`](crate::JitRuntime::precompile) batch).
     pub fn module(&self) -> Option<&iree_safe::Module> {
-        Some(self.variant.as_ref()?.entry.module())
+        Some(self.variant.as_ref()?.0.entry.module())
     }
 }
 
@@ -123,7 +137,7 @@ pub enum CallError<E> {
     #[error(transparent)]
     Jit(#[from] JitError),
     /// The interpreter failed.
-    #[error("interpreting `{function}` ({fallback}): {source}")]
+    #[error("interpreting `{function}` failed ({fallback})")]
     Interpreter {
         /// The function.
         function: String,

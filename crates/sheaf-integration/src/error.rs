@@ -1,12 +1,15 @@
-//! Errors of the JIT runtime. Each keeps what it wraps whole (as a field
-//! and as its `source`), so callers can match on the compiler's diagnostics
-//! or IREE's status code instead of parsing text.
+//! Errors of the JIT runtime. Each says what failed at its own level and
+//! keeps what caused it whole, as its `source`, so callers can match on the
+//! compiler's diagnostics or IREE's status code instead of parsing text;
+//! show one with [`ErrorChain`](crate::ErrorChain) to see every level once.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use iree_safe::compiler::CompileError;
 use jit_cache::FallbackReason;
 
+use crate::bundle::BundleError;
 use crate::lowering::LoweringError;
 
 /// What can go wrong in a JIT call. Compile failures are not errors: the
@@ -19,42 +22,60 @@ use crate::lowering::LoweringError;
 pub enum JitError {
     /// The IREE runtime failed, e.g. a compiled artifact rejected an
     /// argument's shape. Never turned into a silent fallback.
-    #[error("IREE runtime: {0}")]
+    #[error(transparent)]
     Runtime(#[from] iree_safe::Error),
     /// Setting up the compiler failed.
-    #[error("IREE compiler: {0}")]
+    #[error(transparent)]
     Compiler(#[from] CompileError),
     /// The configuration is invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// The disk cache's folder cannot be used: another user could write it
     /// (and plant code), or it cannot be created. Fix the folder as the
-    /// message says, choose another (`SHEAF_JIT_CACHE_DIR`), or turn the
+    /// source says, choose another (`SHEAF_JIT_CACHE_DIR`), or turn the
     /// disk cache off (`SHEAF_JIT_DISK_CACHE=off`).
-    #[error("{0}; fix it, choose another folder (SHEAF_JIT_CACHE_DIR) or turn the disk cache off (SHEAF_JIT_DISK_CACHE=off)")]
+    #[error(
+        "the disk cache cannot be used; fix its folder, choose another \
+         (SHEAF_JIT_CACHE_DIR) or turn it off (SHEAF_JIT_DISK_CACHE=off)"
+    )]
     DiskCache(#[from] jit_cache::store::StoreError),
     /// The remote artifact cache cannot be set up: its address is not
     /// usable (`SHEAF_JIT_REMOTE_CACHE`). Nothing is contacted at start: an
     /// unreachable server is not an error (calls compile locally).
-    #[error("{0}; fix SHEAF_JIT_REMOTE_CACHE or unset it")]
+    #[error("the remote artifact cache cannot be set up; fix SHEAF_JIT_REMOTE_CACHE or unset it")]
     RemoteCache(#[from] jit_cache::store::RemoteError),
     /// The remote artifact cache's secret file cannot be used: missing,
     /// not 32 bytes, or readable or writable by others.
-    #[error("the remote cache's secret: {0}; fix it or choose another file (SHEAF_JIT_REMOTE_SECRET_FILE)")]
+    #[error(
+        "the remote artifact cache's secret cannot be used; fix it or choose another file \
+         (SHEAF_JIT_REMOTE_SECRET_FILE)"
+    )]
     RemoteSecret(#[source] jit_cache::store::StoreError),
-    /// An artifact bundle cannot be read or written, or is not safe to
-    /// serve: a folder or file of it that another user could change, a
-    /// link, or a manifest that is not a regular file of at most 16 MiB.
-    #[error("artifact bundle {}: {message}", path.display())]
+    /// An artifact bundle cannot serve this program: a folder or file of it
+    /// that another user could change, a link, a manifest that is not a
+    /// regular file of at most 16 MiB or that this program cannot read, or
+    /// a bundle built for another IREE runtime.
+    #[error("cannot serve the artifact bundle {}", path.display())]
     Bundle {
         /// The bundle's folder.
-        path: std::path::PathBuf,
+        path: PathBuf,
         /// What is wrong with it.
-        message: String,
+        #[source]
+        source: BundleError,
+    },
+    /// [`JitRuntime::export_artifacts`](crate::JitRuntime::export_artifacts)
+    /// could not write the bundle.
+    #[error("cannot export an artifact bundle to {}", path.display())]
+    Export {
+        /// The bundle's folder.
+        path: PathBuf,
+        /// What failed.
+        #[source]
+        source: BundleError,
     },
     /// Compiling ahead ([`JitRuntime::precompile`](crate::JitRuntime::precompile))
     /// failed: a lowering, the compiler or the runtime refused the batch.
-    #[error("precompile: {0}")]
+    #[error(transparent)]
     Precompile(#[from] VariantError),
     /// A value this layer cannot represent.
     #[error("unsupported: {0}")]
@@ -71,7 +92,7 @@ pub enum JitError {
 #[non_exhaustive]
 pub enum VariantError {
     /// The function's lowering refused the signature.
-    #[error("lowering `{function}` for {signature}: {source}")]
+    #[error("cannot lower `{function}` for {signature}")]
     Lowering {
         /// The function.
         function: String,
@@ -83,7 +104,7 @@ pub enum VariantError {
     },
     /// The compiler failed. Its diagnostics (`source.diagnostics()`) name
     /// the source `<function><signature>`, with line and column.
-    #[error("compiling `{function}` for {signature}: {source}")]
+    #[error("cannot compile `{function}` for {signature}")]
     Compile {
         /// The function.
         function: String,
@@ -95,19 +116,21 @@ pub enum VariantError {
     },
     /// No compiler could be set up (none found, or the library does not
     /// load); artifacts on disk or in a bundle still serve their signatures.
-    #[error("no IREE compiler for `{function}` {signature}: {source}")]
+    #[error("no IREE compiler to compile `{function}` for {signature}")]
     NoCompiler {
         /// The function.
         function: String,
         /// The signature.
         signature: String,
         /// Why the compiler could not be set up (the same error for every
-        /// signature of the process).
+        /// signature of the process). The `source()` is this `Arc`, which
+        /// displays as the `CompileError` and has its sources: downcast it to
+        /// `Arc<CompileError>`.
         #[source]
         source: Arc<CompileError>,
     },
     /// The runtime refused the compiled artifact.
-    #[error("loading `{function}` for {signature}: {source}")]
+    #[error("the IREE runtime refused the artifact of `{function}` for {signature}")]
     Load {
         /// The function.
         function: String,

@@ -22,7 +22,9 @@ pub type LowerFn<M> =
 /// text to [`JitFunction::new`].
 ///
 /// `M` is the caller's per-variant metadata, produced by the lowering and
-/// handed back on every compiled call (`()` when there is none).
+/// handed back on every compiled call (`()` when there is none). It is part
+/// of the identity: two functions of the same name and definition but
+/// different metadata types never share variants.
 pub struct JitFunction<M = ()> {
     id: FunctionId,
     entry: Arc<str>,
@@ -81,13 +83,11 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
             + Sync
             + 'static,
     ) -> Self {
-        // The metadata type is part of the identity: two functions that
-        // differ only in it never share variants (whose metadata is
-        // type-erased in the cache).
-        let id = FunctionId::new(
-            id.name(),
-            id.definition_hash() ^ jit_cache::stable_hash(std::any::type_name::<M>().as_bytes()),
-        );
+        // The metadata type is part of the identity, exactly (a `TypeId`):
+        // the cache erases the type of a variant's metadata, and this is
+        // what keeps a function's lookups to the variants its own lowering
+        // made (see `Compiled::metadata`).
+        let id = id.with_type_tag::<M>();
         JitFunction {
             entry: entry_symbol(id.name()).into(),
             id,
@@ -136,6 +136,10 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
     /// lowering's functions wrapped in `module @<entry_symbol> { }`),
     /// lowered without argument values: to inspect or save a variant, or to
     /// compile it with a compiler of one's own.
+    ///
+    /// # Errors
+    ///
+    /// The lowering's [`LoweringError`] when it refuses `signature`.
     pub fn module_text(&self, signature: &Signature) -> Result<String, LoweringError> {
         let context = LoweringContext::new(self.name(), signature, None, &self.entry);
         Ok(self.entry_module(&self.lower(&context)?.mlir))
@@ -148,7 +152,8 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
 }
 
 impl<M> JitFunction<M> {
-    /// The cache identity (name + definition hash).
+    /// The cache identity (name + definition hash, tagged with the metadata
+    /// type `M`).
     pub fn id(&self) -> &FunctionId {
         &self.id
     }

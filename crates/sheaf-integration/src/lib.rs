@@ -48,6 +48,7 @@
 //! ```
 
 #![deny(missing_docs)]
+#![warn(clippy::missing_errors_doc)]
 
 mod bundle;
 mod compile;
@@ -70,7 +71,7 @@ mod variant;
 
 #[doc(hidden)]
 pub use bundle::open_for_fuzzing;
-pub use bundle::ExportSummary;
+pub use bundle::{BundleError, ExportSummary};
 pub use config::{
     CompileMode, CompileSettings, DeviceSettings, DiskCacheFolder, DiskCacheSettings, EnvVariable,
     JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret, RemoteSettings, UploadSettings,
@@ -84,11 +85,13 @@ pub use iree_safe::compiler::{
     Diagnostic, Location, Severity,
 };
 pub use jit_cache::stable_hash;
-pub use jit_cache::store::{BreakerState, RemoteStats, Secret, StoreStats};
+pub use jit_cache::store::{
+    BreakerState, RemoteError, RemoteStats, Secret, StoreError, StoreStats,
+};
 pub use jit_cache::{
     ArgSpec, ByteSize, CacheConfig, CachePolicy, CacheStats, CapturedScalar, CompileFailure,
-    Container, DType, FallbackReason, FunctionMode, InFlightPolicy, Layout, LayoutBuilder, Leaf,
-    MissReason, Origin, Provenance, Refusal, ScalarValue, Signature,
+    Container, DType, ErrorChain, FallbackReason, FunctionMode, InFlightPolicy, Layout,
+    LayoutBuilder, Leaf, MissReason, Origin, Provenance, Refusal, ScalarValue, Signature,
 };
 pub use lowering::{Lowered, LoweringContext, LoweringError};
 pub use profile::{Phase, PhaseTotals, ProfileReport};

@@ -1,10 +1,9 @@
 //! The lowering contract: what a function's lowering is given for one
 //! signature ([`LoweringContext`]) and what it gives back ([`Lowered`]).
 
-use std::fmt;
-
 use jit_cache::{ArgSpec, Layout, ScalarValue, Signature};
 
+use crate::mlir::MlirError;
 use crate::value::Value;
 
 /// What a lowering sees of one call: the signature it compiles for (dtypes
@@ -156,16 +155,33 @@ impl<M> Lowered<M> {
 
 /// Why a lowering refused a signature. The call then runs in the
 /// interpreter, with this reason in its provenance.
-#[derive(Debug)]
-pub struct LoweringError {
-    message: String,
-    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+///
+/// Make one from a message (`"softmax needs rank >= 1".into()`,
+/// [`LoweringError::new`]), from a message and the error behind it
+/// ([`LoweringError::with_source`]), or with `?` from an [`mlir`](crate::mlir)
+/// helper's [`MlirError`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoweringError {
+    /// The lowering refused the signature, saying why.
+    #[error("{message}")]
+    Refused {
+        /// Why, in the lowering's words.
+        message: String,
+        /// The lowering's own error behind the refusal, if any.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    /// An [`mlir`](crate::mlir) helper cannot write a type or op for the
+    /// signature (an element type StableHLO lacks, a dim out of range).
+    #[error(transparent)]
+    Mlir(#[from] MlirError),
 }
 
 impl LoweringError {
     /// A refusal described by `message` ("`softmax` needs rank >= 1").
     pub fn new(message: impl Into<String>) -> Self {
-        LoweringError {
+        LoweringError::Refused {
             message: message.into(),
             source: None,
         }
@@ -176,31 +192,10 @@ impl LoweringError {
         message: impl Into<String>,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Self {
-        LoweringError {
+        LoweringError::Refused {
             message: message.into(),
             source: Some(Box::new(source)),
         }
-    }
-
-    /// The message.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl fmt::Display for LoweringError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)?;
-        if let Some(source) = &self.source {
-            write!(f, ": {source}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for LoweringError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_deref().map(|e| e as _)
     }
 }
 
@@ -253,7 +248,24 @@ mod tests {
     fn lowering_errors_keep_their_source() {
         let io = std::io::Error::other("disk full");
         let error = LoweringError::with_source("cannot emit", io);
-        assert_eq!(error.to_string(), "cannot emit: disk full");
-        assert!(std::error::Error::source(&error).is_some());
+        assert_eq!(error.to_string(), "cannot emit");
+        let source = std::error::Error::source(&error).expect("the source");
+        assert_eq!(source.to_string(), "disk full");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
+        assert_eq!(
+            crate::ErrorChain(&error).to_string(),
+            "cannot emit: disk full"
+        );
+    }
+
+    #[test]
+    fn mlir_errors_are_lowering_errors_as_they_are() {
+        let error = LoweringError::from(MlirError::UnknownDim(-2));
+        assert_eq!(error.to_string(), MlirError::UnknownDim(-2).to_string());
+        assert!(std::error::Error::source(&error).is_none());
+        assert!(matches!(
+            error,
+            LoweringError::Mlir(MlirError::UnknownDim(-2))
+        ));
     }
 }

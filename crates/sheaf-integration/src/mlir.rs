@@ -1,7 +1,8 @@
 //! Small helpers to print StableHLO types and constants, for lowerings, and
 //! the few ops that code for dynamic dims needs: run-time shapes for
 //! `stablehlo.dynamic_broadcast_in_dim`, and checks that dims which must be
-//! equal are.
+//! equal are. They fail with an [`MlirError`], which `?` turns into a
+//! [`LoweringError`](crate::LoweringError).
 //!
 //! ```
 //! use sheaf_integration::{mlir, DType};
@@ -15,9 +16,50 @@ use std::fmt::Write as _;
 
 use jit_cache::{ArgSpec, DType};
 
+/// Why a helper of this module cannot write a type or op.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MlirError {
+    /// StableHLO has no element type for this dtype.
+    #[error("no lowering for element type {0}")]
+    ElementType(DType),
+    /// A dim that is neither a size (`>= 0`) nor [`ArgSpec::DYNAMIC`].
+    #[error("dimension {0} is neither a size nor dynamic")]
+    UnknownDim(i64),
+    /// A [`DimOf`] names a dim its argument does not have.
+    #[error("{arg} has no dim {dim}")]
+    NoSuchDim {
+        /// The argument.
+        arg: ArgSpec,
+        /// The dim asked for.
+        dim: usize,
+    },
+    /// A static size too large for the `tensor<i32>` a run-time shape is
+    /// made of.
+    #[error("dim {dim} of {arg} does not fit in i32")]
+    DimTooLarge {
+        /// The argument.
+        arg: ArgSpec,
+        /// The dim.
+        dim: usize,
+    },
+    /// [`assert_equal_dims`] on two dims known at compile time to differ:
+    /// the caller's message.
+    #[error("{message}")]
+    UnequalDims {
+        /// What the caller said the dims must be.
+        message: String,
+    },
+}
+
 /// `tensor<1x5xf32>`, `tensor<?x5xf32>` with a dynamic dim
 /// ([`ArgSpec::DYNAMIC`]), or `tensor<f32>` for a scalar.
-pub fn tensor_type(dtype: DType, dims: &[i64]) -> Result<String, String> {
+///
+/// # Errors
+///
+/// [`MlirError::ElementType`] for a dtype StableHLO has no type for, and
+/// [`MlirError::UnknownDim`] for a dim that is neither a size nor dynamic.
+pub fn tensor_type(dtype: DType, dims: &[i64]) -> Result<String, MlirError> {
     let element = match dtype {
         DType::F16 => "f16",
         DType::BF16 => "bf16",
@@ -27,14 +69,14 @@ pub fn tensor_type(dtype: DType, dims: &[i64]) -> Result<String, String> {
         DType::I32 => "i32",
         DType::I64 => "i64",
         DType::Bool => "i1",
-        other => return Err(format!("no lowering for element type {other}")),
+        other => return Err(MlirError::ElementType(other)),
     };
     let mut text = String::from("tensor<");
     for &dim in dims {
         if dim == ArgSpec::DYNAMIC {
             text.push_str("?x");
         } else if dim < 0 {
-            return Err(format!("dimension {dim} is neither a size nor dynamic"));
+            return Err(MlirError::UnknownDim(dim));
         } else {
             text.push_str(&format!("{dim}x"));
         }
@@ -45,7 +87,11 @@ pub fn tensor_type(dtype: DType, dims: &[i64]) -> Result<String, String> {
 }
 
 /// [`tensor_type`] of an argument.
-pub fn arg_type(arg: &ArgSpec) -> Result<String, String> {
+///
+/// # Errors
+///
+/// As [`tensor_type`].
+pub fn arg_type(arg: &ArgSpec) -> Result<String, MlirError> {
     tensor_type(arg.dtype(), arg.dims())
 }
 
@@ -75,13 +121,18 @@ impl<'a> DimOf<'a> {
     }
 
     /// Ops that leave the dim's size in `%<name>` as a `tensor<i32>`.
-    fn emit(&self, name: &str) -> Result<String, String> {
+    fn emit(&self, name: &str) -> Result<String, MlirError> {
         let Some(&size) = self.arg.dims().get(self.dim) else {
-            return Err(format!("{} has no dim {}", self.arg, self.dim));
+            return Err(MlirError::NoSuchDim {
+                arg: self.arg.clone(),
+                dim: self.dim,
+            });
         };
         if size != ArgSpec::DYNAMIC {
-            let size = i32::try_from(size)
-                .map_err(|_| format!("dim {} of {} does not fit in i32", self.dim, self.arg))?;
+            let size = i32::try_from(size).map_err(|_| MlirError::DimTooLarge {
+                arg: self.arg.clone(),
+                dim: self.dim,
+            })?;
             return Ok(format!(
                 "  %{name} = stablehlo.constant dense<{size}> : tensor<i32>\n"
             ));
@@ -107,7 +158,13 @@ impl<'a> DimOf<'a> {
 /// assert!(ops.contains("stablehlo.get_dimension_size %x, dim = 0 : (tensor<?x256xf32>) -> tensor<i32>"));
 /// assert!(ops.ends_with("-> tensor<2xi32>\n"));
 /// ```
-pub fn runtime_shape(name: &str, dims: &[DimOf<'_>]) -> Result<String, String> {
+///
+/// # Errors
+///
+/// [`MlirError::NoSuchDim`] for a [`DimOf`] past its argument's rank,
+/// [`MlirError::DimTooLarge`] for a static size over `i32::MAX`, and the
+/// errors of [`arg_type`].
+pub fn runtime_shape(name: &str, dims: &[DimOf<'_>]) -> Result<String, MlirError> {
     let mut ops = String::new();
     let mut parts = Vec::with_capacity(dims.len());
     for (i, dim) in dims.iter().enumerate() {
@@ -142,13 +199,17 @@ pub fn runtime_shape(name: &str, dims: &[DimOf<'_>]) -> Result<String, String> {
 /// `to` is static, a `stablehlo.dynamic_broadcast_in_dim` to the run-time
 /// shape `%<shape>` (see [`runtime_shape`]) when it has dynamic dims, its
 /// operand dims marked non-expanding (which IREE needs to compile it).
+///
+/// # Errors
+///
+/// The errors of [`arg_type`] for `to`.
 pub fn broadcast(
     result: &str,
     (operand, from): (&str, &str),
     to: &ArgSpec,
     dims: &[usize],
     shape: &str,
-) -> Result<String, String> {
+) -> Result<String, MlirError> {
     let ty = arg_type(to)?;
     let list = |values: &[usize]| {
         values
@@ -184,19 +245,27 @@ pub fn broadcast(
 /// sizes that do not fit together rather than read out of bounds. Nothing
 /// when both are static and equal; an error when both are static and
 /// differ.
+///
+/// # Errors
+///
+/// [`MlirError::UnequalDims`] with `message` when both dims are static and
+/// differ (or one does not exist), and the errors of [`runtime_shape`] when
+/// a dim must be read at run time.
 pub fn assert_equal_dims(
     name: &str,
     a: DimOf<'_>,
     b: DimOf<'_>,
     message: &str,
-) -> Result<String, String> {
+) -> Result<String, MlirError> {
     let (sa, sb) = (a.arg.dims().get(a.dim), b.arg.dims().get(b.dim));
     let dynamic = [sa, sb].contains(&Some(&ArgSpec::DYNAMIC));
     if !dynamic {
         return if sa == sb && sa.is_some() {
             Ok(String::new())
         } else {
-            Err(message.to_owned())
+            Err(MlirError::UnequalDims {
+                message: message.to_owned(),
+            })
         };
     }
     let mut ops = a.emit(&format!("{name}_a"))?;
@@ -242,12 +311,18 @@ mod tests {
         assert_eq!(tensor_type(DType::Bool, &[3]).unwrap(), "tensor<3xi1>");
         assert_eq!(tensor_type(DType::F64, &[]).unwrap(), "tensor<f64>");
         assert_eq!(tensor_type(DType::BF16, &[2]).unwrap(), "tensor<2xbf16>");
-        assert!(tensor_type(DType::U8, &[2]).is_err());
+        assert_eq!(
+            tensor_type(DType::U8, &[2]),
+            Err(MlirError::ElementType(DType::U8))
+        );
         assert_eq!(
             tensor_type(DType::F32, &[-1, 3]).unwrap(),
             "tensor<?x3xf32>"
         );
-        assert!(tensor_type(DType::F32, &[-2]).is_err());
+        assert_eq!(
+            tensor_type(DType::F32, &[-2]),
+            Err(MlirError::UnknownDim(-2))
+        );
     }
 
     #[test]
@@ -267,13 +342,30 @@ mod tests {
         assert!(runtime_shape("s", &[])
             .unwrap()
             .contains("dense<> : tensor<0xi32>"));
-        assert!(runtime_shape("s", &[DimOf::new("%x", &x, 2)]).is_err());
+        assert_eq!(
+            runtime_shape("s", &[DimOf::new("%x", &x, 2)]),
+            Err(MlirError::NoSuchDim {
+                arg: x.clone(),
+                dim: 2
+            })
+        );
+        let huge = ArgSpec::new(DType::F32, &[1 << 40]);
+        let error = runtime_shape("s", &[DimOf::new("%h", &huge, 0)]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "dim 0 of f32[1099511627776] does not fit in i32"
+        );
         let static_k =
             assert_equal_dims("k", DimOf::new("%x", &x, 1), DimOf::new("%w", &w, 0), "k");
         assert_eq!(static_k, Ok(String::new()));
         let mismatch =
             assert_equal_dims("k", DimOf::new("%x", &x, 1), DimOf::new("%w", &w, 1), "no");
-        assert_eq!(mismatch, Err("no".to_owned()));
+        assert_eq!(
+            mismatch,
+            Err(MlirError::UnequalDims {
+                message: "no".to_owned()
+            })
+        );
         let any_k = ArgSpec::new(DType::F32, &[2, ArgSpec::DYNAMIC]);
         let check = assert_equal_dims(
             "k",

@@ -9,12 +9,12 @@ use std::time::Instant;
 use iree_safe::compiler::{CompileOptions, CompilerChoice};
 use jit_cache::store::{ArtifactStore, RedisStore, RemoteStats, RemoteTier, Secret, StoreStats};
 use jit_cache::{
-    CacheStats, CapturedScalar, CompileFailure, Dispatch, FallbackReason, JitCache, Provenance,
-    Signature,
+    CacheStats, CapturedScalar, CompileFailure, Dispatch, ErrorChain, FallbackReason, JitCache,
+    Provenance, Signature,
 };
 use smallvec::SmallVec;
 
-use crate::bundle::{self, Bundle, Export, ExportSummary};
+use crate::bundle::{self, Bundle, BundleError, Export, ExportSummary};
 use crate::compile::{Job, Pipeline};
 use crate::config::{CompileMode, JitConfig, RemoteSecret, UploadSettings};
 use crate::dispatch::{CallError, CallResult, Compiled, Dispatched};
@@ -90,9 +90,11 @@ impl Inner {
             }
             (Err(error), Some(_)) => error,
         };
+        // A CPU that cannot be opened was logged when that failed.
         let Some(Ok((cpu, _))) = inner.cpu.as_ref().map(CpuFallback::placement) else {
             return Err(CompileFailure::new(error));
         };
+        let error = ErrorChain(&error);
         tracing::warn!(
             target: "sheaf_jit",
             function = %function.name(),
@@ -185,7 +187,7 @@ struct CpuFallback {
     driver: String,
     options: CompileOptions,
     uploads: UploadSettings,
-    placement: OnceLock<Result<(Placement, UploadCache), String>>,
+    placement: OnceLock<Result<(Placement, UploadCache), JitError>>,
 }
 
 impl JitRuntime {
@@ -193,6 +195,17 @@ impl JitRuntime {
     /// opened, if the configuration allows) and sets up the caches. The
     /// compiler is loaded later, on the first artifact that must really be
     /// compiled.
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Runtime`] when the device (and the CPU fallback) cannot be
+    /// opened, [`JitError::Unsupported`] when no target is configured for a
+    /// driver whose code this crate cannot tell, [`JitError::DiskCache`]
+    /// when the disk cache's folder is not safe or cannot be created,
+    /// [`JitError::RemoteCache`], [`JitError::RemoteSecret`] or
+    /// [`JitError::Config`] for a remote cache that cannot be set up,
+    /// [`JitError::Bundle`] for an artifact bundle that cannot serve this
+    /// program, and [`JitError::Config`] for a cache policy that cannot work.
     pub fn new(config: JitConfig) -> Result<JitRuntime, JitError> {
         let (device, options) = (&config.device, &config.compile.options);
         let target = config.compile.target.as_ref();
@@ -200,6 +213,7 @@ impl JitRuntime {
             Ok(placement) => placement,
             Err(error) => match &device.cpu_fallback {
                 Some(cpu) if cpu != &device.driver => {
+                    let error = ErrorChain(&error);
                     tracing::warn!(
                         target: "sheaf_jit",
                         driver = %device.driver,
@@ -269,6 +283,14 @@ impl JitRuntime {
     /// (admission at capacity, a remembered failure). Errors of compiled
     /// code (a shape the artifact rejects) are errors, never a silent
     /// fallback.
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Unsupported`] for arguments the cache key cannot describe
+    /// (see [`Value::call_signature`]) and for results of compiled code that
+    /// are not tensors, and [`JitError::Runtime`] when the compiled code or the
+    /// copy of an argument to the device fails. A failed compile is not an
+    /// error: the call is interpreted ([`FallbackReason::CompileFailed`]).
     pub fn dispatch<M: Send + Sync + 'static>(
         &self,
         function: &JitFunction<M>,
@@ -321,7 +343,7 @@ impl JitRuntime {
                     outputs,
                     Provenance::Compiled(origin),
                     exe,
-                )))
+                )?))
             }
             Dispatch::Interpret { reason } => Ok(Dispatched::Interpret(reason)),
         }
@@ -331,6 +353,12 @@ impl JitRuntime {
     /// be interpreted: it receives the arguments with every device tensor
     /// copied to the host, and the reason. `interpret` may borrow the
     /// caller's interpreter state mutably.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::Jit`] with the errors of [`dispatch`](Self::dispatch) (or
+    /// of copying an argument to the host), and [`CallError::Interpreter`]
+    /// with `interpret`'s error.
     pub fn call<M: Send + Sync + 'static, E>(
         &self,
         function: &JitFunction<M>,
@@ -383,6 +411,13 @@ impl JitRuntime {
     /// println!("{} variants in {:.2?}", summary.compiled, summary.compile_time);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Precompile`] when a lowering, the compiler or the runtime
+    /// refuses the batch (nothing is cached then), and
+    /// [`JitError::Unsupported`] for example arguments the cache key cannot
+    /// describe.
     pub fn precompile<M: Send + Sync + 'static>(
         &self,
         calls: &[Precompile<'_, M>],
@@ -432,6 +467,10 @@ impl JitRuntime {
 
     /// Copies `host` to the device compiled code runs on, through the upload
     /// cache (a host array passed again later is not copied again).
+    ///
+    /// # Errors
+    ///
+    /// As [`HostTensor::to_device`].
     pub fn upload(&self, host: &HostTensor) -> Result<DeviceTensor, JitError> {
         self.inner.primary_uploads.upload(host)
     }
@@ -574,16 +613,23 @@ impl JitRuntime {
     /// (artifacts and a manifest), to serve a later process ahead of time
     /// (`JitConfigBuilder::artifact_bundle`), with or without a compiler.
     /// Artifacts are copied from the disk cache, which must be enabled.
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Export`] when the compiler cannot be identified (its
+    /// artifacts have no keys), `dir` is not safe to write or cannot be
+    /// created, or the manifest cannot be written.
     pub fn export_artifacts(&self, dir: impl AsRef<Path>) -> Result<ExportSummary, JitError> {
         let dir = dir.as_ref();
+        let failed = |source| JitError::Export {
+            path: dir.to_path_buf(),
+            source,
+        };
         let compiler = self
             .inner
             .pipeline
             .identity()
-            .ok_or_else(|| JitError::Bundle {
-                path: dir.to_path_buf(),
-                message: "the compiler cannot be identified, so its artifacts have no keys".into(),
-            })?;
+            .ok_or_else(|| failed(BundleError::UnidentifiedCompiler))?;
         let entries = self.inner.cache.entries();
         let mut skipped = 0;
         let mut exports = Vec::new();
@@ -601,17 +647,28 @@ impl JitRuntime {
                 None => skipped += 1,
             }
         }
-        bundle::write(dir, compiler, exports, skipped)
+        bundle::write(dir, compiler, exports, skipped).map_err(failed)
     }
 }
 
 impl CpuFallback {
-    /// The CPU placement, opened on first use.
-    fn placement(&self) -> Result<(&Placement, &UploadCache), &String> {
+    /// The CPU placement, opened on first use; a failure is logged then,
+    /// once, and kept.
+    fn placement(&self) -> Result<(&Placement, &UploadCache), &JitError> {
         self.placement
             .get_or_init(|| {
-                let placement = Placement::open(&self.driver, None, &self.options)
-                    .map_err(|e| e.to_string())?;
+                let placement =
+                    Placement::open(&self.driver, None, &self.options).inspect_err(|error| {
+                        let error = ErrorChain(error);
+                        tracing::warn!(
+                            target: "sheaf_jit",
+                            driver = %self.driver,
+                            %error,
+                            "cannot open the CPU fallback `{}` ({error}); signatures that fail \
+                             on the primary device run in the interpreter",
+                            self.driver
+                        );
+                    })?;
                 let uploads = UploadCache::new(placement.device().clone(), self.uploads);
                 Ok((placement, uploads))
             })

@@ -67,6 +67,10 @@ impl HostTensor {
     /// `f32` storage holding values of `dtype` (Sheaf's tensors): no copy
     /// now; converted when copied to the device. `dtype` must be a float,
     /// integer or bool type the runtime has.
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Unsupported`] for another `dtype` (`u8`, say).
     pub fn tagged(data: Arc<ArrayD<f32>>, dtype: DType) -> Result<HostTensor, JitError> {
         match dtype {
             DType::F32 => Ok(HostTensor::F32(data)),
@@ -161,6 +165,12 @@ impl HostTensor {
 
     /// Copies a device tensor back to the host: one copy, straight into the
     /// array's storage.
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Runtime`] when the copy fails or the host cannot allocate
+    /// it, and [`JitError::Unsupported`] for an element type this crate does
+    /// not hold.
     pub fn from_device(tensor: &DeviceTensor) -> Result<HostTensor, JitError> {
         fn read<T: Element>(tensor: &DeviceTensor) -> Result<Arc<ArrayD<T>>, JitError> {
             let shape = IxDyn(tensor.shape());
@@ -319,6 +329,11 @@ pub enum Tensor {
 
 impl Tensor {
     /// Element type and dimensions, as the cache key needs them.
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Unsupported`] for a device tensor of an element type the
+    /// cache has no dtype for.
     pub fn arg_spec(&self) -> Result<ArgSpec, JitError> {
         let (dtype, shape) = match self {
             Tensor::Host(host) => (host.dtype(), host.shape()),
@@ -348,6 +363,10 @@ impl Tensor {
 
     /// The tensor on the host, copying it back from the device if needed
     /// (a host tensor is shared, not copied).
+    ///
+    /// # Errors
+    ///
+    /// As [`HostTensor::from_device`].
     pub fn to_host(&self) -> Result<HostTensor, JitError> {
         match self {
             Tensor::Host(host) => Ok(host.clone()),
@@ -357,6 +376,11 @@ impl Tensor {
 
     /// The value of a tensor of one element (a 0-d result, say), read to
     /// the host.
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Unsupported`] for a tensor of more than one element, and
+    /// the errors of [`to_host`](Self::to_host).
     pub fn to_scalar(&self) -> Result<ScalarValue, JitError> {
         let host = self.to_host()?;
         host.to_scalar().ok_or_else(|| {

@@ -23,6 +23,11 @@ use crate::error::ConfigError;
 /// Each line has the event's level, message and fields. Does nothing if a
 /// subscriber is already installed. Returns whether the trace is on; an
 /// unknown `SHEAF_JIT_TRACE` value is an error naming it.
+///
+/// # Errors
+///
+/// [`ConfigError::Invalid`] for a `SHEAF_JIT_TRACE` value that is not a
+/// switch.
 pub fn init_from_env() -> Result<bool, ConfigError> {
     let trace = crate::config::trace_switch()?.unwrap_or(false);
     let filter = if trace {

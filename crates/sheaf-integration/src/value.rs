@@ -110,6 +110,11 @@ impl Value {
     }
 
     /// The tensor on the host (copied back from the device if needed).
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Unsupported`] for a value that is not a tensor, and the
+    /// errors of [`Tensor::to_host`].
     pub fn to_host(&self) -> Result<HostTensor, JitError> {
         self.as_tensor()
             .ok_or_else(|| JitError::Unsupported(format!("{} is not a tensor", self.kind())))?
@@ -118,6 +123,11 @@ impl Value {
 
     /// The value as a scalar: a scalar, or a tensor of one element (a 0-d
     /// result) read to the host.
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Unsupported`] for a container, and the errors of
+    /// [`Tensor::to_scalar`].
     pub fn to_scalar(&self) -> Result<ScalarValue, JitError> {
         match self {
             Value::Scalar(value) | Value::Static(value) => Ok(*value),

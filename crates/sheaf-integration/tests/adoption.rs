@@ -11,9 +11,10 @@ use std::sync::Arc;
 use half::{bf16, f16};
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    mlir, CallError, CompileTarget, Container, DType, DiskCacheFolder, Dispatched, FallbackReason,
-    HostTensor, JitConfig, JitError, JitFunction, JitRuntime, LayoutBuilder, Leaf, Lowered,
-    LoweringContext, LoweringError, Origin, Provenance, ScalarValue, Tensor, Value, VariantError,
+    mlir, BundleError, CallError, CompileTarget, Container, DType, DiskCacheFolder, Dispatched,
+    ErrorChain, FallbackReason, HostTensor, JitConfig, JitError, JitFunction, JitRuntime,
+    LayoutBuilder, Leaf, Lowered, LoweringContext, LoweringError, Origin, Provenance, ScalarValue,
+    Tensor, Value, VariantError,
 };
 use support::{array, assert_close, jit};
 
@@ -115,6 +116,44 @@ fn dict_arguments_and_results_with_metadata_and_a_scalar_result() {
         stats.functions[0].last_miss.as_ref().unwrap().to_string(),
         "argument structure {b: T, w: T}, T → {bias: T, weight: T}, T"
     );
+}
+
+/// `(defn twice [x] (+ x x))`, whose lowering hands back `metadata` with
+/// each variant.
+fn twice<M: Clone + Send + Sync + 'static>(metadata: M) -> JitFunction<M> {
+    JitFunction::new("twice", "(defn twice [x] (+ x x))", move |ctx| {
+        let ty = mlir::arg_type(&ctx.args()[0])?;
+        Ok(Lowered::new(format!(
+            "func.func @{}(%x: {ty}) -> {ty} {{
+               %y = stablehlo.add %x, %x : {ty}
+               return %y : {ty}
+             }}",
+            ctx.entry_name()
+        ))
+        .with_metadata(metadata.clone()))
+    })
+}
+
+#[test]
+fn functions_that_differ_only_in_their_metadata_type_never_share_variants() {
+    let jit = jit();
+    let (counted, named) = (twice(2_usize), twice("two".to_owned()));
+    assert_eq!(counted.name(), named.name());
+    assert_eq!(counted.id().definition_hash(), named.id().definition_hash());
+    assert_ne!(counted.id(), named.id(), "the metadata type is identity");
+    let x = [Value::from(array(&[3], 1))];
+    for round in 0..2 {
+        let Dispatched::Compiled(a) = jit.dispatch(&counted, &x, &[]).unwrap() else {
+            panic!("twice did not compile")
+        };
+        let Dispatched::Compiled(b) = jit.dispatch(&named, &x, &[]).unwrap() else {
+            panic!("twice did not compile")
+        };
+        assert_eq!((*a.metadata(), b.metadata().as_str()), (2, "two"));
+        assert_eq!(a.provenance.is_hit(), round == 1, "{:?}", a.provenance);
+        assert_eq!(b.provenance.is_hit(), round == 1, "{:?}", b.provenance);
+    }
+    assert_eq!(jit.stats().total.compiles, 2, "one variant each");
 }
 
 /// `(defn scale [x k])` with `k` static (baked in), and `(defn axpy [a x y])`
@@ -343,7 +382,7 @@ fn the_interpreter_keeps_its_own_state_error_and_the_lowering_reason() {
         else {
             panic!("{fallback:?}");
         };
-        assert_eq!(source.message(), "no lowering for (f32[2])");
+        assert_eq!(source.to_string(), "no lowering for (f32[2])");
     }
     assert_eq!(environment[0].1, 2);
     // The interpreter's own error comes back whole, with why it had to run.
@@ -363,7 +402,8 @@ fn the_interpreter_keeps_its_own_state_error_and_the_lowering_reason() {
         fallback.to_string().contains("no lowering for (f32[2])"),
         "{fallback}"
     );
-    assert!(error.to_string().contains("no rule for `picky`"), "{error}");
+    let message = ErrorChain(&error).to_string();
+    assert!(message.contains("no rule for `picky`"), "{message}");
 }
 
 #[test]
@@ -462,8 +502,9 @@ fn a_device_that_cannot_be_opened_falls_back_to_the_cpu_or_fails_clearly() {
             .unwrap(),
     )
     .unwrap_err();
-    assert!(matches!(error, JitError::Runtime(_)), "{error}");
-    assert!(error.to_string().contains("cuda"), "{error}");
+    let message = ErrorChain(&error).to_string();
+    assert!(matches!(error, JitError::Runtime(_)), "{message}");
+    assert!(message.contains("cuda"), "{message}");
 }
 
 #[test]
@@ -541,7 +582,18 @@ fn exported_artifacts_serve_a_runtime_without_compiling() {
             .unwrap(),
     )
     .unwrap_err();
-    assert!(error.to_string().contains("export it again"), "{error}");
+    let message = ErrorChain(&error).to_string();
+    assert!(
+        matches!(
+            &error,
+            JitError::Bundle {
+                source: BundleError::RuntimeMismatch { .. },
+                ..
+            }
+        ),
+        "{message}"
+    );
+    assert!(message.contains("export it again"), "{message}");
     let tensor = Tensor::Host(array(&[1], 1).into());
     assert!(tensor.arg_spec().is_ok());
 }

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    CallResult, CompileMode, DiskCacheFolder, FallbackReason, JitConfig, JitFunction, JitRuntime,
-    Origin, Provenance, Value, VariantError,
+    CallResult, CompileMode, DiskCacheFolder, ErrorChain, FallbackReason, JitConfig, JitFunction,
+    JitRuntime, Origin, Provenance, Value, VariantError,
 };
 use support::{array, assert_close};
 
@@ -101,7 +101,8 @@ fn a_failed_background_compile_is_remembered() {
     assert_eq!(reasons[0], FallbackReason::CompileQueued);
     let last = reasons.last().unwrap();
     let error = VariantError::of_fallback(last).expect("the lowering's error");
-    assert!(error.to_string().contains("always fails"), "{error}");
+    let message = ErrorChain(error).to_string();
+    assert!(message.contains("always fails"), "{message}");
     assert_eq!(jit.stats().total.failed_compiles, 1);
 }
 

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use jit_cache::store::{ArtifactKey, ArtifactStore, StoreConfig};
 use sheaf_integration::{
-    mlir, reference, DiskCacheFolder, HostTensor, JitError, JitFunction, JitRuntime, Lowered,
-    LoweringContext, LoweringError, Value,
+    mlir, reference, DiskCacheFolder, ErrorChain, HostTensor, JitError, JitFunction, JitRuntime,
+    Lowered, LoweringContext, LoweringError, Value,
 };
 use tempfile::TempDir;
 
@@ -34,14 +34,18 @@ fn serving(dir: &Path) -> Result<JitRuntime, JitError> {
     )
 }
 
-/// Why a runtime serving the bundle at `dir` does not start. The start runs
+/// Why a runtime serving the bundle at `dir` does not start, with its
+/// causes (a [`JitError::Bundle`]). The start runs
 /// on another thread: one that hangs fails the test after a minute (a
 /// liveness bound, not a timing assertion).
 fn refusal(dir: &Path) -> String {
     let (sender, receiver) = mpsc::channel();
     let dir = dir.to_path_buf();
     thread::spawn(move || {
-        let _ = sender.send(serving(&dir).map(drop).map_err(|e| e.to_string()));
+        let _ = sender.send(serving(&dir).map(drop).map_err(|error| {
+            assert!(matches!(error, JitError::Bundle { .. }), "{error:?}");
+            ErrorChain(&error).to_string()
+        }));
     });
     match receiver.recv_timeout(Duration::from_secs(60)) {
         Ok(Err(message)) => message,

@@ -9,8 +9,8 @@ mod support;
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    mlir, CallResult, JitError, JitFunction, JitRuntime, Lowered, Origin, Precompile, Provenance,
-    Value,
+    mlir, CallResult, ErrorChain, JitError, JitFunction, JitRuntime, Lowered, Origin, Precompile,
+    Provenance, Value,
 };
 use support::{array, assert_close, jit};
 
@@ -19,7 +19,7 @@ fn mlp_call(jit: &JitRuntime, x: ArrayD<f32>, w: &Value, b: &Value) -> Result<Ca
     jit.call(&reference::mlp_layer(), &args, &[], |args, _| {
         reference::interpret_mlp_layer(args)
     })
-    .map_err(|e| e.to_string())
+    .map_err(|e| ErrorChain(&e).to_string())
 }
 
 #[test]
@@ -108,11 +108,10 @@ fn sizes_that_do_not_fit_together_are_an_error_not_a_crash() {
         .dispatch(&reference::mlp_layer(), &[x, w, b], &[])
         .expect_err("K of x is 5, K of W is 7");
     assert!(matches!(error, JitError::Runtime(_)), "{error:?}");
+    let message = ErrorChain(&error).to_string();
     assert!(
-        error
-            .to_string()
-            .contains("mlp_layer needs f32 x[N,K], W[K,M], b[M]"),
-        "{error}"
+        message.contains("mlp_layer needs f32 x[N,K], W[K,M], b[M]"),
+        "{message}"
     );
 }
 

@@ -9,8 +9,9 @@ mod support;
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    mlir, CachePolicy, DiskCacheFolder, Dispatched, FallbackReason, JitError, JitFunction,
-    JitRuntime, Lowered, Origin, Phase, Provenance, Refusal, Severity, Value, VariantError,
+    mlir, CachePolicy, DiskCacheFolder, Dispatched, ErrorChain, FallbackReason, JitError,
+    JitFunction, JitRuntime, Lowered, Origin, Phase, Provenance, Refusal, Severity, Value,
+    VariantError,
 };
 use support::{array, assert_close, jit};
 
@@ -399,8 +400,9 @@ fn runtime_errors_are_returned_not_hidden() {
     let error = jit
         .dispatch(&fixed, &[Value::from(array(&[5], 1))], &[])
         .unwrap_err();
-    assert!(matches!(error, JitError::Runtime(_)), "{error}");
-    assert!(error.to_string().contains("mismatch"), "{error}");
+    let message = ErrorChain(&error).to_string();
+    assert!(matches!(error, JitError::Runtime(_)), "{message}");
+    assert!(message.contains("mismatch"), "{message}");
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sheaf_integration::{DiskCacheFolder, JitError, JitRuntime, Origin, Provenance};
+use sheaf_integration::{DiskCacheFolder, ErrorChain, JitError, JitRuntime, Origin, Provenance};
 
 fn runtime(dir: &Path) -> Result<JitRuntime, JitError> {
     JitRuntime::new(
@@ -83,7 +83,7 @@ fn a_cache_folder_others_can_write_is_an_error_that_says_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
     let error = runtime(dir.path()).unwrap_err();
-    let message = error.to_string();
+    let message = ErrorChain(&error).to_string();
     assert!(matches!(error, JitError::DiskCache(_)), "{message}");
     for hint in [
         "chmod 700",

@@ -10,7 +10,7 @@ mod support;
 use iree_safe::compiler::{choose_compiler, CompileOptions};
 use iree_safe::{Runtime, Tensor};
 use ndarray::{ArrayD, IxDyn};
-use sheaf_integration::{reference, ArgSpec, DType, Signature, Value};
+use sheaf_integration::{reference, ArgSpec, DType, ErrorChain, Signature, Value};
 use support::{array, assert_close, jit};
 
 /// The dims of `x`, `W` and `b`, in signature order.
@@ -95,7 +95,7 @@ fn every_dynamic_variant_of_mlp_layer_compiles_and_matches_the_interpreter() {
             &format!("module @variants {{\n{module}}}\n"),
             &CompileOptions::stablehlo(),
         )
-        .unwrap_or_else(|e| panic!("the 256 variants do not compile: {e}"));
+        .unwrap_or_else(|e| panic!("the 256 variants do not compile: {}", ErrorChain(&e)));
     let runtime = Runtime::new("local-sync").unwrap();
     let loaded = runtime.load(artifact.vmfb()).unwrap();
     for (i, variant) in variants.iter().enumerate() {
@@ -116,7 +116,7 @@ fn every_dynamic_variant_of_mlp_layer_compiles_and_matches_the_interpreter() {
         let result = outputs[0].as_tensor().unwrap();
         let actual = ArrayD::from_shape_vec(IxDyn(result.shape()), result.to_vec::<f32>().unwrap());
         let expected = reference::interpret_mlp_layer(&arrays.map(Value::from))
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap_or_else(|e| panic!("{}", ErrorChain(&e)));
         assert_close(
             &Value::from(actual.unwrap()),
             &expected[0],

@@ -5,7 +5,10 @@
 mod support;
 
 use sheaf_integration::reference;
-use sheaf_integration::{DiskCacheFolder, JitRuntime, Origin, Precompile, Provenance, Value};
+use sheaf_integration::{
+    DiskCacheFolder, ErrorChain, JitError, JitRuntime, Origin, Precompile, Provenance, Value,
+    VariantError,
+};
 use support::{array, assert_close};
 
 fn shapes(range: std::ops::RangeInclusive<usize>) -> Vec<[Value; 1]> {
@@ -75,6 +78,15 @@ fn a_lowering_error_fails_the_batch_and_caches_nothing() {
     let mut calls: Vec<_> = good.iter().map(|x| Precompile::new(&sigmoid, x)).collect();
     calls.push(Precompile::new(&sigmoid, &bad));
     let error = jit.precompile(&calls).unwrap_err();
-    assert!(error.to_string().contains("lowering `sigmoid`"), "{error}");
+    assert!(
+        matches!(error, JitError::Precompile(VariantError::Lowering { .. })),
+        "{error:?}"
+    );
+    let message = ErrorChain(&error).to_string();
+    assert!(message.contains("cannot lower `sigmoid`"), "{message}");
+    assert!(
+        message.contains("sigmoid needs a float tensor, got i32[2]"),
+        "{message}"
+    );
     assert_eq!(jit.stats().total.live_entries, 0);
 }

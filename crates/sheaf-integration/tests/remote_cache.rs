@@ -13,8 +13,8 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use sheaf_integration::{
-    BreakerState, DiskCacheFolder, JitConfigBuilder, JitError, JitRuntime, Origin, Provenance,
-    RemoteCacheUrl, RemoteSecret, RemoteStats,
+    BreakerState, DiskCacheFolder, ErrorChain, JitConfigBuilder, JitError, JitRuntime, Origin,
+    Provenance, RemoteCacheUrl, RemoteSecret, RemoteStats,
 };
 use support::redis_server::{free_port, url_of, RedisServer};
 
@@ -223,9 +223,13 @@ fn a_remote_cache_without_a_private_secret_is_refused_with_what_to_do() {
     fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
     let error =
         JitRuntime::new(settings(&url, secrets.path(), disk.path()).build().unwrap()).unwrap_err();
-    let message = error.to_string();
+    let message = ErrorChain(&error).to_string();
     assert!(matches!(error, JitError::RemoteSecret(_)), "{message}");
     assert!(message.contains("chmod 600"), "{message}");
+    assert!(
+        message.contains("SHEAF_JIT_REMOTE_SECRET_FILE"),
+        "{message}"
+    );
     fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
     let tls = JitRuntime::new(
         settings("rediss://cache:6380", secrets.path(), disk.path())
@@ -233,8 +237,9 @@ fn a_remote_cache_without_a_private_secret_is_refused_with_what_to_do() {
             .unwrap(),
     )
     .unwrap_err();
-    assert!(matches!(tls, JitError::RemoteCache(_)), "{tls}");
-    assert!(tls.to_string().contains("not supported"), "{tls}");
+    let message = ErrorChain(&tls).to_string();
+    assert!(matches!(tls, JitError::RemoteCache(_)), "{message}");
+    assert!(message.contains("not supported"), "{message}");
 }
 
 #[test]

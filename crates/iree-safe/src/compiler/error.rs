@@ -83,7 +83,7 @@ pub enum CompileError {
 
     /// An I/O operation of the driver itself failed (spawning
     /// `iree-compile`, talking to it through pipes).
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Io {
         /// What the driver was doing.
         context: String,

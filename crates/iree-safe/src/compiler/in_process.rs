@@ -77,6 +77,11 @@ impl InProcessCompiler {
     ///
     /// The first successful load in a process initializes the compiler
     /// (about 20 ms); later calls return the same library at once.
+    ///
+    /// # Errors
+    ///
+    /// [`CompileError::NotFound`] when no library is named or installed, and
+    /// the errors of [`load_from`](Self::load_from).
     pub fn load() -> Result<Self, CompileError> {
         let path = locate_compiler_library()?;
         // SAFETY: `IREE_COMPILER_LIB` and the manifest name IREE's compiler
@@ -91,6 +96,12 @@ impl InProcessCompiler {
     ///
     /// Only one compiler library can be loaded per process: loading the same
     /// file again returns it, another file is an error.
+    ///
+    /// # Errors
+    ///
+    /// [`CompileError::Load`] when the library cannot be loaded or
+    /// initialized (or another library is loaded already), and
+    /// [`CompileError::ApiVersion`] when its embedding API is not 1.x, x ≥ 4.
     ///
     /// # Safety
     ///

@@ -33,6 +33,12 @@ const EXECUTABLE: Tool = Tool {
 /// The path of `libIREECompiler.so`: `$IREE_COMPILER_LIB`, else the library
 /// of the install the runtime was built from
 /// (`iree_sys::build_info::COMPILER_LIBRARY`).
+///
+/// # Errors
+///
+/// [`CompileError::NotFound`] when the variable is unset and no install
+/// names a library, or the path named does not exist (the error lists what
+/// was tried).
 pub fn locate_compiler_library() -> Result<PathBuf, CompileError> {
     LIBRARY.locate(&Environment::process())
 }
@@ -51,6 +57,12 @@ pub fn compiler_library_is_explicit() -> bool {
 /// The native executable comes first because the install's launcher is pip's
 /// Python launcher (`venv/bin/iree-compile`), which starts a Python
 /// interpreter before the compiler: about 0.25 s more per compilation.
+///
+/// # Errors
+///
+/// [`CompileError::NotFound`] when neither the variable, the install nor
+/// `PATH` leads to an existing `iree-compile` (the error lists what was
+/// tried).
 pub fn locate_iree_compile() -> Result<PathBuf, CompileError> {
     EXECUTABLE.locate(&Environment::process())
 }
@@ -66,6 +78,12 @@ pub fn locate_iree_compile() -> Result<PathBuf, CompileError> {
 /// - an `iree-compile` elsewhere is asked (`--version`, a child process);
 /// - a library elsewhere (`IREE_COMPILER_LIB`) is known by its canonical
 ///   path, size and modification time: a rebuilt library is a new key.
+///
+/// # Errors
+///
+/// [`CompileError::NotFound`] when the compiler `preference` picks cannot
+/// be found, and [`CompileError::BadExecutable`] when an `iree-compile`
+/// outside the install does not answer `--version` as IREE's does.
 pub fn compiler_identity(preference: super::CompilerPreference) -> Result<String, CompileError> {
     use super::CompilerPreference;
     let env = Environment::process();

@@ -85,6 +85,13 @@ pub use version::{ApiVersion, CompilerVersion};
 pub trait Compiler: Send + Sync + fmt::Debug {
     /// Compiles `mlir` (a whole MLIR module, StableHLO or linalg) with
     /// `options`. On failure the error carries the compiler's diagnostics.
+    ///
+    /// # Errors
+    ///
+    /// [`CompileError::Compilation`] with the compiler's diagnostics when the
+    /// program is refused, [`CompileError::InvalidFlags`] when a flag of
+    /// `options` is, and [`CompileError::Io`] when the driver cannot talk to
+    /// the compiler (the subprocess).
     fn compile(&self, mlir: &str, options: &CompileOptions) -> Result<Artifact, CompileError>;
 
     /// Which compiler build this is.
@@ -210,6 +217,13 @@ pub struct CompilerChoice {
 /// loaded from the install falls back to the subprocess (logged at warn
 /// level, and said in [`CompilerChoice::reason`]); one named by
 /// `IREE_COMPILER_LIB` that cannot be loaded is an error.
+///
+/// # Errors
+///
+/// The errors of [`InProcessCompiler::load`] when the in-process compiler is
+/// asked for (or named by `IREE_COMPILER_LIB`), and of
+/// [`SubprocessCompiler::locate`] when the subprocess is asked for or taken
+/// as the fallback.
 pub fn choose_compiler(preference: CompilerPreference) -> Result<CompilerChoice, CompileError> {
     let in_process = |reason: &str| -> Result<CompilerChoice, CompileError> {
         let compiler = InProcessCompiler::load()?;

@@ -27,11 +27,21 @@ pub struct SubprocessCompiler {
 impl SubprocessCompiler {
     /// Uses the `iree-compile` named by `IREE_COMPILE`, else by the install
     /// manifest, else found on `PATH` (see [`locate_iree_compile`]).
+    ///
+    /// # Errors
+    ///
+    /// [`CompileError::NotFound`] when no `iree-compile` is found, and the
+    /// errors of [`new`](Self::new).
     pub fn locate() -> Result<Self, CompileError> {
         Self::new(locate_iree_compile()?)
     }
 
     /// Uses the `iree-compile` at `path`, after asking it for its version.
+    ///
+    /// # Errors
+    ///
+    /// [`CompileError::BadExecutable`] when `path` cannot be run, or does not
+    /// answer `--version` with an IREE compiler version.
     pub fn new(path: impl Into<PathBuf>) -> Result<Self, CompileError> {
         let path = path.into();
         let bad = |message: String| CompileError::BadExecutable {

@@ -31,6 +31,7 @@ use super::key::ArtifactKey;
 use super::remote::{RemoteStats, RemoteTier};
 use super::trust::{self, Owners, Secret, StoreError};
 use super::verified::VerifiedArtifact;
+use crate::error::ErrorChain;
 use crate::single_flight::Flight;
 
 /// Keep temporary files of crashed writers at most this long.
@@ -120,7 +121,7 @@ pub enum BuildError<B, L> {
     #[error(transparent)]
     Build(B),
     /// `load` refused the freshly built artifact (which was not stored).
-    #[error("the freshly built artifact was rejected: {0}")]
+    #[error("the freshly built artifact was rejected")]
     Rejected(#[source] L),
 }
 
@@ -180,6 +181,13 @@ impl ArtifactStore {
     /// The store configured by `config`: creates its folder (mode 0700) and
     /// secret if need be, and refuses a folder that is a symbolic link, that
     /// another user owns, or that group or others may write.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Insecure`] for a folder (or secret) that is a link, that
+    /// another user owns or that others may write (or read, for the
+    /// secret), and [`StoreError::Io`] when the folder or the secret cannot
+    /// be created or read.
     pub fn open(config: StoreConfig) -> Result<Self, StoreError> {
         let entries = config.directory.join("vmfb");
         trust::create_folder(&config.directory)?;
@@ -200,6 +208,12 @@ impl ArtifactStore {
     /// belong to this user or to root and be writable by no one else, and so
     /// must each entry when it is read (one that is not is counted in
     /// [`StoreStats::insecure`] and never loaded).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Insecure`] for a folder or secret that is a link, that
+    /// belongs to someone else than this user or root, or that others may
+    /// write, and [`StoreError::Io`] when one cannot be read (or is missing).
     pub fn open_read_only(directory: impl Into<PathBuf>) -> Result<Self, StoreError> {
         let directory = directory.into();
         let entries = directory.join("vmfb");
@@ -279,6 +293,12 @@ impl ArtifactStore {
     /// stored. With no `key` (the caller cannot identify the artifact), or
     /// no folder and no remote tier, the artifact is built and loaded
     /// without touching either.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::Build`] with `build`'s error, and
+    /// [`BuildError::Rejected`] with `load`'s error for the artifact just built
+    /// (an entry `load` refuses is not an error: it is built again).
     pub fn fetch_or_build<V, B, L: fmt::Display>(
         &self,
         key: Option<&ArtifactKey>,
@@ -483,7 +503,7 @@ impl ArtifactStore {
                 tracing::debug!(
                     target: "jit_cache",
                     entry = %path.display(),
-                    %error,
+                    error = %ErrorChain(&error),
                     "cannot write a disk-cache entry"
                 );
                 bump(&self.counters.write_errors, 1);

@@ -91,6 +91,11 @@ impl RedisStore {
     /// `redis+unix:///path/to/socket[?db=N&pass=PASSWORD]`. Does not
     /// connect: the first request does, so a server that is down at start
     /// costs nothing until then. TLS (`rediss://`) is not supported.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteError::Address`] for an address that is not one of the above
+    /// (saying why, without the password).
     pub fn new(url: &str, timeouts: RemoteTimeouts) -> Result<RedisStore, RemoteError> {
         let shown = Self::redacted(url);
         let address = Address::parse(url).map_err(|reason| RemoteError::Address {
@@ -160,29 +165,30 @@ impl RedisStore {
     /// What `failed` in `phase` means, for the tier's counters and logs.
     fn error(&self, failed: Failed, phase: Phase) -> RemoteError {
         let Failed { step, error } = failed;
-        let shown = &self.shown;
-        match error {
+        let url = self.shown.clone();
+        let source = match error {
             ReplyError::Io(error) if error.kind() == io::ErrorKind::TimedOut => {
                 let (doing, timeout) = match phase {
                     Phase::Connect => ("connecting", self.timeouts.connect),
                     Phase::Request => ("the request", self.timeouts.request),
                 };
-                RemoteError::Unavailable(format!(
-                    "{shown}: {doing} took longer than its {timeout:?} timeout (stopped at \
-                     {step})"
-                ))
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("{doing} took longer than its {timeout:?} timeout"),
+                )
             }
-            ReplyError::Io(error) => RemoteError::Unavailable(format!("{shown}: {step}: {error}")),
-            ReplyError::Closed => RemoteError::Unavailable(format!(
-                "{shown}: the server closed the connection in its reply to {step}"
-            )),
-            ReplyError::Server(message) => RemoteError::Server(format!(
-                "{shown} answered {step} with the error `{message}`"
-            )),
+            ReplyError::Io(error) => error,
+            ReplyError::Closed => io::Error::new(io::ErrorKind::UnexpectedEof, ReplyError::Closed),
+            ReplyError::Server(message) => return RemoteError::Server { url, step, message },
             ReplyError::Protocol(violation) => {
-                RemoteError::Protocol(format!("{shown} answered {step} with {violation}"))
+                return RemoteError::Protocol {
+                    url,
+                    step,
+                    violation,
+                }
             }
-        }
+        };
+        RemoteError::Unavailable { url, step, source }
     }
 }
 

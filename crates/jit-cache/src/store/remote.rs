@@ -21,6 +21,7 @@
 //! [`RedisStore`]: super::RedisStore
 
 use std::fmt;
+use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -33,7 +34,7 @@ use super::entry::{self, ReadOutcome, HEADER_LEN};
 use super::key::ArtifactKey;
 use super::trust::Secret;
 use super::verified::VerifiedArtifact;
-use crate::ByteSize;
+use crate::{ByteSize, ErrorChain};
 
 /// A remote key-value store of artifact entries: what [`RemoteTier`] needs
 /// of a backend. Implementations bound every request with timeouts (the
@@ -42,11 +43,20 @@ use crate::ByteSize;
 pub trait RemoteStore: Send + Sync + fmt::Debug {
     /// The value stored under `key`, unless it is longer than `max_bytes`
     /// (then it is not downloaded).
+    ///
+    /// # Errors
+    ///
+    /// A [`RemoteError`] when the store cannot be reached in time, answers
+    /// with an error, or breaks its protocol.
     fn get(&self, key: &str, max_bytes: u64) -> Result<RemoteValue, RemoteError>;
 
     /// Stores `value` under `key`, replacing any value there. Concurrent
     /// puts of one key may race: the store must keep one of the values
     /// whole.
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get).
     fn put(&self, key: &str, value: &[u8]) -> Result<(), RemoteError>;
 }
 
@@ -76,19 +86,44 @@ pub enum RemoteError {
         reason: String,
     },
     /// The store cannot be reached, or did not answer in time.
-    #[error("remote artifact store unreachable: {0}")]
-    Unavailable(String),
+    #[error("cannot reach the remote artifact store `{url}` ({step})")]
+    Unavailable {
+        /// The address, without its password.
+        url: String,
+        /// What failed: `connect`, or the request (for Redis, its command:
+        /// `STRLEN`, `GETRANGE`, `SET`, ...).
+        step: &'static str,
+        /// Why: the operating system's error, a timeout
+        /// ([`io::ErrorKind::TimedOut`], saying which), or the connection
+        /// closed mid-reply ([`io::ErrorKind::UnexpectedEof`]).
+        #[source]
+        source: io::Error,
+    },
     /// The store answered with an error.
-    #[error("remote artifact store error: {0}")]
-    Server(String),
+    #[error("the remote artifact store `{url}` answered {step} with the error `{message}`")]
+    Server {
+        /// The address, without its password.
+        url: String,
+        /// The request (for Redis, its command).
+        step: &'static str,
+        /// The store's error, with control characters escaped.
+        message: String,
+    },
     /// The store answered with something its protocol does not allow there
     /// (a reply of another type, a value longer than asked for, a line
     /// without end): not read further, the connection closed.
     #[error(
-        "remote artifact store broke the protocol: {0}; is the address that of a Redis \
-         server?"
+        "the remote artifact store `{url}` broke the protocol in its reply to {step}: \
+         {violation}; is the address that of a Redis server?"
     )]
-    Protocol(String),
+    Protocol {
+        /// The address, without its password.
+        url: String,
+        /// The request (for Redis, its command).
+        step: &'static str,
+        /// What was wrong with the reply.
+        violation: String,
+    },
 }
 
 /// Settings of a [`RemoteTier`].
@@ -257,6 +292,11 @@ impl RemoteTier {
     /// A tier over `backend` whose entries are authenticated with `secret`
     /// (the same 32 bytes on every machine that shares the store). Starts
     /// the publisher thread.
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error when the publisher thread cannot be
+    /// started.
     pub fn new(
         backend: Box<dyn RemoteStore>,
         secret: Secret,
@@ -463,8 +503,9 @@ impl Shared {
 
     fn failed(&self, name: &str, error: &RemoteError) {
         bump(&self.counters.errors, 1);
+        let error = ErrorChain(error);
         tracing::debug!(target: "jit_cache", key = %name, %error, "remote artifact store: {error}");
-        self.breaker.failed(Instant::now(), error);
+        self.breaker.failed(Instant::now(), &error);
     }
 
     /// The publisher thread: publishes each queued artifact until the tier
@@ -520,12 +561,21 @@ mod tests {
     #[derive(Debug, Clone, Default)]
     struct Shared(Arc<Memory>);
 
+    /// What a [`Shared`] that is down answers.
+    fn down() -> RemoteError {
+        RemoteError::Unavailable {
+            url: "memory".to_owned(),
+            step: "request",
+            source: io::ErrorKind::ConnectionRefused.into(),
+        }
+    }
+
     impl RemoteStore for Shared {
         fn get(&self, key: &str, max_bytes: u64) -> Result<RemoteValue, RemoteError> {
             let memory = &self.0;
             memory.requests.fetch_add(1, Ordering::Relaxed);
             if memory.down.load(Ordering::Relaxed) {
-                return Err(RemoteError::Unavailable("down".to_owned()));
+                return Err(down());
             }
             Ok(match memory.values.lock().unwrap().get(key) {
                 None => RemoteValue::Missing,
@@ -547,7 +597,7 @@ mod tests {
             }
             drop(hold);
             if memory.down.load(Ordering::Relaxed) {
-                return Err(RemoteError::Unavailable("down".to_owned()));
+                return Err(down());
             }
             memory
                 .values

@@ -36,7 +36,7 @@ pub const MAX_ERROR_LINE: u64 = 4096;
 pub enum ReplyError {
     /// Reading or writing failed, or timed out
     /// ([`io::ErrorKind::TimedOut`]).
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] io::Error),
     /// The server closed the connection before its reply was complete.
     #[error("the connection closed mid-reply")]
@@ -63,6 +63,12 @@ pub(crate) fn write_command(out: &mut impl Write, name: &str, args: &[&[u8]]) ->
 }
 
 /// Reads the answer to `STRLEN`: a length (a non-negative integer).
+///
+/// # Errors
+///
+/// [`ReplyError::Io`] and [`ReplyError::Closed`] when the reply cannot be
+/// read whole, [`ReplyError::Server`] for an error reply, and
+/// [`ReplyError::Protocol`] for anything else.
 pub fn read_length(reader: &mut impl BufRead) -> Result<u64, ReplyError> {
     let length = parse_integer(&read_header(reader, b':')?)?;
     u64::try_from(length).map_err(|_| protocol(format!("a negative length ({length})")))
@@ -70,6 +76,10 @@ pub fn read_length(reader: &mut impl BufRead) -> Result<u64, ReplyError> {
 
 /// Reads the answer to `GETRANGE`: a bulk string of at most `max_len` bytes,
 /// or `None` (`$-1`). A longer one is a violation, refused from its header.
+///
+/// # Errors
+///
+/// As [`read_length`].
 pub fn read_bulk(reader: &mut impl BufRead, max_len: u64) -> Result<Option<Vec<u8>>, ReplyError> {
     let len = match parse_integer(&read_header(reader, b'$')?)? {
         -1 => return Ok(None),
@@ -94,6 +104,10 @@ pub fn read_bulk(reader: &mut impl BufRead, max_len: u64) -> Result<Option<Vec<u
 }
 
 /// Reads the answer to `SET`, `AUTH` or `SELECT`: `+OK`.
+///
+/// # Errors
+///
+/// As [`read_length`].
 pub fn read_ok(reader: &mut impl BufRead) -> Result<(), ReplyError> {
     match read_header(reader, b'+')? {
         ok if ok == b"OK" => Ok(()),

@@ -36,7 +36,7 @@ const SECRET_FILE: &str = "secret";
 pub enum StoreError {
     /// The folder (or a file the store relies on) could be changed by
     /// someone else, who could then plant code this process would run.
-    #[error("the artifact cache {} is not safe to use: {reason}", path.display())]
+    #[error("{} is not safe to use: {reason}", path.display())]
     Insecure {
         /// The folder or file.
         path: PathBuf,
@@ -44,7 +44,7 @@ pub enum StoreError {
         reason: String,
     },
     /// The folder or its secret cannot be created or read.
-    #[error("the artifact cache {}: {source}", path.display())]
+    #[error("cannot create or read {}", path.display())]
     Io {
         /// The folder or file.
         path: PathBuf,
@@ -177,6 +177,13 @@ impl Secret {
     /// read or write (mode 0600 or 0400), checked as strictly as a disk
     /// cache's own secret. Make one with
     /// `(umask 077; head -c 32 /dev/urandom > FILE)`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Insecure`] for a file that is a link, not a regular file,
+    /// not this user's, readable or writable by others, or longer than 32
+    /// bytes, and [`StoreError::Io`] for one that cannot be opened or is
+    /// shorter.
     pub fn from_file(path: &Path) -> Result<Secret, StoreError> {
         Self::load(path, Owners::User)
     }
@@ -309,6 +316,11 @@ pub(crate) fn open_file(
 /// ([`StoreError::Insecure`], with the command that fixes it). The checks
 /// are of the opened file, so it cannot be swapped between check and use.
 /// Returns the file and the metadata checked.
+///
+/// # Errors
+///
+/// [`StoreError::Insecure`] as above, and [`StoreError::Io`] when the file
+/// cannot be opened.
 pub fn open_read_only_file(path: &Path) -> Result<(File, Metadata), StoreError> {
     open_file(path, Owners::UserOrRoot, CLOSE_FILE)
 }

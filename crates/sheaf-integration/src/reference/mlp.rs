@@ -74,7 +74,7 @@ fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
 /// is written as a broadcast multiply reduced over K instead: with a 1
 /// among N, K and M, the `N×K×M` intermediate is no larger than an operand
 /// or the result.
-fn matmul(result: &str, x: &ArgSpec, w: &ArgSpec, out: &ArgSpec) -> Result<String, String> {
+fn matmul(result: &str, x: &ArgSpec, w: &ArgSpec, out: &ArgSpec) -> Result<String, LoweringError> {
     let (tx, tw, ty) = (mlir::arg_type(x)?, mlir::arg_type(w)?, mlir::arg_type(out)?);
     let dynamic = x.has_dynamic_dims() || w.has_dynamic_dims();
     let unit = x.dims().iter().chain(w.dims()).any(|&dim| dim == 1);
@@ -85,7 +85,7 @@ fn matmul(result: &str, x: &ArgSpec, w: &ArgSpec, out: &ArgSpec) -> Result<Strin
         ));
     }
     let (&[n, k], &[_, m]) = (x.dims(), w.dims()) else {
-        return Err(format!("a matmul takes two matrices, got {x} and {w}"));
+        return Err(format!("a matmul takes two matrices, got {x} and {w}").into());
     };
     let cube = ArgSpec::new(DType::F32, &[n, k, m]);
     let tc = mlir::arg_type(&cube)?;
@@ -111,25 +111,35 @@ fn matmul(result: &str, x: &ArgSpec, w: &ArgSpec, out: &ArgSpec) -> Result<Strin
 }
 
 /// The `ndarray` interpreter of [`mlp_layer`].
+///
+/// # Errors
+///
+/// [`ReferenceError::Arguments`] unless `args` are three f32 tensors of
+/// chaining shapes, and [`ReferenceError::Read`] when one cannot be read.
 pub fn interpret_mlp_layer(args: &[Value]) -> Result<Vec<Value>, ReferenceError> {
     let [HostTensor::F32(x), HostTensor::F32(w), HostTensor::F32(b)] = &host_tensors(args)?[..]
     else {
-        return Err(ReferenceError("mlp_layer takes three f32 tensors".into()));
+        return Err(ReferenceError::Arguments(
+            "mlp_layer takes three f32 tensors".into(),
+        ));
+    };
+    let rank = |name: &str, shape: &[usize], rank: usize| {
+        ReferenceError::Arguments(format!("{name} must be {rank}-D, not of shape {shape:?}"))
     };
     let x = x
         .view()
         .into_dimensionality::<Ix2>()
-        .map_err(|e| ReferenceError(format!("x must be 2-D: {e}")))?;
+        .map_err(|_| rank("x", x.shape(), 2))?;
     let w = w
         .view()
         .into_dimensionality::<Ix2>()
-        .map_err(|e| ReferenceError(format!("W must be 2-D: {e}")))?;
+        .map_err(|_| rank("W", w.shape(), 2))?;
     let b = b
         .view()
         .into_dimensionality::<Ix1>()
-        .map_err(|e| ReferenceError(format!("b must be 1-D: {e}")))?;
+        .map_err(|_| rank("b", b.shape(), 1))?;
     if x.ncols() != w.nrows() || w.ncols() != b.len() {
-        return Err(ReferenceError(format!(
+        return Err(ReferenceError::Arguments(format!(
             "shapes {:?}, {:?}, {:?} do not chain",
             x.shape(),
             w.shape(),

@@ -42,21 +42,17 @@ pub fn ragged_batch_sizes(calls: usize, max: usize) -> Vec<usize> {
         .collect()
 }
 
-/// Why a reference interpreter refused its arguments.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ReferenceError(pub String);
-
-impl From<String> for ReferenceError {
-    fn from(message: String) -> Self {
-        ReferenceError(message)
-    }
-}
-
-impl From<crate::JitError> for ReferenceError {
-    fn from(error: crate::JitError) -> Self {
-        ReferenceError(error.to_string())
-    }
+/// Why a reference interpreter failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReferenceError {
+    /// The arguments are not what the function takes: why.
+    #[error("{0}")]
+    Arguments(String),
+    /// An argument could not be read: not a tensor, or a device tensor that
+    /// could not be copied to the host.
+    #[error("cannot read an argument")]
+    Read(#[from] crate::JitError),
 }
 
 /// The host tensors of `args`, which must all be tensors.

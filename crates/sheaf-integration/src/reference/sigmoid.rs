@@ -34,10 +34,17 @@ fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
 }
 
 /// The `ndarray` interpreter of [`sigmoid`].
+///
+/// # Errors
+///
+/// [`ReferenceError::Arguments`] unless `args` is one f32 or f64 tensor,
+/// and [`ReferenceError::Read`] when it cannot be read.
 pub fn interpret_sigmoid(args: &[Value]) -> Result<Vec<Value>, ReferenceError> {
     match &host_tensors(args)?[..] {
         [HostTensor::F32(x)] => Ok(vec![Value::host(x.mapv(|v| 1.0 / (1.0 + (-v).exp())))]),
         [HostTensor::F64(x)] => Ok(vec![Value::host(x.mapv(|v| 1.0 / (1.0 + (-v).exp())))]),
-        _ => Err(ReferenceError("sigmoid takes one f32 or f64 tensor".into())),
+        _ => Err(ReferenceError::Arguments(
+            "sigmoid takes one f32 or f64 tensor".into(),
+        )),
     }
 }

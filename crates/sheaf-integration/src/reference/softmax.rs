@@ -92,12 +92,21 @@ fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
 }
 
 /// The `ndarray` interpreter of [`softmax`] at `temperature`.
+///
+/// # Errors
+///
+/// [`ReferenceError::Arguments`] unless `args` is one f32 tensor of rank
+/// at least 1, and [`ReferenceError::Read`] when it cannot be read.
 pub fn interpret_softmax(args: &[Value], temperature: f32) -> Result<Vec<Value>, ReferenceError> {
     let [HostTensor::F32(x)] = &host_tensors(args)?[..] else {
-        return Err(ReferenceError("softmax takes one f32 tensor".into()));
+        return Err(ReferenceError::Arguments(
+            "softmax takes one f32 tensor".into(),
+        ));
     };
     if x.ndim() == 0 {
-        return Err(ReferenceError("softmax needs a tensor of rank >= 1".into()));
+        return Err(ReferenceError::Arguments(
+            "softmax needs a tensor of rank >= 1".into(),
+        ));
     }
     let mut y = x.mapv(|v| v / temperature);
     for mut lane in y.lanes_mut(Axis(x.ndim() - 1)) {

@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use iree_safe::compiler::{self, Compiler};
 use iree_safe::legacy::LegacySession;
-use sheaf_integration::{reference, CapturedScalar, DType, JitConfig, JitFunction, Signature};
+use sheaf_integration::{
+    reference, CapturedScalar, DType, ErrorChain, JitConfig, JitFunction, Signature,
+};
 
 use crate::args::Args;
 use crate::workload::{self, Record, Recorder};
@@ -42,7 +44,7 @@ impl Legacy {
         Ok(Legacy {
             driver: driver.to_owned(),
             compiler: compiler::choose_compiler(compiler::CompilerPreference::Auto)
-                .map_err(|e| e.to_string())?
+                .map_err(|e| ErrorChain(&e).to_string())?
                 .compiler,
             options: JitConfig::default().compile.options,
             artifacts: HashMap::new(),
@@ -73,7 +75,8 @@ impl Legacy {
         let slot_shapes = self.slots.get(&name).map(|slot| slot.shapes.clone());
         if slot_shapes.as_ref() != Some(&shapes) {
             let bytes = self.artifact(function, &shapes, captured)?;
-            let session = LegacySession::new(&self.driver, &bytes).map_err(|e| e.to_string())?;
+            let session =
+                LegacySession::new(&self.driver, &bytes).map_err(|e| ErrorChain(&e).to_string())?;
             self.sessions.push(session);
             let index = self.sessions.len() - 1;
             self.slots.insert(
@@ -96,7 +99,7 @@ impl Legacy {
         let session = self.slots[&name].session;
         self.sessions[session]
             .call_f32(&format!("{name}.{}", function.entry_symbol()), inputs)
-            .map_err(|e| e.to_string())
+            .map_err(|e| ErrorChain(&e).to_string())
     }
 
     /// Compiled bytes for this key, compiling on first use.
@@ -121,11 +124,11 @@ impl Legacy {
         }
         let mlir = function
             .module_text(&signature)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ErrorChain(&e).to_string())?;
         let bytes = self
             .compiler
             .compile(&mlir, &self.options)
-            .map_err(|e| e.to_string())?
+            .map_err(|e| ErrorChain(&e).to_string())?
             .into_bytes();
         self.artifacts.insert(key, bytes.clone());
         Ok(bytes)

@@ -37,7 +37,7 @@ use std::io::BufRead;
 use std::process::{Command, ExitCode, Stdio};
 
 use args::{Args, Mode};
-use sheaf_integration::CompileMode;
+use sheaf_integration::{CompileMode, ErrorChain};
 use workload::Record;
 
 fn main() -> ExitCode {
@@ -67,7 +67,7 @@ fn main() -> ExitCode {
 
 /// Runs one mode in this process, printing records as JSON lines.
 fn run_child(mode: Mode, args: &Args) -> Result<(), String> {
-    sheaf_integration::trace::init_from_env().map_err(|e| e.to_string())?;
+    sheaf_integration::trace::init_from_env().map_err(|e| ErrorChain(&e).to_string())?;
     let mut emit = |record: &Record| {
         println!(
             "{}",

@@ -17,7 +17,9 @@
 use std::time::Instant;
 
 use ndarray::{ArrayD, IxDyn};
-use sheaf_integration::{reference, CompileMode, DiskCacheFolder, JitConfig, JitRuntime, Value};
+use sheaf_integration::{
+    reference, CompileMode, DiskCacheFolder, ErrorChain, JitConfig, JitRuntime, Value,
+};
 
 use crate::args::{Args, Mode};
 use crate::legacy::Legacy;
@@ -128,8 +130,8 @@ pub(crate) fn run(mode: Mode, args: &Args, emit: &mut dyn FnMut(&Record)) -> Res
                 .compile(|compile| compile.mode = CompileMode::Blocking)
                 .cache(|cache| cache.dynamic_dims = mode == Mode::Dynamic)
                 .build()
-                .map_err(|e| e.to_string())?;
-            let jit = JitRuntime::new(config).map_err(|e| e.to_string())?;
+                .map_err(|e| ErrorChain(&e).to_string())?;
+            let jit = JitRuntime::new(config).map_err(|e| ErrorChain(&e).to_string())?;
             let (w_value, bias_value) = (Value::from(w.clone()), Value::from(bias.clone()));
             for (i, &batch) in reference::ragged_batch_sizes(args.ragged_calls, MAX_BATCH)
                 .iter()
@@ -143,8 +145,10 @@ pub(crate) fn run(mode: Mode, args: &Args, emit: &mut dyn FnMut(&Record)) -> Res
                     .call(&mlp, &args, &[], |args, _| {
                         reference::interpret_mlp_layer(args)
                     })
-                    .map_err(|e| e.to_string())?;
-                let y = result.outputs[0].to_host().map_err(|e| e.to_string())?;
+                    .map_err(|e| ErrorChain(&e).to_string())?;
+                let y = result.outputs[0]
+                    .to_host()
+                    .map_err(|e| ErrorChain(&e).to_string())?;
                 let nanos = start.elapsed().as_nanos() as u64;
                 let correct = workload::matches(workload::data(f32s(&y)?), &expected);
                 let t = jit.stats().total;
@@ -169,8 +173,10 @@ fn expected(x: &ArrayD<f32>, w: &ArrayD<f32>, bias: &ArrayD<f32>) -> Result<Arra
         Value::from(w.clone()),
         Value::from(bias.clone()),
     ];
-    let outputs = reference::interpret_mlp_layer(&args).map_err(|e| e.to_string())?;
-    let host = outputs[0].to_host().map_err(|e| e.to_string())?;
+    let outputs = reference::interpret_mlp_layer(&args).map_err(|e| ErrorChain(&e).to_string())?;
+    let host = outputs[0]
+        .to_host()
+        .map_err(|e| ErrorChain(&e).to_string())?;
     Ok(f32s(&host)?.clone())
 }
 

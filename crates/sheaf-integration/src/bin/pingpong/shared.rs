@@ -5,7 +5,9 @@
 use std::time::{Duration, Instant};
 
 use ndarray::ArrayD;
-use sheaf_integration::{reference, CompileMode, DiskCacheFolder, JitConfig, JitRuntime, Value};
+use sheaf_integration::{
+    reference, CompileMode, DiskCacheFolder, ErrorChain, JitConfig, JitRuntime, Value,
+};
 
 use crate::args::Args;
 use crate::workload::{self, Record, Recorder};
@@ -21,8 +23,8 @@ pub(crate) fn run(
         .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
         .compile(|compile| compile.mode = mode)
         .build()
-        .map_err(|e| e.to_string())?;
-    let jit = JitRuntime::new(config).map_err(|e| e.to_string())?;
+        .map_err(|e| ErrorChain(&e).to_string())?;
+    let jit = JitRuntime::new(config).map_err(|e| ErrorChain(&e).to_string())?;
     let (sigmoid, softmax) = (reference::sigmoid(), reference::softmax());
     let name = match mode {
         CompileMode::Background => "background",
@@ -36,11 +38,12 @@ pub(crate) fn run(
             .call(&sigmoid, &[Value::from(x.clone())], &[], |args, _| {
                 reference::interpret_sigmoid(args)
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ErrorChain(&e).to_string())?;
         if i == 0 {
             recorder.first_result(jit.stats().total.compiles);
             let start = Instant::now();
-            reference::interpret_sigmoid(&[Value::from(x.clone())]).map_err(|e| e.to_string())?;
+            reference::interpret_sigmoid(&[Value::from(x.clone())])
+                .map_err(|e| ErrorChain(&e).to_string())?;
             recorder.interpreter_alone(start.elapsed().as_secs_f64());
         }
         stale += u64::from(!check(&y.outputs, &workload::expected_sigmoid(x)?)?);
@@ -51,7 +54,7 @@ pub(crate) fn run(
             .call(&softmax, &[Value::from(x.clone())], &captured, |args, _| {
                 reference::interpret_softmax(args, t)
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ErrorChain(&e).to_string())?;
         stale += u64::from(!check(&y.outputs, &workload::expected_softmax(x, t)?)?);
 
         let stats = jit.stats();
@@ -84,7 +87,7 @@ fn check(outputs: &[Value], expected: &ArrayD<f32>) -> Result<bool, String> {
         .first()
         .ok_or("no output")?
         .to_host()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| ErrorChain(&e).to_string())?;
     let actual = host.as_f32().ok_or("not an f32 output")?;
     Ok(actual.shape() == expected.shape()
         && workload::matches(actual.as_slice().unwrap_or(&[]), expected))

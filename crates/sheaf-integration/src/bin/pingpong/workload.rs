@@ -4,6 +4,7 @@ use std::time::Instant;
 
 use ndarray::{ArrayD, IxDyn};
 use serde::{Deserialize, Serialize};
+use sheaf_integration::ErrorChain;
 
 /// Shapes `sigmoid` alternates between.
 pub(crate) const SIGMOID_SHAPES: [&[usize]; 2] = [&[1, 5], &[1, 5, 1]];
@@ -48,12 +49,12 @@ pub(crate) fn expected_softmax(x: ArrayD<f32>, t: f32) -> Result<ArrayD<f32>, St
 fn first_f32(
     outputs: Result<Vec<sheaf_integration::Value>, sheaf_integration::reference::ReferenceError>,
 ) -> Result<ArrayD<f32>, String> {
-    let outputs = outputs.map_err(|e| e.to_string())?;
+    let outputs = outputs.map_err(|e| ErrorChain(&e).to_string())?;
     let host = outputs
         .first()
         .ok_or("no output")?
         .to_host()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| ErrorChain(&e).to_string())?;
     host.as_f32()
         .cloned()
         .ok_or_else(|| "not an f32 output".to_owned())

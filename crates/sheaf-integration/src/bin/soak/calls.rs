@@ -4,7 +4,7 @@
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::reference::{self, ReferenceError};
-use sheaf_integration::{CapturedScalar, HostTensor, JitFunction, JitRuntime, Value};
+use sheaf_integration::{CapturedScalar, ErrorChain, HostTensor, JitFunction, JitRuntime, Value};
 
 /// The reference functions, made once.
 pub(crate) struct Functions {
@@ -130,7 +130,9 @@ impl Call {
                     )),
                 }
             }
-            (Expected::Result(_), Err(error)) => Outcome::Wrong(format!("{}: {error}", self.what)),
+            (Expected::Result(_), Err(error)) => {
+                Outcome::Wrong(format!("{}: {}", self.what, ErrorChain(&error)))
+            }
             (Expected::Refusal, Err(_)) => Outcome::Refused,
             (Expected::Refusal, Ok(result)) => Outcome::Wrong(format!(
                 "bad call {} was not refused ({:?})",

@@ -31,7 +31,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sheaf_integration::{
-    CompileMode, DiskCacheFolder, JitConfig, JitRuntime, RemoteCacheUrl, RemoteSecret, Secret,
+    CompileMode, DiskCacheFolder, ErrorChain, JitConfig, JitRuntime, RemoteCacheUrl, RemoteSecret,
+    Secret,
 };
 
 use calls::{Call, Functions, Outcome};
@@ -127,8 +128,8 @@ fn soak(args: &Args) -> Result<bool, String> {
             remote.secret = Some(RemoteSecret::Key(secret));
         })
         .build()
-        .map_err(|e| e.to_string())?;
-    let jit = JitRuntime::new(config).map_err(|e| e.to_string())?;
+        .map_err(|e| ErrorChain(&e).to_string())?;
+    let jit = JitRuntime::new(config).map_err(|e| ErrorChain(&e).to_string())?;
     let (functions, good, bad) = (Functions::new(), calls::good_calls(), calls::bad_calls());
     println!(
         "soak: {} s, {} threads, {} signatures and {} kinds of bad call; background compiles, \
