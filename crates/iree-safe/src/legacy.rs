@@ -40,7 +40,7 @@ impl LegacySession {
     ///
     /// # Errors
     ///
-    /// [`Error::Iree`](crate::Error::Iree) when the driver cannot be opened
+    /// [`Error::Iree`] when the driver cannot be opened
     /// or the artifact loaded.
     pub fn new(driver: &str, vmfb: &[u8]) -> Result<LegacySession> {
         let artifact = AlignedArtifact::copy_of(vmfb)?;
@@ -110,8 +110,8 @@ impl LegacySession {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when a
-    /// shape does not match its data, and [`Error::Iree`](crate::Error::Iree)
+    /// [`Error::InvalidArgument`] when a
+    /// shape does not match its data, and [`Error::Iree`]
     /// when IREE refuses the call or its result.
     pub fn call_f32(
         &mut self,

@@ -41,8 +41,6 @@ use jit_cache::store::{
     open_read_only_file, ArtifactKey, ArtifactStore, StoreConfig, StoreError, VerifiedArtifact,
 };
 
-use crate::error::JitError;
-
 const FORMAT: &str = "sheaf-jit bundle 1";
 const MANIFEST: &str = "manifest.txt";
 
@@ -50,8 +48,8 @@ const MANIFEST: &str = "manifest.txt";
 /// larger one is refused before it is read.
 const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 
-/// What is wrong with an artifact bundle ([`JitError::Bundle`]), or what
-/// failed while exporting one ([`JitError::Export`]).
+/// What is wrong with an artifact bundle ([`JitError::Bundle`](crate::JitError::Bundle)), or what
+/// failed while exporting one ([`JitError::Export`](crate::JitError::Export)).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BundleError {
@@ -154,14 +152,7 @@ impl Bundle {
     /// [`ArtifactStore::open_read_only`] checks them), then its manifest, then
     /// every entry the manifest lists, each a safe file of the size it
     /// records.
-    pub(crate) fn open(dir: &Path) -> Result<Bundle, JitError> {
-        Self::read(dir).map_err(|source| JitError::Bundle {
-            path: dir.to_path_buf(),
-            source,
-        })
-    }
-
-    fn read(dir: &Path) -> Result<Bundle, BundleError> {
+    pub(crate) fn open(dir: &Path) -> Result<Bundle, BundleError> {
         let store = ArtifactStore::open_read_only(dir)?;
         let text = read_manifest(&dir.join(MANIFEST))?;
         let manifest = Manifest::parse(&text)?;
@@ -280,7 +271,7 @@ fn read_manifest(path: &Path) -> Result<String, BundleError> {
 /// does and returns how many artifacts it lists: for the `bundle` fuzz
 /// target, not an API.
 #[doc(hidden)]
-pub fn open_for_fuzzing(dir: &Path) -> Result<usize, JitError> {
+pub fn open_for_fuzzing(dir: &Path) -> Result<usize, BundleError> {
     Bundle::open(dir).map(|bundle| bundle.len())
 }
 

@@ -10,7 +10,7 @@ use iree_safe::compiler::CompileError;
 use jit_cache::FallbackReason;
 
 use crate::bundle::BundleError;
-use crate::lowering::LoweringError;
+use crate::mlir::MlirError;
 
 /// What can go wrong in a JIT call. Compile failures are not errors: the
 /// call runs in the interpreter and says so in its
@@ -197,5 +197,63 @@ impl ConfigError {
             value,
             expected: expected.into(),
         }
+    }
+}
+
+/// Why a lowering refused a signature. The call then runs in the
+/// interpreter, with this reason in its provenance.
+///
+/// Make one from a message (`"softmax needs rank >= 1".into()`,
+/// [`LoweringError::new`]), from a message and the error behind it
+/// ([`LoweringError::with_source`]), or with `?` from an [`mlir`](crate::mlir)
+/// helper's [`MlirError`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoweringError {
+    /// The lowering refused the signature, saying why.
+    #[error("{message}")]
+    Refused {
+        /// Why, in the lowering's words.
+        message: String,
+        /// The lowering's own error behind the refusal, if any.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    /// An [`mlir`](crate::mlir) helper cannot write a type or op for the
+    /// signature (an element type StableHLO lacks, a dim out of range).
+    #[error(transparent)]
+    Mlir(#[from] MlirError),
+}
+
+impl LoweringError {
+    /// A refusal described by `message` ("`softmax` needs rank >= 1").
+    pub fn new(message: impl Into<String>) -> Self {
+        LoweringError::Refused {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A refusal caused by the lowering's own error, kept as the source.
+    pub fn with_source(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        LoweringError::Refused {
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+}
+
+impl From<String> for LoweringError {
+    fn from(message: String) -> Self {
+        LoweringError::new(message)
+    }
+}
+
+impl From<&str> for LoweringError {
+    fn from(message: &str) -> Self {
+        LoweringError::new(message)
     }
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use jit_cache::{FunctionId, Signature};
 
-use crate::lowering::{entry_symbol, Lowered, LoweringContext, LoweringError};
+use crate::error::LoweringError;
+use crate::lowering::{entry_symbol, Lowered, LoweringContext};
 
 /// A lowering: the MLIR for one signature, with the caller's metadata `M`.
 pub type LowerFn<M> =

@@ -78,7 +78,7 @@ pub use config::{
     DEFAULT_CACHE_FOLDER, ENV_VARIABLES, PROJECT_CACHE_FOLDER,
 };
 pub use dispatch::{CallError, CallResult, Compiled, Dispatched};
-pub use error::{ConfigError, JitError, VariantError};
+pub use error::{ConfigError, JitError, LoweringError, VariantError};
 pub use function::{JitFunction, LowerFn};
 pub use iree_safe::compiler::{
     CompileError, CompileOptions, CompileTarget, CompilerChoice, CompilerKind, CompilerPreference,
@@ -93,7 +93,7 @@ pub use jit_cache::{
     Container, DType, ErrorChain, FallbackReason, FunctionMode, InFlightPolicy, Layout,
     LayoutBuilder, Leaf, MissReason, Origin, Provenance, Refusal, ScalarValue, Signature,
 };
-pub use lowering::{Lowered, LoweringContext, LoweringError};
+pub use lowering::{Lowered, LoweringContext};
 pub use profile::{Phase, PhaseTotals, ProfileReport};
 pub use runtime::{JitRuntime, Precompile, PrecompileSummary};
 pub use target::CPU_FLAGS;

@@ -248,7 +248,10 @@ impl JitRuntime {
             .bundles
             .iter()
             .map(|dir| {
-                let bundle = Bundle::open(dir)?;
+                let bundle = Bundle::open(dir).map_err(|source| JitError::Bundle {
+                    path: dir.clone(),
+                    source,
+                })?;
                 tracing::info!(
                     target: "sheaf_jit",
                     bundle = %bundle.dir().display(),
