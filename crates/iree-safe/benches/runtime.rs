@@ -81,7 +81,7 @@ fn warm_call(runtime: &Runtime, vmfb: &Artifact) {
         .function("sigmoid")
         .unwrap();
     let data = [0.5f32, -1.0, 2.0, 0.0];
-    let x: iree_safe::Value = Tensor::from_slice(runtime.device(), &[4], &data)
+    let x: iree_safe::VmValue = Tensor::from_slice(runtime.device(), &[4], &data)
         .unwrap()
         .into();
     let inputs = std::slice::from_ref(&x);
@@ -102,7 +102,7 @@ fn warm_call(runtime: &Runtime, vmfb: &Artifact) {
 }
 
 fn memory_per_module(runtime: &Runtime, vmfb: &Artifact) {
-    let x: iree_safe::Value = Tensor::from_slice(runtime.device(), &[4], &[1.0f32; 4])
+    let x: iree_safe::VmValue = Tensor::from_slice(runtime.device(), &[4], &[1.0f32; 4])
         .unwrap()
         .into();
     let mut modules = Vec::new();

@@ -1,10 +1,10 @@
 //! Exported functions and invoking them.
 
+use crate::calling_convention::{CallingConvention, SlotKind};
 use crate::error::{check, Context, Error, Result};
 use crate::list::List;
 use crate::module::Module;
-use crate::signature::{Signature, SlotKind};
-use crate::value::Value;
+use crate::value::VmValue;
 use crate::{strings, sys};
 
 impl Module {
@@ -49,7 +49,7 @@ impl Module {
 pub struct Function {
     raw: sys::iree_vm_function_t,
     name: String,
-    signature: Signature,
+    calling_convention: CallingConvention,
     module: Module,
 }
 
@@ -72,7 +72,7 @@ impl Function {
         Function {
             raw,
             name,
-            signature: Signature::parse(&convention),
+            calling_convention: CallingConvention::parse(&convention),
             module,
         }
     }
@@ -84,8 +84,8 @@ impl Function {
 
     /// The signature IREE reflects (calling convention, argument and
     /// result kinds).
-    pub fn signature(&self) -> &Signature {
-        &self.signature
+    pub fn calling_convention(&self) -> &CallingConvention {
+        &self.calling_convention
     }
 
     /// A reflection attribute of the function, e.g. `iree.abi.declaration`.
@@ -119,17 +119,17 @@ impl Function {
     /// [`Error::Iree`] when IREE refuses an argument or the function fails, and
     /// [`Error::Unsupported`] for a result this crate cannot represent.
     #[doc(alias = "iree_vm_invoke")]
-    pub fn call(&self, arguments: &[Value]) -> Result<Vec<Value>> {
+    pub fn call(&self, arguments: &[VmValue]) -> Result<Vec<VmValue>> {
         self.check_arguments(arguments)?;
         let mut inputs = List::with_capacity(arguments.len())?;
         for argument in arguments {
             inputs.push(argument)?;
         }
-        let result_kinds = self.signature.results().ok_or_else(|| {
+        let result_kinds = self.calling_convention.results().ok_or_else(|| {
             Error::Unsupported(format!(
                 "`{}` returns a variadic list ({})",
                 self.name,
-                self.signature.calling_convention()
+                self.calling_convention.as_str()
             ))
         })?;
         let outputs = List::with_capacity(result_kinds.len())?;
@@ -164,16 +164,16 @@ impl Function {
             .iter()
             .enumerate()
             .map(|(index, kind)| match kind {
-                SlotKind::Ref => outputs.get_tensor(index, device).map(Value::Tensor),
+                SlotKind::Ref => outputs.get_tensor(index, device).map(VmValue::Tensor),
                 _ => outputs.get_scalar(index),
             })
             .collect()
     }
 
-    fn check_arguments(&self, arguments: &[Value]) -> Result<()> {
+    fn check_arguments(&self, arguments: &[VmValue]) -> Result<()> {
         let device = self.module.runtime().device();
         for (index, argument) in arguments.iter().enumerate() {
-            if let Value::Tensor(tensor) = argument {
+            if let VmValue::Tensor(tensor) = argument {
                 if !tensor.device().same_device(device) {
                     return Err(Error::InvalidArgument(format!(
                         "argument {index} of `{}` lives on another device ({}) than the module ({}); copy it to the host and back",
@@ -184,7 +184,7 @@ impl Function {
                 }
             }
         }
-        let Some(expected) = self.signature.arguments() else {
+        let Some(expected) = self.calling_convention.arguments() else {
             return Ok(());
         };
         if expected.len() != arguments.len() {
@@ -192,18 +192,18 @@ impl Function {
                 "`{}` takes {} arguments ({}), got {}",
                 self.name,
                 expected.len(),
-                self.signature.calling_convention(),
+                self.calling_convention.as_str(),
                 arguments.len()
             )));
         }
         for (index, (kind, argument)) in expected.iter().zip(arguments).enumerate() {
             let matches = matches!(
                 (kind, argument),
-                (SlotKind::Ref, Value::Tensor(_))
-                    | (SlotKind::I32, Value::I32(_))
-                    | (SlotKind::I64, Value::I64(_))
-                    | (SlotKind::F32, Value::F32(_))
-                    | (SlotKind::F64, Value::F64(_))
+                (SlotKind::Ref, VmValue::Tensor(_))
+                    | (SlotKind::I32, VmValue::I32(_))
+                    | (SlotKind::I64, VmValue::I64(_))
+                    | (SlotKind::F32, VmValue::F32(_))
+                    | (SlotKind::F64, VmValue::F64(_))
             );
             if !matches {
                 return Err(Error::InvalidArgument(format!(

@@ -45,6 +45,7 @@
 #![warn(clippy::missing_errors_doc)]
 
 mod artifact;
+mod calling_convention;
 pub mod compiler;
 mod device;
 mod element;
@@ -59,7 +60,6 @@ mod list;
 pub mod mock;
 mod module;
 mod runtime;
-mod signature;
 mod strings;
 mod sys;
 mod tensor;
@@ -67,6 +67,7 @@ mod transfer;
 mod value;
 mod vmfb;
 
+pub use calling_convention::{CallingConvention, SlotKind};
 pub use device::Device;
 pub use element::{Element, ElementType};
 pub use error::{Error, Result, StatusCode};
@@ -74,9 +75,8 @@ pub use function::Function;
 pub use instance::Instance;
 pub use module::{Module, WeakModule};
 pub use runtime::Runtime;
-pub use signature::{Signature, SlotKind};
 pub use tensor::Tensor;
-pub use value::Value;
+pub use value::VmValue;
 pub use vmfb::TrustedVmfb;
 
 /// The IREE runtime version these wrappers are built against.
@@ -96,7 +96,7 @@ mod thread_safety {
     assert_impl_all!(Module: Send, Sync, Clone);
     assert_impl_all!(Function: Send, Sync, Clone);
     assert_impl_all!(Tensor: Send, Sync, Clone);
-    assert_impl_all!(Value: Send, Sync);
+    assert_impl_all!(VmValue: Send, Sync);
     assert_impl_all!(Error: Send, Sync, std::error::Error);
     // Raw handles and invocation lists stay on one thread.
     assert_not_impl_any!(handle::Handle<iree_sys::iree_vm_context_t>: Send, Sync);

@@ -4,7 +4,7 @@ use crate::error::{check, Error, Result};
 use crate::handle::Handle;
 use crate::sys;
 use crate::tensor::Tensor;
-use crate::value::Value;
+use crate::value::VmValue;
 
 /// A variant VM list owned by one invocation (never shared: not Send).
 #[derive(Debug)]
@@ -33,10 +33,10 @@ impl List {
     }
 
     /// Appends a value; tensors are retained by the list.
-    pub(crate) fn push(&mut self, value: &Value) -> Result<()> {
+    pub(crate) fn push(&mut self, value: &VmValue) -> Result<()> {
         let list = self.as_ptr();
         let status = match value {
-            Value::Tensor(tensor) => {
+            VmValue::Tensor(tensor) => {
                 // SAFETY: the buffer view is live; `retain_ref` adds the
                 // reference that `push_ref_move` then hands to the list. A
                 // push that fails (growing the list) has not taken it, so it
@@ -96,17 +96,17 @@ impl List {
     }
 
     /// Reads element `index` as a scalar.
-    pub(crate) fn get_scalar(&self, index: usize) -> Result<Value> {
+    pub(crate) fn get_scalar(&self, index: usize) -> Result<VmValue> {
         let mut raw = sys::iree_vm_value_t::default();
         // SAFETY: the list is live; valid out-pointer.
         unsafe { check(sys::iree_vm_list_get_value(self.as_ptr(), index, &mut raw)) }?;
         // SAFETY: the union member read matches the tag IREE wrote.
         let value = unsafe {
             match raw.type_ {
-                sys::IREE_VM_VALUE_TYPE_I32 => Value::I32(raw.__bindgen_anon_1.i32_),
-                sys::IREE_VM_VALUE_TYPE_I64 => Value::I64(raw.__bindgen_anon_1.i64_),
-                sys::IREE_VM_VALUE_TYPE_F32 => Value::F32(raw.__bindgen_anon_1.f32_),
-                sys::IREE_VM_VALUE_TYPE_F64 => Value::F64(raw.__bindgen_anon_1.f64_),
+                sys::IREE_VM_VALUE_TYPE_I32 => VmValue::I32(raw.__bindgen_anon_1.i32_),
+                sys::IREE_VM_VALUE_TYPE_I64 => VmValue::I64(raw.__bindgen_anon_1.i64_),
+                sys::IREE_VM_VALUE_TYPE_F32 => VmValue::F32(raw.__bindgen_anon_1.f32_),
+                sys::IREE_VM_VALUE_TYPE_F64 => VmValue::F64(raw.__bindgen_anon_1.f64_),
                 other => {
                     return Err(Error::Unsupported(format!(
                         "result {index} has VM value type {other}"
@@ -118,12 +118,12 @@ impl List {
     }
 }
 
-fn scalar_to_vm(value: &Value) -> sys::iree_vm_value_t {
+fn scalar_to_vm(value: &VmValue) -> sys::iree_vm_value_t {
     match *value {
-        Value::I32(v) => sys::iree_vm_value_make_i32(v),
-        Value::I64(v) => sys::iree_vm_value_make_i64(v),
-        Value::F32(v) => sys::iree_vm_value_make_f32(v),
-        Value::F64(v) => sys::iree_vm_value_make_f64(v),
-        Value::Tensor(_) => unreachable!("tensors are pushed as references"),
+        VmValue::I32(v) => sys::iree_vm_value_make_i32(v),
+        VmValue::I64(v) => sys::iree_vm_value_make_i64(v),
+        VmValue::F32(v) => sys::iree_vm_value_make_f32(v),
+        VmValue::F64(v) => sys::iree_vm_value_make_f64(v),
+        VmValue::Tensor(_) => unreachable!("tensors are pushed as references"),
     }
 }

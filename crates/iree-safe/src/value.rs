@@ -5,7 +5,7 @@ use crate::tensor::Tensor;
 /// One argument or result of a [`Function`](crate::Function) call.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub enum Value {
+pub enum VmValue {
     /// A tensor on the runtime's device.
     Tensor(Tensor),
     /// A 32-bit integer scalar.
@@ -18,11 +18,11 @@ pub enum Value {
     F64(f64),
 }
 
-impl Value {
+impl VmValue {
     /// The tensor, if this is one.
     pub fn as_tensor(&self) -> Option<&Tensor> {
         match self {
-            Value::Tensor(tensor) => Some(tensor),
+            VmValue::Tensor(tensor) => Some(tensor),
             _ => None,
         }
     }
@@ -30,7 +30,7 @@ impl Value {
     /// The tensor, if this is one.
     pub fn into_tensor(self) -> Option<Tensor> {
         match self {
-            Value::Tensor(tensor) => Some(tensor),
+            VmValue::Tensor(tensor) => Some(tensor),
             _ => None,
         }
     }
@@ -38,26 +38,26 @@ impl Value {
     /// A short description for error messages: `f32[1,5]`, `i64 scalar`.
     pub fn describe(&self) -> String {
         match self {
-            Value::Tensor(tensor) => tensor.describe(),
-            Value::I32(_) => "i32 scalar".into(),
-            Value::I64(_) => "i64 scalar".into(),
-            Value::F32(_) => "f32 scalar".into(),
-            Value::F64(_) => "f64 scalar".into(),
+            VmValue::Tensor(tensor) => tensor.describe(),
+            VmValue::I32(_) => "i32 scalar".into(),
+            VmValue::I64(_) => "i64 scalar".into(),
+            VmValue::F32(_) => "f32 scalar".into(),
+            VmValue::F64(_) => "f64 scalar".into(),
         }
     }
 }
 
-impl From<Tensor> for Value {
+impl From<Tensor> for VmValue {
     fn from(tensor: Tensor) -> Self {
-        Value::Tensor(tensor)
+        VmValue::Tensor(tensor)
     }
 }
 
 macro_rules! scalar_from {
     ($($ty:ty => $variant:ident),*) => {$(
-        impl From<$ty> for Value {
+        impl From<$ty> for VmValue {
             fn from(value: $ty) -> Self {
-                Value::$variant(value)
+                VmValue::$variant(value)
             }
         }
     )*};

@@ -5,9 +5,9 @@
 mod common;
 
 use common::{program, LeakCheck, DRIVER};
-use iree_safe::{Error, Runtime, StatusCode, Tensor, TrustedVmfb, Value};
+use iree_safe::{Error, Runtime, StatusCode, Tensor, TrustedVmfb, VmValue};
 
-fn add_inputs(runtime: &Runtime) -> [Value; 2] {
+fn add_inputs(runtime: &Runtime) -> [VmValue; 2] {
     [
         Tensor::from_slice(runtime.device(), &[4], &[1.0f32, 2.0, 3.0, 4.0])
             .unwrap()
@@ -18,7 +18,7 @@ fn add_inputs(runtime: &Runtime) -> [Value; 2] {
     ]
 }
 
-fn values(outputs: &[Value]) -> Vec<f32> {
+fn values(outputs: &[VmValue]) -> Vec<f32> {
     outputs[0]
         .as_tensor()
         .expect("a tensor result")
@@ -193,7 +193,7 @@ fn wrong_argument_count_and_kind_are_caught_before_iree() {
         matches!(&error, Error::InvalidArgument(m) if m.contains("takes 2 arguments")),
         "{error}"
     );
-    let error = add.call(&[a, Value::F32(1.0)]).unwrap_err();
+    let error = add.call(&[a, VmValue::F32(1.0)]).unwrap_err();
     assert!(
         matches!(&error, Error::InvalidArgument(m) if m.contains("argument 1") && m.contains("tensor")),
         "{error}"

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{program, DRIVER};
-use iree_safe::{ElementType, Error, Runtime, SlotKind, StatusCode, Tensor, Value};
+use iree_safe::{ElementType, Error, Runtime, SlotKind, StatusCode, Tensor, VmValue};
 
 fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
@@ -19,8 +19,11 @@ fn sigmoid_matches_the_formula() {
     assert_eq!(module.name(), "sigmoid");
     assert!(module.function_names().contains(&"sigmoid".to_owned()));
     let f = module.function("sigmoid").unwrap();
-    assert_eq!(f.signature().arguments(), Some(&[SlotKind::Ref][..]));
-    assert_eq!(f.signature().results(), Some(&[SlotKind::Ref][..]));
+    assert_eq!(
+        f.calling_convention().arguments(),
+        Some(&[SlotKind::Ref][..])
+    );
+    assert_eq!(f.calling_convention().results(), Some(&[SlotKind::Ref][..]));
     let input = [-3.0f32, -0.5, 0.0, 2.0];
     let x = Tensor::from_slice(runtime.device(), &[4], &input).unwrap();
     let out = f.call(&[x.into()]).unwrap();
@@ -40,7 +43,7 @@ fn reflection_exposes_the_abi_declaration() {
         .unwrap()
         .function("add")
         .unwrap();
-    assert_eq!(f.signature().calling_convention(), "0rr_r");
+    assert_eq!(f.calling_convention().as_str(), "0rr_r");
     let declaration = f
         .reflection_attr("iree.abi.declaration")
         .expect("IREE emits an ABI declaration");
@@ -56,7 +59,7 @@ fn scalar_arguments_and_results() {
     let scaled = module
         .function("scale")
         .unwrap()
-        .call(&[x.into(), Value::F32(2.5)])
+        .call(&[x.into(), VmValue::F32(2.5)])
         .unwrap();
     assert_eq!(
         scaled[0].as_tensor().unwrap().to_vec::<f32>().unwrap(),
@@ -65,25 +68,25 @@ fn scalar_arguments_and_results() {
     let sum = module
         .function("add_i32")
         .unwrap()
-        .call(&[Value::I32(40), Value::I32(2)])
+        .call(&[VmValue::I32(40), VmValue::I32(2)])
         .unwrap();
-    assert!(matches!(sum[..], [Value::I32(42)]), "{sum:?}");
+    assert!(matches!(sum[..], [VmValue::I32(42)]), "{sum:?}");
     let product = module
         .function("mul_i64")
         .unwrap()
-        .call(&[Value::I64(1 << 40), Value::I64(3)])
+        .call(&[VmValue::I64(1 << 40), VmValue::I64(3)])
         .unwrap();
     assert!(
-        matches!(product[..], [Value::I64(v)] if v == 3 << 40),
+        matches!(product[..], [VmValue::I64(v)] if v == 3 << 40),
         "{product:?}"
     );
     let half = module
         .function("half_f64")
         .unwrap()
-        .call(&[Value::F64(1e300)])
+        .call(&[VmValue::F64(1e300)])
         .unwrap();
     assert!(
-        matches!(half[..], [Value::F64(v)] if v == 5e299),
+        matches!(half[..], [VmValue::F64(v)] if v == 5e299),
         "{half:?}"
     );
 }

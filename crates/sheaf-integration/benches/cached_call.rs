@@ -86,7 +86,7 @@ fn main() {
         iree_safe::Tensor::from_slice(jit.runtime().device(), &[1, 5], host.as_slice().unwrap())
             .unwrap();
     let jit_args = [Value::Tensor(Tensor::Device(device.clone()))];
-    let raw_args = [iree_safe::Value::Tensor(device)];
+    let raw_args = [iree_safe::VmValue::Tensor(device)];
     assert!(matches!(
         dispatch(&jit, &sigmoid, &jit_args),
         Provenance::Compiled(Origin::CompiledNow { .. })

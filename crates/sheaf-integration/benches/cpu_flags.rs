@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use iree_safe::compiler::{choose_compiler, CompileOptions, CompilerPreference};
-use iree_safe::{Function, Runtime, Tensor, Value};
+use iree_safe::{Function, Runtime, Tensor, VmValue};
 use sheaf_integration::CPU_FLAGS;
 
 const MATMUL: &str = "module @matmul {
@@ -38,7 +38,7 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
-fn timed(f: &Function, args: &[Value], calls: usize, into: &mut Vec<Duration>) {
+fn timed(f: &Function, args: &[VmValue], calls: usize, into: &mut Vec<Duration>) {
     for _ in 0..calls {
         let start = Instant::now();
         std::hint::black_box(f.call(args).unwrap());
@@ -85,11 +85,11 @@ fn main() {
     for driver in ["local-sync", "local-task"] {
         let runtime = Runtime::new(driver).expect("the driver");
         let device = runtime.device();
-        let matmul_args: [Value; 2] = [
+        let matmul_args: [VmValue; 2] = [
             Tensor::from_slice(device, &[512, 512], &a).unwrap().into(),
             Tensor::from_slice(device, &[512, 512], &a).unwrap().into(),
         ];
-        let sigmoid_args: [Value; 1] = [Tensor::from_slice(device, &[1, 5], &x).unwrap().into()];
+        let sigmoid_args: [VmValue; 1] = [Tensor::from_slice(device, &[1, 5], &x).unwrap().into()];
         let loaded: Vec<(Function, Function)> = compiled
             .iter()
             .map(|(_, matmul, sigmoid, ..)| {

@@ -490,7 +490,7 @@ impl JitRuntime {
         let uploads = self.uploads_for(device)?;
         let inputs = flat
             .iter()
-            .map(|arg| -> Result<iree_safe::Value, JitError> {
+            .map(|arg| -> Result<iree_safe::VmValue, JitError> {
                 Ok(match arg {
                     FlatArg::Tensor(Tensor::Device(tensor))
                         if tensor.device().same_device(device) =>
@@ -522,7 +522,7 @@ impl JitRuntime {
         let tensors = results
             .into_iter()
             .map(|result| match result {
-                iree_safe::Value::Tensor(tensor) => Ok(Tensor::Device(tensor)),
+                iree_safe::VmValue::Tensor(tensor) => Ok(Tensor::Device(tensor)),
                 other => Err(JitError::Unsupported(format!(
                     "compiled code returned a {} where results are tensors (return 0-d tensors)",
                     other.describe()

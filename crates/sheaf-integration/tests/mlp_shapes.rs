@@ -101,7 +101,7 @@ fn every_dynamic_variant_of_mlp_layer_compiles_and_matches_the_interpreter() {
     for (i, variant) in variants.iter().enumerate() {
         let function = loaded.function(&format!("v{i}")).unwrap();
         let arrays = variant.args(i as u32);
-        let inputs: Vec<iree_safe::Value> = arrays
+        let inputs: Vec<iree_safe::VmValue> = arrays
             .iter()
             .map(|a| {
                 let data = a.as_standard_layout();

@@ -345,7 +345,7 @@ mod tests {
             assert_eq!(scaled.to_vec::<f32>().unwrap(), [0.5, 1.0, 1.5, 2.0]);
             assert!(call("__init", &[]).is_empty());
             let scale = module.function("scale").unwrap();
-            assert_eq!(scale.signature().calling_convention(), "0rf_r");
+            assert_eq!(scale.calling_convention().as_str(), "0rf_r");
             assert_eq!(
                 scale.reflection_attr("iree.abi.declaration").unwrap(),
                 "sync func @scale(%input0: tensor<?xf32>, %input1: f32) -> (%output0: tensor<?xf32>)"

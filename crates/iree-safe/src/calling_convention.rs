@@ -1,4 +1,6 @@
-//! Function signatures from IREE's calling-convention strings.
+//! [`CallingConvention`]: the argument and result kinds of a VM function,
+//! from IREE's calling-convention strings. (A JIT *signature*, the cache
+//! key, is `jit_cache::Signature`: another thing.)
 //!
 //! IREE describes each function with a string such as `0rr_r`: a version
 //! digit, the argument kinds, `_`, the result kinds. `i`/`I` are i32/i64,
@@ -48,23 +50,23 @@ impl fmt::Display for SlotKind {
     }
 }
 
-/// A function's signature as IREE reflects it.
+/// A function's argument and result kinds, as IREE reflects them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Signature {
+pub struct CallingConvention {
     calling_convention: String,
     arguments: Option<Vec<SlotKind>>,
     results: Option<Vec<SlotKind>>,
 }
 
-impl Signature {
+impl CallingConvention {
     /// Parses a calling-convention string. Parts IREE may add that this
     /// crate does not model (variadic spans) leave that side unknown.
-    pub fn parse(calling_convention: &str) -> Signature {
+    pub fn parse(calling_convention: &str) -> CallingConvention {
         let body = calling_convention
             .strip_prefix('0')
             .unwrap_or(calling_convention);
         let (arguments, results) = body.split_once('_').unwrap_or((body, ""));
-        Signature {
+        CallingConvention {
             calling_convention: calling_convention.to_owned(),
             arguments: parse_slots(arguments),
             results: parse_slots(results),
@@ -72,7 +74,7 @@ impl Signature {
     }
 
     /// The raw calling-convention string, e.g. `0rr_r`.
-    pub fn calling_convention(&self) -> &str {
+    pub fn as_str(&self) -> &str {
         &self.calling_convention
     }
 
@@ -100,22 +102,22 @@ mod tests {
 
     #[test]
     fn parses_tensor_and_scalar_slots() {
-        let s = Signature::parse("0rf_rI");
+        let s = CallingConvention::parse("0rf_rI");
         assert_eq!(s.arguments(), Some(&[SlotKind::Ref, SlotKind::F32][..]));
         assert_eq!(s.results(), Some(&[SlotKind::Ref, SlotKind::I64][..]));
-        assert_eq!(s.calling_convention(), "0rf_rI");
+        assert_eq!(s.as_str(), "0rf_rI");
     }
 
     #[test]
     fn void_means_no_slots() {
-        let s = Signature::parse("0v_v");
+        let s = CallingConvention::parse("0v_v");
         assert_eq!(s.arguments(), Some(&[][..]));
         assert_eq!(s.results(), Some(&[][..]));
     }
 
     #[test]
     fn variadic_spans_are_left_unknown() {
-        let s = Signature::parse("0CrD_r");
+        let s = CallingConvention::parse("0CrD_r");
         assert_eq!(s.arguments(), None);
         assert_eq!(s.results(), Some(&[SlotKind::Ref][..]));
     }
