@@ -3,13 +3,15 @@
 //! agree with the reference interpreter.
 
 use ndarray::{ArrayD, IxDyn};
-use sheaf_integration::{reference, CompileMode, HostTensor, JitConfig, JitRuntime, Value};
+use sheaf_integration::{
+    reference, CompileMode, DiskCacheFolder, HostTensor, JitConfig, JitRuntime, Value,
+};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // No disk cache: the call compiles, so the compiler is found and runs.
     let config = JitConfig::builder()
-        .compile_mode(CompileMode::Blocking, 1)
-        .no_disk_cache()
+        .compile(|compile| compile.mode = CompileMode::Blocking)
+        .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
         .build()?;
     let jit = JitRuntime::new(config)?;
     let x = [Value::from(ArrayD::from_shape_vec(
