@@ -2,8 +2,6 @@
 //! `Cargo.toml`) builds them: `cargo +<rust-version> check` of every target
 //! and feature, installing that toolchain with rustup when it is missing.
 
-use std::process::Command;
-
 use crate::process::{self, step};
 
 pub(crate) fn check(prefix: &std::path::Path) -> Result<(), String> {
@@ -15,22 +13,7 @@ pub(crate) fn check(prefix: &std::path::Path) -> Result<(), String> {
     let toolchain = format!("+{version}");
     step(
         &format!("installing the Rust {version} toolchain (if missing)"),
-        || {
-            let installed = Command::new("cargo")
-                .args([&toolchain, "--version"])
-                .output()
-                .is_ok_and(|o| o.status.success());
-            if installed {
-                return Ok(());
-            }
-            process::run(Command::new("rustup").args([
-                "toolchain",
-                "install",
-                version,
-                "--profile",
-                "minimal",
-            ]))
-        },
+        || process::ensure_toolchain(version, &["--version"], &[]),
     )?;
     step(
         &format!("cargo {toolchain} check --workspace --all-targets --all-features (rust-version)"),

@@ -90,3 +90,26 @@ pub(crate) fn short_hash(parts: &[&str]) -> String {
         .map(|byte| format!("{byte:02x}"))
         .collect()
 }
+
+/// Installs the rustup `toolchain` with `components` (minimal profile)
+/// unless `cargo +<toolchain> <probe>` already runs.
+pub(crate) fn ensure_toolchain(
+    toolchain: &str,
+    probe: &[&str],
+    components: &[&str],
+) -> Result<(), String> {
+    let installed = Command::new("cargo")
+        .arg(format!("+{toolchain}"))
+        .args(probe)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if installed {
+        return Ok(());
+    }
+    let mut install = Command::new("rustup");
+    install.args(["toolchain", "install", toolchain, "--profile", "minimal"]);
+    for component in components {
+        install.args(["--component", component]);
+    }
+    run(&mut install)
+}

@@ -16,8 +16,6 @@
 //!    miri component if needed;
 //! 9. each fuzz target of `fuzz/` for a bounded time (`fuzz.rs`).
 
-use std::process::Command;
-
 use crate::process::{self, step};
 use crate::{bindings, build_iree};
 
@@ -76,22 +74,5 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
 }
 
 fn ensure_miri() -> Result<(), String> {
-    let installed = Command::new("cargo")
-        .args(["+nightly", "miri", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if installed {
-        return Ok(());
-    }
-    process::run(Command::new("rustup").args([
-        "toolchain",
-        "install",
-        "nightly",
-        "--profile",
-        "minimal",
-        "--component",
-        "miri",
-        "--component",
-        "rust-src",
-    ]))
+    process::ensure_toolchain("nightly", &["miri", "--version"], &["miri", "rust-src"])
 }
