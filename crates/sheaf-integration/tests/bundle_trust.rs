@@ -10,7 +10,7 @@ mod support;
 
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::mpsc;
 use std::thread;
@@ -75,17 +75,6 @@ fn exported(calls: impl FnOnce(&JitRuntime)) -> TempDir {
     bundle
 }
 
-/// The one entry file of the store or bundle at `dir`.
-fn the_entry(dir: &Path) -> PathBuf {
-    let entries: Vec<PathBuf> = fs::read_dir(dir.join("vmfb"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "sjit"))
-        .collect();
-    assert_eq!(entries.len(), 1, "{entries:?}");
-    entries.into_iter().next().unwrap()
-}
-
 fn key_of(entry: &Path) -> ArtifactKey {
     ArtifactKey::from_hex(entry.file_stem().unwrap().to_str().unwrap()).unwrap()
 }
@@ -129,7 +118,7 @@ fn impostor_artifact() -> Vec<u8> {
     compiled(&jit, &impostor());
     let store = ArtifactStore::open(StoreConfig::at(cache.path())).unwrap();
     store
-        .fetch(&key_of(&the_entry(cache.path())), |artifact| {
+        .fetch(&key_of(&support::the_entry(cache.path())), |artifact| {
             Ok::<_, String>(artifact.bytes().to_vec())
         })
         .unwrap()
@@ -157,7 +146,7 @@ fn compiled(jit: &JitRuntime, function: &JitFunction) -> Vec<Value> {
 #[test]
 fn an_entry_others_can_write_is_refused_at_start_and_never_loaded_after() {
     let bundle = exported(sigmoid_call);
-    let entry = the_entry(bundle.path());
+    let entry = support::the_entry(bundle.path());
     // Sound, the bundle serves the call: nothing is compiled.
     let jit = serving(bundle.path()).unwrap();
     sigmoid_call(&jit);
@@ -180,7 +169,7 @@ fn an_entry_others_can_write_is_refused_at_start_and_never_loaded_after() {
 #[test]
 fn other_code_tagged_with_the_bundles_secret_in_an_entry_others_can_write_never_runs() {
     let bundle = exported(sigmoid_call);
-    let entry = the_entry(bundle.path());
+    let entry = support::the_entry(bundle.path());
     let (exposed, closed) = (
         serving(bundle.path()).unwrap(),
         serving(bundle.path()).unwrap(),
@@ -207,7 +196,7 @@ fn other_code_tagged_with_the_bundles_secret_in_an_entry_others_can_write_never_
 #[test]
 fn an_entry_that_is_a_link_is_refused_at_start_and_never_followed_after() {
     let bundle = exported(sigmoid_call);
-    let entry = the_entry(bundle.path());
+    let entry = support::the_entry(bundle.path());
     let copy = bundle.path().join("elsewhere");
     fs::copy(&entry, &copy).unwrap();
     let jit = serving(bundle.path()).unwrap();

@@ -7,7 +7,7 @@ mod support;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use sheaf_integration::{DiskCacheFolder, ErrorChain, JitError, JitRuntime, Origin, Provenance};
@@ -21,17 +21,6 @@ fn runtime(dir: &Path) -> Result<JitRuntime, JitError> {
     )
 }
 
-/// The one entry file in the cache at `dir`.
-fn the_entry(dir: &Path) -> PathBuf {
-    let entries: Vec<PathBuf> = fs::read_dir(dir.join("vmfb"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "sjit"))
-        .collect();
-    assert_eq!(entries.len(), 1, "{entries:?}");
-    entries.into_iter().next().unwrap()
-}
-
 fn sigmoid_call(jit: &JitRuntime) -> Provenance {
     support::checked_sigmoid(jit, &[2, 3], 5)
 }
@@ -40,7 +29,7 @@ fn sigmoid_call(jit: &JitRuntime) -> Provenance {
 fn mutated_disk_entries_are_rebuilt_never_loaded() {
     let dir = tempfile::tempdir().unwrap();
     sigmoid_call(&runtime(dir.path()).unwrap());
-    let path = the_entry(dir.path());
+    let path = support::the_entry(dir.path());
     let good = fs::read(&path).unwrap();
     // A fresh process would load the good entry from disk.
     let jit = runtime(dir.path()).unwrap();
@@ -130,7 +119,7 @@ fn the_trace_shows_every_crates_warnings_with_their_fields() {
     assert!(!tracing::enabled!(target: "iree_safe::compiler", tracing::Level::DEBUG));
     let dir = tempfile::tempdir().unwrap();
     sigmoid_call(&runtime(dir.path()).unwrap());
-    let path = the_entry(dir.path());
+    let path = support::the_entry(dir.path());
     let mut bytes = fs::read(&path).unwrap();
     *bytes.last_mut().unwrap() ^= 1;
     fs::write(&path, bytes).unwrap();

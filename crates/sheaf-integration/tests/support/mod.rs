@@ -5,6 +5,9 @@
 
 pub(crate) mod redis_server;
 
+use std::fs;
+use std::path::{Path, PathBuf};
+
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
     reference, CompileMode, DiskCacheFolder, HostTensor, JitConfig, JitConfigBuilder, JitRuntime,
@@ -63,4 +66,15 @@ pub(crate) fn assert_close(actual: &Value, expected: &Value, what: &str) {
             "{what}: {x} vs {y}"
         );
     }
+}
+
+/// The one entry file of the store or bundle at `dir`.
+pub(crate) fn the_entry(dir: &Path) -> PathBuf {
+    let entries: Vec<PathBuf> = fs::read_dir(dir.join("vmfb"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sjit"))
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    entries.into_iter().next().unwrap()
 }
