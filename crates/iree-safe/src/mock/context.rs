@@ -314,7 +314,7 @@ registry::refcount_functions! {
 #[cfg(test)]
 mod tests {
     use crate::mock::{live_objects, program};
-    use crate::{Runtime, Tensor, Value};
+    use crate::{Runtime, Tensor, VmValue};
 
     #[test]
     fn scalar_arguments_and_results_round_trip() {
@@ -328,18 +328,18 @@ mod tests {
                 module.function_names(),
                 ["scale", "add_i32", "mul_i64", "half_f64", "__init"]
             );
-            let call = |name: &str, arguments: &[Value]| {
+            let call = |name: &str, arguments: &[VmValue]| {
                 module.function(name).unwrap().call(arguments).unwrap()
             };
-            let sum = call("add_i32", &[Value::I32(i32::MAX), Value::I32(2)]);
-            assert!(matches!(sum[..], [Value::I32(v)] if v == i32::MIN + 1));
-            let product = call("mul_i64", &[Value::I64(-3), Value::I64(1 << 40)]);
-            assert!(matches!(product[..], [Value::I64(v)] if v == -3 << 40));
-            let half = call("half_f64", &[Value::F64(3.0)]);
-            assert!(matches!(half[..], [Value::F64(v)] if v == 1.5));
+            let sum = call("add_i32", &[VmValue::I32(i32::MAX), VmValue::I32(2)]);
+            assert!(matches!(sum[..], [VmValue::I32(v)] if v == i32::MIN + 1));
+            let product = call("mul_i64", &[VmValue::I64(-3), VmValue::I64(1 << 40)]);
+            assert!(matches!(product[..], [VmValue::I64(v)] if v == -3 << 40));
+            let half = call("half_f64", &[VmValue::F64(3.0)]);
+            assert!(matches!(half[..], [VmValue::F64(v)] if v == 1.5));
             let x =
                 Tensor::from_slice(runtime.device(), &[2, 2], &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
-            let scaled = call("scale", &[x.into(), Value::F32(0.5)]);
+            let scaled = call("scale", &[x.into(), VmValue::F32(0.5)]);
             let scaled = scaled[0].as_tensor().unwrap();
             assert_eq!(scaled.shape(), &[2, 2]);
             assert_eq!(scaled.to_vec::<f32>().unwrap(), [0.5, 1.0, 1.5, 2.0]);
