@@ -90,20 +90,6 @@ fn served(store: &ArtifactStore, program: &str) -> Option<Vec<u8>> {
 }
 
 #[test]
-fn folders_and_the_secret_are_private_whatever_the_umask() {
-    let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("a/b/cache");
-    let old = rustix::process::umask(rustix::fs::Mode::empty());
-    let store = ArtifactStore::open(StoreConfig::at(&folder));
-    rustix::process::umask(old);
-    store.unwrap();
-    let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode(&folder), 0o700);
-    assert_eq!(mode(&folder.join("vmfb")), 0o700);
-    assert_eq!(mode(&folder.join("secret")), 0o600);
-}
-
-#[test]
 fn folders_others_can_write_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
