@@ -79,13 +79,13 @@ mod imp {
     use iree_safe::mock::{live_objects, LiveObjects};
 
     /// The mock artifact named `name` (see `iree_safe::mock::program`).
-    pub fn program(name: &str) -> Artifact {
+    pub(crate) fn program(name: &str) -> Artifact {
         iree_safe::mock::program(name)
             .unwrap_or_else(|| panic!("the mock has no test program `{name}`"))
     }
 
     /// The mock has no CPU targets: the same artifact as [`program`].
-    pub fn program_for_cpu(name: &str, _cpu: &str) -> Artifact {
+    pub(crate) fn program_for_cpu(name: &str, _cpu: &str) -> Artifact {
         program(name)
     }
 
@@ -94,13 +94,13 @@ mod imp {
     /// a test that did not panic, asserts that every mock object the test
     /// created was released: only the process-wide VM instance, which
     /// `Instance::global()` keeps by design, may have appeared.
-    pub struct LeakCheck {
+    pub(crate) struct LeakCheck {
         before: LiveObjects,
         _serial: MutexGuard<'static, ()>,
     }
 
     impl LeakCheck {
-        pub fn start() -> LeakCheck {
+        pub(crate) fn start() -> LeakCheck {
             static SERIAL: Mutex<()> = Mutex::new(());
             // A failed test poisons the lock; the others still run.
             let serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
