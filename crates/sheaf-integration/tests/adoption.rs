@@ -122,15 +122,7 @@ fn dict_arguments_and_results_with_metadata_and_a_scalar_result() {
 /// each variant.
 fn twice<M: Clone + Send + Sync + 'static>(metadata: M) -> JitFunction<M> {
     JitFunction::new("twice", "(defn twice [x] (+ x x))", move |ctx| {
-        let ty = mlir::arg_type(&ctx.args()[0])?;
-        Ok(Lowered::new(format!(
-            "func.func @{}(%x: {ty}) -> {ty} {{
-               %y = stablehlo.add %x, %x : {ty}
-               return %y : {ty}
-             }}",
-            ctx.entry_name()
-        ))
-        .with_metadata(metadata.clone()))
+        Ok(x_plus_x(ctx)?.with_metadata(metadata.clone()))
     })
 }
 
@@ -228,16 +220,19 @@ fn static_scalars_key_by_value_and_run_time_scalars_by_dtype() {
 
 /// `(defn double [x] (+ x x))` for any element type.
 fn double() -> JitFunction {
-    JitFunction::new("double", "(defn double [x] (+ x x))", |ctx| {
-        let ty = mlir::arg_type(&ctx.args()[0])?;
-        Ok(Lowered::new(format!(
-            "func.func @{}(%x: {ty}) -> {ty} {{
-               %y = stablehlo.add %x, %x : {ty}
-               return %y : {ty}
-             }}",
-            ctx.entry_name()
-        )))
-    })
+    JitFunction::new("double", "(defn double [x] (+ x x))", x_plus_x)
+}
+
+/// The lowering of `(+ x x)` for any element type and shape.
+fn x_plus_x(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
+    let ty = mlir::arg_type(&ctx.args()[0])?;
+    Ok(Lowered::new(format!(
+        "func.func @{}(%x: {ty}) -> {ty} {{
+           %y = stablehlo.add %x, %x : {ty}
+           return %y : {ty}
+         }}",
+        ctx.entry_name()
+    )))
 }
 
 #[test]
