@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use crate::error::{check, Context, Result};
+use crate::error::{check, Context, Error, Result};
 use crate::handle::Handle;
 use crate::instance::Instance;
+use crate::memory::MemoryStatistics;
 use crate::{strings, sys};
 
 /// A HAL device (`local-sync`, `local-task`, `cuda`, or a full device URI
@@ -116,6 +117,52 @@ impl Device {
         }
         .context(|| format!("querying `{category} :: {key}` of device `{}`", self.uri))?;
         Ok(value)
+    }
+
+    /// The bytes this device's allocator holds now, and the most it held
+    /// at once since the device was opened (see [`MemoryStatistics`] for
+    /// what is counted). Every clone of a device shares its allocator, so
+    /// the figures cover every tensor and call result on it; another
+    /// [`Device::open`] (another [`Runtime`](crate::Runtime)) counts apart.
+    ///
+    /// ```no_run
+    /// # let runtime = iree_safe::Runtime::new("local-sync")?;
+    /// let before = runtime.device().memory_statistics()?;
+    /// let x = iree_safe::Tensor::from_slice(runtime.device(), &[1024], &[0.0f32; 1024])?;
+    /// let after = runtime.device().memory_statistics()?;
+    /// assert!(after.device_bytes_in_use >= before.device_bytes_in_use + 4096);
+    /// # drop(x);
+    /// # Ok::<(), iree_safe::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Internal`] when the device has no allocator, which IREE's
+    /// devices always have.
+    #[doc(alias = "iree_hal_allocator_query_statistics")]
+    #[doc(alias = "iree_hal_device_allocator")]
+    pub fn memory_statistics(&self) -> Result<MemoryStatistics> {
+        // SAFETY: the device is live (we hold a reference). The allocator
+        // it returns is borrowed: the device retains it for its life or
+        // until `iree_hal_device_replace_allocator`, which this crate never
+        // calls (iree/hal/device.h), so it is live for the query below.
+        let allocator = unsafe { sys::iree_hal_device_allocator(self.as_ptr()) };
+        if allocator.is_null() {
+            return Err(Error::internal(format!(
+                "device `{}` has no allocator",
+                self.uri
+            )));
+        }
+        let mut raw = sys::iree_hal_allocator_statistics_t::default();
+        // SAFETY: the allocator is live (see above) and the query is
+        // thread-safe (iree/hal/allocator.h: "Thread-safe; statistics are
+        // captured at the time the call is made"); `raw` is a valid,
+        // writable `iree_hal_allocator_statistics_t`, which IREE zeroes and
+        // fills. The bindings declare the struct with statistics compiled in
+        // (IREE's default); a runtime built without them has a smaller
+        // struct, of which IREE writes only the first 4 bytes of `raw`.
+        unsafe { sys::iree_hal_allocator_query_statistics(allocator, &mut raw) };
+        Ok(MemoryStatistics::from_raw(&raw))
     }
 
     /// True when both handles refer to the same IREE device.

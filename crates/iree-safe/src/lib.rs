@@ -56,6 +56,7 @@ mod instance;
 #[cfg(all(feature = "legacy-demo", not(iree_mock)))]
 pub mod legacy;
 mod list;
+mod memory;
 #[cfg(iree_mock)]
 pub mod mock;
 mod module;
@@ -73,6 +74,7 @@ pub use element::{Element, ElementType};
 pub use error::{Error, Result, StatusCode};
 pub use function::Function;
 pub use instance::Instance;
+pub use memory::MemoryStatistics;
 pub use module::{Module, WeakModule};
 pub use runtime::Runtime;
 pub use tensor::Tensor;
@@ -97,6 +99,7 @@ mod thread_safety {
     assert_impl_all!(Function: Send, Sync, Clone);
     assert_impl_all!(Tensor: Send, Sync, Clone);
     assert_impl_all!(VmValue: Send, Sync);
+    assert_impl_all!(MemoryStatistics: Send, Sync, Copy);
     assert_impl_all!(Error: Send, Sync, std::error::Error);
     // Raw handles and invocation lists stay on one thread.
     assert_not_impl_any!(handle::Handle<iree_sys::iree_vm_context_t>: Send, Sync);

@@ -1,14 +1,16 @@
-//! HAL objects: the driver registry, proactor pools, devices, frontier
-//! trackers, device groups, buffers and buffer views.
+//! HAL objects: the driver registry, proactor pools, devices (each its own
+//! allocator), frontier trackers, device groups, buffers and buffer views.
 //!
 //! Ownership follows IREE: a device retains its proactor pool, a device
 //! group its device and frontier tracker, a buffer view its buffer. A buffer
 //! does not retain its device (IREE's buffer placement is unretained); it
-//! remembers it so `transfer_d2h` can check the pair.
+//! remembers it so `transfer_d2h` can check the pair, and shares its
+//! allocator's statistics, which it updates when it is freed (as IREE's
+//! heap buffers do, `iree/hal/buffer_heap.c`).
 
 use std::ffi::c_void;
 use std::ptr::NonNull;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::api::*;
 use super::registry::{self, Kind, Object, Owned};
@@ -132,6 +134,50 @@ pub(crate) struct Device {
     uri: String,
     /// Retained for the device's life, as IREE's devices do.
     _pool: Owned<ProactorPool>,
+    /// The statistics of the device's allocator (the device itself, in
+    /// the mock), shared with the buffers allocated on it.
+    statistics: Arc<AllocatorStatistics>,
+}
+
+impl Device {
+    fn new(uri: String, pool: Owned<ProactorPool>) -> Self {
+        Device {
+            uri,
+            _pool: pool,
+            statistics: Arc::default(),
+        }
+    }
+}
+
+/// An allocator's running totals, kept as IREE's heap allocator keeps
+/// them: every buffer counts as device memory (the mock allocates only
+/// device-local buffers), the peak is updated on each allocation.
+#[derive(Debug, Default)]
+struct AllocatorStatistics(Mutex<iree_hal_allocator_statistics_t>);
+
+impl AllocatorStatistics {
+    fn lock(&self) -> std::sync::MutexGuard<'_, iree_hal_allocator_statistics_t> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `iree_hal_allocator_statistics_record_alloc` of a device-local buffer.
+    fn record_alloc(&self, bytes: usize) {
+        let mut totals = self.lock();
+        totals.device_bytes_allocated += bytes;
+        totals.device_bytes_peak = totals
+            .device_bytes_peak
+            .max(totals.device_bytes_allocated - totals.device_bytes_freed);
+    }
+
+    /// `iree_hal_allocator_statistics_record_free` of a device-local buffer.
+    fn record_free(&self, bytes: usize) {
+        let mut totals = self.lock();
+        totals.device_bytes_freed += bytes;
+        assert!(
+            totals.device_bytes_freed <= totals.device_bytes_allocated,
+            "mock IREE: an allocator freed more bytes than it allocated"
+        );
+    }
 }
 
 impl Object for Device {
@@ -171,7 +217,7 @@ pub(crate) unsafe fn iree_hal_create_device(
         // SAFETY: the pool came from the mock's
         // `iree_async_proactor_pool_create` (caller's contract).
         let pool = unsafe { Owned::retain(pool.cast::<ProactorPool>()) };
-        Ok(Owned::new(Device { uri, _pool: pool }))
+        Ok(Owned::new(Device::new(uri, pool)))
     } else {
         Err(Failure::new(
             IREE_STATUS_INVALID_ARGUMENT,
@@ -232,6 +278,25 @@ pub(crate) unsafe fn iree_hal_device_allocator(
     // SAFETY: forwarded from this function's contract; checks liveness.
     unsafe { registry::get(device.cast_const().cast::<Device>()) };
     device.cast()
+}
+
+/// `iree_hal_allocator_query_statistics`: the totals of the bytes of every
+/// buffer allocated on the device and freed since it was created.
+///
+/// # Safety
+/// `allocator` is the allocator of a live device (the device's own
+/// pointer, see [`iree_hal_device_allocator`]); `out_statistics` is valid
+/// for writes.
+pub(crate) unsafe fn iree_hal_allocator_query_statistics(
+    allocator: *mut iree_hal_allocator_t,
+    out_statistics: *mut iree_hal_allocator_statistics_t,
+) {
+    // SAFETY: the mock's allocators are its devices (caller's contract);
+    // `get` checks that this one is live.
+    let device = unsafe { registry::get(allocator.cast_const().cast::<Device>()) };
+    let totals = *device.statistics.lock();
+    // SAFETY: the caller passes a valid out-pointer.
+    unsafe { *out_statistics = totals };
 }
 
 /// `iree_async_frontier_tracker_t`.
@@ -319,6 +384,16 @@ pub(crate) struct Buffer {
     /// Address of the device (unretained, as in IREE).
     device: usize,
     bytes: Box<[u8]>,
+    /// The statistics of the allocator the bytes came from, which the
+    /// buffer updates when it is freed (IREE's heap buffers keep a pointer
+    /// to theirs, `iree/hal/buffer_heap.c`).
+    statistics: Arc<AllocatorStatistics>,
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        self.statistics.record_free(self.bytes.len());
+    }
 }
 
 impl Object for Buffer {
@@ -349,9 +424,11 @@ impl BufferView {
         element_type: iree_hal_element_type_t,
         bytes: Vec<u8>,
     ) -> Owned<BufferView> {
+        device.statistics.record_alloc(bytes.len());
         let buffer = Owned::new(Buffer {
             device: std::ptr::from_ref(device).addr(),
             bytes: bytes.into(),
+            statistics: Arc::clone(&device.statistics),
         });
         Owned::new(BufferView {
             buffer,
@@ -690,8 +767,8 @@ registry::refcount_functions! {
 /// A device outside any driver registry, for the mock's unit tests.
 #[cfg(test)]
 pub(crate) fn test_device() -> Owned<Device> {
-    Owned::new(Device {
-        uri: "test".into(),
-        _pool: Owned::new(ProactorPool { _node_count: 1 }),
-    })
+    Owned::new(Device::new(
+        "test".into(),
+        Owned::new(ProactorPool { _node_count: 1 }),
+    ))
 }
