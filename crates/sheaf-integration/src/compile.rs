@@ -74,7 +74,8 @@ impl Pipeline {
     pub(crate) fn compiler(&self) -> Result<&CompilerChoice, Arc<CompileError>> {
         self.compiler
             .get_or_init(|| {
-                let choice = compiler::choose_compiler(self.preference).map_err(Arc::new)?;
+                let choice =
+                    compiler::choose_compiler(self.preference.clone()).map_err(Arc::new)?;
                 tracing::info!(
                     target: "sheaf_jit",
                     compiler = %choice.kind,
@@ -97,7 +98,7 @@ impl Pipeline {
     /// The compiler's build, for keys.
     pub(crate) fn identity(&self) -> Option<&str> {
         self.identity
-            .get_or_init(|| match compiler::compiler_identity(self.preference) {
+            .get_or_init(|| match compiler::compiler_identity(self.preference.clone()) {
                 Ok(identity) => Some(identity),
                 Err(error) => {
                     tracing::warn!(

@@ -25,10 +25,12 @@ pub enum CompileError {
         tried: Vec<String>,
     },
 
-    /// The compiler library exists but could not be loaded or initialized.
+    /// The compiler library could not be loaded or initialized (a library
+    /// the program named may also not exist).
     #[error(
-        "cannot load the IREE compiler library {}: {message}. Set IREE_COMPILER_LIB to a \
-         working libIREECompiler.so, or reinstall it with `cargo xtask build-iree`",
+        "cannot load the IREE compiler library {}: {message}. Name a working \
+         libIREECompiler.so (IREE_COMPILER_LIB, or CompilerPreference::Library), or reinstall \
+         it with `cargo xtask build-iree`",
         path.display()
     )]
     Load {

@@ -3,7 +3,7 @@
 //! (for `iree-compile` only) `PATH`.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::error::CompileError;
 
@@ -75,60 +75,84 @@ pub fn locate_iree_compile() -> Result<PathBuf, CompileError> {
 /// - the compiler of the install made by `cargo xtask build-iree` is known by
 ///   the build string recorded at install time (`3.13.0rc… @ <revision>`),
 ///   so caches shared between machines with the same release agree;
-/// - an `iree-compile` elsewhere is asked (`--version`, a child process);
-/// - a library elsewhere (`IREE_COMPILER_LIB`) is known by its canonical
-///   path, size and modification time: a rebuilt library is a new key.
+/// - an `iree-compile` elsewhere is asked (`--version`, a child process, at
+///   most once per executable in a process: the answer is shared with
+///   [`SubprocessCompiler::new`](super::SubprocessCompiler::new));
+/// - a library elsewhere (`IREE_COMPILER_LIB`, or
+///   [`CompilerPreference::Library`](super::CompilerPreference::Library)) is
+///   known by its canonical path, size and modification time: a rebuilt
+///   library is a new key.
 ///
 /// # Errors
 ///
 /// [`CompileError::NotFound`] when the compiler `preference` picks cannot
-/// be found, and [`CompileError::BadExecutable`] when an `iree-compile`
+/// be found, [`CompileError::Load`] when the library a program names does
+/// not exist, and [`CompileError::BadExecutable`] when an `iree-compile`
 /// outside the install does not answer `--version` as IREE's does.
 pub fn compiler_identity(preference: super::CompilerPreference) -> Result<String, CompileError> {
     use super::CompilerPreference;
     let env = Environment::process();
-    let installed = iree_sys::build_info::COMPILER_VERSION.map(str::to_owned);
-    let same_file = |a: &std::path::Path, b: &Option<PathBuf>| {
-        b.as_ref()
-            .is_some_and(|b| a.canonicalize().ok() == b.canonicalize().ok())
-    };
-    let executable = |env: &Environment| -> Result<String, CompileError> {
-        let path = EXECUTABLE.locate(env)?;
-        let beside_library = env
-            .install
-            .library
-            .as_ref()
-            .and_then(|library| library.parent())
-            .is_some_and(|dir| path.parent() == Some(dir));
-        match &installed {
-            Some(version) if beside_library || same_file(&path, &env.install.executable) => {
-                Ok(version.clone())
-            }
-            _ => {
-                use super::Compiler;
-                Ok(super::SubprocessCompiler::new(path)?
-                    .version()
-                    .build()
-                    .to_owned())
-            }
-        }
-    };
-    let library = |env: &Environment| -> Result<String, CompileError> {
-        let path = LIBRARY.locate(env)?;
-        match &installed {
-            Some(version) if same_file(&path, &env.install.library) => Ok(version.clone()),
-            _ => Ok(file_fingerprint(&path)),
-        }
-    };
+    let install = &env.install;
     match preference {
-        CompilerPreference::Subprocess => executable(&env),
-        CompilerPreference::InProcess => library(&env),
-        CompilerPreference::Auto => library(&env).or_else(|_| executable(&env)),
+        CompilerPreference::Subprocess => identify_executable(&EXECUTABLE.locate(&env)?, install),
+        CompilerPreference::InProcess => identify_library(&LIBRARY.locate(&env)?, install),
+        CompilerPreference::Auto => match LIBRARY.locate(&env) {
+            Ok(library) => identify_library(&library, install),
+            Err(_) => identify_executable(&EXECUTABLE.locate(&env)?, install),
+        },
+        CompilerPreference::Library(library) => {
+            let path = library.path();
+            if !path.is_file() {
+                return Err(CompileError::Load {
+                    path: path.to_path_buf(),
+                    message: if path.exists() {
+                        "not a file"
+                    } else {
+                        "no such file"
+                    }
+                    .to_owned(),
+                });
+            }
+            identify_library(path, install)
+        }
+        CompilerPreference::Executable(path) => identify_executable(&path, install),
     }
 }
 
+/// The identity of the `iree-compile` at `path`: the install's recorded
+/// build string when it is the install's (the native tool next to its
+/// library, or its launcher), else its answer to `--version`.
+fn identify_executable(path: &Path, install: &Install) -> Result<String, CompileError> {
+    let beside_library = install
+        .library
+        .as_ref()
+        .and_then(|library| library.parent())
+        .is_some_and(|dir| path.parent() == Some(dir));
+    match iree_sys::build_info::COMPILER_VERSION {
+        Some(version) if beside_library || same_file(path, &install.executable) => {
+            Ok(version.to_owned())
+        }
+        _ => Ok(super::subprocess::version_of(path)?.build().to_owned()),
+    }
+}
+
+/// The identity of the library at `path`: the install's recorded build
+/// string when it is the install's, else the file's fingerprint.
+fn identify_library(path: &Path, install: &Install) -> Result<String, CompileError> {
+    match iree_sys::build_info::COMPILER_VERSION {
+        Some(version) if same_file(path, &install.library) => Ok(version.to_owned()),
+        _ => Ok(file_fingerprint(path)),
+    }
+}
+
+/// Whether `a` and `b` are the same file (after resolving links).
+fn same_file(a: &Path, b: &Option<PathBuf>) -> bool {
+    b.as_ref()
+        .is_some_and(|b| a.canonicalize().ok() == b.canonicalize().ok())
+}
+
 /// `library <canonical path> (<size> bytes, modified <seconds.nanos>)`.
-fn file_fingerprint(path: &std::path::Path) -> String {
+fn file_fingerprint(path: &Path) -> String {
     let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
     let metadata = std::fs::metadata(&canonical).ok();
     let modified = metadata
@@ -252,8 +276,6 @@ fn find_on_path(paths: &OsString, name: &str) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use super::*;
 
     fn env(

@@ -33,6 +33,15 @@
 //! When no compiler is found, the error says to run `cargo xtask build-iree`
 //! or to set `IREE_COMPILER_LIB` / `IREE_COMPILE`.
 //!
+//! A program can name the compiler instead, ignoring the variables:
+//! [`CompilerPreference::Executable`] (an `iree-compile`) or
+//! [`CompilerPreference::Library`] (a `libIREECompiler.so`, as a
+//! [`TrustedCompilerLibrary`], since loading it runs its code). Either is
+//! used or is an error naming it.
+//!
+//! `iree-compile --version` runs at most once per executable in a process:
+//! [`SubprocessCompiler::new`] and [`compiler_identity`] share its answer.
+//!
 //! # Example
 //!
 //! ```no_run
@@ -64,11 +73,12 @@ mod version;
 use crate::vmfb::TrustedVmfb;
 use std::fmt;
 use std::ops::Deref;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use diagnostics::{Diagnostic, Location, Severity};
 pub use error::CompileError;
-pub use in_process::InProcessCompiler;
+pub use in_process::{InProcessCompiler, TrustedCompilerLibrary};
 pub use locate::{
     compiler_identity, compiler_library_is_explicit, locate_compiler_library, locate_iree_compile,
     COMPILER_LIB_ENV, IREE_COMPILE_ENV,
@@ -165,8 +175,12 @@ impl fmt::Debug for Artifact {
     }
 }
 
-/// Which compiler implementation to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// Which compiler implementation to use, and where it is.
+///
+/// `Auto`, `InProcess` and `Subprocess` find the compiler through the
+/// environment variables and the install (see the module docs); `Library`
+/// and `Executable` name it, and ignore both.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum CompilerPreference {
     /// In-process when the library loads, else `iree-compile`. A library
@@ -174,10 +188,19 @@ pub enum CompilerPreference {
     /// error, never a silent switch to the subprocess.
     #[default]
     Auto,
-    /// [`InProcessCompiler`] only.
+    /// [`InProcessCompiler`] only, from `IREE_COMPILER_LIB` or the install.
     InProcess,
-    /// [`SubprocessCompiler`] only.
+    /// [`SubprocessCompiler`] only, from `IREE_COMPILE`, the install or
+    /// `PATH`.
     Subprocess,
+    /// [`InProcessCompiler`] from this `libIREECompiler.so`. A library that
+    /// does not load is an error naming it, never a switch to another
+    /// compiler. Loading a library runs its code, so the path is a
+    /// [`TrustedCompilerLibrary`], vouched for by whoever made it.
+    Library(TrustedCompilerLibrary),
+    /// [`SubprocessCompiler`] running this `iree-compile`. One that does
+    /// not answer `--version` as IREE's does is an error naming it.
+    Executable(PathBuf),
 }
 
 /// Which implementation [`choose_compiler`] picked.
@@ -223,27 +246,39 @@ pub struct CompilerChoice {
 /// The errors of [`InProcessCompiler::load`] when the in-process compiler is
 /// asked for (or named by `IREE_COMPILER_LIB`), and of
 /// [`SubprocessCompiler::locate`] when the subprocess is asked for or taken
-/// as the fallback.
+/// as the fallback; for a compiler the program names, the errors of
+/// [`InProcessCompiler::load_from`] ([`CompileError::Load`] naming a
+/// library that does not exist or does not load) and of
+/// [`SubprocessCompiler::new`] ([`CompileError::BadExecutable`]).
 pub fn choose_compiler(preference: CompilerPreference) -> Result<CompilerChoice, CompileError> {
-    let in_process = |reason: &str| -> Result<CompilerChoice, CompileError> {
-        let compiler = InProcessCompiler::load()?;
-        Ok(CompilerChoice {
-            reason: format!("{reason}: {}", compiler.library_path().display()),
-            compiler: Arc::new(compiler),
-            kind: CompilerKind::InProcess,
-        })
+    let loaded = |compiler: InProcessCompiler, reason: &str| CompilerChoice {
+        reason: format!("{reason}: {}", compiler.library_path().display()),
+        compiler: Arc::new(compiler),
+        kind: CompilerKind::InProcess,
     };
-    let subprocess = |reason: String| -> Result<CompilerChoice, CompileError> {
-        let compiler = SubprocessCompiler::locate()?;
-        Ok(CompilerChoice {
-            reason: format!("{reason}: {}", compiler.path().display()),
-            compiler: Arc::new(compiler),
-            kind: CompilerKind::Subprocess,
-        })
+    let started = |compiler: SubprocessCompiler, reason: &str| CompilerChoice {
+        reason: format!("{reason}: {}", compiler.path().display()),
+        compiler: Arc::new(compiler),
+        kind: CompilerKind::Subprocess,
     };
+    let in_process =
+        |reason: &str| Ok::<_, CompileError>(loaded(InProcessCompiler::load()?, reason));
+    let subprocess =
+        |reason: &str| Ok::<_, CompileError>(started(SubprocessCompiler::locate()?, reason));
     match preference {
         CompilerPreference::InProcess => in_process("in-process compiler asked for"),
-        CompilerPreference::Subprocess => subprocess("subprocess compiler asked for".to_owned()),
+        CompilerPreference::Subprocess => subprocess("subprocess compiler asked for"),
+        CompilerPreference::Library(library) => {
+            // SAFETY: a `TrustedCompilerLibrary` names a build of IREE's
+            // compiler library; whoever made it vouched for that (its
+            // `new_unchecked` contract is `load_from`'s).
+            let compiler = unsafe { InProcessCompiler::load_from(library.path()) }?;
+            Ok(loaded(compiler, "in-process compiler named by the program"))
+        }
+        CompilerPreference::Executable(path) => Ok(started(
+            SubprocessCompiler::new(path)?,
+            "iree-compile named by the program",
+        )),
         CompilerPreference::Auto if compiler_library_is_explicit() => {
             in_process("in-process compiler named by IREE_COMPILER_LIB")
         }
@@ -255,7 +290,7 @@ pub fn choose_compiler(preference: CompilerPreference) -> Result<CompilerChoice,
                     "cannot compile in-process ({error}); running iree-compile per compilation \
                      instead, about 0.25 s slower each"
                 );
-                subprocess(format!("the in-process compiler did not load ({error})"))
+                subprocess(&format!("the in-process compiler did not load ({error})"))
             }
         },
     }

@@ -1,8 +1,11 @@
 //! [`SubprocessCompiler`]: one `iree-compile` process per compilation.
 
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::SystemTime;
 
 use super::diagnostics::{self, Diagnostic, Severity};
 use super::error::CompileError;
@@ -37,6 +40,10 @@ impl SubprocessCompiler {
     }
 
     /// Uses the `iree-compile` at `path`, after asking it for its version.
+    /// `--version` runs at most once per executable in a process: its
+    /// answer is kept (and shared with
+    /// [`compiler_identity`](super::compiler_identity)); a run that could
+    /// not start is not, so a later call tries again.
     ///
     /// # Errors
     ///
@@ -44,27 +51,7 @@ impl SubprocessCompiler {
     /// answer `--version` with an IREE compiler version.
     pub fn new(path: impl Into<PathBuf>) -> Result<Self, CompileError> {
         let path = path.into();
-        let bad = |message: String| CompileError::BadExecutable {
-            path: path.clone(),
-            message,
-        };
-        let output = Command::new(&path)
-            .arg("--version")
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| bad(format!("cannot run it: {e}")))?;
-        if !output.status.success() {
-            return Err(bad(format!(
-                "`--version` {}: {}",
-                describe(output.status),
-                String::from_utf8_lossy(&output.stderr).trim()
-            )));
-        }
-        let version =
-            CompilerVersion::from_version_output(&String::from_utf8_lossy(&output.stdout))
-                .ok_or_else(|| {
-                    bad("`--version` does not print an IREE compiler version".to_owned())
-                })?;
+        let version = version_of(&path)?;
         Ok(SubprocessCompiler { path, version })
     }
 
@@ -161,6 +148,86 @@ impl SubprocessCompiler {
         }
         CompileError::Compilation { diagnostics }
     }
+}
+
+/// What `iree-compile --version` answered: its version, or why it is not
+/// one (a message for [`CompileError::BadExecutable`]).
+type Answer = Result<CompilerVersion, String>;
+
+/// Which file was asked: its canonical path (the path as given when it
+/// cannot be resolved), size and modification time, so that an executable
+/// replaced at the same path is asked again.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Executable {
+    path: PathBuf,
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+impl Executable {
+    fn of(path: &Path) -> Self {
+        let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        let metadata = std::fs::metadata(&path).ok();
+        Executable {
+            len: metadata.as_ref().map_or(0, std::fs::Metadata::len),
+            modified: metadata.and_then(|m| m.modified().ok()),
+            path,
+        }
+    }
+}
+
+/// The version of the `iree-compile` at `path`, from `--version`, which
+/// runs at most once per executable in the process: the answer (a version,
+/// or a run that did not give one) is kept for the life of the process and
+/// shared by [`SubprocessCompiler::new`] and
+/// [`compiler_identity`](super::compiler_identity). Callers asking about
+/// the same executable at once wait for one run; others do not wait. A
+/// run that could not start (a missing file, say) is not kept, so the next
+/// call tries again.
+pub(crate) fn version_of(path: &Path) -> Result<CompilerVersion, CompileError> {
+    /// One slot per executable: `None` until a run answered.
+    type Slot = Arc<Mutex<Option<Answer>>>;
+    static ANSWERS: OnceLock<Mutex<HashMap<Executable, Slot>>> = OnceLock::new();
+    let bad = |message: String| CompileError::BadExecutable {
+        path: path.to_path_buf(),
+        message,
+    };
+    let slot = Arc::clone(
+        ANSWERS
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(Executable::of(path))
+            .or_default(),
+    );
+    // Held while `--version` runs, so a second caller for this executable
+    // waits for the first's answer; the map's lock is not held.
+    let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(answer) = &*slot {
+        return answer.clone().map_err(bad);
+    }
+    let answer = ask_version(path).map_err(|e| bad(format!("cannot run it: {e}")))?;
+    *slot = Some(answer.clone());
+    answer.map_err(bad)
+}
+
+/// Runs `path --version`: `Err` when it cannot start, else its answer.
+fn ask_version(path: &Path) -> io::Result<Answer> {
+    let output = Command::new(path)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()?;
+    if !output.status.success() {
+        return Ok(Err(format!(
+            "`--version` {}: {}",
+            describe(output.status),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    Ok(
+        CompilerVersion::from_version_output(&String::from_utf8_lossy(&output.stdout))
+            .ok_or_else(|| "`--version` does not print an IREE compiler version".to_owned()),
+    )
 }
 
 /// "exited with status 1", "was killed by signal 11".

@@ -163,3 +163,41 @@ impl Compiler for Counting {
         self.inner.version()
     }
 }
+
+/// A stand-in for `iree-compile`: a shell script that answers `--version`
+/// with an IREE version line naming `build` (appending a line to
+/// `counter` each time it is asked), and "compiles" anything to the bytes
+/// [`FAKE_VMFB`]. Written whole before it runs: call it from a test file
+/// of its own, where no other thread forks while the script is open for
+/// writing (which would make running it fail with "text file busy").
+pub(crate) fn fake_iree_compile(
+    dir: &std::path::Path,
+    counter: &std::path::Path,
+    build: &str,
+) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("iree-compile");
+    let script = format!(
+        "#!/bin/sh\n\
+         if [ \"$1\" = \"--version\" ]; then\n\
+         \x20 echo run >> '{counter}'\n\
+         \x20 printf 'IREE (https://iree.dev):\\n  IREE compiler version %s\\n  LLVM version 22.0.0git\\n' '{build}'\n\
+         \x20 exit 0\n\
+         fi\n\
+         cat > /dev/null\n\
+         printf '%s' '{vmfb}'\n",
+        counter = counter.display(),
+        vmfb = std::str::from_utf8(FAKE_VMFB).unwrap(),
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// What [`fake_iree_compile`] writes for any compilation.
+pub(crate) const FAKE_VMFB: &[u8] = b"fake vmfb";
+
+/// How many times `counter` says the fake was asked for its version.
+pub(crate) fn version_runs(counter: &std::path::Path) -> usize {
+    std::fs::read_to_string(counter).map_or(0, |text| text.lines().count())
+}
