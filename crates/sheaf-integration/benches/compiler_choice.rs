@@ -95,9 +95,9 @@ fn child(mode: &str) {
     for (i, (shape, (n, k, m))) in SHAPES.iter().zip(MLP_SHAPES).enumerate() {
         for call in 0..CALLS_PER_SHAPE {
             let seed = 10 * i + call;
-            let x = array(shape, seed);
-            compiled(jit.dispatch(&sigmoid, std::slice::from_ref(&x), &[]).unwrap());
-            compiled(jit.dispatch(&softmax, &[x], &temperature).unwrap());
+            let x = [array(shape, seed)];
+            compiled(jit.dispatch(&sigmoid, &x, &[]).unwrap());
+            compiled(jit.dispatch(&softmax, &x, &temperature).unwrap());
             let args = [
                 array(&[n, k], seed),
                 array(&[k, m], seed + 1),
