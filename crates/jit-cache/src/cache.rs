@@ -11,6 +11,7 @@ use crate::config::CacheConfig;
 use crate::dispatch::{Dispatch, FallbackReason, Origin, Provenance};
 use crate::error::{CompileFailure, ConfigError, ErrorChain};
 use crate::explain::MissReason;
+use crate::failures::NEVER;
 use crate::function_cache::Evicted;
 use crate::function_id::FunctionId;
 use crate::generalize::Generalization;
@@ -512,10 +513,9 @@ impl<E: Executable> CompileTicket<'_, E> {
                 signature = %sig,
                 setting = "CacheConfig::failed_compile_retry_after",
                 "{func}: compiling {sig} failed: {}. Calls with this signature run in the \
-                 interpreter for the next {} calls (CacheConfig::failed_compile_retry_after) or \
-                 until JitCache::clear_failures",
+                 interpreter {}",
                 ErrorChain(&**error),
-                config.failed_compile_retry_after
+                RetryAfter(config.failed_compile_retry_after)
             ),
         }
         if static_again {
@@ -567,6 +567,25 @@ impl<E: Executable> Drop for CompileTicket<'_, E> {
                 .abandon_compile(self.func, self.sig, self.started.generation);
             self.flight
                 .complete(Err(Arc::new(CompileFailure::Abandoned)));
+        }
+    }
+}
+
+/// How long a failed signature is interpreted, in words.
+struct RetryAfter(u64);
+
+impl fmt::Display for RetryAfter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            NEVER => f.write_str(
+                "until JitCache::clear_failures; it is not retried \
+                 (CacheConfig::failed_compile_retry_after is u64::MAX)",
+            ),
+            calls => write!(
+                f,
+                "for the next {calls} calls (CacheConfig::failed_compile_retry_after) or until \
+                 JitCache::clear_failures"
+            ),
         }
     }
 }

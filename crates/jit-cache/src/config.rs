@@ -130,6 +130,8 @@ pub struct CacheConfig {
     /// Calls with a failed signature that run in the interpreter before its
     /// compile is retried. Default 1000: compile errors are usually
     /// deterministic, but a transient failure should not last forever.
+    /// `u64::MAX` never retries: only
+    /// [`JitCache::clear_failures`](crate::JitCache::clear_failures) does.
     pub failed_compile_retry_after: u64,
     /// Failed signatures remembered per function (least recently used beyond
     /// it are forgotten and retried). Default 64.

@@ -153,3 +153,40 @@ fn a_panicking_compile_is_a_failed_compile_and_the_cache_keeps_working() {
     }
     assert_eq!(cache.stats().total.failed_compiles, 1);
 }
+
+#[test]
+fn a_failure_never_retried_says_so() {
+    let compiler = MockCompiler::with(|_| 100, |_| Behaviour::Fail);
+    let cache = JitCache::new(CacheConfig {
+        failed_compile_retry_after: u64::MAX,
+        ..CacheConfig::default()
+    })
+    .unwrap();
+    let f = FunctionId::new("conv", 1);
+    let bad = f32_sig(&[7]);
+    for _ in 0..3 {
+        let (ran, _) = run(&cache, &f, &bad, &compiler);
+        assert_eq!(ran, Ran::Interpreted(expected(&bad)));
+    }
+    assert_eq!(compiler.compiles_of(&bad), 1);
+    let stats = cache.stats();
+    let last = stats.function(&f).unwrap().last_miss.as_ref().unwrap();
+    assert!(
+        matches!(
+            last,
+            MissReason::CompileFailedEarlier {
+                retry_in_calls: u64::MAX,
+                ..
+            }
+        ),
+        "not counted down: {last:?}"
+    );
+    assert_eq!(
+        last.to_string(),
+        "compile failed earlier (the compile failed: unsupported op for (f32[7])); not \
+         retried: JitCache::clear_failures() retries it"
+    );
+    assert_eq!(cache.clear_failures(), 1);
+    run(&cache, &f, &bad, &compiler);
+    assert_eq!(compiler.compiles_of(&bad), 2, "cleared, so retried");
+}
