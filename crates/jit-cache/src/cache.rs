@@ -507,6 +507,17 @@ impl<E: Executable> CompileTicket<'_, E> {
                 "{func}: compiled {sig} in {elapsed:.1?} ({})",
                 ByteSize::from(*bytes)
             ),
+            // The lowering's verdict on a call (its dims do not fit, say):
+            // the caller's interpreter reports it; the cache only notes it.
+            Err(error) if error.is_refusal() => tracing::debug!(
+                target: "jit_cache",
+                function = %func,
+                signature = %sig,
+                "{func}: {sig} not compiled: {}. Calls with this signature run in the \
+                 interpreter {}",
+                ErrorChain(&**error),
+                RetryAfter(config.failed_compile_retry_after)
+            ),
             Err(error) => tracing::warn!(
                 target: "jit_cache",
                 function = %func,

@@ -33,7 +33,10 @@
 //! - **Global budgets**: total entries and total bytes; beyond either, the
 //!   least recently used entry of *any* function is evicted.
 //! - **Failed compiles** are remembered per signature for a number of calls; a
-//!   panicking compile callback is caught and does not poison the cache.
+//!   panicking compile callback is caught and does not poison the cache. A
+//!   signature the lowering refuses ([`CompileFailure::refused`]: no
+//!   compiler ran) is remembered the same way but counted apart
+//!   ([`Counters::refusals`]), not as a compile.
 //! - **Concurrency**: one short lock, never held while compiling; concurrent
 //!   misses on one signature compile once; an evicted executable lives on
 //!   while a call still holds its `Arc`.
@@ -50,8 +53,9 @@
 //!   dependency.
 //! - **Observability**: [`JitCache::stats`] (per function and total, with a
 //!   report table as `Display`) and `tracing` events under target `jit_cache`:
-//!   `debug` per miss with its explanation and admission decision and per
-//!   eviction, `warn` per policy mode change and failed compile.
+//!   `debug` per miss with its explanation and admission decision, per
+//!   eviction and per refused signature, `warn` per policy mode change and
+//!   failed compile.
 //!
 //! # Example
 //!

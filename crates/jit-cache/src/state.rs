@@ -127,6 +127,25 @@ pub(crate) struct Finished<E> {
     pub(crate) static_again: bool,
 }
 
+/// What one finished compile adds to the counters.
+struct CompileCount {
+    compiles: u64,
+    failed: u64,
+    refusals: u64,
+    time: Duration,
+    fallback: u64,
+}
+
+impl CompileCount {
+    fn add_to(&self, counters: &mut Counters) {
+        counters.compiles += self.compiles;
+        counters.failed_compiles += self.failed;
+        counters.refusals += self.refusals;
+        counters.compile_time += self.time;
+        counters.fallback_calls += self.fallback;
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum NotCached {
     TooLarge,
@@ -532,13 +551,18 @@ impl<E> CacheState<E> {
         config: &CacheConfig,
     ) -> Finished<E> {
         let failed = result.is_err();
-        // A failed compile sends its call to the interpreter (a queued one's
-        // call ran there already).
-        let fallback = u64::from(failed && started.caller == Caller::Blocking);
-        self.total.compiles += 1;
-        self.total.compile_time += elapsed;
-        self.total.failed_compiles += u64::from(failed);
-        self.total.fallback_calls += fallback;
+        // A refusal is no compile: no compiler ran.
+        let refused = matches!(result, Err(e) if e.is_refusal());
+        let compiled = CompileCount {
+            compiles: u64::from(!refused),
+            failed: u64::from(failed && !refused),
+            refusals: u64::from(refused),
+            time: if refused { Duration::ZERO } else { elapsed },
+            // A failed compile sends its call to the interpreter (a queued
+            // one's call ran there already).
+            fallback: u64::from(failed && started.caller == Caller::Blocking),
+        };
+        compiled.add_to(&mut self.total);
         let mut finished = Finished {
             evicted: Vec::new(),
             not_cached: None,
@@ -554,10 +578,7 @@ impl<E> CacheState<E> {
             return finished;
         };
         state.in_flight.remove(sig);
-        state.counters.compiles += 1;
-        state.counters.compile_time += elapsed;
-        state.counters.failed_compiles += u64::from(failed);
-        state.counters.fallback_calls += fallback;
+        compiled.add_to(&mut state.counters);
         let (exe, bytes) = match result {
             Err(error) => {
                 if sig.has_dynamic_dims() {

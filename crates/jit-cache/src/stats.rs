@@ -11,8 +11,8 @@ use crate::thrash::FunctionMode;
 /// Event counters and live totals, for one function or for the whole cache.
 ///
 /// `calls = hits + misses`. A miss either compiled (`compiles`, of which
-/// `failed_compiles` failed), waited for another call's compile, or did
-/// neither. `fallback_calls` counts the calls that ran in the interpreter:
+/// `failed_compiles` failed), was refused by the lowering (`refusals`: no
+/// compiler ran), waited for another call's compile, or did neither. `fallback_calls` counts the calls that ran in the interpreter:
 /// misses that did not compile (not admitted, thrashing, remembered failure,
 /// compile in flight) and calls whose compile (their own or the one they
 /// waited for) failed.
@@ -25,12 +25,18 @@ pub struct Counters {
     pub hits: u64,
     /// Calls whose signature was not cached.
     pub misses: u64,
-    /// Compile callbacks run (failed ones included).
+    /// Compile callbacks run (failed ones included, refusals not).
     pub compiles: u64,
-    /// Compile callbacks that returned an error or panicked.
+    /// Compile callbacks that returned an error or panicked (refusals not
+    /// included).
     pub failed_compiles: u64,
-    /// Time spent in compile callbacks.
+    /// Time spent in compile callbacks (refusals not included).
     pub compile_time: Duration,
+    /// Signatures the lowering refused
+    /// ([`CompileFailure::Refused`](crate::CompileFailure::Refused)): no
+    /// compiler ran. Remembered like failed compiles, counted apart from
+    /// them.
+    pub refusals: u64,
     /// Entries evicted, whatever the cause.
     pub evictions: u64,
     /// Calls sent to the interpreter.
