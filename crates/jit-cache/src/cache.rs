@@ -191,6 +191,18 @@ impl<E: Executable> JitCache<E> {
         }
     }
 
+    /// Blocks until no background compile ([`get_or_queue`](Self::get_or_queue))
+    /// is queued or running, and returns true; or returns false once
+    /// `timeout` has passed first. When it returns true, every compile
+    /// queued before the call has been cached (or has failed, or was
+    /// withdrawn). Compiles that callers of
+    /// [`get_or_compile`](Self::get_or_compile) run on their own threads are
+    /// not waited for. Called from inside a queued compile, it waits for
+    /// that compile too, so it times out.
+    pub fn wait_for_compiles(&self, timeout: Duration) -> bool {
+        self.shared.pool.wait_idle(timeout)
+    }
+
     /// [`get_or_compile`](Self::get_or_compile), then `run` the executable or
     /// `interpret`; returns the result and how the call ran.
     pub fn call<R>(

@@ -42,8 +42,9 @@
 //!   while a call still holds its `Arc`.
 //! - **Background compiles**: [`JitCache::get_or_queue`] queues a miss's
 //!   compile on a bounded pool and sends the call to the interpreter; later
-//!   calls hit once it is done. [`JitCache::insert`] caches executables
-//!   compiled ahead.
+//!   calls hit once it is done; [`JitCache::wait_for_compiles`] waits for
+//!   the queue to drain. [`JitCache::insert`] caches executables compiled
+//!   ahead.
 //! - **Artifacts on disk** (cargo feature `store`, on by default):
 //!   `store::ArtifactStore` keeps compiled artifacts between runs (keys,
 //!   authenticated entries, atomic writes, a size bound); with the `remote`

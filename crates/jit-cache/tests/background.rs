@@ -260,3 +260,28 @@ fn dropping_the_cache_waits_for_the_running_compile_only_and_leaks_nothing() {
     let tracker = &gated.compiler.tracker;
     assert_eq!((tracker.created(), tracker.live()), (1, 0));
 }
+
+#[test]
+fn wait_for_compiles_returns_once_the_queue_is_done() {
+    let gated = Gated::new(MockCompiler::new());
+    let cache = cache(1, 8);
+    let f = FunctionId::new("gelu", 13);
+    let sigs: Vec<Signature> = (1..=3).map(|n| f32_sig(&[n])).collect();
+    for sig in &sigs {
+        assert_eq!(
+            reason(cache.get_or_queue(&f, sig, gated.compile())),
+            FallbackReason::CompileQueued
+        );
+    }
+    gated.started.recv().unwrap();
+    // The gate holds the first compile: the queue cannot be done.
+    assert!(!cache.wait_for_compiles(Duration::from_millis(1)));
+    for _ in &sigs {
+        gated.release_one();
+    }
+    assert!(cache.wait_for_compiles(Duration::from_secs(600)));
+    for sig in &sigs {
+        assert!(cache.contains(&f, sig), "{sig} is cached once it returns");
+    }
+    assert_eq!(cache.stats().total.compiles, 3);
+}
