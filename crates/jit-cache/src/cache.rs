@@ -173,6 +173,7 @@ impl<E: Executable> JitCache<E> {
             cache: Arc::downgrade(&self.shared),
             func: func.clone(),
             sig: target,
+            call: sig.clone(),
             started,
             flight,
             miss: reason,
@@ -255,6 +256,7 @@ impl<E: Executable> JitCache<E> {
                     cache: self,
                     func,
                     sig: &target,
+                    call: sig,
                     started,
                     flight,
                     pending: true,
@@ -362,7 +364,10 @@ type CompileFn<E> = Box<dyn FnOnce(&Signature) -> Result<E, CompileFailure> + Se
 struct QueuedCompile<E> {
     cache: Weak<Shared<E>>,
     func: FunctionId,
+    /// The signature compiled.
     sig: Signature,
+    /// The signature of the call that queued it.
+    call: Signature,
     started: Started,
     flight: Arc<Flight<CompileResult<E>>>,
     miss: MissReason,
@@ -426,6 +431,7 @@ impl<E: Executable> Job for QueuedCompile<E> {
             cache: &cache,
             func: &self.func,
             sig: &self.sig,
+            call: &self.call,
             started: self.started,
             flight: Arc::clone(&self.flight),
             pending: true,
@@ -477,7 +483,10 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 struct CompileTicket<'a, E: Executable> {
     cache: &'a JitCache<E>,
     func: &'a FunctionId,
+    /// The signature compiled.
     sig: &'a Signature,
+    /// The call's signature: `sig`, or what `sig` generalizes.
+    call: &'a Signature,
     started: Started,
     flight: Arc<Flight<CompileResult<E>>>,
     pending: bool,
@@ -499,6 +508,7 @@ impl<E: Executable> CompileTicket<'_, E> {
         } = self.cache.lock().finish_compile(
             self.func,
             self.sig,
+            Some(self.call),
             self.started,
             &result,
             elapsed,

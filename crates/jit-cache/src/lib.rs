@@ -17,7 +17,10 @@
 //!   taken two distinct values ([`CacheConfig::dynamic_dims_after`]), a
 //!   variant with that dim dynamic ([`ArgSpec::DYNAMIC`]), which serves every
 //!   size of it; a call prefers its exact signature, then the most specific
-//!   dynamic one ([`Generalization`] says which dims and why).
+//!   dynamic one ([`Generalization`] says which dims and why). The values
+//!   counted are those of calls whose compile succeeded (or is in flight,
+//!   or that the policy did not compile), with the missing call's own: a
+//!   call whose compile fails or is refused counts for nothing.
 //! - **Per-function capacity**: several signatures of one function coexist
 //!   (a new shape is an ordinary miss), up to the function's capacity
 //!   (default 8); an evicted executable is dropped at once.

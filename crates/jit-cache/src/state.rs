@@ -84,6 +84,15 @@ pub(crate) enum MissAction<E> {
     Interpret(FallbackReason),
 }
 
+/// A compile in flight.
+#[derive(Debug)]
+struct InFlight<E> {
+    flight: Arc<Flight<CompileResult<E>>>,
+    /// The signature of the call that started it: until the compile ends,
+    /// its dims count towards its class's dims varying (pending).
+    call: Signature,
+}
+
 /// Whether the calling thread compiles (and waits for compiles in flight),
 /// or queues the compile and runs the interpreter meanwhile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,7 +173,7 @@ struct FunctionState<E> {
     /// [`CachePolicy::LruCoolDown`]'s fallback.
     cool_down: Option<ThrashGuard>,
     failures: Failures,
-    in_flight: HashMap<Signature, Arc<Flight<CompileResult<E>>>, PrecomputedState>,
+    in_flight: HashMap<Signature, InFlight<E>, PrecomputedState>,
     counters: Counters,
     last_miss: Option<MissReason>,
     last_refusal: Option<Refusal>,
@@ -250,11 +259,15 @@ impl<E> FunctionState<E> {
         self.counters.misses += 1;
         total.misses += 1;
         // The signature to compile: the call's, or its generalization once
-        // some of its dims vary.
+        // some of its dims vary, counting the dims of the calls whose
+        // compile succeeded or is in flight. The call's dims are committed
+        // only if its compile succeeds (`finish_compile`): a call whose
+        // dims do not fit together never counts towards a dim varying.
+        let in_flight = &self.in_flight;
         let generalization = self
             .generalizer
             .as_mut()
-            .and_then(|g| g.observe(sig))
+            .and_then(|g| g.generalize(sig, in_flight.values().map(|f| &f.call)))
             .map(Box::new);
         let target = generalization
             .as_deref()
@@ -274,10 +287,10 @@ impl<E> FunctionState<E> {
                 MissAction::Interpret(FallbackReason::CompileFailed(error)),
             ),
             check => {
-                if let Some(flight) = self.in_flight.get(target) {
+                if let Some(in_flight) = self.in_flight.get(target) {
                     let action = match (caller, config.in_flight) {
                         (Caller::Blocking, InFlightPolicy::Wait) => {
-                            MissAction::Wait(Arc::clone(flight))
+                            MissAction::Wait(Arc::clone(&in_flight.flight))
                         }
                         (Caller::Background, _) | (_, InFlightPolicy::Interpret) => {
                             MissAction::Interpret(FallbackReason::CompileInFlight)
@@ -329,6 +342,19 @@ impl<E> FunctionState<E> {
                 total.admissions_refused += 1;
                 self.last_refusal = Some(*refusal);
             }
+            // Nothing is known against a call the policy did not compile
+            // (at capacity, in a cool-down): its dims count, so that a
+            // class's misses gather on one dynamic variant, which is then
+            // admitted by its frequency. A call blocked by a failure, or
+            // whose compile is in flight, adds nothing.
+            if matches!(
+                why,
+                FallbackReason::NotAdmitted { .. } | FallbackReason::Thrashing { .. }
+            ) {
+                if let Some(generalizer) = &mut self.generalizer {
+                    generalizer.commit(sig);
+                }
+            }
         }
         self.last_miss = Some(reason.clone());
         Step::Miss(Miss {
@@ -351,6 +377,7 @@ impl<E> FunctionState<E> {
         reason: &MissReason,
         notes: &mut Vec<Note>,
     ) -> MissAction<E> {
+        let call_sig = sig;
         let sig = generalization
             .as_deref()
             .map_or(sig, Generalization::signature);
@@ -394,7 +421,13 @@ impl<E> FunctionState<E> {
             }
         }
         let flight = Flight::new();
-        self.in_flight.insert(sig.clone(), Arc::clone(&flight));
+        self.in_flight.insert(
+            sig.clone(),
+            InFlight {
+                flight: Arc::clone(&flight),
+                call: call_sig.clone(),
+            },
+        );
         MissAction::Compile {
             started: Started {
                 generation: self.generation,
@@ -511,7 +544,7 @@ impl<E> CacheState<E> {
             admitted: Some(Admit::Requested),
             caller: Caller::Blocking,
         };
-        Some(self.finish_compile(func, sig, started, &Ok(compiled), elapsed, config))
+        Some(self.finish_compile(func, sig, None, started, &Ok(compiled), elapsed, config))
     }
 
     /// Counts a call and decides what it does.
@@ -540,11 +573,16 @@ impl<E> CacheState<E> {
     }
 
     /// Records a compile's result: caches the executable (evicting what the
-    /// capacity and budgets require) or remembers the failure.
+    /// capacity and budgets require) or remembers the failure. `sig` is the
+    /// signature compiled; `call`, the signature of the call whose miss
+    /// compiled it (`None` for one compiled ahead), whose dims a successful
+    /// compile commits to its shape class.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn finish_compile(
         &mut self,
         func: &FunctionId,
         sig: &Signature,
+        call: Option<&Signature>,
         started: Started,
         result: &Result<(Arc<E>, usize), Arc<CompileFailure>>,
         elapsed: Duration,
@@ -595,6 +633,9 @@ impl<E> CacheState<E> {
             }
             Ok((exe, bytes)) => (Arc::clone(exe), *bytes),
         };
+        if let (Some(generalizer), Some(call)) = (&mut state.generalizer, call) {
+            generalizer.commit(call);
+        }
         if !self.budget.admits(bytes) {
             finished.not_cached = Some(NotCached::TooLarge);
             return finished;
