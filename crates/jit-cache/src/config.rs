@@ -139,7 +139,9 @@ pub struct CacheConfig {
     /// What a blocking call ([`JitCache::get_or_compile`](crate::JitCache::get_or_compile))
     /// does while its signature is being compiled by another. Default
     /// [`InFlightPolicy::Wait`]; a queueing call
-    /// ([`JitCache::get_or_queue`](crate::JitCache::get_or_queue)) never waits.
+    /// ([`JitCache::get_or_queue`](crate::JitCache::get_or_queue)) waits
+    /// only by its own rule (when interpreting takes longer than the
+    /// compile's remaining time).
     pub in_flight: InFlightPolicy,
     /// Threads that run queued compiles (started on the first queued
     /// compile). Default 2, measured on 2 cores: 8 signatures queued at once

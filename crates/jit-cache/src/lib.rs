@@ -43,10 +43,17 @@
 //! - **Concurrency**: one short lock, never held while compiling; concurrent
 //!   misses on one signature compile once; an evicted executable lives on
 //!   while a call still holds its `Arc`.
-//! - **Background compiles**: [`JitCache::get_or_queue`] queues a miss's
-//!   compile on a bounded pool and sends the call to the interpreter; later
-//!   calls hit once it is done; [`JitCache::wait_for_compiles`] waits for
-//!   the queue to drain. [`JitCache::insert`] caches executables compiled
+//! - **Background compiles**: [`JitCache::get_or_queue`] prepares a miss's
+//!   compile on the calling thread, queues the rest on a bounded pool and
+//!   sends the call to the interpreter; later calls hit once it is done.
+//!   Background is never meant to be worse than waiting: once the caller
+//!   reports how long interpreting a function takes
+//!   ([`JitCache::report_interpreted`]), a miss whose compile is queued or
+//!   running waits for it instead when interpreting is expected to take
+//!   longer than the compile's remaining time (mean compile time × (jobs
+//!   ahead / compile threads + 1), less what it has run). A function with
+//!   no report interprets. [`JitCache::wait_for_compiles`] waits for the
+//!   queue to drain; [`JitCache::insert`] caches executables compiled
 //!   ahead.
 //! - **Artifacts on disk** (cargo feature `store`, on by default):
 //!   `store::ArtifactStore` keeps compiled artifacts between runs (keys,
@@ -131,6 +138,7 @@ mod stats;
 #[cfg(feature = "store")]
 pub mod store;
 mod thrash;
+mod wait_rule;
 
 pub use admission::Refusal;
 pub use byte_size::{ByteSize, ParseByteSizeError};

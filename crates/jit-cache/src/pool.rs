@@ -8,7 +8,11 @@
 //! pool (with the last handle of its cache) discards the jobs not yet
 //! started, lets each running job finish its compile and joins the threads:
 //! it waits at most one compile per thread, never for the queue.
-//! [`Pool::wait_idle`] blocks until no job is queued or running.
+//!
+//! Each submitted job gets a ticket (its number in submission order), so a
+//! caller can ask how many jobs are still queued ahead of it
+//! ([`Pool::ahead`]); [`Pool::wait_idle`] blocks until no job is queued or
+//! running.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -43,6 +47,11 @@ struct Queue<J> {
     capacity: usize,
     /// Threads started or being started.
     started: usize,
+    /// Jobs taken off the queue so far: the tickets below it have left the
+    /// queue (jobs leave it in ticket order).
+    taken: u64,
+    /// Jobs queued so far: the next job's ticket.
+    submitted: u64,
     /// Jobs being run.
     running: usize,
     shutdown: bool,
@@ -64,6 +73,8 @@ impl<J: Job> Pool<J> {
                     jobs: VecDeque::new(),
                     capacity: capacity.max(1),
                     started: 0,
+                    taken: 0,
+                    submitted: 0,
                     running: 0,
                     shutdown: false,
                 }),
@@ -75,14 +86,16 @@ impl<J: Job> Pool<J> {
         }
     }
 
-    /// Queues `job`, starting a thread if fewer than the pool's run; hands
-    /// the job back when the queue is full.
-    pub(crate) fn submit(&self, job: J) -> Result<(), QueueFull<J>> {
+    /// Queues `job`, starting a thread if fewer than the pool's run, and
+    /// returns its ticket; hands the job back when the queue is full.
+    pub(crate) fn submit(&self, job: J) -> Result<u64, QueueFull<J>> {
         let mut queue = self.shared.lock();
         if queue.jobs.len() >= queue.capacity || queue.shutdown {
             return Err(QueueFull(job));
         }
         queue.jobs.push_back(job);
+        let ticket = queue.submitted;
+        queue.submitted += 1;
         let start_one = queue.started < self.threads;
         queue.started += usize::from(start_one);
         drop(queue);
@@ -91,13 +104,24 @@ impl<J: Job> Pool<J> {
         } else {
             self.shared.work.notify_one();
         }
-        Ok(())
+        Ok(ticket)
     }
 
     /// Jobs waiting for a thread.
-    #[cfg(test)]
     pub(crate) fn queued(&self) -> usize {
         self.shared.lock().jobs.len()
+    }
+
+    /// Jobs still queued ahead of the job with `ticket`; 0 once it left the
+    /// queue itself.
+    pub(crate) fn ahead(&self, ticket: u64) -> usize {
+        let taken = self.shared.lock().taken;
+        usize::try_from(ticket.saturating_sub(taken)).unwrap_or(usize::MAX)
+    }
+
+    /// Threads that run jobs (at most; they start with the first jobs).
+    pub(crate) fn threads(&self) -> usize {
+        self.threads
     }
 
     /// Blocks until no job is queued or running (true), or `timeout` passes
@@ -156,7 +180,10 @@ impl<J: Job> PoolShared<J> {
                     return;
                 }
                 let job = queue.jobs.pop_front();
-                queue.running += usize::from(job.is_some());
+                if job.is_some() {
+                    queue.taken += 1;
+                    queue.running += 1;
+                }
                 job
             };
             // Jobs catch their own panics (the compile callback's); one that
@@ -291,25 +318,32 @@ mod tests {
     }
 
     #[test]
-    fn wait_idle_waits_for_the_last_job() {
+    fn tickets_tell_the_jobs_ahead_and_wait_idle_waits_for_the_last_job() {
         let pool = Pool::<Boxed>::new(1, 8);
         assert!(pool.wait_idle(Duration::ZERO), "idle from the start");
         let (started, running) = mpsc::channel();
         let (release, hold) = mpsc::channel::<()>();
         let hold = Arc::new(Mutex::new(hold));
+        let mut tickets = Vec::new();
         for _ in 0..3 {
             let (started, hold) = (started.clone(), Arc::clone(&hold));
             let job: Boxed = Box::new(move || {
                 started.send(()).unwrap();
                 hold.lock().unwrap().recv().unwrap();
             });
-            assert!(pool.submit(job).is_ok());
+            tickets.push(pool.submit(job).unwrap_or_else(|_| panic!("room for 8")));
         }
+        assert_eq!(tickets, [0, 1, 2]);
+        let ahead = || -> Vec<usize> { tickets.iter().map(|&t| pool.ahead(t)).collect() };
         running.recv().unwrap();
+        // The first job runs; the other two wait in ticket order.
+        assert_eq!(ahead(), [0, 0, 1]);
         assert!(!pool.wait_idle(Duration::from_millis(1)), "jobs still run");
-        for _ in 0..3 {
-            release.send(()).unwrap();
-        }
+        release.send(()).unwrap();
+        running.recv().unwrap();
+        assert_eq!(ahead(), [0, 0, 0]);
+        release.send(()).unwrap();
+        release.send(()).unwrap();
         assert!(pool.wait_idle(Duration::from_secs(600)));
         assert_eq!(pool.queued(), 0);
     }

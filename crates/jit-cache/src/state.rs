@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::admission::{Admission, Admit, BudgetChange, PayOff, Refusal, Settled};
 use crate::budget::{least_recent, Budget};
@@ -22,6 +22,7 @@ use crate::signature::Signature;
 use crate::single_flight::Flight;
 use crate::stats::{CacheStats, Counters, FunctionStats};
 use crate::thrash::{FunctionMode, ThrashGuard, ThrashSettings, Transition, Verdict};
+use crate::wait_rule::{Estimates, Ewma, Mean};
 
 /// The result of one compile, shared with every call that waited for it.
 pub(crate) type CompileResult<E> = Result<Arc<E>, Arc<CompileFailure>>;
@@ -67,6 +68,10 @@ pub(crate) struct Miss<E> {
     pub reason: MissReason,
     pub action: MissAction<E>,
     pub notes: Vec<Note>,
+    /// For a queueing call, once its function's interpreted time is known:
+    /// what it weighs to wait for its compile or interpret (`wait_rule`),
+    /// when it queues the compile or finds it in flight.
+    pub estimates: Option<Estimates>,
 }
 
 #[derive(Debug)]
@@ -79,9 +84,25 @@ pub(crate) enum MissAction<E> {
         flight: Arc<Flight<CompileResult<E>>>,
         generalization: Option<Box<Generalization>>,
     },
-    /// Another call compiles; wait for it.
-    Wait(Arc<Flight<CompileResult<E>>>),
+    /// Another call compiles: a blocking call waits for it; a queueing
+    /// one (which has [`Miss::estimates`]) waits or interprets by how far
+    /// the compile got.
+    Wait {
+        flight: Arc<Flight<CompileResult<E>>>,
+        progress: Progress,
+    },
     Interpret(FallbackReason),
+}
+
+/// How far a compile in flight got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Progress {
+    /// A queueing call prepares it on its own thread; not queued yet.
+    Preparing,
+    /// Queued on the pool, with this ticket.
+    Queued(u64),
+    /// Compiling since then.
+    Running(Instant),
 }
 
 /// A compile in flight.
@@ -91,6 +112,7 @@ struct InFlight<E> {
     /// The signature of the call that started it: until the compile ends,
     /// its dims count towards its class's dims varying (pending).
     call: Signature,
+    progress: Progress,
 }
 
 /// Whether the calling thread compiles (and waits for compiles in flight),
@@ -117,7 +139,9 @@ pub(crate) struct Started {
     pub(crate) generation: u64,
     /// Why it replaces a cached signature, if the function was at capacity.
     pub(crate) admitted: Option<Admit>,
-    /// Queued by a call that ran in the interpreter (and was counted so).
+    /// `Blocking`: the call that started it takes the result, and its
+    /// failure sends that call to the interpreter (counted with the
+    /// result). `Background`: queued, by a call that counted itself.
     pub(crate) caller: Caller,
 }
 
@@ -175,6 +199,10 @@ struct FunctionState<E> {
     failures: Failures,
     in_flight: HashMap<Signature, InFlight<E>, PrecomputedState>,
     counters: Counters,
+    /// Its successful compiles' times (those of compiles run by the cache).
+    compiled: Mean,
+    /// Its interpreted time, as reported (`JitCache::report_interpreted`).
+    interpreted: Ewma,
     last_miss: Option<MissReason>,
     last_refusal: Option<Refusal>,
     /// Tracks varying dims, when the function may get dynamic ones.
@@ -202,6 +230,8 @@ impl<E> FunctionState<E> {
             failures: Failures::new(config.max_failures_per_function),
             in_flight: HashMap::with_hasher(PrecomputedState),
             counters: Counters::default(),
+            compiled: Mean::default(),
+            interpreted: Ewma::default(),
             last_miss: None,
             last_refusal: None,
             generalizer: (func.accepts_dynamic_dims() && config.dynamic_dims_for(name))
@@ -211,11 +241,13 @@ impl<E> FunctionState<E> {
     }
 
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn call(
         &mut self,
         sig: &Signature,
         tick: u64,
         total: &mut Counters,
+        compiled: &Mean,
         config: &CacheConfig,
         caller: Caller,
     ) -> Step<E> {
@@ -242,17 +274,19 @@ impl<E> FunctionState<E> {
                 notes,
             };
         }
-        self.miss(sig, call, notes, total, config, caller)
+        self.miss(sig, call, notes, total, compiled, config, caller)
     }
 
     #[cold]
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn miss(
         &mut self,
         sig: &Signature,
         call: u64,
         mut notes: Vec<Note>,
         total: &mut Counters,
+        compiled: &Mean,
         config: &CacheConfig,
         caller: Caller,
     ) -> Step<E> {
@@ -269,6 +303,14 @@ impl<E> FunctionState<E> {
             .as_mut()
             .and_then(|g| g.generalize(sig, in_flight.values().map(|f| &f.call)))
             .map(Box::new);
+        // Only a queueing call may wait or not, and only once its
+        // function's interpreted time is known.
+        let estimates = match caller {
+            Caller::Background => {
+                Estimates::new(self.interpreted.get(), self.compiled.get(), compiled.get())
+            }
+            Caller::Blocking => None,
+        };
         let target = generalization
             .as_deref()
             .map_or(sig, Generalization::signature);
@@ -288,10 +330,13 @@ impl<E> FunctionState<E> {
             ),
             check => {
                 if let Some(in_flight) = self.in_flight.get(target) {
+                    let wait = MissAction::Wait {
+                        flight: Arc::clone(&in_flight.flight),
+                        progress: in_flight.progress,
+                    };
                     let action = match (caller, config.in_flight) {
-                        (Caller::Blocking, InFlightPolicy::Wait) => {
-                            MissAction::Wait(Arc::clone(&in_flight.flight))
-                        }
+                        (Caller::Blocking, InFlightPolicy::Wait) => wait,
+                        (Caller::Background, _) if estimates.is_some() => wait,
                         (Caller::Background, _) | (_, InFlightPolicy::Interpret) => {
                             MissAction::Interpret(FallbackReason::CompileInFlight)
                         }
@@ -310,6 +355,7 @@ impl<E> FunctionState<E> {
                         candidate,
                         &reason,
                         &mut notes,
+                        caller,
                     );
                     (reason, action)
                 }
@@ -327,12 +373,9 @@ impl<E> FunctionState<E> {
             self.last_generalization = Some(Generalization::clone(generalization));
         }
         if let (MissAction::Compile { started, .. }, Caller::Background) = (&mut action, caller) {
-            // The compile is queued; this call runs in the interpreter.
+            // The compile is to be queued; the call counts how it ran once
+            // it knows (`JitCache::get_or_queue`).
             started.caller = Caller::Background;
-            self.counters.fallback_calls += 1;
-            total.fallback_calls += 1;
-            self.counters.compiles_queued += 1;
-            total.compiles_queued += 1;
         }
         if let MissAction::Interpret(why) = &action {
             self.counters.fallback_calls += 1;
@@ -362,12 +405,14 @@ impl<E> FunctionState<E> {
             reason,
             action,
             notes,
+            estimates,
         })
     }
 
     /// Compiles the call's signature `sig`, or its generalization, unless
     /// admission refuses it at capacity or the cool-down sends it to the
     /// interpreter.
+    #[allow(clippy::too_many_arguments)]
     fn decide_compile(
         &mut self,
         sig: &Signature,
@@ -376,6 +421,7 @@ impl<E> FunctionState<E> {
         candidate: u32,
         reason: &MissReason,
         notes: &mut Vec<Note>,
+        caller: Caller,
     ) -> MissAction<E> {
         let call_sig = sig;
         let sig = generalization
@@ -426,6 +472,10 @@ impl<E> FunctionState<E> {
             InFlight {
                 flight: Arc::clone(&flight),
                 call: call_sig.clone(),
+                progress: match caller {
+                    Caller::Blocking => Progress::Running(Instant::now()),
+                    Caller::Background => Progress::Preparing,
+                },
             },
         );
         MissAction::Compile {
@@ -488,6 +538,20 @@ impl<E> FunctionState<E> {
     }
 }
 
+/// The state of `func` in `functions`, made (in the next generation) if
+/// there is none.
+fn function<'a, E>(
+    functions: &'a mut HashMap<FunctionId, FunctionState<E>, PrecomputedState>,
+    next_generation: &mut u64,
+    func: &FunctionId,
+    config: &CacheConfig,
+) -> &'a mut FunctionState<E> {
+    functions.entry(func.clone()).or_insert_with(|| {
+        *next_generation += 1;
+        FunctionState::new(func, *next_generation, config)
+    })
+}
+
 /// All functions, the global budget and the global counters.
 #[derive(Debug)]
 pub(crate) struct CacheState<E> {
@@ -497,6 +561,8 @@ pub(crate) struct CacheState<E> {
     tick: u64,
     next_generation: u64,
     total: Counters,
+    /// Successful compiles' times, over all functions.
+    compiled: Mean,
 }
 
 impl<E> CacheState<E> {
@@ -507,6 +573,7 @@ impl<E> CacheState<E> {
             tick: 0,
             next_generation: 0,
             total: Counters::default(),
+            compiled: Mean::default(),
         }
     }
 
@@ -559,17 +626,35 @@ impl<E> CacheState<E> {
         self.tick += 1;
         self.total.calls += 1;
         if let Some(state) = self.functions.get_mut(func) {
-            return state.call(sig, self.tick, &mut self.total, config, caller);
+            return state.call(
+                sig,
+                self.tick,
+                &mut self.total,
+                &self.compiled,
+                config,
+                caller,
+            );
         }
-        self.next_generation += 1;
-        let state = FunctionState::new(func, self.next_generation, config);
-        self.functions.entry(func.clone()).or_insert(state).call(
+        function(&mut self.functions, &mut self.next_generation, func, config).call(
             sig,
             self.tick,
             &mut self.total,
+            &self.compiled,
             config,
             caller,
         )
+    }
+
+    /// Records how long interpreting a call of `func` took.
+    pub(crate) fn report_interpreted(
+        &mut self,
+        func: &FunctionId,
+        took: Duration,
+        config: &CacheConfig,
+    ) {
+        function(&mut self.functions, &mut self.next_generation, func, config)
+            .interpreted
+            .record(took);
     }
 
     /// Records a compile's result: caches the executable (evicting what the
@@ -601,6 +686,12 @@ impl<E> CacheState<E> {
             fallback: u64::from(failed && started.caller == Caller::Blocking),
         };
         compiled.add_to(&mut self.total);
+        // What a compile run for a call takes, for the wait rule (one
+        // compiled ahead reports a time of its caller's choosing).
+        let measured = result.is_ok() && call.is_some();
+        if measured {
+            self.compiled.record(elapsed);
+        }
         let mut finished = Finished {
             evicted: Vec::new(),
             not_cached: None,
@@ -617,6 +708,9 @@ impl<E> CacheState<E> {
         };
         state.in_flight.remove(sig);
         compiled.add_to(&mut state.counters);
+        if measured {
+            state.compiled.record(elapsed);
+        }
         let (exe, bytes) = match result {
             Err(error) => {
                 if sig.has_dynamic_dims() {
@@ -721,22 +815,68 @@ impl<E> CacheState<E> {
         }
     }
 
-    /// Whether a queued compile is still wanted: its function was not
-    /// forgotten (or redefined and forgotten) since it was queued.
-    pub(crate) fn compile_wanted(
-        &self,
+    /// Whether a queued compile is still wanted (its function was not
+    /// forgotten, or redefined and forgotten, since it was queued); if it
+    /// is, it runs from `now` on.
+    pub(crate) fn start_queued(
+        &mut self,
         func: &FunctionId,
         sig: &Signature,
         generation: u64,
+        now: Instant,
     ) -> bool {
-        self.functions
-            .get(func)
-            .is_some_and(|s| s.generation == generation && s.in_flight.contains_key(sig))
+        let in_flight = self
+            .functions
+            .get_mut(func)
+            .filter(|s| s.generation == generation)
+            .and_then(|s| s.in_flight.get_mut(sig));
+        match in_flight {
+            Some(in_flight) => {
+                in_flight.progress = Progress::Running(now);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Counts a queueing call whose compile (of `sig`, in `flight`) is
+    /// queued with `ticket`, and whether it runs in the interpreter
+    /// meanwhile (or waits); notes the ticket, unless the compile started
+    /// already.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn queued(
+        &mut self,
+        func: &FunctionId,
+        sig: &Signature,
+        generation: u64,
+        flight: &Arc<Flight<CompileResult<E>>>,
+        ticket: u64,
+        interprets: bool,
+    ) {
+        self.total.compiles_queued += 1;
+        self.total.fallback_calls += u64::from(interprets);
+        let Some(state) = self
+            .functions
+            .get_mut(func)
+            .filter(|s| s.generation == generation)
+        else {
+            return;
+        };
+        state.counters.compiles_queued += 1;
+        state.counters.fallback_calls += u64::from(interprets);
+        if let Some(in_flight) = state.in_flight.get_mut(sig) {
+            // The compile may be done already, and another one of `sig`
+            // in flight since.
+            if Arc::ptr_eq(&in_flight.flight, flight) && in_flight.progress == Progress::Preparing {
+                in_flight.progress = Progress::Queued(ticket);
+            }
+        }
     }
 
     /// Removes the in-flight marker of a queued compile that will not run:
-    /// the queue was full, or its function was forgotten, or the cache is
-    /// shutting down. Nothing is remembered: a later miss queues it again.
+    /// the queue was full (its call runs in the interpreter), or its
+    /// function was forgotten, or the cache is shutting down. Nothing is
+    /// remembered: a later miss queues it again.
     pub(crate) fn withdraw_compile(
         &mut self,
         func: &FunctionId,
@@ -747,6 +887,7 @@ impl<E> CacheState<E> {
         let queue_full = why == Withdrawal::QueueFull;
         self.total.compiles_withdrawn += u64::from(!queue_full);
         self.total.queue_full += u64::from(queue_full);
+        self.total.fallback_calls += u64::from(queue_full);
         if let Some(state) = self
             .functions
             .get_mut(func)
@@ -755,11 +896,13 @@ impl<E> CacheState<E> {
             state.in_flight.remove(sig);
             state.counters.compiles_withdrawn += u64::from(!queue_full);
             state.counters.queue_full += u64::from(queue_full);
+            state.counters.fallback_calls += u64::from(queue_full);
         }
     }
 
-    /// Counts a call that waited for another call's compile, which failed.
-    pub(crate) fn count_failed_wait(&mut self, func: &FunctionId) {
+    /// Counts a call that ran in the interpreter after its miss: it waited
+    /// for a compile that failed, or a queueing call chose not to wait.
+    pub(crate) fn count_fallback(&mut self, func: &FunctionId) {
         self.total.fallback_calls += 1;
         if let Some(state) = self.functions.get_mut(func) {
             state.counters.fallback_calls += 1;

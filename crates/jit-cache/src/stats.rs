@@ -12,10 +12,11 @@ use crate::thrash::FunctionMode;
 ///
 /// `calls = hits + misses`. A miss either compiled (`compiles`, of which
 /// `failed_compiles` failed), was refused by the lowering (`refusals`: no
-/// compiler ran), waited for another call's compile, or did neither. `fallback_calls` counts the calls that ran in the interpreter:
+/// compiler ran), queued a compile, waited for a compile, or did none of
+/// these. `fallback_calls` counts the calls that ran in the interpreter:
 /// misses that did not compile (not admitted, thrashing, remembered failure,
-/// compile in flight) and calls whose compile (their own or the one they
-/// waited for) failed.
+/// compile in flight), queueing misses that did not wait for their compile,
+/// and calls whose compile (their own or the one they waited for) failed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Counters {
@@ -47,8 +48,11 @@ pub struct Counters {
     /// Entries admitted at capacity that did not serve their share of calls
     /// in time: compiles that did not pay off.
     pub wasted_compiles: u64,
-    /// Compiles queued for the background pool by calls that ran in the
-    /// interpreter meanwhile (each such call is part of `fallback_calls`).
+    /// Compiles queued on the background pool
+    /// ([`JitCache::get_or_queue`](crate::JitCache::get_or_queue)); a miss
+    /// whose `prepare` failed, or that found the queue full, queued
+    /// nothing. The queueing call runs in the interpreter meanwhile (and is
+    /// part of `fallback_calls`) unless it waits for the compile.
     pub compiles_queued: u64,
     /// Queued compiles dropped before they ran: their function was
     /// forgotten, or the cache was dropped.

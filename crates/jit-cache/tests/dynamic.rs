@@ -326,7 +326,10 @@ fn background_compiles_generalize_too() {
     let f = dynamic("f");
     let queue = |b: i64| {
         let compiler = Arc::clone(&compiler);
-        cache.get_or_queue(&f, &mlp(b), move |sig| compiler.compile(sig))
+        cache.get_or_queue(&f, &mlp(b), |sig| {
+            let sig = sig.clone();
+            Ok(move || compiler.compile(&sig))
+        })
     };
     let compiled_for = |b: i64| -> Signature {
         for _ in 0..10_000 {
@@ -350,7 +353,10 @@ fn background_compiles_generalize_too() {
     ));
     assert_eq!(compiled_for(3), mlp(-1), "a size never seen before");
     assert_eq!(compiler.compiles(), 2);
-    assert_eq!(cache.stats().total.generalizations, 1);
+    let stats = cache.stats();
+    assert_eq!(stats.total.generalizations, 1);
+    let s = stats.function(&f).unwrap();
+    assert_eq!(s.last_generalization.as_ref().unwrap().dims(), [(0, 0)]);
 }
 
 /// `mlp_layer` called with an inner dim `k` that may not fit its weights
@@ -466,7 +472,10 @@ fn queued_compiles_that_are_refused_commit_nothing_either() {
     let f = dynamic("mlp_layer");
     let queue = |sig: &Signature| {
         let compiler = Arc::clone(&compiler);
-        let dispatch = cache.get_or_queue(&f, sig, move |target| lower(&compiler, target));
+        let dispatch = cache.get_or_queue(&f, sig, |target| {
+            let target = target.clone();
+            Ok(move || lower(&compiler, &target))
+        });
         assert!(cache.wait_for_compiles(Duration::from_secs(600)));
         dispatch
     };
@@ -503,9 +512,12 @@ fn the_dims_of_a_compile_in_flight_count_for_the_next_miss() {
     let gate = Arc::new(std::sync::Mutex::new(gate));
     let queue = |b: i64| {
         let (compiler, gate) = (Arc::clone(&compiler), Arc::clone(&gate));
-        cache.get_or_queue(&f, &mlp(b), move |target| {
-            gate.lock().unwrap().recv().unwrap();
-            compiler.compile(target)
+        cache.get_or_queue(&f, &mlp(b), |target| {
+            let target = target.clone();
+            Ok(move || {
+                gate.lock().unwrap().recv().unwrap();
+                compiler.compile(&target)
+            })
         })
     };
     for b in [1, 2, 3] {
