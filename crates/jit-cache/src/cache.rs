@@ -11,6 +11,7 @@ use crate::config::CacheConfig;
 use crate::dispatch::{Dispatch, FallbackReason, Origin, Provenance};
 use crate::error::{CompileFailure, ConfigError, ErrorChain};
 use crate::explain::MissReason;
+use crate::failures::NEVER;
 use crate::function_cache::Evicted;
 use crate::function_id::FunctionId;
 use crate::generalize::Generalization;
@@ -18,10 +19,11 @@ use crate::pool::{Job, Pool, QueueFull};
 use crate::signature::Signature;
 use crate::single_flight::Flight;
 use crate::state::{
-    CacheState, Caller, CompileResult, Finished, Miss, MissAction, NotCached, Note, Started, Step,
-    Withdrawal,
+    CacheState, Caller, CompileResult, Finished, Miss, MissAction, NotCached, Note, Progress,
+    Started, Step, Withdrawal,
 };
 use crate::stats::CacheStats;
+use crate::wait_rule::{Estimates, Position};
 
 /// A compiled artifact the cache can hold, e.g. a loaded IREE module.
 ///
@@ -130,64 +132,140 @@ impl<E: Executable> JitCache<E> {
     }
 
     /// Like [`get_or_compile`](Self::get_or_compile), but a miss that is to
-    /// compile queues `compile` on the background pool
-    /// ([`CacheConfig::compile_threads`]) and returns
+    /// compile queues its compile on the background pool
+    /// ([`CacheConfig::compile_threads`]) and, as a rule, returns
     /// [`FallbackReason::CompileQueued`] at once: the caller runs the
     /// interpreter, and later calls of `sig` run compiled once the compile
-    /// is done. Misses of a signature already queued or compiling return
+    /// is done.
+    ///
+    /// The compile comes in two parts. `prepare` runs on the calling thread,
+    /// outside the lock, and only when this miss compiles (a hit, or a miss
+    /// that interprets, runs nothing and copies nothing): it receives the
+    /// signature to compile (the call's, or its generalization with dynamic
+    /// dims) and does what must happen on the caller's thread (lowering the
+    /// caller's own IR, which need not be `Send`); it returns the work to
+    /// queue, which compiles that signature on a pool thread. If `prepare`
+    /// fails (or panics: the panic is caught), that is the failure of the
+    /// signature, remembered like a failed compile (or a refusal,
+    /// [`CompileFailure::refused`]); the call returns
+    /// [`FallbackReason::CompileFailed`] at once and nothing is queued.
+    ///
+    /// Misses of a signature already queued or compiling return
     /// [`FallbackReason::CompileInFlight`]; beyond
     /// [`CacheConfig::compile_queue`] waiting compiles, a miss returns
     /// [`FallbackReason::CompileQueueFull`] and queues nothing.
+    ///
+    /// # When a miss waits
+    ///
+    /// Interpreting is not always cheaper than waiting. Once the caller has
+    /// reported how long interpreting `func` takes
+    /// ([`report_interpreted`](Self::report_interpreted)), a miss whose
+    /// compile is queued (by this call, or in flight for another) compares
+    /// that time with the compile's expected remaining time:
+    ///
+    /// ```text
+    /// expected = mean compile time × (jobs queued ahead of it / compile_threads + 1)
+    ///            − the time it has compiled already, if it is running
+    /// ```
+    ///
+    /// where the mean compile time is `func`'s own mean over its successful
+    /// compiles, else the whole cache's, else 1 s. If interpreting is
+    /// expected to take longer, the call blocks until the compile is done
+    /// and returns [`Dispatch::Compiled`] ([`Origin::CompiledNow`] for the
+    /// compile it queued, [`Origin::CompiledByOtherCall`] for another's),
+    /// or [`FallbackReason::CompileFailed`] if the compile fails or is
+    /// withdrawn. Without a reported time the call interprets. Do not call
+    /// it from inside a queued compile: a wait there could wait for its own
+    /// thread.
     ///
     /// A queued compile is dropped without running when its function is
     /// evicted ([`evict_function`](Self::evict_function),
     /// [`clear`](Self::clear)) or the cache is dropped; dropping the last
     /// handle waits for the compiles already running, not for the queue.
-    pub fn get_or_queue<F>(&self, func: &FunctionId, sig: &Signature, compile: F) -> Dispatch<E>
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use jit_cache::{
+    ///     CompileFailure, DType, Dispatch, Executable, FallbackReason, FunctionId, JitCache,
+    ///     Origin, Signature,
+    /// };
+    ///
+    /// struct Module {
+    ///     rank: usize,
+    /// }
+    ///
+    /// impl Executable for Module {
+    ///     fn size_bytes(&self) -> usize {
+    ///         1024
+    ///     }
+    /// }
+    ///
+    /// let cache: JitCache<Module> = JitCache::default();
+    /// let sigmoid = FunctionId::new("sigmoid", 1);
+    /// // Lowers on the calling thread; the returned compile runs on the pool.
+    /// let prepare = |target: &Signature| -> Result<_, CompileFailure> {
+    ///     let rank = target.args()[0].rank();
+    ///     Ok(move || -> Result<Module, CompileFailure> { Ok(Module { rank }) })
+    /// };
+    /// let rows = Signature::builder().arg(DType::F32, &[1, 5]).build();
+    /// assert!(matches!(
+    ///     cache.get_or_queue(&sigmoid, &rows, prepare),
+    ///     Dispatch::Interpret { reason: FallbackReason::CompileQueued }
+    /// ));
+    /// assert!(cache.wait_for_compiles(Duration::from_secs(600)));
+    /// let Dispatch::Compiled { exe, .. } = cache.get_or_queue(&sigmoid, &rows, prepare) else {
+    ///     panic!("compiled by now");
+    /// };
+    /// assert_eq!(exe.rank, 2);
+    ///
+    /// // Interpreting it takes an hour: the next miss waits for its compile.
+    /// cache.report_interpreted(&sigmoid, Duration::from_secs(3600));
+    /// let cube = Signature::builder().arg(DType::F32, &[1, 5, 1]).build();
+    /// assert!(matches!(
+    ///     cache.get_or_queue(&sigmoid, &cube, prepare),
+    ///     Dispatch::Compiled { origin: Origin::CompiledNow { .. }, .. }
+    /// ));
+    /// ```
+    pub fn get_or_queue<P, W>(&self, func: &FunctionId, sig: &Signature, prepare: P) -> Dispatch<E>
     where
-        F: FnOnce(&Signature) -> Result<E, CompileFailure> + Send + 'static,
+        P: FnOnce(&Signature) -> Result<W, CompileFailure>,
+        W: FnOnce() -> Result<E, CompileFailure> + Send + 'static,
     {
         let step = self
             .lock()
             .begin_call(func, sig, &self.shared.config, Caller::Background);
-        let (reason, action) = match step {
-            Step::Hit { exe, notes } => return hit(func, exe, notes),
-            Step::Miss(miss) => miss.logged(func, sig),
-        };
-        let (started, flight, target) = match action {
-            MissAction::Compile {
-                started,
-                flight,
-                generalization,
-            } => (started, flight, compiled_signature(sig, generalization)),
-            MissAction::Interpret(reason) => return Dispatch::Interpret { reason },
-            // A queueing call is never told to wait.
-            MissAction::Wait(_) => {
-                return Dispatch::Interpret {
-                    reason: FallbackReason::CompileInFlight,
-                }
-            }
-        };
-        let queued = QueuedCompile {
-            cache: Arc::downgrade(&self.shared),
-            func: func.clone(),
-            sig: target,
-            started,
-            flight,
-            miss: reason,
-            compile: Some(Box::new(compile)),
-        };
-        match self.shared.pool.submit(queued) {
-            Ok(()) => Dispatch::Interpret {
-                reason: FallbackReason::CompileQueued,
-            },
-            Err(QueueFull(queued)) => {
-                queued.withdraw(Withdrawal::QueueFull);
-                Dispatch::Interpret {
-                    reason: FallbackReason::CompileQueueFull,
-                }
-            }
+        match step {
+            Step::Hit { exe, notes } => hit(func, exe, notes),
+            Step::Miss(miss) => self.on_queueing_miss(func, sig, miss, prepare),
         }
+    }
+
+    /// Records that interpreting a call of `func` took `took`, for the rule
+    /// by which a miss of [`get_or_queue`](Self::get_or_queue) waits for
+    /// its compile rather than interpreting. The function's interpreted
+    /// time is an exponentially weighted moving average of these reports:
+    /// the first sets it, each later one moves it by 1/8 of the difference
+    /// (the weight TCP gives a new round-trip time), so that one slow call
+    /// does not decide alone. It is forgotten with the function
+    /// ([`evict_function`](Self::evict_function), [`clear`](Self::clear)).
+    pub fn report_interpreted(&self, func: &FunctionId, took: Duration) {
+        self.lock()
+            .report_interpreted(func, took, &self.shared.config);
+    }
+
+    /// Blocks until no background compile ([`get_or_queue`](Self::get_or_queue))
+    /// is queued or running, and returns true; or returns false once
+    /// `timeout` has passed first. When it returns true, every compile
+    /// queued before the call has been cached (or has failed, or was
+    /// withdrawn). Compiles that callers of
+    /// [`get_or_compile`](Self::get_or_compile) run on their own threads are
+    /// not waited for. Called from inside a queued compile, it waits for
+    /// that compile too, so it times out.
+    pub fn wait_for_compiles(&self, timeout: Duration) -> bool {
+        self.shared.pool.wait_idle(timeout)
     }
 
     /// [`get_or_compile`](Self::get_or_compile), then `run` the executable or
@@ -217,21 +295,12 @@ impl<E: Executable> JitCache<E> {
     where
         F: FnOnce(&Signature) -> Result<E, CompileFailure>,
     {
-        let (reason, action) = miss.logged(func, sig);
+        let (reason, action, _) = miss.logged(func, sig);
         match action {
             MissAction::Interpret(reason) => Dispatch::Interpret { reason },
-            MissAction::Wait(flight) => match flight.wait() {
-                Ok(exe) => Dispatch::Compiled {
-                    exe,
-                    origin: Origin::CompiledByOtherCall,
-                },
-                Err(error) => {
-                    self.lock().count_failed_wait(func);
-                    Dispatch::Interpret {
-                        reason: FallbackReason::CompileFailed(error),
-                    }
-                }
-            },
+            MissAction::Wait { flight, .. } => {
+                self.wait_for(func, &flight, Origin::CompiledByOtherCall)
+            }
             MissAction::Compile {
                 started,
                 flight,
@@ -242,15 +311,157 @@ impl<E: Executable> JitCache<E> {
                     cache: self,
                     func,
                     sig: &target,
+                    call: sig,
                     started,
                     flight,
                     pending: true,
                 };
                 let start = Instant::now();
-                let result = run_compile(compile, &target);
+                let result = run_compile(|| compile(&target));
                 ticket.finish(result, start.elapsed(), reason)
             }
         }
+    }
+
+    /// Blocks until the compile in `flight` is done: its executable, or the
+    /// interpreter if it failed.
+    fn wait_for(
+        &self,
+        func: &FunctionId,
+        flight: &Flight<CompileResult<E>>,
+        origin: Origin,
+    ) -> Dispatch<E> {
+        match flight.wait() {
+            Ok(exe) => Dispatch::Compiled { exe, origin },
+            Err(error) => {
+                self.lock().count_fallback(func);
+                Dispatch::Interpret {
+                    reason: FallbackReason::CompileFailed(error),
+                }
+            }
+        }
+    }
+
+    #[cold]
+    fn on_queueing_miss<P, W>(
+        &self,
+        func: &FunctionId,
+        sig: &Signature,
+        miss: Miss<E>,
+        prepare: P,
+    ) -> Dispatch<E>
+    where
+        P: FnOnce(&Signature) -> Result<W, CompileFailure>,
+        W: FnOnce() -> Result<E, CompileFailure> + Send + 'static,
+    {
+        let (reason, action, estimates) = miss.logged(func, sig);
+        match action {
+            MissAction::Interpret(reason) => Dispatch::Interpret { reason },
+            // Only with estimates: without, the miss interprets.
+            MissAction::Wait { flight, progress } => {
+                let position = match progress {
+                    Progress::Running(since) => Position::Running {
+                        elapsed: since.elapsed(),
+                    },
+                    Progress::Queued(ticket) => Position::Queued {
+                        ahead: self.shared.pool.ahead(ticket),
+                    },
+                    // Not queued yet: as if it were queued now.
+                    Progress::Preparing => Position::Queued {
+                        ahead: self.shared.pool.queued(),
+                    },
+                };
+                if self.waits(func, sig, estimates, position) {
+                    return self.wait_for(func, &flight, Origin::CompiledByOtherCall);
+                }
+                self.lock().count_fallback(func);
+                Dispatch::Interpret {
+                    reason: FallbackReason::CompileInFlight,
+                }
+            }
+            MissAction::Compile {
+                started,
+                flight,
+                generalization,
+            } => {
+                let target = compiled_signature(sig, generalization);
+                let ticket = CompileTicket {
+                    cache: self,
+                    func,
+                    sig: &target,
+                    call: sig,
+                    started,
+                    flight,
+                    pending: true,
+                };
+                let start = Instant::now();
+                let work = match caught(|| prepare(&target)) {
+                    Ok(work) => work,
+                    Err(error) => return ticket.prepare_failed(error, start.elapsed(), reason),
+                };
+                let job = QueuedCompile {
+                    cache: Arc::downgrade(&self.shared),
+                    func: func.clone(),
+                    sig: target.clone(),
+                    call: sig.clone(),
+                    started,
+                    flight: Arc::clone(&ticket.flight),
+                    miss: reason.clone(),
+                    work: Some(Box::new(work)),
+                };
+                // The job completes the flight from here on (or withdraws).
+                let flight = ticket.disarm();
+                let ticket = match self.shared.pool.submit(job) {
+                    Ok(ticket) => ticket,
+                    Err(QueueFull(job)) => {
+                        job.withdraw(Withdrawal::QueueFull);
+                        return Dispatch::Interpret {
+                            reason: FallbackReason::CompileQueueFull,
+                        };
+                    }
+                };
+                let position = Position::Queued {
+                    ahead: self.shared.pool.ahead(ticket),
+                };
+                let waits = self.waits(func, &target, estimates, position);
+                self.lock()
+                    .queued(func, &target, started.generation, &flight, ticket, !waits);
+                if waits {
+                    self.wait_for(func, &flight, Origin::CompiledNow { miss: reason })
+                } else {
+                    Dispatch::Interpret {
+                        reason: FallbackReason::CompileQueued,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether a queueing miss waits for the compile of `sig` at `position`
+    /// (the rule of [`get_or_queue`](Self::get_or_queue)); logs why.
+    fn waits(
+        &self,
+        func: &FunctionId,
+        sig: &Signature,
+        estimates: Option<Estimates>,
+        position: Position,
+    ) -> bool {
+        let Some(estimates) = estimates else {
+            return false;
+        };
+        let threads = self.shared.pool.threads();
+        let waits = estimates.waits(position, threads);
+        tracing::debug!(
+            target: "jit_cache",
+            function = %func,
+            signature = %sig,
+            "{func}: {} for {sig}: interpreting takes about {:.1?}, the compile about {:.1?} more \
+             ({position})",
+            if waits { "waits for the compile" } else { "interprets meanwhile" },
+            estimates.interpreted,
+            estimates.remaining(position, threads),
+        );
+        waits
     }
 
     /// Caches `exe`, compiled for `func` and `sig` outside a call (ahead of
@@ -341,7 +552,7 @@ fn hit<E>(func: &FunctionId, exe: Arc<E>, notes: Vec<Note>) -> Dispatch<E> {
     }
 }
 
-type CompileFn<E> = Box<dyn FnOnce(&Signature) -> Result<E, CompileFailure> + Send>;
+type Work<E> = Box<dyn FnOnce() -> Result<E, CompileFailure> + Send>;
 
 /// A compile on the background queue. It holds the cache weakly, so that a
 /// queued job never keeps a dropped cache alive; dropped without running,
@@ -349,11 +560,15 @@ type CompileFn<E> = Box<dyn FnOnce(&Signature) -> Result<E, CompileFailure> + Se
 struct QueuedCompile<E> {
     cache: Weak<Shared<E>>,
     func: FunctionId,
+    /// The signature compiled.
     sig: Signature,
+    /// The signature of the call that queued it.
+    call: Signature,
     started: Started,
     flight: Arc<Flight<CompileResult<E>>>,
     miss: MissReason,
-    compile: Option<CompileFn<E>>,
+    /// The prepared compile; taken when it runs or is withdrawn.
+    work: Option<Work<E>>,
 }
 
 impl<E> QueuedCompile<E> {
@@ -364,7 +579,7 @@ impl<E> QueuedCompile<E> {
     }
 
     fn withdrawn(&mut self, why: Withdrawal) {
-        if self.compile.take().is_none() {
+        if self.work.take().is_none() {
             return;
         }
         if let Some(shared) = self.cache.upgrade() {
@@ -385,22 +600,23 @@ impl<E: Executable> Job for QueuedCompile<E> {
     /// weakly while compiling, so that dropping its last handle stops the
     /// pool (after this compile) instead of waiting for the queue.
     fn run(mut self) {
+        let start = Instant::now();
         let wanted = self.cache.upgrade().is_some_and(|shared| {
-            JitCache { shared }.lock().compile_wanted(
+            JitCache { shared }.lock().start_queued(
                 &self.func,
                 &self.sig,
                 self.started.generation,
+                start,
             )
         });
-        let compile = match self.compile.take() {
-            Some(compile) if wanted => compile,
-            compile => {
-                self.compile = compile;
+        let work = match self.work.take() {
+            Some(work) if wanted => work,
+            work => {
+                self.work = work;
                 return self.withdraw(Withdrawal::NotWanted);
             }
         };
-        let start = Instant::now();
-        let result = run_compile(compile, &self.sig);
+        let result = run_compile(work);
         let elapsed = start.elapsed();
         let Some(shared) = self.cache.upgrade() else {
             // The cache is gone: so is everyone who could use the result.
@@ -413,6 +629,7 @@ impl<E: Executable> Job for QueuedCompile<E> {
             cache: &cache,
             func: &self.func,
             sig: &self.sig,
+            call: &self.call,
             started: self.started,
             flight: Arc::clone(&self.flight),
             pending: true,
@@ -429,18 +646,21 @@ impl<E> Drop for QueuedCompile<E> {
     }
 }
 
-/// Runs the compile callback, catching a panic and measuring the size.
+/// Runs a compile, catching a panic and measuring the size.
 fn run_compile<E: Executable>(
-    compile: impl FnOnce(&Signature) -> Result<E, CompileFailure>,
-    sig: &Signature,
+    compile: impl FnOnce() -> Result<E, CompileFailure>,
 ) -> Result<(Arc<E>, usize), Arc<CompileFailure>> {
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        compile(sig).map(|exe| {
+    caught(|| {
+        compile().map(|exe| {
             let bytes = exe.size_bytes();
             (Arc::new(exe), bytes)
         })
-    }));
-    match outcome {
+    })
+}
+
+/// Runs a user callback, turning a panic into a failure.
+fn caught<T>(f: impl FnOnce() -> Result<T, CompileFailure>) -> Result<T, Arc<CompileFailure>> {
+    match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(done)) => Ok(done),
         Ok(Err(error)) => Err(Arc::new(error)),
         Err(payload) => Err(Arc::new(CompileFailure::Panicked {
@@ -464,13 +684,35 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 struct CompileTicket<'a, E: Executable> {
     cache: &'a JitCache<E>,
     func: &'a FunctionId,
+    /// The signature compiled.
     sig: &'a Signature,
+    /// The call's signature: `sig`, or what `sig` generalizes.
+    call: &'a Signature,
     started: Started,
     flight: Arc<Flight<CompileResult<E>>>,
     pending: bool,
 }
 
 impl<E: Executable> CompileTicket<'_, E> {
+    /// The queueing call's `prepare` failed: the failure of the signature,
+    /// which this call takes (it interprets now).
+    fn prepare_failed(
+        mut self,
+        error: Arc<CompileFailure>,
+        elapsed: Duration,
+        miss: MissReason,
+    ) -> Dispatch<E> {
+        self.started.caller = Caller::Blocking;
+        self.finish(Err(error), elapsed, miss)
+    }
+
+    /// Hands the duty to a queued compile: returns the flight, which the
+    /// queued compile completes (or withdraws).
+    fn disarm(mut self) -> Arc<Flight<CompileResult<E>>> {
+        self.pending = false;
+        Arc::clone(&self.flight)
+    }
+
     fn finish(
         mut self,
         result: Result<(Arc<E>, usize), Arc<CompileFailure>>,
@@ -486,6 +728,7 @@ impl<E: Executable> CompileTicket<'_, E> {
         } = self.cache.lock().finish_compile(
             self.func,
             self.sig,
+            Some(self.call),
             self.started,
             &result,
             elapsed,
@@ -506,16 +749,26 @@ impl<E: Executable> CompileTicket<'_, E> {
                 "{func}: compiled {sig} in {elapsed:.1?} ({})",
                 ByteSize::from(*bytes)
             ),
+            // The lowering's verdict on a call (its dims do not fit, say):
+            // the caller's interpreter reports it; the cache only notes it.
+            Err(error) if error.is_refusal() => tracing::debug!(
+                target: "jit_cache",
+                function = %func,
+                signature = %sig,
+                "{func}: {sig} not compiled: {}. Calls with this signature run in the \
+                 interpreter {}",
+                ErrorChain(&**error),
+                RetryAfter(config.failed_compile_retry_after)
+            ),
             Err(error) => tracing::warn!(
                 target: "jit_cache",
                 function = %func,
                 signature = %sig,
                 setting = "CacheConfig::failed_compile_retry_after",
                 "{func}: compiling {sig} failed: {}. Calls with this signature run in the \
-                 interpreter for the next {} calls (CacheConfig::failed_compile_retry_after) or \
-                 until JitCache::clear_failures",
+                 interpreter {}",
                 ErrorChain(&**error),
-                config.failed_compile_retry_after
+                RetryAfter(config.failed_compile_retry_after)
             ),
         }
         if static_again {
@@ -567,6 +820,25 @@ impl<E: Executable> Drop for CompileTicket<'_, E> {
                 .abandon_compile(self.func, self.sig, self.started.generation);
             self.flight
                 .complete(Err(Arc::new(CompileFailure::Abandoned)));
+        }
+    }
+}
+
+/// How long a failed signature is interpreted, in words.
+struct RetryAfter(u64);
+
+impl fmt::Display for RetryAfter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            NEVER => f.write_str(
+                "until JitCache::clear_failures; it is not retried \
+                 (CacheConfig::failed_compile_retry_after is u64::MAX)",
+            ),
+            calls => write!(
+                f,
+                "for the next {calls} calls (CacheConfig::failed_compile_retry_after) or until \
+                 JitCache::clear_failures"
+            ),
         }
     }
 }
@@ -630,18 +902,23 @@ fn release<E>(evicted: Vec<(FunctionId, Evicted<E>)>) -> usize {
 }
 
 impl<E> Miss<E> {
-    /// Logs the miss and the mode changes it noted; returns why it missed
-    /// and what the call does.
-    fn logged(self, func: &FunctionId, sig: &Signature) -> (MissReason, MissAction<E>) {
+    /// Logs the miss and the mode changes it noted; returns why it missed,
+    /// what the call does, and what a queueing call weighs to wait.
+    fn logged(
+        self,
+        func: &FunctionId,
+        sig: &Signature,
+    ) -> (MissReason, MissAction<E>, Option<Estimates>) {
         let Miss {
             number,
             reason,
             action,
             notes,
+            estimates,
         } = self;
-        log_miss(func, sig, number, &reason, &action);
+        log_miss(func, sig, number, &reason, &action, estimates.is_some());
         log_notes(func, notes);
-        (reason, action)
+        (reason, action, estimates)
     }
 }
 
@@ -657,6 +934,7 @@ fn log_miss<E>(
     number: u64,
     reason: &MissReason,
     action: &MissAction<E>,
+    may_wait: bool,
 ) {
     if !tracing::enabled!(target: "jit_cache", tracing::Level::DEBUG) {
         return;
@@ -667,9 +945,12 @@ fn log_miss<E>(
             started,
             ..
         } => {
-            let verb = match started.caller {
-                Caller::Background => "queue the compile of dynamic dims, interpret meanwhile",
-                Caller::Blocking => "compile dynamic dims",
+            let verb = match (started.caller, may_wait) {
+                (Caller::Background, false) => {
+                    "queue the compile of dynamic dims, interpret meanwhile"
+                }
+                (Caller::Background, true) => "queue the compile of dynamic dims",
+                (Caller::Blocking, _) => "compile dynamic dims",
             };
             match started.admitted {
                 Some(admit) => format!("{verb} ({generalization}; admitted at capacity: {admit})"),
@@ -691,9 +972,20 @@ fn log_miss<E>(
                     ..
                 },
             ..
-        } => "queue the compile, interpret meanwhile".to_owned(),
+        } if !may_wait => "queue the compile, interpret meanwhile".to_owned(),
+        MissAction::Compile {
+            started:
+                Started {
+                    caller: Caller::Background,
+                    ..
+                },
+            ..
+        } => "queue the compile".to_owned(),
         MissAction::Compile { .. } => "compile".to_owned(),
-        MissAction::Wait(_) => "wait for the compile in flight".to_owned(),
+        MissAction::Wait { .. } if may_wait => {
+            "wait for the compile in flight if interpreting takes longer".to_owned()
+        }
+        MissAction::Wait { .. } => "wait for the compile in flight".to_owned(),
         MissAction::Interpret(FallbackReason::NotAdmitted { refusal, .. }) => {
             format!("interpret (not admitted at capacity: {refusal})")
         }

@@ -130,6 +130,8 @@ pub struct CacheConfig {
     /// Calls with a failed signature that run in the interpreter before its
     /// compile is retried. Default 1000: compile errors are usually
     /// deterministic, but a transient failure should not last forever.
+    /// `u64::MAX` never retries: only
+    /// [`JitCache::clear_failures`](crate::JitCache::clear_failures) does.
     pub failed_compile_retry_after: u64,
     /// Failed signatures remembered per function (least recently used beyond
     /// it are forgotten and retried). Default 64.
@@ -137,7 +139,9 @@ pub struct CacheConfig {
     /// What a blocking call ([`JitCache::get_or_compile`](crate::JitCache::get_or_compile))
     /// does while its signature is being compiled by another. Default
     /// [`InFlightPolicy::Wait`]; a queueing call
-    /// ([`JitCache::get_or_queue`](crate::JitCache::get_or_queue)) never waits.
+    /// ([`JitCache::get_or_queue`](crate::JitCache::get_or_queue)) waits
+    /// only by its own rule (when interpreting takes longer than the
+    /// compile's remaining time).
     pub in_flight: InFlightPolicy,
     /// Threads that run queued compiles (started on the first queued
     /// compile). Default 2, measured on 2 cores: 8 signatures queued at once

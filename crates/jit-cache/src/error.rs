@@ -43,7 +43,9 @@ impl fmt::Display for ErrorChain<'_> {
 
 /// Why compiling a signature failed. Build one with [`CompileFailure::new`]
 /// from the backend's own error (kept whole, as the `source`) in the compile
-/// callback; the cache builds the other variants itself.
+/// callback, or with [`CompileFailure::refused`] when the lowering refuses
+/// the signature before any compiler runs; the cache builds the other
+/// variants itself.
 ///
 /// A failure is remembered for its signature only: calls with that
 /// signature run in the interpreter (with the failure available) until
@@ -57,6 +59,15 @@ pub enum CompileFailure {
     /// [`source`](Error::source) (and [`backend_error`](Self::backend_error)),
     /// so callers can downcast it back to their type.
     Backend(Arc<dyn Error + Send + Sync>),
+    /// The lowering refused this signature: no compiler ran (e.g. the
+    /// call's dims do not fit together, or an op has no lowering for its
+    /// dtype). It displays as "the lowering refused this signature"; the
+    /// lowering's error is its [`source`](Error::source) (and
+    /// [`backend_error`](Self::backend_error)). Build it with
+    /// [`CompileFailure::refused`]. It is remembered like any failure, but
+    /// counted in [`Counters::refusals`](crate::Counters::refusals), not as
+    /// a compile.
+    Refused(Arc<dyn Error + Send + Sync>),
     /// The compile callback panicked; the panic was caught and the cache is
     /// unaffected.
     Panicked {
@@ -72,6 +83,7 @@ impl fmt::Display for CompileFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CompileFailure::Backend(_) => f.write_str("the compile failed"),
+            CompileFailure::Refused(_) => f.write_str("the lowering refused this signature"),
             CompileFailure::Panicked { message } => write!(
                 f,
                 "the compile callback panicked: {message} (the cache caught the panic; fix the \
@@ -86,11 +98,11 @@ impl fmt::Display for CompileFailure {
 }
 
 impl Error for CompileFailure {
-    /// The backend's error itself (not its source), for a
-    /// [`CompileFailure::Backend`].
+    /// The backend's (or the lowering's) error itself (not its source), for
+    /// a [`CompileFailure::Backend`] or [`CompileFailure::Refused`].
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            CompileFailure::Backend(error) => Some(&**error),
+            CompileFailure::Backend(error) | CompileFailure::Refused(error) => Some(&**error),
             _ => None,
         }
     }
@@ -107,13 +119,38 @@ impl CompileFailure {
         CompileFailure::new(Message(message.into()))
     }
 
-    /// The backend's error, when this is a [`CompileFailure::Backend`]:
-    /// downcast it to the backend's type with `downcast_ref`.
+    /// The lowering refused the signature: no compiler ran. `error` (and
+    /// its own sources) is kept whole, as the `source`.
+    ///
+    /// ```
+    /// use jit_cache::{CompileFailure, ErrorChain};
+    ///
+    /// let refusal = CompileFailure::refused(std::io::Error::other(
+    ///     "x is f32[5,32] but W is f32[64,256]",
+    /// ));
+    /// assert!(refusal.is_refusal());
+    /// assert_eq!(
+    ///     ErrorChain(&refusal).to_string(),
+    ///     "the lowering refused this signature: x is f32[5,32] but W is f32[64,256]"
+    /// );
+    /// ```
+    pub fn refused(error: impl Error + Send + Sync + 'static) -> Self {
+        CompileFailure::Refused(Arc::new(error))
+    }
+
+    /// The backend's error, when this is a [`CompileFailure::Backend`], or
+    /// the lowering's, when it is a [`CompileFailure::Refused`]: downcast it
+    /// to its type with `downcast_ref`.
     pub fn backend_error(&self) -> Option<&(dyn Error + Send + Sync + 'static)> {
         match self {
-            CompileFailure::Backend(error) => Some(&**error),
+            CompileFailure::Backend(error) | CompileFailure::Refused(error) => Some(&**error),
             _ => None,
         }
+    }
+
+    /// Whether the lowering refused the signature (no compiler ran).
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, CompileFailure::Refused(_))
     }
 
     /// Whether the compile callback panicked.
@@ -127,7 +164,8 @@ impl CompileFailure {
 impl PartialEq for CompileFailure {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (CompileFailure::Backend(a), CompileFailure::Backend(b)) => {
+            (CompileFailure::Backend(a), CompileFailure::Backend(b))
+            | (CompileFailure::Refused(a), CompileFailure::Refused(b)) => {
                 Arc::ptr_eq(a, b) || ErrorChain(&**a).to_string() == ErrorChain(&**b).to_string()
             }
             (CompileFailure::Panicked { message: a }, CompileFailure::Panicked { message: b }) => {

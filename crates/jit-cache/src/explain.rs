@@ -394,7 +394,11 @@ pub enum MissReason {
     CompileFailedEarlier {
         /// The stored error.
         error: Arc<CompileFailure>,
-        /// Calls with this signature left before the compile is retried.
+        /// Calls with this signature left before the compile is retried;
+        /// `u64::MAX` when it is never retried
+        /// ([`CacheConfig::failed_compile_retry_after`](crate::CacheConfig::failed_compile_retry_after)
+        /// is `u64::MAX`): only
+        /// [`JitCache::clear_failures`](crate::JitCache::clear_failures) retries it.
         retry_in_calls: u64,
     },
     /// A failed compile of this signature is retried now.
@@ -415,6 +419,14 @@ impl fmt::Display for MissReason {
                 write!(f, "{}; evicted earlier: {cause}", join(differences))
             }
             MissReason::NothingCached => f.write_str("nothing cached for this function"),
+            MissReason::CompileFailedEarlier {
+                error,
+                retry_in_calls: u64::MAX,
+            } => write!(
+                f,
+                "compile failed earlier ({}); not retried: JitCache::clear_failures() retries it",
+                ErrorChain(&**error)
+            ),
             MissReason::CompileFailedEarlier {
                 error,
                 retry_in_calls,

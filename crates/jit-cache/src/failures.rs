@@ -8,12 +8,19 @@ use crate::error::CompileFailure;
 use crate::hashing::PrecomputedState;
 use crate::signature::Signature;
 
+/// `retry_after` (and `calls_left`) meaning "never retried": the failure
+/// stays until it is forgotten ([`Failures::clear`], or evicted from the
+/// bound). [`CacheConfig::failed_compile_retry_after`](crate::CacheConfig::failed_compile_retry_after)
+/// set to it disables retries.
+pub(crate) const NEVER: u64 = u64::MAX;
+
 /// What to do with a signature whose compile may have failed before.
 #[derive(Debug)]
 pub(crate) enum FailureCheck {
     /// No failure remembered.
     None,
-    /// Still failed: interpret, with the stored error.
+    /// Still failed: interpret, with the stored error; `retry_in_calls` is
+    /// [`NEVER`] when it is never retried.
     Blocked {
         error: Arc<CompileFailure>,
         retry_in_calls: u64,
@@ -25,7 +32,8 @@ pub(crate) enum FailureCheck {
 #[derive(Debug)]
 struct Failure {
     error: Arc<CompileFailure>,
-    /// Calls with this signature left to interpret before retrying.
+    /// Calls with this signature left to interpret before retrying;
+    /// [`NEVER`] is never decremented.
     calls_left: u64,
 }
 
@@ -56,7 +64,9 @@ impl Failures {
             self.map.pop(sig);
             return FailureCheck::Retry;
         }
-        failure.calls_left -= 1;
+        if failure.calls_left != NEVER {
+            failure.calls_left -= 1;
+        }
         FailureCheck::Blocked {
             error: Arc::clone(&failure.error),
             retry_in_calls: failure.calls_left,
@@ -64,7 +74,7 @@ impl Failures {
     }
 
     /// Remembers that compiling `sig` failed; the next `retry_after` calls
-    /// with it are interpreted.
+    /// with it are interpreted ([`NEVER`]: every call, until cleared).
     pub(crate) fn record(&mut self, sig: Signature, error: Arc<CompileFailure>, retry_after: u64) {
         self.map.put(
             sig,
@@ -121,5 +131,27 @@ mod tests {
             "oldest forgotten"
         );
         assert_eq!(f.clear(), 2);
+    }
+
+    #[test]
+    fn never_is_not_counted_down() {
+        let sig = Signature::builder().arg(DType::F32, &[3]).build();
+        let mut f = Failures::new(2);
+        f.record(
+            sig.clone(),
+            Arc::new(CompileFailure::message("boom")),
+            NEVER,
+        );
+        for _ in 0..3 {
+            assert!(matches!(
+                f.check(&sig),
+                FailureCheck::Blocked {
+                    retry_in_calls: NEVER,
+                    ..
+                }
+            ));
+        }
+        assert_eq!(f.clear(), 1);
+        assert!(matches!(f.check(&sig), FailureCheck::None));
     }
 }

@@ -91,7 +91,26 @@ struct DimValues {
     varies: bool,
 }
 
-/// The dims seen in one function's misses.
+impl DimValues {
+    /// Whether the dim varies once `value` and `others` are counted too.
+    fn varies_with(&self, value: i64, others: impl Iterator<Item = i64>, after: usize) -> bool {
+        if self.varies {
+            return true;
+        }
+        let mut distinct = self.seen.clone();
+        for v in std::iter::once(value).chain(others) {
+            if distinct.len() >= after {
+                break;
+            }
+            if !distinct.contains(&v) {
+                distinct.push(v);
+            }
+        }
+        distinct.len() >= after
+    }
+}
+
+/// The dims of one function's calls that compiled.
 #[derive(Debug)]
 pub(crate) struct Generalizer {
     classes: LruCache<Signature, ClassDims, PrecomputedState>,
@@ -107,49 +126,41 @@ impl Generalizer {
         }
     }
 
-    /// Records the dims of a missed call `sig`; returns the signature to
-    /// compile instead of `sig` if some of its class's dims vary. A
-    /// signature that has dynamic dims itself is not a call's and is left
-    /// alone.
-    pub(crate) fn observe(&mut self, sig: &Signature) -> Option<Generalization> {
+    /// The signature to compile for a missed call `sig` instead of its own,
+    /// if some of its class's dims vary: a dim varies once its committed
+    /// values, those of the `pending` calls (whose compiles are in flight)
+    /// and the call's own take `after` distinct values. Nothing is
+    /// recorded: only a call whose compile succeeds is
+    /// [`commit`](Self::commit)ted. A signature that has dynamic dims itself
+    /// is not a call's and is left alone.
+    pub(crate) fn generalize<'a>(
+        &mut self,
+        sig: &Signature,
+        pending: impl IntoIterator<Item = &'a Signature>,
+    ) -> Option<Generalization> {
         if sig.has_dynamic_dims() {
             return None;
         }
-        let class = sig.shape_class();
         let after = self.after;
-        let record = match self.classes.get_mut(&class) {
-            Some(record) => record,
-            None => {
-                if self.classes.len() >= CLASSES_REMEMBERED {
-                    self.classes.pop_lru();
-                }
-                let dims = sig.args().iter().map(|a| a.rank()).sum();
-                self.classes.get_or_insert_mut(class, || ClassDims {
-                    dims: (0..dims).map(|_| DimValues::default()).collect(),
-                    failed: false,
-                })
-            }
-        };
-        let positions = sig.args().iter().enumerate().flat_map(|(arg, spec)| {
-            spec.dims()
-                .iter()
-                .enumerate()
-                .map(move |(d, &v)| (arg, d, v))
-        });
+        let class = sig.shape_class();
+        let record = self.classes.get(&class);
+        if record.is_some_and(|r| r.failed) {
+            return None;
+        }
+        let pending: SmallVec<[&Signature; 4]> = pending
+            .into_iter()
+            .filter(|p| !p.has_dynamic_dims() && class.generalizes(p))
+            .collect();
+        let unseen = DimValues::default();
         let mut varying = Vec::new();
-        for (values, (arg, dim, value)) in record.dims.iter_mut().zip(positions) {
-            if !values.varies && !values.seen.contains(&value) {
-                values.seen.push(value);
-                if values.seen.len() >= after {
-                    values.varies = true;
-                    values.seen = SmallVec::new();
-                }
-            }
-            if values.varies {
+        for (i, (arg, dim, value)) in positions(sig).enumerate() {
+            let values = record.map_or(&unseen, |r| &r.dims[i]);
+            let others = pending.iter().map(|p| p.args()[arg].dims()[dim]);
+            if values.varies_with(value, others, after) {
                 varying.push((arg, dim));
             }
         }
-        if varying.is_empty() || record.failed {
+        if varying.is_empty() {
             return None;
         }
         Some(Generalization {
@@ -159,18 +170,59 @@ impl Generalizer {
         })
     }
 
-    /// Remembers that compiling `dynamic` (a signature with dynamic dims)
-    /// failed: later misses of its class compile their own signatures.
-    /// Returns whether the class was known.
-    pub(crate) fn failed(&mut self, dynamic: &Signature) -> bool {
-        match self.classes.get_mut(&dynamic.shape_class()) {
-            Some(record) => {
-                record.failed = true;
-                true
+    /// Records the dims of a call `sig` whose compile succeeded (of its own
+    /// signature or of its generalization): their values count towards
+    /// their dims varying. A signature with dynamic dims is not a call's
+    /// and is left alone.
+    pub(crate) fn commit(&mut self, sig: &Signature) {
+        if sig.has_dynamic_dims() {
+            return;
+        }
+        let after = self.after;
+        let record = self.record(sig);
+        for (values, (_, _, value)) in record.dims.iter_mut().zip(positions(sig)) {
+            if !values.varies && !values.seen.contains(&value) {
+                values.seen.push(value);
+                if values.seen.len() >= after {
+                    values.varies = true;
+                    values.seen = SmallVec::new();
+                }
             }
-            None => false,
         }
     }
+
+    /// Remembers that compiling `dynamic` (a signature with dynamic dims)
+    /// failed: later misses of its class compile their own signatures.
+    /// Returns whether that is news (the class compiled dynamic dims until
+    /// now).
+    pub(crate) fn failed(&mut self, dynamic: &Signature) -> bool {
+        let record = self.record(dynamic);
+        !std::mem::replace(&mut record.failed, true)
+    }
+
+    /// The record of `sig`'s class, made (and the least recently used one
+    /// forgotten beyond the bound) if there is none.
+    fn record(&mut self, sig: &Signature) -> &mut ClassDims {
+        let class = sig.shape_class();
+        if !self.classes.contains(&class) && self.classes.len() >= CLASSES_REMEMBERED {
+            self.classes.pop_lru();
+        }
+        let dims = sig.args().iter().map(|a| a.rank()).sum();
+        self.classes.get_or_insert_mut(class, || ClassDims {
+            dims: (0..dims).map(|_| DimValues::default()).collect(),
+            failed: false,
+        })
+    }
+}
+
+/// Each dim of `sig` as (argument, dim, value), arguments in order.
+fn positions(sig: &Signature) -> impl Iterator<Item = (usize, usize, i64)> + '_ {
+    sig.args().iter().enumerate().flat_map(|(arg, spec)| {
+        spec.dims()
+            .iter()
+            .enumerate()
+            .map(move |(d, &v)| (arg, d, v))
+    })
 }
 
 #[cfg(test)]
@@ -178,12 +230,25 @@ mod tests {
     use super::*;
     use crate::{CapturedScalar, DType};
 
+    impl Generalizer {
+        /// A miss of `sig` whose compile succeeds: what it compiles.
+        fn observe(&mut self, sig: &Signature) -> Option<Generalization> {
+            let general = self.generalize(sig, []);
+            self.commit(sig);
+            general
+        }
+    }
+
     fn mlp(batch: i64, k: i64) -> Signature {
         Signature::builder()
             .arg(DType::F32, &[batch, k])
             .arg(DType::F32, &[k, 256])
             .arg(DType::F32, &[256])
             .build()
+    }
+
+    fn f32_row(n: i64) -> Signature {
+        Signature::builder().arg(DType::F32, &[n]).build()
     }
 
     #[test]
@@ -213,6 +278,37 @@ mod tests {
     }
 
     #[test]
+    fn only_committed_values_count_with_the_call_s_own() {
+        let mut g = Generalizer::new(3);
+        g.observe(&mlp(5, 64));
+        // Calls that never compile, each with another inner dim: none of
+        // them is counted, so none generalizes the next.
+        for k in [32, 33, 34] {
+            assert_eq!(g.generalize(&mlp(5, k), []), None, "k = {k}");
+        }
+        assert_eq!(g.generalize(&mlp(7, 64), []), None, "two batch sizes of 3");
+        g.commit(&mlp(7, 64));
+        let general = g.generalize(&mlp(9, 64), []).expect("the third batch size");
+        assert_eq!(general.dims(), [(0, 0)]);
+        assert_eq!(g.generalize(&mlp(11, 32), []).unwrap().dims(), [(0, 0)]);
+    }
+
+    #[test]
+    fn the_dims_of_compiles_in_flight_count_until_they_end() {
+        let mut g = Generalizer::new(2);
+        let first = mlp(1, 64);
+        assert_eq!(g.generalize(&first, []), None);
+        // While the first call's compile is in flight, a second size
+        // generalizes: it does not queue its own static compile.
+        let second = g.generalize(&mlp(2, 64), [&first]).expect("two sizes");
+        assert_eq!(second.dims(), [(0, 0)]);
+        let other_class = f32_row(3);
+        assert_eq!(g.generalize(&mlp(2, 64), [&other_class]), None);
+        // Had the first compile failed, nothing of it is left.
+        assert_eq!(g.generalize(&mlp(2, 64), []), None);
+    }
+
+    #[test]
     fn classes_are_separate_by_rank_dtype_and_scalars() {
         let mut g = Generalizer::new(2);
         let rank3 = Signature::builder().arg(DType::F32, &[7, 5, 1]).build();
@@ -239,13 +335,18 @@ mod tests {
         let general = g.observe(&mlp(2, 8)).unwrap();
         assert!(g.failed(general.signature()));
         assert_eq!(g.observe(&mlp(3, 8)), None);
-        let rank1 = Signature::builder().arg(DType::F32, &[-1]).build();
-        assert!(!g.failed(&rank1), "unknown class");
+        assert!(!g.failed(general.signature()), "known already");
 
         let mut eager = Generalizer::new(1);
         let all = eager.observe(&mlp(4, 8)).expect("every dim at once");
         assert_eq!(all.signature().dynamic_dim_count(), 5);
         assert_eq!(eager.observe(&mlp(-1, 8)), None, "not a call's signature");
+        assert!(
+            eager.generalize(&f32_row(3), []).is_some(),
+            "nothing committed"
+        );
+        assert!(eager.failed(&f32_row(-1)), "a class with nothing committed");
+        assert_eq!(eager.generalize(&f32_row(3), []), None, "compiles static");
     }
 
     #[test]

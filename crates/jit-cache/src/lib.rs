@@ -17,7 +17,10 @@
 //!   taken two distinct values ([`CacheConfig::dynamic_dims_after`]), a
 //!   variant with that dim dynamic ([`ArgSpec::DYNAMIC`]), which serves every
 //!   size of it; a call prefers its exact signature, then the most specific
-//!   dynamic one ([`Generalization`] says which dims and why).
+//!   dynamic one ([`Generalization`] says which dims and why). The values
+//!   counted are those of calls whose compile succeeded (or is in flight,
+//!   or that the policy did not compile), with the missing call's own: a
+//!   call whose compile fails or is refused counts for nothing.
 //! - **Per-function capacity**: several signatures of one function coexist
 //!   (a new shape is an ordinary miss), up to the function's capacity
 //!   (default 8); an evicted executable is dropped at once.
@@ -33,14 +36,25 @@
 //! - **Global budgets**: total entries and total bytes; beyond either, the
 //!   least recently used entry of *any* function is evicted.
 //! - **Failed compiles** are remembered per signature for a number of calls; a
-//!   panicking compile callback is caught and does not poison the cache.
+//!   panicking compile callback is caught and does not poison the cache. A
+//!   signature the lowering refuses ([`CompileFailure::refused`]: no
+//!   compiler ran) is remembered the same way but counted apart
+//!   ([`Counters::refusals`]), not as a compile.
 //! - **Concurrency**: one short lock, never held while compiling; concurrent
 //!   misses on one signature compile once; an evicted executable lives on
 //!   while a call still holds its `Arc`.
-//! - **Background compiles**: [`JitCache::get_or_queue`] queues a miss's
-//!   compile on a bounded pool and sends the call to the interpreter; later
-//!   calls hit once it is done. [`JitCache::insert`] caches executables
-//!   compiled ahead.
+//! - **Background compiles**: [`JitCache::get_or_queue`] prepares a miss's
+//!   compile on the calling thread, queues the rest on a bounded pool and
+//!   sends the call to the interpreter; later calls hit once it is done.
+//!   Background is never meant to be worse than waiting: once the caller
+//!   reports how long interpreting a function takes
+//!   ([`JitCache::report_interpreted`]), a miss whose compile is queued or
+//!   running waits for it instead when interpreting is expected to take
+//!   longer than the compile's remaining time (mean compile time × (jobs
+//!   ahead / compile threads + 1), less what it has run). A function with
+//!   no report interprets. [`JitCache::wait_for_compiles`] waits for the
+//!   queue to drain; [`JitCache::insert`] caches executables compiled
+//!   ahead.
 //! - **Artifacts on disk** (cargo feature `store`, on by default):
 //!   `store::ArtifactStore` keeps compiled artifacts between runs (keys,
 //!   authenticated entries, atomic writes, a size bound); with the `remote`
@@ -50,8 +64,9 @@
 //!   dependency.
 //! - **Observability**: [`JitCache::stats`] (per function and total, with a
 //!   report table as `Display`) and `tracing` events under target `jit_cache`:
-//!   `debug` per miss with its explanation and admission decision and per
-//!   eviction, `warn` per policy mode change and failed compile.
+//!   `debug` per miss with its explanation and admission decision, per
+//!   eviction and per refused signature, `warn` per policy mode change and
+//!   failed compile.
 //!
 //! # Example
 //!
@@ -123,6 +138,7 @@ mod stats;
 #[cfg(feature = "store")]
 pub mod store;
 mod thrash;
+mod wait_rule;
 
 pub use admission::Refusal;
 pub use byte_size::{ByteSize, ParseByteSizeError};

@@ -8,10 +8,16 @@
 //! pool (with the last handle of its cache) discards the jobs not yet
 //! started, lets each running job finish its compile and joins the threads:
 //! it waits at most one compile per thread, never for the queue.
+//!
+//! Each submitted job gets a ticket (its number in submission order), so a
+//! caller can ask how many jobs are still queued ahead of it
+//! ([`Pool::ahead`]); [`Pool::wait_idle`] blocks until no job is queued or
+//! running.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
+use std::time::Duration;
 
 /// Work for the pool. A job dropped without running (the pool shut down)
 /// must withdraw itself in its `Drop`.
@@ -30,7 +36,10 @@ pub(crate) struct Pool<J> {
 
 struct PoolShared<J> {
     queue: Mutex<Queue<J>>,
+    /// Signalled when a job is queued or the pool shuts down.
     work: Condvar,
+    /// Signalled when the pool becomes idle: no job queued or running.
+    idle: Condvar,
 }
 
 struct Queue<J> {
@@ -38,7 +47,20 @@ struct Queue<J> {
     capacity: usize,
     /// Threads started or being started.
     started: usize,
+    /// Jobs taken off the queue so far: the tickets below it have left the
+    /// queue (jobs leave it in ticket order).
+    taken: u64,
+    /// Jobs queued so far: the next job's ticket.
+    submitted: u64,
+    /// Jobs being run.
+    running: usize,
     shutdown: bool,
+}
+
+impl<J> Queue<J> {
+    fn is_idle(&self) -> bool {
+        self.jobs.is_empty() && self.running == 0
+    }
 }
 
 impl<J: Job> Pool<J> {
@@ -51,23 +73,29 @@ impl<J: Job> Pool<J> {
                     jobs: VecDeque::new(),
                     capacity: capacity.max(1),
                     started: 0,
+                    taken: 0,
+                    submitted: 0,
+                    running: 0,
                     shutdown: false,
                 }),
                 work: Condvar::new(),
+                idle: Condvar::new(),
             }),
             threads: threads.max(1),
             workers: Mutex::new(Vec::new()),
         }
     }
 
-    /// Queues `job`, starting a thread if fewer than the pool's run; hands
-    /// the job back when the queue is full.
-    pub(crate) fn submit(&self, job: J) -> Result<(), QueueFull<J>> {
+    /// Queues `job`, starting a thread if fewer than the pool's run, and
+    /// returns its ticket; hands the job back when the queue is full.
+    pub(crate) fn submit(&self, job: J) -> Result<u64, QueueFull<J>> {
         let mut queue = self.shared.lock();
         if queue.jobs.len() >= queue.capacity || queue.shutdown {
             return Err(QueueFull(job));
         }
         queue.jobs.push_back(job);
+        let ticket = queue.submitted;
+        queue.submitted += 1;
         let start_one = queue.started < self.threads;
         queue.started += usize::from(start_one);
         drop(queue);
@@ -76,13 +104,37 @@ impl<J: Job> Pool<J> {
         } else {
             self.shared.work.notify_one();
         }
-        Ok(())
+        Ok(ticket)
     }
 
     /// Jobs waiting for a thread.
-    #[cfg(test)]
     pub(crate) fn queued(&self) -> usize {
         self.shared.lock().jobs.len()
+    }
+
+    /// Jobs still queued ahead of the job with `ticket`; 0 once it left the
+    /// queue itself.
+    pub(crate) fn ahead(&self, ticket: u64) -> usize {
+        let taken = self.shared.lock().taken;
+        usize::try_from(ticket.saturating_sub(taken)).unwrap_or(usize::MAX)
+    }
+
+    /// Threads that run jobs (at most; they start with the first jobs).
+    pub(crate) fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Blocks until no job is queued or running (true), or `timeout` passes
+    /// first (false). A job whose thread could not start stays queued, so
+    /// the wait times out.
+    pub(crate) fn wait_idle(&self, timeout: Duration) -> bool {
+        let queue = self.shared.lock();
+        let (queue, _) = self
+            .shared
+            .idle
+            .wait_timeout_while(queue, timeout, |q| !q.is_idle())
+            .unwrap_or_else(PoisonError::into_inner);
+        queue.is_idle()
     }
 
     fn start_worker(&self) {
@@ -127,13 +179,35 @@ impl<J: Job> PoolShared<J> {
                 if queue.shutdown {
                     return;
                 }
-                queue.jobs.pop_front()
+                let job = queue.jobs.pop_front();
+                if job.is_some() {
+                    queue.taken += 1;
+                    queue.running += 1;
+                }
+                job
             };
             // Jobs catch their own panics (the compile callback's); one that
-            // escapes would only end this thread.
+            // escapes would only end this thread, after `Running` counts it
+            // done.
             if let Some(job) = job {
+                let _running = Running(self);
                 job.run();
             }
+        }
+    }
+}
+
+/// A job being run: counted done when dropped, also when the job unwinds.
+struct Running<'a, J>(&'a PoolShared<J>);
+
+impl<J> Drop for Running<'_, J> {
+    fn drop(&mut self) {
+        let mut queue = self.0.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        queue.running -= 1;
+        let idle = queue.is_idle();
+        drop(queue);
+        if idle {
+            self.0.idle.notify_all();
         }
     }
 }
@@ -150,6 +224,7 @@ impl<J> Drop for Pool<J> {
             std::mem::take(&mut queue.jobs)
         };
         self.shared.work.notify_all();
+        self.shared.idle.notify_all();
         // Dropped outside the lock: each withdraws its compile.
         drop(withdrawn);
         let me = thread::current().id();
@@ -240,6 +315,37 @@ mod tests {
         drop(pool);
         // The two waiting jobs were either run or withdrawn, never lost.
         assert_eq!(drops.load(Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn tickets_tell_the_jobs_ahead_and_wait_idle_waits_for_the_last_job() {
+        let pool = Pool::<Boxed>::new(1, 8);
+        assert!(pool.wait_idle(Duration::ZERO), "idle from the start");
+        let (started, running) = mpsc::channel();
+        let (release, hold) = mpsc::channel::<()>();
+        let hold = Arc::new(Mutex::new(hold));
+        let mut tickets = Vec::new();
+        for _ in 0..3 {
+            let (started, hold) = (started.clone(), Arc::clone(&hold));
+            let job: Boxed = Box::new(move || {
+                started.send(()).unwrap();
+                hold.lock().unwrap().recv().unwrap();
+            });
+            tickets.push(pool.submit(job).unwrap_or_else(|_| panic!("room for 8")));
+        }
+        assert_eq!(tickets, [0, 1, 2]);
+        let ahead = || -> Vec<usize> { tickets.iter().map(|&t| pool.ahead(t)).collect() };
+        running.recv().unwrap();
+        // The first job runs; the other two wait in ticket order.
+        assert_eq!(ahead(), [0, 0, 1]);
+        assert!(!pool.wait_idle(Duration::from_millis(1)), "jobs still run");
+        release.send(()).unwrap();
+        running.recv().unwrap();
+        assert_eq!(ahead(), [0, 0, 0]);
+        release.send(()).unwrap();
+        release.send(()).unwrap();
+        assert!(pool.wait_idle(Duration::from_secs(600)));
+        assert_eq!(pool.queued(), 0);
     }
 
     #[test]

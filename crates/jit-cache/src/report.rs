@@ -5,30 +5,32 @@ use std::fmt;
 use crate::byte_size::ByteSize;
 use crate::stats::{CacheStats, Counters};
 
-const HEADERS: [&str; 14] = [
+const HEADERS: [&str; 15] = [
     "calls",
     "hits",
     "misses",
     "compiles",
     "failed",
+    "lowering refused",
     "compile time",
     "evicted",
     "fallback",
     "queued",
-    "refused",
+    "not admitted",
     "wasted",
     "entries",
     "cap",
     "bytes",
 ];
 
-fn cells(c: &Counters, capacity: Option<usize>) -> [String; 14] {
+fn cells(c: &Counters, capacity: Option<usize>) -> [String; 15] {
     [
         c.calls.to_string(),
         c.hits.to_string(),
         c.misses.to_string(),
         c.compiles.to_string(),
         c.failed_compiles.to_string(),
+        c.refusals.to_string(),
         format!("{:.1?}", c.compile_time),
         c.evictions.to_string(),
         c.fallback_calls.to_string(),
@@ -53,7 +55,7 @@ impl fmt::Display for CacheStats {
             ByteSize::from(self.total.live_bytes),
             ByteSize::from(self.max_total_bytes),
         )?;
-        let mut rows: Vec<(String, [String; 14], String, String)> = self
+        let mut rows: Vec<(String, [String; 15], String, String)> = self
             .functions
             .iter()
             .map(|s| {

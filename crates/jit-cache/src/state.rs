@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::admission::{Admission, Admit, BudgetChange, PayOff, Refusal, Settled};
 use crate::budget::{least_recent, Budget};
@@ -22,6 +22,7 @@ use crate::signature::Signature;
 use crate::single_flight::Flight;
 use crate::stats::{CacheStats, Counters, FunctionStats};
 use crate::thrash::{FunctionMode, ThrashGuard, ThrashSettings, Transition, Verdict};
+use crate::wait_rule::{Estimates, Ewma, Mean};
 
 /// The result of one compile, shared with every call that waited for it.
 pub(crate) type CompileResult<E> = Result<Arc<E>, Arc<CompileFailure>>;
@@ -67,6 +68,10 @@ pub(crate) struct Miss<E> {
     pub reason: MissReason,
     pub action: MissAction<E>,
     pub notes: Vec<Note>,
+    /// For a queueing call, once its function's interpreted time is known:
+    /// what it weighs to wait for its compile or interpret (`wait_rule`),
+    /// when it queues the compile or finds it in flight.
+    pub estimates: Option<Estimates>,
 }
 
 #[derive(Debug)]
@@ -79,9 +84,35 @@ pub(crate) enum MissAction<E> {
         flight: Arc<Flight<CompileResult<E>>>,
         generalization: Option<Box<Generalization>>,
     },
-    /// Another call compiles; wait for it.
-    Wait(Arc<Flight<CompileResult<E>>>),
+    /// Another call compiles: a blocking call waits for it; a queueing
+    /// one (which has [`Miss::estimates`]) waits or interprets by how far
+    /// the compile got.
+    Wait {
+        flight: Arc<Flight<CompileResult<E>>>,
+        progress: Progress,
+    },
     Interpret(FallbackReason),
+}
+
+/// How far a compile in flight got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Progress {
+    /// A queueing call prepares it on its own thread; not queued yet.
+    Preparing,
+    /// Queued on the pool, with this ticket.
+    Queued(u64),
+    /// Compiling since then.
+    Running(Instant),
+}
+
+/// A compile in flight.
+#[derive(Debug)]
+struct InFlight<E> {
+    flight: Arc<Flight<CompileResult<E>>>,
+    /// The signature of the call that started it: until the compile ends,
+    /// its dims count towards its class's dims varying (pending).
+    call: Signature,
+    progress: Progress,
 }
 
 /// Whether the calling thread compiles (and waits for compiles in flight),
@@ -108,7 +139,9 @@ pub(crate) struct Started {
     pub(crate) generation: u64,
     /// Why it replaces a cached signature, if the function was at capacity.
     pub(crate) admitted: Option<Admit>,
-    /// Queued by a call that ran in the interpreter (and was counted so).
+    /// `Blocking`: the call that started it takes the result, and its
+    /// failure sends that call to the interpreter (counted with the
+    /// result). `Background`: queued, by a call that counted itself.
     pub(crate) caller: Caller,
 }
 
@@ -125,6 +158,25 @@ pub(crate) struct Finished<E> {
     /// A compile with dynamic dims failed: its shape class compiles static
     /// signatures from now on.
     pub(crate) static_again: bool,
+}
+
+/// What one finished compile adds to the counters.
+struct CompileCount {
+    compiles: u64,
+    failed: u64,
+    refusals: u64,
+    time: Duration,
+    fallback: u64,
+}
+
+impl CompileCount {
+    fn add_to(&self, counters: &mut Counters) {
+        counters.compiles += self.compiles;
+        counters.failed_compiles += self.failed;
+        counters.refusals += self.refusals;
+        counters.compile_time += self.time;
+        counters.fallback_calls += self.fallback;
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,8 +197,12 @@ struct FunctionState<E> {
     /// [`CachePolicy::LruCoolDown`]'s fallback.
     cool_down: Option<ThrashGuard>,
     failures: Failures,
-    in_flight: HashMap<Signature, Arc<Flight<CompileResult<E>>>, PrecomputedState>,
+    in_flight: HashMap<Signature, InFlight<E>, PrecomputedState>,
     counters: Counters,
+    /// Its successful compiles' times (those of compiles run by the cache).
+    compiled: Mean,
+    /// Its interpreted time, as reported (`JitCache::report_interpreted`).
+    interpreted: Ewma,
     last_miss: Option<MissReason>,
     last_refusal: Option<Refusal>,
     /// Tracks varying dims, when the function may get dynamic ones.
@@ -174,6 +230,8 @@ impl<E> FunctionState<E> {
             failures: Failures::new(config.max_failures_per_function),
             in_flight: HashMap::with_hasher(PrecomputedState),
             counters: Counters::default(),
+            compiled: Mean::default(),
+            interpreted: Ewma::default(),
             last_miss: None,
             last_refusal: None,
             generalizer: (func.accepts_dynamic_dims() && config.dynamic_dims_for(name))
@@ -183,11 +241,13 @@ impl<E> FunctionState<E> {
     }
 
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn call(
         &mut self,
         sig: &Signature,
         tick: u64,
         total: &mut Counters,
+        compiled: &Mean,
         config: &CacheConfig,
         caller: Caller,
     ) -> Step<E> {
@@ -214,29 +274,43 @@ impl<E> FunctionState<E> {
                 notes,
             };
         }
-        self.miss(sig, call, notes, total, config, caller)
+        self.miss(sig, call, notes, total, compiled, config, caller)
     }
 
     #[cold]
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn miss(
         &mut self,
         sig: &Signature,
         call: u64,
         mut notes: Vec<Note>,
         total: &mut Counters,
+        compiled: &Mean,
         config: &CacheConfig,
         caller: Caller,
     ) -> Step<E> {
         self.counters.misses += 1;
         total.misses += 1;
         // The signature to compile: the call's, or its generalization once
-        // some of its dims vary.
+        // some of its dims vary, counting the dims of the calls whose
+        // compile succeeded or is in flight. The call's dims are committed
+        // only if its compile succeeds (`finish_compile`): a call whose
+        // dims do not fit together never counts towards a dim varying.
+        let in_flight = &self.in_flight;
         let generalization = self
             .generalizer
             .as_mut()
-            .and_then(|g| g.observe(sig))
+            .and_then(|g| g.generalize(sig, in_flight.values().map(|f| &f.call)))
             .map(Box::new);
+        // Only a queueing call may wait or not, and only once its
+        // function's interpreted time is known.
+        let estimates = match caller {
+            Caller::Background => {
+                Estimates::new(self.interpreted.get(), self.compiled.get(), compiled.get())
+            }
+            Caller::Blocking => None,
+        };
         let target = generalization
             .as_deref()
             .map_or(sig, Generalization::signature);
@@ -255,11 +329,14 @@ impl<E> FunctionState<E> {
                 MissAction::Interpret(FallbackReason::CompileFailed(error)),
             ),
             check => {
-                if let Some(flight) = self.in_flight.get(target) {
+                if let Some(in_flight) = self.in_flight.get(target) {
+                    let wait = MissAction::Wait {
+                        flight: Arc::clone(&in_flight.flight),
+                        progress: in_flight.progress,
+                    };
                     let action = match (caller, config.in_flight) {
-                        (Caller::Blocking, InFlightPolicy::Wait) => {
-                            MissAction::Wait(Arc::clone(flight))
-                        }
+                        (Caller::Blocking, InFlightPolicy::Wait) => wait,
+                        (Caller::Background, _) if estimates.is_some() => wait,
                         (Caller::Background, _) | (_, InFlightPolicy::Interpret) => {
                             MissAction::Interpret(FallbackReason::CompileInFlight)
                         }
@@ -278,6 +355,7 @@ impl<E> FunctionState<E> {
                         candidate,
                         &reason,
                         &mut notes,
+                        caller,
                     );
                     (reason, action)
                 }
@@ -295,12 +373,9 @@ impl<E> FunctionState<E> {
             self.last_generalization = Some(Generalization::clone(generalization));
         }
         if let (MissAction::Compile { started, .. }, Caller::Background) = (&mut action, caller) {
-            // The compile is queued; this call runs in the interpreter.
+            // The compile is to be queued; the call counts how it ran once
+            // it knows (`JitCache::get_or_queue`).
             started.caller = Caller::Background;
-            self.counters.fallback_calls += 1;
-            total.fallback_calls += 1;
-            self.counters.compiles_queued += 1;
-            total.compiles_queued += 1;
         }
         if let MissAction::Interpret(why) = &action {
             self.counters.fallback_calls += 1;
@@ -310,6 +385,19 @@ impl<E> FunctionState<E> {
                 total.admissions_refused += 1;
                 self.last_refusal = Some(*refusal);
             }
+            // Nothing is known against a call the policy did not compile
+            // (at capacity, in a cool-down): its dims count, so that a
+            // class's misses gather on one dynamic variant, which is then
+            // admitted by its frequency. A call blocked by a failure, or
+            // whose compile is in flight, adds nothing.
+            if matches!(
+                why,
+                FallbackReason::NotAdmitted { .. } | FallbackReason::Thrashing { .. }
+            ) {
+                if let Some(generalizer) = &mut self.generalizer {
+                    generalizer.commit(sig);
+                }
+            }
         }
         self.last_miss = Some(reason.clone());
         Step::Miss(Miss {
@@ -317,12 +405,14 @@ impl<E> FunctionState<E> {
             reason,
             action,
             notes,
+            estimates,
         })
     }
 
     /// Compiles the call's signature `sig`, or its generalization, unless
     /// admission refuses it at capacity or the cool-down sends it to the
     /// interpreter.
+    #[allow(clippy::too_many_arguments)]
     fn decide_compile(
         &mut self,
         sig: &Signature,
@@ -331,7 +421,9 @@ impl<E> FunctionState<E> {
         candidate: u32,
         reason: &MissReason,
         notes: &mut Vec<Note>,
+        caller: Caller,
     ) -> MissAction<E> {
+        let call_sig = sig;
         let sig = generalization
             .as_deref()
             .map_or(sig, Generalization::signature);
@@ -375,7 +467,17 @@ impl<E> FunctionState<E> {
             }
         }
         let flight = Flight::new();
-        self.in_flight.insert(sig.clone(), Arc::clone(&flight));
+        self.in_flight.insert(
+            sig.clone(),
+            InFlight {
+                flight: Arc::clone(&flight),
+                call: call_sig.clone(),
+                progress: match caller {
+                    Caller::Blocking => Progress::Running(Instant::now()),
+                    Caller::Background => Progress::Preparing,
+                },
+            },
+        );
         MissAction::Compile {
             started: Started {
                 generation: self.generation,
@@ -436,6 +538,20 @@ impl<E> FunctionState<E> {
     }
 }
 
+/// The state of `func` in `functions`, made (in the next generation) if
+/// there is none.
+fn function<'a, E>(
+    functions: &'a mut HashMap<FunctionId, FunctionState<E>, PrecomputedState>,
+    next_generation: &mut u64,
+    func: &FunctionId,
+    config: &CacheConfig,
+) -> &'a mut FunctionState<E> {
+    functions.entry(func.clone()).or_insert_with(|| {
+        *next_generation += 1;
+        FunctionState::new(func, *next_generation, config)
+    })
+}
+
 /// All functions, the global budget and the global counters.
 #[derive(Debug)]
 pub(crate) struct CacheState<E> {
@@ -445,6 +561,8 @@ pub(crate) struct CacheState<E> {
     tick: u64,
     next_generation: u64,
     total: Counters,
+    /// Successful compiles' times, over all functions.
+    compiled: Mean,
 }
 
 impl<E> CacheState<E> {
@@ -455,6 +573,7 @@ impl<E> CacheState<E> {
             tick: 0,
             next_generation: 0,
             total: Counters::default(),
+            compiled: Mean::default(),
         }
     }
 
@@ -492,7 +611,7 @@ impl<E> CacheState<E> {
             admitted: Some(Admit::Requested),
             caller: Caller::Blocking,
         };
-        Some(self.finish_compile(func, sig, started, &Ok(compiled), elapsed, config))
+        Some(self.finish_compile(func, sig, None, started, &Ok(compiled), elapsed, config))
     }
 
     /// Counts a call and decides what it does.
@@ -507,38 +626,72 @@ impl<E> CacheState<E> {
         self.tick += 1;
         self.total.calls += 1;
         if let Some(state) = self.functions.get_mut(func) {
-            return state.call(sig, self.tick, &mut self.total, config, caller);
+            return state.call(
+                sig,
+                self.tick,
+                &mut self.total,
+                &self.compiled,
+                config,
+                caller,
+            );
         }
-        self.next_generation += 1;
-        let state = FunctionState::new(func, self.next_generation, config);
-        self.functions.entry(func.clone()).or_insert(state).call(
+        function(&mut self.functions, &mut self.next_generation, func, config).call(
             sig,
             self.tick,
             &mut self.total,
+            &self.compiled,
             config,
             caller,
         )
     }
 
+    /// Records how long interpreting a call of `func` took.
+    pub(crate) fn report_interpreted(
+        &mut self,
+        func: &FunctionId,
+        took: Duration,
+        config: &CacheConfig,
+    ) {
+        function(&mut self.functions, &mut self.next_generation, func, config)
+            .interpreted
+            .record(took);
+    }
+
     /// Records a compile's result: caches the executable (evicting what the
-    /// capacity and budgets require) or remembers the failure.
+    /// capacity and budgets require) or remembers the failure. `sig` is the
+    /// signature compiled; `call`, the signature of the call whose miss
+    /// compiled it (`None` for one compiled ahead), whose dims a successful
+    /// compile commits to its shape class.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn finish_compile(
         &mut self,
         func: &FunctionId,
         sig: &Signature,
+        call: Option<&Signature>,
         started: Started,
         result: &Result<(Arc<E>, usize), Arc<CompileFailure>>,
         elapsed: Duration,
         config: &CacheConfig,
     ) -> Finished<E> {
         let failed = result.is_err();
-        // A failed compile sends its call to the interpreter (a queued one's
-        // call ran there already).
-        let fallback = u64::from(failed && started.caller == Caller::Blocking);
-        self.total.compiles += 1;
-        self.total.compile_time += elapsed;
-        self.total.failed_compiles += u64::from(failed);
-        self.total.fallback_calls += fallback;
+        // A refusal is no compile: no compiler ran.
+        let refused = matches!(result, Err(e) if e.is_refusal());
+        let compiled = CompileCount {
+            compiles: u64::from(!refused),
+            failed: u64::from(failed && !refused),
+            refusals: u64::from(refused),
+            time: if refused { Duration::ZERO } else { elapsed },
+            // A failed compile sends its call to the interpreter (a queued
+            // one's call ran there already).
+            fallback: u64::from(failed && started.caller == Caller::Blocking),
+        };
+        compiled.add_to(&mut self.total);
+        // What a compile run for a call takes, for the wait rule (one
+        // compiled ahead reports a time of its caller's choosing).
+        let measured = result.is_ok() && call.is_some();
+        if measured {
+            self.compiled.record(elapsed);
+        }
         let mut finished = Finished {
             evicted: Vec::new(),
             not_cached: None,
@@ -554,10 +707,10 @@ impl<E> CacheState<E> {
             return finished;
         };
         state.in_flight.remove(sig);
-        state.counters.compiles += 1;
-        state.counters.compile_time += elapsed;
-        state.counters.failed_compiles += u64::from(failed);
-        state.counters.fallback_calls += fallback;
+        compiled.add_to(&mut state.counters);
+        if measured {
+            state.compiled.record(elapsed);
+        }
         let (exe, bytes) = match result {
             Err(error) => {
                 if sig.has_dynamic_dims() {
@@ -574,6 +727,9 @@ impl<E> CacheState<E> {
             }
             Ok((exe, bytes)) => (Arc::clone(exe), *bytes),
         };
+        if let (Some(generalizer), Some(call)) = (&mut state.generalizer, call) {
+            generalizer.commit(call);
+        }
         if !self.budget.admits(bytes) {
             finished.not_cached = Some(NotCached::TooLarge);
             return finished;
@@ -659,22 +815,68 @@ impl<E> CacheState<E> {
         }
     }
 
-    /// Whether a queued compile is still wanted: its function was not
-    /// forgotten (or redefined and forgotten) since it was queued.
-    pub(crate) fn compile_wanted(
-        &self,
+    /// Whether a queued compile is still wanted (its function was not
+    /// forgotten, or redefined and forgotten, since it was queued); if it
+    /// is, it runs from `now` on.
+    pub(crate) fn start_queued(
+        &mut self,
         func: &FunctionId,
         sig: &Signature,
         generation: u64,
+        now: Instant,
     ) -> bool {
-        self.functions
-            .get(func)
-            .is_some_and(|s| s.generation == generation && s.in_flight.contains_key(sig))
+        let in_flight = self
+            .functions
+            .get_mut(func)
+            .filter(|s| s.generation == generation)
+            .and_then(|s| s.in_flight.get_mut(sig));
+        match in_flight {
+            Some(in_flight) => {
+                in_flight.progress = Progress::Running(now);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Counts a queueing call whose compile (of `sig`, in `flight`) is
+    /// queued with `ticket`, and whether it runs in the interpreter
+    /// meanwhile (or waits); notes the ticket, unless the compile started
+    /// already.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn queued(
+        &mut self,
+        func: &FunctionId,
+        sig: &Signature,
+        generation: u64,
+        flight: &Arc<Flight<CompileResult<E>>>,
+        ticket: u64,
+        interprets: bool,
+    ) {
+        self.total.compiles_queued += 1;
+        self.total.fallback_calls += u64::from(interprets);
+        let Some(state) = self
+            .functions
+            .get_mut(func)
+            .filter(|s| s.generation == generation)
+        else {
+            return;
+        };
+        state.counters.compiles_queued += 1;
+        state.counters.fallback_calls += u64::from(interprets);
+        if let Some(in_flight) = state.in_flight.get_mut(sig) {
+            // The compile may be done already, and another one of `sig`
+            // in flight since.
+            if Arc::ptr_eq(&in_flight.flight, flight) && in_flight.progress == Progress::Preparing {
+                in_flight.progress = Progress::Queued(ticket);
+            }
+        }
     }
 
     /// Removes the in-flight marker of a queued compile that will not run:
-    /// the queue was full, or its function was forgotten, or the cache is
-    /// shutting down. Nothing is remembered: a later miss queues it again.
+    /// the queue was full (its call runs in the interpreter), or its
+    /// function was forgotten, or the cache is shutting down. Nothing is
+    /// remembered: a later miss queues it again.
     pub(crate) fn withdraw_compile(
         &mut self,
         func: &FunctionId,
@@ -685,6 +887,7 @@ impl<E> CacheState<E> {
         let queue_full = why == Withdrawal::QueueFull;
         self.total.compiles_withdrawn += u64::from(!queue_full);
         self.total.queue_full += u64::from(queue_full);
+        self.total.fallback_calls += u64::from(queue_full);
         if let Some(state) = self
             .functions
             .get_mut(func)
@@ -693,11 +896,13 @@ impl<E> CacheState<E> {
             state.in_flight.remove(sig);
             state.counters.compiles_withdrawn += u64::from(!queue_full);
             state.counters.queue_full += u64::from(queue_full);
+            state.counters.fallback_calls += u64::from(queue_full);
         }
     }
 
-    /// Counts a call that waited for another call's compile, which failed.
-    pub(crate) fn count_failed_wait(&mut self, func: &FunctionId) {
+    /// Counts a call that ran in the interpreter after its miss: it waited
+    /// for a compile that failed, or a queueing call chose not to wait.
+    pub(crate) fn count_fallback(&mut self, func: &FunctionId) {
         self.total.fallback_calls += 1;
         if let Some(state) = self.functions.get_mut(func) {
             state.counters.fallback_calls += 1;

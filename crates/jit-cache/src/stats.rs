@@ -11,11 +11,12 @@ use crate::thrash::FunctionMode;
 /// Event counters and live totals, for one function or for the whole cache.
 ///
 /// `calls = hits + misses`. A miss either compiled (`compiles`, of which
-/// `failed_compiles` failed), waited for another call's compile, or did
-/// neither. `fallback_calls` counts the calls that ran in the interpreter:
+/// `failed_compiles` failed), was refused by the lowering (`refusals`: no
+/// compiler ran), queued a compile, waited for a compile, or did none of
+/// these. `fallback_calls` counts the calls that ran in the interpreter:
 /// misses that did not compile (not admitted, thrashing, remembered failure,
-/// compile in flight) and calls whose compile (their own or the one they
-/// waited for) failed.
+/// compile in flight), queueing misses that did not wait for their compile,
+/// and calls whose compile (their own or the one they waited for) failed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Counters {
@@ -25,12 +26,18 @@ pub struct Counters {
     pub hits: u64,
     /// Calls whose signature was not cached.
     pub misses: u64,
-    /// Compile callbacks run (failed ones included).
+    /// Compile callbacks run (failed ones included, refusals not).
     pub compiles: u64,
-    /// Compile callbacks that returned an error or panicked.
+    /// Compile callbacks that returned an error or panicked (refusals not
+    /// included).
     pub failed_compiles: u64,
-    /// Time spent in compile callbacks.
+    /// Time spent in compile callbacks (refusals not included).
     pub compile_time: Duration,
+    /// Signatures the lowering refused
+    /// ([`CompileFailure::Refused`](crate::CompileFailure::Refused)): no
+    /// compiler ran. Remembered like failed compiles, counted apart from
+    /// them.
+    pub refusals: u64,
     /// Entries evicted, whatever the cause.
     pub evictions: u64,
     /// Calls sent to the interpreter.
@@ -41,8 +48,11 @@ pub struct Counters {
     /// Entries admitted at capacity that did not serve their share of calls
     /// in time: compiles that did not pay off.
     pub wasted_compiles: u64,
-    /// Compiles queued for the background pool by calls that ran in the
-    /// interpreter meanwhile (each such call is part of `fallback_calls`).
+    /// Compiles queued on the background pool
+    /// ([`JitCache::get_or_queue`](crate::JitCache::get_or_queue)); a miss
+    /// whose `prepare` failed, or that found the queue full, queued
+    /// nothing. The queueing call runs in the interpreter meanwhile (and is
+    /// part of `fallback_calls`) unless it waits for the compile.
     pub compiles_queued: u64,
     /// Queued compiles dropped before they ran: their function was
     /// forgotten, or the cache was dropped.

@@ -16,6 +16,9 @@ use jit_cache::{
     CacheConfig, CompileFailure, Dispatch, FallbackReason, FunctionId, JitCache, Origin, Signature,
 };
 
+/// A compile prepared for the pool.
+type Work = Box<dyn FnOnce() -> Result<MockExe, CompileFailure> + Send>;
+
 /// A mock compiler whose compiles start only when the test opens the gate,
 /// and which reports each compile as it starts.
 struct Gated {
@@ -39,19 +42,21 @@ impl Gated {
         }
     }
 
-    /// A compile callback for the pool.
-    fn compile(
-        &self,
-    ) -> impl FnOnce(&Signature) -> Result<MockExe, CompileFailure> + Send + 'static {
+    /// A `prepare` callback for `get_or_queue`: the compile it returns runs
+    /// on the pool.
+    fn compile(&self) -> impl FnOnce(&Signature) -> Result<Work, CompileFailure> {
         let (compiler, gate, report) = (
             Arc::clone(&self.compiler),
             Arc::clone(&self.gate),
             self.report.clone(),
         );
-        move |sig| {
-            report.send(sig.clone()).unwrap();
-            gate.lock().unwrap().recv().unwrap();
-            compiler.compile(sig)
+        move |sig: &Signature| {
+            let sig = sig.clone();
+            Ok(Box::new(move || {
+                report.send(sig.clone()).unwrap();
+                gate.lock().unwrap().recv().unwrap();
+                compiler.compile(&sig)
+            }) as Work)
         }
     }
 
@@ -259,4 +264,313 @@ fn dropping_the_cache_waits_for_the_running_compile_only_and_leaks_nothing() {
     assert!(gated.started.try_recv().is_err());
     let tracker = &gated.compiler.tracker;
     assert_eq!((tracker.created(), tracker.live()), (1, 0));
+}
+
+/// The executable's result, or the interpreter's reason.
+fn compiled(dispatch: Dispatch<MockExe>) -> (i64, Origin) {
+    match dispatch {
+        Dispatch::Compiled { exe, origin } => (exe.result, origin),
+        Dispatch::Interpret { reason } => panic!("expected compiled code, got {reason:?}"),
+    }
+}
+
+/// Waits (boundedly) until the cache has counted `misses` misses in all:
+/// a call on another thread has taken its decision.
+fn until_misses(cache: &JitCache<MockExe>, misses: u64) {
+    for _ in 0..10_000 {
+        if cache.stats().total.misses >= misses {
+            return;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    panic!("the cache never counted {misses} misses");
+}
+
+const AN_HOUR: Duration = Duration::from_secs(3600);
+
+#[test]
+fn prepare_runs_on_the_calling_thread_only_for_a_miss_that_compiles() {
+    let gated = Gated::new(MockCompiler::new());
+    let cache = cache(1, 8);
+    let f = FunctionId::new("sigmoid", 7).with_dynamic_dims();
+    // Not `Send`: it stays on this thread, as a caller's own IR does.
+    let prepared_for = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let me = thread::current().id();
+    let prepare = |sig: &Signature| {
+        assert_eq!(thread::current().id(), me);
+        prepared_for.borrow_mut().push(sig.clone());
+        gated.compile()(sig)
+    };
+    let a = f32_sig(&[1, 5]);
+    assert_eq!(
+        reason(cache.get_or_queue(&f, &a, prepare)),
+        FallbackReason::CompileQueued
+    );
+    assert_eq!(gated.started.recv().unwrap(), a);
+    // In flight: nothing is prepared again.
+    assert_eq!(
+        reason(cache.get_or_queue(&f, &a, prepare)),
+        FallbackReason::CompileInFlight
+    );
+    gated.release_one();
+    assert!(cache.wait_for_compiles(Duration::from_secs(600)));
+    // A hit prepares nothing.
+    assert_eq!(compiled(cache.get_or_queue(&f, &a, prepare)).1, Origin::Hit);
+    // A second row count: `prepare` gets the signature to compile, the
+    // call's with its rows dynamic.
+    let b = f32_sig(&[2, 5]);
+    assert_eq!(
+        reason(cache.get_or_queue(&f, &b, prepare)),
+        FallbackReason::CompileQueued
+    );
+    assert_eq!(gated.started.recv().unwrap(), f32_sig(&[-1, 5]));
+    gated.release_one();
+    assert!(cache.wait_for_compiles(Duration::from_secs(600)));
+    assert_eq!(*prepared_for.borrow(), [a, f32_sig(&[-1, 5])]);
+    let (result, origin) = compiled(cache.get_or_queue(&f, &f32_sig(&[3, 5]), prepare));
+    assert_eq!(
+        (result, origin),
+        (expected(&f32_sig(&[-1, 5])), Origin::Hit)
+    );
+    assert_eq!(prepared_for.borrow().len(), 2);
+}
+
+#[test]
+fn a_failed_or_panicking_prepare_is_the_signature_s_failure_and_queues_nothing() {
+    let cache = cache(1, 8);
+    let f = FunctionId::new("mlp_layer", 8);
+    let bad = f32_sig(&[5, 32]);
+    let refuse = |_: &Signature| -> Result<Work, CompileFailure> {
+        Err(CompileFailure::refused(std::io::Error::other(
+            "x is f32[5,32] but W is f32[64,8]",
+        )))
+    };
+    let FallbackReason::CompileFailed(failure) = reason(cache.get_or_queue(&f, &bad, refuse))
+    else {
+        panic!("the refusal is the signature's failure");
+    };
+    assert!(failure.is_refusal());
+    // Remembered: the next call prepares nothing.
+    let unreachable = |_: &Signature| -> Result<Work, CompileFailure> {
+        panic!("a remembered failure prepares nothing")
+    };
+    assert!(matches!(
+        reason(cache.get_or_queue(&f, &bad, unreachable)),
+        FallbackReason::CompileFailed(_)
+    ));
+    let boom = f32_sig(&[6]);
+    let panics = |_: &Signature| -> Result<Work, CompileFailure> { panic!("lowering crashed") };
+    let FallbackReason::CompileFailed(failure) = reason(cache.get_or_queue(&f, &boom, panics))
+    else {
+        panic!("the panic is the signature's failure");
+    };
+    assert!(failure.is_panic() && failure.to_string().contains("lowering crashed"));
+    assert!(cache.wait_for_compiles(Duration::ZERO), "nothing queued");
+    let c = cache.stats().total;
+    assert_eq!((c.compiles_queued, c.refusals), (0, 1));
+    assert_eq!((c.compiles, c.failed_compiles), (1, 1), "the panic");
+    assert_eq!(c.fallback_calls, 3);
+}
+
+#[test]
+fn a_miss_waits_for_its_compile_when_interpreting_takes_longer() {
+    let gated = Gated::new(MockCompiler::new());
+    let cache = cache(1, 8);
+    let f = FunctionId::new("attention", 9);
+    let (a, b) = (f32_sig(&[1]), f32_sig(&[2]));
+    // Nothing reported yet: the miss interprets.
+    assert_eq!(
+        reason(cache.get_or_queue(&f, &a, gated.compile())),
+        FallbackReason::CompileQueued
+    );
+    gated.started.recv().unwrap();
+    gated.release_one();
+    assert!(cache.wait_for_compiles(Duration::from_secs(600)));
+    cache.report_interpreted(&f, AN_HOUR);
+    // The first miss after the report waits for the compile it queues.
+    let waiting = {
+        let (cache, f, b, prepare) = (cache.clone(), f.clone(), b.clone(), gated.compile());
+        thread::spawn(move || compiled(cache.get_or_queue(&f, &b, prepare)))
+    };
+    assert_eq!(gated.started.recv().unwrap(), b);
+    gated.release_one();
+    let (result, origin) = waiting.join().unwrap();
+    assert_eq!(result, expected(&b));
+    assert!(matches!(origin, Origin::CompiledNow { .. }), "{origin:?}");
+    // Two calls of a third signature: one queues its compile, the other
+    // finds it in flight; both wait and run compiled.
+    let c = f32_sig(&[3]);
+    let call = |cache: &JitCache<MockExe>| {
+        let (cache, f, c, prepare) = (cache.clone(), f.clone(), c.clone(), gated.compile());
+        thread::spawn(move || compiled(cache.get_or_queue(&f, &c, prepare)))
+    };
+    let queueing = call(&cache);
+    assert_eq!(gated.started.recv().unwrap(), c);
+    let other = call(&cache);
+    until_misses(&cache, 4);
+    gated.release_one();
+    assert!(matches!(
+        queueing.join().unwrap(),
+        (r, Origin::CompiledNow { .. }) if r == expected(&c)
+    ));
+    assert_eq!(
+        other.join().unwrap(),
+        (expected(&c), Origin::CompiledByOtherCall)
+    );
+    let stats = cache.stats();
+    let counters = &stats.function(&f).unwrap().counters;
+    assert_eq!(
+        counters.fallback_calls, 1,
+        "only the call before the report"
+    );
+    assert_eq!((counters.compiles, counters.compiles_queued), (3, 3));
+    assert_eq!(gated.compiler.compiles(), 3);
+}
+
+#[test]
+fn a_miss_interprets_when_interpreting_is_cheaper() {
+    let gated = Gated::new(MockCompiler::new());
+    let cache = cache(1, 8);
+    let f = FunctionId::new("relu", 10);
+    cache.report_interpreted(&f, Duration::from_nanos(1));
+    let (a, b) = (f32_sig(&[1]), f32_sig(&[2]));
+    assert_eq!(
+        reason(cache.get_or_queue(&f, &a, gated.compile())),
+        FallbackReason::CompileQueued
+    );
+    assert_eq!(gated.started.recv().unwrap(), a);
+    assert_eq!(
+        reason(cache.get_or_queue(&f, &b, gated.compile())),
+        FallbackReason::CompileQueued
+    );
+    // b's compile waits for the thread: a miss of it interprets.
+    assert_eq!(
+        reason(cache.get_or_queue(&f, &b, gated.compile())),
+        FallbackReason::CompileInFlight
+    );
+    gated.release_one();
+    gated.release_one();
+    assert!(cache.wait_for_compiles(Duration::from_secs(600)));
+    let c = cache.stats().total;
+    assert_eq!((c.fallback_calls, c.misses, c.compiles), (3, 3, 2));
+}
+
+#[test]
+fn a_waiting_miss_interprets_when_the_compile_fails_or_is_withdrawn() {
+    let gated = Gated::new(MockCompiler::with(
+        |_| 1000,
+        |sig| {
+            if sig.args()[0].dims()[0] == 13 {
+                Behaviour::Fail
+            } else {
+                Behaviour::Succeed
+            }
+        },
+    ));
+    let cache = cache(1, 8);
+    let f = FunctionId::new("conv", 11);
+    cache.report_interpreted(&f, AN_HOUR);
+    let call = |sig: Signature| {
+        let (cache, f, prepare) = (cache.clone(), f.clone(), gated.compile());
+        thread::spawn(move || match cache.get_or_queue(&f, &sig, prepare) {
+            Dispatch::Compiled { exe, origin } => Ok((exe.result, origin)),
+            Dispatch::Interpret { reason } => Err(reason),
+        })
+    };
+    let failing = call(f32_sig(&[13]));
+    gated.started.recv().unwrap();
+    gated.release_one();
+    let Err(FallbackReason::CompileFailed(failure)) = failing.join().unwrap() else {
+        panic!("the compile it waited for failed");
+    };
+    assert_eq!(failure.to_string(), "the compile failed");
+    // One compile runs; a second call waits for its own, queued behind it,
+    // and the function is evicted meanwhile: the queued compile is
+    // withdrawn and the call is released.
+    let running = call(f32_sig(&[1]));
+    gated.started.recv().unwrap();
+    let withdrawn = call(f32_sig(&[2]));
+    until_misses(&cache, 3);
+    cache.evict_function(&f);
+    gated.release_one();
+    // The running compile is delivered to its caller, not cached.
+    assert!(matches!(
+        running.join().unwrap(),
+        Ok((1, Origin::CompiledNow { .. }))
+    ));
+    assert_eq!(
+        withdrawn.join().unwrap(),
+        Err(FallbackReason::CompileFailed(Arc::new(
+            CompileFailure::Abandoned
+        )))
+    );
+    assert!(cache.wait_for_compiles(Duration::from_secs(600)));
+    let c = cache.stats().total;
+    assert_eq!((c.failed_compiles, c.compiles_withdrawn), (1, 1));
+}
+
+#[test]
+fn a_call_waiting_on_a_compile_being_prepared_gets_its_failure() {
+    let cache = cache(1, 8);
+    let f = FunctionId::new("mlp_layer", 12);
+    cache.report_interpreted(&f, AN_HOUR);
+    let bad = f32_sig(&[5, 32]);
+    let (go, proceed) = channel::<()>();
+    let preparing = {
+        let (cache, f, bad) = (cache.clone(), f.clone(), bad.clone());
+        thread::spawn(move || {
+            let prepare = |_: &Signature| -> Result<Work, CompileFailure> {
+                proceed.recv().unwrap();
+                Err(CompileFailure::refused(std::io::Error::other(
+                    "K does not fit",
+                )))
+            };
+            reason(cache.get_or_queue(&f, &bad, prepare))
+        })
+    };
+    until_misses(&cache, 1);
+    let waiting = {
+        let (cache, f, bad) = (cache.clone(), f.clone(), bad.clone());
+        thread::spawn(move || {
+            let unreachable = |_: &Signature| -> Result<Work, CompileFailure> {
+                panic!("the compile is in flight")
+            };
+            reason(cache.get_or_queue(&f, &bad, unreachable))
+        })
+    };
+    until_misses(&cache, 2);
+    go.send(()).unwrap();
+    for outcome in [preparing.join().unwrap(), waiting.join().unwrap()] {
+        let FallbackReason::CompileFailed(failure) = outcome else {
+            panic!("both calls get the refusal");
+        };
+        assert!(failure.is_refusal());
+    }
+    let c = cache.stats().total;
+    assert_eq!((c.refusals, c.fallback_calls, c.compiles_queued), (1, 2, 0));
+}
+
+#[test]
+fn wait_for_compiles_returns_once_the_queue_is_done() {
+    let gated = Gated::new(MockCompiler::new());
+    let cache = cache(1, 8);
+    let f = FunctionId::new("gelu", 13);
+    let sigs: Vec<Signature> = (1..=3).map(|n| f32_sig(&[n])).collect();
+    for sig in &sigs {
+        assert_eq!(
+            reason(cache.get_or_queue(&f, sig, gated.compile())),
+            FallbackReason::CompileQueued
+        );
+    }
+    gated.started.recv().unwrap();
+    // The gate holds the first compile: the queue cannot be done.
+    assert!(!cache.wait_for_compiles(Duration::from_millis(1)));
+    for _ in &sigs {
+        gated.release_one();
+    }
+    assert!(cache.wait_for_compiles(Duration::from_secs(600)));
+    for sig in &sigs {
+        assert!(cache.contains(&f, sig), "{sig} is cached once it returns");
+    }
+    assert_eq!(cache.stats().total.compiles, 3);
 }

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use common::{capture_logs, expected, f32_sig, run, Behaviour, MockCompiler, MockExe, Ran};
 use jit_cache::{
-    CacheConfig, CapturedScalar, DType, Dispatch, FallbackReason, FunctionId, JitCache, Origin,
-    Provenance, Signature,
+    ArgSpec, CacheConfig, CapturedScalar, CompileFailure, DType, Dispatch, FallbackReason,
+    FunctionId, JitCache, Origin, Provenance, Signature,
 };
 
 /// `mlp_layer`'s signature at batch `b`: x f32[b,16], W f32[16,8], b f32[8].
@@ -326,7 +326,10 @@ fn background_compiles_generalize_too() {
     let f = dynamic("f");
     let queue = |b: i64| {
         let compiler = Arc::clone(&compiler);
-        cache.get_or_queue(&f, &mlp(b), move |sig| compiler.compile(sig))
+        cache.get_or_queue(&f, &mlp(b), |sig| {
+            let sig = sig.clone();
+            Ok(move || compiler.compile(&sig))
+        })
     };
     let compiled_for = |b: i64| -> Signature {
         for _ in 0..10_000 {
@@ -350,5 +353,181 @@ fn background_compiles_generalize_too() {
     ));
     assert_eq!(compiled_for(3), mlp(-1), "a size never seen before");
     assert_eq!(compiler.compiles(), 2);
-    assert_eq!(cache.stats().total.generalizations, 1);
+    let stats = cache.stats();
+    assert_eq!(stats.total.generalizations, 1);
+    let s = stats.function(&f).unwrap();
+    assert_eq!(s.last_generalization.as_ref().unwrap().dims(), [(0, 0)]);
+}
+
+/// `mlp_layer` called with an inner dim `k` that may not fit its weights
+/// (W is f32[16,8]).
+fn mlp_k(b: i64, k: i64) -> Signature {
+    Signature::builder()
+        .arg(DType::F32, &[b, k])
+        .arg(DType::F32, &[16, 8])
+        .arg(DType::F32, &[8])
+        .build()
+}
+
+/// The lowering: it refuses a signature whose inner dims are both static
+/// and differ; one with x's inner dim dynamic it lowers (with a check at
+/// run time), so a K that had been made dynamic would compile.
+fn lower(compiler: &MockCompiler, sig: &Signature) -> Result<MockExe, CompileFailure> {
+    let (k, w) = (sig.args()[0].dims()[1], sig.args()[1].dims()[0]);
+    if k != ArgSpec::DYNAMIC && k != w {
+        return Err(CompileFailure::refused(std::io::Error::other(format!(
+            "x has {k} columns but W has {w} rows"
+        ))));
+    }
+    compiler.compile(sig)
+}
+
+#[test]
+fn calls_whose_dims_do_not_fit_never_widen_a_function() {
+    let compiler = MockCompiler::new();
+    // Three distinct values make a dim vary: two bad inner dims beside the
+    // good one would, if they counted.
+    let cache = JitCache::new(CacheConfig {
+        dynamic_dims_after: 3,
+        ..CacheConfig::default()
+    })
+    .unwrap();
+    let f = dynamic("mlp_layer");
+    let call = |sig: &Signature| {
+        cache.call(
+            &f,
+            sig,
+            |s| lower(&compiler, s),
+            |exe| Ran::Compiled(exe.result),
+            |_| Ran::Interpreted(expected(sig)),
+        )
+    };
+    assert_eq!(call(&mlp(5)).0, Ran::Compiled(expected(&mlp(5))));
+    for k in [32, 33, 34] {
+        let (ran, outcome) = call(&mlp_k(5, k));
+        assert_eq!(ran, Ran::Interpreted(expected(&mlp_k(5, k))), "k = {k}");
+        let Some(FallbackReason::CompileFailed(failure)) = outcome.fallback() else {
+            panic!("refused: {outcome:?}");
+        };
+        assert!(failure.is_refusal());
+    }
+    // A good call with a new batch size compiles its own signature: K is
+    // not dynamic, and the batch has two sizes of three.
+    assert_eq!(call(&mlp(7)).0, Ran::Compiled(expected(&mlp(7))));
+    let stats = cache.stats();
+    let c = &stats.function(&f).unwrap().counters;
+    assert_eq!((c.generalizations, c.live_entries), (0, 2), "{stats}");
+    assert_eq!((c.refusals, c.compiles), (3, 2));
+    // The third good size varies the batch, and the batch only.
+    assert_eq!(call(&mlp(9)).0, Ran::Compiled(expected(&mlp(-1))));
+    assert_eq!(call(&mlp(11)).0, Ran::Compiled(expected(&mlp(-1))));
+    let stats = cache.stats();
+    let s = stats.function(&f).unwrap();
+    assert_eq!(s.counters.generalizations, 1);
+    assert_eq!(s.last_generalization.as_ref().unwrap().dims(), [(0, 0)]);
+    assert_eq!(compiler.compiles(), 3);
+}
+
+#[test]
+fn a_ragged_batch_still_generalizes_after_two_sizes_that_compiled() {
+    let compiler = MockCompiler::new();
+    let cache = JitCache::new(CacheConfig::default()).unwrap();
+    let f = dynamic("mlp_layer");
+    let call = |sig: &Signature| {
+        cache
+            .call(
+                &f,
+                sig,
+                |s| lower(&compiler, s),
+                |exe| Ran::Compiled(exe.result),
+                |_| Ran::Interpreted(expected(sig)),
+            )
+            .0
+    };
+    // A refused call counts for nothing (had it counted, the next call
+    // would see a second batch size and a second K, and compile both
+    // dynamic)...
+    assert!(matches!(call(&mlp_k(2, 32)), Ran::Interpreted(_)));
+    assert_eq!(call(&mlp(1)), Ran::Compiled(expected(&mlp(1))));
+    // ...and the second size that compiles compiles the dynamic batch.
+    assert_eq!(call(&mlp(2)), Ran::Compiled(expected(&mlp(-1))));
+    for b in [3, 50, 128] {
+        assert_eq!(call(&mlp(b)), Ran::Compiled(expected(&mlp(-1))));
+    }
+    assert_eq!(compiler.compiles(), 2);
+    let stats = cache.stats();
+    assert_eq!(stats.total.generalizations, 1);
+    let s = stats.function(&f).unwrap();
+    assert_eq!(s.last_generalization.as_ref().unwrap().dims(), [(0, 0)]);
+}
+
+#[test]
+fn queued_compiles_that_are_refused_commit_nothing_either() {
+    let compiler = Arc::new(MockCompiler::new());
+    let cache: JitCache<MockExe> = JitCache::new(CacheConfig {
+        dynamic_dims_after: 3,
+        ..CacheConfig::default()
+    })
+    .unwrap();
+    let f = dynamic("mlp_layer");
+    let queue = |sig: &Signature| {
+        let compiler = Arc::clone(&compiler);
+        let dispatch = cache.get_or_queue(&f, sig, |target| {
+            let target = target.clone();
+            Ok(move || lower(&compiler, &target))
+        });
+        assert!(cache.wait_for_compiles(Duration::from_secs(600)));
+        dispatch
+    };
+    let queued = |d: Dispatch<MockExe>| {
+        matches!(
+            d,
+            Dispatch::Interpret {
+                reason: FallbackReason::CompileQueued
+            }
+        )
+    };
+    assert!(queued(queue(&mlp(5))));
+    for k in [32, 33, 34] {
+        assert!(queued(queue(&mlp_k(5, k))), "the lowering runs on the pool");
+    }
+    assert!(queued(queue(&mlp(7))));
+    assert!(cache.contains(&f, &mlp(7)), "its own signature");
+    let c = cache.stats().total;
+    assert_eq!((c.generalizations, c.refusals, c.live_entries), (0, 3, 2));
+}
+
+/// While a size's compile is in flight, its dims count: a second size
+/// queues the dynamic variant, not a compile of its own.
+#[test]
+fn the_dims_of_a_compile_in_flight_count_for_the_next_miss() {
+    let compiler = Arc::new(MockCompiler::new());
+    let cache: JitCache<MockExe> = JitCache::new(CacheConfig {
+        compile_threads: 1,
+        ..CacheConfig::default()
+    })
+    .unwrap();
+    let f = dynamic("mlp_layer");
+    let (open, gate) = std::sync::mpsc::channel::<()>();
+    let gate = Arc::new(std::sync::Mutex::new(gate));
+    let queue = |b: i64| {
+        let (compiler, gate) = (Arc::clone(&compiler), Arc::clone(&gate));
+        cache.get_or_queue(&f, &mlp(b), |target| {
+            let target = target.clone();
+            Ok(move || {
+                gate.lock().unwrap().recv().unwrap();
+                compiler.compile(&target)
+            })
+        })
+    };
+    for b in [1, 2, 3] {
+        assert!(matches!(queue(b), Dispatch::Interpret { .. }));
+    }
+    for _ in 0..2 {
+        open.send(()).unwrap();
+    }
+    assert!(cache.wait_for_compiles(Duration::from_secs(600)));
+    assert_eq!(compiler.compiles_of(&mlp(1)), 1);
+    assert_eq!(compiler.compiles_of(&mlp(-1)), 1, "2 and 3 share it");
+    assert_eq!(compiler.compiles(), 2);
 }

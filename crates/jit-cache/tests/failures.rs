@@ -153,3 +153,102 @@ fn a_panicking_compile_is_a_failed_compile_and_the_cache_keeps_working() {
     }
     assert_eq!(cache.stats().total.failed_compiles, 1);
 }
+
+#[test]
+fn a_failure_never_retried_says_so() {
+    let compiler = MockCompiler::with(|_| 100, |_| Behaviour::Fail);
+    let cache = JitCache::new(CacheConfig {
+        failed_compile_retry_after: u64::MAX,
+        ..CacheConfig::default()
+    })
+    .unwrap();
+    let f = FunctionId::new("conv", 1);
+    let bad = f32_sig(&[7]);
+    for _ in 0..3 {
+        let (ran, _) = run(&cache, &f, &bad, &compiler);
+        assert_eq!(ran, Ran::Interpreted(expected(&bad)));
+    }
+    assert_eq!(compiler.compiles_of(&bad), 1);
+    let stats = cache.stats();
+    let last = stats.function(&f).unwrap().last_miss.as_ref().unwrap();
+    assert!(
+        matches!(
+            last,
+            MissReason::CompileFailedEarlier {
+                retry_in_calls: u64::MAX,
+                ..
+            }
+        ),
+        "not counted down: {last:?}"
+    );
+    assert_eq!(
+        last.to_string(),
+        "compile failed earlier (the compile failed: unsupported op for (f32[7])); not \
+         retried: JitCache::clear_failures() retries it"
+    );
+    assert_eq!(cache.clear_failures(), 1);
+    run(&cache, &f, &bad, &compiler);
+    assert_eq!(compiler.compiles_of(&bad), 2, "cleared, so retried");
+}
+
+/// The lowering's refusal is remembered like a failure, but it is no
+/// compile: counted in `refusals` only, and shown in its own column.
+#[test]
+fn a_refused_signature_is_remembered_but_not_counted_as_a_compile() {
+    let cache = JitCache::new(config()).unwrap();
+    let f = FunctionId::new("mlp_layer", 1);
+    let bad = f32_sig(&[5, 32]);
+    let lowerings = std::cell::Cell::new(0);
+    let lower = |_: &jit_cache::Signature| -> Result<common::MockExe, CompileFailure> {
+        lowerings.set(lowerings.get() + 1);
+        Err(CompileFailure::refused(std::io::Error::other(
+            "x is f32[5,32] but W is f32[64,256]",
+        )))
+    };
+    for _ in 0..3 {
+        let jit_cache::Dispatch::Interpret {
+            reason: FallbackReason::CompileFailed(failure),
+        } = cache.get_or_compile(&f, &bad, lower)
+        else {
+            panic!("a refused signature runs in the interpreter");
+        };
+        assert!(failure.is_refusal());
+        assert_eq!(failure.to_string(), "the lowering refused this signature");
+        assert_eq!(
+            failure.backend_error().unwrap().to_string(),
+            "x is f32[5,32] but W is f32[64,256]"
+        );
+        assert_eq!(
+            ErrorChain(&*failure).to_string(),
+            "the lowering refused this signature: x is f32[5,32] but W is f32[64,256]"
+        );
+    }
+    assert_eq!(lowerings.get(), 1, "remembered like a failed compile");
+    let stats = cache.stats();
+    for c in [&stats.total, &stats.function(&f).unwrap().counters] {
+        assert_eq!((c.refusals, c.compiles, c.failed_compiles), (1, 0, 0));
+        assert_eq!(c.compile_time, std::time::Duration::ZERO);
+        assert_eq!(c.fallback_calls, 3);
+    }
+    let report = stats.to_string();
+    let lines: Vec<&str> = report.lines().collect();
+    let columns = |line: &str| -> Vec<String> {
+        line.split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let header = columns(lines[1]);
+    let at = header
+        .iter()
+        .position(|c| c == "lowering refused")
+        .unwrap_or_else(|| panic!("no refusal column: {report}"));
+    let row = columns(lines[2]);
+    assert_eq!(row[0], "mlp_layer", "{report}");
+    assert_eq!(row[at], "1", "{report}");
+    assert_eq!(
+        row[header.iter().position(|c| c == "compiles").unwrap()],
+        "0"
+    );
+}

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{capture_logs, expected, f32_sig, run, MockCompiler, Ran};
+use common::{capture_logs, expected, f32_sig, run, Behaviour, MockCompiler, Ran};
 use jit_cache::{CacheConfig, CachePolicy, FunctionId, FunctionMode, JitCache};
 
 #[test]
@@ -213,4 +213,46 @@ fn admission_decisions_and_budget_changes_are_logged() {
         cache.stats().function(&f).unwrap().mode,
         FunctionMode::Normal
     );
+}
+
+/// A failed compile's warning says for how long its signature is
+/// interpreted, and says so in words when it is never retried.
+#[test]
+fn a_failed_compile_says_when_it_is_retried() {
+    let warning = |retry_after: u64| {
+        let compiler = MockCompiler::with(|_| 100, |_| Behaviour::Fail);
+        let cache = JitCache::new(CacheConfig {
+            failed_compile_retry_after: retry_after,
+            ..CacheConfig::default()
+        })
+        .unwrap();
+        let f = FunctionId::new("conv", 4);
+        let ((), logs) = capture_logs(|| {
+            run(&cache, &f, &f32_sig(&[7]), &compiler);
+        });
+        let warns: Vec<String> = logs
+            .lines()
+            .filter(|l| l.contains("WARN"))
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(warns.len(), 1, "{logs}");
+        warns[0].clone()
+    };
+    let counted = warning(5);
+    assert!(
+        counted.contains(
+            "Calls with this signature run in the interpreter for the next 5 calls \
+             (CacheConfig::failed_compile_retry_after) or until JitCache::clear_failures"
+        ),
+        "{counted}"
+    );
+    let never = warning(u64::MAX);
+    assert!(
+        never.contains(
+            "Calls with this signature run in the interpreter until \
+             JitCache::clear_failures; it is not retried"
+        ),
+        "{never}"
+    );
+    assert!(!never.contains(&u64::MAX.to_string()), "{never}");
 }
