@@ -25,6 +25,18 @@ use crate::state::{
 use crate::stats::CacheStats;
 use crate::wait_rule::{Estimates, Position};
 
+/// What the `prepare` of [`JitCache::get_or_queue`] hands back for the
+/// signature to compile.
+#[derive(Debug)]
+pub enum Prepared<E, W> {
+    /// The executable, had without compiling (from a disk cache or an
+    /// artifact bundle, say): cached at once, and the call runs it
+    /// ([`Origin::CompiledNow`]) instead of interpreting.
+    Ready(E),
+    /// The compile to queue on the background pool.
+    Queue(W),
+}
+
 /// A compiled artifact the cache can hold, e.g. a loaded IREE module.
 ///
 /// Dropping it must release its memory: the cache drops its reference as soon
@@ -144,7 +156,10 @@ impl<E: Executable> JitCache<E> {
     /// signature to compile (the call's, or its generalization with dynamic
     /// dims) and does what must happen on the caller's thread (lowering the
     /// caller's own IR, which need not be `Send`); it returns the work to
-    /// queue, which compiles that signature on a pool thread. If `prepare`
+    /// queue ([`Prepared::Queue`]), which compiles that signature on a pool
+    /// thread, or the executable itself when it was had without compiling
+    /// ([`Prepared::Ready`]: a disk-cache hit, say), which is cached and run
+    /// by this call at once ([`Origin::CompiledNow`]). If `prepare`
     /// fails (or panics: the panic is caught), that is the failure of the
     /// signature, remembered like a failed compile (or a refusal,
     /// [`CompileFailure::refused`]); the call returns
@@ -190,7 +205,7 @@ impl<E: Executable> JitCache<E> {
     ///
     /// use jit_cache::{
     ///     CompileFailure, DType, Dispatch, Executable, FallbackReason, FunctionId, JitCache,
-    ///     Origin, Signature,
+    ///     Origin, Prepared, Signature,
     /// };
     ///
     /// struct Module {
@@ -208,7 +223,7 @@ impl<E: Executable> JitCache<E> {
     /// // Lowers on the calling thread; the returned compile runs on the pool.
     /// let prepare = |target: &Signature| -> Result<_, CompileFailure> {
     ///     let rank = target.args()[0].rank();
-    ///     Ok(move || -> Result<Module, CompileFailure> { Ok(Module { rank }) })
+    ///     Ok(Prepared::Queue(move || -> Result<Module, CompileFailure> { Ok(Module { rank }) }))
     /// };
     /// let rows = Signature::builder().arg(DType::F32, &[1, 5]).build();
     /// assert!(matches!(
@@ -231,7 +246,7 @@ impl<E: Executable> JitCache<E> {
     /// ```
     pub fn get_or_queue<P, W>(&self, func: &FunctionId, sig: &Signature, prepare: P) -> Dispatch<E>
     where
-        P: FnOnce(&Signature) -> Result<W, CompileFailure>,
+        P: FnOnce(&Signature) -> Result<Prepared<E, W>, CompileFailure>,
         W: FnOnce() -> Result<E, CompileFailure> + Send + 'static,
     {
         let step = self
@@ -351,7 +366,7 @@ impl<E: Executable> JitCache<E> {
         prepare: P,
     ) -> Dispatch<E>
     where
-        P: FnOnce(&Signature) -> Result<W, CompileFailure>,
+        P: FnOnce(&Signature) -> Result<Prepared<E, W>, CompileFailure>,
         W: FnOnce() -> Result<E, CompileFailure> + Send + 'static,
     {
         let (reason, action, estimates) = miss.logged(func, sig);
@@ -396,7 +411,11 @@ impl<E: Executable> JitCache<E> {
                 };
                 let start = Instant::now();
                 let work = match caught(|| prepare(&target)) {
-                    Ok(work) => work,
+                    Ok(Prepared::Queue(work)) => work,
+                    Ok(Prepared::Ready(exe)) => {
+                        let bytes = exe.size_bytes();
+                        return ticket.ready((Arc::new(exe), bytes), start.elapsed(), reason);
+                    }
                     Err(error) => return ticket.prepare_failed(error, start.elapsed(), reason),
                 };
                 let job = QueuedCompile {
@@ -704,6 +723,13 @@ impl<E: Executable> CompileTicket<'_, E> {
     ) -> Dispatch<E> {
         self.started.caller = Caller::Blocking;
         self.finish(Err(error), elapsed, miss)
+    }
+
+    /// The queueing call's `prepare` had the executable without compiling
+    /// (from a disk cache, say): cached now, and this call runs it.
+    fn ready(mut self, exe: (Arc<E>, usize), elapsed: Duration, miss: MissReason) -> Dispatch<E> {
+        self.started.caller = Caller::Blocking;
+        self.finish(Ok(exe), elapsed, miss)
     }
 
     /// Hands the duty to a queued compile: returns the flight, which the

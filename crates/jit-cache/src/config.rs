@@ -163,11 +163,12 @@ pub struct CacheConfig {
     /// dims (a rank change is another variant); the cached entries it
     /// covers stay, and serve their exact calls first.
     pub dynamic_dims: bool,
-    /// Distinct values a dim takes, over the misses of one function with one
-    /// dtype, rank, structure and set of static and captured scalars, before
-    /// the next such miss compiles it dynamic. Default 2 (PyTorch Dynamo's
-    /// choice: the second value shows the dim varies); 1 compiles every dim
-    /// dynamic from the first miss.
+    /// Distinct values a dim takes, over the calls of one function with one
+    /// dtype, rank, structure and set of static and captured scalars that
+    /// compiled (a call its lowering refuses never counts), before the next
+    /// such miss compiles it dynamic. Default 2 (PyTorch Dynamo's choice:
+    /// the second value shows the dim varies); 1 compiles every dim dynamic
+    /// from the second miss.
     pub dynamic_dims_after: usize,
     /// Functions (by name) that never get dynamic dims, whatever their
     /// compile accepts: the per-function opt-out.

@@ -4,9 +4,10 @@
 //! Misses are grouped by *shape class*: the signature with every dim made
 //! dynamic (dtypes, ranks, structure, static and captured scalars and device
 //! equal). Within a class each dim's distinct values are counted, up to
-//! [`CacheConfig::dynamic_dims_after`](crate::CacheConfig::dynamic_dims_after);
-//! a dim that reaches it *varies* for good. A miss in a class with varying
-//! dims compiles the call's signature with those dims dynamic instead of the
+//! [`CacheConfig::dynamic_dims_after`](crate::CacheConfig::dynamic_dims_after),
+//! over the calls that compiled (and those compiling now); a dim that
+//! reaches it *varies* for good. A later miss in a class with varying dims
+//! compiles the call's signature with those dims dynamic instead of the
 //! call's own. A rank change is another class, so it stays another variant.
 
 use std::fmt;
@@ -92,13 +93,14 @@ struct DimValues {
 }
 
 impl DimValues {
-    /// Whether the dim varies once `value` and `others` are counted too.
-    fn varies_with(&self, value: i64, others: impl Iterator<Item = i64>, after: usize) -> bool {
+    /// Whether the dim varies once `others` (the values of compiles in
+    /// flight) are counted too.
+    fn varies_with(&self, others: impl Iterator<Item = i64>, after: usize) -> bool {
         if self.varies {
             return true;
         }
         let mut distinct = self.seen.clone();
-        for v in std::iter::once(value).chain(others) {
+        for v in others {
             if distinct.len() >= after {
                 break;
             }
@@ -128,9 +130,11 @@ impl Generalizer {
 
     /// The signature to compile for a missed call `sig` instead of its own,
     /// if some of its class's dims vary: a dim varies once its committed
-    /// values, those of the `pending` calls (whose compiles are in flight)
-    /// and the call's own take `after` distinct values. Nothing is
-    /// recorded: only a call whose compile succeeds is
+    /// values and those of the `pending` calls (whose compiles are in
+    /// flight) take `after` distinct values. The call's own values do not
+    /// count: a call whose dims do not fit together (refused by its
+    /// lowering) must not make a dim vary, and this one is not known to fit
+    /// yet. Nothing is recorded: only a call whose compile succeeds is
     /// [`commit`](Self::commit)ted. A signature that has dynamic dims itself
     /// is not a call's and is left alone.
     pub(crate) fn generalize<'a>(
@@ -153,10 +157,10 @@ impl Generalizer {
             .collect();
         let unseen = DimValues::default();
         let mut varying = Vec::new();
-        for (i, (arg, dim, value)) in positions(sig).enumerate() {
+        for (i, (arg, dim, _)) in positions(sig).enumerate() {
             let values = record.map_or(&unseen, |r| &r.dims[i]);
             let others = pending.iter().map(|p| p.args()[arg].dims()[dim]);
-            if values.varies_with(value, others, after) {
+            if values.varies_with(others, after) {
                 varying.push((arg, dim));
             }
         }
@@ -252,20 +256,26 @@ mod tests {
     }
 
     #[test]
-    fn a_dim_varies_after_its_second_value() {
+    fn a_dim_varies_once_two_values_compiled() {
         let mut g = Generalizer::new(2);
         assert_eq!(g.observe(&mlp(5, 64)), None, "one value");
         assert_eq!(g.observe(&mlp(5, 64)), None, "the same value again");
-        let general = g.observe(&mlp(7, 64)).expect("batch varies");
+        assert_eq!(
+            g.observe(&mlp(7, 64)),
+            None,
+            "a second value compiles static"
+        );
+        let general = g.observe(&mlp(9, 64)).expect("batch varies");
         assert_eq!(general.dims(), [(0, 0)]);
         assert_eq!(general.signature(), &mlp(-1, 64));
         assert_eq!(
             general.to_string(),
             "arg 0 dim 0 took 2 distinct values: compiling (f32[?,64], f32[64,256], f32[256])"
         );
-        // It stays varying; a second dim joins it once it varies too.
-        assert_eq!(g.observe(&mlp(9, 64)).unwrap().dims(), [(0, 0)]);
-        let both = g.observe(&mlp(9, 32)).expect("k varies");
+        // It stays varying; a second dim joins it once two of its values
+        // compiled.
+        assert_eq!(g.observe(&mlp(11, 32)).unwrap().dims(), [(0, 0)]);
+        let both = g.observe(&mlp(9, 16)).expect("k varies");
         assert_eq!(both.dims(), [(0, 0), (0, 1), (1, 0)]);
         assert_eq!(
             both.signature(),
@@ -278,17 +288,23 @@ mod tests {
     }
 
     #[test]
-    fn only_committed_values_count_with_the_call_s_own() {
-        let mut g = Generalizer::new(3);
+    fn only_values_of_calls_that_compiled_count() {
+        let mut g = Generalizer::new(2);
         g.observe(&mlp(5, 64));
         // Calls that never compile, each with another inner dim: none of
-        // them is counted, so none generalizes the next.
+        // them is counted, not even its own.
         for k in [32, 33, 34] {
             assert_eq!(g.generalize(&mlp(5, k), []), None, "k = {k}");
         }
-        assert_eq!(g.generalize(&mlp(7, 64), []), None, "two batch sizes of 3");
+        assert_eq!(
+            g.generalize(&mlp(7, 64), []),
+            None,
+            "one batch size compiled"
+        );
         g.commit(&mlp(7, 64));
-        let general = g.generalize(&mlp(9, 64), []).expect("the third batch size");
+        let general = g
+            .generalize(&mlp(9, 64), [])
+            .expect("two batch sizes compiled");
         assert_eq!(general.dims(), [(0, 0)]);
         assert_eq!(g.generalize(&mlp(11, 32), []).unwrap().dims(), [(0, 0)]);
     }
@@ -296,16 +312,19 @@ mod tests {
     #[test]
     fn the_dims_of_compiles_in_flight_count_until_they_end() {
         let mut g = Generalizer::new(2);
-        let first = mlp(1, 64);
+        let (first, second) = (mlp(1, 64), mlp(2, 64));
         assert_eq!(g.generalize(&first, []), None);
-        // While the first call's compile is in flight, a second size
-        // generalizes: it does not queue its own static compile.
-        let second = g.generalize(&mlp(2, 64), [&first]).expect("two sizes");
-        assert_eq!(second.dims(), [(0, 0)]);
+        assert_eq!(g.generalize(&second, [&first]), None, "one size in flight");
+        // While both compiles are in flight, a third size generalizes: it
+        // does not queue its own static compile.
+        let third = g
+            .generalize(&mlp(3, 64), [&first, &second])
+            .expect("two sizes");
+        assert_eq!(third.dims(), [(0, 0)]);
         let other_class = f32_row(3);
-        assert_eq!(g.generalize(&mlp(2, 64), [&other_class]), None);
-        // Had the first compile failed, nothing of it is left.
-        assert_eq!(g.generalize(&mlp(2, 64), []), None);
+        assert_eq!(g.generalize(&mlp(3, 64), [&first, &other_class]), None);
+        // Had those compiles failed, nothing of them is left.
+        assert_eq!(g.generalize(&mlp(3, 64), []), None);
     }
 
     #[test]
@@ -325,28 +344,40 @@ mod tests {
         assert_eq!(g.observe(&f64_rows), None, "so is a dtype");
         assert_eq!(g.observe(&scaled(3, 0.5)), None, "and a captured scalar");
         assert_eq!(g.observe(&scaled(4, 1.0)), None);
-        assert!(g.observe(&rank2(2)).is_some());
+        assert_eq!(g.observe(&rank2(2)), None, "one value of its own class");
+        assert!(g.observe(&rank2(3)).is_some());
     }
 
     #[test]
     fn a_failed_class_compiles_static_and_after_one_is_dynamic_at_once() {
         let mut g = Generalizer::new(2);
         g.observe(&mlp(1, 8));
-        let general = g.observe(&mlp(2, 8)).unwrap();
+        g.observe(&mlp(2, 8));
+        let general = g.observe(&mlp(3, 8)).unwrap();
         assert!(g.failed(general.signature()));
-        assert_eq!(g.observe(&mlp(3, 8)), None);
+        assert_eq!(g.observe(&mlp(4, 8)), None);
         assert!(!g.failed(general.signature()), "known already");
 
         let mut eager = Generalizer::new(1);
-        let all = eager.observe(&mlp(4, 8)).expect("every dim at once");
+        assert_eq!(
+            eager.observe(&mlp(4, 8)),
+            None,
+            "the first call compiles static"
+        );
+        let all = eager.observe(&mlp(5, 8)).expect("every dim at once");
         assert_eq!(all.signature().dynamic_dim_count(), 5);
         assert_eq!(eager.observe(&mlp(-1, 8)), None, "not a call's signature");
+        let first = f32_row(3);
         assert!(
-            eager.generalize(&f32_row(3), []).is_some(),
-            "nothing committed"
+            eager.generalize(&f32_row(4), [&first]).is_some(),
+            "a compile in flight, nothing committed"
         );
         assert!(eager.failed(&f32_row(-1)), "a class with nothing committed");
-        assert_eq!(eager.generalize(&f32_row(3), []), None, "compiles static");
+        assert_eq!(
+            eager.generalize(&f32_row(4), [&first]),
+            None,
+            "compiles static"
+        );
     }
 
     #[test]

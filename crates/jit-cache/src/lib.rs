@@ -142,7 +142,7 @@ mod wait_rule;
 
 pub use admission::Refusal;
 pub use byte_size::{ByteSize, ParseByteSizeError};
-pub use cache::{Executable, JitCache};
+pub use cache::{Executable, JitCache, Prepared};
 pub use config::{CacheConfig, CachePolicy, InFlightPolicy};
 pub use dispatch::{Dispatch, FallbackReason, Origin, Provenance};
 pub use dtype::DType;

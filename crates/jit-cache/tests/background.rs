@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use common::{expected, f32_sig, Behaviour, MockCompiler, MockExe};
 use jit_cache::{
-    CacheConfig, CompileFailure, Dispatch, FallbackReason, FunctionId, JitCache, Origin, Signature,
+    CacheConfig, CompileFailure, Dispatch, FallbackReason, FunctionId, JitCache, Origin, Prepared,
+    Signature,
 };
 
 /// A compile prepared for the pool.
@@ -44,7 +45,9 @@ impl Gated {
 
     /// A `prepare` callback for `get_or_queue`: the compile it returns runs
     /// on the pool.
-    fn compile(&self) -> impl FnOnce(&Signature) -> Result<Work, CompileFailure> {
+    fn compile(
+        &self,
+    ) -> impl FnOnce(&Signature) -> Result<Prepared<MockExe, Work>, CompileFailure> {
         let (compiler, gate, report) = (
             Arc::clone(&self.compiler),
             Arc::clone(&self.gate),
@@ -52,11 +55,11 @@ impl Gated {
         );
         move |sig: &Signature| {
             let sig = sig.clone();
-            Ok(Box::new(move || {
+            Ok(Prepared::Queue(Box::new(move || {
                 report.send(sig.clone()).unwrap();
                 gate.lock().unwrap().recv().unwrap();
                 compiler.compile(&sig)
-            }) as Work)
+            }) as Work))
         }
     }
 
@@ -316,23 +319,25 @@ fn prepare_runs_on_the_calling_thread_only_for_a_miss_that_compiles() {
     assert!(cache.wait_for_compiles(Duration::from_secs(600)));
     // A hit prepares nothing.
     assert_eq!(compiled(cache.get_or_queue(&f, &a, prepare)).1, Origin::Hit);
-    // A second row count: `prepare` gets the signature to compile, the
-    // call's with its rows dynamic.
-    let b = f32_sig(&[2, 5]);
-    assert_eq!(
-        reason(cache.get_or_queue(&f, &b, prepare)),
-        FallbackReason::CompileQueued
-    );
-    assert_eq!(gated.started.recv().unwrap(), f32_sig(&[-1, 5]));
-    gated.release_one();
-    assert!(cache.wait_for_compiles(Duration::from_secs(600)));
-    assert_eq!(*prepared_for.borrow(), [a, f32_sig(&[-1, 5])]);
-    let (result, origin) = compiled(cache.get_or_queue(&f, &f32_sig(&[3, 5]), prepare));
+    // A second row count compiles its own; with a third, `prepare` gets
+    // the signature to compile: the call's with its rows dynamic.
+    let (b, c) = (f32_sig(&[2, 5]), f32_sig(&[3, 5]));
+    for (call, compiled_for) in [(&b, b.clone()), (&c, f32_sig(&[-1, 5]))] {
+        assert_eq!(
+            reason(cache.get_or_queue(&f, call, prepare)),
+            FallbackReason::CompileQueued
+        );
+        assert_eq!(gated.started.recv().unwrap(), compiled_for);
+        gated.release_one();
+        assert!(cache.wait_for_compiles(Duration::from_secs(600)));
+    }
+    assert_eq!(*prepared_for.borrow(), [a, b, f32_sig(&[-1, 5])]);
+    let (result, origin) = compiled(cache.get_or_queue(&f, &f32_sig(&[4, 5]), prepare));
     assert_eq!(
         (result, origin),
         (expected(&f32_sig(&[-1, 5])), Origin::Hit)
     );
-    assert_eq!(prepared_for.borrow().len(), 2);
+    assert_eq!(prepared_for.borrow().len(), 3);
 }
 
 #[test]
@@ -340,7 +345,7 @@ fn a_failed_or_panicking_prepare_is_the_signature_s_failure_and_queues_nothing()
     let cache = cache(1, 8);
     let f = FunctionId::new("mlp_layer", 8);
     let bad = f32_sig(&[5, 32]);
-    let refuse = |_: &Signature| -> Result<Work, CompileFailure> {
+    let refuse = |_: &Signature| -> Result<Prepared<MockExe, Work>, CompileFailure> {
         Err(CompileFailure::refused(std::io::Error::other(
             "x is f32[5,32] but W is f32[64,8]",
         )))
@@ -351,7 +356,7 @@ fn a_failed_or_panicking_prepare_is_the_signature_s_failure_and_queues_nothing()
     };
     assert!(failure.is_refusal());
     // Remembered: the next call prepares nothing.
-    let unreachable = |_: &Signature| -> Result<Work, CompileFailure> {
+    let unreachable = |_: &Signature| -> Result<Prepared<MockExe, Work>, CompileFailure> {
         panic!("a remembered failure prepares nothing")
     };
     assert!(matches!(
@@ -359,7 +364,9 @@ fn a_failed_or_panicking_prepare_is_the_signature_s_failure_and_queues_nothing()
         FallbackReason::CompileFailed(_)
     ));
     let boom = f32_sig(&[6]);
-    let panics = |_: &Signature| -> Result<Work, CompileFailure> { panic!("lowering crashed") };
+    let panics = |_: &Signature| -> Result<Prepared<MockExe, Work>, CompileFailure> {
+        panic!("lowering crashed")
+    };
     let FallbackReason::CompileFailed(failure) = reason(cache.get_or_queue(&f, &boom, panics))
     else {
         panic!("the panic is the signature's failure");
@@ -519,7 +526,7 @@ fn a_call_waiting_on_a_compile_being_prepared_gets_its_failure() {
     let preparing = {
         let (cache, f, bad) = (cache.clone(), f.clone(), bad.clone());
         thread::spawn(move || {
-            let prepare = |_: &Signature| -> Result<Work, CompileFailure> {
+            let prepare = |_: &Signature| -> Result<Prepared<MockExe, Work>, CompileFailure> {
                 proceed.recv().unwrap();
                 Err(CompileFailure::refused(std::io::Error::other(
                     "K does not fit",
@@ -532,7 +539,7 @@ fn a_call_waiting_on_a_compile_being_prepared_gets_its_failure() {
     let waiting = {
         let (cache, f, bad) = (cache.clone(), f.clone(), bad.clone());
         thread::spawn(move || {
-            let unreachable = |_: &Signature| -> Result<Work, CompileFailure> {
+            let unreachable = |_: &Signature| -> Result<Prepared<MockExe, Work>, CompileFailure> {
                 panic!("the compile is in flight")
             };
             reason(cache.get_or_queue(&f, &bad, unreachable))
@@ -573,4 +580,29 @@ fn wait_for_compiles_returns_once_the_queue_is_done() {
         assert!(cache.contains(&f, sig), "{sig} is cached once it returns");
     }
     assert_eq!(cache.stats().total.compiles, 3);
+}
+
+#[test]
+fn an_executable_prepared_without_compiling_runs_at_once_and_is_cached() {
+    let compiler = MockCompiler::new();
+    let cache = cache(1, 8);
+    let f = FunctionId::new("sigmoid", 8);
+    let sig = f32_sig(&[2, 5]);
+    let ready = |target: &Signature| -> Result<Prepared<MockExe, Work>, CompileFailure> {
+        Ok(Prepared::Ready(compiler.compile(target)?))
+    };
+    let Dispatch::Compiled { exe, origin } = cache.get_or_queue(&f, &sig, ready) else {
+        panic!("a ready executable is not interpreted")
+    };
+    assert!(matches!(origin, Origin::CompiledNow { .. }), "{origin:?}");
+    assert_eq!(exe.result, expected(&sig));
+    let never = |_: &Signature| -> Result<Prepared<MockExe, Work>, CompileFailure> {
+        unreachable!("a hit prepares nothing")
+    };
+    assert_eq!(compiled(cache.get_or_queue(&f, &sig, never)).1, Origin::Hit);
+    let stats = cache.stats().total;
+    assert_eq!(
+        (stats.compiles, stats.compiles_queued, stats.fallback_calls),
+        (1, 0, 0)
+    );
 }

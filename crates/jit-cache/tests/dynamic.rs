@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::{capture_logs, expected, f32_sig, run, Behaviour, MockCompiler, MockExe, Ran};
 use jit_cache::{
     ArgSpec, CacheConfig, CapturedScalar, CompileFailure, DType, Dispatch, FallbackReason,
-    FunctionId, JitCache, Origin, Provenance, Signature,
+    FunctionId, JitCache, Origin, Prepared, Provenance, Signature,
 };
 
 /// `mlp_layer`'s signature at batch `b`: x f32[b,16], W f32[16,8], b f32[8].
@@ -55,7 +55,7 @@ fn served(ran: Ran, sig: &Signature, general: &Signature) -> &'static str {
 }
 
 #[test]
-fn a_ragged_batch_compiles_two_variants_and_runs_every_call_compiled() {
+fn a_ragged_batch_compiles_three_variants_and_runs_every_call_compiled() {
     let compiler = MockCompiler::new();
     let cache = JitCache::new(CacheConfig::default()).unwrap();
     let f = dynamic("mlp_layer");
@@ -66,7 +66,11 @@ fn a_ragged_batch_compiles_two_variants_and_runs_every_call_compiled() {
         let (ran, _) = run(&cache, &f, &sig, &compiler);
         *by.entry(served(ran, &sig, &mlp(-1))).or_insert(0) += 1;
     }
-    assert_eq!(compiler.compiles(), 2, "the first batch size, then any");
+    assert_eq!(
+        compiler.compiles(),
+        3,
+        "the first two batch sizes, then any"
+    );
     assert_eq!(compiler.compiles_of(&mlp(-1)), 1);
     assert_eq!(by.get("interpreter"), None);
     assert_eq!(by.get("another variant"), None);
@@ -76,15 +80,15 @@ fn a_ragged_batch_compiles_two_variants_and_runs_every_call_compiled() {
     let c = &stats.function(&f).unwrap().counters;
     assert_eq!(
         (c.generalizations, c.live_entries),
-        (1, 2),
-        "the first size stays"
+        (1, 3),
+        "the first sizes stay"
     );
     assert_eq!(
         c.dynamic_hits as usize,
         by["dynamic"] - 1,
         "one dynamic call compiled"
     );
-    assert_eq!(compiler.tracker.live(), 2);
+    assert_eq!(compiler.tracker.live(), 3);
     let last = stats
         .function(&f)
         .unwrap()
@@ -114,14 +118,17 @@ fn rank_changes_stay_separate_variants() {
         2,
         "the shape ping-pong: two ranks, two variants"
     );
-    // A second row count generalizes the rank-2 class only.
+    // A second row count compiles its own; a third generalizes the rank-2
+    // class only.
     let (ran, _) = run(&cache, &f, &f32_sig(&[2, 5]), &compiler);
+    assert_eq!(ran, Ran::Compiled(expected(&f32_sig(&[2, 5]))));
+    let (ran, _) = run(&cache, &f, &f32_sig(&[3, 5]), &compiler);
     assert_eq!(ran, Ran::Compiled(expected(&f32_sig(&[-1, 5]))));
     assert!(cache.contains(&f, &f32_sig(&[1, 5, 1])));
     assert!(cache.contains(&f, &f32_sig(&[1, 5])), "exact entries stay");
     let (ran, _) = run(&cache, &f, &f32_sig(&[1, 5, 1]), &compiler);
     assert_eq!(ran, Ran::Compiled(expected(&f32_sig(&[1, 5, 1]))));
-    assert_eq!(compiler.compiles(), 3);
+    assert_eq!(compiler.compiles(), 4);
 }
 
 #[test]
@@ -145,14 +152,15 @@ fn static_functions_the_opt_out_and_the_global_switch_compile_every_shape() {
     };
     assert_eq!(
         compiles(CacheConfig::default(), &dynamic("mlp_layer")),
-        (2, 1)
+        (3, 1),
+        "sizes 1 and 2 static, then any"
     );
     assert_eq!(
         compiles(CacheConfig::default(), &FunctionId::new("mlp_layer", 1)),
         (3, 0)
     );
     assert_eq!(compiles(opt_out.clone(), &dynamic("mlp_layer")), (3, 0));
-    assert_eq!(compiles(opt_out, &dynamic("other")), (2, 1), "by name");
+    assert_eq!(compiles(opt_out, &dynamic("other")), (3, 1), "by name");
     assert_eq!(compiles(off, &dynamic("mlp_layer")), (3, 0));
     let eager = CacheConfig {
         dynamic_dims_after: 1,
@@ -161,8 +169,19 @@ fn static_functions_the_opt_out_and_the_global_switch_compile_every_shape() {
     let compiler = MockCompiler::new();
     let cache = JitCache::new(eager).unwrap();
     run(&cache, &dynamic("f"), &mlp(3), &compiler);
+    assert_eq!(
+        compiler.compiles_of(&mlp(3)),
+        1,
+        "the first call compiles static"
+    );
+    run(&cache, &dynamic("f"), &mlp(3), &compiler);
+    run(&cache, &dynamic("f"), &mlp(4), &compiler);
     let every = mlp(3).with_dynamic_dims(&[(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]);
-    assert_eq!(compiler.compiles_of(&every), 1, "every dim dynamic at once");
+    assert_eq!(
+        compiler.compiles_of(&every),
+        1,
+        "then every dim dynamic at once"
+    );
 }
 
 #[test]
@@ -195,18 +214,20 @@ fn exact_signatures_come_first_then_the_most_specific_dynamic_one() {
 fn a_dynamic_variant_leaves_the_entries_it_covers_serving_their_calls() {
     let compiler = MockCompiler::new();
     let cache = JitCache::new(CacheConfig {
-        function_capacity: 2,
+        function_capacity: 3,
         ..CacheConfig::default()
     })
     .unwrap();
     let f = dynamic("f");
     let run_dims = |dims: &[i64]| run(&cache, &f, &f32_sig(dims), &compiler).0;
+    for rows in [3, 4] {
+        assert_eq!(
+            run_dims(&[rows, 5]),
+            Ran::Compiled(expected(&f32_sig(&[rows, 5])))
+        );
+    }
     assert_eq!(
-        run_dims(&[3, 5]),
-        Ran::Compiled(expected(&f32_sig(&[3, 5])))
-    );
-    assert_eq!(
-        run_dims(&[4, 5]),
+        run_dims(&[5, 5]),
         Ran::Compiled(expected(&f32_sig(&[-1, 5])))
     );
     assert_eq!(
@@ -214,15 +235,15 @@ fn a_dynamic_variant_leaves_the_entries_it_covers_serving_their_calls() {
         Ran::Compiled(expected(&f32_sig(&[3, 5]))),
         "exact first"
     );
-    // At capacity the usual eviction applies: a third class evicts the less
-    // frequent of the two once admitted.
+    // At capacity the usual eviction applies: another class evicts a less
+    // frequent entry once admitted.
     for _ in 0..20 {
         run_dims(&[6, 5]);
         run_dims(&[7]);
     }
     assert!(cache.contains(&f, &f32_sig(&[-1, 5])) && cache.contains(&f, &f32_sig(&[7])));
-    assert!(!cache.contains(&f, &f32_sig(&[3, 5])));
-    assert_eq!(compiler.tracker.live(), 2);
+    assert!(!cache.contains(&f, &f32_sig(&[4, 5])), "the rarest");
+    assert_eq!(compiler.tracker.live(), 3);
 }
 
 #[test]
@@ -240,23 +261,25 @@ fn a_failed_dynamic_compile_leaves_the_class_static() {
     let cache = JitCache::new(CacheConfig::default()).unwrap();
     let f = dynamic("f");
     let ((), logs) = capture_logs(|| {
-        assert!(matches!(
-            run(&cache, &f, &mlp(1), &compiler).0,
-            Ran::Compiled(_)
-        ));
-        let (ran, outcome) = run(&cache, &f, &mlp(2), &compiler);
-        assert_eq!(ran, Ran::Interpreted(expected(&mlp(2))));
+        for b in [1, 2] {
+            assert!(matches!(
+                run(&cache, &f, &mlp(b), &compiler).0,
+                Ran::Compiled(_)
+            ));
+        }
+        let (ran, outcome) = run(&cache, &f, &mlp(3), &compiler);
+        assert_eq!(ran, Ran::Interpreted(expected(&mlp(3))));
         assert!(matches!(
             outcome,
             Provenance::Interpreted(FallbackReason::CompileFailed(_))
         ));
-        for b in 3..6 {
+        for b in 4..7 {
             let (ran, _) = run(&cache, &f, &mlp(b), &compiler);
             assert_eq!(ran, Ran::Compiled(expected(&mlp(b))), "static again");
         }
     });
     assert_eq!(compiler.compiles_of(&mlp(-1)), 1, "tried once");
-    assert_eq!(compiler.compiles(), 5);
+    assert_eq!(compiler.compiles(), 6);
     assert!(
         logs.contains("its dims stay static: the variant with dynamic dims"),
         "{logs}"
@@ -328,7 +351,7 @@ fn background_compiles_generalize_too() {
         let compiler = Arc::clone(&compiler);
         cache.get_or_queue(&f, &mlp(b), |sig| {
             let sig = sig.clone();
-            Ok(move || compiler.compile(&sig))
+            Ok(Prepared::Queue(move || compiler.compile(&sig)))
         })
     };
     let compiled_for = |b: i64| -> Signature {
@@ -351,8 +374,9 @@ fn background_compiles_generalize_too() {
             reason: FallbackReason::CompileQueued
         }
     ));
+    assert_eq!(compiled_for(2), mlp(2), "one size compiled before it");
     assert_eq!(compiled_for(3), mlp(-1), "a size never seen before");
-    assert_eq!(compiler.compiles(), 2);
+    assert_eq!(compiler.compiles(), 3);
     let stats = cache.stats();
     assert_eq!(stats.total.generalizations, 1);
     let s = stats.function(&f).unwrap();
@@ -385,13 +409,9 @@ fn lower(compiler: &MockCompiler, sig: &Signature) -> Result<MockExe, CompileFai
 #[test]
 fn calls_whose_dims_do_not_fit_never_widen_a_function() {
     let compiler = MockCompiler::new();
-    // Three distinct values make a dim vary: two bad inner dims beside the
-    // good one would, if they counted.
-    let cache = JitCache::new(CacheConfig {
-        dynamic_dims_after: 3,
-        ..CacheConfig::default()
-    })
-    .unwrap();
+    // Two distinct values make a dim vary (the default): any bad inner dim
+    // beside the good one would, if it counted.
+    let cache = JitCache::new(CacheConfig::default()).unwrap();
     let f = dynamic("mlp_layer");
     let call = |sig: &Signature| {
         cache.call(
@@ -412,13 +432,13 @@ fn calls_whose_dims_do_not_fit_never_widen_a_function() {
         assert!(failure.is_refusal());
     }
     // A good call with a new batch size compiles its own signature: K is
-    // not dynamic, and the batch has two sizes of three.
+    // not dynamic, and one batch size compiled before it.
     assert_eq!(call(&mlp(7)).0, Ran::Compiled(expected(&mlp(7))));
     let stats = cache.stats();
     let c = &stats.function(&f).unwrap().counters;
     assert_eq!((c.generalizations, c.live_entries), (0, 2), "{stats}");
     assert_eq!((c.refusals, c.compiles), (3, 2));
-    // The third good size varies the batch, and the batch only.
+    // The next good size varies the batch, and the batch only.
     assert_eq!(call(&mlp(9)).0, Ran::Compiled(expected(&mlp(-1))));
     assert_eq!(call(&mlp(11)).0, Ran::Compiled(expected(&mlp(-1))));
     let stats = cache.stats();
@@ -444,17 +464,17 @@ fn a_ragged_batch_still_generalizes_after_two_sizes_that_compiled() {
             )
             .0
     };
-    // A refused call counts for nothing (had it counted, the next call
-    // would see a second batch size and a second K, and compile both
-    // dynamic)...
+    // A refused call counts for nothing (had it counted, a later call would
+    // see a second K, and compile it dynamic)...
     assert!(matches!(call(&mlp_k(2, 32)), Ran::Interpreted(_)));
-    assert_eq!(call(&mlp(1)), Ran::Compiled(expected(&mlp(1))));
-    // ...and the second size that compiles compiles the dynamic batch.
-    assert_eq!(call(&mlp(2)), Ran::Compiled(expected(&mlp(-1))));
+    for b in [1, 2] {
+        assert_eq!(call(&mlp(b)), Ran::Compiled(expected(&mlp(b))));
+    }
+    // ...and once two sizes compiled, the next compiles the dynamic batch.
     for b in [3, 50, 128] {
         assert_eq!(call(&mlp(b)), Ran::Compiled(expected(&mlp(-1))));
     }
-    assert_eq!(compiler.compiles(), 2);
+    assert_eq!(compiler.compiles(), 3);
     let stats = cache.stats();
     assert_eq!(stats.total.generalizations, 1);
     let s = stats.function(&f).unwrap();
@@ -464,17 +484,13 @@ fn a_ragged_batch_still_generalizes_after_two_sizes_that_compiled() {
 #[test]
 fn queued_compiles_that_are_refused_commit_nothing_either() {
     let compiler = Arc::new(MockCompiler::new());
-    let cache: JitCache<MockExe> = JitCache::new(CacheConfig {
-        dynamic_dims_after: 3,
-        ..CacheConfig::default()
-    })
-    .unwrap();
+    let cache: JitCache<MockExe> = JitCache::new(CacheConfig::default()).unwrap();
     let f = dynamic("mlp_layer");
     let queue = |sig: &Signature| {
         let compiler = Arc::clone(&compiler);
         let dispatch = cache.get_or_queue(&f, sig, |target| {
             let target = target.clone();
-            Ok(move || lower(&compiler, &target))
+            Ok(Prepared::Queue(move || lower(&compiler, &target)))
         });
         assert!(cache.wait_for_compiles(Duration::from_secs(600)));
         dispatch
@@ -497,8 +513,8 @@ fn queued_compiles_that_are_refused_commit_nothing_either() {
     assert_eq!((c.generalizations, c.refusals, c.live_entries), (0, 3, 2));
 }
 
-/// While a size's compile is in flight, its dims count: a second size
-/// queues the dynamic variant, not a compile of its own.
+/// While sizes' compiles are in flight, their dims count: with two queued,
+/// a third size queues the dynamic variant, not a compile of its own.
 #[test]
 fn the_dims_of_a_compile_in_flight_count_for_the_next_miss() {
     let compiler = Arc::new(MockCompiler::new());
@@ -514,20 +530,21 @@ fn the_dims_of_a_compile_in_flight_count_for_the_next_miss() {
         let (compiler, gate) = (Arc::clone(&compiler), Arc::clone(&gate));
         cache.get_or_queue(&f, &mlp(b), |target| {
             let target = target.clone();
-            Ok(move || {
+            Ok(Prepared::Queue(move || {
                 gate.lock().unwrap().recv().unwrap();
                 compiler.compile(&target)
-            })
+            }))
         })
     };
-    for b in [1, 2, 3] {
+    for b in [1, 2, 3, 4] {
         assert!(matches!(queue(b), Dispatch::Interpret { .. }));
     }
-    for _ in 0..2 {
+    for _ in 0..3 {
         open.send(()).unwrap();
     }
     assert!(cache.wait_for_compiles(Duration::from_secs(600)));
     assert_eq!(compiler.compiles_of(&mlp(1)), 1);
-    assert_eq!(compiler.compiles_of(&mlp(-1)), 1, "2 and 3 share it");
-    assert_eq!(compiler.compiles(), 2);
+    assert_eq!(compiler.compiles_of(&mlp(2)), 1);
+    assert_eq!(compiler.compiles_of(&mlp(-1)), 1, "3 and 4 share it");
+    assert_eq!(compiler.compiles(), 3);
 }

@@ -391,3 +391,32 @@ fn a_read_only_file_must_be_regular_and_closed_to_others_before_it_is_read() {
         Err(StoreError::Io { .. })
     ));
 }
+
+#[test]
+fn the_recorded_builder_is_read_back_only_from_a_safe_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ArtifactStore::open(StoreConfig::at(dir.path())).unwrap();
+    assert_eq!(store.recorded_builder(), None);
+    assert!(store.record_builder("iree 3.13 @ abc"));
+    assert_eq!(store.recorded_builder().as_deref(), Some("iree 3.13 @ abc"));
+    assert!(
+        store.record_builder("iree 3.14 @ def"),
+        "a new builder replaces the old"
+    );
+    let path = dir.path().join("builder");
+    let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let again = ArtifactStore::open(StoreConfig::at(dir.path())).unwrap();
+    assert_eq!(again.recorded_builder().as_deref(), Some("iree 3.14 @ def"));
+    assert!(!again.record_builder(&"x".repeat(5000)), "over 4 KiB");
+
+    // A file others could have written names no builder, nor does a link.
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o666)).unwrap();
+    assert_eq!(again.recorded_builder(), None);
+    fs::remove_file(&path).unwrap();
+    let elsewhere = dir.path().join("elsewhere");
+    fs::write(&elsewhere, "planted").unwrap();
+    symlink(&elsewhere, &path).unwrap();
+    assert_eq!(again.recorded_builder(), None);
+    assert!(!ArtifactStore::disabled().record_builder("iree"));
+}

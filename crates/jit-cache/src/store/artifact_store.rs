@@ -37,6 +37,13 @@ use crate::single_flight::Flight;
 /// Keep temporary files of crashed writers at most this long.
 const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
 
+/// The file beside `vmfb/` naming the builder of the entries
+/// ([`ArtifactStore::record_builder`]).
+const BUILDER_FILE: &str = "builder";
+
+/// The longest builder identity recorded or read.
+const MAX_BUILDER_BYTES: u64 = 4096;
+
 /// The largest payload an entry may have, whatever the store's bound: a
 /// header claiming more is refused before anything is allocated.
 pub const MAX_ENTRY_BYTES: u64 = 1 << 31;
@@ -511,6 +518,59 @@ impl ArtifactStore {
         }
     }
 
+    /// Records `identity` as the builder of the store's entries (the
+    /// compiler build their keys name), so that a later process that cannot
+    /// identify its builder itself — no compiler installed — can still find
+    /// them ([`recorded_builder`](Self::recorded_builder)). Written whole
+    /// (a temporary file renamed into place, mode 0600) when it differs
+    /// from the one recorded; a read-only or disabled store, or an identity
+    /// over 4 KiB, records nothing. Returns whether `identity` is recorded.
+    pub fn record_builder(&self, identity: &str) -> bool {
+        let Some(folder) = self.folder.as_ref().filter(|folder| !folder.read_only) else {
+            return false;
+        };
+        if identity.len() as u64 > MAX_BUILDER_BYTES {
+            return false;
+        }
+        if self.recorded_builder().as_deref() == Some(identity) {
+            return true;
+        }
+        let dir = folder.dir();
+        let written = tempfile::Builder::new()
+            .prefix(TEMP_PREFIX)
+            .tempfile_in(dir)
+            .and_then(|mut file| {
+                io::Write::write_all(&mut file, identity.as_bytes())?;
+                file.persist(dir.join(BUILDER_FILE)).map_err(|e| e.error)
+            });
+        if let Err(error) = &written {
+            tracing::debug!(
+                target: "jit_cache",
+                folder = %dir.display(),
+                %error,
+                "cannot record the builder of the disk cache's entries"
+            );
+        }
+        written.is_ok()
+    }
+
+    /// The builder identity [recorded](Self::record_builder) in the store's
+    /// folder, read as entries are (a regular file that only its owners can
+    /// change, not a link, at most 4 KiB); `None` when there is none, or it
+    /// is not safe to read.
+    pub fn recorded_builder(&self) -> Option<String> {
+        let folder = self.folder.as_ref()?;
+        let path = folder.dir().join(BUILDER_FILE);
+        let (file, metadata) = trust::open_file(&path, folder.owners(), trust::CLOSE_FILE).ok()?;
+        if metadata.len() > MAX_BUILDER_BYTES {
+            return None;
+        }
+        let mut identity = String::new();
+        io::Read::read_to_string(&mut io::Read::take(file, MAX_BUILDER_BYTES), &mut identity)
+            .ok()?;
+        Some(identity)
+    }
+
     /// Becomes the builder of `key` (`Some`), or waits for the current one
     /// to finish (`None`).
     fn claim(&self, key: &ArtifactKey) -> Option<Builder<'_>> {
@@ -570,6 +630,11 @@ impl Folder {
         } else {
             Owners::User
         }
+    }
+
+    /// The store's folder (around `vmfb/`).
+    fn dir(&self) -> &Path {
+        self.entries.parent().unwrap_or(&self.entries)
     }
 
     fn entry_path(&self, key: &ArtifactKey) -> PathBuf {
