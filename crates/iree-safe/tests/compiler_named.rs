@@ -25,6 +25,15 @@ fn compiler_library_is_mapped() -> bool {
 #[test]
 fn the_compiler_a_program_names_is_used_or_named_in_the_error() {
     let installed = locate_compiler_library().expect("the install's libIREECompiler.so");
+    // No compiler at all: a serving-only program, whatever is installed.
+    let disabled = choose_compiler(CompilerPreference::Disabled).unwrap_err();
+    assert!(matches!(disabled, CompileError::Disabled), "{disabled}");
+    assert!(disabled.to_string().contains("without a compiler"), "{disabled}");
+    assert!(matches!(
+        compiler_identity(CompilerPreference::Disabled),
+        Err(CompileError::Disabled)
+    ));
+    assert!(!compiler_library_is_mapped(), "nothing was loaded");
     // The variables name other compilers, which must not be used.
     std::env::set_var("IREE_COMPILER_LIB", &installed);
     std::env::set_var("IREE_COMPILE", "/nonexistent/iree-compile");

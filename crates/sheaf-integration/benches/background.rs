@@ -57,7 +57,7 @@ fn pool(count: usize, threads: usize) {
         for x in &inputs {
             let call = Instant::now();
             let result = jit
-                .call(&sigmoid, x, &[], |args, _| {
+                .call(&sigmoid, x, &[], |args, _, _| {
                     reference::interpret_sigmoid(args)
                 })
                 .expect("the call runs");
@@ -98,7 +98,7 @@ fn first_result(name: &str, function: &JitFunction, args: &[Value], interpret: I
         jit.precompile(&[Precompile::new(&reference::sigmoid(), &warm)])
             .expect("sigmoid compiles");
         let start = Instant::now();
-        jit.call(function, args, &[], |args, _| interpret(args))
+        jit.call(function, args, &[], |args, _, _| interpret(args))
             .expect("the call runs");
         let latency = start.elapsed();
         let label = match mode {
@@ -108,13 +108,13 @@ fn first_result(name: &str, function: &JitFunction, args: &[Value], interpret: I
         row += &format!(" | {label} {:>8.3} ms", ms(latency));
         if mode == CompileMode::Background {
             let start = Instant::now();
-            jit.call(function, args, &[], |args, _| interpret(args))
+            jit.call(function, args, &[], |args, _, _| interpret(args))
                 .expect("the call runs");
             row += &format!(" (second call {:.3} ms)", ms(start.elapsed()));
             let mut calls = 1;
             loop {
                 let result = jit
-                    .call(function, args, &[], |args, _| interpret(args))
+                    .call(function, args, &[], |args, _, _| interpret(args))
                     .expect("the call runs");
                 calls += 1;
                 if result.provenance == Provenance::Compiled(Origin::Hit) {
@@ -141,7 +141,7 @@ fn batch(count: usize) {
     let start = Instant::now();
     for x in &inputs {
         separate
-            .call(&sigmoid, x, &[], |args, _| {
+            .call(&sigmoid, x, &[], |args, _, _| {
                 reference::interpret_sigmoid(args)
             })
             .expect("the call runs");

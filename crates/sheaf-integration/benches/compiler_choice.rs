@@ -5,7 +5,8 @@
 //! dims (so every shape compiles). Each mode runs in a child process of its
 //! own, so that its memory figures are its own; the table shows the wall
 //! time of the workload, the child's peak and final RSS (`VmHWM` and
-//! `VmRSS` of `/proc/self/status`) and its compiles.
+//! `VmRSS` of `/proc/self/status`; the final one split into anonymous
+//! memory and file-backed pages, `RssAnon` and `RssFile`) and its compiles.
 //!
 //! ```sh
 //! cargo bench -p sheaf-integration --bench compiler_choice
@@ -109,13 +110,15 @@ fn child(mode: &str) {
     let wall = start.elapsed();
     let stats = jit.stats().total;
     println!(
-        "wall_s={:.3} compiles={} compile_s={:.3} calls={} peak_kib={} final_kib={}",
+        "wall_s={:.3} compiles={} compile_s={:.3} calls={} peak_kib={} final_kib={} anon_kib={} file_kib={}",
         wall.as_secs_f64(),
         stats.compiles,
         stats.compile_time.as_secs_f64(),
         stats.calls,
         status_kib("VmHWM"),
         status_kib("VmRSS"),
+        status_kib("RssAnon"),
+        status_kib("RssFile"),
     );
 }
 
@@ -138,8 +141,10 @@ fn main() {
          process per mode",
         SHAPES.len()
     );
-    println!("| compiler | wall | compiles | per compile | peak RSS (VmHWM) | final RSS (VmRSS) |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| compiler | wall | compiles | per compile | peak RSS (VmHWM) | final RSS (VmRSS) | of which anonymous / file-backed |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     for mode in MODES {
         let output = Command::new(&args[0])
             .args(["--child", mode])
@@ -155,11 +160,13 @@ fn main() {
         let compiles = field(line, "compiles");
         let mib = |key| field(line, key) / 1024.0;
         println!(
-            "| {mode} | {:.2} s | {compiles} | {:.0} ms | {:.1} MiB | {:.1} MiB |",
+            "| {mode} | {:.2} s | {compiles} | {:.0} ms | {:.1} MiB | {:.1} MiB | {:.1} / {:.1} MiB |",
             field(line, "wall_s"),
             1000.0 * field(line, "compile_s") / compiles.max(1.0),
             mib("peak_kib"),
             mib("final_kib"),
+            mib("anon_kib"),
+            mib("file_kib"),
         );
     }
 }

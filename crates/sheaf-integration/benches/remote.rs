@@ -59,7 +59,7 @@ fn first_call(jit: &JitRuntime, rows: usize, hit: bool) -> Duration {
     let x = [Value::host(ArrayD::<f32>::zeros(IxDyn(&[rows, 5])))];
     let start = Instant::now();
     let result = jit
-        .call(&reference::sigmoid(), &x, &[], |args, _| {
+        .call(&reference::sigmoid(), &x, &[], |args, _, _| {
             reference::interpret_sigmoid(args)
         })
         .unwrap();

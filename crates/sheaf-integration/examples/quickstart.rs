@@ -68,9 +68,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &reference::softmax(),
         &[x],
         &[reference::temperature(0.5)],
-        |args, _| reference::interpret_softmax(args, 0.5),
+        |args, _, _| reference::interpret_softmax(args, 0.5),
     )?;
-    let squashed = jit.call(&reference::sigmoid(), &probs.outputs, &[], |args, _| {
+    let squashed = jit.call(&reference::sigmoid(), &probs.outputs, &[], |args, _, _| {
         reference::interpret_sigmoid(args)
     })?;
     println!(

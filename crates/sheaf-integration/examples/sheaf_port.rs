@@ -1,812 +1,676 @@
 //! A port of Sheaf's JIT call path onto this crate, run by `cargo test` (and
 //! so by `cargo xtask test`) on the real runtime and compiler.
 //!
-//! It reproduces the shape of Sheaf's dispatch (`eval_call` asking
-//! `try_iree_dispatch`, then compiling, then interpreting) with its own small
-//! language: a `SheafValue` enum (ints, floats, tensors held as
-//! `Arc<ArrayD<f32>>` with a dtype tag, tuples, dicts), an interpreter with a
-//! mutable environment (a scope stack and call counters), and a lowering
-//! that walks the function's body, reads the argument values to lay out dict
-//! parameters and bake static integers, inlines callees, and names its entry
-//! after the function. It runs a dict-in/dict-out function, a function whose
-//! callee is redefined, and a dense layer whose weights are reused across
-//! calls (uploaded once), and checks every compiled result against the
-//! interpreter.
+//! It has the shape of Sheaf's dispatch (`eval_call` asking the JIT, then
+//! interpreting) with a small language of its own whose IR is not `Send`
+//! (names are `Rc<str>`, as in Sheaf's AST). Each call brings its lowering
+//! ([`JitRuntime::dispatch_with`]): it runs on the caller's thread, borrows
+//! the caller's function registry and reads the caller's own values (dict
+//! keys, static integers), and only MLIR text crosses to a compile thread.
+//! The runtime compiles in the background; `step`, like Sheaf's
+//! value-and-grad, always waits for its compile. The parent process exports
+//! what it compiled to a bundle and runs itself again with no compiler:
+//! that process serves every call compiled from the first, with no lowering.
 //!
 //! ```sh
 //! cargo run -p sheaf-integration --example sheaf_port
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use ndarray::{ArrayD, Axis, Ix2, IxDyn};
+use ndarray::{ArrayD, Ix2, IxDyn};
 use sheaf_integration::{
-    mlir, CompileMode, Container, DType, DiskCacheFolder, Dispatched, HostTensor, JitConfig,
-    JitFunction, JitRuntime, LayoutBuilder, Leaf, Lowered, LoweringContext, LoweringError, Origin,
-    Provenance, ScalarValue, Value,
+    mlir, ArtifactSource, CompileMode, CompilerPreference, Container, DType, DiskCacheFolder,
+    Dispatched, JitConfig, JitFunction, JitRuntime, LayoutBuilder, Leaf, Lowered, LoweringContext,
+    LoweringError, Phase, ScalarValue, Value,
 };
 
-// ---------------------------------------------------------------------------
-// Sheaf's side: values, functions, the interpreter.
-// ---------------------------------------------------------------------------
+// -- Sheaf's side: values, IR, the interpreter. -----------------------------
 
-/// Sheaf's value type, reduced to what the port needs.
+type Name = Rc<str>;
+
+/// Sheaf's values, reduced to what the port needs (tensors held as f32).
 #[derive(Debug, Clone, PartialEq)]
 enum SheafValue {
     Int(i64),
-    /// Storage is always f32; `dtype` says what the values are.
-    Tensor {
-        data: Arc<ArrayD<f32>>,
-        dtype: DType,
-    },
+    Tensor(Arc<ArrayD<f32>>),
     Tuple(Vec<SheafValue>),
-    Dict(BTreeMap<String, SheafValue>),
+    Dict(BTreeMap<Name, SheafValue>),
 }
 
-impl SheafValue {
-    fn tensor(data: ArrayD<f32>) -> SheafValue {
-        SheafValue::Tensor {
-            data: Arc::new(data),
-            dtype: DType::F32,
-        }
-    }
-
-    fn array(&self) -> &ArrayD<f32> {
-        match self {
-            SheafValue::Tensor { data, .. } => data,
-            other => panic!("not a tensor: {other:?}"),
-        }
-    }
-}
-
-/// The body of a function.
-#[derive(Debug, Clone)]
+/// A function body. Not `Send`: names are `Rc<str>`.
+#[derive(Debug)]
 enum Expr {
-    Param(&'static str),
-    /// A dict entry: `(get p :key)`.
-    Get(Box<Expr>, &'static str),
-    /// A tuple element: `(nth t i)`.
+    Param(Name),
+    Get(Box<Expr>, Name),
     Nth(Box<Expr>, usize),
-    /// Elementwise, or a vector added to each row of a matrix.
     Add(Box<Expr>, Box<Expr>),
-    /// Elementwise.
     Mul(Box<Expr>, Box<Expr>),
-    /// Times a static integer parameter (baked into the compiled code).
-    Scale(Box<Expr>, &'static str),
+    /// Times a static integer parameter, baked into the compiled code.
+    Scale(Box<Expr>, Name),
     MatMul(Box<Expr>, Box<Expr>),
     Relu(Box<Expr>),
-    /// A call of another user function (inlined when compiled).
-    Call(&'static str, Vec<Expr>),
-    /// A dict result.
-    Dict(Vec<(&'static str, Expr)>),
+    Call(Name, Vec<Expr>),
+    Dict(Vec<(Name, Expr)>),
 }
 
 use Expr::*;
 
-fn b(expr: Expr) -> Box<Expr> {
-    Box::new(expr)
+fn param(name: &str) -> Box<Expr> {
+    Box::new(Param(name.into()))
 }
 
-/// A user function: its parameters (and which are static: baked into the
-/// code, part of the key), and its body.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct FunctionDef {
-    name: &'static str,
-    params: Vec<&'static str>,
-    static_params: Vec<&'static str>,
+    name: Name,
+    params: Vec<Name>,
+    static_params: Vec<Name>,
     body: Expr,
 }
 
-#[derive(Debug, thiserror::Error)]
-enum SheafError {
-    #[error("runtime error: {0}")]
-    Runtime(String),
-    #[error(transparent)]
-    Jit(#[from] sheaf_integration::JitError),
-    #[error(transparent)]
-    Config(#[from] sheaf_integration::ConfigError),
+fn def(name: &str, params: &[&str], static_params: &[&str], body: Expr) -> FunctionDef {
+    let names = |names: &[&str]| names.iter().map(|&n| Name::from(n)).collect();
+    FunctionDef {
+        name: name.into(),
+        params: names(params),
+        static_params: names(static_params),
+        body,
+    }
 }
 
-/// The interpreter's state: the function registry, the scope stack, and
-/// counters (mutable state a `'static` closure could not own).
+type Error = Box<dyn std::error::Error>;
+
+/// Per-variant metadata, as Sheaf's `return_dict_keys`.
+type ReturnKeys = Option<Vec<String>>;
+
 struct Env {
-    registry: HashMap<&'static str, FunctionDef>,
-    scopes: Vec<HashMap<&'static str, SheafValue>>,
-    interpreted: HashMap<&'static str, usize>,
+    registry: HashMap<Name, Rc<FunctionDef>>,
     jit: JitRuntime,
-    /// Compiled functions by name and definition hash (of the function and
-    /// its callees), as Sheaf's JIT keeps them.
-    compiled: HashMap<(&'static str, u64), JitFunction<ReturnKeys>>,
+    functions: HashMap<(Name, u64), JitFunction<ReturnKeys>>,
+    /// Functions that wait for their compile (Sheaf's value-and-grad).
+    blocking: Vec<Name>,
 }
-
-/// Per-variant metadata, as Sheaf's `FunctionSignature.return_dict_keys`.
-#[derive(Debug, Clone)]
-struct ReturnKeys(Option<Vec<String>>);
 
 impl Env {
-    fn new(jit: JitRuntime) -> Self {
-        Env {
-            registry: HashMap::new(),
-            scopes: Vec::new(),
-            interpreted: HashMap::new(),
-            jit,
-            compiled: HashMap::new(),
-        }
-    }
-
-    fn define(&mut self, def: FunctionDef) {
-        self.registry.insert(def.name, def);
-    }
-
-    /// Sheaf's `eval_call`: compiled code if the JIT can, else the
-    /// interpreter, with this environment.
-    fn eval_call(
-        &mut self,
-        name: &'static str,
-        args: &[SheafValue],
-    ) -> Result<SheafValue, SheafError> {
-        let def = self.registry[name].clone();
+    /// Sheaf's `eval_call`: compiled code if the JIT has it, else the
+    /// interpreter.
+    fn eval_call(&mut self, name: &str, args: &[SheafValue]) -> Result<SheafValue, Error> {
+        let def = Rc::clone(&self.registry[name]);
         let function = self.jit_function(&def);
-        let jit_args: Vec<Value> = def
+        let jit_args = def
             .params
             .iter()
             .zip(args)
-            .map(|(param, arg)| to_jit(arg, def.static_params.contains(param)))
-            .collect::<Result<_, _>>()?;
-        match self.jit.dispatch(&function, &jit_args, &[])? {
-            Dispatched::Compiled(compiled) => from_jit(&compiled.outputs, compiled.metadata()),
-            Dispatched::Interpret(why) => {
-                eprintln!("[sheaf_port] {name}: interpreted ({why})");
-                self.interpret(&def, args)
+            .map(|(p, arg)| to_jit(arg, def.static_params.contains(p)))
+            .collect::<Vec<_>>();
+        let start = Instant::now();
+        let registry = &self.registry;
+        let lower = |ctx: &LoweringContext<'_>| lower(&def, registry, args, ctx);
+        match self.jit.dispatch_with(&function, &jit_args, &[], lower)? {
+            Dispatched::Compiled(compiled) => {
+                let (outputs, keys) = compiled.into_parts();
+                from_jit(outputs, &keys)
+            }
+            Dispatched::Interpret(_) => {
+                let result = interpret(registry, &def, args);
+                self.jit.report_interpreted(&function, start.elapsed());
+                result
             }
         }
     }
 
-    /// The interpreter: push a scope, bind the parameters, evaluate.
-    fn interpret(
-        &mut self,
-        def: &FunctionDef,
-        args: &[SheafValue],
-    ) -> Result<SheafValue, SheafError> {
-        *self.interpreted.entry(def.name).or_default() += 1;
-        self.scopes.push(
-            def.params
-                .iter()
-                .copied()
-                .zip(args.iter().cloned())
-                .collect(),
-        );
-        let result = self.eval(&def.body);
-        self.scopes.pop();
-        result
-    }
-
-    fn eval(&mut self, expr: &Expr) -> Result<SheafValue, SheafError> {
-        let tensor = |value: SheafValue| value.array().clone();
-        Ok(match expr {
-            Param(name) => self
-                .scopes
-                .last()
-                .and_then(|s| s.get(name))
-                .cloned()
-                .ok_or_else(|| SheafError::Runtime(format!("unbound {name}")))?,
-            Get(dict, key) => match self.eval(dict)? {
-                SheafValue::Dict(entries) => entries
-                    .get(*key)
-                    .cloned()
-                    .ok_or_else(|| SheafError::Runtime(format!("no key {key}")))?,
-                other => return Err(SheafError::Runtime(format!("get on {other:?}"))),
-            },
-            Nth(tuple, index) => match self.eval(tuple)? {
-                SheafValue::Tuple(items) => items
-                    .get(*index)
-                    .cloned()
-                    .ok_or_else(|| SheafError::Runtime(format!("no element {index}")))?,
-                other => return Err(SheafError::Runtime(format!("nth on {other:?}"))),
-            },
-            Add(x, y) => {
-                let (x, y) = (tensor(self.eval(x)?), tensor(self.eval(y)?));
-                SheafValue::tensor(&x + &y)
-            }
-            Mul(x, y) => {
-                let (x, y) = (tensor(self.eval(x)?), tensor(self.eval(y)?));
-                SheafValue::tensor(&x * &y)
-            }
-            Scale(x, k) => {
-                let x = tensor(self.eval(x)?);
-                let Some(SheafValue::Int(k)) = self.scopes.last().and_then(|s| s.get(k)).cloned()
-                else {
-                    return Err(SheafError::Runtime(format!("{k} must be an int")));
-                };
-                SheafValue::tensor(x.mapv(|v| v * k as f32))
-            }
-            MatMul(x, w) => {
-                let (x, w) = (tensor(self.eval(x)?), tensor(self.eval(w)?));
-                let (x, w) = (
-                    x.into_dimensionality::<Ix2>().unwrap(),
-                    w.into_dimensionality::<Ix2>().unwrap(),
-                );
-                SheafValue::tensor(x.dot(&w).into_dyn())
-            }
-            Relu(x) => SheafValue::tensor(tensor(self.eval(x)?).mapv(|v| v.max(0.0))),
-            Call(callee, args) => {
-                let args = args
-                    .iter()
-                    .map(|a| self.eval(a))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let def = self.registry[callee].clone();
-                self.interpret(&def, &args)?
-            }
-            Dict(entries) => SheafValue::Dict(
-                entries
-                    .iter()
-                    .map(|(key, expr)| Ok(((*key).to_owned(), self.eval(expr)?)))
-                    .collect::<Result<_, SheafError>>()?,
-            ),
-        })
-    }
-
-    /// The JIT function of `def`, keyed like Sheaf's: by name and by a hash
-    /// of the definition with its callees' (so redefining a callee makes the
-    /// caller a new function).
+    /// The JIT function of `def`, by name and a hash of the definition with
+    /// its callees' (a redefined callee makes its callers new functions).
     fn jit_function(&mut self, def: &FunctionDef) -> JitFunction<ReturnKeys> {
-        let mut callees = Vec::new();
-        collect_callees(&def.body, &self.registry, &mut callees);
-        let identity = format!("{def:?}|{callees:?}");
+        let mut identity = format!("{def:?}");
+        callees(&def.body, &self.registry, &mut identity);
         let hash = sheaf_integration::stable_hash(identity.as_bytes());
-        let registry: Arc<HashMap<&'static str, FunctionDef>> = Arc::new(self.registry.clone());
-        let def = def.clone();
-        self.compiled
-            .entry((def.name, hash))
-            .or_insert_with(|| {
-                JitFunction::with_definition_hash(def.name, hash, move |ctx| {
-                    lower(&def, &registry, ctx)
-                })
-            })
-            .clone()
+        let blocking = self.blocking.contains(&def.name);
+        let new = || {
+            let function = JitFunction::lowered_per_call(&def.name, hash)
+                .with_metadata_codec(encode_keys, decode_keys);
+            match blocking {
+                true => function.with_compile_mode(CompileMode::Blocking),
+                false => function,
+            }
+        };
+        let key = (Rc::clone(&def.name), hash);
+        self.functions.entry(key).or_insert_with(new).clone()
     }
 }
 
-fn collect_callees(
-    expr: &Expr,
-    registry: &HashMap<&'static str, FunctionDef>,
-    out: &mut Vec<String>,
-) {
-    let mut visit = |e: &Expr| collect_callees(e, registry, out);
+/// The metadata as a bundle records it: the dict keys, one per line.
+fn encode_keys(keys: &ReturnKeys) -> Vec<u8> {
+    keys.as_ref()
+        .map_or(Vec::new(), |keys| keys.join("\n").into_bytes())
+}
+
+fn decode_keys(bytes: &[u8]) -> Option<ReturnKeys> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    Some((!text.is_empty()).then(|| text.lines().map(String::from).collect()))
+}
+
+fn callees(expr: &Expr, registry: &HashMap<Name, Rc<FunctionDef>>, out: &mut String) {
     match expr {
         Param(_) => {}
-        Get(x, _) | Nth(x, _) | Scale(x, _) | Relu(x) => visit(x),
+        Get(x, _) | Nth(x, _) | Scale(x, _) | Relu(x) => callees(x, registry, out),
         Add(x, y) | Mul(x, y) | MatMul(x, y) => {
-            visit(x);
-            visit(y);
+            callees(x, registry, out);
+            callees(y, registry, out);
         }
         Call(callee, args) => {
-            for a in args {
-                visit(a);
-            }
-            if let Some(def) = registry.get(callee) {
-                out.push(format!("{def:?}"));
-                collect_callees(&def.body, registry, out);
-            }
+            args.iter().for_each(|a| callees(a, registry, out));
+            let def = &registry[callee];
+            out.push_str(&format!("{def:?}"));
+            callees(&def.body, registry, out);
         }
-        Dict(entries) => {
-            for (_, e) in entries {
-                visit(e);
-            }
-        }
+        Dict(entries) => entries.iter().for_each(|(_, e)| callees(e, registry, out)),
     }
 }
 
-/// Sheaf's values to the JIT's: tensors shared (no copy), dicts and tuples
-/// kept as structure, ints of static parameters baked in, other scalars
-/// passed at run time.
-fn to_jit(value: &SheafValue, static_param: bool) -> Result<Value, SheafError> {
-    Ok(match value {
-        SheafValue::Int(n) if static_param => Value::Static(ScalarValue::I64(*n)),
-        SheafValue::Int(n) => Value::Scalar(ScalarValue::I64(*n)),
-        SheafValue::Tensor { data, dtype } => {
-            Value::from(HostTensor::tagged(Arc::clone(data), *dtype)?)
+/// The interpreter.
+fn interpret(
+    registry: &HashMap<Name, Rc<FunctionDef>>,
+    def: &FunctionDef,
+    args: &[SheafValue],
+) -> Result<SheafValue, Error> {
+    let scope: HashMap<&Name, &SheafValue> = def.params.iter().zip(args).collect();
+    eval(registry, &def.body, &scope)
+}
+
+fn eval(
+    registry: &HashMap<Name, Rc<FunctionDef>>,
+    expr: &Expr,
+    scope: &HashMap<&Name, &SheafValue>,
+) -> Result<SheafValue, Error> {
+    let tensor = |e: &Expr| match eval(registry, e, scope)? {
+        SheafValue::Tensor(t) => Ok::<_, Error>(t),
+        other => Err(format!("not a tensor: {other:?}").into()),
+    };
+    let new = |array: ArrayD<f32>| SheafValue::Tensor(Arc::new(array));
+    Ok(match expr {
+        Param(name) => (*scope.get(name).ok_or(format!("unbound {name}"))?).clone(),
+        Get(dict, key) => match eval(registry, dict, scope)? {
+            SheafValue::Dict(entries) => entries.get(key).ok_or(format!("no {key}"))?.clone(),
+            other => return Err(format!("get on {other:?}").into()),
+        },
+        Nth(tuple, i) => match eval(registry, tuple, scope)? {
+            SheafValue::Tuple(items) => items.get(*i).ok_or("no such element")?.clone(),
+            other => return Err(format!("nth on {other:?}").into()),
+        },
+        Add(x, y) => new(&*tensor(x)? + &*tensor(y)?),
+        Mul(x, y) => new(&*tensor(x)? * &*tensor(y)?),
+        Scale(x, k) => match scope.get(k) {
+            Some(SheafValue::Int(k)) => new(tensor(x)?.mapv(|v| v * *k as f32)),
+            _ => return Err(format!("{k} must be an int").into()),
+        },
+        MatMul(x, w) => {
+            let (x, w) = (tensor(x)?, tensor(w)?);
+            let (x, w) = (
+                x.view().into_dimensionality::<Ix2>()?,
+                w.view().into_dimensionality::<Ix2>()?,
+            );
+            new(x.dot(&w).into_dyn())
         }
-        SheafValue::Tuple(items) => Value::Tuple(
-            items
+        Relu(x) => new(tensor(x)?.mapv(|v| v.max(0.0))),
+        Call(callee, args) => {
+            let args = args
                 .iter()
-                .map(|v| to_jit(v, false))
-                .collect::<Result<_, _>>()?,
-        ),
-        SheafValue::Dict(entries) => Value::Dict(
+                .map(|a| eval(registry, a, scope))
+                .collect::<Result<Vec<_>, _>>()?;
+            interpret(registry, &registry[callee], &args)?
+        }
+        Dict(entries) => SheafValue::Dict(
             entries
                 .iter()
-                .map(|(k, v)| Ok((Arc::from(k.as_str()), to_jit(v, false)?)))
-                .collect::<Result<_, SheafError>>()?,
+                .map(|(k, e)| Ok((Rc::clone(k), eval(registry, e, scope)?)))
+                .collect::<Result<_, Error>>()?,
         ),
     })
 }
 
-/// The JIT's results back to Sheaf's values, using the variant's metadata
-/// for the dict keys (as Sheaf's `unflatten_value` uses `return_dict_keys`).
-fn from_jit(outputs: &[Value], meta: &ReturnKeys) -> Result<SheafValue, SheafError> {
-    let tensor = |value: &Value| -> Result<SheafValue, SheafError> {
-        let host = value.to_host()?;
-        let data = host
-            .as_f32()
-            .ok_or_else(|| SheafError::Runtime("not f32".into()))?;
-        Ok(SheafValue::tensor(data.clone()))
-    };
-    match (&meta.0, outputs) {
-        (Some(keys), [Value::Dict(entries)]) => Ok(SheafValue::Dict(
-            keys.iter()
-                .zip(entries)
-                .map(|(key, (_, value))| Ok((key.clone(), tensor(value)?)))
-                .collect::<Result<_, SheafError>>()?,
-        )),
-        (None, [value]) => tensor(value),
-        _ => Err(SheafError::Runtime(format!(
-            "unexpected results {outputs:?}"
-        ))),
+// -- Between Sheaf's values and the JIT's. ----------------------------------
+
+/// Tensors shared (no copy), dicts from borrowed keys already in order,
+/// static integers baked into the code.
+fn to_jit(value: &SheafValue, static_param: bool) -> Value {
+    match value {
+        SheafValue::Int(n) if static_param => Value::Static(ScalarValue::I64(*n)),
+        SheafValue::Int(n) => Value::Scalar(ScalarValue::I64(*n)),
+        SheafValue::Tensor(data) => Value::host(Arc::clone(data)),
+        SheafValue::Tuple(items) => Value::Tuple(items.iter().map(|v| to_jit(v, false)).collect()),
+        SheafValue::Dict(entries) => {
+            Value::dict(entries.iter().map(|(k, v)| (&**k, to_jit(v, false))))
+        }
     }
 }
 
-// ---------------------------------------------------------------------------
-// The lowering: StableHLO from a function's body.
-// ---------------------------------------------------------------------------
+/// Results back, with the variant's dict keys; every tensor read as f32.
+fn from_jit(outputs: Vec<Value>, keys: &ReturnKeys) -> Result<SheafValue, Error> {
+    let tensor = |value: &Value| Ok::<_, Error>(SheafValue::Tensor(value.to_f32()?));
+    match (keys, &outputs[..]) {
+        (Some(keys), [dict]) => Ok(SheafValue::Dict(
+            keys.iter()
+                .map(|key| {
+                    Ok((
+                        Name::from(key.as_str()),
+                        tensor(dict.get(key).ok_or("key")?)?,
+                    ))
+                })
+                .collect::<Result<_, Error>>()?,
+        )),
+        (None, [value]) => tensor(value),
+        _ => Err(format!("unexpected results {outputs:?}").into()),
+    }
+}
 
-/// An SSA value of the function being emitted, with its shape.
+// -- The lowering: StableHLO from the body, read from the caller's values. --
+
 #[derive(Debug, Clone)]
 enum Emitted {
     Tensor { name: String, dims: Vec<i64> },
     Tuple(Vec<Emitted>),
-    Dict(BTreeMap<String, Emitted>),
+    Dict(BTreeMap<Name, Emitted>),
 }
 
 struct Emitter<'a> {
-    registry: &'a HashMap<&'static str, FunctionDef>,
-    static_ints: HashMap<&'static str, i64>,
+    registry: &'a HashMap<Name, Rc<FunctionDef>>,
+    statics: HashMap<Name, i64>,
     lines: Vec<String>,
-    next: usize,
+    params: Vec<String>,
 }
 
 fn lower(
     def: &FunctionDef,
-    registry: &HashMap<&'static str, FunctionDef>,
+    registry: &HashMap<Name, Rc<FunctionDef>>,
+    args: &[SheafValue],
     ctx: &LoweringContext<'_>,
 ) -> Result<Lowered<ReturnKeys>, LoweringError> {
-    // Read the argument values: lay out dict parameters (their keys, in
-    // flattening order) and take the static integers to bake in.
-    let values = ctx
-        .values()
-        .ok_or("the port lowers only from a call's values")?;
     let mut emitter = Emitter {
         registry,
-        static_ints: HashMap::new(),
+        statics: HashMap::new(),
         lines: Vec::new(),
-        next: 0,
+        params: Vec::new(),
     };
-    let mut arguments = Vec::new();
     let mut scope = HashMap::new();
-    for (param, value) in def.params.iter().zip(values) {
+    for (param, value) in def.params.iter().zip(args) {
         match value {
-            Value::Static(ScalarValue::I64(n)) => {
-                emitter.static_ints.insert(param, *n);
+            SheafValue::Int(n) if def.static_params.contains(param) => {
+                emitter.statics.insert(Rc::clone(param), *n);
             }
             other => {
-                let bound = bind(other, &mut arguments)?;
-                scope.insert(*param, bound);
+                let bound = emitter.bind(other)?;
+                scope.insert(Rc::clone(param), bound);
             }
         }
     }
-    let result = emitter.emit(&def.body, &scope)?;
-    let (results, keys) = match &result {
-        Emitted::Tensor { .. } => (vec![result.clone()], None),
+    let (results, keys) = match emitter.emit(&def.body, &scope)? {
         Emitted::Dict(entries) => (
             entries.values().cloned().collect(),
-            Some(entries.keys().cloned().collect::<Vec<_>>()),
+            Some(entries.keys().map(|k| k.to_string()).collect::<Vec<_>>()),
         ),
-        Emitted::Tuple(_) => return Err("tuple results are not supported by the port".into()),
+        result => (vec![result], None),
     };
-    let mut signature = Vec::new();
     let mut returns = Vec::new();
-    for result in &results {
+    for result in results {
         let Emitted::Tensor { name, dims } = result else {
-            return Err("nested dict results are not supported by the port".into());
+            return Err("the port returns tensors or a dict of them".into());
         };
-        let ty = mlir::tensor_type(DType::F32, dims)?;
-        signature.push(ty.clone());
-        returns.push((name.clone(), ty));
+        returns.push((format!("%{name}"), mlir::tensor_type(DType::F32, &dims)?));
     }
-    let params: Vec<String> = arguments
-        .iter()
-        .map(|(name, ty)| format!("%{name}: {ty}"))
-        .collect();
-    let mut text = format!(
-        "func.func @{}({}) -> ({}) {{\n",
+    let (names, types): (Vec<_>, Vec<_>) = returns.into_iter().unzip();
+    let mlir = format!(
+        "func.func @{}({}) -> ({}) {{\n  {}\n  return {} : {}\n}}",
         ctx.entry_name(),
-        params.join(", "),
-        signature.join(", ")
-    );
-    for line in &emitter.lines {
-        text.push_str("  ");
-        text.push_str(line);
-        text.push('\n');
-    }
-    let names: Vec<String> = returns.iter().map(|(n, _)| format!("%{n}")).collect();
-    let types: Vec<String> = returns.iter().map(|(_, t)| t.clone()).collect();
-    text.push_str(&format!(
-        "  return {} : {}\n}}",
+        emitter.params.join(", "),
+        types.join(", "),
+        emitter.lines.join("\n  "),
         names.join(", "),
         types.join(", ")
-    ));
-    let mut lowered = Lowered::new(text).with_metadata(ReturnKeys(keys.clone()));
+    );
+    let mut lowered = Lowered::new(mlir).with_metadata(keys.clone());
     if let Some(keys) = keys {
         let mut outputs = LayoutBuilder::new();
         outputs.open(Container::Dict);
         for key in keys {
             outputs.key(key).leaf(Leaf::Tensor);
         }
-        outputs.close();
-        lowered = lowered.with_outputs(
-            outputs
-                .build()
-                .map_err(|e| LoweringError::with_source("outputs", e))?,
-        );
+        let outputs = outputs.close().build();
+        lowered =
+            lowered.with_outputs(outputs.map_err(|e| LoweringError::with_source("results", e))?);
     }
     Ok(lowered)
 }
 
-/// Binds an argument value to entry-function parameters, in the order the
-/// runtime flattens it (dict entries by key).
-fn bind(value: &Value, arguments: &mut Vec<(String, String)>) -> Result<Emitted, LoweringError> {
-    match value {
-        Value::Tensor(tensor) => {
-            let name = format!("arg{}", arguments.len());
-            let dims: Vec<i64> = tensor.shape().iter().map(|&d| d as i64).collect();
-            arguments.push((name.clone(), mlir::tensor_type(DType::F32, &dims)?));
-            Ok(Emitted::Tensor { name, dims })
-        }
-        Value::Tuple(items) => Ok(Emitted::Tuple(
-            items
-                .iter()
-                .map(|item| bind(item, arguments))
-                .collect::<Result<_, _>>()?,
-        )),
-        Value::Dict(entries) => {
-            let mut sorted: Vec<_> = entries.iter().collect();
-            sorted.sort_by(|a, b| a.0.cmp(&b.0));
-            let mut bound = BTreeMap::new();
-            for (key, value) in sorted {
-                bound.insert(key.to_string(), bind(value, arguments)?);
-            }
-            Ok(Emitted::Dict(bound))
-        }
-        other => Err(format!("the port does not lower {other:?}").into()),
-    }
-}
-
 impl Emitter<'_> {
-    fn fresh(&mut self) -> String {
-        self.next += 1;
-        format!("v{}", self.next)
+    fn fresh(&mut self, line: impl FnOnce(&str) -> String) -> String {
+        let name = format!("v{}", self.lines.len());
+        self.lines.push(line(&name));
+        name
+    }
+
+    /// Binds an argument to entry parameters, in the runtime's flattening
+    /// order (a dict's entries by key: a `BTreeMap`'s order).
+    fn bind(&mut self, value: &SheafValue) -> Result<Emitted, LoweringError> {
+        Ok(match value {
+            SheafValue::Tensor(t) => {
+                let (name, dims) = (format!("a{}", self.params.len()), mlir_dims(t.shape()));
+                let ty = mlir::tensor_type(DType::F32, &dims)?;
+                self.params.push(format!("%{name}: {ty}"));
+                Emitted::Tensor { name, dims }
+            }
+            SheafValue::Tuple(items) => Emitted::Tuple(
+                items
+                    .iter()
+                    .map(|i| self.bind(i))
+                    .collect::<Result<_, _>>()?,
+            ),
+            SheafValue::Dict(entries) => Emitted::Dict(
+                entries
+                    .iter()
+                    .map(|(k, v)| Ok((Rc::clone(k), self.bind(v)?)))
+                    .collect::<Result<_, LoweringError>>()?,
+            ),
+            SheafValue::Int(_) => return Err("the port passes no run-time integers".into()),
+        })
     }
 
     fn emit(
         &mut self,
         expr: &Expr,
-        scope: &HashMap<&'static str, Emitted>,
+        scope: &HashMap<Name, Emitted>,
     ) -> Result<Emitted, LoweringError> {
-        let tensor = |e: Emitted| match e {
+        let tensor = |this: &mut Self, e: &Expr| match this.emit(e, scope)? {
             Emitted::Tensor { name, dims } => Ok((name, dims)),
             _ => Err(LoweringError::new(
                 "a tuple or dict where a tensor is needed",
             )),
         };
-        Ok(match expr {
-            Param(name) => scope
-                .get(name)
-                .cloned()
-                .ok_or_else(|| format!("unbound {name}"))?,
+        let ty = |dims: &[i64]| mlir::tensor_type(DType::F32, dims);
+        let (name, dims) = match expr {
+            Param(name) => return Ok(scope.get(name).ok_or("unbound")?.clone()),
             Get(dict, key) => match self.emit(dict, scope)? {
-                Emitted::Dict(entries) => entries
-                    .get(*key)
-                    .cloned()
-                    .ok_or_else(|| format!("no key {key}"))?,
+                Emitted::Dict(entries) => return Ok(entries.get(key).ok_or("no key")?.clone()),
                 _ => return Err("get on a tensor or tuple".into()),
             },
-            Nth(tuple, index) => match self.emit(tuple, scope)? {
-                Emitted::Tuple(items) => items
-                    .get(*index)
-                    .cloned()
-                    .ok_or_else(|| format!("no element {index}"))?,
+            Nth(tuple, i) => match self.emit(tuple, scope)? {
+                Emitted::Tuple(items) => return Ok(items.get(*i).ok_or("no element")?.clone()),
                 _ => return Err("nth on a tensor or dict".into()),
             },
             Add(x, y) | Mul(x, y) => {
-                let ((x, xd), (y, yd)) =
-                    (tensor(self.emit(x, scope)?)?, tensor(self.emit(y, scope)?)?);
-                let ty = mlir::tensor_type(DType::F32, &xd)?;
-                let y = if yd == xd {
-                    y
-                } else if yd.len() == 1 && xd.last() == yd.last() {
+                let ((x, xd), (mut y, yd)) = (tensor(self, x)?, tensor(self, y)?);
+                let t = ty(&xd)?;
+                if yd != xd {
                     // A vector added to each row.
-                    let b = self.fresh();
-                    let vty = mlir::tensor_type(DType::F32, &yd)?;
-                    self.lines.push(format!(
-                        "%{b} = stablehlo.broadcast_in_dim %{y}, dims = [{}] : ({vty}) -> {ty}",
-                        xd.len() - 1
-                    ));
-                    b
-                } else {
-                    return Err(format!("shapes {xd:?} and {yd:?} do not combine").into());
-                };
-                let out = self.fresh();
+                    if yd.len() != 1 || xd.last() != yd.last() {
+                        return Err(format!("shapes {xd:?} and {yd:?} do not combine").into());
+                    }
+                    let (v, rank) = (ty(&yd)?, xd.len() - 1);
+                    y = self.fresh(|o| {
+                        format!("%{o} = stablehlo.broadcast_in_dim %{y}, dims = [{rank}] : ({v}) -> {t}")
+                    });
+                }
                 let op = if matches!(expr, Add(..)) {
                     "add"
                 } else {
                     "multiply"
                 };
-                self.lines
-                    .push(format!("%{out} = stablehlo.{op} %{x}, %{y} : {ty}"));
-                Emitted::Tensor {
-                    name: out,
-                    dims: xd,
-                }
+                (
+                    self.fresh(|o| format!("%{o} = stablehlo.{op} %{x}, %{y} : {t}")),
+                    xd,
+                )
             }
             Scale(x, k) => {
-                let (x, dims) = tensor(self.emit(x, scope)?)?;
-                let k = *self
-                    .static_ints
-                    .get(k)
-                    .ok_or_else(|| format!("{k} is not static"))?;
-                let ty = mlir::tensor_type(DType::F32, &dims)?;
-                let (c, out) = (self.fresh(), self.fresh());
-                self.lines
-                    .push(format!("%{c} = stablehlo.constant dense<{k}.0> : {ty}"));
-                self.lines
-                    .push(format!("%{out} = stablehlo.multiply %{x}, %{c} : {ty}"));
-                Emitted::Tensor { name: out, dims }
+                let (x, dims) = tensor(self, x)?;
+                let (k, t) = (*self.statics.get(k).ok_or("not static")?, ty(&dims)?);
+                let c = self.fresh(|o| format!("%{o} = stablehlo.constant dense<{k}.0> : {t}"));
+                (
+                    self.fresh(|o| format!("%{o} = stablehlo.multiply %{x}, %{c} : {t}")),
+                    dims,
+                )
             }
             MatMul(x, w) => {
-                let ((x, xd), (w, wd)) =
-                    (tensor(self.emit(x, scope)?)?, tensor(self.emit(w, scope)?)?);
+                let ((x, xd), (w, wd)) = (tensor(self, x)?, tensor(self, w)?);
                 let dims = vec![xd[0], wd[1]];
-                let (tx, tw, ty) = (
-                    mlir::tensor_type(DType::F32, &xd)?,
-                    mlir::tensor_type(DType::F32, &wd)?,
-                    mlir::tensor_type(DType::F32, &dims)?,
-                );
-                let out = self.fresh();
-                self.lines.push(format!(
-                    "%{out} = stablehlo.dot_general %{x}, %{w}, contracting_dims = [1] x [0] : ({tx}, {tw}) -> {ty}"
-                ));
-                Emitted::Tensor { name: out, dims }
+                let (tx, tw, t) = (ty(&xd)?, ty(&wd)?, ty(&dims)?);
+                let o = self.fresh(|o| {
+                    format!("%{o} = stablehlo.dot_general %{x}, %{w}, contracting_dims = [1] x [0] : ({tx}, {tw}) -> {t}")
+                });
+                (o, dims)
             }
             Relu(x) => {
-                let (x, dims) = tensor(self.emit(x, scope)?)?;
-                let ty = mlir::tensor_type(DType::F32, &dims)?;
-                let (zero, zeros, out) = (self.fresh(), self.fresh(), self.fresh());
-                self.lines.push(format!(
-                    "%{zero} = stablehlo.constant dense<0.0> : tensor<f32>"
-                ));
-                self.lines.push(format!("%{zeros} = stablehlo.broadcast_in_dim %{zero}, dims = [] : (tensor<f32>) -> {ty}"));
-                self.lines
-                    .push(format!("%{out} = stablehlo.maximum %{x}, %{zeros} : {ty}"));
-                Emitted::Tensor { name: out, dims }
+                let (x, dims) = tensor(self, x)?;
+                let t = ty(&dims)?;
+                let z = self.fresh(|o| format!("%{o} = stablehlo.constant dense<0.0> : {t}"));
+                (
+                    self.fresh(|o| format!("%{o} = stablehlo.maximum %{x}, %{z} : {t}")),
+                    dims,
+                )
             }
             Call(callee, args) => {
-                let def = self
-                    .registry
-                    .get(callee)
-                    .ok_or_else(|| format!("no function {callee}"))?;
+                let def = Rc::clone(self.registry.get(callee).ok_or("no such function")?);
                 let mut inner = HashMap::new();
                 for (param, arg) in def.params.iter().zip(args) {
-                    inner.insert(*param, self.emit(arg, scope)?);
+                    inner.insert(Rc::clone(param), self.emit(arg, scope)?);
                 }
-                self.emit(&def.body, &inner)?
+                return self.emit(&def.body, &inner);
             }
-            Dict(entries) => Emitted::Dict(
-                entries
-                    .iter()
-                    .map(|(key, e)| Ok(((*key).to_owned(), self.emit(e, scope)?)))
-                    .collect::<Result<_, LoweringError>>()?,
-            ),
-        })
+            Dict(entries) => {
+                return Ok(Emitted::Dict(
+                    entries
+                        .iter()
+                        .map(|(k, e)| Ok((Rc::clone(k), self.emit(e, scope)?)))
+                        .collect::<Result<_, LoweringError>>()?,
+                ))
+            }
+        };
+        Ok(Emitted::Tensor { name, dims })
     }
 }
 
-// ---------------------------------------------------------------------------
-// The run.
-// ---------------------------------------------------------------------------
+fn mlir_dims(shape: &[usize]) -> Vec<i64> {
+    shape.iter().map(|&d| d as i64).collect()
+}
 
-fn data(shape: &[usize], seed: usize) -> ArrayD<f32> {
+// -- The run. ---------------------------------------------------------------
+
+fn data(shape: &[usize], seed: usize) -> SheafValue {
     let n: usize = shape.iter().product();
-    ArrayD::from_shape_vec(
-        IxDyn(shape),
-        (0..n)
-            .map(|i| ((i * 7 + seed * 3) % 11) as f32 / 5.0 - 1.0)
-            .collect(),
-    )
-    .unwrap()
+    let values = (0..n).map(|i| ((i * 7 + seed * 3) % 11) as f32 / 5.0 - 1.0);
+    SheafValue::Tensor(Arc::new(
+        ArrayD::from_shape_vec(IxDyn(shape), values.collect()).unwrap(),
+    ))
 }
 
-fn assert_same(compiled: &SheafValue, interpreted: &SheafValue, what: &str) {
-    match (compiled, interpreted) {
+fn assert_close(a: &SheafValue, b: &SheafValue, what: &str) {
+    match (a, b) {
         (SheafValue::Dict(a), SheafValue::Dict(b)) => {
-            assert_eq!(
-                a.keys().collect::<Vec<_>>(),
-                b.keys().collect::<Vec<_>>(),
-                "{what}: keys"
-            );
-            for (key, value) in a {
-                assert_same(value, &b[key], &format!("{what}.{key}"));
-            }
+            assert!(a.keys().eq(b.keys()), "{what}: keys");
+            a.iter()
+                .for_each(|(k, v)| assert_close(v, &b[k], &format!("{what}.{k}")));
         }
-        (a, b) => {
-            let (a, b) = (a.array(), b.array());
+        (SheafValue::Tensor(a), SheafValue::Tensor(b)) => {
             assert_eq!(a.shape(), b.shape(), "{what}: shape");
-            for (x, y) in a.iter().zip(b.iter()) {
-                assert!(
-                    (x - y).abs() <= 1e-4 * y.abs().max(1.0),
-                    "{what}: {x} vs {y}"
-                );
-            }
+            let close = a
+                .iter()
+                .zip(b.iter())
+                .all(|(x, y)| (x - y).abs() <= 1e-4 * y.abs().max(1.0));
+            assert!(close, "{what}: {a} vs {b}");
         }
+        _ => panic!("{what}: {a:?} vs {b:?}"),
     }
 }
 
-fn main() -> Result<(), SheafError> {
-    let cache = tempfile::tempdir().expect("a temporary folder");
+/// The program: defines its functions and calls each a few times, checking
+/// every result against the interpreter; returns how many calls ran.
+fn program(env: &mut Env) -> Result<usize, Error> {
+    let b = Box::new;
+    let dense = Relu(b(Add(
+        b(MatMul(param("x"), b(Get(param("p"), "w".into())))),
+        b(Get(param("p"), "b".into())),
+    )));
+    env.define(def("dense", &["p", "x"], &[], dense));
+    let step = Dict(vec![
+        (
+            "y".into(),
+            Call("dense".into(), vec![Param("p".into()), Param("x".into())]),
+        ),
+        ("scaled".into(), Scale(param("x"), "k".into())),
+    ]);
+    env.define(def("step", &["p", "x", "k"], &["k"], step));
+    env.define(def(
+        "sum_pair",
+        &["t"],
+        &[],
+        Add(b(Nth(param("t"), 0)), b(Nth(param("t"), 1))),
+    ));
+    env.define(def("act", &["x"], &[], Relu(param("x"))));
+    env.define(def(
+        "outer",
+        &["x"],
+        &[],
+        Add(b(Call("act".into(), vec![Param("x".into())])), param("x")),
+    ));
+
+    let weights = SheafValue::Dict(BTreeMap::from([
+        ("w".into(), data(&[16, 8], 1)),
+        ("b".into(), data(&[8], 2)),
+    ]));
+    let pair = SheafValue::Tuple(vec![data(&[2, 3], 7), data(&[2, 3], 8)]);
+    let mut calls: Vec<(&str, Vec<SheafValue>)> = Vec::new();
+    for round in 0..3 {
+        for k in [2, 3] {
+            let x = data(&[4, 16], 10 + round);
+            calls.push(("step", vec![weights.clone(), x, SheafValue::Int(k)]));
+        }
+        calls.push(("sum_pair", vec![pair.clone()]));
+        calls.push(("outer", vec![data(&[3, 3], 5)]));
+    }
+    for (round, (name, args)) in calls.iter().enumerate() {
+        if round == calls.len() / 3 {
+            // Let the background compiles of the first round land.
+            assert!(
+                env.jit.wait_for_compiles(Duration::from_secs(120)),
+                "compiles stuck"
+            );
+        }
+        let result = env.eval_call(name, args)?;
+        let expected = interpret(&env.registry, &env.registry[*name], args)?;
+        assert_close(&result, &expected, name);
+    }
+    Ok(calls.len())
+}
+
+impl Env {
+    fn define(&mut self, def: FunctionDef) {
+        self.registry.insert(Rc::clone(&def.name), Rc::new(def));
+    }
+}
+
+fn env(jit: JitRuntime) -> Env {
+    let blocking = vec![Name::from("step")];
+    Env {
+        registry: HashMap::new(),
+        jit,
+        functions: HashMap::new(),
+        blocking,
+    }
+}
+
+/// A process with only the bundle: no compiler, no disk cache; it prints
+/// its profile at exit when `SHEAF_JIT_PROFILE=1` (Sheaf's `--jit-profile`).
+fn serve_bundle(bundle: &str) -> Result<(), Error> {
+    let jit = JitRuntime::new(
+        JitConfig::builder()
+            .apply_env()?
+            .artifact_bundle(bundle)
+            .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+            .compile(|compile| compile.compiler = CompilerPreference::Disabled)
+            .build()?,
+    )?;
+    let mut env = env(jit.clone());
+    let calls = program(&mut env)?;
+    let profile = jit.profile();
+    assert_eq!(profile.phase(Phase::Lower).count, 0, "no lowering");
+    assert_eq!(
+        profile.loaded_from(ArtifactSource::Compiler),
+        0,
+        "no compile"
+    );
+    assert_eq!(
+        jit.stats().total.fallback_calls,
+        0,
+        "{calls} calls, all compiled"
+    );
+    println!("sheaf_port (bundle only): {calls} calls compiled from the first, 0 lowerings");
+    Ok(())
+}
+
+fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, bundle] = &args[..] {
+        assert_eq!(flag, "--serve-bundle");
+        return serve_bundle(bundle);
+    }
+    let cache = tempfile::tempdir()?;
     let jit = JitRuntime::new(
         JitConfig::builder()
             .disk(|disk| disk.folder = DiskCacheFolder::project(cache.path()))
-            .compile(|compile| compile.mode = CompileMode::Blocking)
+            .compile(|compile| compile.mode = CompileMode::Background)
             .build()?,
     )?;
-    let mut env = Env::new(jit.clone());
+    let before = jit.memory_statistics()?;
+    let mut env = env(jit.clone());
+    let calls = program(&mut env)?;
+    // The redefined callee makes `outer` a new function.
+    let x = data(&[3, 3], 5);
+    let first = env.eval_call("outer", std::slice::from_ref(&x))?;
+    env.define(def("act", &["x"], &[], Mul(param("x"), param("x"))));
+    let again = env.eval_call("outer", std::slice::from_ref(&x))?;
+    assert_ne!(first, again, "the redefined callee is used");
 
-    // A dense layer with its weights in a dict: `relu(x · p.w + p.b)`.
-    env.define(FunctionDef {
-        name: "dense",
-        params: vec!["p", "x"],
-        static_params: vec![],
-        body: Relu(b(Add(
-            b(MatMul(b(Param("x")), b(Get(b(Param("p")), "w")))),
-            b(Get(b(Param("p")), "b")),
-        ))),
-    });
-    // Dict in, dict out, with a static integer baked in:
-    // `{:y (dense p x) :scaled (* x k)}`.
-    env.define(FunctionDef {
-        name: "step",
-        params: vec!["p", "x", "k"],
-        static_params: vec!["k"],
-        body: Dict(vec![
-            ("y", Call("dense", vec![Param("p"), Param("x")])),
-            ("scaled", Scale(b(Param("x")), "k")),
-        ]),
-    });
-    // A tuple argument: `(+ (nth t 0) (nth t 1))`.
-    env.define(FunctionDef {
-        name: "sum_pair",
-        params: vec!["t"],
-        static_params: vec![],
-        body: Add(b(Nth(b(Param("t")), 0)), b(Nth(b(Param("t")), 1))),
-    });
-    // A caller whose callee will be redefined.
-    env.define(FunctionDef {
-        name: "act",
-        params: vec!["x"],
-        static_params: vec![],
-        body: Relu(b(Param("x"))),
-    });
-    env.define(FunctionDef {
-        name: "outer",
-        params: vec!["x"],
-        static_params: vec![],
-        body: Add(b(Call("act", vec![Param("x")])), b(Param("x"))),
-    });
-
-    let params = SheafValue::Dict(BTreeMap::from([
-        ("w".to_owned(), SheafValue::tensor(data(&[16, 8], 1))),
-        ("b".to_owned(), SheafValue::tensor(data(&[8], 2))),
-    ]));
-    // The same weights on every call: uploaded once.
-    for call in 0..6 {
-        let x = SheafValue::tensor(data(&[4, 16], 10 + call));
-        let k = SheafValue::Int(2 + (call % 2) as i64);
-        let compiled = env.eval_call("step", &[params.clone(), x.clone(), k.clone()])?;
-        let def = env.registry["step"].clone();
-        let interpreted = env.interpret(&def, &[params.clone(), x, k])?;
-        assert_same(&compiled, &interpreted, "step");
-    }
-    let uploads = jit.upload_stats();
-    println!(
-        "step: 6 calls, 2 variants (k = 2, 3); weights uploaded {} times, served from the upload cache {} times",
-        uploads.uploads - 6,
-        uploads.hits
-    );
-    assert_eq!(
-        uploads.hits, 8,
-        "w and b from the third call on: {uploads:?}"
-    );
-
-    let pair = SheafValue::Tuple(vec![
-        SheafValue::tensor(data(&[2, 3], 7)),
-        SheafValue::tensor(data(&[2, 3], 8)),
-    ]);
-    let compiled = env.eval_call("sum_pair", std::slice::from_ref(&pair))?;
-    assert_same(
-        &compiled,
-        &env.interpret(&env.registry["sum_pair"].clone(), &[pair])?,
-        "sum_pair",
-    );
-
-    // Redefining the callee makes the caller a new function.
-    let x = SheafValue::tensor(data(&[3, 3], 5));
-    let before = env.eval_call("outer", std::slice::from_ref(&x))?;
-    assert_same(
-        &before,
-        &env.interpret(&env.registry["outer"].clone(), std::slice::from_ref(&x))?,
-        "outer",
-    );
-    env.define(FunctionDef {
-        name: "act",
-        params: vec!["x"],
-        static_params: vec![],
-        body: Mul(b(Param("x")), b(Param("x"))),
-    });
-    let after = env.eval_call("outer", std::slice::from_ref(&x))?;
-    assert_same(
-        &after,
-        &env.interpret(&env.registry["outer"].clone(), std::slice::from_ref(&x))?,
-        "outer after act changed",
-    );
-    assert_ne!(before, after, "the redefined callee is used");
-
-    // Dict keys and sums of the results, for the record.
-    let SheafValue::Dict(result) = env.eval_call(
-        "step",
-        &[
-            params,
-            SheafValue::tensor(data(&[4, 16], 99)),
-            SheafValue::Int(2),
-        ],
-    )?
-    else {
-        panic!("step returns a dict");
-    };
     let stats = jit.stats();
+    let memory = jit.memory_statistics()?;
     println!(
-        "step returned {{{}}}; sum of y {:.3}; {} compiles, {} hits, {} interpreted calls",
-        result.keys().cloned().collect::<Vec<_>>().join(", "),
-        result["y"].array().sum_axis(Axis(0)).sum(),
+        "sheaf_port: {calls} calls, {} compiles ({} interpreted while compiling); device memory \
+         {} B in use ({} B before), peak {} B",
         stats.total.compiles,
-        stats.total.hits,
-        env.interpreted.values().sum::<usize>()
+        stats.total.fallback_calls,
+        memory[0].1.device_bytes_in_use,
+        before[0].1.device_bytes_in_use,
+        memory[0].1.device_bytes_peak,
     );
-    assert_eq!(
-        stats.total.compiles, 5,
-        "step k=2, step k=3, sum_pair, outer before and after: {stats}"
+    assert!(
+        memory[0].1.device_bytes_peak > 0,
+        "the calls used device memory"
     );
-    assert_eq!(stats.total.fallback_calls, 0, "{stats}");
-    let dispatched = jit.dispatch(
-        &env.jit_function(&env.registry["dense"].clone()),
-        &[
-            to_jit(
-                &SheafValue::Dict(BTreeMap::from([
-                    ("w".to_owned(), SheafValue::tensor(data(&[16, 8], 1))),
-                    ("b".to_owned(), SheafValue::tensor(data(&[8], 2))),
-                ])),
-                false,
-            )?,
-            to_jit(&SheafValue::tensor(data(&[4, 16], 1)), false)?,
-        ],
-        &[],
-    )?;
-    let Dispatched::Compiled(dense) = dispatched else {
-        panic!("dense is compiled")
-    };
-    assert!(matches!(
-        dense.provenance,
-        Provenance::Compiled(Origin::CompiledNow { .. })
-    ));
+
+    let bundle = cache.path().join("bundle");
+    let exported = jit.export_artifacts(&bundle)?;
+    println!(
+        "exported {} variants in {} artifacts",
+        exported.variants, exported.artifacts
+    );
+    let served = std::process::Command::new(std::env::current_exe()?)
+        .args(["--serve-bundle".as_ref(), bundle.as_os_str()])
+        .env("SHEAF_JIT_PROFILE", "1")
+        .output()?;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&served.stdout),
+        String::from_utf8_lossy(&served.stderr),
+    );
+    print!("{stdout}");
+    assert!(
+        served.status.success(),
+        "the bundle-only process failed: {stderr}"
+    );
+    assert!(
+        stderr.contains("JIT profile") && stderr.contains("compiler 0;"),
+        "{stderr}"
+    );
     println!("sheaf_port: every compiled result matched the interpreter");
     Ok(())
 }

@@ -3,19 +3,25 @@
 //!
 //! A bundle is a folder holding `vmfb/<key>.sjit` entries (the disk cache's
 //! format: a header, an authentication tag and the `.vmfb`), the `secret`
-//! that tags them, and `manifest.txt`:
+//! that tags them, and `manifest.txt`, one line per variant (tab-separated;
+//! the variants of a `precompile` batch share one artifact):
 //!
 //! ```text
-//! sheaf-jit bundle 1
+//! sheaf-jit bundle 2
 //! compiler 3.13.0rc20261016 @ 89ece87b...
 //! runtime 3.13.0.dev-8b9120823840978e
-//! entry <key>\t<bytes>\t<function>\t<signature>
+//! entry <key> <bytes> <function> <definition hash> <entry symbol> <signature> <dynamic dims> <outputs> <metadata> <target hash>
 //! ```
 //!
 //! Its keys name the compiler that built it (recorded in the manifest), so
 //! it serves a process that has no compiler at all; the runtime build must
-//! be the one the process links. A call whose signature the bundle holds
-//! lowers (to find the key) and loads the artifact: no compile.
+//! be the one the process links. A miss whose function (name and
+//! definition hash) and signature the bundle lists — or a generalization of
+//! it, for a variant with dynamic dims — loads that artifact with no
+//! lowering and no compile, when the function's metadata can be had
+//! without its lowering (`()`, or a
+//! [codec](crate::JitFunction::with_metadata_codec)); else the call lowers
+//! and finds the artifact by its key.
 //!
 //! A bundle is trusted like the program it ships with: its tags are made
 //! with its own secret, shipped inside it, so they detect damage, not
@@ -31,17 +37,19 @@
 //! disk cache's secret never leaves its folder) and writes folders 0700 and
 //! files 0600, whatever the umask.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::fs;
 use std::io::{self, Read, Write as _};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use iree_safe::Function;
 use jit_cache::store::{
     open_read_only_file, ArtifactKey, ArtifactStore, StoreConfig, StoreError, VerifiedArtifact,
 };
+use jit_cache::{stable_hash, FunctionId, Layout, Signature};
 
-const FORMAT: &str = "sheaf-jit bundle 1";
+const FORMAT: &str = "sheaf-jit bundle 2";
 const MANIFEST: &str = "manifest.txt";
 
 /// The largest manifest a bundle may have: 16 MiB, some 100 000 entries. A
@@ -79,11 +87,15 @@ pub enum BundleError {
         /// Its size, or how much of it was read.
         bytes: u64,
     },
-    /// The manifest's first line is not `sheaf-jit bundle 1`.
-    #[error("{MANIFEST} does not start with `{FORMAT}`")]
+    /// The manifest's first line is not `sheaf-jit bundle 2` (an older
+    /// bundle: export it again).
+    #[error(
+        "{MANIFEST} does not start with `{FORMAT}`; export the bundle again with this version"
+    )]
     UnknownFormat,
-    /// A line of the manifest that starts as an entry is not
-    /// `entry <key> <bytes> ...`, with a key of 64 lowercase hex digits.
+    /// A line of the manifest that starts as an entry does not have the
+    /// fields of the module docs (a key of 64 lowercase hex digits, a size,
+    /// a definition hash of 16 hex digits, dims, outputs, metadata).
     #[error("malformed entry line `{line}` in {MANIFEST}")]
     MalformedEntry {
         /// The line.
@@ -135,7 +147,25 @@ pub(crate) struct Bundle {
     dir: PathBuf,
     store: ArtifactStore,
     compiler: String,
-    entries: usize,
+    artifacts: usize,
+    /// The variants, by function name and definition hash.
+    variants: HashMap<(String, u64), Vec<BundledVariant>>,
+}
+
+/// One variant a bundle lists.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct BundledVariant {
+    pub(crate) key: ArtifactKey,
+    pub(crate) entry: String,
+    /// The compiled signature, as displayed.
+    pub(crate) signature: String,
+    /// Its dynamic dims ((argument, dim) positions).
+    pub(crate) dynamic: Vec<(usize, usize)>,
+    pub(crate) outputs: Option<Layout>,
+    pub(crate) metadata: Option<Vec<u8>>,
+    /// What it was compiled for: the [`stable_hash`] of the compile
+    /// options' target identity.
+    pub(crate) target: u64,
 }
 
 /// What a manifest says.
@@ -143,8 +173,9 @@ pub(crate) struct Bundle {
 struct Manifest {
     compiler: String,
     runtime: String,
-    /// Each entry's key, and the size of its file.
-    entries: Vec<(ArtifactKey, u64)>,
+    /// Each artifact's key, and the size of its file.
+    artifacts: Vec<(ArtifactKey, u64)>,
+    variants: HashMap<(String, u64), Vec<BundledVariant>>,
 }
 
 impl Bundle {
@@ -162,7 +193,7 @@ impl Bundle {
                 linked: iree_safe::IREE_RUNTIME_BUILD,
             });
         }
-        for (key, recorded) in &manifest.entries {
+        for (key, recorded) in &manifest.artifacts {
             let path = store
                 .entry_path(key)
                 .expect("a read-only store has a folder");
@@ -179,7 +210,8 @@ impl Bundle {
             store,
             dir: dir.to_path_buf(),
             compiler: manifest.compiler,
-            entries: manifest.entries.len(),
+            artifacts: manifest.artifacts.len(),
+            variants: manifest.variants,
         })
     }
 
@@ -188,19 +220,42 @@ impl Bundle {
         &self.compiler
     }
 
-    /// The entry function of the artifact of `key`, loaded by `load`, if
-    /// the bundle has it.
-    pub(crate) fn fetch(
+    /// The artifact of `key`, loaded by `load`, if the bundle has it.
+    pub(crate) fn fetch<V>(
         &self,
         key: &ArtifactKey,
-        load: impl Fn(VerifiedArtifact<'_>) -> Result<Function, iree_safe::Error>,
-    ) -> Option<Function> {
+        load: impl Fn(VerifiedArtifact<'_>) -> Result<V, iree_safe::Error>,
+    ) -> Option<V> {
         self.store.fetch(key, load)
+    }
+
+    /// The variant of the function `name` with `definition_hash` compiled
+    /// for `target` and the device `device` (a target identity), else one
+    /// whose dynamic dims serve a call with `signature` (with the
+    /// generalization it was compiled for).
+    pub(crate) fn find(
+        &self,
+        (name, definition_hash): (&str, u64),
+        (target, signature): (&Signature, &Signature),
+        device: &str,
+    ) -> Option<(&BundledVariant, Option<Signature>)> {
+        let variants = self.variants.get(&(name.to_owned(), definition_hash))?;
+        let device = stable_hash(device.as_bytes());
+        let variants = variants.iter().filter(|v| v.target == device);
+        let target_text = target.to_string();
+        if let Some(exact) = variants.clone().find(|v| v.signature == target_text) {
+            return Some((exact, None));
+        }
+        variants.filter(|v| !v.dynamic.is_empty()).find_map(|v| {
+            let general = signature.with_dynamic_dims(&v.dynamic);
+            (general.generalizes(signature) && general.to_string() == v.signature)
+                .then_some((v, Some(general)))
+        })
     }
 
     /// How many artifacts the bundle holds.
     pub(crate) fn len(&self) -> usize {
-        self.entries
+        self.artifacts
     }
 
     pub(crate) fn dir(&self) -> &Path {
@@ -216,29 +271,160 @@ impl Manifest {
         if lines.next() != Some(FORMAT) {
             return Err(BundleError::UnknownFormat);
         }
-        let (mut compiler, mut runtime, mut entries) = (None, None, Vec::new());
+        let mut manifest = Manifest {
+            compiler: String::new(),
+            runtime: String::new(),
+            artifacts: Vec::new(),
+            variants: HashMap::new(),
+        };
+        let (mut compiler, mut runtime) = (None, None);
         for line in lines {
             if let Some(value) = line.strip_prefix("compiler ") {
                 compiler = Some(value.to_owned());
             } else if let Some(value) = line.strip_prefix("runtime ") {
                 runtime = Some(value.to_owned());
             } else if let Some(entry) = line.strip_prefix("entry\t") {
-                let mut fields = entry.split('\t');
-                let key = fields.next().and_then(ArtifactKey::from_hex);
-                let bytes = fields.next().and_then(|bytes| bytes.parse().ok());
-                let (Some(key), Some(bytes)) = (key, bytes) else {
-                    return Err(BundleError::MalformedEntry {
-                        line: line.to_owned(),
-                    });
+                let malformed = || BundleError::MalformedEntry {
+                    line: line.to_owned(),
                 };
-                entries.push((key, bytes));
+                let (key, bytes, function, variant) = parse_entry(entry).ok_or_else(malformed)?;
+                match manifest.artifacts.iter().find(|(k, _)| *k == key) {
+                    Some((_, recorded)) if *recorded != bytes => return Err(malformed()),
+                    Some(_) => {}
+                    None => manifest.artifacts.push((key, bytes)),
+                }
+                manifest.variants.entry(function).or_default().push(variant);
             }
         }
-        Ok(Manifest {
-            compiler: compiler.ok_or(BundleError::Missing("compiler"))?,
-            runtime: runtime.ok_or(BundleError::Missing("runtime"))?,
-            entries,
-        })
+        manifest.compiler = compiler.ok_or(BundleError::Missing("compiler"))?;
+        manifest.runtime = runtime.ok_or(BundleError::Missing("runtime"))?;
+        Ok(manifest)
+    }
+}
+
+/// The fields of one entry line (after `entry\t`).
+fn parse_entry(entry: &str) -> Option<(ArtifactKey, u64, (String, u64), BundledVariant)> {
+    let fields: Vec<&str> = entry.split('\t').collect();
+    let [key, bytes, name, hash, symbol, signature, dynamic, outputs, metadata, target] =
+        fields[..]
+    else {
+        return None;
+    };
+    let key = ArtifactKey::from_hex(key)?;
+    let hex64 = |text: &str| {
+        (text.len() == 16)
+            .then(|| u64::from_str_radix(text, 16).ok())
+            .flatten()
+    };
+    let (hash, target) = (hex64(hash)?, hex64(target)?);
+    let dynamic = match dynamic {
+        "-" => Vec::new(),
+        dims => dims
+            .split(',')
+            .map(|position| {
+                let (arg, dim) = position.split_once('.')?;
+                Some((arg.parse().ok()?, dim.parse().ok()?))
+            })
+            .collect::<Option<_>>()?,
+    };
+    let outputs = match outputs {
+        "-" => None,
+        text => Some(layout_text::decode(text)?),
+    };
+    let metadata = match metadata {
+        "-" => None,
+        text => Some(hex_decode(text)?),
+    };
+    let variant = BundledVariant {
+        key,
+        entry: symbol.to_owned(),
+        signature: signature.to_owned(),
+        dynamic,
+        outputs,
+        metadata,
+        target,
+    };
+    Some((key, bytes.parse().ok()?, (name.to_owned(), hash), variant))
+}
+
+fn hex_encode(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut text, byte| {
+        let _ = write!(text, "{byte:02x}");
+        text
+    })
+}
+
+fn hex_decode(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) || !text.is_ascii() {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
+        .collect()
+}
+
+/// A result [`Layout`] as one manifest field: space-separated tokens, `(`
+/// `[` `{` to open a tuple, list or dict, `)` to close, `k<hex>` a dict key
+/// (its UTF-8 in hex), `T` a tensor leaf, `S` a static one.
+mod layout_text {
+    use std::sync::Arc;
+
+    use jit_cache::{Container, Layout, LayoutBuilder, LayoutVisitor, Leaf};
+
+    use super::{hex_decode, hex_encode};
+
+    pub(super) fn encode(layout: &Layout) -> String {
+        struct Writer(Vec<String>);
+        impl LayoutVisitor for Writer {
+            fn open(&mut self, container: Container) {
+                self.0.push(
+                    match container {
+                        Container::Tuple => "(",
+                        Container::List => "[",
+                        Container::Dict => "{",
+                    }
+                    .to_owned(),
+                );
+            }
+            fn key(&mut self, key: &Arc<str>) {
+                self.0.push(format!("k{}", hex_encode(key.as_bytes())));
+            }
+            fn leaf(&mut self, leaf: Leaf) {
+                self.0.push(
+                    match leaf {
+                        Leaf::Tensor => "T",
+                        Leaf::Static => "S",
+                    }
+                    .to_owned(),
+                );
+            }
+            fn close(&mut self) {
+                self.0.push(")".to_owned());
+            }
+        }
+        let mut writer = Writer(Vec::new());
+        layout.visit(&mut writer);
+        writer.0.join(" ")
+    }
+
+    pub(super) fn decode(text: &str) -> Option<Layout> {
+        let mut builder = LayoutBuilder::new();
+        for token in text.split(' ') {
+            match token {
+                "(" => builder.open(Container::Tuple),
+                "[" => builder.open(Container::List),
+                "{" => builder.open(Container::Dict),
+                ")" => builder.close(),
+                "T" => builder.leaf(Leaf::Tensor),
+                "S" => builder.leaf(Leaf::Static),
+                key => {
+                    let key = String::from_utf8(hex_decode(key.strip_prefix('k')?)?).ok()?;
+                    builder.key(key)
+                }
+            };
+        }
+        builder.build().ok()
     }
 }
 
@@ -268,20 +454,25 @@ fn read_manifest(path: &Path) -> Result<String, BundleError> {
 }
 
 /// Opens the bundle at `dir` as [`JitRuntime::new`](crate::JitRuntime::new)
-/// does and returns how many artifacts it lists: for the `bundle` fuzz
+/// does and returns how many variants it lists: for the `bundle` fuzz
 /// target, not an API.
 #[doc(hidden)]
 pub fn open_for_fuzzing(dir: &Path) -> Result<usize, BundleError> {
-    Bundle::open(dir).map(|bundle| bundle.len())
+    Bundle::open(dir).map(|bundle| bundle.variants.values().map(Vec::len).sum())
 }
 
-/// One artifact to export.
+/// One variant to export.
 pub(crate) struct Export<'a> {
-    pub(crate) function: &'a str,
-    pub(crate) signature: String,
+    pub(crate) function: &'a FunctionId,
+    pub(crate) signature: &'a Signature,
+    pub(crate) entry: &'a str,
     pub(crate) key: ArtifactKey,
-    /// The artifact, read back (and authenticated) from the disk cache.
-    pub(crate) artifact: Vec<u8>,
+    pub(crate) outputs: Option<&'a Layout>,
+    pub(crate) metadata: Option<&'a [u8]>,
+    pub(crate) target: &'a str,
+    /// The artifact, read back (and authenticated) from the disk cache
+    /// (once per key: the variants of a batch share it).
+    pub(crate) artifact: Arc<Vec<u8>>,
 }
 
 /// What [`JitRuntime::export_artifacts`](crate::JitRuntime::export_artifacts)
@@ -291,6 +482,8 @@ pub(crate) struct Export<'a> {
 pub struct ExportSummary {
     /// Artifacts written.
     pub artifacts: usize,
+    /// Variants they hold (a `precompile` batch's artifact holds several).
+    pub variants: usize,
     /// Their bytes (entries, headers included).
     pub bytes: u64,
     /// Compiled variants with no entry on disk to copy (the disk cache was
@@ -314,25 +507,55 @@ pub(crate) fn write(
         iree_safe::IREE_RUNTIME_BUILD
     );
     let mut summary = ExportSummary::default();
+    let mut written: HashMap<ArtifactKey, u64> = HashMap::new();
     for export in exports {
-        if !store.insert(&export.key, &export.artifact) {
-            skipped += 1;
-            continue;
-        }
-        let bytes = store
-            .entry_path(&export.key)
-            .and_then(|path| fs::metadata(path).ok())
-            .map_or(0, |metadata| metadata.len());
+        let bytes = match written.get(&export.key) {
+            Some(&bytes) => bytes,
+            None => {
+                if !store.insert(&export.key, &export.artifact) {
+                    skipped += 1;
+                    continue;
+                }
+                let bytes = store
+                    .entry_path(&export.key)
+                    .and_then(|path| fs::metadata(path).ok())
+                    .map_or(0, |metadata| metadata.len());
+                written.insert(export.key, bytes);
+                summary.artifacts += 1;
+                summary.bytes += bytes;
+                bytes
+            }
+        };
         let field = |text: &str| text.replace(['\t', '\n'], " ");
+        let dynamic: Vec<String> = export
+            .signature
+            .args()
+            .iter()
+            .enumerate()
+            .flat_map(|(arg, spec)| {
+                (0..spec.rank())
+                    .filter(move |&dim| spec.is_dynamic(dim))
+                    .map(move |dim| format!("{arg}.{dim}"))
+            })
+            .collect();
         let _ = writeln!(
             manifest,
-            "entry\t{}\t{bytes}\t{}\t{}",
+            "entry\t{}\t{bytes}\t{}\t{:016x}\t{}\t{}\t{}\t{}\t{}\t{:016x}",
             export.key.hex(),
-            field(export.function),
-            field(&export.signature)
+            field(export.function.name()),
+            export.function.definition_hash(),
+            export.entry,
+            field(&export.signature.to_string()),
+            if dynamic.is_empty() {
+                "-".to_owned()
+            } else {
+                dynamic.join(",")
+            },
+            export.outputs.map_or("-".to_owned(), layout_text::encode),
+            export.metadata.map_or("-".to_owned(), hex_encode),
+            stable_hash(export.target.as_bytes()),
         );
-        summary.artifacts += 1;
-        summary.bytes += bytes;
+        summary.variants += 1;
     }
     summary.skipped = skipped;
     // Written whole under a temporary name (mode 0600, like the entries:
@@ -362,24 +585,52 @@ mod tests {
 
     #[test]
     fn manifests_list_keys_and_sizes_and_nothing_else_passes() {
-        let parsed =
-            Manifest::parse(&manifest(&format!("entry\t{KEY}\t98\tf\t(f32[2])\n"))).unwrap();
+        let line = |key: &str, bytes: &str, hash: &str, dims: &str, outputs: &str, meta: &str| {
+            format!("entry\t{key}\t{bytes}\tf\t{hash}\tf__b0\t(f32[?])\t{dims}\t{outputs}\t{meta}\t{hash}")
+        };
+        let hash = "00000000000000ff";
+        let keyed = "{ k6b T k77 ( T S ) )";
+        let text = format!(
+            "{}\n{}\n",
+            line(KEY, "98", hash, "0.0", keyed, "0aff"),
+            line(KEY, "98", hash, "-", "-", "-")
+        );
+        let parsed = Manifest::parse(&manifest(&text)).unwrap();
         assert_eq!((&*parsed.compiler, &*parsed.runtime), ("c @ 1", "r"));
-        assert_eq!(parsed.entries, [(ArtifactKey::from_hex(KEY).unwrap(), 98)]);
+        let key = ArtifactKey::from_hex(KEY).unwrap();
+        assert_eq!(parsed.artifacts, [(key, 98)], "one artifact, two variants");
+        let variants = &parsed.variants[&("f".to_owned(), 0xff)];
+        assert_eq!(variants.len(), 2);
+        assert_eq!(variants[0].dynamic, [(0, 0)]);
+        assert_eq!(variants[0].metadata.as_deref(), Some(&[0x0a, 0xff][..]));
+        let outputs = variants[0].outputs.as_ref().expect("a layout");
+        assert_eq!(outputs.to_string(), "{k: T, w: (T, S)}");
+        assert_eq!(layout_text::encode(outputs), keyed);
+        assert_eq!((variants[1].dynamic.len(), variants[1].target), (0, 0xff));
         for line in [
-            format!("entry\t../../{}\t98", &KEY[6..]),
-            format!("entry\t{}\t98", KEY.to_uppercase()),
-            format!("entry\t{KEY}\t-1"),
-            format!("entry\t{KEY}"),
+            line(&format!("../../{}", &KEY[6..]), "98", hash, "-", "-", "-"),
+            line(&KEY.to_uppercase(), "98", hash, "-", "-", "-"),
+            line(KEY, "-1", hash, "-", "-", "-"),
+            line(KEY, "98", "ff", "-", "-", "-"),
+            line(KEY, "98", hash, "0", "-", "-"),
+            line(KEY, "98", hash, "-", "( T", "-"),
+            line(KEY, "98", hash, "-", "k", "-"),
+            line(KEY, "98", hash, "-", "-", "abc"),
+            format!("entry\t{KEY}\t98"),
+            format!(
+                "{}\n{}",
+                line(KEY, "98", hash, "-", "-", "-"),
+                line(KEY, "99", hash, "-", "-", "-")
+            ),
         ] {
             let error = Manifest::parse(&manifest(&line)).unwrap_err();
             assert!(
-                matches!(&error, BundleError::MalformedEntry { line: l } if *l == line),
+                matches!(&error, BundleError::MalformedEntry { line: l } if line.ends_with(l.as_str())),
                 "{line}: {error}"
             );
         }
         assert!(matches!(
-            Manifest::parse("sheaf-jit bundle 2\n"),
+            Manifest::parse("sheaf-jit bundle 1\n"),
             Err(BundleError::UnknownFormat)
         ));
         let missing = Manifest::parse(&format!("{FORMAT}\nruntime r\n")).unwrap_err();

@@ -1,5 +1,7 @@
-//! The compile pipeline of one variant: lower, key, fetch (artifact
-//! bundles, then the disk cache, then the remote cache) or compile, load.
+//! The compile pipeline of one variant: lower (on the calling thread, with
+//! the caller's state), then key, fetch (artifact bundles, then the disk
+//! cache, then the remote cache) or compile, and load (on whichever thread
+//! compiles: only the owned [`Lowering`] crosses to it).
 //!
 //! The compiler is loaded on the first artifact that must really be
 //! compiled, not before: a program served entirely from its disk cache (or
@@ -12,12 +14,14 @@ use std::sync::{Arc, OnceLock};
 use iree_safe::compiler::{self, CompileError, CompilerChoice, CompilerPreference};
 use iree_safe::{Function, TrustedVmfb};
 use jit_cache::store::{
-    ArtifactKey, ArtifactStore, BuildError, KeyParts, RemoteStats, StoreStats, VerifiedArtifact,
+    ArtifactKey, ArtifactStore, BuildError, Fetched, KeyParts, RemoteStats, StoreStats,
+    VerifiedArtifact,
 };
 use jit_cache::{ErrorChain, Signature};
 
 use crate::bundle::Bundle;
-use crate::error::VariantError;
+use crate::dispatch::ArtifactSource;
+use crate::error::{LoweringError, VariantError};
 use crate::function::{JitFunction, Metadata};
 use crate::lowering::{Lowered, LoweringContext};
 use crate::target::Placement;
@@ -45,14 +49,63 @@ enum Step {
     Compile(CompileError),
 }
 
-/// What the pipeline works on: one signature of one function, compiled for
-/// one placement.
-pub(crate) struct Job<'a, M> {
-    pub(crate) function: &'a JitFunction<M>,
-    pub(crate) signature: &'a Signature,
-    /// The call's argument values, when there is a call.
-    pub(crate) values: Option<&'a [Value]>,
-    pub(crate) placement: &'a Placement,
+/// A variant a bundle served, and the generalization of the call's
+/// signature it was compiled for, when it is not the one asked for.
+pub(crate) struct Bundled {
+    pub(crate) variant: Variant,
+    pub(crate) generalization: Option<Signature>,
+}
+
+/// One signature of one function, lowered: what crosses from the calling
+/// thread (which lowered it, with the caller's own state) to the thread
+/// that compiles it. Everything in it is owned and `Send`.
+#[derive(Debug)]
+pub(crate) struct Lowering {
+    /// The function's name and the signature, for errors and the bundle.
+    pub(crate) function: String,
+    pub(crate) signature: String,
+    /// The entry function's symbol in `functions`.
+    pub(crate) entry: String,
+    /// The lowering's top-level operations (no `module { }` around them).
+    pub(crate) functions: String,
+    /// The module around them, for one variant alone.
+    pub(crate) module: String,
+    pub(crate) outputs: Option<jit_cache::Layout>,
+    pub(crate) metadata: Metadata,
+    /// The metadata as a bundle records it, when the function has a codec.
+    pub(crate) metadata_bytes: Option<Arc<[u8]>>,
+}
+
+/// Runs `lower` for `signature` of `function`, with `entry` as the entry
+/// symbol, on the calling thread.
+pub(crate) fn lower<M: Send + Sync + 'static>(
+    function: &JitFunction<M>,
+    lower: impl FnOnce(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>,
+    signature: &Signature,
+    values: Option<&[Value]>,
+    entry: &str,
+) -> Result<Lowering, VariantError> {
+    let context = LoweringContext::new(function.name(), signature, values, entry);
+    let Lowered {
+        mlir,
+        outputs,
+        metadata,
+    } = lower(&context).map_err(|source| VariantError::Lowering {
+        function: function.name().to_owned(),
+        signature: signature.to_string(),
+        source,
+    })?;
+    let metadata = Arc::new(metadata) as Metadata;
+    Ok(Lowering {
+        function: function.name().to_owned(),
+        signature: signature.to_string(),
+        entry: entry.to_owned(),
+        module: function.entry_module(&mlir),
+        functions: mlir,
+        outputs,
+        metadata_bytes: function.encode_metadata(&metadata).map(Arc::from),
+        metadata,
+    })
 }
 
 impl Pipeline {
@@ -95,18 +148,38 @@ impl Pipeline {
         self.compiler.get()?.as_ref().ok()
     }
 
-    /// The compiler's build, for keys.
+    /// The compiler's build, for keys: the installed compiler's (recorded
+    /// in the disk cache for later), else, with no compiler to ask, the one
+    /// the disk cache recorded, else the first bundle's (so their artifacts
+    /// still serve, and export again).
     pub(crate) fn identity(&self) -> Option<&str> {
         self.identity
             .get_or_init(|| match compiler::compiler_identity(self.preference.clone()) {
-                Ok(identity) => Some(identity),
+                Ok(identity) => {
+                    self.store.record_builder(&identity);
+                    Some(identity)
+                }
                 Err(error) => {
-                    tracing::warn!(
-                        target: "sheaf_jit",
-                        error = %ErrorChain(&error),
-                        "cannot identify the IREE compiler; compiled artifacts are not cached on disk"
-                    );
-                    None
+                    let recorded = self.store.recorded_builder().or_else(|| {
+                        Some(self.bundles.first()?.compiler().to_owned())
+                    });
+                    let error = ErrorChain(&error);
+                    match &recorded {
+                        Some(identity) => tracing::info!(
+                            target: "sheaf_jit",
+                            %error,
+                            compiler = %identity,
+                            "cannot identify the IREE compiler ({error}); serving the artifacts \
+                             of `{identity}` that the disk cache or a bundle holds"
+                        ),
+                        None => tracing::warn!(
+                            target: "sheaf_jit",
+                            %error,
+                            "cannot identify the IREE compiler ({error}); compiled artifacts \
+                             are not cached on disk"
+                        ),
+                    }
+                    recorded
                 }
             })
             .as_deref()
@@ -120,91 +193,130 @@ impl Pipeline {
         self.store.remote_stats()
     }
 
-    /// The artifact of `key` from the disk cache, authenticated (for
-    /// export); `None` when the store is disabled or has no good entry.
+    /// The artifact of `key` from the disk cache or a bundle,
+    /// authenticated (for export); `None` when neither has a good entry.
     pub(crate) fn read_entry(&self, key: &ArtifactKey) -> Option<Vec<u8>> {
-        self.store.fetch(key, |artifact| {
-            Ok::<_, std::convert::Infallible>(artifact.bytes().to_vec())
-        })
+        let bytes = |artifact: VerifiedArtifact<'_>| artifact.bytes().to_vec();
+        self.store
+            .fetch(key, |artifact| {
+                Ok::<_, std::convert::Infallible>(bytes(artifact))
+            })
+            .or_else(|| {
+                self.bundles
+                    .iter()
+                    .find_map(|bundle| bundle.fetch(key, |artifact| Ok(bytes(artifact))))
+            })
     }
 
-    /// Lowers, fetches or compiles, and loads one variant.
-    pub(crate) fn variant<M: Send + Sync + 'static>(
+    /// Fetches (from a bundle, the disk cache or the remote cache) or
+    /// compiles `lowering` for `placement`, and loads it.
+    pub(crate) fn variant(
         &self,
-        job: &Job<'_, M>,
+        lowering: &Lowering,
+        placement: &Placement,
     ) -> Result<Variant, VariantError> {
-        let function = job.function;
-        let (name, signature) = (function.name(), job.signature.to_string());
-        let entry_name = function.entry_symbol();
-        let lowered = lower(job, entry_name)?;
-        let module = function.entry_module(&lowered.mlir);
-        let runtime = &job.placement.runtime;
+        let runtime = &placement.runtime;
+        let entry_name = lowering.entry.as_str();
         let load = |artifact: VerifiedArtifact<'_>| -> Result<Function, iree_safe::Error> {
             runtime.load(trusted(artifact))?.function(entry_name)
         };
         let found = self.bundles.iter().find_map(|bundle| {
+            let key = self.key(&lowering.module, bundle.compiler(), placement);
             bundle
-                .fetch(&self.key(&module, bundle.compiler(), job.placement), load)
-                .map(|entry| (entry, None))
+                .fetch(&key, load)
+                .map(|entry| (entry, ArtifactSource::Bundle, Some(key)))
         });
-        let (entry, key) = match found {
+        let (entry, source, key) = match found {
             Some(found) => found,
-            None => self.fetch_or_compile(&module, job.placement, load, (name, &signature))?,
+            None => self.fetch_or_compile(
+                &lowering.module,
+                placement,
+                load,
+                (&lowering.function, &lowering.signature),
+            )?,
         };
-        Ok(Variant {
-            bytes: entry.module().artifact_bytes(),
-            entry,
-            metadata: lowered.metadata,
-            outputs: lowered.outputs,
-            key,
+        Ok(Variant::new(entry, lowering, key, (source, placement)))
+    }
+
+    /// The variant an artifact bundle lists for `function` compiled for
+    /// `target` (or a generalization of the call's `signature`) on
+    /// `placement`, loaded without lowering; `None` when no bundle has one
+    /// whose metadata can be had without the lowering.
+    pub(crate) fn bundled<M: Send + Sync + 'static>(
+        &self,
+        function: &JitFunction<M>,
+        (target, signature): (&Signature, &Signature),
+        placement: &Placement,
+    ) -> Option<Bundled> {
+        let id = (function.name(), function.id().definition_hash());
+        self.bundles.iter().find_map(|bundle| {
+            let (found, generalization) =
+                bundle.find(id, (target, signature), &placement.target_identity)?;
+            let metadata = function.metadata_from(found.metadata.as_deref())?;
+            let entry = bundle.fetch(&found.key, |artifact| {
+                placement
+                    .runtime
+                    .load(trusted(artifact))?
+                    .function(&found.entry)
+            })?;
+            let variant = Variant {
+                bytes: entry.module().artifact_bytes(),
+                entry,
+                metadata,
+                outputs: found.outputs.clone(),
+                key: Some(found.key),
+                source: ArtifactSource::Bundle,
+                metadata_bytes: found.metadata.as_deref().map(Arc::from),
+                target: Arc::from(placement.target_identity.as_str()),
+            };
+            Some(Bundled {
+                variant,
+                generalization,
+            })
         })
     }
 
-    /// Lowers several signatures, of one function or several, into one
-    /// module and compiles it in one compiler invocation (or fetches it from
-    /// the disk cache): IREE's fixed cost per compile is paid once. Each
-    /// variant's entry is `<entry_symbol>__b<i>`; the variants share the
-    /// module, which is unloaded with the last of them. Batched artifacts
-    /// are not exported to bundles (their key covers the whole batch).
-    pub(crate) fn batch<M: Send + Sync + 'static>(
+    /// Compiles several lowered signatures, of one function or several, as
+    /// one module in one compiler invocation (or fetches it from the disk
+    /// cache): IREE's fixed cost per compile is paid once. Each lowering's
+    /// entry must be unique in the batch (`<entry_symbol>__b<i>`); the
+    /// variants share the module, which is unloaded with the last of them,
+    /// and the artifact's key (exported to bundles as one entry that
+    /// serves them all).
+    pub(crate) fn batch(
         &self,
-        jobs: &[Job<'_, M>],
+        lowerings: &[Lowering],
+        placement: &Placement,
     ) -> Result<Vec<Variant>, VariantError> {
-        let Some(placement) = jobs.first().map(|job| job.placement) else {
+        if lowerings.is_empty() {
             return Ok(Vec::new());
-        };
+        }
         let mut functions = String::new();
-        let mut entries = Vec::with_capacity(jobs.len());
-        let mut lowered = Vec::with_capacity(jobs.len());
-        for (i, job) in jobs.iter().enumerate() {
-            let entry = format!("{}__b{i}", job.function.entry_symbol());
-            let variant = lower(job, &entry)?;
-            functions.push_str(&variant.mlir);
+        for lowering in lowerings {
+            functions.push_str(&lowering.functions);
             functions.push('\n');
-            entries.push(entry);
-            lowered.push(variant);
         }
         let module = format!("module @jit_batch {{\n{functions}}}\n");
         let load = |artifact: VerifiedArtifact<'_>| -> Result<Vec<Function>, iree_safe::Error> {
             let module = placement.runtime.load(trusted(artifact))?;
-            entries.iter().map(|entry| module.function(entry)).collect()
+            lowerings
+                .iter()
+                .map(|lowering| module.function(&lowering.entry))
+                .collect()
         };
-        let names: Vec<&str> = jobs.iter().map(|job| job.function.name()).collect();
-        let what = format!("a batch of {} signatures", jobs.len());
-        let (loaded, _key) =
+        let names: Vec<&str> = lowerings.iter().map(|l| l.function.as_str()).collect();
+        let what = format!("a batch of {} signatures", lowerings.len());
+        let (loaded, source, key) =
             self.fetch_or_compile(&module, placement, load, (&names.join(", "), &what))?;
         let share = loaded
             .first()
             .map_or(0, |entry| entry.module().artifact_bytes() / loaded.len());
         Ok(loaded
             .into_iter()
-            .zip(lowered)
-            .map(|(entry, lowered)| Variant {
-                entry,
-                metadata: lowered.metadata,
-                outputs: lowered.outputs,
-                key: None,
+            .zip(lowerings)
+            .map(|(entry, lowering)| Variant {
                 bytes: share,
+                ..Variant::new(entry, lowering, key, (source, placement))
             })
             .collect())
     }
@@ -228,7 +340,7 @@ impl Pipeline {
         placement: &Placement,
         load: impl Fn(VerifiedArtifact<'_>) -> Result<V, iree_safe::Error>,
         (function, signature): (&str, &str),
-    ) -> Result<(V, Option<ArtifactKey>), VariantError> {
+    ) -> Result<(V, ArtifactSource, Option<ArtifactKey>), VariantError> {
         let key = self
             .identity()
             .map(|compiler| self.key(module, compiler, placement));
@@ -240,7 +352,7 @@ impl Pipeline {
                 .map_err(Step::Compile)?;
             Ok(artifact.into_bytes())
         };
-        let (loaded, _) = self
+        let (loaded, fetched) = self
             .store
             .fetch_or_build(key.as_ref(), load, compile)
             .map_err(|error| match error {
@@ -260,7 +372,12 @@ impl Pipeline {
                     source,
                 },
             })?;
-        Ok((loaded, key))
+        let source = match fetched {
+            Fetched::Disk => ArtifactSource::DiskCache,
+            Fetched::Remote => ArtifactSource::RemoteCache,
+            Fetched::Built => ArtifactSource::Compiler,
+        };
+        Ok((loaded, source, key))
     }
 }
 
@@ -278,20 +395,4 @@ fn trusted(artifact: VerifiedArtifact<'_>) -> TrustedVmfb<'_> {
     // jit-cache `store/verified.rs`): our compiler's output, or an entry
     // authenticated under a secret only trusted parties hold.
     unsafe { TrustedVmfb::new_unchecked(artifact.bytes()) }
-}
-
-/// Runs `job`'s lowering with `entry` as the entry symbol.
-fn lower<M: Send + Sync + 'static>(
-    job: &Job<'_, M>,
-    entry: &str,
-) -> Result<Lowered<Metadata>, VariantError> {
-    let function = job.function;
-    let context = LoweringContext::new(function.name(), job.signature, job.values, entry);
-    function
-        .lower(&context)
-        .map_err(|source| VariantError::Lowering {
-            function: function.name().to_owned(),
-            signature: job.signature.to_string(),
-            source,
-        })
 }

@@ -14,6 +14,43 @@ use crate::error::JitError;
 use crate::value::Value;
 use crate::variant::Variant;
 
+/// Where a variant's compiled artifact came from, when it was loaded: the
+/// compiler ran, or it was found in the disk cache, the remote cache or an
+/// artifact bundle. A hit reports the source of the variant it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ArtifactSource {
+    /// The compiler built it in this process.
+    Compiler,
+    /// This user's disk cache had it.
+    DiskCache,
+    /// The remote artifact cache had it.
+    RemoteCache,
+    /// An artifact bundle had it.
+    Bundle,
+}
+
+impl ArtifactSource {
+    /// Every source, in the order the profile reports them.
+    pub const ALL: [ArtifactSource; 4] = [
+        ArtifactSource::Compiler,
+        ArtifactSource::DiskCache,
+        ArtifactSource::RemoteCache,
+        ArtifactSource::Bundle,
+    ];
+}
+
+impl std::fmt::Display for ArtifactSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ArtifactSource::Compiler => "compiler",
+            ArtifactSource::DiskCache => "disk cache",
+            ArtifactSource::RemoteCache => "remote cache",
+            ArtifactSource::Bundle => "bundle",
+        })
+    }
+}
+
 /// Results of compiled code, with the variant that produced them.
 #[derive(Debug)]
 pub struct Compiled<M = ()> {
@@ -70,6 +107,16 @@ impl<M> Compiled<M> {
     pub fn module(&self) -> &iree_safe::Module {
         self.variant.entry.module()
     }
+
+    /// Where the artifact of the variant that ran came from.
+    pub fn source(&self) -> ArtifactSource {
+        self.variant.source
+    }
+
+    /// The outputs and the variant's metadata, without copying either.
+    pub fn into_parts(self) -> (Vec<Value>, Arc<M>) {
+        (self.outputs, self.metadata)
+    }
 }
 
 /// The outcome of [`JitRuntime::dispatch`](crate::JitRuntime::dispatch).
@@ -124,6 +171,12 @@ impl<M> CallResult<M> {
     /// variants of a [`precompile`](crate::JitRuntime::precompile) batch).
     pub fn module(&self) -> Option<&iree_safe::Module> {
         Some(self.variant.as_ref()?.0.entry.module())
+    }
+
+    /// Where the artifact of the variant that ran came from, when compiled
+    /// code ran.
+    pub fn source(&self) -> Option<ArtifactSource> {
+        Some(self.variant.as_ref()?.0.source)
     }
 }
 

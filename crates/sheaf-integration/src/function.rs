@@ -1,5 +1,7 @@
-//! What the runtime knows about a function: its identity and how to lower
-//! it. Its interpreter stays with the caller (see `JitRuntime::dispatch`).
+//! What the runtime knows about a function: its identity, how to lower it
+//! (or that each call brings its lowering), its compile mode, and how its
+//! metadata travels in a bundle. Its interpreter stays with the caller (see
+//! `JitRuntime::dispatch`).
 
 use std::any::Any;
 use std::fmt;
@@ -7,6 +9,7 @@ use std::sync::Arc;
 
 use jit_cache::{FunctionId, Signature};
 
+use crate::config::CompileMode;
 use crate::error::LoweringError;
 use crate::lowering::{entry_symbol, Lowered, LoweringContext};
 
@@ -29,7 +32,24 @@ pub type LowerFn<M> =
 pub struct JitFunction<M = ()> {
     id: FunctionId,
     entry: Arc<str>,
-    lower: Arc<LowerFn<M>>,
+    /// `None` for a function lowered per call
+    /// ([`JitRuntime::dispatch_with`](crate::JitRuntime::dispatch_with)).
+    lower: Option<Arc<LowerFn<M>>>,
+    mode: Option<CompileMode>,
+    codec: Option<MetadataCodec<M>>,
+}
+
+/// How a function's metadata is written into an exported bundle and read
+/// back from it, so the bundle serves the function without lowering it.
+pub(crate) struct MetadataCodec<M> {
+    pub(crate) encode: fn(&M) -> Vec<u8>,
+    pub(crate) decode: fn(&[u8]) -> Option<M>,
+}
+
+impl<M> Clone for MetadataCodec<M> {
+    fn clone(&self) -> Self {
+        MetadataCodec { ..*self }
+    }
 }
 
 impl<M: Send + Sync + 'static> JitFunction<M> {
@@ -77,6 +97,23 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
         Self::with_id(FunctionId::new(name, definition_hash), lower)
     }
 
+    /// A function called `name` whose definition hashes to
+    /// `definition_hash`, with no lowering of its own: each call brings it,
+    /// through [`JitRuntime::dispatch_with`](crate::JitRuntime::dispatch_with),
+    /// run on the caller's thread and free to borrow the caller's state
+    /// (its IR, its values, its function registry), `Send` or not.
+    ///
+    /// ```
+    /// use sheaf_integration::JitFunction;
+    ///
+    /// let f: JitFunction = JitFunction::lowered_per_call("mlp-layer", 0x5eaf);
+    /// assert_eq!(f.entry_symbol(), "mlp_layer");
+    /// assert!(!f.has_lowering());
+    /// ```
+    pub fn lowered_per_call(name: &str, definition_hash: u64) -> Self {
+        Self::identified(FunctionId::new(name, definition_hash), None)
+    }
+
     fn with_id(
         id: FunctionId,
         lower: impl Fn(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>
@@ -84,6 +121,10 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
             + Sync
             + 'static,
     ) -> Self {
+        Self::identified(id, Some(Arc::new(lower)))
+    }
+
+    fn identified(id: FunctionId, lower: Option<Arc<LowerFn<M>>>) -> Self {
         // The metadata type is part of the identity, exactly (a `TypeId`):
         // the cache erases the type of a variant's metadata, and this is
         // what keeps a function's lookups to the variants its own lowering
@@ -92,8 +133,44 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
         JitFunction {
             entry: entry_symbol(id.name()).into(),
             id,
-            lower: Arc::new(lower),
+            lower,
+            mode: None,
+            codec: None,
         }
+    }
+
+    /// Compiles this function's misses in `mode`, whatever the runtime's
+    /// ([`CompileSettings::mode`](crate::CompileSettings::mode)): e.g.
+    /// [`CompileMode::Blocking`] for a value-and-grad function, or one whose
+    /// interpreted form is slow or disagrees with the compiled one.
+    pub fn with_compile_mode(mut self, mode: CompileMode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// Lets an exported bundle carry this function's metadata, so a process
+    /// serves the function from the bundle without lowering it (functions
+    /// with `()` metadata need no codec). `decode` returning `None` makes
+    /// the entry unusable: the call lowers and compiles instead.
+    ///
+    /// ```
+    /// use sheaf_integration::{JitFunction};
+    ///
+    /// // Metadata: the result's dict keys, written one per line.
+    /// let f: JitFunction<Vec<String>> = JitFunction::lowered_per_call("step", 7)
+    ///     .with_metadata_codec(
+    ///         |keys| keys.join("\n").into_bytes(),
+    ///         |bytes| Some(std::str::from_utf8(bytes).ok()?.lines().map(String::from).collect()),
+    ///     );
+    /// # let _ = f;
+    /// ```
+    pub fn with_metadata_codec(
+        mut self,
+        encode: fn(&M) -> Vec<u8>,
+        decode: fn(&[u8]) -> Option<M>,
+    ) -> Self {
+        self.codec = Some(MetadataCodec { encode, decode });
+        self
     }
 
     /// Declares that the lowering accepts signatures with dynamic dims: an
@@ -113,22 +190,30 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
         self
     }
 
-    /// Runs the lowering (what a compile does first), with its metadata
-    /// type-erased for the cache.
-    pub(crate) fn lower(
-        &self,
-        context: &LoweringContext<'_>,
-    ) -> Result<Lowered<Metadata>, LoweringError> {
-        let Lowered {
-            mlir,
-            outputs,
-            metadata,
-        } = (self.lower)(context)?;
-        Ok(Lowered {
-            mlir,
-            outputs,
-            metadata: Arc::new(metadata) as Metadata,
-        })
+    /// The function's own lowering; `None` for one
+    /// [lowered per call](Self::lowered_per_call).
+    pub(crate) fn lowering(&self) -> Option<&LowerFn<M>> {
+        self.lower.as_deref()
+    }
+
+    /// The metadata of a variant served without lowering, from the bytes a
+    /// bundle recorded: decoded by the function's codec, `()` needs none;
+    /// `None` when it cannot be had without the lowering.
+    pub(crate) fn metadata_from(&self, bytes: Option<&[u8]>) -> Option<Metadata> {
+        match (&self.codec, bytes) {
+            (Some(codec), Some(bytes)) => Some(Arc::new((codec.decode)(bytes)?) as Metadata),
+            _ => (Arc::new(()) as Metadata)
+                .downcast::<M>()
+                .ok()
+                .map(|m| m as Metadata),
+        }
+    }
+
+    /// The bytes a bundle records of `metadata` (a variant's, of this
+    /// function's type), with the function's codec.
+    pub(crate) fn encode_metadata(&self, metadata: &Metadata) -> Option<Vec<u8>> {
+        let codec = self.codec.as_ref()?;
+        Some((codec.encode)(metadata.downcast_ref::<M>()?))
     }
 }
 
@@ -141,9 +226,17 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
     /// # Errors
     ///
     /// The lowering's [`LoweringError`] when it refuses `signature`.
+    /// [`LoweringError`] too for a function
+    /// [lowered per call](Self::lowered_per_call).
     pub fn module_text(&self, signature: &Signature) -> Result<String, LoweringError> {
+        let lower = self.lowering().ok_or_else(|| {
+            LoweringError::new(format!(
+                "`{}` is lowered per call: it has no lowering of its own",
+                self.name()
+            ))
+        })?;
         let context = LoweringContext::new(self.name(), signature, None, &self.entry);
-        Ok(self.entry_module(&self.lower(&context)?.mlir))
+        Ok(self.entry_module(&lower(&context)?.mlir))
     }
 
     /// The module around a lowering's functions.
@@ -166,9 +259,22 @@ impl<M> JitFunction<M> {
 
     /// The entry symbol its lowering is asked to define, made from the name
     /// as Sheaf names its functions (`mlp-layer` → `mlp_layer`, `empty?` →
-    /// `empty_q`).
+    /// `empty_q`; [`entry_symbol`](crate::entry_symbol) of the name).
     pub fn entry_symbol(&self) -> &str {
         &self.entry
+    }
+
+    /// The compile mode given with [`with_compile_mode`](Self::with_compile_mode),
+    /// if any (else the runtime's applies).
+    pub fn compile_mode(&self) -> Option<CompileMode> {
+        self.mode
+    }
+
+    /// Whether the function has a lowering of its own (else each call
+    /// brings one, through
+    /// [`dispatch_with`](crate::JitRuntime::dispatch_with)).
+    pub fn has_lowering(&self) -> bool {
+        self.lower.is_some()
     }
 }
 
@@ -180,7 +286,9 @@ impl<M> Clone for JitFunction<M> {
         JitFunction {
             id: self.id.clone(),
             entry: Arc::clone(&self.entry),
-            lower: Arc::clone(&self.lower),
+            lower: self.lower.clone(),
+            mode: self.mode,
+            codec: self.codec.clone(),
         }
     }
 }
@@ -190,6 +298,8 @@ impl<M> fmt::Debug for JitFunction<M> {
         f.debug_struct("JitFunction")
             .field("id", &self.id)
             .field("metadata", &std::any::type_name::<M>())
+            .field("mode", &self.mode)
+            .field("lowered_per_call", &self.lower.is_none())
             .finish_non_exhaustive()
     }
 }

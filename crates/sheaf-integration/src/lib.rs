@@ -33,7 +33,7 @@
 //!     Dispatched::Compiled(compiled) => {
 //!         println!("{:?}", compiled.provenance);
 //!         // Device outputs feed the next call without a host copy.
-//!         let again = jit.call(&softmax, &compiled.outputs, &t, |args, _| {
+//!         let again = jit.call(&softmax, &compiled.outputs, &t, |args, _, _| {
 //!             reference::interpret_softmax(args, 0.5)
 //!         })?;
 //!         println!("{:?}", again.outputs[0].to_host()?);
@@ -77,13 +77,14 @@ pub use config::{
     JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret, RemoteSettings, UploadSettings,
     DEFAULT_CACHE_FOLDER, ENV_VARIABLES, PROJECT_CACHE_FOLDER,
 };
-pub use dispatch::{CallError, CallResult, Compiled, Dispatched};
+pub use dispatch::{ArtifactSource, CallError, CallResult, Compiled, Dispatched};
 pub use error::{ConfigError, JitError, LoweringError, VariantError};
 pub use function::{JitFunction, LowerFn};
 pub use iree_safe::compiler::{
     CompileError, CompileOptions, CompileTarget, CompilerChoice, CompilerKind, CompilerPreference,
     Diagnostic, Location, Severity,
 };
+pub use iree_safe::{ElementType, MemoryStatistics};
 pub use jit_cache::stable_hash;
 pub use jit_cache::store::{
     BreakerState, RemoteError, RemoteStats, Secret, StoreError, StoreStats,
@@ -91,15 +92,16 @@ pub use jit_cache::store::{
 pub use jit_cache::{
     ArgSpec, ByteSize, CacheConfig, CachePolicy, CacheStats, CapturedScalar, CompileFailure,
     Container, DType, ErrorChain, FallbackReason, FunctionMode, InFlightPolicy, Layout,
-    LayoutBuilder, Leaf, MissReason, Origin, Provenance, Refusal, ScalarValue, Signature,
+    LayoutBuilder, LayoutVisitor, Leaf, MissReason, Origin, Provenance, Refusal, ScalarValue,
+    Signature,
 };
-pub use lowering::{Lowered, LoweringContext};
+pub use lowering::{entry_symbol, Lowered, LoweringContext};
 pub use profile::{Phase, PhaseTotals, ProfileReport};
-pub use runtime::{JitRuntime, Precompile, PrecompileSummary};
+pub use runtime::{CallerLowering, JitRuntime, Precompile, PrecompileSummary};
 pub use target::CPU_FLAGS;
-pub use tensor::{DeviceTensor, HostTensor, Tensor};
+pub use tensor::{DeviceTensor, DeviceTensorExt, HostTensor, Tensor};
 pub use upload::UploadStats;
-pub use value::Value;
+pub use value::{intern_key, Value, INTERNED_KEYS};
 
 /// `half`'s float types, which [`HostTensor`] holds f16 and bf16 data in.
 pub use half::{bf16, f16};

@@ -152,10 +152,16 @@ impl<M> Lowered<M> {
     }
 }
 
-/// The entry symbol Sheaf's naming gives a function: `-` → `_`, `?` → `_q`,
-/// `!` → `_b`, any other character that is not a letter, digit, `_` or `.`
-/// → `_`, and a leading digit prefixed with `_`.
-pub(crate) fn entry_symbol(name: &str) -> String {
+/// The entry symbol Sheaf's naming gives a function called `name` (what
+/// [`JitFunction::entry_symbol`](crate::JitFunction::entry_symbol) and
+/// [`LoweringContext::entry_name`] say, known before any lowering): `-` →
+/// `_`, `?` → `_q`, `!` → `_b`, any other character that is not a letter,
+/// digit, `_` or `.` → `_`, and a leading digit prefixed with `_`.
+///
+/// ```
+/// assert_eq!(sheaf_integration::entry_symbol("empty?"), "empty_q");
+/// ```
+pub fn entry_symbol(name: &str) -> String {
     let mut symbol = String::with_capacity(name.len() + 2);
     if name.chars().next().is_none_or(|c| c.is_ascii_digit()) {
         symbol.push('_');

@@ -8,14 +8,20 @@ use std::time::Duration;
 use jit_cache::store::RemoteStats;
 use jit_cache::CacheStats;
 
+use crate::dispatch::ArtifactSource;
+
 /// A phase of a JIT call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Phase {
-    /// Building the signature and asking the cache, for calls that did not
-    /// compile (hits, fallbacks, and waits for another call's compile).
+    /// Building the signature and asking the cache, up to a miss's
+    /// lowering (a wait for another call's compile included).
     KeyLookup,
-    /// Lowering, compiling and loading a new signature.
+    /// Lowering a new signature (on the calling thread); its count is the
+    /// number of lowerings.
+    Lower,
+    /// Fetching or compiling and loading a new signature (on a compile
+    /// thread in the background).
     Compile,
     /// Copying host arguments to the device.
     InputTransfer,
@@ -27,8 +33,9 @@ pub enum Phase {
     Interpret,
 }
 
-const PHASES: [(Phase, &str); 6] = [
+const PHASES: [(Phase, &str); 7] = [
     (Phase::KeyLookup, "key + lookup"),
+    (Phase::Lower, "lowering"),
     (Phase::Compile, "compile + load"),
     (Phase::InputTransfer, "input transfer"),
     (Phase::Call, "call"),
@@ -36,11 +43,13 @@ const PHASES: [(Phase, &str); 6] = [
     (Phase::Interpret, "interpreter"),
 ];
 
-/// Accumulated time and count per phase; lock-free.
+/// Accumulated time and count per phase, and variants loaded per artifact
+/// source; lock-free.
 #[derive(Debug, Default)]
 pub(crate) struct Profile {
-    nanos: [AtomicU64; 6],
-    counts: [AtomicU64; 6],
+    nanos: [AtomicU64; 7],
+    counts: [AtomicU64; 7],
+    sources: [AtomicU64; 4],
 }
 
 impl Profile {
@@ -48,6 +57,11 @@ impl Profile {
         let index = phase as usize;
         self.nanos[index].fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
         self.counts[index].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a variant loaded from `source`.
+    pub(crate) fn count_source(&self, source: ArtifactSource) {
+        self.sources[source as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn snapshot(&self, cache: CacheStats, remote: Option<RemoteStats>) -> ProfileReport {
@@ -62,8 +76,15 @@ impl Profile {
                 }
             })
             .collect();
+        let sources = ArtifactSource::ALL.map(|source| {
+            (
+                source,
+                self.sources[source as usize].load(Ordering::Relaxed),
+            )
+        });
         ProfileReport {
             phases,
+            sources,
             cache,
             remote,
         }
@@ -87,6 +108,9 @@ pub struct PhaseTotals {
 pub struct ProfileReport {
     /// Time per phase.
     pub phases: Vec<PhaseTotals>,
+    /// Variants loaded, per artifact source: compiler runs, disk cache,
+    /// remote cache and bundle hits (a precompile batch counts once).
+    pub sources: [(ArtifactSource, u64); 4],
     /// The cache's counters (hits, misses, compiles, evictions, fallback
     /// calls, live entries and bytes), per function and in total.
     pub cache: CacheStats,
@@ -103,6 +127,11 @@ impl ProfileReport {
             .iter()
             .find(|p| p.phase == phase)
             .expect("every phase is reported")
+    }
+
+    /// Variants loaded from `source`.
+    pub fn loaded_from(&self, source: ArtifactSource) -> u64 {
+        self.sources[source as usize].1
     }
 }
 
@@ -124,6 +153,11 @@ impl fmt::Display for ProfileReport {
                 totals.total, totals.count, mean
             )?;
         }
+        write!(f, "  artifacts loaded from:")?;
+        for (source, count) in self.sources {
+            write!(f, " {source} {count};")?;
+        }
+        writeln!(f)?;
         write!(f, "{}", self.cache)?;
         match &self.remote {
             Some(remote) => writeln!(f, "{remote}"),

@@ -2,24 +2,29 @@
 //! on), the compile pipeline, the upload cache and the bounded cache policy,
 //! for the whole process.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use iree_safe::compiler::{CompileOptions, CompilerChoice};
-use jit_cache::store::{ArtifactStore, RedisStore, RemoteStats, RemoteTier, Secret, StoreStats};
+use iree_safe::MemoryStatistics;
+use jit_cache::store::{
+    ArtifactKey, ArtifactStore, RedisStore, RemoteStats, RemoteTier, Secret, StoreStats,
+};
 use jit_cache::{
     CacheStats, CapturedScalar, CompileFailure, Dispatch, ErrorChain, FallbackReason, JitCache,
-    Provenance, Signature,
+    Prepared, Provenance, Signature,
 };
 use smallvec::SmallVec;
 
 use crate::bundle::{self, Bundle, BundleError, Export, ExportSummary};
-use crate::compile::{Job, Pipeline};
+use crate::compile::{self, Lowering, Pipeline};
 use crate::config::{CompileMode, JitConfig, RemoteSecret, UploadSettings};
-use crate::dispatch::{CallError, CallResult, Compiled, Dispatched};
-use crate::error::{ConfigError, JitError};
+use crate::dispatch::{ArtifactSource, CallError, CallResult, Compiled, Dispatched};
+use crate::error::{ConfigError, JitError, LoweringError, VariantError};
 use crate::function::JitFunction;
+use crate::lowering::{Lowered, LoweringContext};
 use crate::profile::{Phase, Profile, ProfileReport};
 use crate::target::Placement;
 use crate::tensor::{scalar_to_device, DeviceTensor, HostTensor, Tensor};
@@ -41,7 +46,7 @@ use crate::variant::Variant;
 /// let jit = JitRuntime::new(JitConfig::from_env()?)?;
 /// let sigmoid = reference::sigmoid();
 /// let x = Value::host(ArrayD::<f32>::zeros(ndarray::IxDyn(&[1, 5])));
-/// let result = jit.call(&sigmoid, &[x], &[], |args, _why| reference::interpret_sigmoid(args))?;
+/// let result = jit.call(&sigmoid, &[x], &[], |args, _captured, _why| reference::interpret_sigmoid(args))?;
 /// println!("{:?} via {:?}", result.outputs[0].to_host()?, result.provenance);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -63,51 +68,98 @@ struct Inner {
     /// first use (`None` when the primary is a CPU or fallback is off).
     cpu: Option<CpuFallback>,
     profile: Profile,
+    profile_at_exit: bool,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.profile_at_exit {
+            let remote = self.pipeline.remote_stats();
+            eprintln!("{}", self.profile.snapshot(self.cache.stats(), remote));
+        }
+    }
 }
 
 impl Inner {
-    /// Lowers, compiles (or fetches) and loads one signature: for the
-    /// primary device, then for the CPU when that fails on a GPU.
-    fn compile<M: Send + Sync + 'static>(
+    /// Lowers `signature` of `function` with `lower` on the calling thread
+    /// (a refusal is the signature's failure, not a compile).
+    fn lower<M: Send + Sync + 'static>(
         &self,
         function: &JitFunction<M>,
+        lower: impl FnOnce(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>,
         signature: &Signature,
-        values: Option<&[Value]>,
-    ) -> Result<Variant, CompileFailure> {
-        let inner = self;
-        let job = |placement| Job {
+        values: &[Value],
+    ) -> Result<Lowering, CompileFailure> {
+        let start = Instant::now();
+        let lowered = compile::lower(
             function,
+            lower,
             signature,
-            values,
-            placement,
-        };
-        let primary = inner.pipeline.variant(&job(&inner.primary));
-        let error = match (primary, &inner.cpu) {
+            Some(values),
+            function.entry_symbol(),
+        );
+        self.profile.record(Phase::Lower, start.elapsed());
+        lowered.map_err(CompileFailure::refused)
+    }
+
+    /// Fetches or compiles and loads `lowering`: for the primary device,
+    /// then for the CPU when that fails on a GPU.
+    fn compile(&self, lowering: &Lowering) -> Result<Variant, CompileFailure> {
+        let start = Instant::now();
+        let variant = self.compile_on_some_device(lowering);
+        self.profile.record(Phase::Compile, start.elapsed());
+        if let Ok(variant) = &variant {
+            self.profile.count_source(variant.source);
+        }
+        variant
+    }
+
+    fn compile_on_some_device(&self, lowering: &Lowering) -> Result<Variant, CompileFailure> {
+        let error = match (self.pipeline.variant(lowering, &self.primary), &self.cpu) {
             (Ok(variant), _) => return Ok(variant),
             (Err(error), None) => return Err(CompileFailure::new(error)),
-            (Err(error), Some(_)) if matches!(error, crate::VariantError::Lowering { .. }) => {
-                return Err(CompileFailure::new(error))
-            }
             (Err(error), Some(_)) => error,
         };
         // A CPU that cannot be opened was logged when that failed.
-        let Some(Ok((cpu, _))) = inner.cpu.as_ref().map(CpuFallback::placement) else {
+        let Some(Ok((cpu, _))) = self.cpu.as_ref().map(CpuFallback::placement) else {
             return Err(CompileFailure::new(error));
         };
         let error = ErrorChain(&error);
+        let (function, signature) = (&lowering.function, &lowering.signature);
         tracing::warn!(
             target: "sheaf_jit",
-            function = %function.name(),
-            signature = %signature,
+            %function,
+            %signature,
             %error,
-            "{}{signature}: cannot run on `{}` ({error}); compiling it for the CPU",
-            function.name(),
-            inner.primary.runtime.device().uri()
+            "{function}{signature}: cannot run on `{}` ({error}); compiling it for the CPU",
+            self.primary.runtime.device().uri()
         );
-        inner
-            .pipeline
-            .variant(&job(cpu))
+        self.pipeline
+            .variant(lowering, cpu)
             .map_err(CompileFailure::new)
+    }
+
+    /// The variant an artifact bundle holds for `target` of `function`, or
+    /// for a generalization of the call's `signature` (then cached under
+    /// that generalization too, and `target` gets an alias of it), loaded
+    /// without lowering; `None` when no bundle serves the call.
+    fn served_by_bundle<M: Send + Sync + 'static>(
+        &self,
+        function: &JitFunction<M>,
+        target: &Signature,
+        signature: &Signature,
+    ) -> Option<Variant> {
+        let served = self
+            .pipeline
+            .bundled(function, (target, signature), &self.primary)?;
+        self.profile.count_source(ArtifactSource::Bundle);
+        let Some(general) = served.generalization else {
+            return Some(served.variant);
+        };
+        let alias = served.variant.alias();
+        self.cache
+            .insert(function.id(), &general, served.variant, Duration::ZERO);
+        Some(alias)
     }
 }
 
@@ -143,12 +195,29 @@ fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
 
 /// One call to compile ahead with [`JitRuntime::precompile`]: a function and
 /// example arguments.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Precompile<'a, M = ()> {
     function: &'a JitFunction<M>,
     args: &'a [Value],
     captured: &'a [CapturedScalar],
+    lower: Option<&'a CallerLowering<'a, M>>,
 }
+
+impl<M> std::fmt::Debug for Precompile<'_, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Precompile")
+            .field("function", self.function)
+            .field("args", &self.args)
+            .field("captured", &self.captured)
+            .field("lowered_by_caller", &self.lower.is_some())
+            .finish()
+    }
+}
+
+/// A lowering the caller passes with a call (it may borrow the caller's
+/// state, `Send` or not).
+pub type CallerLowering<'a, M> =
+    dyn Fn(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError> + 'a;
 
 impl<'a, M> Precompile<'a, M> {
     /// `function` called with `args` (only their signature, and the values
@@ -158,6 +227,16 @@ impl<'a, M> Precompile<'a, M> {
             function,
             args,
             captured: &[],
+            lower: None,
+        }
+    }
+
+    /// Lowered by `lower` instead of the function's own lowering (needed
+    /// for a function [lowered per call](JitFunction::lowered_per_call)).
+    pub fn lowered_by(self, lower: &'a CallerLowering<'a, M>) -> Self {
+        Precompile {
+            lower: Some(lower),
+            ..self
         }
     }
 
@@ -271,21 +350,84 @@ impl JitRuntime {
                 primary,
                 cpu,
                 profile: Profile::default(),
+                profile_at_exit: config.profile_at_exit,
             }),
         })
     }
 
     /// Runs `function` on `args` compiled, or says why the caller must run
-    /// it in its own interpreter.
+    /// it in its own interpreter; the function's own lowering lowers a new
+    /// signature (see [`dispatch_with`](Self::dispatch_with), which this
+    /// is with that lowering).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`dispatch_with`](Self::dispatch_with), and
+    /// [`JitError::Unsupported`] for a function
+    /// [lowered per call](JitFunction::lowered_per_call).
+    pub fn dispatch<M: Send + Sync + 'static>(
+        &self,
+        function: &JitFunction<M>,
+        args: &[Value],
+        captured: &[CapturedScalar],
+    ) -> Result<Dispatched<M>, JitError> {
+        let lower = function.lowering().ok_or_else(|| {
+            JitError::Unsupported(format!(
+                "`{}` is lowered per call: call it with `dispatch_with` and its lowering",
+                function.name()
+            ))
+        })?;
+        self.dispatch_with(function, args, captured, lower)
+    }
+
+    /// Runs `function` on `args` compiled, or says why the caller must run
+    /// it in its own interpreter; `lower` lowers the signature to compile
+    /// when the call misses.
     ///
     /// The call's signature (dtypes and dims, static scalars and structure
     /// of `args`, and the `captured` scalars baked into the code) finds
-    /// compiled code in the cache; a miss lowers, compiles and caches it
-    /// (in [`CompileMode::Background`], the default, on a compile thread
-    /// while this call is interpreted), unless the cache decides otherwise
-    /// (admission at capacity, a remembered failure). Errors of compiled
+    /// compiled code in the cache. A miss the cache decides to compile
+    /// (not at capacity, no remembered failure) first looks in the artifact
+    /// bundles by the function's name, definition hash and signature (no
+    /// lowering), then runs `lower` **on this thread** — it may borrow the
+    /// caller's state, `Send` or not: only the MLIR text and the metadata
+    /// cross to a compile thread — then fetches the artifact from the disk
+    /// or remote cache, or compiles it: at once in
+    /// [`CompileMode::Blocking`], on a compile thread in
+    /// [`CompileMode::Background`] (the function's
+    /// [mode](JitFunction::with_compile_mode), else the runtime's) while
+    /// this call is interpreted, unless interpreting the function is
+    /// expected to take longer than the compile (see
+    /// [`report_interpreted`](Self::report_interpreted)). A hit runs `lower`
+    /// not at all and copies nothing.
+    ///
+    /// A lowering's refusal is the signature's failure (remembered like a
+    /// failed compile, counted in [`CacheStats`]' `refusals`): the call is
+    /// interpreted ([`FallbackReason::CompileFailed`]). Errors of compiled
     /// code (a shape the artifact rejects) are errors, never a silent
     /// fallback.
+    ///
+    /// ```no_run
+    /// use std::rc::Rc;
+    /// use sheaf_integration::{mlir, Dispatched, JitConfig, JitFunction, JitRuntime, Lowered, Value};
+    ///
+    /// // The caller's IR: not `Send` (an `Rc`), never handed to the runtime.
+    /// let op: Rc<str> = Rc::from("add");
+    /// let jit = JitRuntime::new(JitConfig::from_env()?)?;
+    /// let double: JitFunction = JitFunction::lowered_per_call("double", 1);
+    /// let x = Value::host(ndarray::ArrayD::<f32>::ones(ndarray::IxDyn(&[4])));
+    /// let outcome = jit.dispatch_with(&double, &[x], &[], |ctx| {
+    ///     let ty = mlir::arg_type(&ctx.args()[0])?;
+    ///     Ok(Lowered::new(format!(
+    ///         "func.func @{}(%x: {ty}) -> {ty} {{ %y = stablehlo.{op} %x, %x : {ty} return %y : {ty} }}",
+    ///         ctx.entry_name()
+    ///     )))
+    /// })?;
+    /// if let Dispatched::Compiled(compiled) = outcome {
+    ///     println!("{:?}", compiled.outputs[0].to_host()?);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     ///
@@ -294,51 +436,55 @@ impl JitRuntime {
     /// are not tensors, and [`JitError::Runtime`] when the compiled code or the
     /// copy of an argument to the device fails. A failed compile is not an
     /// error: the call is interpreted ([`FallbackReason::CompileFailed`]).
-    pub fn dispatch<M: Send + Sync + 'static>(
+    pub fn dispatch_with<M: Send + Sync + 'static>(
         &self,
         function: &JitFunction<M>,
         args: &[Value],
         captured: &[CapturedScalar],
+        lower: impl FnOnce(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>,
     ) -> Result<Dispatched<M>, JitError> {
         let inner = &*self.inner;
         let start = Instant::now();
         let (signature, flat) = value::flatten_call(args, captured)?;
-        let (dispatch, compiled_at) = match inner.compile_mode {
+        // When this call prepared a compile: its lowering and compile are
+        // recorded as such, the lookup up to then as the lookup.
+        let mut missed_at = None;
+        let dispatch = match function.compile_mode().unwrap_or(inner.compile_mode) {
             CompileMode::Blocking => {
-                let mut compiled_at = None;
-                let dispatch = inner
+                inner
                     .cache
-                    .get_or_compile(function.id(), &signature, |signature| {
-                        let compile_start = Instant::now();
-                        let variant = inner.compile(function, signature, Some(args));
-                        compiled_at = Some(compile_start.elapsed());
-                        variant
-                    });
-                (dispatch, compiled_at)
+                    .get_or_compile(function.id(), &signature, |target| {
+                        missed_at = Some(Instant::now());
+                        if let Some(variant) = inner.served_by_bundle(function, target, &signature)
+                        {
+                            return Ok(variant);
+                        }
+                        inner.compile(&inner.lower(function, lower, target, args)?)
+                    })
             }
             CompileMode::Background => {
-                // The pool holds the runtime weakly: dropping the last
-                // handle withdraws the queued compiles.
-                let runtime = Arc::downgrade(&self.inner);
-                let (queued, values) = (function.clone(), args.to_vec());
-                let compile = move |signature: &Signature| {
-                    let inner = runtime.upgrade().ok_or(CompileFailure::Abandoned)?;
-                    let compile_start = Instant::now();
-                    let variant = inner.compile(&queued, signature, Some(&values));
-                    inner
-                        .profile
-                        .record(Phase::Compile, compile_start.elapsed());
-                    variant
-                };
-                let dispatch = inner.cache.get_or_queue(function.id(), &signature, compile);
-                (dispatch, None)
+                inner
+                    .cache
+                    .get_or_queue(function.id(), &signature, |target| {
+                        missed_at = Some(Instant::now());
+                        if let Some(variant) = inner.served_by_bundle(function, target, &signature)
+                        {
+                            return Ok(Prepared::Ready(variant));
+                        }
+                        let lowering = inner.lower(function, lower, target, args)?;
+                        // The pool holds the runtime weakly: dropping the
+                        // last handle withdraws the queued compiles.
+                        let runtime = Arc::downgrade(&self.inner);
+                        Ok(Prepared::Queue(move || {
+                            let inner = runtime.upgrade().ok_or(CompileFailure::Abandoned)?;
+                            inner.compile(&lowering)
+                        }))
+                    })
             }
         };
         let looked_up = Instant::now();
-        match compiled_at {
-            Some(elapsed) => inner.profile.record(Phase::Compile, elapsed),
-            None => inner.profile.record(Phase::KeyLookup, looked_up - start),
-        }
+        let lookup_end = missed_at.unwrap_or(looked_up);
+        inner.profile.record(Phase::KeyLookup, lookup_end - start);
         match dispatch {
             Dispatch::Compiled { exe, origin } => {
                 let outputs = self.run(&exe, &flat, looked_up)?;
@@ -352,10 +498,23 @@ impl JitRuntime {
         }
     }
 
+    /// Tells the runtime how long interpreting a call of `function` took,
+    /// after [`dispatch`](Self::dispatch) said to interpret it
+    /// ([`call`](Self::call) does it itself). In
+    /// [`CompileMode::Background`], a later miss of the function whose
+    /// compile is expected to finish sooner than an interpreted call would
+    /// waits for the compile instead of interpreting (see
+    /// [`jit_cache::JitCache::get_or_queue`] for the estimate).
+    pub fn report_interpreted<M>(&self, function: &JitFunction<M>, took: Duration) {
+        self.inner.profile.record(Phase::Interpret, took);
+        self.inner.cache.report_interpreted(function.id(), took);
+    }
+
     /// [`dispatch`](Self::dispatch), running `interpret` when the call must
     /// be interpreted: it receives the arguments with every device tensor
-    /// copied to the host, and the reason. `interpret` may borrow the
-    /// caller's interpreter state mutably.
+    /// copied to the host, the captured scalars, and the reason. `interpret`
+    /// may borrow the caller's interpreter state mutably; its time is
+    /// reported ([`report_interpreted`](Self::report_interpreted)).
     ///
     /// # Errors
     ///
@@ -367,7 +526,7 @@ impl JitRuntime {
         function: &JitFunction<M>,
         args: &[Value],
         captured: &[CapturedScalar],
-        interpret: impl FnOnce(&[Value], &FallbackReason) -> Result<Vec<Value>, E>,
+        interpret: impl FnOnce(&[Value], &[CapturedScalar], &FallbackReason) -> Result<Vec<Value>, E>,
     ) -> Result<CallResult<M>, CallError<E>> {
         match self.dispatch(function, args, captured)? {
             Dispatched::Compiled(compiled) => Ok(CallResult::compiled(compiled)),
@@ -378,13 +537,14 @@ impl JitRuntime {
                     .cloned()
                     .map(Value::into_host)
                     .collect::<Result<Vec<_>, _>>()?;
-                let outputs =
-                    interpret(&host_args, &fallback).map_err(|source| CallError::Interpreter {
+                let outputs = interpret(&host_args, captured, &fallback).map_err(|source| {
+                    CallError::Interpreter {
                         function: function.name().to_owned(),
                         fallback: fallback.clone(),
                         source,
-                    })?;
-                self.inner.profile.record(Phase::Interpret, start.elapsed());
+                    }
+                })?;
+                self.report_interpreted(function, start.elapsed());
                 Ok(CallResult::interpreted(outputs, fallback))
             }
         }
@@ -437,20 +597,44 @@ impl JitRuntime {
             }
         }
         let skipped = calls.len() - wanted.len();
-        let jobs: Vec<Job<'_, M>> = wanted
-            .iter()
-            .map(|(call, signature)| Job {
-                function: call.function,
-                signature,
-                values: Some(call.args),
-                placement: &inner.primary,
-            })
-            .collect();
         let start = Instant::now();
-        let variants = inner.pipeline.batch(&jobs)?;
+        let lowerings = wanted
+            .iter()
+            .enumerate()
+            .map(|(i, (call, signature))| {
+                let function = call.function;
+                let entry = format!("{}__b{i}", function.entry_symbol());
+                let own = function.lowering();
+                let lowered = match (call.lower, own) {
+                    (Some(lower), _) => {
+                        compile::lower(function, lower, signature, Some(call.args), &entry)
+                    }
+                    (None, Some(lower)) => {
+                        compile::lower(function, lower, signature, Some(call.args), &entry)
+                    }
+                    (None, None) => Err(VariantError::Lowering {
+                        function: function.name().to_owned(),
+                        signature: signature.to_string(),
+                        source: LoweringError::new(
+                            "the function is lowered per call: give its lowering with \
+                             `Precompile::lowered_by`",
+                        ),
+                    }),
+                };
+                lowered.map_err(JitError::Precompile)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        inner.profile.record(Phase::Lower, start.elapsed());
+        let variants = inner
+            .pipeline
+            .batch(&lowerings, &inner.primary)
+            .map_err(JitError::Precompile)?;
         let compile_time = start.elapsed();
         inner.profile.record(Phase::Compile, compile_time);
         let share = compile_time / u32::try_from(variants.len().max(1)).unwrap_or(u32::MAX);
+        if let Some(variant) = variants.first() {
+            inner.profile.count_source(variant.source);
+        }
         let mut cached = 0;
         for ((call, signature), variant) in wanted.iter().zip(variants) {
             cached += usize::from(inner.cache.insert(
@@ -461,7 +645,7 @@ impl JitRuntime {
             ));
         }
         Ok(PrecompileSummary {
-            compiled: jobs.len(),
+            compiled: lowerings.len(),
             cached,
             skipped,
             compile_time,
@@ -559,6 +743,40 @@ impl JitRuntime {
         self.inner.cache.evict_function(function.id())
     }
 
+    /// The compile mode of functions that do not
+    /// [choose their own](JitFunction::with_compile_mode).
+    pub fn compile_mode(&self) -> CompileMode {
+        self.inner.compile_mode
+    }
+
+    /// Waits until no compile is queued or running (background compiles,
+    /// and blocking ones of other threads): `true`, or `false` when
+    /// `timeout` passed first.
+    pub fn wait_for_compiles(&self, timeout: Duration) -> bool {
+        self.inner.cache.wait_for_compiles(timeout)
+    }
+
+    /// Device memory per device this runtime opened (the primary device's
+    /// first, then the CPU fallback's once it was opened), keyed by the
+    /// device's URI: the device allocator's bytes in use and peak, compiled
+    /// code's buffers, uploads and results included (IREE's allocator
+    /// statistics; Sheaf's `--mem-profile`).
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Runtime`] when IREE cannot report a device's statistics.
+    pub fn memory_statistics(&self) -> Result<Vec<(String, MemoryStatistics)>, JitError> {
+        let primary = self.inner.primary.device();
+        let mut devices = vec![primary];
+        if let Some(Ok((cpu, _))) = self.inner.cpu.as_ref().and_then(|cpu| cpu.placement.get()) {
+            devices.push(cpu.device());
+        }
+        devices
+            .into_iter()
+            .map(|device| Ok((device.uri().to_owned(), device.memory_statistics()?)))
+            .collect()
+    }
+
     /// Cache statistics, per function and in total.
     pub fn stats(&self) -> CacheStats {
         self.inner.cache.stats()
@@ -634,19 +852,29 @@ impl JitRuntime {
             .identity()
             .ok_or_else(|| failed(BundleError::UnidentifiedCompiler))?;
         let entries = self.inner.cache.entries();
+        let mut artifacts: HashMap<ArtifactKey, Option<Arc<Vec<u8>>>> = HashMap::new();
         let mut skipped = 0;
         let mut exports = Vec::new();
         for (function, signature, variant) in &entries {
-            match variant
-                .key
-                .and_then(|key| Some((key, self.inner.pipeline.read_entry(&key)?)))
-            {
+            let artifact = variant.key.and_then(|key| {
+                let artifact = artifacts
+                    .entry(key)
+                    .or_insert_with(|| self.inner.pipeline.read_entry(&key).map(Arc::new));
+                Some((key, Arc::clone(artifact.as_ref()?)))
+            });
+            match artifact {
                 Some((key, artifact)) => exports.push(Export {
-                    function: function.name(),
-                    signature: signature.to_string(),
+                    function,
+                    signature,
+                    entry: variant.entry.name(),
                     key,
+                    outputs: variant.outputs.as_ref(),
+                    metadata: variant.metadata_bytes.as_deref(),
+                    target: &variant.target,
                     artifact,
                 }),
+                // Aliases of a bundle's variant go with it.
+                None if variant.bytes == 0 => {}
                 None => skipped += 1,
             }
         }

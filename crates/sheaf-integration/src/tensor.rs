@@ -108,6 +108,22 @@ impl HostTensor {
         elements.saturating_mul(element_type(self.dtype()).map_or(4, ElementType::byte_size))
     }
 
+    /// The values widened (or for f64 and 64-bit integers, rounded) to
+    /// `f32`, for callers that hold every tensor as `f32`: the array itself
+    /// for f32 and tagged storage (no copy), a converted copy otherwise
+    /// (bools as 0 and 1).
+    pub fn to_f32(&self) -> Arc<ArrayD<f32>> {
+        match self {
+            HostTensor::F32(a) | HostTensor::Tagged { data: a, .. } => Arc::clone(a),
+            HostTensor::F64(a) => Arc::new(a.mapv(|v| v as f32)),
+            HostTensor::F16(a) => Arc::new(a.mapv(f16::to_f32)),
+            HostTensor::BF16(a) => Arc::new(a.mapv(bf16::to_f32)),
+            HostTensor::I32(a) => Arc::new(a.mapv(|v| v as f32)),
+            HostTensor::I64(a) => Arc::new(a.mapv(|v| v as f32)),
+            HostTensor::Bool(a) => Arc::new(a.mapv(|v| f32::from(u8::from(v)))),
+        }
+    }
+
     /// The `f32` array, if this is one.
     pub fn as_f32(&self) -> Option<&ArrayD<f32>> {
         match self {
@@ -317,6 +333,49 @@ fn upload_converted<S: Copy, T: Element>(
     Ok(DeviceTensor::from_slice(device, array.shape(), &data)?)
 }
 
+/// What this crate adds to [`DeviceTensor`] (iree-safe's tensor type): its
+/// dtype as the cache names it, and a read-back widened to `f32`.
+///
+/// ```no_run
+/// use sheaf_integration::{DType, DeviceTensorExt, JitConfig, JitRuntime, Value};
+///
+/// let jit = JitRuntime::new(JitConfig::from_env()?)?;
+/// let x = ndarray::ArrayD::<f32>::ones(ndarray::IxDyn(&[2]));
+/// let on_device = jit.upload(&x.into())?;
+/// assert_eq!(on_device.dtype()?, DType::F32);
+/// let back: ndarray::ArrayD<f32> = on_device.to_f32()?;
+/// let value = Value::from(on_device);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait DeviceTensorExt {
+    /// The element type, as the cache names it.
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Unsupported`] for an element type the cache has no dtype
+    /// for (e.g. `i8` tensors of quantized code are fine, `f8` are not).
+    fn dtype(&self) -> Result<DType, JitError>;
+
+    /// The values copied to the host and widened to `f32` (see
+    /// [`HostTensor::to_f32`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`HostTensor::from_device`].
+    fn to_f32(&self) -> Result<ArrayD<f32>, JitError>;
+}
+
+impl DeviceTensorExt for DeviceTensor {
+    fn dtype(&self) -> Result<DType, JitError> {
+        dtype_of(self.element_type())
+    }
+
+    fn to_f32(&self) -> Result<ArrayD<f32>, JitError> {
+        let host = HostTensor::from_device(self)?;
+        Ok(Arc::unwrap_or_clone(host.to_f32()))
+    }
+}
+
 /// A tensor argument or result: on the host, or on the device.
 #[derive(Debug, Clone)]
 pub enum Tensor {
@@ -371,6 +430,19 @@ impl Tensor {
         match self {
             Tensor::Host(host) => Ok(host.clone()),
             Tensor::Device(tensor) => HostTensor::from_device(tensor),
+        }
+    }
+
+    /// The element type, as the cache names it.
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Unsupported`] for a device tensor of an element type the
+    /// cache has no dtype for.
+    pub fn dtype(&self) -> Result<DType, JitError> {
+        match self {
+            Tensor::Host(host) => Ok(host.dtype()),
+            Tensor::Device(tensor) => tensor.dtype(),
         }
     }
 

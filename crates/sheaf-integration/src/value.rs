@@ -6,12 +6,13 @@ use std::fmt;
 use std::sync::Arc;
 
 use jit_cache::{
-    CapturedScalar, Container, Layout, LayoutVisitor, Leaf, ScalarValue, Signature,
+    CapturedScalar, Container, DType, Layout, LayoutVisitor, Leaf, ScalarValue, Signature,
     SignatureBuilder,
 };
+use smallvec::SmallVec;
 
 use crate::error::JitError;
-use crate::tensor::{scalar_dtype, HostTensor, Tensor};
+use crate::tensor::{scalar_dtype, DeviceTensor, HostTensor, Tensor};
 
 /// An argument or result of a JIT call.
 ///
@@ -107,6 +108,49 @@ impl Value {
             Value::Tuple(values) | Value::List(values) => Some(values),
             _ => None,
         }
+    }
+
+    /// The tensor's element type.
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Unsupported`] for a value that is not a tensor, and the
+    /// errors of [`Tensor::dtype`].
+    pub fn dtype(&self) -> Result<DType, JitError> {
+        self.as_tensor()
+            .ok_or_else(|| JitError::Unsupported(format!("{} is not a tensor", self.kind())))?
+            .dtype()
+    }
+
+    /// The tensor's values on the host, widened to `f32` (see
+    /// [`HostTensor::to_f32`]): for callers that hold every tensor as
+    /// `f32`.
+    ///
+    /// # Errors
+    ///
+    /// As [`to_host`](Self::to_host).
+    pub fn to_f32(&self) -> Result<Arc<ndarray::ArrayD<f32>>, JitError> {
+        Ok(self.to_host()?.to_f32())
+    }
+
+    /// A dict from borrowed keys, in any order: each key is interned
+    /// ([`intern_key`]), so a key a program passes again costs a reference
+    /// count, not an allocation.
+    ///
+    /// ```
+    /// use sheaf_integration::{ScalarValue, Value};
+    ///
+    /// let keys = ["w".to_owned(), "b".to_owned()];
+    /// let dict = Value::dict(keys.iter().map(|k| (k.as_str(), Value::Scalar(ScalarValue::F32(1.0)))));
+    /// assert!(dict.get("w").is_some());
+    /// ```
+    pub fn dict<'k>(entries: impl IntoIterator<Item = (&'k str, Value)>) -> Value {
+        Value::Dict(
+            entries
+                .into_iter()
+                .map(|(key, value)| (intern_key(key), value))
+                .collect(),
+        )
     }
 
     /// The tensor on the host (copied back from the device if needed).
@@ -383,6 +427,12 @@ impl From<Tensor> for Value {
     }
 }
 
+impl From<DeviceTensor> for Value {
+    fn from(tensor: DeviceTensor) -> Self {
+        Value::Tensor(Tensor::Device(tensor))
+    }
+}
+
 impl From<HostTensor> for Value {
     fn from(host: HostTensor) -> Self {
         Value::Tensor(Tensor::Host(host))
@@ -396,6 +446,32 @@ where
     fn from(array: ndarray::ArrayD<T>) -> Self {
         Value::host(array)
     }
+}
+
+/// Dict keys interned, so a key passed again is shared, not allocated: at
+/// most [`INTERNED_KEYS`] keys (beyond, keys are allocated per call).
+static KEYS: std::sync::Mutex<Option<std::collections::HashSet<Arc<str>>>> =
+    std::sync::Mutex::new(None);
+
+/// How many distinct dict keys [`intern_key`] keeps.
+pub const INTERNED_KEYS: usize = 4096;
+
+/// `key` as a dict key: the interned `Arc<str>` when the key was seen
+/// before (a reference count, no allocation), else a new one (kept for next
+/// time while fewer than [`INTERNED_KEYS`] are).
+pub fn intern_key(key: &str) -> Arc<str> {
+    let mut keys = KEYS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let keys = keys.get_or_insert_with(Default::default);
+    if let Some(interned) = keys.get(key) {
+        return Arc::clone(interned);
+    }
+    let key: Arc<str> = Arc::from(key);
+    if keys.len() < INTERNED_KEYS {
+        keys.insert(Arc::clone(&key));
+    }
+    key
 }
 
 /// The compiled code's arguments, flattened (inline up to four).
@@ -470,17 +546,27 @@ fn flatten_one<'a>(
         Value::Dict(entries) => {
             check_depth(depth)?;
             builder.open(Container::Dict);
-            let mut order: Vec<usize> = (0..entries.len()).collect();
-            order.sort_by(|&a, &b| entries[a].0.cmp(&entries[b].0));
-            if order.windows(2).any(|w| entries[w[0]].0 == entries[w[1]].0) {
-                return Err(JitError::Unsupported(
-                    "a dict argument has the same key twice".into(),
-                ));
+            // Entries given in key order (a `BTreeMap`'s, say) are walked as
+            // they are; others through a sorted index.
+            let sorted = entries.windows(2).all(|w| w[0].0 < w[1].0);
+            let mut order: SmallVec<[usize; 8]> = SmallVec::new();
+            if !sorted {
+                order.extend(0..entries.len());
+                order.sort_by(|&a, &b| entries[a].0.cmp(&entries[b].0));
+                if order.windows(2).any(|w| entries[w[0]].0 == entries[w[1]].0) {
+                    return Err(JitError::Unsupported(
+                        "a dict argument has the same key twice".into(),
+                    ));
+                }
             }
-            for index in order {
-                let (key, value) = &entries[index];
+            let mut walk = |(key, value): &'a (Arc<str>, Value)| {
                 builder.key(Arc::clone(key));
-                flatten_one(value, depth + 1, builder, flat)?;
+                flatten_one(value, depth + 1, builder, flat)
+            };
+            if sorted {
+                entries.iter().try_for_each(&mut walk)?;
+            } else {
+                order.iter().try_for_each(|&index| walk(&entries[index]))?;
             }
             builder.close();
         }

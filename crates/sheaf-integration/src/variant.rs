@@ -5,7 +5,12 @@ use iree_safe::Function;
 use jit_cache::store::ArtifactKey;
 use jit_cache::Layout;
 
+use std::sync::Arc;
+
+use crate::compile::Lowering;
+use crate::dispatch::ArtifactSource;
 use crate::function::Metadata;
+use crate::target::Placement;
 
 /// One compiled signature of a function, loaded into a runtime (the
 /// primary one, or the CPU fallback's). Dropping the last reference unloads
@@ -20,6 +25,49 @@ pub(crate) struct Variant {
     pub(crate) key: Option<ArtifactKey>,
     /// The artifact bytes this variant accounts for (a share of a batch).
     pub(crate) bytes: usize,
+    /// Where the artifact came from.
+    pub(crate) source: ArtifactSource,
+    /// The metadata as a bundle records it, when the function has a codec.
+    pub(crate) metadata_bytes: Option<Arc<[u8]>>,
+    /// What the artifact was compiled for (its placement's target identity).
+    pub(crate) target: Arc<str>,
+}
+
+impl Variant {
+    /// `entry`, loaded from the artifact of `lowering` (found under `key`,
+    /// from `source`) compiled for `placement`.
+    pub(crate) fn new(
+        entry: Function,
+        lowering: &Lowering,
+        key: Option<ArtifactKey>,
+        (source, placement): (ArtifactSource, &Placement),
+    ) -> Variant {
+        Variant {
+            bytes: entry.module().artifact_bytes(),
+            entry,
+            metadata: Arc::clone(&lowering.metadata),
+            outputs: lowering.outputs.clone(),
+            key,
+            source,
+            metadata_bytes: lowering.metadata_bytes.clone(),
+            target: Arc::from(placement.target_identity.as_str()),
+        }
+    }
+
+    /// The same code under another signature, weighing nothing: its module
+    /// is counted once, with the variant it aliases.
+    pub(crate) fn alias(&self) -> Variant {
+        Variant {
+            entry: self.entry.clone(),
+            metadata: Arc::clone(&self.metadata),
+            outputs: self.outputs.clone(),
+            key: None,
+            bytes: 0,
+            source: self.source,
+            metadata_bytes: None,
+            target: Arc::clone(&self.target),
+        }
+    }
 }
 
 impl jit_cache::Executable for Variant {

@@ -364,11 +364,16 @@ fn the_interpreter_keeps_its_own_state_error_and_the_lowering_reason() {
     let mut environment = [("picky".to_owned(), 0usize)];
     for _ in 0..2 {
         let result = jit
-            .call(&picky, &[Value::from(array(&[2], 1))], &[], |args, why| {
-                environment[0].1 += 1;
-                assert!(matches!(why, FallbackReason::CompileFailed(_)));
-                Ok::<_, NoRule>(args.to_vec())
-            })
+            .call(
+                &picky,
+                &[Value::from(array(&[2], 1))],
+                &[],
+                |args, _, why| {
+                    environment[0].1 += 1;
+                    assert!(matches!(why, FallbackReason::CompileFailed(_)));
+                    Ok::<_, NoRule>(args.to_vec())
+                },
+            )
             .unwrap();
         let Provenance::Interpreted(fallback) = &result.provenance else {
             panic!()
@@ -382,7 +387,7 @@ fn the_interpreter_keeps_its_own_state_error_and_the_lowering_reason() {
     assert_eq!(environment[0].1, 2);
     // The interpreter's own error comes back whole, with why it had to run.
     let error = jit
-        .call(&picky, &[Value::from(array(&[2], 1))], &[], |_, _| {
+        .call(&picky, &[Value::from(array(&[2], 1))], &[], |_, _, _| {
             Err(NoRule("picky".into()))
         })
         .unwrap_err();
@@ -523,7 +528,7 @@ fn exported_artifacts_serve_a_runtime_without_compiling() {
     );
     let manifest = std::fs::read_to_string(bundle.path().join("manifest.txt")).unwrap();
     assert!(
-        manifest.starts_with("sheaf-jit bundle 1\ncompiler "),
+        manifest.starts_with("sheaf-jit bundle 2\ncompiler "),
         "{manifest}"
     );
     assert_eq!(

@@ -135,7 +135,7 @@ fn compiled(jit: &JitRuntime, function: &JitFunction) -> Vec<Value> {
         function,
         &[x()],
         &[],
-        |_, fallback| -> Result<Vec<Value>, String> {
+        |_, _, fallback| -> Result<Vec<Value>, String> {
             panic!("the call fell back to the interpreter: {fallback:?}")
         },
     )

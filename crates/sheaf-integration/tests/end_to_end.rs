@@ -129,7 +129,7 @@ fn a_changed_temperature_is_never_served_stale_code() {
                     &softmax,
                     std::slice::from_ref(&x),
                     &[reference::temperature(t)],
-                    |args, _| reference::interpret_softmax(args, t),
+                    |args, _, _| reference::interpret_softmax(args, t),
                 )
                 .unwrap();
             let expected = reference::interpret_softmax(std::slice::from_ref(&x), t).unwrap();
@@ -177,7 +177,7 @@ fn twenty_shape_churn_engages_fallback_and_stays_correct() {
     for call in 0..120 {
         let x = [Value::from(array(&shapes[call % 20], call as u32))];
         let result = jit
-            .call(&sigmoid, &x, &[], |args, _| {
+            .call(&sigmoid, &x, &[], |args, _, _| {
                 reference::interpret_sigmoid(args)
             })
             .unwrap();
@@ -211,7 +211,7 @@ fn a_full_cache_interprets_one_off_shapes_and_keeps_the_hot_ones() {
     let call = |n: usize| {
         let x = [Value::from(array(&[1, n], n as u32))];
         let result = jit
-            .call(&sigmoid, &x, &[], |args, _| {
+            .call(&sigmoid, &x, &[], |args, _, _| {
                 reference::interpret_sigmoid(args)
             })
             .unwrap();
@@ -417,7 +417,7 @@ fn a_failed_compile_runs_the_interpreter_with_the_diagnostic() {
     let x = [Value::from(array(&[4], 2))];
     for _ in 0..3 {
         let result = jit
-            .call(&broken, &x, &[], |args, _| {
+            .call(&broken, &x, &[], |args, _, _| {
                 Ok::<_, ReferenceError>(args.to_vec())
             })
             .unwrap();

@@ -61,7 +61,7 @@ fn a_failed_lowering_shows_each_level_of_its_chain_once() {
     assert_eq!(
         messages,
         [
-            "the compile failed",
+            "the lowering refused this signature",
             "cannot lower `broken` for (f32[2])",
             "cannot emit the body",
             "disk full",

@@ -40,7 +40,7 @@ fn a_batch_of_eight_serves_hits_and_unloads_after_the_last_is_evicted() {
     let mut module = None;
     for x in &first {
         let result = jit
-            .call(&sigmoid, x, &[], |args, _| {
+            .call(&sigmoid, x, &[], |args, _, _| {
                 reference::interpret_sigmoid(args)
             })
             .unwrap();

@@ -18,7 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         IxDyn(&[1, 5]),
         vec![-3.0f32, -1.0, 0.0, 1.0, 3.0],
     )?)];
-    let result = jit.call(&reference::sigmoid(), &x, &[], |args, _| {
+    let result = jit.call(&reference::sigmoid(), &x, &[], |args, _, _| {
         reference::interpret_sigmoid(args)
     })?;
     if !result.provenance.is_compiled() {

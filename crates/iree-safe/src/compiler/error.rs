@@ -25,6 +25,14 @@ pub enum CompileError {
         tried: Vec<String>,
     },
 
+    /// The program runs without a compiler
+    /// ([`CompilerPreference::Disabled`](super::CompilerPreference::Disabled)).
+    #[error(
+        "this program runs without a compiler (CompilerPreference::Disabled, or \
+         SHEAF_JIT_COMPILER=none): only artifacts compiled ahead are served"
+    )]
+    Disabled,
+
     /// The compiler library could not be loaded or initialized (a library
     /// the program named may also not exist).
     #[error(

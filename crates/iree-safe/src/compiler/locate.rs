@@ -88,7 +88,9 @@ pub fn locate_iree_compile() -> Result<PathBuf, CompileError> {
 /// [`CompileError::NotFound`] when the compiler `preference` picks cannot
 /// be found, [`CompileError::Load`] when the library a program names does
 /// not exist, and [`CompileError::BadExecutable`] when an `iree-compile`
-/// outside the install does not answer `--version` as IREE's does.
+/// outside the install does not answer `--version` as IREE's does;
+/// [`CompileError::Disabled`] for
+/// [`CompilerPreference::Disabled`](super::CompilerPreference::Disabled).
 pub fn compiler_identity(preference: super::CompilerPreference) -> Result<String, CompileError> {
     use super::CompilerPreference;
     let env = Environment::process();
@@ -116,6 +118,7 @@ pub fn compiler_identity(preference: super::CompilerPreference) -> Result<String
             identify_library(path, install)
         }
         CompilerPreference::Executable(path) => identify_executable(&path, install),
+        CompilerPreference::Disabled => Err(CompileError::Disabled),
     }
 }
 

@@ -201,6 +201,10 @@ pub enum CompilerPreference {
     /// [`SubprocessCompiler`] running this `iree-compile`. One that does
     /// not answer `--version` as IREE's does is an error naming it.
     Executable(PathBuf),
+    /// No compiler: a process that only serves artifacts compiled ahead
+    /// (bundles, a disk cache). [`choose_compiler`] and
+    /// [`compiler_identity`] answer [`CompileError::Disabled`].
+    Disabled,
 }
 
 /// Which implementation [`choose_compiler`] picked.
@@ -249,7 +253,8 @@ pub struct CompilerChoice {
 /// as the fallback; for a compiler the program names, the errors of
 /// [`InProcessCompiler::load_from`] ([`CompileError::Load`] naming a
 /// library that does not exist or does not load) and of
-/// [`SubprocessCompiler::new`] ([`CompileError::BadExecutable`]).
+/// [`SubprocessCompiler::new`] ([`CompileError::BadExecutable`]);
+/// [`CompileError::Disabled`] for [`CompilerPreference::Disabled`].
 pub fn choose_compiler(preference: CompilerPreference) -> Result<CompilerChoice, CompileError> {
     let loaded = |compiler: InProcessCompiler, reason: &str| CompilerChoice {
         reason: format!("{reason}: {}", compiler.library_path().display()),
@@ -279,6 +284,7 @@ pub fn choose_compiler(preference: CompilerPreference) -> Result<CompilerChoice,
             SubprocessCompiler::new(path)?,
             "iree-compile named by the program",
         )),
+        CompilerPreference::Disabled => Err(CompileError::Disabled),
         CompilerPreference::Auto if compiler_library_is_explicit() => {
             in_process("in-process compiler named by IREE_COMPILER_LIB")
         }

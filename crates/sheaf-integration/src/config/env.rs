@@ -153,7 +153,7 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_COMPILER",
-        meaning: "`auto`, `in-process` or `subprocess`",
+        meaning: "`auto`, `in-process`, `subprocess`, or `none` (serve bundles and the disk cache only)",
         default: "`auto`",
         apply: |config, var| set(&mut config.compile.compiler, var.compiler()),
     },
@@ -215,6 +215,12 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
         // Read by `trace::init_from_env`; checked here so that a typo is an
         // error like any other.
         apply: |_, var| var.switch().map(drop),
+    },
+    EnvVariable {
+        name: "SHEAF_JIT_PROFILE",
+        meaning: "`1`: print the JIT profile to stderr when the runtime is dropped",
+        default: "off",
+        apply: |config, var| set(&mut config.profile_at_exit, var.switch()),
     },
     EnvVariable {
         name: "SHEAF_JIT_REMOTE_CACHE",
@@ -423,7 +429,8 @@ impl Var<'_> {
             "auto" => Ok(CompilerPreference::Auto),
             "in-process" => Ok(CompilerPreference::InProcess),
             "subprocess" => Ok(CompilerPreference::Subprocess),
-            _ => Err(self.invalid("`auto`, `in-process` or `subprocess`")),
+            "none" => Ok(CompilerPreference::Disabled),
+            _ => Err(self.invalid("`auto`, `in-process`, `subprocess` or `none`")),
         }
     }
 }
@@ -477,6 +484,7 @@ mod tests {
         ("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "1M", Some(b"big")),
         ("SHEAF_JIT_BUNDLES", "/a:/b", None),
         (crate::TRACE_ENV, "1", Some(b"verbose")),
+        ("SHEAF_JIT_PROFILE", "on", Some(b"loud")),
         ("SHEAF_JIT_REMOTE_CACHE", "redis://cache", Some(b"\xff")),
         ("SHEAF_JIT_REMOTE_SECRET_FILE", "/etc/secret", None),
         ("SHEAF_JIT_REMOTE_TIMEOUT", "50", Some(b"1s")),
@@ -560,8 +568,10 @@ mod tests {
             ("SHEAF_JIT_CPU_FALLBACK", "off"),
             ("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "1M"),
             ("SHEAF_JIT_BUNDLES", "/a:/b"),
+            ("SHEAF_JIT_PROFILE", "1"),
         ])
         .unwrap();
+        assert!(config.profile_at_exit);
         assert_eq!(config.device.cpu_fallback, None);
         assert_eq!(config.uploads.bytes, 1 << 20);
         assert_eq!(config.bundles, [PathBuf::from("/a"), PathBuf::from("/b")]);
@@ -687,7 +697,7 @@ mod tests {
             (
                 "SHEAF_JIT_COMPILER",
                 "gpu",
-                "`auto`, `in-process` or `subprocess`",
+                "`auto`, `in-process`, `subprocess` or `none`",
             ),
         ] {
             let error = from(&[(name, value)]).unwrap_err().to_string();

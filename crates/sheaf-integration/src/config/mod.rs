@@ -69,6 +69,10 @@ pub struct JitConfig {
     /// Exported artifact bundles to serve calls from, before the disk cache
     /// and the compiler (see `JitRuntime::export_artifacts`).
     pub bundles: Vec<PathBuf>,
+    /// Prints the `--jit-profile` table ([`JitRuntime::profile`](crate::JitRuntime::profile))
+    /// to standard error when the runtime is dropped (its last handle, at
+    /// the latest when the program ends with it in `main`). Default off.
+    pub profile_at_exit: bool,
 }
 
 impl JitConfig {
@@ -142,6 +146,13 @@ impl JitConfigBuilder {
     /// by no one else, or `JitRuntime::new` fails saying what to run.
     pub fn artifact_bundle(mut self, dir: impl Into<PathBuf>) -> Self {
         self.config.bundles.push(dir.into());
+        self
+    }
+
+    /// Prints the profile to standard error when the runtime is dropped
+    /// ([`JitConfig::profile_at_exit`]; Sheaf's `--jit-profile`).
+    pub fn profile_at_exit(mut self, on: bool) -> Self {
+        self.config.profile_at_exit = on;
         self
     }
 

@@ -43,7 +43,7 @@ pub(crate) fn array(shape: &[usize], seed: u32) -> ArrayD<f32> {
 pub(crate) fn checked_sigmoid(jit: &JitRuntime, shape: &[usize], seed: u32) -> Provenance {
     let x = [Value::from(array(shape, seed))];
     let result = jit
-        .call(&reference::sigmoid(), &x, &[], |args, _| {
+        .call(&reference::sigmoid(), &x, &[], |args, _, _| {
             reference::interpret_sigmoid(args)
         })
         .unwrap();

@@ -142,7 +142,7 @@ pub(crate) fn run(mode: Mode, args: &Args, emit: &mut dyn FnMut(&Record)) -> Res
                 let args = [Value::from(x), w_value.clone(), bias_value.clone()];
                 let start = Instant::now();
                 let result = jit
-                    .call(&mlp, &args, &[], |args, _| {
+                    .call(&mlp, &args, &[], |args, _, _| {
                         reference::interpret_mlp_layer(args)
                     })
                     .map_err(|e| ErrorChain(&e).to_string())?;

@@ -35,7 +35,7 @@ pub(crate) fn run(
     for i in 0..args.max_iters() {
         let x = workload::sigmoid_input(i);
         let y = jit
-            .call(&sigmoid, &[Value::from(x.clone())], &[], |args, _| {
+            .call(&sigmoid, &[Value::from(x.clone())], &[], |args, _, _| {
                 reference::interpret_sigmoid(args)
             })
             .map_err(|e| ErrorChain(&e).to_string())?;
@@ -51,9 +51,12 @@ pub(crate) fn run(
         let (x, t) = workload::softmax_input(i);
         let captured = [reference::temperature(t)];
         let y = jit
-            .call(&softmax, &[Value::from(x.clone())], &captured, |args, _| {
-                reference::interpret_softmax(args, t)
-            })
+            .call(
+                &softmax,
+                &[Value::from(x.clone())],
+                &captured,
+                |args, _, _| reference::interpret_softmax(args, t),
+            )
             .map_err(|e| ErrorChain(&e).to_string())?;
         stale += u64::from(!check(&y.outputs, &workload::expected_softmax(x, t)?)?);
 

@@ -115,7 +115,7 @@ impl Call {
     /// Runs the call on `jit` and checks what came back.
     pub(crate) fn run(&self, jit: &JitRuntime, functions: &Functions) -> Outcome {
         let function = self.kind.function(functions);
-        let result = jit.call(function, &self.args, &self.captured, |args, _| {
+        let result = jit.call(function, &self.args, &self.captured, |args, _, _| {
             self.kind.interpret(args)
         });
         match (&self.expected, result) {

@@ -1,0 +1,188 @@
+//! Ahead-of-time artifacts through the one runtime: a bundle serves a
+//! process that has no compiler by function name, definition hash and
+//! signature (no lowering), dynamic-dim variants and `precompile` batches
+//! included; the disk cache serves a process without a compiler too.
+
+mod support;
+
+use std::path::Path;
+
+use sheaf_integration::{
+    reference, ArtifactSource, CompileMode, CompilerPreference, DiskCacheFolder, Dispatched,
+    FallbackReason, JitConfig, JitFunction, JitRuntime, Lowered, Phase, Precompile, Value,
+};
+use support::{array, assert_close};
+
+/// A runtime with no compiler, serving `bundle` (if any) and the disk cache
+/// in `disk` (if any), compiling in the background (the default).
+fn without_compiler(bundle: Option<&Path>, disk: Option<&Path>) -> JitRuntime {
+    let mut config = JitConfig::builder()
+        .compile(|compile| compile.compiler = CompilerPreference::Disabled)
+        .disk(|d| {
+            d.folder = match disk {
+                Some(dir) => DiskCacheFolder::Dir(dir.to_path_buf()),
+                None => DiskCacheFolder::Disabled,
+            }
+        });
+    if let Some(bundle) = bundle {
+        config = config.artifact_bundle(bundle);
+    }
+    JitRuntime::new(config.build().unwrap()).unwrap()
+}
+
+/// `function`'s identity with no lowering: a process that must not lower.
+fn unlowered(function: &JitFunction) -> JitFunction {
+    JitFunction::lowered_per_call(function.name(), function.id().definition_hash())
+        .with_dynamic_dims()
+}
+
+fn mlp_args(batch: usize) -> [Value; 3] {
+    [
+        Value::from(array(&[batch, 8], 1)),
+        Value::from(array(&[8, 4], 2)),
+        Value::from(array(&[4], 3)),
+    ]
+}
+
+#[test]
+fn a_bundle_serves_a_process_with_no_compiler_and_no_lowering() {
+    let (cache, bundle) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let first = JitRuntime::new(
+        support::blocking()
+            .disk(|d| d.folder = DiskCacheFolder::Dir(cache.path().to_path_buf()))
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    let (sigmoid, mlp, softmax) = (
+        reference::sigmoid(),
+        reference::mlp_layer(),
+        reference::softmax(),
+    );
+    let x = [Value::from(array(&[2, 5], 4))];
+    assert!(matches!(
+        first.dispatch(&sigmoid, &x, &[]).unwrap(),
+        Dispatched::Compiled(_)
+    ));
+    // Two batch sizes compile static, the third the dynamic variant.
+    for batch in [1, 2, 3] {
+        assert!(matches!(
+            first.dispatch(&mlp, &mlp_args(batch), &[]).unwrap(),
+            Dispatched::Compiled(_)
+        ));
+    }
+    // Two temperatures in one precompiled module.
+    let temperatures = [[reference::temperature(0.5)], [reference::temperature(2.0)]];
+    let batch: Vec<_> = temperatures
+        .iter()
+        .map(|t| Precompile::new(&softmax, &x).captured(t))
+        .collect();
+    first.precompile(&batch).unwrap();
+    let summary = first.export_artifacts(bundle.path()).unwrap();
+    assert_eq!(
+        (summary.artifacts, summary.variants, summary.skipped),
+        (5, 6, 0),
+        "sigmoid, mlp at 1 and 2 and dynamic, and one module for both softmaxes: {summary:?}"
+    );
+
+    let second = without_compiler(Some(bundle.path()), None);
+    assert_eq!(second.compile_mode(), CompileMode::Background);
+    let never = |_: &sheaf_integration::LoweringContext<'_>| -> Result<Lowered, _> {
+        panic!("a bundle serves without lowering")
+    };
+    let served = |function: &JitFunction, args: &[Value], captured| {
+        let outcome = second
+            .dispatch_with(&unlowered(function), args, captured, never)
+            .unwrap();
+        let Dispatched::Compiled(compiled) = outcome else {
+            panic!(
+                "{} is served compiled from its first call: {outcome:?}",
+                function.name()
+            )
+        };
+        assert_eq!(compiled.source(), ArtifactSource::Bundle);
+        compiled.outputs
+    };
+    let outputs = served(&sigmoid, &x, &[]);
+    assert_close(
+        &outputs[0],
+        &reference::interpret_sigmoid(&x).unwrap()[0],
+        "sigmoid",
+    );
+    // A batch size the first process never saw: its dynamic variant.
+    for batch in [7, 1, 7] {
+        let args = mlp_args(batch);
+        let outputs = served(&mlp, &args, &[]);
+        let expected = reference::interpret_mlp_layer(&args).unwrap();
+        assert_close(&outputs[0], &expected[0], "mlp_layer");
+    }
+    for (t, value) in temperatures.iter().zip([0.5, 2.0]) {
+        let outputs = served(&softmax, &x, t);
+        let expected = reference::interpret_softmax(&x, value).unwrap();
+        assert_close(&outputs[0], &expected[0], "softmax from the batch");
+    }
+    let profile = second.profile();
+    assert_eq!(profile.phase(Phase::Lower).count, 0, "{profile}");
+    assert_eq!(
+        profile.loaded_from(ArtifactSource::Compiler),
+        0,
+        "{profile}"
+    );
+    assert!(second.compiler().is_none());
+
+    // A signature the bundle lacks lowers, and without a compiler is
+    // interpreted, saying why.
+    let y = [Value::from(array(&[3, 3, 3], 5))];
+    assert!(matches!(
+        second.dispatch(&sigmoid, &y, &[]).unwrap(),
+        Dispatched::Interpret(_)
+    ));
+    assert!(second.wait_for_compiles(std::time::Duration::from_secs(60)));
+    let outcome = second.dispatch(&sigmoid, &y, &[]).unwrap();
+    let Dispatched::Interpret(FallbackReason::CompileFailed(failure)) = outcome else {
+        panic!("no compiler: {outcome:?}")
+    };
+    let chain = sheaf_integration::ErrorChain(&*failure).to_string();
+    assert!(chain.contains("without a compiler"), "{chain}");
+
+    // What the second process served, it exports again.
+    let again = tempfile::tempdir().unwrap();
+    let summary = second.export_artifacts(again.path()).unwrap();
+    assert_eq!(summary.skipped, 0, "{summary:?}");
+    assert!(summary.variants >= 4, "{summary:?}");
+}
+
+#[test]
+fn the_disk_cache_serves_a_process_with_no_compiler() {
+    let cache = tempfile::tempdir().unwrap();
+    let first = JitRuntime::new(
+        support::blocking()
+            .disk(|d| d.folder = DiskCacheFolder::Dir(cache.path().to_path_buf()))
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    let x = [Value::from(array(&[4, 4], 6))];
+    let Dispatched::Compiled(compiled) = first.dispatch(&reference::sigmoid(), &x, &[]).unwrap()
+    else {
+        panic!("blocking")
+    };
+    assert_eq!(compiled.source(), ArtifactSource::Compiler);
+    drop(first);
+
+    let second = without_compiler(None, Some(cache.path()));
+    let sigmoid = reference::sigmoid().with_compile_mode(CompileMode::Blocking);
+    let Dispatched::Compiled(compiled) = second.dispatch(&sigmoid, &x, &[]).unwrap() else {
+        panic!("the disk cache has it, under the compiler it recorded")
+    };
+    assert_eq!(compiled.source(), ArtifactSource::DiskCache);
+    assert_close(
+        &compiled.outputs[0],
+        &reference::interpret_sigmoid(&x).unwrap()[0],
+        "sigmoid from disk",
+    );
+    let profile = second.profile();
+    assert_eq!(profile.phase(Phase::Lower).count, 1, "found by its key");
+    assert_eq!(profile.loaded_from(ArtifactSource::DiskCache), 1);
+    assert!(second.compiler().is_none());
+}
