@@ -184,7 +184,9 @@ impl<E: Executable> JitCache<E> {
     /// ```
     ///
     /// where the mean compile time is `func`'s own mean over its successful
-    /// compiles, else the whole cache's, else 1 s. If interpreting is
+    /// compiles, else the whole cache's, else 1 s (a running compile is
+    /// expected to need at least an eighth of the mean more, and one that
+    /// has run past the mean as long again as it has run). If interpreting is
     /// expected to take longer, the call blocks until the compile is done
     /// and returns [`Dispatch::Compiled`] ([`Origin::CompiledNow`] for the
     /// compile it queued, [`Origin::CompiledByOtherCall`] for another's),

@@ -15,6 +15,11 @@
 //!            − the time it has compiled already, if it is running
 //! ```
 //!
+//! A running compile is never expected to end in less than an eighth of
+//! the mean, and one that has run longer than the mean (overdue: a larger
+//! module than usual) is expected to take as long again as it has run, so
+//! that no compile ever looks free.
+//!
 //! The mean compile time is the function's own mean over its successful
 //! compiles, else the cache's, else [`PRIOR_COMPILE_TIME`]. A function with
 //! no interpreted time reported interprets, as if waiting never paid.
@@ -32,6 +37,10 @@ pub(crate) const PRIOR_COMPILE_TIME: Duration = Duration::from_secs(1);
 /// weight TCP gives a new round-trip time (RFC 6298's smoothed RTT), so
 /// that one outlier moves the estimate by an eighth of its distance.
 const EWMA_DIVISOR: u128 = 8;
+
+/// A running compile is expected to need at least this fraction (as a
+/// divisor) of the mean compile time more: 1/8.
+const RUNNING_FLOOR_DIVISOR: u32 = 8;
 
 /// An exponentially weighted moving average of durations: the first sample
 /// sets it, each later one moves it by 1/8 of the difference. Integer
@@ -127,7 +136,8 @@ impl Estimates {
 
     /// The compile's expected remaining time at `position`, with `threads`
     /// compiling: `compile × (ahead / threads + 1)` while queued,
-    /// `compile − elapsed` (at least 0) while running.
+    /// `compile − elapsed` (at least `compile / 8`) while running, and
+    /// `elapsed` once overdue (running longer than `compile`).
     pub(crate) fn remaining(&self, position: Position, threads: usize) -> Duration {
         let mean = self.compile.as_nanos();
         match position {
@@ -136,7 +146,11 @@ impl Estimates {
                 // mean × (ahead + threads) / threads, rounded down.
                 from_nanos(mean.saturating_mul(ahead + threads) / threads)
             }
-            Position::Running { elapsed } => self.compile.saturating_sub(elapsed),
+            Position::Running { elapsed } if elapsed > self.compile => elapsed,
+            Position::Running { elapsed } => self
+                .compile
+                .saturating_sub(elapsed)
+                .max(self.compile / RUNNING_FLOOR_DIVISOR),
         }
     }
 
@@ -217,7 +231,12 @@ mod tests {
         assert_eq!(queued(3, 0), 1600 * MS, "at least one thread");
         let running = |ms| e.remaining(Position::Running { elapsed: ms * MS }, 2);
         assert_eq!(running(100), 300 * MS);
-        assert_eq!(running(700), Duration::ZERO, "overdue: any moment now");
+        assert_eq!(running(380), 50 * MS, "never less than an eighth");
+        assert_eq!(running(700), 700 * MS, "overdue: as long again");
+        assert!(
+            !e.waits(Position::Running { elapsed: 5000 * MS }, 2),
+            "an overdue compile is not free"
+        );
         // Interpreting takes 1 s: waiting pays until 1 s of compiling is
         // ahead.
         assert!(e.waits(Position::Queued { ahead: 2 }, 2));
