@@ -28,7 +28,10 @@ fn the_compiler_a_program_names_is_used_or_named_in_the_error() {
     // No compiler at all: a serving-only program, whatever is installed.
     let disabled = choose_compiler(CompilerPreference::Disabled).unwrap_err();
     assert!(matches!(disabled, CompileError::Disabled), "{disabled}");
-    assert!(disabled.to_string().contains("without a compiler"), "{disabled}");
+    assert!(
+        disabled.to_string().contains("without a compiler"),
+        "{disabled}"
+    );
     assert!(matches!(
         compiler_identity(CompilerPreference::Disabled),
         Err(CompileError::Disabled)

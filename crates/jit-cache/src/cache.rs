@@ -324,15 +324,7 @@ impl<E: Executable> JitCache<E> {
                 generalization,
             } => {
                 let target = compiled_signature(sig, generalization);
-                let ticket = CompileTicket {
-                    cache: self,
-                    func,
-                    sig: &target,
-                    call: sig,
-                    started,
-                    flight,
-                    pending: true,
-                };
+                let ticket = CompileTicket::new(self, func, (&target, sig), started, flight);
                 let start = Instant::now();
                 let result = run_compile(|| compile(&target));
                 ticket.finish(result, start.elapsed(), reason)
@@ -402,15 +394,7 @@ impl<E: Executable> JitCache<E> {
                 generalization,
             } => {
                 let target = compiled_signature(sig, generalization);
-                let ticket = CompileTicket {
-                    cache: self,
-                    func,
-                    sig: &target,
-                    call: sig,
-                    started,
-                    flight,
-                    pending: true,
-                };
+                let ticket = CompileTicket::new(self, func, (&target, sig), started, flight);
                 let start = Instant::now();
                 let work = match caught(|| prepare(&target)) {
                     Ok(Prepared::Queue(work)) => work,
@@ -714,7 +698,26 @@ struct CompileTicket<'a, E: Executable> {
     pending: bool,
 }
 
-impl<E: Executable> CompileTicket<'_, E> {
+impl<'a, E: Executable> CompileTicket<'a, E> {
+    /// The duty to finish the compile of `target` for the missing `call`.
+    fn new(
+        cache: &'a JitCache<E>,
+        func: &'a FunctionId,
+        (target, call): (&'a Signature, &'a Signature),
+        started: Started,
+        flight: Arc<Flight<CompileResult<E>>>,
+    ) -> Self {
+        CompileTicket {
+            cache,
+            func,
+            sig: target,
+            call,
+            started,
+            flight,
+            pending: true,
+        }
+    }
+
     /// The queueing call's `prepare` failed: the failure of the signature,
     /// which this call takes (it interprets now).
     fn prepare_failed(

@@ -235,10 +235,11 @@ fn report(jit: &JitRuntime, tally: &Tally, samples: &[Sample]) -> bool {
     let stats = jit.stats().total;
     let disk = jit.disk_cache_stats();
     println!(
-        "compiles {} ({} failed: the bad calls'), generalizations {}, evictions {}, live \
-         entries {}; disk: {} hits, {} misses; {}",
+        "compiles {} ({} failed), lowering refusals {} (the bad calls'), generalizations {}, \
+         evictions {}, live entries {}; disk: {} hits, {} misses; {}",
         stats.compiles,
         stats.failed_compiles,
+        stats.refusals,
         stats.generalizations,
         stats.evictions,
         stats.live_entries,
