@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sheaf_integration::{
-    mlir, reference, ArtifactSource, CapturedScalar, CompileMode, DType, DeviceTensorExt,
-    Dispatched, FallbackReason, JitConfig, JitError, JitFunction, JitRuntime, Lowered,
-    LoweringContext, LoweringError, Origin, Phase, Provenance, ScalarValue, Value,
+    mlir, reference, ArtifactSource, CapturedScalar, CompileMode, Container, DType,
+    DeviceTensorExt, Dispatched, FallbackReason, JitConfig, JitError, JitFunction, JitRuntime,
+    LayoutVisitor, Leaf, Lowered, LoweringContext, LoweringError, Origin, Phase, Provenance,
+    ScalarValue, Value,
 };
 use support::{array, assert_close};
 
@@ -286,4 +287,47 @@ fn device_memory_is_reported_per_device() {
     drop(tensor);
     jit.forget(&reference::sigmoid());
     let _ = sheaf_integration::UploadStats::default;
+}
+
+#[test]
+fn a_lowering_reads_dict_keys_from_the_layout_without_values() {
+    /// The dict keys of a signature's layout, in flattening order.
+    #[derive(Default)]
+    struct Keys(Vec<String>);
+    impl LayoutVisitor for Keys {
+        fn open(&mut self, _: Container) {}
+        fn key(&mut self, key: &Arc<str>) {
+            self.0.push(key.to_string());
+        }
+        fn leaf(&mut self, _: Leaf) {}
+        fn close(&mut self) {}
+    }
+    // `(+ (:a p) (:b p))`: its parameters' order comes from the layout.
+    let add: JitFunction<Vec<String>> = JitFunction::new("add_ab", "(+ (:a p) (:b p))", |ctx| {
+        let mut keys = Keys::default();
+        ctx.layout().ok_or("a dict argument")?.visit(&mut keys);
+        let ty = mlir::arg_type(&ctx.args()[0])?;
+        Ok(Lowered::new(format!(
+            "func.func @{}(%a: {ty}, %b: {ty}) -> {ty} {{\n  %y = stablehlo.add %a, %b : {ty}\n  return %y : {ty}\n}}",
+            ctx.entry_name()
+        ))
+        .with_metadata(keys.0))
+    });
+    let p = Value::dict([
+        ("b", Value::from(array(&[2], 1))),
+        ("a", Value::from(array(&[2], 2))),
+    ]);
+    let signature = Value::call_signature(std::slice::from_ref(&p), &[]).unwrap();
+    // Without values: what `module_text` (and a lowering ahead of calls) sees.
+    let text = add.module_text(&signature).unwrap();
+    assert!(text.contains("stablehlo.add"), "{text}");
+    let jit = runtime(CompileMode::Blocking);
+    let Dispatched::Compiled(compiled) = jit.dispatch(&add, &[p], &[]).unwrap() else {
+        panic!("blocking")
+    };
+    assert_eq!(
+        compiled.metadata(),
+        &["a", "b"],
+        "key order, whatever the given order"
+    );
 }

@@ -13,8 +13,8 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use sheaf_integration::{
-    BreakerState, DiskCacheFolder, ErrorChain, JitConfigBuilder, JitError, JitRuntime, Origin,
-    Provenance, RemoteCacheUrl, RemoteSecret, RemoteStats,
+    ArtifactSource, BreakerState, DiskCacheFolder, ErrorChain, JitConfigBuilder, JitError,
+    JitRuntime, Origin, Provenance, RemoteCacheUrl, RemoteSecret, RemoteStats,
 };
 use support::redis_server::{free_port, url_of, RedisServer};
 
@@ -121,6 +121,15 @@ fn child(role: &str) {
                 "every signature from the remote cache, none compiled"
             );
             assert!(jit.compiler().is_none(), "the compiler was never loaded");
+            let profile = jit.profile();
+            assert_eq!(
+                (
+                    profile.loaded_from(ArtifactSource::RemoteCache),
+                    profile.loaded_from(ArtifactSource::Compiler)
+                ),
+                (3, 0),
+                "{profile}"
+            );
             for shape in SHAPES {
                 assert_eq!(call(&jit, shape), Provenance::Compiled(Origin::Hit));
             }
