@@ -208,6 +208,39 @@ impl Pipeline {
             })
     }
 
+    /// `lowering` for `placement` from a bundle (by key) or the disk cache,
+    /// loaded, without compiling or touching the network: what a
+    /// background miss does on the calling thread (a disk hit costs well
+    /// under a millisecond) before it queues a compile. `None` when neither
+    /// has it.
+    pub(crate) fn local(&self, lowering: &Lowering, placement: &Placement) -> Option<Variant> {
+        let entry_name = lowering.entry.as_str();
+        let load = |artifact: VerifiedArtifact<'_>| -> Result<Function, iree_safe::Error> {
+            placement
+                .runtime
+                .load(trusted(artifact))?
+                .function(entry_name)
+        };
+        let in_bundle = self.bundles.iter().find_map(|bundle| {
+            let key = self.key(&lowering.module, bundle.compiler(), placement);
+            Some((bundle.fetch(&key, load)?, ArtifactSource::Bundle, key))
+        });
+        let (entry, source, key) = in_bundle.or_else(|| {
+            let key = self.key(&lowering.module, self.identity()?, placement);
+            Some((
+                self.store.fetch(&key, load)?,
+                ArtifactSource::DiskCache,
+                key,
+            ))
+        })?;
+        Some(Variant::new(
+            entry,
+            lowering,
+            Some(key),
+            (source, placement),
+        ))
+    }
+
     /// Fetches (from a bundle, the disk cache or the remote cache) or
     /// compiles `lowering` for `placement`, and loads it.
     pub(crate) fn variant(

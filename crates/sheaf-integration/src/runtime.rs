@@ -391,8 +391,9 @@ impl JitRuntime {
     /// bundles by the function's name, definition hash and signature (no
     /// lowering), then runs `lower` **on this thread** — it may borrow the
     /// caller's state, `Send` or not: only the MLIR text and the metadata
-    /// cross to a compile thread — then fetches the artifact from the disk
-    /// or remote cache, or compiles it: at once in
+    /// cross to a compile thread — then loads the artifact from the disk
+    /// cache (on this thread, so the call runs it, in either mode), or
+    /// fetches it from the remote cache or compiles it: at once in
     /// [`CompileMode::Blocking`], on a compile thread in
     /// [`CompileMode::Background`] (the function's
     /// [mode](JitFunction::with_compile_mode), else the runtime's) while
@@ -472,6 +473,12 @@ impl JitRuntime {
                             return Ok(Prepared::Ready(variant));
                         }
                         let lowering = inner.lower(function, lower, target, args)?;
+                        // An artifact on disk is loaded here: the call runs
+                        // it rather than the interpreter.
+                        if let Some(variant) = inner.pipeline.local(&lowering, &inner.primary) {
+                            inner.profile.count_source(variant.source);
+                            return Ok(Prepared::Ready(variant));
+                        }
                         // The pool holds the runtime weakly: dropping the
                         // last handle withdraws the queued compiles.
                         let runtime = Arc::downgrade(&self.inner);

@@ -170,10 +170,13 @@ fn the_disk_cache_serves_a_process_with_no_compiler() {
     assert_eq!(compiled.source(), ArtifactSource::Compiler);
     drop(first);
 
+    // In the background (the default): a disk hit is loaded on the calling
+    // thread, and the call runs it.
     let second = without_compiler(None, Some(cache.path()));
-    let sigmoid = reference::sigmoid().with_compile_mode(CompileMode::Blocking);
-    let Dispatched::Compiled(compiled) = second.dispatch(&sigmoid, &x, &[]).unwrap() else {
-        panic!("the disk cache has it, under the compiler it recorded")
+    assert_eq!(second.compile_mode(), CompileMode::Background);
+    let outcome = second.dispatch(&reference::sigmoid(), &x, &[]).unwrap();
+    let Dispatched::Compiled(compiled) = outcome else {
+        panic!("the disk cache has it, under the compiler it recorded: {outcome:?}")
     };
     assert_eq!(compiled.source(), ArtifactSource::DiskCache);
     assert_close(
