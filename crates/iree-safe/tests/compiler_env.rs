@@ -62,13 +62,7 @@ fn environment_variables_locate_the_compiler() {
     assert_eq!(choice.kind, CompilerKind::Subprocess);
     assert!(choice.reason.contains("asked for"), "{}", choice.reason);
     let program = sigmoid();
-    check(
-        &program,
-        &choice
-            .compiler
-            .compile(&program.source(), &program.options)
-            .unwrap(),
-    );
+    check_compiled_by(&program, &*choice.compiler);
     let choice = choose_compiler(CompilerPreference::InProcess).unwrap();
     assert_eq!(choice.kind, CompilerKind::InProcess);
 

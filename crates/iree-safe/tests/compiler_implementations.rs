@@ -117,11 +117,5 @@ fn the_default_compiler_is_in_process() {
     let choice = choose_compiler(CompilerPreference::Auto).expect("a compiler");
     assert_eq!(choice.kind, CompilerKind::InProcess, "{}", choice.reason);
     let program = sigmoid();
-    check(
-        &program,
-        &choice
-            .compiler
-            .compile(&program.source(), &program.options)
-            .unwrap(),
-    );
+    check_compiled_by(&program, &*choice.compiler);
 }

@@ -98,13 +98,7 @@ fn the_compiler_a_program_names_is_used_or_named_in_the_error() {
         choice.reason
     );
     let program = sigmoid();
-    check(
-        &program,
-        &choice
-            .compiler
-            .compile(&program.source(), &program.options)
-            .unwrap(),
-    );
+    check_compiled_by(&program, &*choice.compiler);
     assert_eq!(
         compiler_identity(CompilerPreference::Library(library)).unwrap(),
         iree_sys::build_info::COMPILER_VERSION.unwrap(),

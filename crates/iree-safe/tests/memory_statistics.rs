@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{program, LeakCheck, DRIVER};
+use common::{load_function, LeakCheck, DRIVER};
 use iree_safe::{MemoryStatistics, Runtime, Tensor, VmValue};
 
 /// Elements of the test tensors: 4 KiB of f32 natively, less under miri.
@@ -89,11 +89,7 @@ fn a_tensor_is_counted_while_it_lives() {
 fn call_results_are_counted_until_dropped() {
     let _check = LeakCheck::start();
     let runtime = Runtime::new(DRIVER).unwrap();
-    let add = runtime
-        .load(program("add").vmfb())
-        .unwrap()
-        .function("add")
-        .unwrap();
+    let add = load_function(&runtime, "add");
     let mut watch = Watch::new(&runtime);
     let inputs = [add_input(&runtime, 1.0), add_input(&runtime, 2.0)];
     let with_inputs = watch.now();

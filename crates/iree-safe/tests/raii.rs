@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{program, LeakCheck, DRIVER};
+use common::{load_function, program, LeakCheck, DRIVER};
 use iree_safe::{Error, Runtime, StatusCode, Tensor, TrustedVmfb, VmValue};
 
 fn add_inputs(runtime: &Runtime) -> [VmValue; 2] {
@@ -68,11 +68,7 @@ fn handles_can_be_dropped_in_any_order() {
 fn device_tensors_chain_without_a_host_round_trip() {
     let _check = LeakCheck::start();
     let runtime = Runtime::new(DRIVER).unwrap();
-    let add = runtime
-        .load(program("add").vmfb())
-        .unwrap()
-        .function("add")
-        .unwrap();
+    let add = load_function(&runtime, "add");
     let [a, b] = add_inputs(&runtime);
     let once = add.call(&[a.clone(), b]).unwrap().remove(0);
     let twice = add.call(&[once, a]).unwrap();
@@ -182,11 +178,7 @@ fn misaligned_bytes_are_copied_into_aligned_storage() {
 fn wrong_argument_count_and_kind_are_caught_before_iree() {
     let _check = LeakCheck::start();
     let runtime = Runtime::new(DRIVER).unwrap();
-    let add = runtime
-        .load(program("add").vmfb())
-        .unwrap()
-        .function("add")
-        .unwrap();
+    let add = load_function(&runtime, "add");
     let [a, _] = add_inputs(&runtime);
     let error = add.call(std::slice::from_ref(&a)).unwrap_err();
     assert!(
@@ -205,11 +197,7 @@ fn tensors_from_another_device_are_refused() {
     let _check = LeakCheck::start();
     let runtime = Runtime::new(DRIVER).unwrap();
     let other = Runtime::new(DRIVER).unwrap();
-    let add = runtime
-        .load(program("add").vmfb())
-        .unwrap()
-        .function("add")
-        .unwrap();
+    let add = load_function(&runtime, "add");
     let error = add.call(&add_inputs(&other)).unwrap_err();
     assert!(
         matches!(&error, Error::InvalidArgument(m) if m.contains("another device")),

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{program, DRIVER};
+use common::{load_function, program, DRIVER};
 use iree_safe::{ElementType, Error, Runtime, SlotKind, StatusCode, Tensor, VmValue};
 
 fn sigmoid(x: f32) -> f32 {
@@ -38,11 +38,7 @@ fn sigmoid_matches_the_formula() {
 #[test]
 fn reflection_exposes_the_abi_declaration() {
     let runtime = Runtime::new(DRIVER).unwrap();
-    let f = runtime
-        .load(program("add").vmfb())
-        .unwrap()
-        .function("add")
-        .unwrap();
+    let f = load_function(&runtime, "add");
     assert_eq!(f.calling_convention().as_str(), "0rr_r");
     let declaration = f
         .reflection_attr("iree.abi.declaration")
@@ -209,11 +205,7 @@ fn unknown_function_lists_the_exports() {
 #[test]
 fn local_task_runs_the_same_module() {
     let runtime = Runtime::new("local-task").unwrap();
-    let f = runtime
-        .load(program("add").vmfb())
-        .unwrap()
-        .function("add")
-        .unwrap();
+    let f = load_function(&runtime, "add");
     let a = Tensor::from_slice(runtime.device(), &[4], &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
     let b = Tensor::from_slice(runtime.device(), &[4], &[10.0f32, 20.0, 30.0, 40.0]).unwrap();
     let out = f.call(&[a.into(), b.into()]).unwrap();

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{program, LeakCheck, DRIVER};
+use common::{load_function, program, LeakCheck, DRIVER};
 use iree_safe::{Runtime, Tensor};
 
 const THREADS: usize = 8;
@@ -47,11 +47,7 @@ fn eight_threads_share_one_runtime() {
 fn one_module_is_callable_from_several_threads() {
     let _check = LeakCheck::start();
     let runtime = Runtime::new(DRIVER).unwrap();
-    let add = runtime
-        .load(program("add").vmfb())
-        .unwrap()
-        .function("add")
-        .unwrap();
+    let add = load_function(&runtime, "add");
     std::thread::scope(|scope| {
         for thread in 0..4 {
             let (runtime, add) = (&runtime, &add);

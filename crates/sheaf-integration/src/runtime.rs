@@ -880,8 +880,6 @@ impl JitRuntime {
                     target: &variant.target,
                     artifact,
                 }),
-                // Aliases of a bundle's variant go with it.
-                None if variant.bytes == 0 => {}
                 None => skipped += 1,
             }
         }

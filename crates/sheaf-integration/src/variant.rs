@@ -61,10 +61,10 @@ impl Variant {
             entry: self.entry.clone(),
             metadata: Arc::clone(&self.metadata),
             outputs: self.outputs.clone(),
-            key: None,
+            key: self.key,
             bytes: 0,
             source: self.source,
-            metadata_bytes: None,
+            metadata_bytes: self.metadata_bytes.clone(),
             target: Arc::clone(&self.target),
         }
     }

@@ -10,6 +10,16 @@
 
 pub(crate) use imp::*;
 
+/// The function `name` of the test program `name` (`tests/data/<name>.mlir`),
+/// loaded into `runtime`.
+pub(crate) fn load_function(runtime: &iree_safe::Runtime, name: &str) -> iree_safe::Function {
+    runtime
+        .load(program(name).vmfb())
+        .unwrap()
+        .function(name)
+        .unwrap()
+}
+
 #[cfg(not(iree_mock))]
 mod imp {
     use std::collections::HashMap;

@@ -111,6 +111,15 @@ pub(crate) fn run(program: &Program, vmfb: &Artifact) -> Result<Vec<f32>, iree_s
     outputs[0].as_tensor().expect("a tensor result").to_vec()
 }
 
+/// Compiles `program` with `compiler`, runs it and checks its expected
+/// result (see [`check`]).
+pub(crate) fn check_compiled_by(program: &Program, compiler: &dyn Compiler) -> Vec<f32> {
+    let vmfb = compiler
+        .compile(&program.source(), &program.options)
+        .unwrap_or_else(|e| panic!("{}: {e}", program.name));
+    check(program, &vmfb)
+}
+
 /// Runs `vmfb` and checks the program's expected result (within 1e-6).
 pub(crate) fn check(program: &Program, vmfb: &Artifact) -> Vec<f32> {
     let got = run(program, vmfb).unwrap_or_else(|e| panic!("{}: {e}", program.name));
