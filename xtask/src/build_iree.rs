@@ -14,12 +14,17 @@ use std::process::Command;
 use std::time::Instant;
 
 use crate::build_log::BuildLog;
+use crate::cuda::CudaHeaders;
 use crate::manifest::{self, Manifest};
 use crate::process::{self, step};
 use crate::{source, tools};
 
-const DEFAULT_DRIVERS: &[&str] = &["local-sync", "local-task"];
-const KNOWN_DRIVERS: &[&str] = &["local-sync", "local-task", "cuda"];
+/// Every driver Sheaf ships on Linux: the two CPU drivers, Vulkan (which
+/// loads `libvulkan.so.1` when a device is opened) and CUDA (`libcuda.so`,
+/// likewise): none needs a GPU to build, and a machine without one simply
+/// fails to open those devices.
+const DEFAULT_DRIVERS: &[&str] = &["local-sync", "local-task", "vulkan", "cuda"];
+const KNOWN_DRIVERS: &[&str] = DEFAULT_DRIVERS;
 
 /// Command-line options of `build-iree`.
 #[derive(Debug, Default)]
@@ -77,9 +82,18 @@ pub(crate) fn run(options: &Options) -> Result<Manifest, String> {
         tools::ensure,
     )?;
     let source = source::resolve(options.source.as_deref())?;
-    let cmake_options = cmake_options(&options.drivers)?;
+    let cuda = options
+        .drivers
+        .iter()
+        .any(|d| d == "cuda")
+        .then(|| step("finding the CUDA headers", CudaHeaders::locate))
+        .transpose()?;
+    let cmake_options = cmake_options(&options.drivers, cuda.as_ref());
     let mut key_parts = vec![source.version.as_str(), source.dir.to_str().unwrap_or("")];
     key_parts.extend(cmake_options.iter().map(String::as_str));
+    if let Some(cuda) = &cuda {
+        key_parts.push(cuda.root().to_str().unwrap_or(""));
+    }
     let key = format!("{}-{}", source.version, process::short_hash(&key_parts));
     let root = process::workspace_root().join("target/iree").join(&key);
     let (build_dir, prefix) = (root.join("build"), root.join("install"));
@@ -123,6 +137,9 @@ pub(crate) fn run(options: &Options) -> Result<Manifest, String> {
                 .arg(&build_dir);
             cmake.arg(format!("-DCMAKE_MAKE_PROGRAM={}", tools.ninja.display()));
             cmake.args(&cmake_options);
+            if let Some(CudaHeaders::Wheels(root)) = &cuda {
+                cmake.env("IREE_CUDA_DEPS_DIR", root);
+            }
             log.run(&mut cmake)
         })?;
     }
@@ -195,7 +212,7 @@ fn runtime_libs(kind: &str) -> impl Iterator<Item = (&'static str, &'static str)
 /// The driver-independent CMake options, shared with the iree-sys build script.
 const RUNTIME_OPTIONS: &str = include_str!("../../crates/iree-sys/build/runtime-options.txt");
 
-fn cmake_options(drivers: &[String]) -> Result<Vec<String>, String> {
+fn cmake_options(drivers: &[String], cuda: Option<&CudaHeaders>) -> Vec<String> {
     let on_off = |on: bool| if on { "ON" } else { "OFF" };
     let has = |name: &str| drivers.iter().any(|d| d == name);
     let mut options: Vec<String> = RUNTIME_OPTIONS
@@ -203,35 +220,14 @@ fn cmake_options(drivers: &[String]) -> Result<Vec<String>, String> {
         .filter(|line| !line.is_empty() && !line.starts_with('#'))
         .map(String::from)
         .collect();
-    options.push(format!(
-        "IREE_HAL_DRIVER_LOCAL_SYNC={}",
-        on_off(has("local-sync"))
-    ));
-    options.push(format!(
-        "IREE_HAL_DRIVER_LOCAL_TASK={}",
-        on_off(has("local-task"))
-    ));
-    options.push(format!("IREE_HAL_DRIVER_CUDA={}", on_off(has("cuda"))));
-    if has("cuda") {
-        let toolkit = cuda_toolkit()?;
-        options.push(format!("CUDAToolkit_ROOT={}", toolkit.display()));
+    for driver in KNOWN_DRIVERS {
+        let option = driver.replace('-', "_").to_uppercase();
+        options.push(format!("IREE_HAL_DRIVER_{option}={}", on_off(has(driver))));
     }
-    Ok(options.into_iter().map(|o| format!("-D{o}")).collect())
-}
-
-/// The CUDA toolkit root (holding `include/cuda.h`), from `CUDA_PATH` or the
-/// usual install location.
-fn cuda_toolkit() -> Result<PathBuf, String> {
-    let candidates = std::env::var_os("CUDA_PATH")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([PathBuf::from("/usr/local/cuda")]);
-    for root in candidates {
-        if root.join("include/cuda.h").is_file() {
-            return Ok(root);
-        }
+    if let Some(CudaHeaders::Toolkit(root)) = cuda {
+        options.push(format!("CUDAToolkit_ROOT={}", root.display()));
     }
-    Err("the cuda driver needs the CUDA toolkit headers (include/cuda.h); set CUDA_PATH to the toolkit root".into())
+    options.into_iter().map(|o| format!("-D{o}")).collect()
 }
 
 /// Copies the public headers (source, generated, flatcc's and the compiler's

@@ -7,6 +7,7 @@
 mod bindings;
 mod build_iree;
 mod build_log;
+mod cuda;
 mod fuzz;
 mod manifest;
 mod msrv;
@@ -30,7 +31,8 @@ commands:
       Install the tools (CMake, Ninja, libclang, iree-base-compiler) into
       target/venv, build the IREE runtime from source in Release and install
       it under target/iree/. LIST is comma separated, default
-      `local-sync,local-task`; add `cuda` where CUDA headers exist.
+      `local-sync,local-task,vulkan,cuda` (no GPU needed to build: the CUDA
+      headers come from a toolkit, else from NVIDIA's wheels in the venv).
       IREE_SOURCE_DIR is the same as --source.
   bindgen [--check]
       Regenerate crates/iree-sys/src/bindings.rs from the installed headers;

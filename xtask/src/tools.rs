@@ -6,7 +6,7 @@
 //! `libclang.so`, which a fresh machine does not have) and
 //! `iree-base-compiler==3.13.0` (`iree-compile` and `libIREECompiler.so`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use crate::process::{self, step};
@@ -44,47 +44,15 @@ pub(crate) fn ensure() -> Result<Tools, String> {
     if system_ninja.is_none() {
         requirements.push("ninja".to_owned());
     }
-    requirements.sort();
-    let stamp = venv.join(".xtask-requirements");
-    let wanted = requirements.join("\n");
-    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
-        if !venv.join("bin/python").exists() {
-            step("creating the Python venv target/venv", || {
-                process::run(Command::new("python3").args(["-m", "venv"]).arg(&venv)).map_err(|e| {
-                    format!("{e}\nhint: install Python 3 with venv support (`apt-get install python3 python3-venv`)")
-                })
-            })?;
-        }
-        step(
-            &format!(
-                "installing {} into target/venv (first run downloads ~110 MB)",
-                requirements.join(", ")
-            ),
-            || {
-                process::run(
-                    Command::new(venv.join("bin/python"))
-                        .args([
-                            "-m",
-                            "pip",
-                            "install",
-                            "--quiet",
-                            "--disable-pip-version-check",
-                        ])
-                        .args(&requirements),
-                )
-            },
-        )?;
-        std::fs::write(&stamp, &wanted)
-            .map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
-    }
+    install_once(&requirements, ".xtask-requirements")?;
 
-    let site_packages = find_site_packages(&venv)?;
+    let site_packages = site_packages()?;
     let libiree_compiler = site_packages.join("iree/compiler/_mlir_libs/libIREECompiler.so");
     let libclang_dir = site_packages.join("clang/native");
     for required in [&libiree_compiler, &libclang_dir.join("libclang.so")] {
         if !required.exists() {
             // A half-finished install: forget the stamp so the next run repairs it.
-            let _ = std::fs::remove_file(&stamp);
+            let _ = std::fs::remove_file(venv.join(".xtask-requirements"));
             return Err(format!(
                 "{} is missing; run `cargo xtask build-iree` again",
                 required.display()
@@ -107,8 +75,54 @@ pub(crate) fn ensure() -> Result<Tools, String> {
     })
 }
 
-fn find_site_packages(venv: &Path) -> Result<PathBuf, String> {
-    let lib = venv.join("lib");
+/// Installs further pip requirements into the venv (once: a second call
+/// with the same list only reads a stamp file).
+pub(crate) fn ensure_requirements(requirements: &[&str]) -> Result<(), String> {
+    let stamp = format!(".xtask-requirements-{}", process::short_hash(requirements));
+    let requirements: Vec<String> = requirements.iter().map(|r| (*r).to_owned()).collect();
+    install_once(&requirements, &stamp)
+}
+
+/// `pip install`s `requirements` (sorted) into the venv, creating it first,
+/// unless the stamp file `stamp` in the venv already lists them.
+fn install_once(requirements: &[String], stamp: &str) -> Result<(), String> {
+    let venv = venv_dir();
+    let mut requirements = requirements.to_vec();
+    requirements.sort();
+    let stamp = venv.join(stamp);
+    let wanted = requirements.join("\n");
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
+        return Ok(());
+    }
+    if !venv.join("bin/python").exists() {
+        step("creating the Python venv target/venv", || {
+            process::run(Command::new("python3").args(["-m", "venv"]).arg(&venv)).map_err(|e| {
+                format!("{e}\nhint: install Python 3 with venv support (`apt-get install python3 python3-venv`)")
+            })
+        })?;
+    }
+    step(
+        &format!("installing {} into target/venv", requirements.join(", ")),
+        || {
+            process::run(
+                Command::new(venv.join("bin/python"))
+                    .args([
+                        "-m",
+                        "pip",
+                        "install",
+                        "--quiet",
+                        "--disable-pip-version-check",
+                    ])
+                    .args(&requirements),
+            )
+        },
+    )?;
+    std::fs::write(&stamp, &wanted).map_err(|e| format!("cannot write {}: {e}", stamp.display()))
+}
+
+/// The venv's `site-packages` folder.
+pub(crate) fn site_packages() -> Result<PathBuf, String> {
+    let lib = venv_dir().join("lib");
     std::fs::read_dir(&lib)
         .map_err(|e| format!("cannot read {}: {e}", lib.display()))?
         .filter_map(Result::ok)

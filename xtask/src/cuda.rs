@@ -1,0 +1,99 @@
+//! The CUDA headers the runtime's `cuda` HAL driver is compiled against.
+//!
+//! The driver loads `libcuda.so` when a device is opened, so building it
+//! needs headers only, never a GPU or a driver. They come from an installed
+//! CUDA toolkit when there is one (`CUDA_PATH`, else `/usr/local/cuda`),
+//! else from NVIDIA's PyPI wheels installed into the project venv:
+//! `cuda.h` and the runtime headers (`nvidia-cuda-runtime-cu12`), the
+//! `crt/` headers they include and `libdevice` (`nvidia-cuda-nvcc-cu12`),
+//! and `nv/target` (`nvidia-cuda-cccl-cu12`). The wheels install into three
+//! folders; IREE's CMake wants one toolkit root, so `target/iree/cuda-headers/`
+//! joins them with symbolic links and is handed to IREE's configure as
+//! `IREE_CUDA_DEPS_DIR`, IREE's own variable for a stripped-down toolkit
+//! (`build_tools/third_party/cuda/CMakeLists.txt`).
+
+use std::path::{Path, PathBuf};
+
+use crate::{process, tools};
+
+/// The wheels that hold the headers, pinned (CUDA 12.9, which IREE 3.13's
+/// driver supports: it needs CUDA >= 12).
+pub(crate) const WHEELS: &[&str] = &[
+    "nvidia-cuda-runtime-cu12==12.9.79",
+    "nvidia-cuda-nvcc-cu12==12.9.86",
+    "nvidia-cuda-cccl-cu12==12.9.27",
+];
+
+/// Where the CUDA headers come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CudaHeaders {
+    /// An installed toolkit: passed to CMake as `CUDAToolkit_ROOT`.
+    Toolkit(PathBuf),
+    /// The wheels' headers joined under one root: passed to CMake's
+    /// configure as the environment variable `IREE_CUDA_DEPS_DIR`.
+    Wheels(PathBuf),
+}
+
+impl CudaHeaders {
+    /// Finds an installed toolkit, else installs the wheels (once) and
+    /// joins their headers.
+    pub(crate) fn locate() -> Result<CudaHeaders, String> {
+        if let Some(toolkit) = installed_toolkit() {
+            return Ok(CudaHeaders::Toolkit(toolkit));
+        }
+        tools::ensure_requirements(WHEELS)?;
+        let nvidia = tools::site_packages()?.join("nvidia");
+        let root = process::workspace_root().join("target/iree/cuda-headers");
+        join_wheels(&nvidia, &root)?;
+        Ok(CudaHeaders::Wheels(root))
+    }
+
+    /// The root, for the build key and the log.
+    pub(crate) fn root(&self) -> &Path {
+        match self {
+            CudaHeaders::Toolkit(root) | CudaHeaders::Wheels(root) => root,
+        }
+    }
+}
+
+/// A toolkit with `include/cuda.h` and `nvcc` (CMake's `FindCUDAToolkit`
+/// needs both), from `CUDA_PATH` or the usual install location.
+fn installed_toolkit() -> Option<PathBuf> {
+    std::env::var_os("CUDA_PATH")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([PathBuf::from("/usr/local/cuda")])
+        .find(|root| root.join("include/cuda.h").is_file() && root.join("bin/nvcc").is_file())
+}
+
+/// Makes `root/include/*` link to every entry of the wheels' `include`
+/// folders, and `root/nvvm` to nvcc's (where IREE looks for libdevice).
+fn join_wheels(nvidia: &Path, root: &Path) -> Result<(), String> {
+    let include = root.join("include");
+    let _ = std::fs::remove_dir_all(root);
+    std::fs::create_dir_all(&include)
+        .map_err(|e| format!("cannot create {}: {e}", include.display()))?;
+    for wheel in ["cuda_runtime", "cuda_nvcc", "cuda_cccl"] {
+        let from = nvidia.join(wheel).join("include");
+        let entries = std::fs::read_dir(&from).map_err(|e| {
+            format!(
+                "cannot read {} ({e}); delete target/venv/.xtask-requirements and run again",
+                from.display()
+            )
+        })?;
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("cannot read {}: {e}", from.display()))?;
+            link(&entry.path(), &include.join(entry.file_name()))?;
+        }
+    }
+    link(&nvidia.join("cuda_nvcc/nvvm"), &root.join("nvvm"))
+}
+
+fn link(original: &Path, link: &Path) -> Result<(), String> {
+    if link.exists() {
+        // Two wheels with one header: the first (the runtime's) wins.
+        return Ok(());
+    }
+    std::os::unix::fs::symlink(original, link)
+        .map_err(|e| format!("cannot link {}: {e}", link.display()))
+}
