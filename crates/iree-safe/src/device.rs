@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::driver::DeviceInfo;
 use crate::error::{check, Context, Error, Result};
 use crate::handle::Handle;
 use crate::instance::Instance;
@@ -86,6 +87,44 @@ impl Device {
             raw,
             uri: uri.into(),
         })
+    }
+
+    /// The devices `driver` (`"local-sync"`, `"vulkan"`, `"cuda"`...) can
+    /// open, in the driver's order, each with the URI that opens it and its
+    /// kind as the driver reports it.
+    ///
+    /// ```no_run
+    /// use iree_safe::Device;
+    ///
+    /// // A GPU if Vulkan has one, else the CPU.
+    /// let gpu = Device::available("vulkan")
+    ///     .unwrap_or_default()
+    ///     .into_iter()
+    ///     .find(|info| !info.kind.is_software());
+    /// let device = match gpu {
+    ///     Some(info) => Device::open(&info.uri())?,
+    ///     None => Device::open("local-task")?,
+    /// };
+    /// # drop(device);
+    /// # Ok::<(), iree_safe::Error>(())
+    /// ```
+    ///
+    /// The driver is created for the question and released before this
+    /// returns (Vulkan and CUDA load their system library to answer it).
+    /// The device reports are only read for their kind: a driver that
+    /// writes none, or fails to, lists its devices as
+    /// [`DeviceKind::Unknown`](crate::DeviceKind::Unknown).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Iree`](crate::Error::Iree): `NotFound` for a driver the
+    /// runtime lacks (see `cargo xtask build-iree --drivers`), or the
+    /// driver's own error when it cannot be created (`Unavailable` without
+    /// `libcuda.so`, say) or cannot list its devices.
+    #[doc(alias = "iree_hal_driver_query_available_devices")]
+    #[doc(alias = "iree_hal_driver_registry_try_create")]
+    pub fn available(driver: &str) -> Result<Vec<DeviceInfo>> {
+        crate::driver::available(driver)
     }
 
     /// The driver name or URI this device was opened with.

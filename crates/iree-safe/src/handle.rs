@@ -126,6 +126,7 @@ refcounted! {
     iree_vm_instance_t => iree_vm_instance_retain, iree_vm_instance_release;
     iree_async_proactor_pool_t => iree_async_proactor_pool_retain, iree_async_proactor_pool_release;
     iree_async_frontier_tracker_t => iree_async_frontier_tracker_retain, iree_async_frontier_tracker_release;
+    iree_hal_driver_t => iree_hal_driver_retain, iree_hal_driver_release;
     iree_hal_device_t => iree_hal_device_retain, iree_hal_device_release;
     iree_hal_device_group_t => iree_hal_device_group_retain, iree_hal_device_group_release;
     iree_vm_module_t => iree_vm_module_retain, iree_vm_module_release;

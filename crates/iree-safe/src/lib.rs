@@ -48,6 +48,7 @@ mod artifact;
 mod calling_convention;
 pub mod compiler;
 mod device;
+mod driver;
 mod element;
 mod error;
 mod function;
@@ -70,6 +71,7 @@ mod vmfb;
 
 pub use calling_convention::{CallingConvention, SlotKind};
 pub use device::Device;
+pub use driver::{DeviceInfo, DeviceKind};
 pub use element::{Element, ElementType};
 pub use error::{Error, Result, StatusCode};
 pub use function::Function;
@@ -94,6 +96,8 @@ mod thread_safety {
 
     assert_impl_all!(Instance: Send, Sync);
     assert_impl_all!(Device: Send, Sync, Clone);
+    assert_impl_all!(DeviceInfo: Send, Sync, Clone);
+    assert_impl_all!(DeviceKind: Send, Sync, Copy);
     assert_impl_all!(Runtime: Send, Sync, Clone);
     assert_impl_all!(Module: Send, Sync, Clone);
     assert_impl_all!(Function: Send, Sync, Clone);

@@ -11,7 +11,9 @@
 //! The functions are Rust-ABI `unsafe fn`s rather than `extern "C"`, so a
 //! failed check panics and unwinds into the test instead of aborting.
 //! `iree_allocator_system` stays iree-sys' inline helper: the crate passes
-//! it as the host allocator, and the mock never allocates through it.
+//! it as the host allocator, and the mock never calls it (what IREE would
+//! allocate with it, the mock allocates itself and `iree_allocator_free`
+//! takes back, `allocator.rs`).
 
 // Types.
 pub(crate) use iree_sys::{
@@ -19,14 +21,15 @@ pub(crate) use iree_sys::{
     iree_async_frontier_tracker_t, iree_async_proactor_pool_options_t, iree_async_proactor_pool_t,
     iree_const_byte_span_t, iree_device_size_t, iree_hal_allocator_statistics_t,
     iree_hal_allocator_t, iree_hal_buffer_params_t, iree_hal_buffer_t, iree_hal_buffer_view_t,
-    iree_hal_device_create_params_t, iree_hal_device_group_t, iree_hal_device_t, iree_hal_dim_t,
-    iree_hal_driver_registry_t, iree_hal_element_type_t, iree_hal_encoding_type_t,
+    iree_hal_device_create_params_t, iree_hal_device_group_t, iree_hal_device_id_t,
+    iree_hal_device_info_t, iree_hal_device_t, iree_hal_dim_t, iree_hal_driver_registry_t,
+    iree_hal_driver_t, iree_hal_element_type_t, iree_hal_encoding_type_t,
     iree_hal_module_debug_sink_t, iree_hal_module_device_policy_t, iree_hal_module_flags_t,
     iree_hal_transfer_buffer_flags_t, iree_host_size_t, iree_status_code_t, iree_status_handle_t,
-    iree_status_t, iree_string_view_t, iree_timeout_t, iree_vm_bytecode_module_flags_t,
-    iree_vm_context_flags_t, iree_vm_context_t, iree_vm_function_linkage_t,
-    iree_vm_function_signature_t, iree_vm_function_t, iree_vm_instance_t,
-    iree_vm_invocation_flags_t, iree_vm_invocation_policy_t, iree_vm_list_t,
+    iree_status_t, iree_string_builder_t, iree_string_view_t, iree_timeout_t,
+    iree_vm_bytecode_module_flags_t, iree_vm_context_flags_t, iree_vm_context_t,
+    iree_vm_function_linkage_t, iree_vm_function_signature_t, iree_vm_function_t,
+    iree_vm_instance_t, iree_vm_invocation_flags_t, iree_vm_invocation_policy_t, iree_vm_list_t,
     iree_vm_module_signature_t, iree_vm_module_t, iree_vm_ref_t, iree_vm_ref_type_t,
     iree_vm_type_def_t, iree_vm_value_t,
 };
@@ -65,10 +68,15 @@ pub(crate) use iree_sys::{
 pub(crate) use iree_sys::iree_allocator_null;
 
 // Functions, from the mock.
+pub(crate) use super::allocator::iree_allocator_free;
 pub(crate) use super::context::{
     iree_hal_module_register_all_types, iree_vm_context_create_with_modules,
     iree_vm_context_release, iree_vm_context_retain, iree_vm_instance_create,
     iree_vm_instance_release, iree_vm_instance_retain, iree_vm_invoke,
+};
+pub(crate) use super::driver::{
+    iree_hal_driver_dump_device_info, iree_hal_driver_query_available_devices,
+    iree_hal_driver_registry_try_create, iree_hal_driver_release, iree_hal_driver_retain,
 };
 pub(crate) use super::hal::{
     iree_async_frontier_tracker_create, iree_async_frontier_tracker_release,
@@ -98,3 +106,6 @@ pub(crate) use super::module::{
     iree_vm_module_retain, iree_vm_module_signature,
 };
 pub(crate) use super::status::{iree_status_format, iree_status_free};
+pub(crate) use super::string_builder::{
+    iree_string_builder_deinitialize, iree_string_builder_initialize, iree_string_builder_view,
+};

@@ -13,11 +13,9 @@ use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::api::*;
+use super::driver::{self, DRIVERS};
 use super::registry::{self, Kind, Object, Owned};
 use super::status::{return_object, to_status, Failure, MockResult};
-
-/// The drivers `iree_hal_register_all_available_drivers` registers.
-const DRIVERS: [&str; 2] = ["local-sync", "local-task"];
 
 /// The process-wide driver registry (`iree_hal_driver_registry_default`).
 struct DriverRegistry {
@@ -42,6 +40,16 @@ fn driver_registry(registry: *mut iree_hal_driver_registry_t) -> &'static Driver
     &REGISTRY
 }
 
+/// Whether a driver named `name` is registered in `registry`, which must be
+/// the default registry.
+pub(crate) fn is_registered(registry: *mut iree_hal_driver_registry_t, name: &str) -> bool {
+    driver_registry(registry)
+        .drivers
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .contains(&name)
+}
+
 /// `iree_hal_driver_registry_default`: the process-wide registry.
 ///
 /// # Safety
@@ -50,8 +58,9 @@ pub(crate) unsafe fn iree_hal_driver_registry_default() -> *mut iree_hal_driver_
     registry_ptr()
 }
 
-/// `iree_hal_register_all_available_drivers`: registers `local-sync` and
-/// `local-task`; ALREADY_EXISTS when they were registered before, as IREE.
+/// `iree_hal_register_all_available_drivers`: registers the mock's drivers
+/// (`local-sync`, `local-task` and [`driver::SOFTWARE_DRIVER`]);
+/// ALREADY_EXISTS when they were registered before, as IREE.
 ///
 /// # Safety
 /// `registry` is the default registry.
@@ -62,14 +71,17 @@ pub(crate) unsafe fn iree_hal_register_all_available_drivers(
         .drivers
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
-    if let Some(existing) = DRIVERS.iter().find(|d| drivers.contains(d)) {
+    if let Some(existing) = DRIVERS.iter().find(|d| drivers.contains(&d.name)) {
         return Failure::new(
             IREE_STATUS_ALREADY_EXISTS,
-            format!("a driver factory named `{existing}` is already registered"),
+            format!(
+                "a driver factory named `{}` is already registered",
+                existing.name
+            ),
         )
         .into_status();
     }
-    drivers.extend(DRIVERS);
+    drivers.extend(DRIVERS.iter().map(|d| d.name));
     std::ptr::null_mut()
 }
 
@@ -187,8 +199,9 @@ impl Object for Device {
 }
 
 /// `iree_hal_create_device`: a device of a registered driver (the part of
-/// the URI before `://`), retaining `create_params.proactor_pool`, which
-/// IREE requires.
+/// the URI before `:`) at the URI's path (the driver's default device when
+/// it has none), retaining `create_params.proactor_pool`, which IREE
+/// requires.
 ///
 /// # Safety
 /// `device_uri` views readable bytes; `create_params` is valid with a live
@@ -202,17 +215,18 @@ pub(crate) unsafe fn iree_hal_create_device(
 ) -> iree_status_t {
     // SAFETY: the caller passes a readable view and valid params.
     let (uri, pool) = unsafe { (view_str(device_uri), (*create_params).proactor_pool) };
-    let driver = uri.split_once("://").map_or(uri.as_str(), |(d, _)| d);
-    let registered = driver_registry(registry)
-        .drivers
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .contains(&driver);
-    let result = if !registered {
+    let (driver, path) = driver::split_uri(&uri);
+    let result = if !is_registered(registry, driver) {
+        let names: Vec<&str> = DRIVERS.iter().map(|d| d.name).collect();
         Err(Failure::new(
             IREE_STATUS_NOT_FOUND,
-            format!("no driver factory registered for `{driver}` (mock drivers: local-sync, local-task)"),
+            format!(
+                "no driver '{driver}' registered (mock drivers: {})",
+                names.join(", ")
+            ),
         ))
+    } else if let Err(failure) = driver::select_device(driver, path) {
+        Err(failure)
     } else if let Some(pool) = NonNull::new(pool) {
         // SAFETY: the pool came from the mock's
         // `iree_async_proactor_pool_create` (caller's contract).
@@ -249,10 +263,7 @@ pub(crate) unsafe fn iree_hal_device_query_i64(
             view_str(key),
         )
     };
-    let driver = device
-        .uri
-        .split_once("://")
-        .map_or(device.uri.as_str(), |(d, _)| d);
+    let (driver, _) = driver::split_uri(&device.uri);
     let value = match (category.as_str(), key.as_str()) {
         ("hal.device.id", key) => Ok(i64::from(key == "*" || key == driver)),
         ("hal.device", "concurrency") => Ok(1),

@@ -9,7 +9,13 @@
 //! anything but the process-wide VM instance alive has leaked. Ownership
 //! follows IREE's rules (a context retains its modules, the HAL module its
 //! device group, the group its device and frontier tracker, a device its
-//! proactor pool, a list the buffer views in it).
+//! proactor pool, a list the buffer views in it). Host memory that IREE
+//! hands its caller to free (device lists, string builder storage) is
+//! counted too, until `iree_allocator_free` gives it back.
+//!
+//! The drivers are IREE's `local-sync` and `local-task`, and
+//! [`SOFTWARE_DRIVER`], the mock's own, whose one device reports itself as
+//! Vulkan reports a software rasterizer (`driver.rs`).
 //!
 //! Modules are loaded from the mock's own text format instead of `.vmfb`
 //! flatbuffers; [`program`] writes the artifacts the tests load, and the
@@ -35,8 +41,10 @@
 //! # Ok::<(), iree_safe::Error>(())
 //! ```
 
+mod allocator;
 pub(crate) mod api;
 mod context;
+mod driver;
 mod hal;
 mod list;
 mod module;
@@ -44,7 +52,9 @@ mod ops;
 mod program;
 mod registry;
 mod status;
+mod string_builder;
 
+pub use driver::SOFTWARE_DRIVER;
 pub use program::program;
 pub use registry::{live_objects, LiveObjects};
 

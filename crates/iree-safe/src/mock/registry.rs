@@ -19,6 +19,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 pub(crate) enum Kind {
     Instance,
     ProactorPool,
+    Driver,
     Device,
     FrontierTracker,
     DeviceGroup,
@@ -241,6 +242,8 @@ pub struct LiveObjects {
     pub instances: usize,
     /// Async proactor pools.
     pub proactor_pools: usize,
+    /// HAL drivers (`iree_hal_driver_registry_try_create`).
+    pub drivers: usize,
     /// HAL devices.
     pub devices: usize,
     /// Async frontier trackers.
@@ -261,6 +264,10 @@ pub struct LiveObjects {
     pub buffers: usize,
     /// Statuses not yet freed.
     pub statuses: usize,
+    /// Blocks of host memory that IREE allocated for the caller (device
+    /// lists, string builder storage) and the caller has not freed with
+    /// `iree_allocator_free`.
+    pub host_blocks: usize,
 }
 
 impl LiveObjects {
@@ -270,6 +277,7 @@ impl LiveObjects {
         let LiveObjects {
             instances: _,
             proactor_pools,
+            drivers,
             devices,
             frontier_trackers,
             device_groups,
@@ -280,8 +288,10 @@ impl LiveObjects {
             buffer_views,
             buffers,
             statuses,
+            host_blocks,
         } = *self;
         proactor_pools
+            + drivers
             + devices
             + frontier_trackers
             + device_groups
@@ -292,12 +302,14 @@ impl LiveObjects {
             + buffer_views
             + buffers
             + statuses
+            + host_blocks
     }
 
     fn count(&mut self, kind: Kind) -> &mut usize {
         match kind {
             Kind::Instance => &mut self.instances,
             Kind::ProactorPool => &mut self.proactor_pools,
+            Kind::Driver => &mut self.drivers,
             Kind::Device => &mut self.devices,
             Kind::FrontierTracker => &mut self.frontier_trackers,
             Kind::DeviceGroup => &mut self.device_groups,
@@ -314,7 +326,10 @@ impl LiveObjects {
 
 /// Counts the mock objects alive right now, per kind.
 pub fn live_objects() -> LiveObjects {
-    let mut counts = LiveObjects::default();
+    let mut counts = LiveObjects {
+        host_blocks: super::allocator::live_blocks(),
+        ..LiveObjects::default()
+    };
     for entry in table().values() {
         *counts.count(entry.kind) += 1;
     }

@@ -1,0 +1,197 @@
+//! Host memory that IREE allocates for its caller, with the caller's
+//! allocator, and the caller gives back with `iree_allocator_free`: the
+//! device lists of `iree_hal_driver_query_available_devices` and the storage
+//! of string builders.
+//!
+//! The mock never calls an allocator (the crate passes
+//! `iree_allocator_system()`, whose `ctl` is C): it allocates from Rust and
+//! remembers each block with the allocator it was made for, so that freeing
+//! a block twice, freeing a pointer it never returned or freeing with
+//! another allocator panics, and [`live_blocks`] counts what was not freed.
+
+use std::alloc::Layout;
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use super::api::*;
+
+/// The alignment of every block (IREE's allocators return at least
+/// `iree_max_align_t`, 16 bytes on the platforms it supports).
+const ALIGNMENT: usize = 16;
+
+/// An allocator told apart from others by its `self` and `ctl` addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct AllocatorId {
+    self_: usize,
+    ctl: usize,
+}
+
+impl AllocatorId {
+    fn of(allocator: iree_allocator_t) -> AllocatorId {
+        AllocatorId {
+            self_: allocator.self_.addr(),
+            ctl: allocator.ctl.map_or(0, |ctl| ctl as usize),
+        }
+    }
+}
+
+struct Block {
+    size: usize,
+    allocator: AllocatorId,
+}
+
+static BLOCKS: Mutex<BTreeMap<usize, Block>> = Mutex::new(BTreeMap::new());
+
+fn blocks() -> MutexGuard<'static, BTreeMap<usize, Block>> {
+    // Entries change only after the checks that may panic have passed.
+    BLOCKS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn layout(size: usize) -> Layout {
+    // A block of 0 bytes is still a distinct allocation.
+    Layout::from_size_align(size.max(1), ALIGNMENT).expect("a block size fits a layout")
+}
+
+/// Allocates `size` uninitialized bytes "with" `allocator`, as
+/// `iree_allocator_malloc_uninitialized` would. Panics for the null
+/// allocator, which fails every request in IREE: the mock's callers check
+/// for it first and fail as IREE does.
+pub(crate) fn malloc(allocator: iree_allocator_t, size: usize) -> *mut u8 {
+    assert!(
+        allocator.ctl.is_some(),
+        "mock IREE: an allocation with iree_allocator_null()"
+    );
+    let layout = layout(size);
+    // SAFETY: the layout has a non-zero size.
+    let ptr = unsafe { std::alloc::alloc(layout) };
+    if ptr.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    let block = Block {
+        size,
+        allocator: AllocatorId::of(allocator),
+    };
+    let previous = blocks().insert(ptr.addr(), block);
+    assert!(previous.is_none(), "a fresh allocation was already live");
+    ptr
+}
+
+/// Grows (or shrinks) a block of `allocator` to `size` bytes, keeping its
+/// contents, as `iree_allocator_realloc`; null allocates a new block.
+///
+/// # Safety
+/// `ptr` is null or a live block of `allocator` that nobody uses after this
+/// returns (the returned pointer replaces it).
+pub(crate) unsafe fn realloc(allocator: iree_allocator_t, ptr: *mut u8, size: usize) -> *mut u8 {
+    if ptr.is_null() {
+        return malloc(allocator, size);
+    }
+    let mut blocks = blocks();
+    let old_size = checked_block(&blocks, allocator, ptr, "iree_allocator_realloc").size;
+    // SAFETY: `ptr` is live and was allocated with `layout(old_size)` (the
+    // table says so); the new size is non-zero and fits a layout.
+    let new = unsafe { std::alloc::realloc(ptr, layout(old_size), size.max(1)) };
+    if new.is_null() {
+        std::alloc::handle_alloc_error(layout(size));
+    }
+    blocks.remove(&ptr.addr());
+    blocks.insert(
+        new.addr(),
+        Block {
+            size,
+            allocator: AllocatorId::of(allocator),
+        },
+    );
+    new
+}
+
+/// The live block at `ptr`, checked to belong to `allocator`.
+fn checked_block<'t>(
+    blocks: &'t BTreeMap<usize, Block>,
+    allocator: iree_allocator_t,
+    ptr: *mut u8,
+    action: &str,
+) -> &'t Block {
+    let Some(block) = blocks.get(&ptr.addr()) else {
+        panic!(
+            "mock IREE: {action} of {ptr:p}, which is not a live block (freed twice, or never allocated by IREE)"
+        );
+    };
+    assert!(
+        block.allocator == AllocatorId::of(allocator),
+        "mock IREE: {action} of {ptr:p} with another allocator than the one it was allocated with"
+    );
+    block
+}
+
+/// `iree_allocator_free`: frees a block the mock allocated with
+/// `allocator`; null is a no-op, as in IREE.
+///
+/// # Safety
+/// `ptr` is null or a live block of `allocator` that nobody uses after this.
+pub(crate) unsafe fn iree_allocator_free(allocator: iree_allocator_t, ptr: *mut c_void) {
+    if ptr.is_null() {
+        return;
+    }
+    let ptr = ptr.cast::<u8>();
+    let size = {
+        let mut blocks = blocks();
+        let size = checked_block(&blocks, allocator, ptr, "iree_allocator_free").size;
+        blocks.remove(&ptr.addr());
+        size
+    };
+    // SAFETY: the block was allocated with this layout (the table said so)
+    // and is no longer in the table, so it is freed once.
+    unsafe { std::alloc::dealloc(ptr, layout(size)) };
+}
+
+/// How many blocks are allocated and not yet freed.
+pub(crate) fn live_blocks() -> usize {
+    blocks().len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_are_counted_until_freed() {
+        let _serial = crate::mock::serial();
+        let before = live_blocks();
+        let allocator = iree_allocator_system();
+        let ptr = malloc(allocator, 4);
+        // SAFETY: the block has room for 4 bytes.
+        unsafe { ptr.copy_from_nonoverlapping(b"abcd".as_ptr(), 4) };
+        // SAFETY: `ptr` is a live block of `allocator`, not used after.
+        let ptr = unsafe { realloc(allocator, ptr, 300) };
+        // SAFETY: realloc kept the first 4 bytes.
+        assert_eq!(unsafe { std::slice::from_raw_parts(ptr, 4) }, b"abcd");
+        assert_eq!(live_blocks(), before + 1);
+        // SAFETY: freed once, with its allocator.
+        unsafe { iree_allocator_free(allocator, ptr.cast()) };
+        assert_eq!(live_blocks(), before);
+        // SAFETY: freeing null does nothing.
+        unsafe { iree_allocator_free(allocator, std::ptr::null_mut()) };
+    }
+
+    #[test]
+    fn a_block_is_freed_with_its_own_allocator() {
+        let _serial = crate::mock::serial();
+        let allocator = iree_allocator_system();
+        let ptr = malloc(allocator, 8);
+        let other = iree_allocator_t {
+            self_: std::ptr::without_provenance_mut(8),
+            ..allocator
+        };
+        let wrong = std::panic::catch_unwind(|| {
+            // SAFETY: the mock checks the allocator before touching the
+            // block, and panics.
+            unsafe { iree_allocator_free(other, ptr.cast()) }
+        });
+        let message = *wrong.unwrap_err().downcast::<String>().unwrap();
+        assert!(message.contains("another allocator"), "{message}");
+        // SAFETY: the block is still live; freed once, with its allocator.
+        unsafe { iree_allocator_free(allocator, ptr.cast()) };
+    }
+}
