@@ -8,6 +8,7 @@ mod bindings;
 mod build_iree;
 mod build_log;
 mod cuda;
+mod debian;
 mod fuzz;
 mod manifest;
 mod msrv;
@@ -20,6 +21,7 @@ mod source;
 mod test;
 mod tidy;
 mod tools;
+mod vulkan;
 
 use std::process::ExitCode;
 
@@ -39,7 +41,9 @@ commands:
       with --check, fail if the committed file is stale.
   test
       Ensure IREE is built, check the bindings, check the workspace with the
-      declared rust-version, run the workspace tests, package-check, a 30 s
+      declared rust-version, install redis-server and Mesa's lavapipe (a
+      software Vulkan device) if missing, run the workspace tests (the
+      device suite on the CPU and on Vulkan), package-check, a 30 s
       soak, the miri tests and each fuzz target for 20 s.
   package-check
       Ensure IREE is built, `cargo package` the library crates, then build

@@ -3,11 +3,14 @@
 //! 1. `build-iree` (a no-op when the install is current);
 //! 2. the committed bindings match the installed headers;
 //! 3. the workspace checks with the declared `rust-version` (`msrv.rs`);
-//! 4. a `redis-server` for the remote-cache tests (Debian's package,
-//!    installed when missing: `redis.rs`);
+//! 4. a `redis-server` for the remote-cache tests and Mesa's lavapipe for
+//!    the Vulkan tests (Debian's packages, installed when missing:
+//!    `redis.rs`, `vulkan.rs`);
 //! 5. `cargo test --workspace --all-features` against that install (real
-//!    runtime, real compiler, the demo and its legacy session included; this
-//!    also runs the tidy test of `src/tidy.rs`);
+//!    runtime, real compiler, the demo and its legacy session included, the
+//!    device suite on the CPU and on Vulkan, required by
+//!    `SHEAF_JIT_TEST_DEVICES=vulkan`; this also runs the tidy test of
+//!    `src/tidy.rs`);
 //! 6. the packaged library crates, used by a crate outside the workspace
 //!    (`package.rs`);
 //! 7. the soak for 30 s (`soak.rs`);
@@ -43,13 +46,18 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         crate::redis::ensure,
     )?;
     step(
-        "cargo test --workspace --all-features (real IREE runtime and compiler)",
+        "Mesa's lavapipe, a software Vulkan device, for the Vulkan tests (installing Debian's \
+         package if missing)",
+        crate::vulkan::ensure,
+    )?;
+    step(
+        "cargo test --workspace --all-features (real IREE runtime and compiler; CPU and Vulkan)",
         || {
-            process::run(process::cargo_with_iree(&manifest.prefix).args([
-                "test",
-                "--workspace",
-                "--all-features",
-            ]))
+            process::run(
+                process::cargo_with_iree(&manifest.prefix)
+                    .args(["test", "--workspace", "--all-features"])
+                    .env(crate::vulkan::REQUIRED_ENV, "vulkan"),
+            )
         },
     )?;
     crate::package::check(&manifest.prefix)?;

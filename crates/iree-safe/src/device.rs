@@ -66,7 +66,7 @@ impl Device {
         // `params` (and the pool it names, kept alive by `pool`) is valid for
         // the call; the device retains the pool, so our reference can go
         // when `pool` drops. On success one device reference is ours.
-        let raw = unsafe {
+        let created = unsafe {
             Handle::create(|out| {
                 sys::iree_hal_create_device(
                     sys::iree_hal_driver_registry_default(),
@@ -76,13 +76,9 @@ impl Device {
                     out,
                 )
             })
-        }
-        .context(|| {
-            format!(
-                "cannot open device `{uri}` (the drivers built in are chosen by \
-                 `cargo xtask build-iree --drivers`)"
-            )
-        })?;
+        };
+        let hint = crate::driver::missing_driver_hint(&created);
+        let raw = created.context(|| format!("cannot open device `{uri}`{hint}"))?;
         Ok(Device {
             raw,
             uri: uri.into(),

@@ -158,12 +158,7 @@ pub(crate) fn available(driver_name: &str) -> Result<Vec<DeviceInfo>> {
             )
         })
     };
-    let hint = match &created {
-        Err(error) if error.code() == StatusCode::NotFound => {
-            " (the drivers built in are chosen by `cargo xtask build-iree --drivers`)"
-        }
-        _ => "",
-    };
+    let hint = missing_driver_hint(&created);
     let driver = created.context(|| format!("cannot create driver `{driver_name}`{hint}"))?;
     let list = DeviceList::query(&driver, allocator)
         .context(|| format!("listing the devices of driver `{driver_name}`"))?;
@@ -262,6 +257,17 @@ impl Drop for DeviceList {
         // with the allocator that made it (driver.h); `iree_allocator_free`
         // of null does nothing (iree/base/allocator.h).
         unsafe { sys::iree_allocator_free(self.allocator, self.infos.cast()) };
+    }
+}
+
+/// What to say after a failure to create a driver or open a device: how to
+/// build a driver in, when the failure is that it is not built in.
+pub(crate) fn missing_driver_hint<T>(result: &Result<T>) -> &'static str {
+    match result {
+        Err(error) if error.code() == StatusCode::NotFound => {
+            " (the drivers built in are chosen by `cargo xtask build-iree --drivers`)"
+        }
+        _ => "",
     }
 }
 

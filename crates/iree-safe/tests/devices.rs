@@ -5,8 +5,9 @@
 //! and, under miri, against the mock (where `LeakCheck` also proves the
 //! driver, the device list and the report storage were freed), as does the
 //! test of the mock's software driver; the Vulkan and CUDA tests need the
-//! real runtime. Vulkan is optional unless `SHEAF_JIT_TEST_VULKAN=1` (CI
-//! sets it): then it must load and list its devices.
+//! real runtime. Vulkan is optional unless `SHEAF_JIT_TEST_DEVICES` names it
+//! (CI sets `SHEAF_JIT_TEST_DEVICES=vulkan`): then it must load and list its
+//! devices.
 
 mod common;
 
@@ -100,13 +101,14 @@ fn libcuda_loads() -> bool {
 #[cfg(not(iree_mock))]
 #[test]
 fn vulkan_devices_open_by_uri_and_lavapipe_is_software() {
-    let required = std::env::var_os("SHEAF_JIT_TEST_VULKAN").is_some_and(|v| v == "1");
+    let required = std::env::var("SHEAF_JIT_TEST_DEVICES")
+        .is_ok_and(|devices| devices.split(',').any(|d| d.trim() == "vulkan"));
     let devices = match Device::available("vulkan") {
         Ok(devices) => devices,
         Err(error) => {
             assert!(
                 !required,
-                "SHEAF_JIT_TEST_VULKAN=1 but Vulkan cannot list its devices: {error}"
+                "SHEAF_JIT_TEST_DEVICES names vulkan, which cannot list its devices: {error}"
             );
             eprintln!("skipped: Vulkan is not available here ({error})");
             return;
@@ -114,7 +116,7 @@ fn vulkan_devices_open_by_uri_and_lavapipe_is_software() {
     };
     assert!(
         !(required && devices.is_empty()),
-        "SHEAF_JIT_TEST_VULKAN=1 but Vulkan lists no devices"
+        "SHEAF_JIT_TEST_DEVICES names vulkan, which lists no devices"
     );
     for info in &devices {
         eprintln!("vulkan: {info}");

@@ -301,6 +301,7 @@ impl Pipeline {
                 source: ArtifactSource::Bundle,
                 metadata_bytes: found.metadata.as_deref().map(Arc::from),
                 target: Arc::from(placement.target_identity.as_str()),
+                device: Arc::from(placement.device().uri()),
             };
             Some(Bundled {
                 variant,

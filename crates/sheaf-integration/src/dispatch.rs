@@ -113,6 +113,14 @@ impl<M> Compiled<M> {
         self.variant.source
     }
 
+    /// The device the variant ran on, as it was opened: a driver name
+    /// (`local-sync`, `vulkan`) or a device URI (`vulkan://GPU-…`, what
+    /// `auto` opens). A signature that could not run on the GPU and was
+    /// compiled for the CPU fallback says so here.
+    pub fn device(&self) -> &str {
+        &self.variant.device
+    }
+
     /// The outputs and the variant's metadata, without copying either.
     pub fn into_parts(self) -> (Vec<Value>, Arc<M>) {
         (self.outputs, self.metadata)

@@ -58,6 +58,7 @@ mod error;
 mod function;
 mod lowering;
 pub mod mlir;
+mod probe;
 mod profile;
 pub mod reference;
 mod runtime;

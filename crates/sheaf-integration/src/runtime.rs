@@ -288,24 +288,7 @@ impl JitRuntime {
     pub fn new(config: JitConfig) -> Result<JitRuntime, JitError> {
         let (device, options) = (&config.device, &config.compile.options);
         let target = config.compile.target.as_ref();
-        let primary = match Placement::open(&device.driver, target, options) {
-            Ok(placement) => placement,
-            Err(error) => match &device.cpu_fallback {
-                Some(cpu) if cpu != &device.driver => {
-                    let error = ErrorChain(&error);
-                    tracing::warn!(
-                        target: "sheaf_jit",
-                        driver = %device.driver,
-                        fallback = %cpu,
-                        %error,
-                        "cannot use the `{}` device ({error}); running on the CPU (`{cpu}`) instead",
-                        device.driver
-                    );
-                    Placement::open(cpu, None, options)?
-                }
-                _ => return Err(error),
-            },
-        };
+        let primary = Placement::primary(device, target, options)?;
         let cpu = match (&device.cpu_fallback, primary.is_cpu()) {
             (Some(driver), false) => Some(CpuFallback {
                 driver: driver.clone(),

@@ -1,17 +1,24 @@
 //! Where compiled code runs: a runtime on a device, and the compile options
 //! that produce code for that device.
 //!
-//! The target follows the device: `local-sync` and `local-task` get CPU
-//! code (`llvm-cpu`, this machine's CPU, plus [`CPU_FLAGS`]); `cuda` gets
-//! code for the device's compute capability (`sm_XY`, asked of the device);
-//! `metal` gets Metal code; `vulkan` and `hip` need their target named in
-//! the configuration. When the device cannot be opened, or a GPU compile
-//! fails, the CPU is used instead (see `JitConfig::cpu_fallback`).
+//! The device is the configured driver or URI, or for `auto` the first GPU
+//! the probe finds (`probe.rs`). The target follows the device that was
+//! opened: `local-sync` and `local-task` get CPU code (`llvm-cpu`, this
+//! machine's CPU, plus [`CPU_FLAGS`]); `cuda` gets code for the device's
+//! compute capability (`sm_XY`, asked of the device); `vulkan` gets SPIR-V
+//! for IREE's portable baseline with the SPIR-V version and capabilities
+//! the device reports ([`vulkan_target`]); other drivers need their target
+//! named in the configuration. When the device cannot be opened, or a GPU
+//! compile fails, the CPU is used instead (see `DeviceSettings::cpu_fallback`).
 
 use iree_safe::compiler::{CompileOptions, CompileTarget};
 use iree_safe::{Device, Runtime};
 
+use crate::config::DeviceSettings;
+use jit_cache::ErrorChain;
+
 use crate::error::JitError;
+use crate::probe::{self, Probed};
 
 /// Extra flags for CPU code, chosen by measurement (`cargo bench -p
 /// sheaf-integration --bench cpu_flags`): with IREE's data tiling and
@@ -36,6 +43,47 @@ pub(crate) struct Placement {
 }
 
 impl Placement {
+    /// Opens the device `settings` name (probing for `auto`), falling back
+    /// to the CPU driver, with a warning, when it cannot be opened and the
+    /// settings allow.
+    pub(crate) fn primary(
+        settings: &DeviceSettings,
+        explicit: Option<&CompileTarget>,
+        base: &CompileOptions,
+    ) -> Result<Placement, JitError> {
+        let cpu = settings.cpu_fallback.as_deref();
+        let driver = match settings.driver.as_str() {
+            probe::AUTO => match probe::probed() {
+                Probed::Gpu(uri) => uri.as_str(),
+                Probed::Cpu { reasons } => {
+                    let cpu = cpu.unwrap_or("local-sync");
+                    let warning = probe::cpu_warning(reasons, cpu);
+                    tracing::warn!(target: "sheaf_jit", fallback = %cpu, "{warning}");
+                    return Placement::open(cpu, None, base);
+                }
+            },
+            driver => driver,
+        };
+        let error = match Placement::open(driver, explicit, base) {
+            Ok(placement) => return Ok(placement),
+            Err(error) => error,
+        };
+        match cpu {
+            Some(cpu) if cpu != driver => {
+                let error = ErrorChain(&error);
+                tracing::warn!(
+                    target: "sheaf_jit",
+                    %driver,
+                    fallback = %cpu,
+                    %error,
+                    "cannot use the `{driver}` device ({error}); running on the CPU (`{cpu}`) instead",
+                );
+                Placement::open(cpu, None, base)
+            }
+            _ => Err(error),
+        }
+    }
+
     /// Opens `driver` and works out what to compile for it (`explicit`
     /// when given; `base` holds the input type and extra flags).
     pub(crate) fn open(
@@ -43,6 +91,14 @@ impl Placement {
         explicit: Option<&CompileTarget>,
         base: &CompileOptions,
     ) -> Result<Placement, JitError> {
+        if driver_name(driver) == "metal" && !cfg!(target_os = "macos") {
+            return Err(JitError::Unsupported(
+                "the `metal` device exists only on macOS (Apple GPUs); on Linux run on \
+                 `cuda`, `vulkan` or `auto`. Code for Metal still compiles here: \
+                 CompileTarget::Metal"
+                    .to_owned(),
+            ));
+        }
         let runtime = Runtime::new(driver)?;
         let target = match explicit {
             Some(target) => target.clone(),
@@ -83,10 +139,14 @@ fn is_cpu(target: &CompileTarget) -> bool {
     matches!(target, CompileTarget::Cpu { .. })
 }
 
+/// The driver of a driver name or device URI (`vulkan://GPU-…` → `vulkan`).
+fn driver_name(driver: &str) -> &str {
+    driver.split("://").next().unwrap_or(driver)
+}
+
 /// What to compile for the device `driver` opened.
 pub(crate) fn target_for(driver: &str, device: &Device) -> Result<CompileTarget, JitError> {
-    let name = driver.split("://").next().unwrap_or(driver);
-    match name {
+    match driver_name(driver) {
         "local-sync" | "local-task" => Ok(CompileTarget::host_cpu()),
         "cuda" => {
             let major = device.query_i64("cuda.device", "compute_capability_major")?;
@@ -95,12 +155,51 @@ pub(crate) fn target_for(driver: &str, device: &Device) -> Result<CompileTarget,
                 arch: format!("sm_{major}{minor}"),
             })
         }
-        "metal" => Ok(CompileTarget::Metal),
+        "vulkan" => vulkan_target(device),
         other => Err(JitError::Unsupported(format!(
             "cannot tell which code the `{other}` driver's device runs; name it with \
-             CompileSettings::target (e.g. CompileTarget::Vulkan {{ target: \"rdna3\" }})"
+             CompileSettings::target (e.g. CompileTarget::Hip {{ arch: \"gfx942\" }})"
         ))),
     }
+}
+
+/// IREE's portable Vulkan target, the compiler's own default: every
+/// Vulkan 1.1 device with compute runs its code.
+pub(crate) const VULKAN_BASELINE: &str = "vp_android_baseline_2022";
+
+/// SPIR-V for the opened Vulkan device: IREE's [`VULKAN_BASELINE`] target
+/// with the SPIR-V version the device's Vulkan version guarantees and the
+/// shader capabilities it enabled (asked of the device: IREE's Vulkan
+/// driver answers `vulkan.device :: api_version` and `vulkan.feature ::
+/// shader_*`, `iree/hal/drivers/vulkan/logical_device.c`). A device that
+/// reports more than the baseline gets code that may use it (64-bit
+/// floats and integers, 16- and 8-bit arithmetic).
+pub(crate) fn vulkan_target(device: &Device) -> Result<CompileTarget, JitError> {
+    let api = device.query_i64("vulkan.device", "api_version")?;
+    // VK_MAKE_API_VERSION: major in bits 22..29, minor in 12..21.
+    let (major, minor) = ((api >> 22) & 0x7f, (api >> 12) & 0x3ff);
+    let spirv = match (major, minor) {
+        (1, 0) => "v1.0",
+        (1, 1) => "v1.3",
+        (1, 2) => "v1.5",
+        _ => "v1.6",
+    };
+    let mut features = vec![format!("spirv:{spirv}"), "cap:Shader".to_owned()];
+    for (feature, capability) in [
+        ("shader_float64", "Float64"),
+        ("shader_float16", "Float16"),
+        ("shader_int64", "Int64"),
+        ("shader_int16", "Int16"),
+        ("shader_int8", "Int8"),
+    ] {
+        if device.query_i64("vulkan.feature", feature)? == 1 {
+            features.push(format!("cap:{capability}"));
+        }
+    }
+    Ok(CompileTarget::Vulkan {
+        target: VULKAN_BASELINE.to_owned(),
+        features,
+    })
 }
 
 #[cfg(test)]
@@ -146,9 +245,20 @@ mod tests {
             target_for("local-task://", device).unwrap(),
             CompileTarget::host_cpu()
         );
-        // A CPU device cannot say which CUDA architecture it has.
+        // A CPU device cannot say which CUDA architecture or Vulkan
+        // version it has.
         assert!(target_for("cuda", device).is_err());
-        let vulkan = target_for("vulkan", device).unwrap_err().to_string();
-        assert!(vulkan.contains("CompileSettings::target"), "{vulkan}");
+        assert!(target_for("vulkan://GPU-0", device).is_err());
+        let hip = target_for("hip", device).unwrap_err().to_string();
+        assert!(hip.contains("CompileSettings::target"), "{hip}");
+    }
+
+    #[test]
+    fn metal_off_macos_is_a_clear_error() {
+        let error = Placement::open("metal", None, &CompileOptions::stablehlo()).unwrap_err();
+        let message = error.to_string();
+        assert!(matches!(error, JitError::Unsupported(_)), "{message}");
+        assert!(message.contains("only on macOS"), "{message}");
+        assert!(message.contains("CompileTarget::Metal"), "{message}");
     }
 }

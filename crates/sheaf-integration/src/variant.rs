@@ -31,6 +31,8 @@ pub(crate) struct Variant {
     pub(crate) metadata_bytes: Option<Arc<[u8]>>,
     /// What the artifact was compiled for (its placement's target identity).
     pub(crate) target: Arc<str>,
+    /// The device it was loaded on (the driver or URI it was opened with).
+    pub(crate) device: Arc<str>,
 }
 
 impl Variant {
@@ -51,6 +53,7 @@ impl Variant {
             source,
             metadata_bytes: lowering.metadata_bytes.clone(),
             target: Arc::from(placement.target_identity.as_str()),
+            device: Arc::from(placement.device().uri()),
         }
     }
 
@@ -66,6 +69,7 @@ impl Variant {
             source: self.source,
             metadata_bytes: self.metadata_bytes.clone(),
             target: Arc::clone(&self.target),
+            device: Arc::clone(&self.device),
         }
     }
 }

@@ -11,71 +11,12 @@ use std::sync::Arc;
 use half::{bf16, f16};
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    mlir, BundleError, CallError, CompileTarget, Container, DType, DiskCacheFolder, Dispatched,
-    ErrorChain, FallbackReason, HostTensor, JitConfig, JitError, JitFunction, JitRuntime,
-    LayoutBuilder, Leaf, Lowered, LoweringContext, LoweringError, Origin, Provenance, ScalarValue,
-    Tensor, Value, VariantError,
+    mlir, BundleError, CallError, CompileTarget, DType, DiskCacheFolder, Dispatched, ErrorChain,
+    FallbackReason, HostTensor, JitConfig, JitError, JitFunction, JitRuntime, Lowered,
+    LoweringContext, LoweringError, Origin, Provenance, ScalarValue, Tensor, Value, VariantError,
 };
+use support::structured::{affine, params};
 use support::{array, assert_close, jit};
-
-/// What `affine`'s lowering hands back with each variant.
-#[derive(Debug, PartialEq)]
-struct AffineMeta {
-    /// The keys of the result dict, as Sheaf's `FunctionSignature` keeps
-    /// `return_dict_keys`.
-    return_keys: Vec<String>,
-}
-
-/// `(defn affine [params x] {:y (+ (* x (:w params)) (:b params)) :n (sum x)})`:
-/// a dict in, a dict out (with a 0-d result), metadata kept per variant.
-fn affine() -> JitFunction<AffineMeta> {
-    JitFunction::new(
-        "affine",
-        "(defn affine [params x] ...)",
-        |ctx: &LoweringContext<'_>| {
-            // The flattened arguments: params.b, params.w (key order), then x.
-            let [b, w, x] = ctx.args() else {
-                return Err(LoweringError::new("affine takes {b, w} and x"));
-            };
-            if b.dims() != x.dims() || w.dims() != x.dims() || x.rank() != 1 {
-                return Err(LoweringError::new(format!(
-                    "affine needs vectors of one length, got {b} {w} {x}"
-                )));
-            }
-            let ty = mlir::arg_type(x)?;
-            let mut outputs = LayoutBuilder::new();
-            outputs
-                .open(Container::Dict)
-                .key("n")
-                .leaf(Leaf::Tensor)
-                .key("y")
-                .leaf(Leaf::Tensor)
-                .close();
-            Ok(Lowered::new(format!(
-            "func.func @{entry}(%b: {ty}, %w: {ty}, %x: {ty}) -> (tensor<f32>, {ty}) {{
-               %xw = stablehlo.multiply %x, %w : {ty}
-               %y = stablehlo.add %xw, %b : {ty}
-               %zero = stablehlo.constant dense<0.0> : tensor<f32>
-               %n = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [0] : ({ty}, tensor<f32>) -> tensor<f32>
-               return %n, %y : tensor<f32>, {ty}
-             }}",
-            entry = ctx.entry_name()
-        ))
-        .with_outputs(outputs.build().map_err(|e| LoweringError::with_source("output layout", e))?)
-        .with_metadata(AffineMeta {
-            return_keys: vec!["n".into(), "y".into()],
-        }))
-        },
-    )
-}
-
-fn params(b: ArrayD<f32>, w: ArrayD<f32>, keys: (&str, &str)) -> Value {
-    // Given out of key order on purpose: dicts flatten by key.
-    Value::Dict(vec![
-        (keys.1.into(), Value::from(w)),
-        (keys.0.into(), Value::from(b)),
-    ])
-}
 
 #[test]
 fn dict_arguments_and_results_with_metadata_and_a_scalar_result() {
@@ -407,6 +348,39 @@ fn the_interpreter_keeps_its_own_state_error_and_the_lowering_reason() {
 }
 
 #[test]
+fn code_compiles_for_metal_on_linux_and_a_metal_device_is_a_clear_error() {
+    let sigmoid = sheaf_integration::reference::sigmoid();
+    let mut builder = sheaf_integration::Signature::builder();
+    builder.arg(DType::F32, &[1, 5]);
+    let module = sigmoid.module_text(&builder.build()).unwrap();
+    let options = sheaf_integration::CompileOptions {
+        target: CompileTarget::Metal,
+        ..JitConfig::default().compile.options
+    };
+    let compiler = iree_safe::compiler::choose_compiler(Default::default()).unwrap();
+    let metal = compiler.compiler.compile(&module, &options).unwrap();
+    assert!(
+        metal.len() > 1000,
+        "a Metal artifact of {} bytes",
+        metal.len()
+    );
+
+    let error = JitRuntime::new(
+        support::blocking()
+            .device(|device| {
+                device.driver = "metal".into();
+                device.cpu_fallback = None;
+            })
+            .build()
+            .unwrap(),
+    )
+    .unwrap_err();
+    let message = error.to_string();
+    assert!(matches!(error, JitError::Unsupported(_)), "{message}");
+    assert!(message.contains("only on macOS"), "{message}");
+}
+
+#[test]
 fn code_compiles_for_cuda_without_a_gpu_and_the_cpu_takes_over() {
     // The compile step for CUDA runs anywhere: the artifact is real.
     let sigmoid = sheaf_integration::reference::sigmoid();
@@ -477,7 +451,7 @@ fn code_compiles_for_cuda_without_a_gpu_and_the_cpu_takes_over() {
 
 #[test]
 fn a_device_that_cannot_be_opened_falls_back_to_the_cpu_or_fails_clearly() {
-    // This runtime is built without the CUDA driver.
+    // No CUDA device here: the driver finds no libcuda (or no GPU).
     let jit = JitRuntime::new(
         support::blocking()
             .device(|device| device.driver = "cuda".into())

@@ -40,12 +40,18 @@ pub enum CompileTarget {
         arch: String,
     },
     /// Vulkan (SPIR-V): `--iree-vulkan-target`, e.g. `rdna3`, `ampere`, or
-    /// a target triple.
+    /// IREE's portable baseline `vp_android_baseline_2022`.
     Vulkan {
         /// The Vulkan target.
         target: String,
+        /// `--iree-vulkan-target-features` (joined with commas; none: the
+        /// target's own): the SPIR-V version and capabilities of the device
+        /// that runs the code, e.g. `spirv:v1.6`, `cap:Shader`, `cap:Float16`.
+        features: Vec<String>,
     },
-    /// Apple GPUs through Metal (SPIR-V cross-compiled to MSL).
+    /// Apple GPUs through Metal (SPIR-V cross-compiled to Metal Shading
+    /// Language; compiled to a `.metallib` only where Apple's `xcrun` is
+    /// installed, else the MSL source is embedded).
     Metal,
     /// AMD GPUs through HIP: `--iree-hip-target`, e.g. `gfx942`.
     Hip {
@@ -74,10 +80,19 @@ impl CompileTarget {
                 "--iree-hal-target-device=cuda".to_owned(),
                 format!("--iree-cuda-target={arch}"),
             ],
-            CompileTarget::Vulkan { target } => vec![
-                "--iree-hal-target-device=vulkan".to_owned(),
-                format!("--iree-vulkan-target={target}"),
-            ],
+            CompileTarget::Vulkan { target, features } => {
+                let mut flags = vec![
+                    "--iree-hal-target-device=vulkan".to_owned(),
+                    format!("--iree-vulkan-target={target}"),
+                ];
+                if !features.is_empty() {
+                    flags.push(format!(
+                        "--iree-vulkan-target-features={}",
+                        features.join(",")
+                    ));
+                }
+                flags
+            }
             CompileTarget::Metal => vec!["--iree-hal-target-device=metal".to_owned()],
             CompileTarget::Hip { arch } => vec![
                 "--iree-hal-target-device=hip".to_owned(),
@@ -92,7 +107,12 @@ impl std::fmt::Display for CompileTarget {
         match self {
             CompileTarget::Cpu { cpu } => write!(f, "cpu:{cpu}"),
             CompileTarget::Cuda { arch } => write!(f, "cuda:{arch}"),
-            CompileTarget::Vulkan { target } => write!(f, "vulkan:{target}"),
+            CompileTarget::Vulkan { target, features } if features.is_empty() => {
+                write!(f, "vulkan:{target}")
+            }
+            CompileTarget::Vulkan { target, features } => {
+                write!(f, "vulkan:{target}[{}]", features.join(","))
+            }
             CompileTarget::Metal => f.write_str("metal"),
             CompileTarget::Hip { arch } => write!(f, "hip:{arch}"),
         }
@@ -219,6 +239,39 @@ mod tests {
         assert_eq!(flags[2], "--iree-llvmcpu-target-cpu=znver4");
         assert_eq!(flags[3], "--iree-input-type=stablehlo");
         assert_eq!(flags[4], "--iree-opt-level=O1");
+    }
+
+    #[test]
+    fn vulkan_features_are_passed_only_when_named() {
+        let target = |features: &[&str]| CompileOptions {
+            target: CompileTarget::Vulkan {
+                target: "vp_android_baseline_2022".to_owned(),
+                features: features.iter().map(|f| (*f).to_owned()).collect(),
+            },
+            ..CompileOptions::default()
+        };
+        let baseline = target(&[]);
+        assert_eq!(
+            baseline.flags(),
+            [
+                "--iree-hal-target-device=vulkan",
+                "--iree-vulkan-target=vp_android_baseline_2022",
+            ]
+        );
+        assert_eq!(
+            baseline.target.to_string(),
+            "vulkan:vp_android_baseline_2022"
+        );
+        let device = target(&["spirv:v1.6", "cap:Shader", "cap:Float64"]);
+        assert_eq!(
+            device.flags()[2],
+            "--iree-vulkan-target-features=spirv:v1.6,cap:Shader,cap:Float64"
+        );
+        assert_eq!(
+            device.target.to_string(),
+            "vulkan:vp_android_baseline_2022[spirv:v1.6,cap:Shader,cap:Float64]"
+        );
+        assert_ne!(baseline.target_identity(), device.target_identity());
     }
 
     #[test]

@@ -20,8 +20,15 @@ use crate::error::ConfigError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DeviceSettings {
-    /// IREE driver or device URI (`local-sync`, `local-task`, `cuda`).
-    /// Default `local-sync`.
+    /// `auto`, an IREE driver (`local-sync`, `local-task`, `vulkan`,
+    /// `cuda`) or a device URI (`vulkan://GPU-<uuid>`). Default `auto`:
+    /// the first GPU found, in Sheaf's order (CUDA, then Vulkan, skipping
+    /// software Vulkan devices such as Mesa's lavapipe unless `vulkan` is
+    /// named), else the CPU fallback (or `local-sync` when it is `None`),
+    /// with one warning naming why each GPU driver was passed over. It is
+    /// the default because it is Sheaf's: a program written against the
+    /// defaults runs on the machine's GPU where there is one, and on a
+    /// machine without one it is exactly `local-sync`.
     pub driver: String,
     /// The CPU driver to use when the device cannot be opened, or when a
     /// signature does not compile for the GPU; `None` makes both errors.
@@ -32,7 +39,7 @@ pub struct DeviceSettings {
 impl Default for DeviceSettings {
     fn default() -> Self {
         DeviceSettings {
-            driver: "local-sync".into(),
+            driver: "auto".into(),
             cpu_fallback: Some("local-sync".into()),
         }
     }
@@ -45,7 +52,7 @@ impl DeviceSettings {
             return Err(ConfigError::invalid(
                 "device.driver",
                 String::new(),
-                "`local-sync`, `local-task` or a device URI",
+                "`auto`, `local-sync`, `local-task`, `vulkan`, `cuda` or a device URI",
             ));
         }
         Ok(())

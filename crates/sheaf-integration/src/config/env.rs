@@ -60,8 +60,8 @@ impl fmt::Debug for EnvVariable {
 pub static ENV_VARIABLES: &[EnvVariable] = &[
     EnvVariable {
         name: "SHEAF_JIT_DRIVER",
-        meaning: "IREE driver or device URI",
-        default: "`local-sync`",
+        meaning: "`auto` (the first GPU: CUDA, then a hardware Vulkan device, else the CPU), an IREE driver or a device URI",
+        default: "`auto`",
         apply: |config, var| set(&mut config.device.driver, var.text()),
     },
     EnvVariable {

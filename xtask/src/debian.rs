@@ -1,0 +1,47 @@
+//! Debian packages the tests need (a real `redis-server`, Mesa's software
+//! Vulkan device), installed with `apt-get` when missing: CI runs on a
+//! fresh Debian machine as root.
+
+use std::process::Command;
+
+use crate::process;
+
+/// Installs `packages` unless `present` says they are there already
+/// (`apt-get update` first only if the install fails); `hint` says how to
+/// do without, for the error when installing fails.
+pub(crate) fn ensure(
+    packages: &[&str],
+    present: impl Fn() -> bool,
+    hint: &str,
+) -> Result<(), String> {
+    if present() {
+        return Ok(());
+    }
+    let install = || {
+        process::run(
+            Command::new("apt-get")
+                .args(["install", "-y", "--no-install-recommends"])
+                .args(packages)
+                .env("DEBIAN_FRONTEND", "noninteractive"),
+        )
+    };
+    install()
+        .or_else(|_| {
+            process::run(Command::new("apt-get").arg("update"))?;
+            install()
+        })
+        .map_err(|error| {
+            format!(
+                "installing Debian's {} failed ({error}); {hint}",
+                packages.join(", ")
+            )
+        })?;
+    if present() {
+        Ok(())
+    } else {
+        Err(format!(
+            "apt-get installed {}, but they are still not found; {hint}",
+            packages.join(", ")
+        ))
+    }
+}
