@@ -9,7 +9,7 @@ use crate::instance::Instance;
 use crate::memory::MemoryStatistics;
 use crate::{strings, sys};
 
-/// A HAL device (`local-sync`, `local-task`, `cuda`, or a full device URI
+/// A HAL device (`local-sync`, `local-task`, `vulkan`, `cuda`, or a device URI
 /// such as `local-task://`). Cheap to clone: clones share the device.
 ///
 /// Corresponds to `iree_hal_create_device` (with an async proactor pool, as

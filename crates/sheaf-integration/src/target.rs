@@ -59,7 +59,7 @@ impl Placement {
                     let cpu = cpu.unwrap_or("local-sync");
                     let warning = probe::cpu_warning(reasons, cpu);
                     tracing::warn!(target: "sheaf_jit", fallback = %cpu, "{warning}");
-                    return Placement::open(cpu, None, base);
+                    return Placement::open(cpu, explicit, base);
                 }
             },
             driver => driver,

@@ -181,7 +181,7 @@ mod tests {
     #[test]
     fn the_defaults_are_valid_and_keep_f64() {
         let config = JitConfig::builder().build().unwrap();
-        assert_eq!(config.device.driver, "local-sync");
+        assert_eq!(config.device.driver, "auto");
         assert_eq!(config.disk.folder, DiskCacheFolder::UserCache);
         assert!(config.remote.url.is_none() && config.bundles.is_empty());
         assert!(config
