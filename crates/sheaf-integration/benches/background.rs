@@ -19,10 +19,12 @@ use sheaf_integration::{
 type Interpreter = fn(&[Value]) -> Result<Vec<Value>, reference::ReferenceError>;
 
 fn runtime(mode: CompileMode) -> JitRuntime {
-    runtime_with(mode, 1)
+    runtime_with(mode, 1, 1)
 }
 
-fn runtime_with(mode: CompileMode, threads: usize) -> JitRuntime {
+/// A runtime whose background compiles run on `threads` threads and take
+/// up to `batch_limit` queued signatures together.
+fn runtime_with(mode: CompileMode, threads: usize, batch_limit: usize) -> JitRuntime {
     // Every shape is its own compile here: dynamic dims would serve the
     // batch sizes below with one variant.
     let config = JitConfig::builder()
@@ -32,17 +34,21 @@ fn runtime_with(mode: CompileMode, threads: usize) -> JitRuntime {
             cache.dynamic_dims = false;
             cache.compile_threads = threads;
         })
-        .compile(|compile| compile.mode = mode)
+        .compile(|compile| {
+            compile.mode = mode;
+            compile.batch_limit = batch_limit;
+        })
         .build()
         .expect("valid settings");
     JitRuntime::new(config).expect("the local-sync runtime opens")
 }
 
-/// `count` new signatures queued at once on `threads` compile threads: the
-/// time until every one runs compiled, and the mean latency of the calls
-/// made meanwhile (each interpreted).
-fn pool(count: usize, threads: usize) {
-    let jit = runtime_with(CompileMode::Background, threads);
+/// `count` new signatures queued at once on `threads` compile threads,
+/// compiled up to `batch_limit` together: the time until every one runs
+/// compiled, and the mean latency of the calls made meanwhile (each
+/// interpreted).
+fn pool(count: usize, threads: usize, batch_limit: usize) {
+    let jit = runtime_with(CompileMode::Background, threads, batch_limit);
     let sigmoid = reference::sigmoid();
     let warm = [Value::from(ArrayD::<f32>::zeros(IxDyn(&[1, 3])))];
     jit.precompile(&[Precompile::new(&sigmoid, &warm)])
@@ -72,9 +78,13 @@ fn pool(count: usize, threads: usize) {
         }
         thread::sleep(Duration::from_millis(1));
     }
+    let runs = jit
+        .profile()
+        .loaded_from(sheaf_integration::ArtifactSource::Compiler);
     println!(
-        "{count} signatures queued at once, {threads} compile thread(s): all compiled after \
-         {:>6.0} ms; {calls} calls meanwhile, {:.3} ms each",
+        "{count} signatures queued at once, {threads} compile thread(s), batches of up to \
+         {batch_limit}: all compiled after {:>6.0} ms ({runs} compiler runs); {calls} calls \
+         meanwhile, {:.3} ms each",
         ms(start.elapsed()),
         ms(interpreted_time) / f64::from(calls.max(1))
     );
@@ -188,7 +198,9 @@ fn main() {
     );
     println!();
     for threads in [1, 2] {
-        pool(8, threads);
+        for batch_limit in [1, 8] {
+            pool(8, threads, batch_limit);
+        }
     }
     println!();
     for count in [1, 8] {

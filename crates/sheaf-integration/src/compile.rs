@@ -9,6 +9,7 @@
 //! compiler by the build string recorded at install time, found without
 //! loading it (`iree_safe::compiler::compiler_identity`).
 
+use std::cell::RefCell;
 use std::sync::{Arc, OnceLock};
 
 use iree_safe::compiler::{self, CompileError, CompilerChoice, CompilerPreference};
@@ -313,10 +314,15 @@ impl Pipeline {
     /// Compiles several lowered signatures, of one function or several, as
     /// one module in one compiler invocation (or fetches it from the disk
     /// cache): IREE's fixed cost per compile is paid once. Each lowering's
-    /// entry must be unique in the batch (`<entry_symbol>__b<i>`); the
-    /// variants share the module, which is unloaded with the last of them,
-    /// and the artifact's key (exported to bundles as one entry that
-    /// serves them all).
+    /// entry is unique in the batch (each signature has its own
+    /// [`variant_symbol`](JitFunction::variant_symbol)); the variants share
+    /// the module, which is unloaded with the last of them, and the
+    /// artifact's key (exported to bundles as one entry that serves them
+    /// all). A batch just compiled is also stored under each member's own
+    /// key: the module holds each member's function as its own compile
+    /// would, so a later process that misses one signature alone loads it
+    /// from disk rather than compiling it (loading the whole batch's
+    /// module for it).
     pub(crate) fn batch(
         &self,
         lowerings: &[Lowering],
@@ -331,7 +337,12 @@ impl Pipeline {
             functions.push('\n');
         }
         let module = format!("module @jit_batch {{\n{functions}}}\n");
+        // The artifact, kept to store under each member's key.
+        let artifact_bytes = RefCell::new(None);
         let load = |artifact: VerifiedArtifact<'_>| -> Result<Vec<Function>, iree_safe::Error> {
+            if self.store.directory().is_some() && lowerings.len() > 1 {
+                artifact_bytes.replace(Some(artifact.bytes().to_vec()));
+            }
             let module = placement.runtime.load(trusted(artifact))?;
             lowerings
                 .iter()
@@ -342,6 +353,14 @@ impl Pipeline {
         let what = format!("a batch of {} signatures", lowerings.len());
         let (loaded, source, key) =
             self.fetch_or_compile(&module, placement, load, (&names.join(", "), &what))?;
+        if let (ArtifactSource::Compiler, Some(bytes), Some(compiler)) =
+            (source, artifact_bytes.take(), self.identity())
+        {
+            for lowering in lowerings {
+                self.store
+                    .insert(&self.key(&lowering.module, compiler, placement), &bytes);
+            }
+        }
         let share = loaded
             .first()
             .map_or(0, |entry| entry.module().artifact_bytes() / loaded.len());

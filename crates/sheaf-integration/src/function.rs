@@ -257,11 +257,24 @@ impl<M> JitFunction<M> {
         self.id.name()
     }
 
-    /// The entry symbol its lowering is asked to define, made from the name
-    /// as Sheaf names its functions (`mlp-layer` → `mlp_layer`, `empty?` →
-    /// `empty_q`; [`entry_symbol`](crate::entry_symbol) of the name).
+    /// The entry symbol made from the name as Sheaf names its functions
+    /// (`mlp-layer` → `mlp_layer`, `empty?` → `empty_q`;
+    /// [`entry_symbol`](crate::entry_symbol) of the name): the entry of
+    /// [`module_text`](Self::module_text), and the stem of each variant's
+    /// ([`variant_symbol`](Self::variant_symbol)).
     pub fn entry_symbol(&self) -> &str {
         &self.entry
+    }
+
+    /// The entry symbol the runtime asks the lowering of `signature` to
+    /// define (`LoweringContext::entry_name`): the entry symbol and a stable
+    /// hash of the signature, `mlp_layer_5f1c…`. Distinct signatures get
+    /// distinct symbols, so the variants of one function compile together
+    /// in one module exactly as each would alone, and the artifact of such
+    /// a batch also serves each member's own key.
+    pub fn variant_symbol(&self, signature: &Signature) -> String {
+        let hash = jit_cache::stable_hash(signature.to_string().as_bytes());
+        format!("{}_{hash:016x}", self.entry)
     }
 
     /// The compile mode given with [`with_compile_mode`](Self::with_compile_mode),

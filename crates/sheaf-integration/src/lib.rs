@@ -50,6 +50,7 @@
 #![deny(missing_docs)]
 #![warn(clippy::missing_errors_doc)]
 
+mod batch_queue;
 mod bundle;
 mod compile;
 mod config;

@@ -18,6 +18,7 @@ use jit_cache::{
 };
 use smallvec::SmallVec;
 
+use crate::batch_queue::BatchQueue;
 use crate::bundle::{self, Bundle, BundleError, Export, ExportSummary};
 use crate::compile::{self, Lowering, Pipeline};
 use crate::config::{CompileMode, JitConfig, RemoteSecret, UploadSettings};
@@ -62,6 +63,8 @@ struct Inner {
     cache: JitCache<Variant>,
     compile_mode: CompileMode,
     pipeline: Pipeline,
+    /// The lowerings of background compiles not yet started.
+    queued: Arc<BatchQueue>,
     primary: Placement,
     primary_uploads: UploadCache,
     /// The CPU runtime to fall back on when a GPU compile fails, opened on
@@ -91,13 +94,8 @@ impl Inner {
         values: &[Value],
     ) -> Result<Lowering, CompileFailure> {
         let start = Instant::now();
-        let lowered = compile::lower(
-            function,
-            lower,
-            signature,
-            Some(values),
-            function.entry_symbol(),
-        );
+        let entry = function.variant_symbol(signature);
+        let lowered = compile::lower(function, lower, signature, Some(values), &entry);
         self.profile.record(Phase::Lower, start.elapsed());
         lowered.map_err(CompileFailure::refused)
     }
@@ -112,6 +110,39 @@ impl Inner {
             self.profile.count_source(variant.source);
         }
         variant
+    }
+
+    /// Compiles `lowerings` as one module for the primary device (one
+    /// compiler run, counted once); when that fails, each alone, so that
+    /// each gets its own result, error and CPU fallback.
+    fn compile_together(&self, lowerings: Vec<Lowering>) -> Vec<Result<Variant, CompileFailure>> {
+        if let [lowering] = &lowerings[..] {
+            return vec![self.compile(lowering)];
+        }
+        let start = Instant::now();
+        match self.pipeline.batch(&lowerings, &self.primary) {
+            Ok(variants) => {
+                self.profile.record(Phase::Compile, start.elapsed());
+                if let Some(variant) = variants.first() {
+                    self.profile.count_source(variant.source);
+                }
+                variants.into_iter().map(Ok).collect()
+            }
+            Err(error) => {
+                let error = ErrorChain(&error);
+                tracing::debug!(
+                    target: "sheaf_jit",
+                    %error,
+                    "a batch of {} queued signatures did not compile together ({error}); \
+                     compiling each alone",
+                    lowerings.len()
+                );
+                lowerings
+                    .iter()
+                    .map(|lowering| self.compile(lowering))
+                    .collect()
+            }
+        }
     }
 
     fn compile_on_some_device(&self, lowering: &Lowering) -> Result<Variant, CompileFailure> {
@@ -329,6 +360,7 @@ impl JitRuntime {
                 cache,
                 compile_mode: config.compile.mode,
                 pipeline: Pipeline::new(config.compile.compiler, store, bundles),
+                queued: BatchQueue::new(config.compile.batch_limit, config.cache.compile_threads),
                 primary_uploads: UploadCache::new(primary.device().clone(), config.uploads),
                 primary,
                 cpu,
@@ -465,9 +497,10 @@ impl JitRuntime {
                         // The pool holds the runtime weakly: dropping the
                         // last handle withdraws the queued compiles.
                         let runtime = Arc::downgrade(&self.inner);
+                        let ticket = inner.queued.push(lowering);
                         Ok(Prepared::Queue(move || {
                             let inner = runtime.upgrade().ok_or(CompileFailure::Abandoned)?;
-                            inner.compile(&lowering)
+                            ticket.compile(|lowerings| inner.compile_together(lowerings))
                         }))
                     })
             }
@@ -590,10 +623,9 @@ impl JitRuntime {
         let start = Instant::now();
         let lowerings = wanted
             .iter()
-            .enumerate()
-            .map(|(i, (call, signature))| {
+            .map(|(call, signature)| {
                 let function = call.function;
-                let entry = format!("{}__b{i}", function.entry_symbol());
+                let entry = function.variant_symbol(signature);
                 let own = function.lowering();
                 let lowered = match (call.lower, own) {
                     (Some(lower), _) => {

@@ -1,7 +1,9 @@
 //! Background compilation on the real runtime and compiler: the first call
 //! of a signature runs the interpreter without waiting, later calls hit;
 //! failures are remembered; a forgotten function is not compiled; dropping
-//! the runtime with compiles queued ends.
+//! the runtime with compiles queued ends; misses queued together compile as
+//! one module, a member that does not compile fails alone, and a batch on
+//! disk serves each member alone.
 
 mod support;
 
@@ -10,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    CallResult, CompileMode, DiskCacheFolder, ErrorChain, FallbackReason, JitConfig, JitFunction,
-    JitRuntime, Origin, Provenance, Value, VariantError,
+    mlir, ArtifactSource, CallResult, CompileMode, DiskCacheFolder, ErrorChain, FallbackReason,
+    JitConfig, JitFunction, JitRuntime, Lowered, LoweringContext, Origin, Provenance, Value,
+    VariantError,
 };
 use support::{array, assert_close};
 
@@ -139,4 +142,141 @@ fn dropping_the_runtime_with_compiles_queued_ends() {
     // The queued compiles are withdrawn; the one running (if any) finishes
     // on its thread, which ends after it.
     println!("dropped in {:.1?}", start.elapsed());
+}
+
+/// A background runtime (with `folder` as its disk cache) whose compiles
+/// run on one thread, up to 8 queued signatures together; every shape is
+/// its own signature.
+fn batching(folder: DiskCacheFolder) -> JitRuntime {
+    let config = JitConfig::builder()
+        .disk(|disk| disk.folder = folder)
+        .compile(|compile| compile.mode = CompileMode::Background)
+        .cache(|cache| {
+            cache.compile_threads = 1;
+            cache.dynamic_dims = false;
+            cache.function_capacity = 16;
+        })
+        .build()
+        .unwrap();
+    JitRuntime::new(config).unwrap()
+}
+
+/// Interprets `sigmoid` on each of `inputs` (queuing their compiles), then
+/// waits for every compile.
+fn queue_all(jit: &JitRuntime, function: &JitFunction, inputs: &[[Value; 1]]) {
+    for x in inputs {
+        let result = jit
+            .call(function, x, &[], |args, _, _| {
+                reference::interpret_sigmoid(args)
+            })
+            .unwrap();
+        assert!(matches!(result.provenance, Provenance::Interpreted(_)));
+    }
+    assert!(jit.wait_for_compiles(Duration::from_secs(120)));
+}
+
+#[test]
+fn misses_queued_together_compile_as_one_module() {
+    let jit = batching(DiskCacheFolder::Disabled);
+    let sigmoid = reference::sigmoid();
+    let inputs: Vec<[Value; 1]> = (1..=8)
+        .map(|n| [Value::from(array(&[n, 3], n as u32))])
+        .collect();
+    queue_all(&jit, &sigmoid, &inputs);
+    for x in &inputs {
+        let result = sigmoid_call(&jit, &sigmoid, x);
+        assert_eq!(result.provenance, Provenance::Compiled(Origin::Hit));
+        let expected = reference::interpret_sigmoid(x).unwrap();
+        assert_close(&result.outputs[0], &expected[0], "a batched variant");
+    }
+    assert_eq!(jit.stats().total.compiles, 8);
+    // One thread: the first miss's compile starts alone, the others queue
+    // behind it and compile together.
+    let runs = jit.profile().loaded_from(ArtifactSource::Compiler);
+    assert!(
+        (1..=3).contains(&runs),
+        "{runs} compiler runs for 8 signatures"
+    );
+}
+
+/// `sigmoid`, whose lowering emits an op no dialect has for width 3.
+fn sigmoid_but_width_3() -> JitFunction {
+    JitFunction::new(
+        "picky_sigmoid",
+        "(defn picky-sigmoid [x] ...)",
+        |ctx: &LoweringContext<'_>| {
+            let x = &ctx.args()[0];
+            let ty = mlir::arg_type(x)?;
+            let op = if x.dims()[1] == 3 {
+                "stablehlo.no_such_op"
+            } else {
+                "stablehlo.logistic"
+            };
+            Ok(Lowered::new(format!(
+                "func.func @{entry}(%x: {ty}) -> {ty} {{
+                   %y = {op} %x : {ty}
+                   return %y : {ty}
+                 }}",
+                entry = ctx.entry_name()
+            )))
+        },
+    )
+}
+
+#[test]
+fn a_signature_that_does_not_compile_fails_alone_in_its_batch() {
+    let jit = batching(DiskCacheFolder::Disabled);
+    let picky = sigmoid_but_width_3();
+    let inputs: Vec<[Value; 1]> = (1..=4)
+        .map(|n| [Value::from(array(&[2, n], n as u32))])
+        .collect();
+    queue_all(&jit, &picky, &inputs);
+    for (n, x) in (1..=4).zip(&inputs) {
+        let result = sigmoid_call(&jit, &picky, x);
+        let expected = reference::interpret_sigmoid(x).unwrap();
+        assert_close(&result.outputs[0], &expected[0], "every call");
+        match result.provenance {
+            Provenance::Interpreted(FallbackReason::CompileFailed(failure)) if n == 3 => {
+                let error = ErrorChain(&*failure).to_string();
+                assert!(error.contains("picky_sigmoid(f32[2,3])"), "{error}");
+            }
+            Provenance::Compiled(Origin::Hit) if n != 3 => {}
+            other => panic!("width {n}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_batch_on_disk_serves_each_member_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = || DiskCacheFolder::Dir(dir.path().into());
+    let sigmoid = reference::sigmoid();
+    let inputs: Vec<[Value; 1]> = (1..=4)
+        .map(|n| [Value::from(array(&[n, 5], n as u32))])
+        .collect();
+    let first = batching(folder());
+    queue_all(&first, &sigmoid, &inputs);
+    let runs = first.profile().loaded_from(ArtifactSource::Compiler);
+    assert!(runs < 4, "{runs} compiler runs: nothing was batched");
+    drop(first);
+    // Another process: each signature alone, blocking, from the disk.
+    let second = JitRuntime::new(
+        support::blocking()
+            .disk(|disk| disk.folder = folder())
+            .cache(|cache| cache.dynamic_dims = false)
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    for x in &inputs {
+        let sheaf_integration::Dispatched::Compiled(compiled) =
+            second.dispatch(&sigmoid, x, &[]).unwrap()
+        else {
+            panic!("interpreted");
+        };
+        assert_eq!(compiled.source(), ArtifactSource::DiskCache);
+        let expected = reference::interpret_sigmoid(x).unwrap();
+        assert_close(&compiled.outputs[0], &expected[0], "a member served alone");
+    }
+    assert!(second.compiler().is_none(), "nothing was compiled again");
 }

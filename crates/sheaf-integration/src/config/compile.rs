@@ -67,6 +67,12 @@ pub struct CompileSettings {
     /// What to compile for; `None` (the default): what the device needs
     /// (the CPU for `local-*`, the device's `sm_XY` for `cuda`, ...).
     pub target: Option<CompileTarget>,
+    /// In [`CompileMode::Background`], the most queued signatures (of any
+    /// functions) one compile takes together as one module; 1 compiles
+    /// each alone. Default 8. A batch pays IREE's fixed cost per compile
+    /// once (`cargo bench -p sheaf-integration --bench background`); each
+    /// signature's result waits for its whole batch.
+    pub batch_limit: usize,
 }
 
 impl Default for CompileSettings {
@@ -80,6 +86,21 @@ impl Default for CompileSettings {
             compiler: CompilerPreference::Auto,
             options,
             target: None,
+            batch_limit: 8,
         }
+    }
+}
+
+impl CompileSettings {
+    /// Checks that a batch can hold a signature.
+    pub(super) fn validate(&self) -> Result<(), crate::ConfigError> {
+        if self.batch_limit == 0 {
+            return Err(crate::ConfigError::invalid(
+                "compile.batch_limit",
+                "0".to_owned(),
+                "at least 1 (1 compiles each queued signature alone)",
+            ));
+        }
+        Ok(())
     }
 }

@@ -168,6 +168,7 @@ impl JitConfigBuilder {
         let config = self.config;
         config.cache.validate()?;
         config.device.validate()?;
+        config.compile.validate()?;
         config.disk.validate()?;
         config.remote.validate()?;
         Ok(config)
