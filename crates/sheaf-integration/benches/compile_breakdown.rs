@@ -12,11 +12,16 @@
 //!    runtime's current flags), the six longest passes and pipelines;
 //! 2. one compile in-process (the default) and as a subprocess, median of
 //!    [`ROUNDS`];
-//! 3. each knob (a set of extra flags) through the whole JIT path, the
-//!    time from a call's miss to its compiled result (lowering, compile,
-//!    load) and the compiled code's per-call time, both medians; the knobs
-//!    are measured in turns (round robin) so that the machine's load falls
-//!    on all alike.
+//! 3. each knob (a set of extra flags, the first row the runtime's flags
+//!    before this bench chose them) through the whole JIT path, the time
+//!    from a call's miss to its compiled result (lowering, compile, load)
+//!    and the compiled code's per-call time, both medians; the knobs are
+//!    measured in turns (round robin) so that the machine's load falls on
+//!    all alike.
+//!
+//! `-- --tiling` prints instead the compile and per-call times of square
+//! matmuls from 128³ to 512³ without and with data tiling and microkernels,
+//! the measurement behind `LARGE_CONTRACTION`.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -25,7 +30,7 @@ use iree_safe::compiler::{choose_compiler, CompileOptions, CompilerPreference};
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
     mlir, reference, CompileMode, DiskCacheFolder, Dispatched, JitConfig, JitFunction, JitRuntime,
-    Lowered, LoweringContext, LoweringError, Signature, Value, CPU_FLAGS,
+    Lowered, LoweringContext, LoweringError, Signature, Value, CONTRACTION_FLAGS, CPU_FLAGS,
 };
 
 const ROUNDS: usize = 5;
@@ -63,6 +68,9 @@ struct Workload {
     function: JitFunction,
     args: Vec<ArrayD<f32>>,
     captured: Vec<sheaf_integration::CapturedScalar>,
+    /// Whether the runtime adds `CONTRACTION_FLAGS` (a contraction of at
+    /// least `LARGE_CONTRACTION` multiply-adds).
+    tiled: bool,
 }
 
 fn workloads() -> Vec<Workload> {
@@ -72,24 +80,28 @@ fn workloads() -> Vec<Workload> {
             function: reference::sigmoid(),
             args: vec![array(&[1, 5])],
             captured: vec![],
+            tiled: false,
         },
         Workload {
             name: "softmax f32[128,1024]",
             function: reference::softmax(),
             args: vec![array(&[128, 1024])],
             captured: vec![reference::temperature(0.5)],
+            tiled: false,
         },
         Workload {
             name: "mlp_layer f32[128,256]",
             function: reference::mlp_layer(),
             args: vec![array(&[128, 256]), array(&[256, 256]), array(&[256])],
             captured: vec![],
+            tiled: false,
         },
         Workload {
             name: "matmul f32[512,512]",
             function: matmul(),
             args: vec![array(&[512, 512]), array(&[512, 512])],
             captured: vec![],
+            tiled: true,
         },
     ]
 }
@@ -119,10 +131,14 @@ fn module_text(workload: &Workload) -> String {
         .expect("lowers")
 }
 
-/// The runtime's current compile options (for the host CPU).
-fn current_options() -> CompileOptions {
+/// The runtime's compile options for `workload` on the host CPU.
+fn current_options(workload: &Workload) -> CompileOptions {
     let mut options = JitConfig::default().compile.options;
-    let mut flags: Vec<String> = CPU_FLAGS.iter().map(|f| (*f).to_owned()).collect();
+    let mut flags: Vec<&str> = CPU_FLAGS.to_vec();
+    if workload.tiled {
+        flags.extend(CONTRACTION_FLAGS);
+    }
+    let mut flags: Vec<String> = flags.into_iter().map(str::to_owned).collect();
     flags.append(&mut options.extra_flags);
     options.extra_flags = flags;
     options
@@ -203,35 +219,98 @@ fn first_and_cached(jit: &JitRuntime, workload: &Workload) -> (Duration, Duratio
     (first, cached)
 }
 
+/// The knobs: extra flags after the runtime's own (so they win). The first
+/// row is the runtime before `CPU_FLAGS` dropped const-eval and
+/// `CONTRACTION_FLAGS` were kept to large contractions.
 const KNOBS: &[(&str, &[&str])] = &[
-    ("current flags", &[]),
-    ("no debug symbols", &["--iree-llvmcpu-debug-symbols=false"]),
-    ("no const-eval", &["--iree-opt-const-eval=false"]),
     (
-        "no ukernels or data tiling",
+        "before: const-eval, tiling + ukernels everywhere",
+        &[
+            "--iree-opt-const-eval=true",
+            "--iree-llvmcpu-enable-ukernels=all",
+            "--iree-opt-data-tiling",
+        ],
+    ),
+    ("now: the runtime's flags", &[]),
+    (
+        "now + no debug symbols",
+        &["--iree-llvmcpu-debug-symbols=false"],
+    ),
+    ("now + O0", &["--iree-opt-level=O0"]),
+    (
+        "now + tiling + ukernels everywhere",
+        &[
+            "--iree-llvmcpu-enable-ukernels=all",
+            "--iree-opt-data-tiling",
+        ],
+    ),
+    (
+        "now + no tiling or ukernels anywhere",
         &[
             "--iree-llvmcpu-enable-ukernels=none",
             "--iree-opt-data-tiling=false",
         ],
     ),
-    ("O0", &["--iree-opt-level=O0"]),
-    (
-        "no debug symbols, no const-eval",
-        &[
-            "--iree-llvmcpu-debug-symbols=false",
-            "--iree-opt-const-eval=false",
-        ],
-    ),
 ];
 
+/// Matmuls `n×n×n`: the compile and per-call times without and with data
+/// tiling and microkernels (the rows behind `LARGE_CONTRACTION`).
+fn tiling_by_size() {
+    println!(
+        "\n## Data tiling + microkernels by matmul size (compile / per call), median of {ROUNDS}\n"
+    );
+    println!("| n×n×n | multiply-adds | without | with |");
+    println!("|---|---|---|---|");
+    let without: &[&str] = &[
+        "--iree-llvmcpu-enable-ukernels=none",
+        "--iree-opt-data-tiling=false",
+    ];
+    let with: &[&str] = &[
+        "--iree-llvmcpu-enable-ukernels=all",
+        "--iree-opt-data-tiling",
+    ];
+    for n in [128, 192, 256, 320, 384, 512] {
+        let workload = Workload {
+            name: "matmul",
+            function: matmul(),
+            args: vec![array(&[n, n]), array(&[n, n])],
+            captured: vec![],
+            tiled: false,
+        };
+        let mut cells = Vec::new();
+        for flags in [without, with] {
+            let (mut firsts, mut calls) = (Vec::new(), Vec::new());
+            for _ in 0..ROUNDS {
+                let (first, cached) = first_and_cached(&runtime(flags), &workload);
+                firsts.push(first);
+                calls.push(cached);
+            }
+            cells.push(format!(
+                "{} / {:.0} µs",
+                ms(median(firsts)),
+                median(calls).as_secs_f64() * 1e6
+            ));
+        }
+        println!(
+            "| {n} | {:.1} M | {} | {} |",
+            (n * n * n) as f64 / 1e6,
+            cells[0],
+            cells[1]
+        );
+    }
+}
+
 fn main() {
+    if std::env::args().any(|arg| arg == "--tiling") {
+        tiling_by_size();
+        return;
+    }
     let workloads = workloads();
-    let options = current_options();
 
     println!("## Phases (iree-compile --mlir-timing, the current flags)\n");
     for workload in &workloads {
         println!("{}:", workload.name);
-        for (name, seconds) in phases(&module_text(workload), &options, 6) {
+        for (name, seconds) in phases(&module_text(workload), &current_options(workload), 6) {
             println!("  {:>7.1} ms  {name}", seconds * 1e3);
         }
     }
@@ -247,6 +326,7 @@ fn main() {
         .compiler;
     for workload in &workloads {
         let module = module_text(workload);
+        let options = current_options(workload);
         let time = |compiler: &dyn iree_safe::compiler::Compiler| {
             median(
                 (0..ROUNDS)

@@ -401,7 +401,7 @@ impl Pipeline {
             let compiler = self.compiler().map_err(Step::NoCompiler)?;
             let artifact = compiler
                 .compiler
-                .compile(module, &placement.options)
+                .compile(module, &placement.options_for(module))
                 .map_err(Step::Compile)?;
             Ok(artifact.into_bytes())
         };

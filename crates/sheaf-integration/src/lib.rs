@@ -54,6 +54,7 @@ mod batch_queue;
 mod bundle;
 mod compile;
 mod config;
+mod contraction;
 mod dispatch;
 mod error;
 mod function;
@@ -100,7 +101,7 @@ pub use jit_cache::{
 pub use lowering::{entry_symbol, Lowered, LoweringContext};
 pub use profile::{Phase, PhaseTotals, ProfileReport};
 pub use runtime::{CallerLowering, JitRuntime, Precompile, PrecompileSummary};
-pub use target::CPU_FLAGS;
+pub use target::{CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION};
 pub use tensor::{DeviceTensor, DeviceTensorExt, HostTensor, Tensor};
 pub use upload::UploadStats;
 pub use value::{intern_key, Value, INTERNED_KEYS};

@@ -11,27 +11,44 @@
 //! named in the configuration. When the device cannot be opened, or a GPU
 //! compile fails, the CPU is used instead (see `DeviceSettings::cpu_fallback`).
 
+use std::borrow::Cow;
+
 use iree_safe::compiler::{CompileOptions, CompileTarget};
 use iree_safe::{Device, Runtime};
 
 use crate::config::DeviceSettings;
 use jit_cache::ErrorChain;
 
+use crate::contraction::{self, Work};
 use crate::error::JitError;
 use crate::probe::{self, Probed};
 
-/// Extra flags for CPU code, chosen by measurement (`cargo bench -p
-/// sheaf-integration --bench cpu_flags`): with IREE's data tiling and
-/// microkernels, an `f32[512,512]` matmul took 11–14 % less time per call on
-/// local-sync and 34–36 % less on local-task on the 2-core development
-/// machine, and compiled in ~45 % more time (once per signature); a small
-/// elementwise module ran and compiled as fast as without them. Data tiling
-/// alone, or `--iree-opt-level=O3`, gained less. See the sheaf-integration
+/// Extra flags for all CPU code, chosen by measurement (`cargo bench -p
+/// sheaf-integration --bench compile_breakdown`): without IREE's eager
+/// evaluation of constants (a nested compile of the module's initializers)
+/// a compile took 5–19 % less time (sigmoid 236 → 215 ms, softmax
+/// 378 → 306 ms, `mlp_layer` 490 → 448 ms) and its code ran as fast; the
+/// constants a JIT module holds are few and small, so evaluating them when
+/// the module loads costs nothing measurable. See the sheaf-integration
 /// README, "CPU flags".
-pub const CPU_FLAGS: &[&str] = &[
+pub const CPU_FLAGS: &[&str] = &["--iree-opt-const-eval=false"];
+
+/// Flags for CPU code with a large contraction (or one whose size cannot be
+/// told): IREE's data tiling and microkernels. Measured
+/// (`compile_breakdown -- --tiling`): an `f32[512,512]` matmul runs 25 %
+/// faster with them (1,749 → 1,315 µs on local-sync) and a 384³ one 17 %,
+/// while up to 320³ the code runs as fast without them and each compile
+/// takes ~190 ms more; so they are added from [`LARGE_CONTRACTION`]
+/// multiply-adds on.
+pub const CONTRACTION_FLAGS: &[&str] = &[
     "--iree-llvmcpu-enable-ukernels=all",
     "--iree-opt-data-tiling",
 ];
+
+/// The multiply-adds (of the module's largest `dot_general`) from which CPU
+/// code gets [`CONTRACTION_FLAGS`]: 2²⁵, between the 320³ matmul that gains
+/// nothing and the 384³ that gains 17 %.
+pub const LARGE_CONTRACTION: u64 = 1 << 25;
 
 /// A runtime and the options that compile for it.
 #[derive(Debug, Clone)]
@@ -113,16 +130,32 @@ impl Placement {
             ..base.clone()
         };
         if is_cpu(&options.target) {
-            // The base flags come after, so a caller's own choice wins.
-            let mut flags: Vec<String> = CPU_FLAGS.iter().map(|f| (*f).to_owned()).collect();
-            flags.append(&mut options.extra_flags);
-            options.extra_flags = flags;
+            prepend(&mut options, CPU_FLAGS);
         }
         Placement {
             runtime,
             target_identity: options.target_identity(),
             options,
         }
+    }
+
+    /// The options that compile `module` here: on the CPU, with
+    /// [`CONTRACTION_FLAGS`] when the module's largest contraction reaches
+    /// [`LARGE_CONTRACTION`] multiply-adds or cannot be told. They follow
+    /// from the module's text, which its disk key covers, so the key needs
+    /// no more.
+    pub(crate) fn options_for(&self, module: &str) -> Cow<'_, CompileOptions> {
+        let large = match contraction::largest(module) {
+            Work::None => false,
+            Work::Known(multiply_adds) => multiply_adds >= LARGE_CONTRACTION,
+            Work::Unknown => true,
+        };
+        if !(large && self.is_cpu()) {
+            return Cow::Borrowed(&self.options);
+        }
+        let mut options = self.options.clone();
+        prepend(&mut options, CONTRACTION_FLAGS);
+        Cow::Owned(options)
     }
 
     /// True when the code runs on the CPU.
@@ -133,6 +166,14 @@ impl Placement {
     pub(crate) fn device(&self) -> &Device {
         self.runtime.device()
     }
+}
+
+/// Puts `flags` before the options' extra flags, so that a caller's own
+/// choice (later on the command line) wins.
+fn prepend(options: &mut CompileOptions, flags: &[&str]) {
+    let mut all: Vec<String> = flags.iter().map(|f| (*f).to_owned()).collect();
+    all.append(&mut options.extra_flags);
+    options.extra_flags = all;
 }
 
 fn is_cpu(target: &CompileTarget) -> bool {
@@ -231,6 +272,40 @@ mod tests {
             .iter()
             .any(|f| CPU_FLAGS.contains(&f.as_str())));
         assert!(!cuda.is_cpu());
+    }
+
+    #[test]
+    fn large_contractions_get_data_tiling_and_microkernels_on_the_cpu_only() {
+        let runtime = Runtime::new("local-sync").unwrap();
+        let base = CompileOptions::stablehlo();
+        let cpu = Placement::new(runtime.clone(), CompileTarget::host_cpu(), &base);
+        let matmul = |n: usize| {
+            format!(
+                "%c = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : \
+                 (tensor<{n}x{n}xf32>, tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>"
+            )
+        };
+        let tiled = |placement: &Placement, module: &str| {
+            let flags = placement.options_for(module).flags();
+            CONTRACTION_FLAGS
+                .iter()
+                .all(|flag| flags.iter().any(|f| f == flag))
+        };
+        assert!(tiled(&cpu, &matmul(512)));
+        assert!(!tiled(&cpu, &matmul(256)));
+        assert!(!tiled(&cpu, "%y = stablehlo.logistic %x : tensor<4xf32>"));
+        assert!(tiled(
+            &cpu,
+            &matmul(512).replace("512x512xf32>)", "?x512xf32>)")
+        ));
+        let cuda = Placement::new(
+            runtime,
+            CompileTarget::Cuda {
+                arch: "sm_80".into(),
+            },
+            &base,
+        );
+        assert!(!tiled(&cuda, &matmul(512)));
     }
 
     #[test]
