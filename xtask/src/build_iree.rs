@@ -7,7 +7,8 @@
 //! gets its own folder `target/iree/<version>-<hash>/` holding `build/`,
 //! `install/` and `build.log` (CMake's and Ninja's output; the terminal gets
 //! one line per phase and the compile counter); a second run with nothing
-//! changed only checks the manifest.
+//! changed only checks the manifest. `--target` cross-builds for another
+//! Linux architecture (`cross.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,7 +18,7 @@ use crate::build_log::BuildLog;
 use crate::cuda::CudaHeaders;
 use crate::manifest::{self, Manifest};
 use crate::process::{self, step};
-use crate::{source, tools};
+use crate::{cross, source, tools};
 
 /// Every driver Sheaf ships on Linux: the two CPU drivers, Vulkan (which
 /// loads `libvulkan.so.1` when a device is opened) and CUDA (`libcuda.so`,
@@ -32,6 +33,8 @@ pub(crate) struct Options {
     pub source: Option<PathBuf>,
     pub drivers: Vec<String>,
     pub force: bool,
+    /// Cross-build for this target instead of the host.
+    pub target: Option<&'static cross::Target>,
 }
 
 impl Options {
@@ -40,6 +43,7 @@ impl Options {
             drivers: DEFAULT_DRIVERS.iter().map(|d| d.to_string()).collect(),
             ..Options::default()
         };
+        let mut drivers_named = false;
         let mut args = args.iter();
         while let Some(arg) = args.next() {
             match arg.as_str() {
@@ -55,8 +59,13 @@ impl Options {
                         .map(|d| d.trim().to_owned())
                         .filter(|d| !d.is_empty())
                         .collect();
+                    drivers_named = true;
                 }
                 "--force" => options.force = true,
+                "--target" => {
+                    let triple = args.next().ok_or("--target needs a target triple")?;
+                    options.target = Some(cross::Target::parse(triple)?);
+                }
                 other => return Err(format!("build-iree: unknown option `{other}`")),
             }
         }
@@ -67,6 +76,10 @@ impl Options {
                     KNOWN_DRIVERS.join(", ")
                 ));
             }
+        }
+        if let Some(target) = options.target {
+            let named = std::mem::take(&mut options.drivers);
+            options.drivers = target.drivers(drivers_named.then_some(named))?;
         }
         options.drivers.sort();
         options.drivers.dedup();
@@ -88,15 +101,20 @@ pub(crate) fn run(options: &Options) -> Result<Manifest, String> {
         .any(|d| d == "cuda")
         .then(|| step("finding the CUDA headers", CudaHeaders::locate))
         .transpose()?;
-    let cmake_options = cmake_options(&options.drivers, cuda.as_ref());
+    let mut cmake_options = cmake_options(&options.drivers, cuda.as_ref());
     let mut key_parts = vec![source.version.as_str(), source.dir.to_str().unwrap_or("")];
     key_parts.extend(cmake_options.iter().map(String::as_str));
     if let Some(cuda) = &cuda {
         key_parts.push(cuda.root().to_str().unwrap_or(""));
     }
+    key_parts.extend(options.target.map(|target| target.triple));
     let key = format!("{}-{}", source.version, process::short_hash(&key_parts));
     let root = process::workspace_root().join("target/iree").join(&key);
     let (build_dir, prefix) = (root.join("build"), root.join("install"));
+    // A cross build records its manifest apart: the host's stays current.
+    let current = options
+        .target
+        .map_or_else(manifest::current_path, |target| target.manifest_path());
 
     if !options.force {
         if let Ok(existing) = Manifest::read(&prefix.join("manifest.json")) {
@@ -104,7 +122,7 @@ pub(crate) fn run(options: &Options) -> Result<Manifest, String> {
                 && existing.is_complete()
                 && existing.compiler_version == tools.compiler_version
             {
-                existing.write(&manifest::current_path())?;
+                existing.write(&current)?;
                 eprintln!(
                     "[xtask] IREE {} is up to date in {} ({:.1}s)",
                     existing.iree_version,
@@ -127,6 +145,9 @@ pub(crate) fn run(options: &Options) -> Result<Manifest, String> {
         log.path().display()
     );
     let build_started = Instant::now();
+    if let Some(target) = options.target {
+        cmake_options.extend(target.prepare(&source, &tools, &root, &mut log)?);
+    }
     if options.force || !build_dir.join("CMakeCache.txt").exists() {
         step("configuring the IREE runtime with CMake", || {
             let mut cmake = Command::new(&tools.cmake);
@@ -178,9 +199,13 @@ pub(crate) fn run(options: &Options) -> Result<Manifest, String> {
             libiree_compiler: tools.libiree_compiler.clone(),
             libclang_dir: tools.libclang_dir.clone(),
             build_seconds: build_started.elapsed().as_secs_f64(),
+            target: Some(match options.target {
+                Some(target) => target.triple.to_owned(),
+                None => process::host_triple()?,
+            }),
         };
         manifest.write(&prefix.join("manifest.json"))?;
-        manifest.write(&manifest::current_path())?;
+        manifest.write(&current)?;
         Ok(manifest)
     })?;
     eprintln!(

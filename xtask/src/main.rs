@@ -7,6 +7,7 @@
 mod bindings;
 mod build_iree;
 mod build_log;
+mod cross;
 mod cuda;
 mod debian;
 mod fuzz;

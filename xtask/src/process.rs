@@ -37,6 +37,15 @@ pub(crate) fn run(command: &mut Command) -> Result<(), String> {
     }
 }
 
+/// The host's target triple, as `rustc -vV` names it.
+pub(crate) fn host_triple() -> Result<String, String> {
+    output(Command::new("rustc").arg("-vV"))?
+        .lines()
+        .find_map(|line| line.strip_prefix("host: "))
+        .map(str::to_owned)
+        .ok_or_else(|| "`rustc -vV` names no host triple".to_owned())
+}
+
 /// Runs `command` and returns its standard output as text.
 pub(crate) fn output(command: &mut Command) -> Result<String, String> {
     let out = command

@@ -47,6 +47,12 @@ pub(crate) struct Manifest {
     pub(crate) libclang_dir: PathBuf,
     /// Wall time of the build that produced this install, in seconds.
     pub(crate) build_seconds: f64,
+    /// The Rust target triple the runtime was built for
+    /// (`x86_64-unknown-linux-gnu`, or the `--target` of a cross build).
+    /// Manifests written before cross builds existed have none: their
+    /// runtime was built for the machine that built it.
+    #[serde(default)]
+    pub(crate) target: Option<String>,
 }
 
 impl Manifest {
