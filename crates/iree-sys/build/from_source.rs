@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::cmake_tools::{self, CmakeTools};
 use crate::install::{default_static_libs, default_system_libs, runtime_libs, Install};
-use crate::iree_source;
+use crate::{iree_source, target};
 
 /// The driver-independent options, shared with `cargo xtask build-iree`.
 const RUNTIME_OPTIONS: &str = include_str!("runtime-options.txt");
@@ -16,6 +16,7 @@ const RUNTIME_OPTIONS: &str = include_str!("runtime-options.txt");
 /// Builds the IREE checkout named by `IREE_SOURCE_DIR`.
 pub(crate) fn build_checkout(source: &Path) -> Result<Install, String> {
     let origin = format!("IREE_SOURCE_DIR={}", source.display());
+    target::refuse_cross_build_from_source(&origin)?;
     if !source.join("runtime/version.json").is_file() {
         return Err(format!(
             "iree-sys: {origin} is not an IREE checkout (no runtime/version.json)"
@@ -31,6 +32,7 @@ pub(crate) fn build_pinned() -> Result<Install, String> {
     let what = "no IREE runtime found (IREE_DIR and IREE_SOURCE_DIR are unset, and no \
         `cargo xtask build-iree` install), so iree-sys builds one from the IREE sources of the \
         crates.io package eerie-sys 0.5.0";
+    target::refuse_cross_build_from_source("the pinned IREE sources")?;
     let tools =
         cmake_tools::find().map_err(|e| format!("iree-sys: {what}, which needs CMake: {e}"))?;
     let cargo = PathBuf::from(std::env::var_os("CARGO").expect("cargo sets CARGO"));

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::manifest::Manifest;
+use crate::target;
 
 /// The link recipe, shared with `cargo xtask build-iree`.
 const RUNTIME_LIBS: &str = include_str!("runtime-libs.txt");
@@ -77,13 +78,20 @@ impl Install {
     }
 
     /// The manifest of the install `cargo xtask build-iree` recorded for
-    /// this workspace (`<workspace>/target/iree/manifest.json`), if there is
-    /// one: only a checkout of the sheaf-jit workspace has it.
+    /// this workspace and the target being built, if there is one (only a
+    /// checkout of the sheaf-jit workspace has it):
+    /// `<workspace>/target/iree/manifest.json` for the host,
+    /// `manifest-<triple>.json` for a cross build
+    /// (`cargo xtask build-iree --target <triple>`).
     pub(crate) fn workspace_manifest() -> Option<PathBuf> {
         let crate_dir = PathBuf::from(
             std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
         );
-        let manifest = crate_dir.join("../../target/iree/manifest.json");
+        let name = match target::cross() {
+            Some(triple) => format!("manifest-{triple}.json"),
+            None => "manifest.json".to_owned(),
+        };
+        let manifest = crate_dir.join("../../target/iree").join(name);
         // Not `rerun-if-changed` while missing: Cargo would rerun the build
         // script on every build.
         manifest.is_file().then_some(manifest)
@@ -93,6 +101,7 @@ impl Install {
     pub(crate) fn from_manifest(path: &Path) -> Result<Self, String> {
         println!("cargo:rerun-if-changed={}", path.display());
         let manifest = Manifest::read(path).map_err(|e| format!("iree-sys: {e}"))?;
+        target::check(manifest.target.as_deref(), path)?;
         let install = Install {
             prefix: manifest.prefix.clone(),
             lib_dirs: vec![manifest.lib_dir.clone()],

@@ -12,7 +12,9 @@
 //!    dependent project without `cargo xtask` gets a runtime).
 //!
 //! When that last one cannot run (no CMake >= 3.26, no network on first
-//! use), the build fails with one line saying what to install or set.
+//! use), the build fails with one line saying what to install or set. An
+//! install whose manifest was built for another target than Cargo's is
+//! refused, and so is a build from source for another target (`target.rs`).
 //! Under miri and on docs.rs nothing native is built or linked.
 
 mod cmake_tools;
@@ -21,6 +23,7 @@ mod from_source;
 mod install;
 mod iree_source;
 mod manifest;
+mod target;
 
 use std::process::ExitCode;
 
