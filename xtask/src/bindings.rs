@@ -1,26 +1,96 @@
 //! `cargo xtask bindgen [--check]`: the committed raw bindings of `iree-sys`.
 //!
-//! The bindings are generated once from the installed headers and committed
-//! (`crates/iree-sys/src/bindings.rs`), so building `iree-sys` needs neither
-//! libclang nor the IREE headers, and miri and docs.rs builds get the same
-//! declarations. `--check` (also run by the test below and by
-//! `cargo xtask test`) fails when the committed file no longer matches what
+//! The bindings are generated once from the installed headers and committed,
+//! so building `iree-sys` needs neither libclang nor the IREE headers, and
+//! miri and docs.rs builds get the same declarations. They are generated for
+//! each architecture the crate supports (x86_64 and aarch64 Linux, both
+//! LP64): what both architectures declare alike goes into
+//! `crates/iree-sys/src/bindings.rs`; the few items whose C definition
+//! differs ([`ARCH_ITEMS`]: `va_list`, glibc's mutex, IREE's architecture
+//! name) go into `bindings_<arch>.rs`, which `iree-sys` includes for its
+//! target. Generating checks that the shared part really is the same for
+//! both.
+//!
+//! The aarch64 part is generated against the C library headers of Debian's
+//! cross toolchain (`/usr/aarch64-linux-gnu/include`), which the command
+//! installs when missing. `--check` (also run by the test below and by
+//! `cargo xtask test`) fails when a committed file no longer matches what
 //! the headers produce.
 
 use std::path::PathBuf;
 
 use crate::manifest::{self, Manifest};
-use crate::process;
+use crate::{cross, process};
+
+/// Items whose C definition differs between x86_64 and aarch64 Linux (as
+/// bindgen regexes): left out of the shared bindings and generated per
+/// architecture.
+const ARCH_ITEMS: &[&str] = &[
+    // The architecture's name (`"x86_64"`, `"arm_64"`) and flag.
+    "IREE_ARCH.*",
+    // `va_list`: an array of one `__va_list_tag` on x86_64, an opaque
+    // 32-byte struct passed by value on aarch64; and what takes one.
+    "__builtin_va_list",
+    "__va_list_tag",
+    "__gnuc_va_list",
+    "va_list",
+    "iree_status_allocate_vf",
+    "iree_vsnprintf",
+    "iree_vfctprintf",
+    // glibc's `pthread_mutex_t` (inside `iree_mutex_t`): 40 bytes on
+    // x86_64, 48 on aarch64; and the types only it refers to.
+    "pthread_mutex_t",
+    "__pthread_mutex_s",
+    "__pthread_internal_list",
+    "__pthread_list_t",
+];
+
+/// An architecture the bindings are generated for.
+struct Arch {
+    /// Rust's `target_arch`, which names its file (`bindings_<name>.rs`).
+    name: &'static str,
+    /// clang's `--target`.
+    clang_target: &'static str,
+    /// The C compiler whose freestanding headers (stddef.h, stdbool.h)
+    /// stand in for libclang's, which the venv's libclang lacks.
+    gcc: String,
+    /// The target's C library headers, when they are not the system's.
+    libc_include: Option<PathBuf>,
+}
+
+/// The architectures, the host's (x86_64) first.
+fn arches() -> [Arch; 2] {
+    let aarch64 = &cross::AARCH64;
+    [
+        Arch {
+            name: "x86_64",
+            clang_target: "x86_64-linux-gnu",
+            gcc: "gcc".to_owned(),
+            libc_include: None,
+        },
+        Arch {
+            name: "aarch64",
+            clang_target: "aarch64-linux-gnu",
+            gcc: aarch64.gcc(),
+            libc_include: Some(aarch64.sysroot().join("include")),
+        },
+    ]
+}
 
 /// The wrapper header listing every IREE header the bindings cover.
 fn wrapper_header() -> PathBuf {
     process::workspace_root().join("crates/iree-sys/wrapper.h")
 }
 
-/// The committed bindings.
-fn bindings_file() -> PathBuf {
-    process::workspace_root().join("crates/iree-sys/src/bindings.rs")
+/// The committed bindings of `file` (`bindings.rs`, `bindings_<arch>.rs`).
+fn committed(file: &str) -> PathBuf {
+    process::workspace_root()
+        .join("crates/iree-sys/src")
+        .join(file)
 }
+
+/// The generated files: (file name, contents).
+type Files = Vec<(String, String)>;
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let check = match args {
@@ -28,61 +98,164 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         [flag] if flag == "--check" => true,
         _ => return Err("usage: cargo xtask bindgen [--check]".into()),
     };
+    if std::env::consts::ARCH != "x86_64" {
+        return Err("the bindings are generated on x86_64 Linux".into());
+    }
     let manifest = Manifest::read(&manifest::current_path())
         .map_err(|e| format!("{e}\nhint: run `cargo xtask build-iree` first"))?;
-    let generated = generate(&manifest)?;
-    let path = bindings_file();
+    process::step(
+        "the aarch64 C library headers (installing the cross toolchain if missing)",
+        || cross::AARCH64.ensure_toolchain(),
+    )?;
+    let files = generate(&manifest)?;
     if check {
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        if committed != generated {
+        let stale = stale(&files);
+        if !stale.is_empty() {
             return Err(format!(
-                "{} is stale; run `cargo xtask bindgen` and commit the result",
-                path.display()
+                "{} stale; run `cargo xtask bindgen` and commit the result",
+                stale.join(", ")
             ));
         }
-        eprintln!("[xtask] {} is up to date", path.display());
+        eprintln!("[xtask] the bindings of crates/iree-sys/src are up to date");
     } else {
-        std::fs::write(&path, generated)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        eprintln!("[xtask] wrote {}", path.display());
+        for (file, text) in &files {
+            let path = committed(file);
+            std::fs::write(&path, text)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            eprintln!("[xtask] wrote {}", path.display());
+        }
     }
     Ok(())
 }
 
-/// Runs bindgen over `wrapper.h` with the installed headers.
-pub(crate) fn generate(manifest: &Manifest) -> Result<String, String> {
+/// The committed files that differ from `files`, as `crates/…` paths.
+fn stale(files: &Files) -> Vec<String> {
+    files
+        .iter()
+        .filter(|(file, text)| std::fs::read_to_string(committed(file)).ok().as_ref() != Some(text))
+        .map(|(file, _)| format!("crates/iree-sys/src/{file}"))
+        .collect()
+}
+
+/// Runs bindgen over `wrapper.h` with the installed headers for every
+/// architecture: the shared `bindings.rs` (checked to be the same for all),
+/// then one `bindings_<arch>.rs` each.
+pub(crate) fn generate(manifest: &Manifest) -> Result<Files, String> {
     // clang-sys finds the libclang that `build-iree` installed into the venv.
     std::env::set_var("LIBCLANG_PATH", &manifest.libclang_dir);
-    // That libclang ships without its resource headers (stddef.h, stdbool.h);
-    // GCC's freestanding headers serve in their place.
+    let mut shared: Option<(&str, String)> = None;
+    let mut files = Vec::new();
+    for arch in &arches() {
+        let text = bindgen(manifest, arch, Part::Shared)?;
+        match &shared {
+            None => shared = Some((arch.name, text)),
+            Some((first, expected)) => {
+                if let Some(line) = first_difference(expected, &text) {
+                    return Err(format!(
+                        "the bindings of {first} and {} differ beyond ARCH_ITEMS (first at \
+                         `{line}`); add the item to ARCH_ITEMS in xtask/src/bindings.rs",
+                        arch.name
+                    ));
+                }
+            }
+        }
+        files.push((
+            format!("bindings_{}.rs", arch.name),
+            bindgen(manifest, arch, Part::Arch)?,
+        ));
+    }
+    let (_, shared) = shared.expect("at least one architecture");
+    let header = format!(
+        "// Generated by `cargo xtask bindgen` from the IREE {} headers listed in\n\
+         // crates/iree-sys/wrapper.h, the same for x86_64 and aarch64 Linux (what\n\
+         // differs is in bindings_<arch>.rs). Do not edit by hand.\n\n",
+        manifest.iree_version
+    );
+    files.insert(0, ("bindings.rs".to_owned(), header + &shared));
+    Ok(files)
+}
+
+/// Which part of the bindings to generate.
+#[derive(Clone, Copy, PartialEq)]
+enum Part {
+    /// Everything but [`ARCH_ITEMS`].
+    Shared,
+    /// [`ARCH_ITEMS`] alone (the shared part declares what they refer to).
+    Arch,
+}
+
+/// One part of the bindings for `arch`.
+fn bindgen(manifest: &Manifest, arch: &Arch, part: Part) -> Result<String, String> {
     let compiler_headers =
-        process::output(std::process::Command::new("gcc").arg("-print-file-name=include"))
+        process::output(std::process::Command::new(&arch.gcc).arg("-print-file-name=include"))
             .map_err(|e| {
-                format!("{e}\nhint: bindgen needs gcc's headers (`apt-get install gcc`)")
+                format!(
+            "{e}\nhint: the {} bindings need {}'s headers (`cargo xtask bindgen` installs them)",
+            arch.name, arch.gcc
+        )
             })?;
-    let bindings = bindgen::Builder::default()
+    let mut builder = bindgen::Builder::default()
         .header(wrapper_header().to_string_lossy())
+        .clang_arg(format!("--target={}", arch.clang_target))
         .clang_arg(format!("-I{}", manifest.include_dir.display()))
         .clang_arg(format!("-isystem{}", compiler_headers.trim()))
         // Declares the system allocator's control function, which the
         // static-inline `iree_allocator_system()` refers to.
         .clang_arg("-DIREE_ALLOCATOR_SYSTEM_CTL=iree_allocator_libc_ctl")
-        .allowlist_function("iree_.*")
-        .allowlist_type("iree_.*")
-        .allowlist_var("(iree|IREE)_.*")
         .prepend_enum_name(false)
         .size_t_is_usize(true)
         .derive_default(true)
         .layout_tests(false)
-        .generate_comments(false)
+        .generate_comments(false);
+    if let Some(include) = &arch.libc_include {
+        if !include.join("stdio.h").is_file() {
+            return Err(format!(
+                "no C library headers in {}; run `cargo xtask bindgen`, which installs them",
+                include.display()
+            ));
+        }
+        // The target's headers only, never the host's /usr/include.
+        builder = builder
+            .clang_arg("-nostdinc")
+            .clang_arg(format!("-isystem{}", include.display()));
+    }
+    builder = match part {
+        Part::Shared => ARCH_ITEMS.iter().fold(
+            builder
+                .allowlist_function("iree_.*")
+                .allowlist_type("iree_.*")
+                .allowlist_var("(iree|IREE)_.*"),
+            |builder, item| builder.blocklist_item(item),
+        ),
+        Part::Arch => ARCH_ITEMS
+            .iter()
+            .fold(builder.allowlist_recursively(false), |builder, item| {
+                builder.allowlist_item(item)
+            }),
+    };
+    let bindings = builder
         .generate()
-        .map_err(|e| format!("bindgen failed: {e}"))?;
-    let header = format!(
-        "// Generated by `cargo xtask bindgen` from the IREE {} headers listed in\n\
-         // crates/iree-sys/wrapper.h (x86_64 Linux). Do not edit by hand.\n\n",
-        manifest.iree_version
-    );
-    Ok(header + &bindings.to_string())
+        .map_err(|e| format!("bindgen failed for {}: {e}", arch.name))?
+        .to_string();
+    Ok(match part {
+        Part::Shared => bindings,
+        Part::Arch => format!(
+            "// Generated by `cargo xtask bindgen` from the IREE {} headers listed in\n\
+             // crates/iree-sys/wrapper.h: the items whose definition differs on {} Linux\n\
+             // (ARCH_ITEMS in xtask/src/bindings.rs). Do not edit by hand.\n\n{bindings}",
+            manifest.iree_version, arch.name
+        ),
+    })
+}
+
+/// The first line where `a` and `b` differ, if they do.
+fn first_difference<'a>(a: &'a str, b: &'a str) -> Option<&'a str> {
+    let mut lines = a.lines().zip(b.lines());
+    match lines.find(|(x, y)| x != y) {
+        Some((x, _)) => Some(x),
+        None if a.lines().count() != b.lines().count() => Some("(the end of the file)"),
+        None => None,
+    }
 }
 
 #[cfg(test)]
@@ -95,12 +268,27 @@ mod tests {
     fn committed_bindings_are_fresh() {
         let manifest = Manifest::read(&manifest::current_path())
             .unwrap_or_else(|e| panic!("{e}\nrun `cargo xtask build-iree` first"));
-        let generated = generate(&manifest).expect("bindgen runs over the installed headers");
-        let committed =
-            std::fs::read_to_string(bindings_file()).expect("the bindings are committed");
+        let files = generate(&manifest).expect("bindgen runs over the installed headers");
+        assert_eq!(
+            files.len(),
+            3,
+            "the shared bindings and one per architecture"
+        );
+        let stale = stale(&files);
         assert!(
-            committed == generated,
-            "crates/iree-sys/src/bindings.rs is stale: run `cargo xtask bindgen`"
+            stale.is_empty(),
+            "{} stale: run `cargo xtask bindgen`",
+            stale.join(", ")
+        );
+    }
+
+    #[test]
+    fn the_first_difference_is_named() {
+        assert_eq!(first_difference("a\nb\n", "a\nb\n"), None);
+        assert_eq!(first_difference("a\nb\n", "a\nc\n"), Some("b"));
+        assert_eq!(
+            first_difference("a\n", "a\nb\n"),
+            Some("(the end of the file)")
         );
     }
 }
