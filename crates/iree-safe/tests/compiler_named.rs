@@ -55,6 +55,31 @@ fn the_compiler_a_program_names_is_used_or_named_in_the_error() {
     assert!(error.to_string().contains(missing), "{error}");
     assert!(!compiler_library_is_mapped());
 
+    // A library of another architecture: refused before it is loaded, in
+    // words that name both (the dynamic loader would only say it cannot
+    // find the file).
+    let scratch = tempfile::tempdir().unwrap();
+    let (other, other_name) = match std::env::consts::ARCH {
+        "aarch64" => (62u16, "x86_64"),
+        _ => (183, "aarch64"),
+    };
+    let mut header = b"\x7fELF\x02\x01\x01".to_vec();
+    header.resize(18, 0);
+    header.extend(other.to_le_bytes());
+    let foreign = scratch.path().join("libIREECompiler.so");
+    std::fs::write(&foreign, header).unwrap();
+    // SAFETY: the file is refused before anything loads it.
+    let library = unsafe { TrustedCompilerLibrary::new_unchecked(&foreign) };
+    let error = choose_compiler(CompilerPreference::Library(library)).unwrap_err();
+    let message = error.to_string();
+    assert!(matches!(error, CompileError::Load { .. }), "{message}");
+    assert!(
+        message.contains(&format!("it holds {other_name} code"))
+            && message.contains(std::env::consts::ARCH),
+        "{message}"
+    );
+    assert!(!compiler_library_is_mapped());
+
     // An executable: that one runs, for the version and for compiles.
     let dir = tempfile::tempdir().unwrap();
     let fake = fake_iree_compile(dir.path(), &dir.path().join("runs"), BUILD);

@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use super::arch::foreign_arch;
 use super::diagnostics::{Diagnostic, Severity};
 use super::embedding_api::Api;
 use super::error::CompileError;
@@ -100,7 +101,8 @@ impl InProcessCompiler {
     /// # Errors
     ///
     /// [`CompileError::Load`] when the library cannot be loaded or
-    /// initialized (or another library is loaded already), and
+    /// initialized (or another library is loaded already, or it is built for
+    /// another architecture than this process's), and
     /// [`CompileError::ApiVersion`] when its embedding API is not 1.x, x ≥ 4.
     ///
     /// # Safety
@@ -121,6 +123,16 @@ impl InProcessCompiler {
                 _ => e.to_string(),
             })
         })?;
+        // The dynamic loader would refuse it too, but as a file it cannot
+        // find (glibc skips objects of another machine), which says nothing.
+        if let Some(arch) = foreign_arch(&canonical) {
+            return Err(load_error(format!(
+                "it holds {arch} code and this process runs {} code; the in-process compiler \
+                 must be built for the process's architecture (the subprocess compiler, \
+                 iree-compile, may run on another)",
+                std::env::consts::ARCH
+            )));
+        }
         let mut loaded = LOADED.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(loaded) = *loaded {
             return if loaded.path == canonical {

@@ -98,9 +98,16 @@ pub fn compiler_identity(preference: super::CompilerPreference) -> Result<String
     match preference {
         CompilerPreference::Subprocess => identify_executable(&EXECUTABLE.locate(&env)?, install),
         CompilerPreference::InProcess => identify_library(&LIBRARY.locate(&env)?, install),
+        // As `choose_compiler`: the library, unless the install's is of
+        // another architecture (and so does not load here).
         CompilerPreference::Auto => match LIBRARY.locate(&env) {
-            Ok(library) => identify_library(&library, install),
-            Err(_) => identify_executable(&EXECUTABLE.locate(&env)?, install),
+            Ok(library)
+                if env.get(COMPILER_LIB_ENV).is_some()
+                    || super::arch::foreign_arch(&library).is_none() =>
+            {
+                identify_library(&library, install)
+            }
+            _ => identify_executable(&EXECUTABLE.locate(&env)?, install),
         },
         CompilerPreference::Library(library) => {
             let path = library.path();

@@ -59,6 +59,7 @@
 //! # Ok::<(), iree_safe::compiler::CompileError>(())
 //! ```
 
+mod arch;
 mod diagnostics;
 mod embedding_api;
 mod error;
@@ -76,6 +77,7 @@ use std::ops::Deref;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use arch::{process_triple, GENERIC_CPU};
 pub use diagnostics::{Diagnostic, Location, Severity};
 pub use error::CompileError;
 pub use in_process::{InProcessCompiler, TrustedCompilerLibrary};
@@ -183,9 +185,11 @@ impl fmt::Debug for Artifact {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum CompilerPreference {
-    /// In-process when the library loads, else `iree-compile`. A library
-    /// named explicitly by `IREE_COMPILER_LIB` that does not load is an
-    /// error, never a silent switch to the subprocess.
+    /// In-process when the library loads, else `iree-compile` (so a process
+    /// of another architecture than the install's library, such as an
+    /// aarch64 process under qemu-user, compiles with the subprocess). A
+    /// library named explicitly by `IREE_COMPILER_LIB` that does not load is
+    /// an error, never a silent switch to the subprocess.
     #[default]
     Auto,
     /// [`InProcessCompiler`] only, from `IREE_COMPILER_LIB` or the install.

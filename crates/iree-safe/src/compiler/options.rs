@@ -28,11 +28,19 @@ pub enum InputType {
 pub enum CompileTarget {
     /// The CPU, through the `llvm-cpu` backend of the `local` device.
     Cpu {
-        /// `--iree-llvmcpu-target-cpu`: `host` bakes this machine's CPU
-        /// features into the artifact (keys of shared caches must then name
-        /// the CPU: see [`CompileOptions::target_identity`]), or an LLVM CPU
-        /// name such as `x86-64-v3` for a portable artifact.
+        /// `--iree-llvmcpu-target-cpu`: `host` bakes the CPU features of
+        /// the machine the compiler runs on into the artifact (keys of
+        /// shared caches must then name the CPU: see
+        /// [`CompileOptions::target_identity`]), or an LLVM CPU name of the
+        /// target architecture, such as `x86-64-v3` or `generic`, for a
+        /// portable artifact.
         cpu: String,
+        /// `--iree-llvmcpu-target-triple`, such as
+        /// `aarch64-unknown-linux-gnu`; `None` passes none, so the compiler
+        /// emits code for the architecture it runs on. Name one when that
+        /// may not be the architecture of the process that loads the
+        /// artifact (see [`CompileTarget::process_cpu`]).
+        triple: Option<String>,
     },
     /// NVIDIA GPUs: `--iree-cuda-target`, e.g. `sm_80`.
     Cuda {
@@ -61,21 +69,32 @@ pub enum CompileTarget {
 }
 
 impl CompileTarget {
-    /// The CPU of this machine (`llvm-cpu`, `host`).
+    /// The CPU of the machine the compiler runs on (`llvm-cpu`, `host`, the
+    /// compiler's own triple): this process's CPU when the compiler runs on
+    /// its architecture, which [`CompileTarget::process_cpu`] checks.
     pub fn host_cpu() -> Self {
         CompileTarget::Cpu {
             cpu: "host".to_owned(),
+            triple: None,
         }
     }
 
     /// The target's flags, in order.
     fn flags(&self) -> Vec<String> {
         match self {
-            CompileTarget::Cpu { cpu } => vec![
-                "--iree-hal-target-device=local".to_owned(),
-                "--iree-hal-local-target-device-backends=llvm-cpu".to_owned(),
-                format!("--iree-llvmcpu-target-cpu={cpu}"),
-            ],
+            CompileTarget::Cpu { cpu, triple } => {
+                let mut flags = vec![
+                    "--iree-hal-target-device=local".to_owned(),
+                    "--iree-hal-local-target-device-backends=llvm-cpu".to_owned(),
+                ];
+                flags.extend(
+                    triple
+                        .iter()
+                        .map(|triple| format!("--iree-llvmcpu-target-triple={triple}")),
+                );
+                flags.push(format!("--iree-llvmcpu-target-cpu={cpu}"));
+                flags
+            }
             CompileTarget::Cuda { arch } => vec![
                 "--iree-hal-target-device=cuda".to_owned(),
                 format!("--iree-cuda-target={arch}"),
@@ -105,7 +124,11 @@ impl CompileTarget {
 impl std::fmt::Display for CompileTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CompileTarget::Cpu { cpu } => write!(f, "cpu:{cpu}"),
+            CompileTarget::Cpu { cpu, triple: None } => write!(f, "cpu:{cpu}"),
+            CompileTarget::Cpu {
+                cpu,
+                triple: Some(triple),
+            } => write!(f, "cpu:{cpu} ({triple})"),
             CompileTarget::Cuda { arch } => write!(f, "cuda:{arch}"),
             CompileTarget::Vulkan { target, features } if features.is_empty() => {
                 write!(f, "vulkan:{target}")
@@ -231,6 +254,7 @@ mod tests {
         let options = CompileOptions {
             target: CompileTarget::Cpu {
                 cpu: "znver4".to_owned(),
+                triple: None,
             },
             extra_flags: vec!["--iree-opt-level=O1".to_owned()],
             ..CompileOptions::stablehlo()
@@ -272,6 +296,32 @@ mod tests {
             "vulkan:vp_android_baseline_2022[spirv:v1.6,cap:Shader,cap:Float64]"
         );
         assert_ne!(baseline.target_identity(), device.target_identity());
+    }
+
+    #[test]
+    fn a_triple_comes_before_the_cpu() {
+        let target = CompileTarget::Cpu {
+            cpu: "generic".to_owned(),
+            triple: Some("aarch64-unknown-linux-gnu".to_owned()),
+        };
+        let options = CompileOptions {
+            target: target.clone(),
+            ..CompileOptions::default()
+        };
+        assert_eq!(
+            options.flags(),
+            [
+                "--iree-hal-target-device=local",
+                "--iree-hal-local-target-device-backends=llvm-cpu",
+                "--iree-llvmcpu-target-triple=aarch64-unknown-linux-gnu",
+                "--iree-llvmcpu-target-cpu=generic",
+            ]
+        );
+        assert_eq!(
+            target.to_string(),
+            "cpu:generic (aarch64-unknown-linux-gnu)"
+        );
+        assert_eq!(CompileTarget::host_cpu().to_string(), "cpu:host");
     }
 
     #[test]

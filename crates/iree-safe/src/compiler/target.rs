@@ -11,12 +11,13 @@ use super::options::{CompileOptions, CompileTarget};
 
 impl CompileOptions {
     /// The target these options compile for, with `host` resolved: the
-    /// flags, then, when the CPU is `host`, this machine's CPU (see
-    /// [`host_cpu`]). Two machines get the same identity only when their
-    /// artifacts are interchangeable.
+    /// flags (a CPU target's triple among them, when it names one), then,
+    /// when the CPU is `host`, this machine's CPU (see [`host_cpu`]). Two
+    /// machines get the same identity only when their artifacts are
+    /// interchangeable.
     pub fn target_identity(&self) -> String {
         let mut identity = self.flags().join("\n");
-        if matches!(&self.target, CompileTarget::Cpu { cpu } if cpu == "host") {
+        if matches!(&self.target, CompileTarget::Cpu { cpu, .. } if cpu == "host") {
             identity.push_str("\nhost=");
             identity.push_str(host_cpu());
         }
@@ -118,9 +119,31 @@ mod tests {
         let generic = CompileOptions {
             target: CompileTarget::Cpu {
                 cpu: "x86-64-v3".to_owned(),
+                triple: None,
             },
             ..CompileOptions::default()
         };
         assert_eq!(generic.target_identity(), generic.flags().join("\n"));
+    }
+
+    #[test]
+    fn the_triple_is_part_of_the_identity() {
+        let cpu = |triple: Option<&str>| CompileOptions {
+            target: CompileTarget::Cpu {
+                cpu: "generic".to_owned(),
+                triple: triple.map(str::to_owned),
+            },
+            ..CompileOptions::default()
+        };
+        let aarch64 = cpu(Some("aarch64-unknown-linux-gnu")).target_identity();
+        assert!(
+            aarch64.contains("--iree-llvmcpu-target-triple=aarch64-unknown-linux-gnu"),
+            "{aarch64}"
+        );
+        assert_ne!(aarch64, cpu(None).target_identity());
+        assert_ne!(
+            aarch64,
+            cpu(Some("x86_64-unknown-linux-gnu")).target_identity()
+        );
     }
 }

@@ -26,40 +26,52 @@ mod imp {
     use std::path::PathBuf;
     use std::sync::{Mutex, OnceLock};
 
-    use iree_safe::compiler::{Artifact, CompileOptions, Compiler, SubprocessCompiler};
+    use iree_safe::compiler::{
+        Artifact, CompileOptions, CompileTarget, Compiler, CompilerPreference, SubprocessCompiler,
+    };
 
-    /// The compiled `.vmfb` of `tests/data/<name>.mlir` for this machine's
-    /// CPU, compiled once per test process.
+    /// The compiled `.vmfb` of `tests/data/<name>.mlir` for this process's
+    /// CPU (`host`, or this process's triple when `iree-compile` runs on
+    /// another architecture: `CompileTarget::process_cpu`), compiled once
+    /// per test process.
     pub(crate) fn program(name: &str) -> Artifact {
-        program_for_cpu(name, "host")
+        let target = CompileTarget::process_cpu(&CompilerPreference::Subprocess);
+        program_for(name, target)
     }
 
-    /// Like [`program`], for another `--iree-llvmcpu-target-cpu` (e.g. a
-    /// baseline x86-64 that valgrind can decode, unlike AVX-512).
+    /// Like [`program`], for another `--iree-llvmcpu-target-cpu` of the
+    /// compiler's architecture (e.g. a baseline x86-64 that valgrind can
+    /// decode, unlike AVX-512).
     pub(crate) fn program_for_cpu(name: &str, cpu: &str) -> Artifact {
-        /// Artifacts by (program, CPU).
-        type Artifacts = HashMap<(String, String), Artifact>;
+        let target = CompileTarget::Cpu {
+            cpu: cpu.to_owned(),
+            triple: None,
+        };
+        program_for(name, target)
+    }
+
+    fn program_for(name: &str, target: CompileTarget) -> Artifact {
+        /// Artifacts by (program, target).
+        type Artifacts = HashMap<(String, CompileTarget), Artifact>;
         static CACHE: OnceLock<Mutex<Artifacts>> = OnceLock::new();
         let cache = CACHE.get_or_init(Default::default);
-        let key = (name.to_owned(), cpu.to_owned());
+        let key = (name.to_owned(), target);
         if let Some(bytes) = cache.lock().unwrap().get(&key) {
             return bytes.clone();
         }
-        let bytes = compile(name, cpu);
+        let bytes = compile(name, key.1.clone());
         cache.lock().unwrap().insert(key, bytes.clone());
         bytes
     }
 
     /// Compiles with `iree-compile` in a child process: the tests exercise the
     /// runtime, and a child process stays out of valgrind's way.
-    fn compile(name: &str, cpu: &str) -> Artifact {
+    fn compile(name: &str, target: CompileTarget) -> Artifact {
         let source =
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/{name}.mlir"));
         let mlir = std::fs::read_to_string(&source).expect("test program");
         let mut options = CompileOptions::stablehlo();
-        options.target = iree_safe::compiler::CompileTarget::Cpu {
-            cpu: cpu.to_owned(),
-        };
+        options.target = target;
         options
             .extra_flags
             .push("--iree-input-demote-f64-to-f32=false".to_owned());
