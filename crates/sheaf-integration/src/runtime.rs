@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use iree_safe::compiler::{CompileOptions, CompilerChoice};
+use iree_safe::compiler::{CompileOptions, CompilerChoice, CompilerPreference};
 use iree_safe::MemoryStatistics;
 use jit_cache::store::{
     ArtifactKey, ArtifactStore, RedisStore, RemoteStats, RemoteTier, Secret, StoreStats,
@@ -296,6 +296,7 @@ pub struct PrecompileSummary {
 struct CpuFallback {
     driver: String,
     options: CompileOptions,
+    compiler: CompilerPreference,
     uploads: UploadSettings,
     placement: OnceLock<Result<(Placement, UploadCache), JitError>>,
 }
@@ -319,11 +320,13 @@ impl JitRuntime {
     pub fn new(config: JitConfig) -> Result<JitRuntime, JitError> {
         let (device, options) = (&config.device, &config.compile.options);
         let target = config.compile.target.as_ref();
-        let primary = Placement::primary(device, target, options)?;
+        let compiler = &config.compile.compiler;
+        let primary = Placement::primary(device, target, options, compiler)?;
         let cpu = match (&device.cpu_fallback, primary.is_cpu()) {
             (Some(driver), false) => Some(CpuFallback {
                 driver: driver.clone(),
                 options: options.clone(),
+                compiler: compiler.clone(),
                 uploads: config.uploads,
                 placement: OnceLock::new(),
             }),
@@ -908,8 +911,8 @@ impl CpuFallback {
     fn placement(&self) -> Result<(&Placement, &UploadCache), &JitError> {
         self.placement
             .get_or_init(|| {
-                let placement =
-                    Placement::open(&self.driver, None, &self.options).inspect_err(|error| {
+                let placement = Placement::open(&self.driver, None, &self.options, &self.compiler)
+                    .inspect_err(|error| {
                         let error = ErrorChain(error);
                         tracing::warn!(
                             target: "sheaf_jit",

@@ -3,17 +3,21 @@
 //!
 //! The device is the configured driver or URI, or for `auto` the first GPU
 //! the probe finds (`probe.rs`). The target follows the device that was
-//! opened: `local-sync` and `local-task` get CPU code (`llvm-cpu`, this
-//! machine's CPU, plus [`CPU_FLAGS`]); `cuda` gets code for the device's
-//! compute capability (`sm_XY`, asked of the device); `vulkan` gets SPIR-V
-//! for IREE's portable baseline with the SPIR-V version and capabilities
-//! the device reports ([`vulkan_target`]); other drivers need their target
-//! named in the configuration. When the device cannot be opened, or a GPU
-//! compile fails, the CPU is used instead (see `DeviceSettings::cpu_fallback`).
+//! opened: `local-sync` and `local-task` get CPU code (`llvm-cpu` for this
+//! process's CPU, plus [`CPU_FLAGS`]: `host` when the compiler runs on the
+//! process's architecture, else the process's triple and a generic CPU, as
+//! for an aarch64 process under qemu-user that compiles with the x86_64
+//! `iree-compile`; see `CompileTarget::process_cpu`); `cuda` gets code for
+//! the device's compute capability (`sm_XY`, asked of the device); `vulkan`
+//! gets SPIR-V for IREE's portable baseline with the SPIR-V version and
+//! capabilities the device reports ([`vulkan_target`]); other drivers need
+//! their target named in the configuration. When the device cannot be
+//! opened, or a GPU compile fails, the CPU is used instead (see
+//! `DeviceSettings::cpu_fallback`).
 
 use std::borrow::Cow;
 
-use iree_safe::compiler::{CompileOptions, CompileTarget};
+use iree_safe::compiler::{CompileOptions, CompileTarget, CompilerPreference};
 use iree_safe::{Device, Runtime};
 
 use crate::config::DeviceSettings;
@@ -62,11 +66,12 @@ pub(crate) struct Placement {
 impl Placement {
     /// Opens the device `settings` name (probing for `auto`), falling back
     /// to the CPU driver, with a warning, when it cannot be opened and the
-    /// settings allow.
+    /// settings allow; its code is for the compiler of `compiler`.
     pub(crate) fn primary(
         settings: &DeviceSettings,
         explicit: Option<&CompileTarget>,
         base: &CompileOptions,
+        compiler: &CompilerPreference,
     ) -> Result<Placement, JitError> {
         let cpu = settings.cpu_fallback.as_deref();
         let driver = match settings.driver.as_str() {
@@ -76,12 +81,12 @@ impl Placement {
                     let cpu = cpu.unwrap_or("local-sync");
                     let warning = probe::cpu_warning(reasons, cpu);
                     tracing::warn!(target: "sheaf_jit", fallback = %cpu, "{warning}");
-                    return Placement::open(cpu, explicit, base);
+                    return Placement::open(cpu, explicit, base, compiler);
                 }
             },
             driver => driver,
         };
-        let error = match Placement::open(driver, explicit, base) {
+        let error = match Placement::open(driver, explicit, base, compiler) {
             Ok(placement) => return Ok(placement),
             Err(error) => error,
         };
@@ -95,18 +100,20 @@ impl Placement {
                     %error,
                     "cannot use the `{driver}` device ({error}); running on the CPU (`{cpu}`) instead",
                 );
-                Placement::open(cpu, None, base)
+                Placement::open(cpu, None, base, compiler)
             }
             _ => Err(error),
         }
     }
 
     /// Opens `driver` and works out what to compile for it (`explicit`
-    /// when given; `base` holds the input type and extra flags).
+    /// when given; `base` holds the input type and extra flags) with the
+    /// compiler of `compiler`.
     pub(crate) fn open(
         driver: &str,
         explicit: Option<&CompileTarget>,
         base: &CompileOptions,
+        compiler: &CompilerPreference,
     ) -> Result<Placement, JitError> {
         if driver_name(driver) == "metal" && !cfg!(target_os = "macos") {
             return Err(JitError::Unsupported(
@@ -119,7 +126,7 @@ impl Placement {
         let runtime = Runtime::new(driver)?;
         let target = match explicit {
             Some(target) => target.clone(),
-            None => target_for(driver, runtime.device())?,
+            None => target_for(driver, runtime.device(), compiler)?,
         };
         Ok(Placement::new(runtime, target, base))
     }
@@ -185,10 +192,15 @@ fn driver_name(driver: &str) -> &str {
     driver.split("://").next().unwrap_or(driver)
 }
 
-/// What to compile for the device `driver` opened.
-pub(crate) fn target_for(driver: &str, device: &Device) -> Result<CompileTarget, JitError> {
+/// What the compiler of `compiler` must compile for the device `driver`
+/// opened.
+pub(crate) fn target_for(
+    driver: &str,
+    device: &Device,
+    compiler: &CompilerPreference,
+) -> Result<CompileTarget, JitError> {
     match driver_name(driver) {
-        "local-sync" | "local-task" => Ok(CompileTarget::host_cpu()),
+        "local-sync" | "local-task" => Ok(CompileTarget::process_cpu(compiler)),
         "cuda" => {
             let major = device.query_i64("cuda.device", "compute_capability_major")?;
             let minor = device.query_i64("cuda.device", "compute_capability_minor")?;
@@ -312,28 +324,59 @@ mod tests {
     fn the_target_follows_the_driver() {
         let runtime = Runtime::new("local-sync").unwrap();
         let device = runtime.device();
+        // The in-process compiler runs on this process's architecture.
+        let compiler = &CompilerPreference::InProcess;
         assert_eq!(
-            target_for("local-sync", device).unwrap(),
+            target_for("local-sync", device, compiler).unwrap(),
             CompileTarget::host_cpu()
         );
         assert_eq!(
-            target_for("local-task://", device).unwrap(),
+            target_for("local-task://", device, compiler).unwrap(),
             CompileTarget::host_cpu()
         );
         // A CPU device cannot say which CUDA architecture or Vulkan
         // version it has.
-        assert!(target_for("cuda", device).is_err());
-        assert!(target_for("vulkan://GPU-0", device).is_err());
-        let hip = target_for("hip", device).unwrap_err().to_string();
+        assert!(target_for("cuda", device, compiler).is_err());
+        assert!(target_for("vulkan://GPU-0", device, compiler).is_err());
+        let hip = target_for("hip", device, compiler).unwrap_err().to_string();
         assert!(hip.contains("CompileSettings::target"), "{hip}");
     }
 
     #[test]
     fn metal_off_macos_is_a_clear_error() {
-        let error = Placement::open("metal", None, &CompileOptions::stablehlo()).unwrap_err();
+        let error = Placement::open(
+            "metal",
+            None,
+            &CompileOptions::stablehlo(),
+            &CompilerPreference::Auto,
+        )
+        .unwrap_err();
         let message = error.to_string();
         assert!(matches!(error, JitError::Unsupported(_)), "{message}");
         assert!(message.contains("only on macOS"), "{message}");
         assert!(message.contains("CompileTarget::Metal"), "{message}");
+    }
+
+    #[test]
+    fn cpu_code_is_for_this_process_whatever_the_compiler_runs_on() {
+        let runtime = Runtime::new("local-sync").unwrap();
+        let device = runtime.device();
+        // The compiler the tests use: under qemu-user (`cargo xtask test
+        // --aarch64`) an x86_64 iree-compile, which must be told the triple.
+        let target = target_for("local-sync", device, &CompilerPreference::Auto).unwrap();
+        assert_eq!(
+            target,
+            CompileTarget::process_cpu(&CompilerPreference::Auto)
+        );
+        let CompileTarget::Cpu { cpu, triple } = &target else {
+            panic!("{target}");
+        };
+        match triple {
+            None => assert_eq!(cpu, "host"),
+            Some(triple) => {
+                assert_eq!(*triple, iree_safe::compiler::process_triple());
+                assert_eq!(cpu, iree_safe::compiler::GENERIC_CPU);
+            }
+        }
     }
 }

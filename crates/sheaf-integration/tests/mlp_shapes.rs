@@ -7,7 +7,7 @@
 
 mod support;
 
-use iree_safe::compiler::{choose_compiler, CompileOptions};
+use iree_safe::compiler::{choose_compiler, CompileOptions, CompileTarget, CompilerPreference};
 use iree_safe::{Runtime, Tensor};
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{reference, ArgSpec, DType, ErrorChain, Signature, Value};
@@ -89,12 +89,13 @@ fn every_dynamic_variant_of_mlp_layer_compiles_and_matches_the_interpreter() {
         .enumerate()
         .map(|(i, variant)| functions(&variant.signature(), &format!("v{i}")))
         .collect();
-    let compiler = choose_compiler(Default::default()).unwrap().compiler;
+    let compiler = choose_compiler(CompilerPreference::Auto).unwrap().compiler;
+    let options = CompileOptions {
+        target: CompileTarget::process_cpu(&CompilerPreference::Auto),
+        ..CompileOptions::stablehlo()
+    };
     let artifact = compiler
-        .compile(
-            &format!("module @variants {{\n{module}}}\n"),
-            &CompileOptions::stablehlo(),
-        )
+        .compile(&format!("module @variants {{\n{module}}}\n"), &options)
         .unwrap_or_else(|e| panic!("the 256 variants do not compile: {}", ErrorChain(&e)));
     let runtime = Runtime::new("local-sync").unwrap();
     let loaded = runtime.load(artifact.vmfb()).unwrap();

@@ -41,12 +41,16 @@ pub(crate) struct Legacy {
 impl Legacy {
     /// A legacy JIT running on `driver`.
     pub(crate) fn new(driver: &str) -> Result<Legacy, String> {
+        let auto = compiler::CompilerPreference::Auto;
+        let mut options = JitConfig::default().compile.options;
+        // Code for this process, whichever machine the compiler runs on.
+        options.target = compiler::CompileTarget::process_cpu(&auto);
         Ok(Legacy {
             driver: driver.to_owned(),
-            compiler: compiler::choose_compiler(compiler::CompilerPreference::Auto)
+            compiler: compiler::choose_compiler(auto)
                 .map_err(|e| ErrorChain(&e).to_string())?
                 .compiler,
-            options: JitConfig::default().compile.options,
+            options,
             artifacts: HashMap::new(),
             sessions: Vec::new(),
             slots: HashMap::new(),
