@@ -43,6 +43,9 @@ fn iree_compile() -> PathBuf {
     )
 }
 
+/// Compiles the test program for this process's architecture with its
+/// baseline CPU: right whichever machine `iree-compile` runs on (under
+/// qemu-user, an aarch64 test runs the x86_64 compiler of the install).
 fn compile_sigmoid() -> Vec<u8> {
     let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/sigmoid.mlir");
     let out = tempfile::tempdir().expect("a temporary folder");
@@ -52,8 +55,12 @@ fn compile_sigmoid() -> Vec<u8> {
             "--iree-input-type=stablehlo",
             "--iree-hal-target-device=local",
             "--iree-hal-local-target-device-backends=llvm-cpu",
-            "--iree-llvmcpu-target-cpu=host",
+            "--iree-llvmcpu-target-cpu=generic",
         ])
+        .arg(format!(
+            "--iree-llvmcpu-target-triple={}-unknown-linux-gnu",
+            std::env::consts::ARCH
+        ))
         .arg(&source)
         .arg("-o")
         .arg(&vmfb)

@@ -8,7 +8,6 @@ mod support;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Command;
 
 use sheaf_integration::{DiskCacheFolder, ErrorChain, JitError, JitRuntime, Origin, Provenance};
 
@@ -87,7 +86,7 @@ const CHILD: &str = "SHEAF_JIT_HARDENING_CHILD";
 
 /// Runs this test binary's `test` in a child with `env`; returns its stderr.
 fn child(test: &str, env: &[(&str, &str)]) -> String {
-    let output = Command::new(std::env::current_exe().unwrap())
+    let output = support::runner::command(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
         .envs(env.iter().copied())

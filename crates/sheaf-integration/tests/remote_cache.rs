@@ -9,7 +9,7 @@ mod support;
 use std::fs;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::Duration;
 
 use sheaf_integration::{
@@ -77,7 +77,7 @@ fn remote_keys(server: &RedisServer) -> Vec<String> {
 /// remote cache at `url`, the secret in `secrets` and a fresh disk cache.
 fn spawn(test: &str, role: &str, url: &str, secrets: &Path) -> (Child, tempfile::TempDir) {
     let disk = tempfile::tempdir().unwrap();
-    let child = Command::new(std::env::current_exe().unwrap())
+    let child = support::runner::command(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(ROLE, role)
         .env("SHEAF_JIT_REMOTE_CACHE", url)

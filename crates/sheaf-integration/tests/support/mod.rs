@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test file uses a different subset
 
 pub(crate) mod redis_server;
+pub(crate) mod runner;
 pub(crate) mod structured;
 
 use std::fs;
