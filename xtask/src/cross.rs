@@ -91,6 +91,15 @@ impl Target {
         }
     }
 
+    /// Cargo's variable `CARGO_TARGET_<TRIPLE>_<KEY>` for this target
+    /// (`KEY` is `LINKER`, `RUNNER`, ...).
+    pub(crate) fn cargo_env(&self, key: &str) -> String {
+        format!(
+            "CARGO_TARGET_{}_{key}",
+            self.triple.to_uppercase().replace('-', "_")
+        )
+    }
+
     /// The C compiler of the cross toolchain.
     pub(crate) fn gcc(&self) -> String {
         format!("{}-gcc", self.gnu_prefix)
@@ -245,6 +254,10 @@ mod tests {
     fn only_known_targets_and_cpu_drivers_are_accepted() {
         let target = Target::parse("aarch64-unknown-linux-gnu").unwrap();
         assert_eq!(target.gcc(), "aarch64-linux-gnu-gcc");
+        assert_eq!(
+            target.cargo_env("RUNNER"),
+            "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER"
+        );
         let unknown = Target::parse("riscv64gc-unknown-linux-gnu").unwrap_err();
         assert!(unknown.contains("aarch64-unknown-linux-gnu"), "{unknown}");
         assert_eq!(target.drivers(None).unwrap(), ["local-sync", "local-task"]);

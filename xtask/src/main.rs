@@ -4,6 +4,7 @@
 //! the install manifest) lives in its own module. Every long step prints what
 //! it does and how long it took.
 
+mod aarch64;
 mod bindings;
 mod build_iree;
 mod build_log;
@@ -30,22 +31,34 @@ const USAGE: &str = "\
 usage: cargo xtask <command> [options]
 
 commands:
-  build-iree [--source DIR] [--drivers LIST] [--force]
+  build-iree [--source DIR] [--drivers LIST] [--target TRIPLE] [--force]
       Install the tools (CMake, Ninja, libclang, iree-base-compiler) into
       target/venv, build the IREE runtime from source in Release and install
       it under target/iree/. LIST is comma separated, default
       `local-sync,local-task,vulkan,cuda` (no GPU needed to build: the CUDA
       headers come from a toolkit, else from NVIDIA's wheels in the venv).
-      IREE_SOURCE_DIR is the same as --source.
+      IREE_SOURCE_DIR is the same as --source. `--target
+      aarch64-unknown-linux-gnu` cross-builds the runtime (CPU drivers only,
+      `local-sync,local-task` by default) with Debian's
+      gcc-aarch64-linux-gnu (installed if missing), into a folder of its own
+      recorded in target/iree/manifest-<TRIPLE>.json; the host's
+      target/iree/manifest.json is left as it is.
   bindgen [--check]
-      Regenerate crates/iree-sys/src/bindings.rs from the installed headers;
-      with --check, fail if the committed file is stale.
-  test
+      Regenerate crates/iree-sys/src/bindings.rs (what x86_64 and aarch64
+      Linux declare alike) and bindings_<arch>.rs (what differs) from the
+      installed headers (installs the aarch64 C library headers if missing);
+      with --check, fail if a committed file is stale.
+  test [--aarch64]
       Ensure IREE is built, check the bindings, check the workspace with the
       declared rust-version, install redis-server and Mesa's lavapipe (a
       software Vulkan device) if missing, run the workspace tests (the
       device suite on the CPU and on Vulkan), package-check, a 30 s
-      soak, the miri tests and each fuzz target for 20 s.
+      soak, the Linux-aarch64 tests, the miri tests and each fuzz target for
+      20 s. With --aarch64, only the Linux-aarch64 tests: install the cross
+      toolchain, qemu-user and the Rust target if missing, cross-build IREE,
+      cross-compile the tests of iree-sys, iree-safe and sheaf-integration
+      and run them under qemu-user (about a minute once built; the first
+      run 3-5 minutes). What is left out, and why, is printed.
   package-check
       Ensure IREE is built, `cargo package` the library crates, then build
       and run a crate outside the workspace that depends on the packaged

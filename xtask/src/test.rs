@@ -14,10 +14,15 @@
 //! 6. the packaged library crates, used by a crate outside the workspace
 //!    (`package.rs`);
 //! 7. the soak for 30 s (`soak.rs`);
-//! 8. the miri tiers: `jit-cache`'s policy core (no default features) and
+//! 8. the Linux-aarch64 tests: the runtime cross-built, the tests
+//!    cross-compiled and run under qemu-user (`aarch64.rs`; about a minute
+//!    once built, 3-5 minutes the first time);
+//! 9. the miri tiers: `jit-cache`'s policy core (no default features) and
 //!    `iree-safe` (against its mock of the C API), installing the nightly
 //!    miri component if needed;
-//! 9. each fuzz target of `fuzz/` for a bounded time (`fuzz.rs`).
+//! 10. each fuzz target of `fuzz/` for a bounded time (`fuzz.rs`).
+//!
+//! `cargo xtask test --aarch64` runs step 8 alone.
 
 use crate::process::{self, step};
 use crate::{bindings, build_iree};
@@ -31,8 +36,10 @@ const MIRI_RUNS: &[&[&str]] = &[
 ];
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    if let Some(arg) = args.first() {
-        return Err(format!("test: unknown option `{arg}`"));
+    match args {
+        [] => {}
+        [flag] if flag == "--aarch64" => return crate::aarch64::run(),
+        [arg, ..] => return Err(format!("test: unknown option `{arg}`")),
     }
     let manifest = build_iree::run(&build_iree::Options::parse(&[])?)?;
     step(
@@ -62,6 +69,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     )?;
     crate::package::check(&manifest.prefix)?;
     crate::soak::run_for(&manifest.prefix, crate::soak::TEST_SECONDS)?;
+    crate::aarch64::run()?;
     step(
         "installing the nightly toolchain's miri and rust-src (if missing)",
         ensure_miri,

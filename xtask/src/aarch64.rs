@@ -1,0 +1,266 @@
+//! `cargo xtask test --aarch64`: the runtime on Linux-aarch64, from this
+//! x86_64 machine.
+//!
+//! 1. Debian's aarch64 cross toolchain and qemu-user, and redis-server for
+//!    the remote-cache tests (installed when missing), and Rust's standard
+//!    library for `aarch64-unknown-linux-gnu` (`rustup target add`);
+//! 2. `build-iree --target aarch64-unknown-linux-gnu` (a no-op when
+//!    current);
+//! 3. the tests of [`PACKAGES`], cross-compiled (linker
+//!    `aarch64-linux-gnu-gcc`) and run by qemu-user
+//!    (`qemu-aarch64 -L /usr/aarch64-linux-gnu`), linked against the aarch64
+//!    runtime. The aarch64 test processes compile with the install's x86_64
+//!    `iree-compile`: their in-process compiler library is x86_64 and does
+//!    not load, and qemu-user hands the `execve` of an x86_64 executable to
+//!    the kernel, which runs it natively. The compiler is told to emit
+//!    aarch64 code (`CompileTarget::process_cpu`). Tests that start the test
+//!    binary again go through qemu-user too (`SHEAF_JIT_TEST_RUNNER`): the
+//!    kernel cannot start an aarch64 executable itself.
+//!
+//! What is left out, and why, is listed in [`PACKAGES`] and printed. Each
+//! step prints its time, and the run its total.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use crate::cross::AARCH64;
+use crate::process::{self, step};
+use crate::{build_iree, cross, debian};
+
+/// qemu-user's aarch64 emulator (Debian's `qemu-user`).
+const QEMU: &str = "qemu-aarch64";
+
+/// The in-process compiler of the install is an x86_64 library.
+const IN_PROCESS: &str = "needs the in-process compiler, whose library is x86_64 (an aarch64 one \
+    would run emulated, minutes per compile)";
+
+/// qemu-user does not apply the guest's address-space limit.
+const NO_RLIMIT_AS: &str = "limits the address space (RLIMIT_AS) of a child process, which \
+    qemu-user accepts but does not apply";
+
+/// A cross build carries the CPU drivers only.
+const CPU_ONLY: &str = "the aarch64 runtime carries the CPU drivers only, so the CUDA driver is \
+    not built in (IREE says NotFound, not that libcuda.so is missing)";
+
+/// One package's tests under qemu-user.
+struct Package {
+    name: &'static str,
+    features: &'static [&'static str],
+    /// Test binaries left out, with the reason.
+    left_out: &'static [(&'static str, &'static str)],
+    /// Tests of the other binaries skipped, with the reason.
+    skipped: &'static [(&'static str, &'static str)],
+}
+
+/// What runs under qemu-user: each package's library tests, integration
+/// tests and examples run as tests, but for those listed. `jit-cache` is
+/// left out: it is pure Rust policy without FFI or layouts, and qemu on
+/// x86_64 does not reproduce aarch64's weaker memory ordering, so it has
+/// nothing to show there that its native run does not.
+const PACKAGES: &[Package] = &[
+    Package {
+        name: "iree-sys",
+        features: &[],
+        left_out: &[],
+        skipped: &[],
+    },
+    Package {
+        name: "iree-safe",
+        features: &["--all-features"],
+        left_out: &[
+            ("compiler_env", IN_PROCESS),
+            ("compiler_implementations", IN_PROCESS),
+            ("compiler_named", IN_PROCESS),
+            ("compiler_threads", IN_PROCESS),
+            ("host_memory", NO_RLIMIT_AS),
+            (
+                "rss_loop",
+                "measures the resident set, which under qemu-user is qemu's and grows with the \
+                 translated code of each newly loaded module",
+            ),
+        ],
+        skipped: &[(
+            "cuda_lists_devices_that_open_or_says_libcuda_is_missing",
+            CPU_ONLY,
+        )],
+    },
+    Package {
+        name: "sheaf-integration",
+        features: &["--all-features"],
+        left_out: &[
+            (
+                "pingpong",
+                "the pingpong binary runs each mode in a child process of itself, which the \
+                 kernel cannot start (an aarch64 executable; no binfmt_misc for qemu here)",
+            ),
+            (
+                "ragged",
+                "2,000 calls with the resident set measured: 270 s under qemu-user (every other \
+                 test together takes about a minute), and the resident set is qemu's; the \
+                 dynamic dims it relies on are tested by `dynamic` and `mlp_shapes`",
+            ),
+        ],
+        skipped: &[(
+            "host_copies_that_cannot_be_allocated_are_errors",
+            NO_RLIMIT_AS,
+        )],
+    },
+];
+
+pub(crate) fn run() -> Result<(), String> {
+    let started = Instant::now();
+    let target = &AARCH64;
+    let (gcc, _) = step(
+        "the aarch64 cross compilers (installing Debian's packages if missing)",
+        || target.ensure_toolchain(),
+    )?;
+    let qemu = step("qemu-user (installing Debian's package if missing)", || {
+        debian::ensure(
+            &["qemu-user"],
+            || cross::on_path(QEMU).is_some(),
+            "the aarch64 tests run under qemu-user: install it as root (`apt-get install \
+             qemu-user`)",
+        )?;
+        cross::on_path(QEMU).ok_or_else(|| format!("{QEMU} is not on the PATH"))
+    })?;
+    step(
+        "redis-server for the remote-cache tests (installing Debian's package if missing)",
+        crate::redis::ensure,
+    )?;
+    step(&format!("rustup target add {}", target.triple), || {
+        process::run(Command::new("rustup").args(["target", "add", target.triple]))
+    })?;
+    let iree_started = Instant::now();
+    let manifest = build_iree::run(&build_iree::Options::parse(&[
+        "--target".to_owned(),
+        target.triple.to_owned(),
+    ])?)?;
+    let iree_seconds = iree_started.elapsed().as_secs_f64();
+    let runner = format!("{} -L {}", qemu.display(), target.sysroot().display());
+    let cargo = |args: &[String]| {
+        let mut command = process::cargo_with_iree(&manifest.prefix);
+        command
+            .arg("test")
+            .args(["--target", target.triple])
+            .args(args)
+            .env(target.cargo_env("LINKER"), &gcc)
+            .env(target.cargo_env("RUNNER"), &runner)
+            .env("SHEAF_JIT_TEST_RUNNER", &runner);
+        command
+    };
+    let metadata = process::output(
+        Command::new("cargo")
+            .current_dir(process::workspace_root())
+            .args(["metadata", "--no-deps", "--format-version", "1"]),
+    )?;
+    let metadata: serde_json::Value = serde_json::from_str(&metadata)
+        .map_err(|e| format!("cargo metadata printed invalid JSON: {e}"))?;
+    let runs = PACKAGES
+        .iter()
+        .map(|package| package.cargo_args(&metadata))
+        .collect::<Result<Vec<_>, _>>()?;
+    let build_started = Instant::now();
+    step(
+        &format!("cross-compiling the tests for {}", target.triple),
+        || {
+            for (tests, examples) in &runs {
+                for args in [tests, examples] {
+                    if !args.is_empty() {
+                        process::run(cargo(args).arg("--no-run"))?;
+                    }
+                }
+            }
+            Ok(())
+        },
+    )?;
+    let build_seconds = build_started.elapsed().as_secs_f64();
+    for package in PACKAGES {
+        for (name, why) in package.left_out {
+            eprintln!(
+                "[xtask] not under qemu: {} test `{name}`: {why}",
+                package.name
+            );
+        }
+        for (name, why) in package.skipped {
+            eprintln!(
+                "[xtask] skipped under qemu: {} `{name}`: {why}",
+                package.name
+            );
+        }
+    }
+    let tests_started = Instant::now();
+    step(&format!("the tests under {runner}"), || {
+        for (package, (tests, examples)) in PACKAGES.iter().zip(&runs) {
+            let mut run = cargo(tests);
+            run.arg("--");
+            for (name, _) in package.skipped {
+                run.args(["--skip", name]);
+            }
+            process::run(&mut run)?;
+            // Examples run as tests take no test-harness arguments.
+            if !examples.is_empty() {
+                process::run(&mut cargo(examples))?;
+            }
+        }
+        Ok(())
+    })?;
+    eprintln!(
+        "[xtask] aarch64: IREE cross build {iree_seconds:.1}s, cross-compiling the tests \
+         {build_seconds:.1}s, the tests under qemu-user {:.1}s; {:.1}s in all",
+        tests_started.elapsed().as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+impl Package {
+    /// `cargo test` arguments selecting this package's test targets: the
+    /// harness tests (library, binaries, integration tests but those left
+    /// out), then the examples run as tests (empty when it has none), from
+    /// the workspace's `cargo metadata`.
+    fn cargo_args(
+        &self,
+        metadata: &serde_json::Value,
+    ) -> Result<(Vec<String>, Vec<String>), String> {
+        let targets = metadata["packages"]
+            .as_array()
+            .and_then(|packages| packages.iter().find(|p| p["name"] == self.name))
+            .and_then(|package| package["targets"].as_array())
+            .ok_or_else(|| format!("cargo metadata lists no targets of {}", self.name))?;
+        let base = || {
+            let mut args = vec!["-p".to_owned(), self.name.to_owned()];
+            args.extend(self.features.iter().map(|f| (*f).to_owned()));
+            args
+        };
+        let (mut tests, mut examples) = (base(), Vec::new());
+        for target in targets.iter().filter(|t| t["test"] == true) {
+            let name = target["name"].as_str().unwrap_or_default();
+            match target["kind"][0].as_str().unwrap_or_default() {
+                "lib" => tests.push("--lib".to_owned()),
+                "bin" => tests.extend(["--bin".to_owned(), name.to_owned()]),
+                "test" if !self.left_out.iter().any(|(left, _)| *left == name) => {
+                    tests.extend(["--test".to_owned(), name.to_owned()])
+                }
+                "example" => {
+                    if examples.is_empty() {
+                        examples = base();
+                    }
+                    examples.extend(["--example".to_owned(), name.to_owned()]);
+                }
+                _ => {}
+            }
+        }
+        for (left, _) in self.left_out {
+            let known = targets.iter().any(|t| t["name"] == *left);
+            if !known {
+                return Err(format!(
+                    "{} has no test `{left}` to leave out; update PACKAGES in {}",
+                    self.name,
+                    Path::new(file!()).display()
+                ));
+            }
+        }
+        Ok((tests, examples))
+    }
+}
