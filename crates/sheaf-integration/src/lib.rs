@@ -56,6 +56,7 @@ mod config;
 mod dispatch;
 mod error;
 mod function;
+mod learned_policy;
 mod lowering;
 pub mod mlir;
 mod probe;

@@ -24,6 +24,7 @@ use crate::config::{CompileMode, JitConfig, RemoteSecret, UploadSettings};
 use crate::dispatch::{ArtifactSource, CallError, CallResult, Compiled, Dispatched};
 use crate::error::{ConfigError, JitError, LoweringError, VariantError};
 use crate::function::JitFunction;
+use crate::learned_policy::DiskPolicy;
 use crate::lowering::{Lowered, LoweringContext};
 use crate::profile::{Phase, Profile, ProfileReport};
 use crate::target::Placement;
@@ -61,7 +62,9 @@ struct Inner {
     // (they keep them alive anyway).
     cache: JitCache<Variant>,
     compile_mode: CompileMode,
-    pipeline: Pipeline,
+    /// Shared with the cache's policy memory (the disk cache's policy
+    /// files), when there is a disk cache.
+    pipeline: Arc<Pipeline>,
     primary: Placement,
     primary_uploads: UploadCache,
     /// The CPU runtime to fall back on when a GPU compile fails, opened on
@@ -323,12 +326,23 @@ impl JitRuntime {
                 Ok(bundle)
             })
             .collect::<Result<Vec<_>, JitError>>()?;
-        let cache = JitCache::new(config.cache.clone()).map_err(ConfigError::from)?;
+        let with_disk = store.directory().is_some();
+        let pipeline = Arc::new(Pipeline::new(config.compile.compiler, store, bundles));
+        // With a disk cache, what the policy learns is kept in it, and a
+        // function starts from what earlier processes learned.
+        let cache = if with_disk {
+            let target = primary.target_identity.clone();
+            let memory = DiskPolicy::new(Arc::clone(&pipeline), target);
+            JitCache::remembering(config.cache.clone(), Arc::new(memory))
+        } else {
+            JitCache::new(config.cache.clone())
+        }
+        .map_err(ConfigError::from)?;
         Ok(JitRuntime {
             inner: Arc::new(Inner {
                 cache,
                 compile_mode: config.compile.mode,
-                pipeline: Pipeline::new(config.compile.compiler, store, bundles),
+                pipeline,
                 primary_uploads: UploadCache::new(primary.device().clone(), config.uploads),
                 primary,
                 cpu,
