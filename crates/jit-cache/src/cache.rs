@@ -581,7 +581,8 @@ impl<E: Executable> JitCache<E> {
 
     /// Drops every entry of `func` and forgets its failures, thrash state and
     /// counters (the totals keep them); returns how many entries were
-    /// dropped. Use it when a function is redefined or deleted. Compiles of
+    /// dropped. A [remembering](Self::remembering) cache recalls the
+    /// function again at its next call (what its memory keeps stays). Use it when a function is redefined or deleted. Compiles of
     /// `func` in flight still deliver their executable to their callers (and
     /// waiters) but do not enter the cache.
     pub fn evict_function(&self, func: &FunctionId) -> usize {

@@ -742,7 +742,9 @@ impl JitRuntime {
     /// called; returns how many variants were unloaded. Its compiles waiting
     /// in the background queue are withdrawn, and one running is not cached.
     /// A redefinition needs no `forget` to be correct (its definition hash
-    /// is new), only to free memory sooner.
+    /// is new), only to free memory sooner. What the policy learned about
+    /// the function stays in the disk cache's policy file: its next call
+    /// starts from it.
     pub fn forget<M>(&self, function: &JitFunction<M>) -> usize {
         self.inner.cache.evict_function(function.id())
     }
