@@ -23,6 +23,7 @@ const TARGETS: &[&str] = &[
     "config",
     "signature",
     "value_tree",
+    "policy_file",
 ];
 
 /// Seconds per target in `cargo xtask test`.

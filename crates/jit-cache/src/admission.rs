@@ -165,6 +165,10 @@ pub(crate) enum Admit {
     /// Compiled ahead on request ([`JitCache::insert`](crate::JitCache::insert));
     /// the least recently used entry goes, and nothing is owed.
     Requested,
+    /// An earlier process had it cached ([`LearnedPolicy`](crate::LearnedPolicy)):
+    /// admitted on its first miss, whatever its count, in place of the
+    /// least frequent entry.
+    Recalled,
 }
 
 impl Admit {
@@ -200,6 +204,7 @@ impl fmt::Display for Admit {
                 "the working set moved to {signatures} signatures, which fit"
             ),
             Admit::Requested => f.write_str("compiled ahead on request"),
+            Admit::Recalled => f.write_str("an earlier process had it cached"),
         }
     }
 }
@@ -372,6 +377,27 @@ impl Admission {
             Seen {
                 frequency,
                 last_call: call,
+            },
+        );
+    }
+
+    /// Counts `count` recent calls (at most an epoch's worth) of the
+    /// signature with hash `hash`, which an earlier process had cached
+    /// ([`LearnedPolicy`](crate::LearnedPolicy)): at capacity it is never
+    /// refused as a first sight, and weighs as often as it was called.
+    pub(crate) fn recall(&mut self, hash: u64, count: u32) {
+        let epoch_calls = u32::try_from(self.horizon()).unwrap_or(u32::MAX);
+        if !self.others.contains_key(&hash) && self.others.len() >= self.max_others {
+            self.forget_one(0);
+        }
+        self.others.insert(
+            hash,
+            Seen {
+                frequency: Frequency {
+                    count: count.min(epoch_calls),
+                    epoch: 0,
+                },
+                last_call: 0,
             },
         );
     }
@@ -708,6 +734,21 @@ mod tests {
             a.record_miss(10 + call % 5, call);
         }
         assert_eq!(a.working_set_moved(10, NOTHING_USED), None, "5 > 16 / 4");
+    }
+
+    #[test]
+    fn a_recalled_signature_is_no_first_sight_and_keeps_its_count() {
+        let mut a = Admission::new(4); // an epoch of 256 calls
+        a.recall(7, 40);
+        a.recall(8, u32::MAX);
+        assert_eq!(a.record_miss(7, 1), 40);
+        assert_eq!(a.take(8).at(0), 256, "at most an epoch's worth");
+        assert_eq!(a.decide(9, 2, 0, 0, ALL_USED), Err(Refusal::FirstSeen));
+        assert!(a.decide(7, 2, 41, 3, ALL_USED).is_ok());
+        for hash in 100..200 {
+            a.recall(hash, 1);
+        }
+        assert!(a.others.len() <= 4 * OTHERS_PER_SLOT, "bounded");
     }
 
     #[test]

@@ -15,6 +15,7 @@ use crate::failures::NEVER;
 use crate::function_cache::Evicted;
 use crate::function_id::FunctionId;
 use crate::generalize::Generalization;
+use crate::learned::{LearnedPolicy, PolicyMemory};
 use crate::pool::{Job, Pool, QueueFull};
 use crate::signature::Signature;
 use crate::single_flight::Flight;
@@ -62,6 +63,8 @@ struct Shared<E> {
     state: Mutex<CacheState<E>>,
     /// Runs queued compiles; dropped (and joined) with the last handle.
     pool: Pool<QueuedCompile<E>>,
+    /// Keeps what the policy learns between processes, if anything does.
+    memory: Option<Arc<dyn PolicyMemory>>,
 }
 
 impl<E> Clone for JitCache<E> {
@@ -78,7 +81,9 @@ impl<E> fmt::Debug for JitCache<E> {
         if let Ok(state) = self.shared.state.try_lock() {
             d.field("live_entries", &state.live_entries());
         }
-        d.field("config", &self.shared.config).finish()
+        d.field("config", &self.shared.config)
+            .field("remembering", &self.shared.memory.is_some())
+            .finish()
     }
 }
 
@@ -100,12 +105,38 @@ impl<E: Executable> JitCache<E> {
         Ok(Self::build(config))
     }
 
+    /// A cache with `config` that keeps what its policy learns in `memory`
+    /// and starts each function from what `memory` recalls of it: the
+    /// dims that went dynamic and the signatures that were cached in
+    /// earlier processes (see [`LearnedPolicy`]). `memory` is asked once
+    /// per function, on the calling thread of its first call (and again
+    /// after [`evict_function`](Self::evict_function) or
+    /// [`clear`](Self::clear)), and told what was learned each time that
+    /// changes: on compile completions, and on misses that make a dim
+    /// vary, never on a hit.
+    ///
+    /// # Errors
+    ///
+    /// The [`ConfigError`] of [`CacheConfig::validate`].
+    pub fn remembering(
+        config: CacheConfig,
+        memory: Arc<dyn PolicyMemory>,
+    ) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Self::build_with(config, Some(memory)))
+    }
+
     fn build(config: CacheConfig) -> Self {
+        Self::build_with(config, None)
+    }
+
+    fn build_with(config: CacheConfig, memory: Option<Arc<dyn PolicyMemory>>) -> Self {
         JitCache {
             shared: Arc::new(Shared {
-                state: Mutex::new(CacheState::new(&config)),
+                state: Mutex::new(CacheState::new(&config, memory.is_some())),
                 pool: Pool::new(config.compile_threads, config.compile_queue),
                 config,
+                memory,
             }),
         }
     }
@@ -125,6 +156,50 @@ impl<E: Executable> JitCache<E> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Counts a call of `func` with `sig` and decides what it does; a
+    /// function first seen by a remembering cache is recalled first.
+    #[inline]
+    fn begin(&self, func: &FunctionId, sig: &Signature, caller: Caller) -> Step<E> {
+        let config = &self.shared.config;
+        let step = self.lock().begin_call(func, sig, config, caller);
+        step.unwrap_or_else(|| self.begin_first_call(func, sig, caller))
+    }
+
+    #[cold]
+    fn begin_first_call(&self, func: &FunctionId, sig: &Signature, caller: Caller) -> Step<E> {
+        let recalled = self.recall(func);
+        let config = &self.shared.config;
+        let mut state = self.lock();
+        state.recalled(func, recalled, config);
+        state
+            .begin_call(func, sig, config, caller)
+            .expect("the function was just recalled")
+    }
+
+    /// Makes sure a remembering cache has recalled `func` before it makes
+    /// its state (a report or an insert may come before any call).
+    fn recall_if_first_seen(&self, func: &FunctionId) {
+        if self.lock().needs_recall(func) {
+            let recalled = self.recall(func);
+            self.lock().recalled(func, recalled, &self.shared.config);
+        }
+    }
+
+    /// What the memory recalls of `func` (outside the lock: it reads a
+    /// file, say).
+    fn recall(&self, func: &FunctionId) -> Option<LearnedPolicy> {
+        self.shared.memory.as_ref()?.recall(func)
+    }
+
+    /// Hands what the policy learned to the memory (outside the lock).
+    fn keep(&self, learned: impl IntoIterator<Item = (FunctionId, LearnedPolicy)>) {
+        if let Some(memory) = &self.shared.memory {
+            for (func, learned) in learned {
+                memory.keep(&func, &learned);
+            }
+        }
+    }
+
     /// Decides how to run a call of `func` with `sig`: a cached executable,
     /// one compiled now by `compile` (outside the lock; concurrent misses on
     /// the same signature compile once), or the interpreter.
@@ -134,10 +209,7 @@ impl<E: Executable> JitCache<E> {
     where
         F: FnOnce(&Signature) -> Result<E, CompileFailure>,
     {
-        let step = self
-            .lock()
-            .begin_call(func, sig, &self.shared.config, Caller::Blocking);
-        match step {
+        match self.begin(func, sig, Caller::Blocking) {
             Step::Hit { exe, notes } => hit(func, exe, notes),
             Step::Miss(miss) => self.on_miss(func, sig, miss, compile),
         }
@@ -251,10 +323,7 @@ impl<E: Executable> JitCache<E> {
         P: FnOnce(&Signature) -> Result<Prepared<E, W>, CompileFailure>,
         W: FnOnce() -> Result<E, CompileFailure> + Send + 'static,
     {
-        let step = self
-            .lock()
-            .begin_call(func, sig, &self.shared.config, Caller::Background);
-        match step {
+        match self.begin(func, sig, Caller::Background) {
             Step::Hit { exe, notes } => hit(func, exe, notes),
             Step::Miss(miss) => self.on_queueing_miss(func, sig, miss, prepare),
         }
@@ -269,6 +338,7 @@ impl<E: Executable> JitCache<E> {
     /// does not decide alone. It is forgotten with the function
     /// ([`evict_function`](Self::evict_function), [`clear`](Self::clear)).
     pub fn report_interpreted(&self, func: &FunctionId, took: Duration) {
+        self.recall_if_first_seen(func);
         self.lock()
             .report_interpreted(func, took, &self.shared.config);
     }
@@ -312,7 +382,7 @@ impl<E: Executable> JitCache<E> {
     where
         F: FnOnce(&Signature) -> Result<E, CompileFailure>,
     {
-        let (reason, action, _) = miss.logged(func, sig);
+        let (reason, action, _) = miss.logged(self, func, sig);
         match action {
             MissAction::Interpret(reason) => Dispatch::Interpret { reason },
             MissAction::Wait { flight, .. } => {
@@ -363,7 +433,7 @@ impl<E: Executable> JitCache<E> {
         P: FnOnce(&Signature) -> Result<Prepared<E, W>, CompileFailure>,
         W: FnOnce() -> Result<E, CompileFailure> + Send + 'static,
     {
-        let (reason, action, estimates) = miss.logged(func, sig);
+        let (reason, action, estimates) = miss.logged(self, func, sig);
         match action {
             MissAction::Interpret(reason) => Dispatch::Interpret { reason },
             // Only with estimates: without, the miss interprets.
@@ -482,12 +552,13 @@ impl<E: Executable> JitCache<E> {
         exe: E,
         compile_time: Duration,
     ) -> bool {
+        self.recall_if_first_seen(func);
         let bytes = exe.size_bytes();
         let compiled = (Arc::new(exe), bytes);
         let finished =
             self.lock()
                 .insert_compiled(func, sig, compiled, compile_time, &self.shared.config);
-        let Some(finished) = finished else {
+        let Some(mut finished) = finished else {
             return false;
         };
         tracing::debug!(
@@ -497,7 +568,9 @@ impl<E: Executable> JitCache<E> {
             "{func}: inserted {sig} compiled ahead ({})",
             ByteSize::from(bytes)
         );
+        let learned = std::mem::take(&mut finished.learned);
         report_finished(func, sig, bytes, finished, &self.shared.config);
+        self.keep(learned);
         true
     }
 
@@ -508,7 +581,8 @@ impl<E: Executable> JitCache<E> {
 
     /// Drops every entry of `func` and forgets its failures, thrash state and
     /// counters (the totals keep them); returns how many entries were
-    /// dropped. Use it when a function is redefined or deleted. Compiles of
+    /// dropped. A [remembering](Self::remembering) cache recalls the
+    /// function again at its next call (what its memory keeps stays). Use it when a function is redefined or deleted. Compiles of
     /// `func` in flight still deliver their executable to their callers (and
     /// waiters) but do not enter the cache.
     pub fn evict_function(&self, func: &FunctionId) -> usize {
@@ -751,12 +825,7 @@ impl<'a, E: Executable> CompileTicket<'a, E> {
         miss: MissReason,
     ) -> Dispatch<E> {
         let config = &self.cache.shared.config;
-        let Finished {
-            evicted,
-            not_cached,
-            notes,
-            static_again,
-        } = self.cache.lock().finish_compile(
+        let mut finished = self.cache.lock().finish_compile(
             self.func,
             self.sig,
             Some(self.call),
@@ -802,7 +871,7 @@ impl<'a, E: Executable> CompileTicket<'a, E> {
                 RetryAfter(config.failed_compile_retry_after)
             ),
         }
-        if static_again {
+        if finished.static_again {
             tracing::warn!(
                 target: "jit_cache",
                 function = %func,
@@ -814,23 +883,14 @@ impl<'a, E: Executable> CompileTicket<'a, E> {
                 func.name()
             );
         }
+        let learned = std::mem::take(&mut finished.learned);
         if let Ok((_, bytes)) = &result {
-            report_finished(
-                func,
-                sig,
-                *bytes,
-                Finished {
-                    evicted,
-                    not_cached,
-                    notes,
-                    static_again,
-                },
-                config,
-            );
+            report_finished(func, sig, *bytes, finished, config);
         } else {
-            release(evicted);
-            log_finished_notes(notes);
+            release(finished.evicted);
+            log_finished_notes(finished.notes);
         }
+        self.cache.keep(learned);
         match result {
             Ok((exe, _)) => Dispatch::Compiled {
                 exe,
@@ -932,11 +992,13 @@ fn release<E>(evicted: Vec<(FunctionId, Evicted<E>)>) -> usize {
     n
 }
 
-impl<E> Miss<E> {
-    /// Logs the miss and the mode changes it noted; returns why it missed,
-    /// what the call does, and what a queueing call weighs to wait.
+impl<E: Executable> Miss<E> {
+    /// Logs the miss and the mode changes it noted, and hands what the
+    /// policy learned to `cache`'s memory; returns why it missed, what the
+    /// call does, and what a queueing call weighs to wait.
     fn logged(
         self,
+        cache: &JitCache<E>,
         func: &FunctionId,
         sig: &Signature,
     ) -> (MissReason, MissAction<E>, Option<Estimates>) {
@@ -946,9 +1008,11 @@ impl<E> Miss<E> {
             action,
             notes,
             estimates,
+            learned,
         } = self;
         log_miss(func, sig, number, &reason, &action, estimates.is_some());
         log_notes(func, notes);
+        cache.keep(learned.map(|learned| (func.clone(), learned)));
         (reason, action, estimates)
     }
 }

@@ -32,6 +32,25 @@ pub enum DType {
 }
 
 impl DType {
+    /// Every dtype, in code order.
+    const ALL: [DType; 10] = [
+        DType::Bool,
+        DType::I8,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+        DType::F64,
+    ];
+
+    /// The dtype whose [`name`](Self::name) is `name`.
+    pub(crate) fn from_name(name: &str) -> Option<DType> {
+        Self::ALL.into_iter().find(|dtype| dtype.name() == name)
+    }
+
     /// The short lowercase name used in signatures, e.g. `f32` in `f32[1,5]`.
     pub const fn name(self) -> &'static str {
         match self {

@@ -265,6 +265,13 @@ impl<E> FunctionCache<E> {
         }
     }
 
+    /// Every entry's signature and recent call count as of `epoch`.
+    pub(crate) fn counts(&self, epoch: u64) -> impl Iterator<Item = (&Signature, u32)> {
+        self.entries
+            .iter()
+            .map(move |(sig, entry)| (sig, entry.frequency.at(epoch)))
+    }
+
     /// Every entry's signature and executable, most recently used first.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&Signature, &Arc<E>)> {
         self.entries.iter().map(|(sig, entry)| (sig, &entry.exe))

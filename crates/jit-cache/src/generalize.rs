@@ -20,7 +20,7 @@ use crate::signature::Signature;
 
 /// Shape classes remembered per function; beyond it the least recently
 /// missed class is forgotten (its dims start counting again).
-const CLASSES_REMEMBERED: usize = 64;
+pub(crate) const CLASSES_REMEMBERED: usize = 64;
 
 /// A miss that compiles a signature with dynamic dims: which dims vary and
 /// the signature compiled for them.
@@ -176,23 +176,60 @@ impl Generalizer {
 
     /// Records the dims of a call `sig` whose compile succeeded (of its own
     /// signature or of its generalization): their values count towards
-    /// their dims varying. A signature with dynamic dims is not a call's
-    /// and is left alone.
-    pub(crate) fn commit(&mut self, sig: &Signature) {
+    /// their dims varying. Returns whether a dim varies from now on. A
+    /// signature with dynamic dims is not a call's and is left alone.
+    pub(crate) fn commit(&mut self, sig: &Signature) -> bool {
         if sig.has_dynamic_dims() {
-            return;
+            return false;
         }
         let after = self.after;
         let record = self.record(sig);
+        let mut varies = false;
         for (values, (_, _, value)) in record.dims.iter_mut().zip(positions(sig)) {
             if !values.varies && !values.seen.contains(&value) {
                 values.seen.push(value);
                 if values.seen.len() >= after {
                     values.varies = true;
                     values.seen = SmallVec::new();
+                    varies = true;
                 }
             }
         }
+        varies
+    }
+
+    /// Makes the dims at `dims` ((argument, dim) positions) of the shape
+    /// class `class` vary, as an earlier process learned
+    /// ([`LearnedPolicy`](crate::LearnedPolicy)); positions the class does
+    /// not have are ignored.
+    pub(crate) fn recall(&mut self, class: &Signature, dims: &[(usize, usize)]) {
+        let record = self.record(class);
+        for (values, (arg, dim, _)) in record.dims.iter_mut().zip(positions(class)) {
+            if dims.contains(&(arg, dim)) {
+                values.varies = true;
+                values.seen = SmallVec::new();
+            }
+        }
+    }
+
+    /// The shape classes with varying dims (those whose dynamic compile did
+    /// not fail), least recently missed last, with the (argument, dim)
+    /// positions that vary: what a later process may recall.
+    pub(crate) fn varying(&self) -> Vec<(Signature, Vec<(usize, usize)>)> {
+        self.classes
+            .iter()
+            .filter(|(_, record)| !record.failed)
+            .filter_map(|(class, record)| {
+                let dims: Vec<(usize, usize)> = record
+                    .dims
+                    .iter()
+                    .zip(positions(class))
+                    .filter(|(values, _)| values.varies)
+                    .map(|(_, (arg, dim, _))| (arg, dim))
+                    .collect();
+                (!dims.is_empty()).then(|| (class.clone(), dims))
+            })
+            .collect()
     }
 
     /// Remembers that compiling `dynamic` (a signature with dynamic dims)
@@ -378,6 +415,24 @@ mod tests {
             None,
             "compiles static"
         );
+    }
+
+    #[test]
+    fn recalled_dims_vary_at_once_and_varying_dims_are_listed() {
+        let mut g = Generalizer::new(2);
+        let class = mlp(1, 1).shape_class();
+        g.recall(&class, &[(0, 0), (7, 0), (0, 9)]);
+        let general = g.generalize(&mlp(5, 64), []).expect("the batch varies");
+        assert_eq!(general.dims(), [(0, 0)]);
+        assert_eq!(g.varying(), [(class.clone(), vec![(0, 0)])]);
+        assert!(!g.commit(&mlp(5, 64)), "one value of k");
+        assert!(g.commit(&mlp(5, 32)), "k varies now");
+        assert!(!g.commit(&mlp(6, 16)));
+        assert_eq!(g.varying(), [(class.clone(), vec![(0, 0), (0, 1), (1, 0)])]);
+        g.observe(&f32_row(1));
+        assert_eq!(g.varying().len(), 1, "a class with no varying dim");
+        assert!(g.failed(&class));
+        assert_eq!(g.varying(), [], "a failed class compiles static");
     }
 
     #[test]

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use rustc_hash::FxHasher;
 
 use crate::hashing::finalize;
+use crate::hex;
 
 /// A kind of container.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -95,6 +96,55 @@ impl Layout {
 
     pub(crate) fn precomputed_hash(&self) -> u64 {
         self.hash
+    }
+
+    /// The layout as one line of tokens separated by spaces, which
+    /// [`from_token_text`](Self::from_token_text) reads back: `(`, `[` and
+    /// `{` open a tuple, list or dict, `)` closes the innermost, `k<hex>` is
+    /// the key of the next dict entry (its UTF-8 in lower-case hex), `T` a
+    /// tensor leaf and `S` a static one: `T { k62 T k6b S )`.
+    pub fn token_text(&self) -> String {
+        let mut text = String::new();
+        for (i, token) in self.tokens.iter().enumerate() {
+            if i > 0 {
+                text.push(' ');
+            }
+            match token {
+                Token::Open(Container::Tuple) => text.push('('),
+                Token::Open(Container::List) => text.push('['),
+                Token::Open(Container::Dict) => text.push('{'),
+                Token::Close => text.push(')'),
+                Token::Leaf(Leaf::Tensor) => text.push('T'),
+                Token::Leaf(Leaf::Static) => text.push('S'),
+                Token::Key(key) => {
+                    text.push('k');
+                    hex::encode_into(&mut text, key.as_bytes());
+                }
+            }
+        }
+        text
+    }
+
+    /// The layout whose [`token_text`](Self::token_text) is `text`; `None`
+    /// for text that is not such a line, or whose tokens do not describe a
+    /// tree (see [`LayoutBuilder::build`]).
+    pub fn from_token_text(text: &str) -> Option<Layout> {
+        let mut builder = LayoutBuilder::new();
+        for token in text.split(' ') {
+            match token {
+                "(" => builder.open(Container::Tuple),
+                "[" => builder.open(Container::List),
+                "{" => builder.open(Container::Dict),
+                ")" => builder.close(),
+                "T" => builder.leaf(Leaf::Tensor),
+                "S" => builder.leaf(Leaf::Static),
+                key => {
+                    let key = String::from_utf8(hex::decode(key.strip_prefix('k')?)?).ok()?;
+                    builder.key(key)
+                }
+            };
+        }
+        builder.build().ok()
     }
 
     /// Writes the tree, rendering each leaf with `leaf`.
@@ -347,6 +397,39 @@ mod tests {
         let layout = b.build().unwrap();
         assert_eq!(layout.to_string(), "(T, [T, S], {k: ()})");
         assert_eq!(layout.leaf_counts(), (2, 1));
+    }
+
+    #[test]
+    fn token_text_round_trips_and_refuses_what_is_not_a_tree() {
+        let mut b = LayoutBuilder::new();
+        b.leaf(Leaf::Tensor)
+            .open(Container::Dict)
+            .key("b")
+            .open(Container::List)
+            .leaf(Leaf::Tensor)
+            .close()
+            .key("k\t")
+            .leaf(Leaf::Static)
+            .close()
+            .open(Container::Tuple)
+            .close();
+        let layout = b.build().unwrap();
+        let text = layout.token_text();
+        assert_eq!(text, "T { k62 [ T ) k6b09 S ) ( )");
+        assert_eq!(Layout::from_token_text(&text), Some(layout));
+        for bad in [
+            "",
+            "T  T",
+            "( T",
+            ")",
+            "{ T )",
+            "{ kx T )",
+            "{ k6 T )",
+            "{ kff T )",
+            "t",
+        ] {
+            assert_eq!(Layout::from_token_text(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -21,6 +21,16 @@
 //!   counted are those of calls whose compile succeeded (or is in flight,
 //!   or that the policy did not compile), with the missing call's own: a
 //!   call whose compile fails or is refused counts for nothing.
+//! - **What the policy learned, between processes**: a cache made with
+//!   [`JitCache::remembering`] asks its [`PolicyMemory`] what earlier
+//!   processes learned of a function when it first sees it
+//!   ([`LearnedPolicy`]: the dims that went dynamic, the signatures that
+//!   were cached), so a restarted process compiles (or loads from disk)
+//!   the dynamic variant from the first call and admits the signatures it
+//!   had cached; and tells the memory what it learns when that changes
+//!   (on compile completions, never on a hit). The `store` feature keeps
+//!   it in policy files beside the artifacts
+//!   (`store::ArtifactStore::keep_policy`).
 //! - **Per-function capacity**: several signatures of one function coexist
 //!   (a new shape is an ordinary miss), up to the function's capacity
 //!   (default 8); an evicted executable is dropped at once.
@@ -128,7 +138,9 @@ mod function_cache;
 mod function_id;
 mod generalize;
 mod hashing;
+mod hex;
 mod layout;
+mod learned;
 mod pool;
 mod report;
 mod signature;
@@ -152,6 +164,7 @@ pub use function_id::FunctionId;
 pub use generalize::Generalization;
 pub use hashing::stable_hash;
 pub use layout::{Container, Layout, LayoutBuilder, LayoutError, LayoutVisitor, Leaf};
+pub use learned::{LearnedPolicy, PolicyFileError, PolicyMemory, PolicyScope};
 pub use signature::{ArgSpec, CapturedScalar, ScalarValue, Signature, SignatureBuilder};
 pub use stats::{CacheStats, Counters, FunctionStats};
 pub use thrash::FunctionMode;

@@ -153,6 +153,25 @@ impl ScalarValue {
         }
     }
 
+    /// The value of the kind named `kind` (a [`kind_name`](Self::kind_name))
+    /// whose [`bits`](Self::bits) are `bits`; `None` for another name, or
+    /// bits that are no value of the kind.
+    pub(crate) fn from_bits(kind: &str, bits: u64) -> Option<ScalarValue> {
+        let narrow = u32::try_from(bits).ok();
+        Some(match kind {
+            "f32" => ScalarValue::F32(f32::from_bits(narrow?)),
+            "f64" => ScalarValue::F64(f64::from_bits(bits)),
+            "i32" => ScalarValue::I32(narrow? as i32),
+            "i64" => ScalarValue::I64(bits as i64),
+            "bool" => ScalarValue::Bool(match bits {
+                0 => false,
+                1 => true,
+                _ => return None,
+            }),
+            _ => return None,
+        })
+    }
+
     /// The kind's short name: `f32`, `f64`, `i32`, `i64` or `bool`.
     pub fn kind_name(self) -> &'static str {
         match self {
@@ -345,7 +364,7 @@ impl Signature {
     }
 
     #[inline]
-    fn from_parts(
+    pub(crate) fn from_parts(
         args: SmallVec<[ArgSpec; 4]>,
         statics: SmallVec<[ScalarValue; 2]>,
         layout: Option<Layout>,

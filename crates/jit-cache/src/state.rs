@@ -18,6 +18,7 @@ use crate::function_cache::{Entry, Evicted, Eviction, FunctionCache};
 use crate::function_id::FunctionId;
 use crate::generalize::{Generalization, Generalizer};
 use crate::hashing::PrecomputedState;
+use crate::learned::{self, LearnedPolicy};
 use crate::signature::Signature;
 use crate::single_flight::Flight;
 use crate::stats::{CacheStats, Counters, FunctionStats};
@@ -72,6 +73,9 @@ pub(crate) struct Miss<E> {
     /// what it weighs to wait for its compile or interpret (`wait_rule`),
     /// when it queues the compile or finds it in flight.
     pub estimates: Option<Estimates>,
+    /// What the function's policy learned, to keep: this miss made a dim
+    /// vary (a call the policy did not compile counts).
+    pub learned: Option<LearnedPolicy>,
 }
 
 #[derive(Debug)]
@@ -158,6 +162,9 @@ pub(crate) struct Finished<E> {
     /// A compile with dynamic dims failed: its shape class compiles static
     /// signatures from now on.
     pub(crate) static_again: bool,
+    /// What the policy learned, to keep, for each function whose learning
+    /// this compile changed (its own, and those whose entries it evicted).
+    pub(crate) learned: Vec<(FunctionId, LearnedPolicy)>,
 }
 
 /// What one finished compile adds to the counters.
@@ -208,13 +215,28 @@ struct FunctionState<E> {
     /// Tracks varying dims, when the function may get dynamic ones.
     generalizer: Option<Generalizer>,
     last_generalization: Option<Generalization>,
+    /// Signatures an earlier process had cached, not compiled in this one
+    /// yet, with their recalled call counts: a miss of one compiles that
+    /// very signature, not its generalization.
+    remembered: HashMap<Signature, u32, PrecomputedState>,
+    /// When the cache keeps what its policy learns: the fingerprint of
+    /// what was kept (or recalled) last.
+    kept: Option<u64>,
 }
 
 impl<E> FunctionState<E> {
-    fn new(func: &FunctionId, generation: u64, config: &CacheConfig) -> Self {
+    /// The state of a function first seen, with what an earlier process
+    /// learned about it, if anything; `remembers` when the cache keeps
+    /// what its policy learns.
+    fn new(
+        func: &FunctionId,
+        generation: u64,
+        config: &CacheConfig,
+        (recalled, remembers): (Option<LearnedPolicy>, bool),
+    ) -> Self {
         let name = func.name();
         let capacity = config.capacity_for(name);
-        FunctionState {
+        let mut state = FunctionState {
             generation,
             cache: FunctionCache::new(capacity),
             policy: config.policy,
@@ -237,7 +259,83 @@ impl<E> FunctionState<E> {
             generalizer: (func.accepts_dynamic_dims() && config.dynamic_dims_for(name))
                 .then(|| Generalizer::new(config.dynamic_dims_after)),
             last_generalization: None,
+            remembered: HashMap::with_hasher(PrecomputedState),
+            kept: None,
+        };
+        if let Some(recalled) = recalled {
+            state.recall(&recalled);
         }
+        if remembers {
+            state.kept = Some(state.learned(0).fingerprint());
+        }
+        state
+    }
+
+    /// Applies what an earlier process learned: its varying dims vary, and
+    /// its hot signatures (up to the capacity) count as called and are
+    /// remembered. A signature with dynamic dims, or a class, that this
+    /// function cannot get (dynamic dims are off for it) is left out.
+    fn recall(&mut self, recalled: &LearnedPolicy) {
+        if let Some(generalizer) = &mut self.generalizer {
+            for (class, dims) in recalled.dynamic_dims() {
+                generalizer.recall(class, dims);
+            }
+        }
+        let reachable = |sig: &Signature| !sig.has_dynamic_dims() || self.generalizer.is_some();
+        let hot: Vec<(Signature, u32)> = recalled
+            .hot()
+            .iter()
+            .filter(|(sig, _)| reachable(sig))
+            .take(self.cache.capacity())
+            .cloned()
+            .collect();
+        for (sig, count) in hot {
+            self.admission.recall(sig.precomputed_hash(), count);
+            self.remembered.insert(sig, count);
+        }
+    }
+
+    /// What the policy learned about this function, as of `sequence`: its
+    /// varying dims, and the signatures it has cached (the most called
+    /// first), then those recalled and not compiled yet, up to its
+    /// capacity.
+    fn learned(&self, sequence: u64) -> LearnedPolicy {
+        let dynamic = self
+            .generalizer
+            .as_ref()
+            .map(Generalizer::varying)
+            .unwrap_or_default();
+        let epoch = self.admission.epoch(self.counters.calls);
+        let by_count = |a: &(Signature, u32), b: &(Signature, u32)| b.1.cmp(&a.1);
+        let mut hot: Vec<(Signature, u32)> = self
+            .cache
+            .counts(epoch)
+            .map(|(sig, count)| (sig.clone(), count.max(1)))
+            .collect();
+        hot.sort_by(by_count);
+        let mut recalled: Vec<(Signature, u32)> = self
+            .remembered
+            .iter()
+            .filter(|(sig, _)| !self.cache.contains(sig))
+            .map(|(sig, &count)| (sig.clone(), count))
+            .collect();
+        recalled.sort_by(by_count);
+        hot.extend(recalled);
+        hot.truncate(self.cache.capacity());
+        LearnedPolicy::new(dynamic, hot, sequence)
+    }
+
+    /// What the policy learned, when the cache keeps it and it changed
+    /// since it was last kept (dims that vary, signatures hot; counts
+    /// aside).
+    fn learned_if_changed(&mut self) -> Option<LearnedPolicy> {
+        let kept = self.kept?;
+        let learned = self.learned(learned::next_sequence());
+        let fingerprint = learned.fingerprint();
+        (fingerprint != kept).then(|| {
+            self.kept = Some(fingerprint);
+            learned
+        })
     }
 
     #[inline]
@@ -297,10 +395,13 @@ impl<E> FunctionState<E> {
         // compile succeeded or is in flight. The call's dims are committed
         // only if its compile succeeds (`finish_compile`): a call whose
         // dims do not fit together never counts towards a dim varying.
+        // A signature an earlier process had cached comes back as it was:
+        // its own variant, not its generalization.
         let in_flight = &self.in_flight;
         let generalization = self
             .generalizer
             .as_mut()
+            .filter(|_| !self.remembered.contains_key(sig))
             .and_then(|g| g.generalize(sig, in_flight.values().map(|f| &f.call)))
             .map(Box::new);
         // Only a queueing call may wait or not, and only once its
@@ -363,6 +464,7 @@ impl<E> FunctionState<E> {
         };
         self.last_refusal = None;
         let mut action = action;
+        let mut learned = None;
         if let MissAction::Compile {
             generalization: Some(generalization),
             ..
@@ -394,8 +496,12 @@ impl<E> FunctionState<E> {
                 why,
                 FallbackReason::NotAdmitted { .. } | FallbackReason::Thrashing { .. }
             ) {
-                if let Some(generalizer) = &mut self.generalizer {
-                    generalizer.commit(sig);
+                let varies = self
+                    .generalizer
+                    .as_mut()
+                    .is_some_and(|generalizer| generalizer.commit(sig));
+                if varies {
+                    learned = self.learned_if_changed();
                 }
             }
         }
@@ -406,6 +512,7 @@ impl<E> FunctionState<E> {
             action,
             notes,
             estimates,
+            learned,
         })
     }
 
@@ -428,7 +535,11 @@ impl<E> FunctionState<E> {
             .as_deref()
             .map_or(sig, Generalization::signature);
         let mut admitted = None;
-        if self.policy == CachePolicy::Adaptive && self.cache.len() >= self.cache.capacity() {
+        let at_capacity = self.cache.len() >= self.cache.capacity();
+        if self.policy == CachePolicy::Adaptive && at_capacity && self.remembered.contains_key(sig)
+        {
+            admitted = Some(Admit::Recalled);
+        } else if self.policy == CachePolicy::Adaptive && at_capacity {
             let victim = self
                 .cache
                 .least_frequent(self.admission.epoch(call))
@@ -467,6 +578,7 @@ impl<E> FunctionState<E> {
             }
         }
         let flight = Flight::new();
+        self.remembered.remove(sig);
         self.in_flight.insert(
             sig.clone(),
             InFlight {
@@ -539,16 +651,17 @@ impl<E> FunctionState<E> {
 }
 
 /// The state of `func` in `functions`, made (in the next generation) if
-/// there is none.
+/// there is none (with nothing recalled: a cache that `remembers` recalls
+/// a function before it makes its state, see [`CacheState::recalled`]).
 fn function<'a, E>(
     functions: &'a mut HashMap<FunctionId, FunctionState<E>, PrecomputedState>,
     next_generation: &mut u64,
     func: &FunctionId,
-    config: &CacheConfig,
+    (config, remembers): (&CacheConfig, bool),
 ) -> &'a mut FunctionState<E> {
     functions.entry(func.clone()).or_insert_with(|| {
         *next_generation += 1;
-        FunctionState::new(func, *next_generation, config)
+        FunctionState::new(func, *next_generation, config, (None, remembers))
     })
 }
 
@@ -563,10 +676,14 @@ pub(crate) struct CacheState<E> {
     total: Counters,
     /// Successful compiles' times, over all functions.
     compiled: Mean,
+    /// The cache keeps what its policy learns (it has a
+    /// [`PolicyMemory`](crate::PolicyMemory)): a function is recalled
+    /// before its state is made, and what it learns is kept.
+    remembers: bool,
 }
 
 impl<E> CacheState<E> {
-    pub(crate) fn new(config: &CacheConfig) -> Self {
+    pub(crate) fn new(config: &CacheConfig, remembers: bool) -> Self {
         CacheState {
             functions: HashMap::with_hasher(PrecomputedState),
             budget: Budget::new(config.max_total_entries, config.max_total_bytes),
@@ -574,6 +691,34 @@ impl<E> CacheState<E> {
             next_generation: 0,
             total: Counters::default(),
             compiled: Mean::default(),
+            remembers,
+        }
+    }
+
+    /// Whether `func` is to be recalled before anything is done with it:
+    /// the cache remembers, and has no state for it.
+    pub(crate) fn needs_recall(&self, func: &FunctionId) -> bool {
+        self.remembers && !self.functions.contains_key(func)
+    }
+
+    /// Makes the state of `func`, first seen, with what an earlier process
+    /// learned about it (`recalled`); nothing changes if another call made
+    /// it meanwhile.
+    pub(crate) fn recalled(
+        &mut self,
+        func: &FunctionId,
+        recalled: Option<LearnedPolicy>,
+        config: &CacheConfig,
+    ) {
+        if !self.functions.contains_key(func) {
+            self.next_generation += 1;
+            let state = FunctionState::new(
+                func,
+                self.next_generation,
+                config,
+                (recalled, self.remembers),
+            );
+            self.functions.insert(func.clone(), state);
         }
     }
 
@@ -595,14 +740,13 @@ impl<E> CacheState<E> {
         elapsed: Duration,
         config: &CacheConfig,
     ) -> Option<Finished<E>> {
-        let state = match self.functions.get(func) {
-            Some(state) => state,
-            None => {
-                self.next_generation += 1;
-                let state = FunctionState::new(func, self.next_generation, config);
-                self.functions.entry(func.clone()).or_insert(state)
-            }
-        };
+        let remembers = self.remembers;
+        let state = function(
+            &mut self.functions,
+            &mut self.next_generation,
+            func,
+            (config, remembers),
+        );
         if state.cache.contains(sig) || state.in_flight.contains_key(sig) {
             return None;
         }
@@ -614,7 +758,9 @@ impl<E> CacheState<E> {
         Some(self.finish_compile(func, sig, None, started, &Ok(compiled), elapsed, config))
     }
 
-    /// Counts a call and decides what it does.
+    /// Counts a call and decides what it does; `None` (and nothing
+    /// counted) when the cache remembers and `func` is first seen: recall
+    /// it ([`recalled`](Self::recalled)), then call again.
     #[inline]
     pub(crate) fn begin_call(
         &mut self,
@@ -622,27 +768,38 @@ impl<E> CacheState<E> {
         sig: &Signature,
         config: &CacheConfig,
         caller: Caller,
-    ) -> Step<E> {
-        self.tick += 1;
-        self.total.calls += 1;
+    ) -> Option<Step<E>> {
         if let Some(state) = self.functions.get_mut(func) {
-            return state.call(
+            self.tick += 1;
+            self.total.calls += 1;
+            return Some(state.call(
                 sig,
                 self.tick,
                 &mut self.total,
                 &self.compiled,
                 config,
                 caller,
-            );
+            ));
         }
-        function(&mut self.functions, &mut self.next_generation, func, config).call(
+        if self.remembers {
+            return None;
+        }
+        self.tick += 1;
+        self.total.calls += 1;
+        let state = function(
+            &mut self.functions,
+            &mut self.next_generation,
+            func,
+            (config, false),
+        );
+        Some(state.call(
             sig,
             self.tick,
             &mut self.total,
             &self.compiled,
             config,
             caller,
-        )
+        ))
     }
 
     /// Records how long interpreting a call of `func` took.
@@ -652,9 +809,15 @@ impl<E> CacheState<E> {
         took: Duration,
         config: &CacheConfig,
     ) {
-        function(&mut self.functions, &mut self.next_generation, func, config)
-            .interpreted
-            .record(took);
+        let remembers = self.remembers;
+        function(
+            &mut self.functions,
+            &mut self.next_generation,
+            func,
+            (config, remembers),
+        )
+        .interpreted
+        .record(took);
     }
 
     /// Records a compile's result: caches the executable (evicting what the
@@ -697,6 +860,7 @@ impl<E> CacheState<E> {
             not_cached: None,
             notes: Vec::new(),
             static_again: false,
+            learned: Vec::new(),
         };
         let Some(state) = self
             .functions
@@ -723,6 +887,9 @@ impl<E> CacheState<E> {
                     Arc::clone(error),
                     config.failed_compile_retry_after,
                 );
+                finished
+                    .learned
+                    .extend(state.learned_if_changed().map(|l| (func.clone(), l)));
                 return finished;
             }
             Ok((exe, bytes)) => (Arc::clone(exe), *bytes),
@@ -732,6 +899,9 @@ impl<E> CacheState<E> {
         }
         if !self.budget.admits(bytes) {
             finished.not_cached = Some(NotCached::TooLarge);
+            finished
+                .learned
+                .extend(state.learned_if_changed().map(|l| (func.clone(), l)));
             return finished;
         }
         self.tick += 1;
@@ -768,7 +938,29 @@ impl<E> CacheState<E> {
             finished.evicted.push((func.clone(), out));
         }
         self.enforce_budget(&mut finished);
+        self.collect_learned(func, &mut finished);
         finished
+    }
+
+    /// Adds to `finished` what the policy of `func`, and of the functions
+    /// whose entries it evicted, learned since it was last kept.
+    fn collect_learned(&mut self, func: &FunctionId, finished: &mut Finished<E>) {
+        if !self.remembers {
+            return;
+        }
+        let mut changed: Vec<&FunctionId> = vec![func];
+        for (owner, _) in &finished.evicted {
+            if !changed.contains(&owner) {
+                changed.push(owner);
+            }
+        }
+        for id in changed {
+            let learned = self
+                .functions
+                .get_mut(id)
+                .and_then(FunctionState::learned_if_changed);
+            finished.learned.extend(learned.map(|l| (id.clone(), l)));
+        }
     }
 
     /// Evicts the least recently used entry of all functions until both

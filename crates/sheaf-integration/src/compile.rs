@@ -186,6 +186,11 @@ impl Pipeline {
             .as_deref()
     }
 
+    /// The disk cache (disabled when there is none).
+    pub(crate) fn store(&self) -> &ArtifactStore {
+        &self.store
+    }
+
     pub(crate) fn store_stats(&self) -> StoreStats {
         self.store.stats()
     }

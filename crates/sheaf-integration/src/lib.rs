@@ -58,6 +58,7 @@ mod contraction;
 mod dispatch;
 mod error;
 mod function;
+mod learned_policy;
 mod lowering;
 pub mod mlir;
 mod probe;

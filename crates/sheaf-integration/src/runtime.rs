@@ -25,6 +25,7 @@ use crate::config::{CompileMode, JitConfig, RemoteSecret, UploadSettings};
 use crate::dispatch::{ArtifactSource, CallError, CallResult, Compiled, Dispatched};
 use crate::error::{ConfigError, JitError, LoweringError, VariantError};
 use crate::function::JitFunction;
+use crate::learned_policy::DiskPolicy;
 use crate::lowering::{Lowered, LoweringContext};
 use crate::profile::{Phase, Profile, ProfileReport};
 use crate::target::Placement;
@@ -62,7 +63,9 @@ struct Inner {
     // (they keep them alive anyway).
     cache: JitCache<Variant>,
     compile_mode: CompileMode,
-    pipeline: Pipeline,
+    /// Shared with the cache's policy memory (the disk cache's policy
+    /// files), when there is a disk cache.
+    pipeline: Arc<Pipeline>,
     /// The lowerings of background compiles not yet started.
     queued: Arc<BatchQueue>,
     primary: Placement,
@@ -357,12 +360,23 @@ impl JitRuntime {
                 Ok(bundle)
             })
             .collect::<Result<Vec<_>, JitError>>()?;
-        let cache = JitCache::new(config.cache.clone()).map_err(ConfigError::from)?;
+        let with_disk = store.directory().is_some();
+        let pipeline = Arc::new(Pipeline::new(config.compile.compiler, store, bundles));
+        // With a disk cache, what the policy learns is kept in it, and a
+        // function starts from what earlier processes learned.
+        let cache = if with_disk {
+            let target = primary.target_identity.clone();
+            let memory = DiskPolicy::new(Arc::clone(&pipeline), target);
+            JitCache::remembering(config.cache.clone(), Arc::new(memory))
+        } else {
+            JitCache::new(config.cache.clone())
+        }
+        .map_err(ConfigError::from)?;
         Ok(JitRuntime {
             inner: Arc::new(Inner {
                 cache,
                 compile_mode: config.compile.mode,
-                pipeline: Pipeline::new(config.compile.compiler, store, bundles),
+                pipeline,
                 queued: BatchQueue::new(config.compile.batch_limit, config.cache.compile_threads),
                 primary_uploads: UploadCache::new(primary.device().clone(), config.uploads),
                 primary,
@@ -763,7 +777,9 @@ impl JitRuntime {
     /// called; returns how many variants were unloaded. Its compiles waiting
     /// in the background queue are withdrawn, and one running is not cached.
     /// A redefinition needs no `forget` to be correct (its definition hash
-    /// is new), only to free memory sooner.
+    /// is new), only to free memory sooner. What the policy learned about
+    /// the function stays in the disk cache's policy file: its next call
+    /// starts from it.
     pub fn forget<M>(&self, function: &JitFunction<M>) -> usize {
         self.inner.cache.evict_function(function.id())
     }

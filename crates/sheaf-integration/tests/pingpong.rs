@@ -108,7 +108,7 @@ fn legacy_stops_at_the_memory_ceiling_and_says_where() {
 }
 
 #[test]
-fn the_ragged_scenario_compares_legacy_static_and_dynamic() {
+fn the_ragged_scenario_compares_legacy_static_dynamic_and_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let plot = dir.path().join("ragged.svg");
     let (records, _) = run_json(&["--ragged", "--calls", "8"], &plot);
@@ -118,7 +118,7 @@ fn the_ragged_scenario_compares_legacy_static_and_dynamic() {
             .find(|r| r["mode"] == mode && r["kind"] == "ragged")
             .unwrap_or_else(|| panic!("no {mode} summary: {records:?}"))
     };
-    for mode in ["legacy", "static", "dynamic"] {
+    for mode in ["legacy", "static", "dynamic", "restart"] {
         let r = summary(mode);
         assert_eq!(
             (&r["iters"], &r["stale_results"]),
@@ -132,6 +132,29 @@ fn the_ragged_scenario_compares_legacy_static_and_dynamic() {
         "the first two batch sizes, then any: {dynamic}"
     );
     assert_eq!(dynamic["compiled_calls"], 8, "{dynamic}");
+    // A new process on the dynamic run's disk cache, for the generator's
+    // next 8 calls: the batch dim is dynamic from its first call, and every
+    // variant comes from disk.
+    let restart = summary("restart");
+    assert_eq!(
+        (&restart["compiles"], &restart["compiled_calls"]),
+        (&Value::from(0), &Value::from(8)),
+        "{restart}"
+    );
+    assert!(restart["disk_loads"].as_u64().unwrap() >= 1, "{restart}");
+    let first_compiled = |mode: &str| {
+        records
+            .iter()
+            .find(|r| r["mode"] == mode && r["kind"] == "first_compiled")
+            .unwrap_or_else(|| panic!("no {mode} first_compiled: {records:?}"))["iters"]
+            .clone()
+    };
+    assert_eq!(first_compiled("restart"), 1, "compiled from its first call");
+    assert_eq!(
+        first_compiled("dynamic"),
+        1,
+        "misses wait for their compile"
+    );
     let legacy = summary("legacy");
     assert!(
         legacy["compiles"].as_u64().unwrap() > 3,
@@ -142,6 +165,7 @@ fn the_ragged_scenario_compares_legacy_static_and_dynamic() {
         "legacy: runtime per recompile",
         "static: one variant per shape",
         "dynamic: one variant",
+        "restart: dynamic again",
     ] {
         assert!(svg.contains(label), "{label} missing from the plot");
     }

@@ -27,11 +27,13 @@ use super::behind::Behind;
 use super::bump;
 use super::entry::{self, ReadOutcome, ENTRY_EXTENSION, HEADER_LEN, TEMP_PREFIX};
 use super::key::ArtifactKey;
+use super::policy_files::PolicyFiles;
 #[cfg(feature = "remote")]
 use super::remote::{RemoteStats, RemoteTier};
 use super::trust::{self, Owners, Secret, StoreError};
 use super::verified::VerifiedArtifact;
 use crate::error::ErrorChain;
+use crate::learned::{LearnedPolicy, PolicyScope};
 use crate::single_flight::Flight;
 
 /// Keep temporary files of crashed writers at most this long.
@@ -157,6 +159,7 @@ pub struct ArtifactStore {
     behind: Behind,
     counters: Counters,
     in_flight: Mutex<HashMap<ArtifactKey, Arc<Flight<()>>>>,
+    policies: PolicyFiles,
 }
 
 #[derive(Debug)]
@@ -247,6 +250,7 @@ impl ArtifactStore {
             behind: Behind::default(),
             counters: Counters::default(),
             in_flight: Mutex::new(HashMap::new()),
+            policies: PolicyFiles::default(),
         }
     }
 
@@ -569,6 +573,35 @@ impl ArtifactStore {
         io::Read::read_to_string(&mut io::Read::take(file, MAX_BUILDER_BYTES), &mut identity)
             .ok()?;
         Some(identity)
+    }
+
+    /// What the cache's policy learned about the function of `scope` in an
+    /// earlier process, from its policy file in the store's folder
+    /// (`policy/`, see [`keep_policy`](Self::keep_policy)); `None` when
+    /// there is none, or the store is read-only or disabled. A file that
+    /// cannot be used (not safe to read, over
+    /// [`LearnedPolicy::MAX_TEXT_BYTES`], damaged, or written for another
+    /// function, definition, compiler build or target) is logged at warn
+    /// level, deleted, and `None` returned.
+    pub fn recall_policy(&self, scope: &PolicyScope<'_>) -> Option<LearnedPolicy> {
+        let folder = self.folder.as_ref().filter(|folder| !folder.read_only)?;
+        self.policies.recall(folder.dir(), folder.owners(), scope)
+    }
+
+    /// Keeps `learned`, what the cache's policy learned about the function
+    /// of `scope`, in its policy file in the store's folder: written whole
+    /// (a temporary file, mode 0600, renamed into place) in `policy/`,
+    /// made 0700 and checked like `vmfb/`; at most
+    /// [`MAX_POLICY_FILES`](super::MAX_POLICY_FILES) files are kept (the
+    /// least recently used go). A policy whose
+    /// [`sequence`](LearnedPolicy::sequence) is not above the one this
+    /// store wrote last for `scope` is older, and dropped. Returns whether
+    /// it was written; a read-only or disabled store writes nothing.
+    pub fn keep_policy(&self, scope: &PolicyScope<'_>, learned: &LearnedPolicy) -> bool {
+        let Some(folder) = self.folder.as_ref().filter(|folder| !folder.read_only) else {
+            return false;
+        };
+        self.policies.keep(folder.dir(), scope, learned)
     }
 
     /// Becomes the builder of `key` (`Some`), or waits for the current one

@@ -4,8 +4,9 @@
 //! Behind the `store` cargo feature (on by default); the policy core of
 //! this crate builds without it, with no I/O dependency. It holds keys,
 //! entry layout and authentication, folder permissions, atomic writes, a
-//! size bound with LRU eviction, and one build per key at a time (the same
-//! single-flight primitive as the in-memory cache), all without unsafe code
+//! size bound with LRU eviction, one build per key at a time (the same
+//! single-flight primitive as the in-memory cache), and the policy files
+//! that keep what the cache's policy learned, all without unsafe code
 //! (this crate forbids it). With the `remote` feature, an optional
 //! `RemoteTier` stands behind the folder, shared by a cluster (`RedisStore`
 //! backend, entries authenticated under a shared [`Secret`], a circuit
@@ -39,6 +40,7 @@ mod behind;
 mod breaker;
 mod entry;
 mod key;
+mod policy_files;
 #[cfg(feature = "remote")]
 mod redis;
 #[cfg(feature = "remote")]
@@ -52,6 +54,7 @@ pub use artifact_store::{
     ArtifactStore, BuildError, Fetched, StoreConfig, StoreStats, MAX_ENTRY_BYTES,
 };
 pub use key::{ArtifactKey, KeyParts};
+pub use policy_files::MAX_POLICY_FILES;
 pub use trust::{open_read_only_file, Secret, StoreError};
 pub use verified::VerifiedArtifact;
 #[cfg(feature = "remote")]

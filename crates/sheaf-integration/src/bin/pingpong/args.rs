@@ -10,7 +10,8 @@ usage: pingpong [--iters 30,500,5000] [--driver local-sync|local-task]
   --iters        checkpoints; the run lasts until the largest
   --ragged       the ragged-batch scenario instead: mlp_layer with a batch
                  size uniform in 1..=128 (fixed seed), legacy vs the static
-                 cache vs dynamic dims (plot: target/pingpong/ragged-rss.svg)
+                 cache vs dynamic dims, then a restart: a new process on the
+                 dynamic run's disk cache (plot: target/pingpong/ragged-rss.svg)
   --calls        calls in the ragged scenario (default 2000)
   --driver       IREE driver for every mode (default local-sync)
   --ceiling-mib  the legacy mode stops when its RSS passes this (default 2048)
@@ -31,6 +32,9 @@ pub(crate) enum Mode {
     Static,
     /// The ragged scenario's cache with dynamic dims on (the default).
     Dynamic,
+    /// The ragged scenario's dynamic mode again, in a new process on the
+    /// disk cache of the first.
+    Restart,
 }
 
 impl Mode {
@@ -41,6 +45,7 @@ impl Mode {
             Mode::Background => "background",
             Mode::Static => "static",
             Mode::Dynamic => "dynamic",
+            Mode::Restart => "restart",
         }
     }
 
@@ -52,6 +57,7 @@ impl Mode {
             Mode::Background,
             Mode::Static,
             Mode::Dynamic,
+            Mode::Restart,
         ]
         .into_iter()
         .find(|mode| mode.name() == name)
@@ -72,6 +78,9 @@ pub(crate) struct Args {
     pub ragged_calls: usize,
     /// Set in the child processes only.
     pub child: Option<Mode>,
+    /// The disk cache of the ragged scenario's dynamic and restart modes
+    /// (the parent makes it, and passes it to those children).
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl Args {
@@ -85,6 +94,7 @@ impl Args {
             ragged: false,
             ragged_calls: 2000,
             child: None,
+            cache_dir: None,
         };
         let mut args = args.peekable();
         while let Some(arg) = args.next() {
@@ -125,6 +135,7 @@ impl Args {
                     }
                 }
                 "--child" => parsed.child = Some(Mode::parse(&value("--child")?)?),
+                "--cache-dir" => parsed.cache_dir = Some(value("--cache-dir")?.into()),
                 other => return Err(format!("unknown argument `{other}`")),
             }
         }
@@ -138,12 +149,13 @@ impl Args {
         *self.checkpoints.last().expect("at least one checkpoint")
     }
 
-    /// The modes the scenario compares, in order.
-    pub(crate) fn modes(&self) -> [Mode; 3] {
+    /// The modes the scenario compares, in order (the ragged restart runs
+    /// on the dynamic run's disk cache, so after it).
+    pub(crate) fn modes(&self) -> &'static [Mode] {
         if self.ragged {
-            [Mode::Legacy, Mode::Static, Mode::Dynamic]
+            &[Mode::Legacy, Mode::Static, Mode::Dynamic, Mode::Restart]
         } else {
-            [Mode::Legacy, Mode::Shared, Mode::Background]
+            &[Mode::Legacy, Mode::Shared, Mode::Background]
         }
     }
 
@@ -182,6 +194,10 @@ impl Args {
                 "--calls".into(),
                 self.ragged_calls.to_string(),
             ]);
+        }
+        if let (Some(dir), Mode::Dynamic | Mode::Restart) = (&self.cache_dir, mode) {
+            args.push("--cache-dir".into());
+            args.push(dir.display().to_string());
         }
         args
     }

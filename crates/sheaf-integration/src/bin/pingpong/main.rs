@@ -79,7 +79,7 @@ fn run_child(mode: Mode, args: &Args) -> Result<(), String> {
         Mode::Legacy => legacy::run(args, &mut emit),
         Mode::Shared => shared::run(args, CompileMode::Blocking, &mut emit),
         Mode::Background => shared::run(args, CompileMode::Background, &mut emit),
-        Mode::Static | Mode::Dynamic => Err(format!(
+        Mode::Static | Mode::Dynamic | Mode::Restart => Err(format!(
             "the `{}` mode belongs to the ragged scenario (--ragged)",
             mode.name()
         )),
@@ -88,8 +88,15 @@ fn run_child(mode: Mode, args: &Args) -> Result<(), String> {
 
 /// Runs each mode as a child process and reports side by side.
 fn run_parent(args: &Args) -> Result<(), String> {
+    // The ragged scenario's dynamic run fills a disk cache of its own, on
+    // which the restart runs.
+    let cache = tempfile::tempdir().map_err(|e| format!("cannot make a disk cache folder: {e}"))?;
+    let args = &Args {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..args.clone()
+    };
     let mut records = Vec::new();
-    for mode in args.modes() {
+    for &mode in args.modes() {
         eprintln!(
             "[pingpong] running {} mode on {} for {} {} ...",
             mode.name(),

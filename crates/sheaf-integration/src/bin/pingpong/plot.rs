@@ -20,7 +20,7 @@ const LEGACY: Series = (
 );
 
 /// The ping-pong modes, in drawing order.
-const PING_PONG: [Series; 3] = [
+const PING_PONG: &[Series] = &[
     LEGACY,
     (
         "shared",
@@ -35,7 +35,7 @@ const PING_PONG: [Series; 3] = [
 ];
 
 /// The ragged scenario's modes, in drawing order.
-const RAGGED: [Series; 3] = [
+const RAGGED: &[Series] = &[
     LEGACY,
     (
         "static",
@@ -46,6 +46,11 @@ const RAGGED: [Series; 3] = [
         "dynamic",
         RGBColor(44, 160, 44),
         "dynamic: one variant for every batch size",
+    ),
+    (
+        "restart",
+        RGBColor(255, 127, 14),
+        "restart: dynamic again, a new process on its disk cache",
     ),
 ];
 
@@ -80,7 +85,7 @@ fn draw(path: &Path, records: &[Record], args: &Args) -> Result<(), Box<dyn std:
         .y_desc("RSS (MiB)")
         .light_line_style(WHITE.mix(0.0))
         .draw()?;
-    for (mode, colour, label) in series {
+    for &(mode, colour, label) in series {
         let points = records
             .iter()
             .filter(|record| record.mode == mode)

@@ -9,7 +9,12 @@
 //!   to the function's capacity, then admission decides (most calls
 //!   interpreted);
 //! - `dynamic`: `JitRuntime` as configured by default: the first shape, then
-//!   one variant with a dynamic batch dim for every later size.
+//!   one variant with a dynamic batch dim for every later size, with a disk
+//!   cache of its own (the parent's folder);
+//! - `restart`: `dynamic` again, in a new process on the first one's disk
+//!   cache, for the generator's next calls: the policy file makes the
+//!   batch dim dynamic from the first call, and the variants load from
+//!   disk.
 //!
 //! Misses wait for their compile in every mode, as the legacy design did.
 //! A call is timed from the call to its result on the host.
@@ -18,12 +23,13 @@ use std::time::Instant;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, DiskCacheFolder, ErrorChain, JitConfig, JitRuntime, Value,
+    reference, ArtifactSource, CompileMode, DiskCacheFolder, ErrorChain, JitConfig, JitRuntime,
+    Value,
 };
 
 use crate::args::{Args, Mode};
 use crate::legacy::Legacy;
-use crate::workload::{self, Record, Recorder};
+use crate::workload::{self, Counts, Record, Recorder};
 
 /// The largest batch size.
 pub(crate) const MAX_BATCH: usize = 128;
@@ -54,7 +60,10 @@ struct Run<'a> {
 impl Run<'_> {
     /// Accounts for call `i` (0-based), which took `nanos` and ran compiled
     /// or not, then emits the records due.
-    fn after(&mut self, i: usize, nanos: u64, compiled: bool, correct: bool, counts: (u64, u64)) {
+    fn after(&mut self, i: usize, nanos: u64, compiled: bool, correct: bool, counts: Counts) {
+        if compiled && self.compiled == 0 {
+            self.recorder.first_compiled(i + 1, counts.compiles);
+        }
         self.compiled += u64::from(compiled);
         self.stale += u64::from(!correct);
         if i >= WARM_UP {
@@ -63,16 +72,15 @@ impl Run<'_> {
         if i + 1 == WARM_UP {
             self.rss_after_warm_up = workload::rss_bytes();
         }
-        let (compiles, live_modules) = counts;
         self.recorder
-            .after(i + 1, compiles, live_modules, self.stale);
+            .after(i + 1, counts.compiles, counts.live_modules, self.stale);
         if i + 1 == self.calls {
             let latencies = &mut self.latencies;
             latencies.sort_unstable();
             let p50 = latencies.get(latencies.len() / 2).copied().unwrap_or(0);
             self.recorder.ragged_summary(
                 self.calls,
-                (compiles, live_modules),
+                counts,
                 self.compiled,
                 p50 as f64 / 1e3,
                 workload::rss_bytes().saturating_sub(self.rss_after_warm_up),
@@ -114,29 +122,42 @@ pub(crate) fn run(mode: Mode, args: &Args, emit: &mut dyn FnMut(&Record)) -> Res
                 )?;
                 let nanos = start.elapsed().as_nanos() as u64;
                 let correct = workload::matches(&y, &expected);
-                run.after(
-                    i,
-                    nanos,
-                    true,
-                    correct,
-                    (legacy.compiles(), legacy.runtimes()),
-                );
+                let counts = Counts {
+                    compiles: legacy.compiles(),
+                    live_modules: legacy.runtimes(),
+                    disk_loads: 0,
+                };
+                run.after(i, nanos, true, correct, counts);
             }
         }
-        Mode::Static | Mode::Dynamic => {
+        Mode::Static | Mode::Dynamic | Mode::Restart => {
+            // The static run keeps nothing on disk; the dynamic run fills
+            // the parent's folder, and the restart starts on it.
+            let folder = match (mode, &args.cache_dir) {
+                (Mode::Static, _) => DiskCacheFolder::Disabled,
+                (_, Some(dir)) => DiskCacheFolder::Dir(dir.clone()),
+                (_, None) => {
+                    return Err(format!("the {} mode needs --cache-dir", mode.name()));
+                }
+            };
             let config = JitConfig::builder()
                 .device(|device| device.driver.clone_from(&args.driver))
-                .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+                .disk(|disk| disk.folder = folder)
                 .compile(|compile| compile.mode = CompileMode::Blocking)
-                .cache(|cache| cache.dynamic_dims = mode == Mode::Dynamic)
+                .cache(|cache| cache.dynamic_dims = mode != Mode::Static)
                 .build()
                 .map_err(|e| ErrorChain(&e).to_string())?;
             let jit = JitRuntime::new(config).map_err(|e| ErrorChain(&e).to_string())?;
             let (w_value, bias_value) = (Value::from(w.clone()), Value::from(bias.clone()));
-            for (i, &batch) in reference::ragged_batch_sizes(args.ragged_calls, MAX_BATCH)
-                .iter()
-                .enumerate()
-            {
+            // The restart runs the generator's next calls: sizes in another
+            // order than the run that learned.
+            let skip = if mode == Mode::Restart {
+                args.ragged_calls
+            } else {
+                0
+            };
+            let sizes = reference::ragged_batch_sizes(skip + args.ragged_calls, MAX_BATCH);
+            for (i, &batch) in sizes[skip..].iter().enumerate() {
                 let x = array(&[batch, WIDTH], i + 3);
                 let expected = expected(&x, &w, &bias)?;
                 let args = [Value::from(x), w_value.clone(), bias_value.clone()];
@@ -151,8 +172,12 @@ pub(crate) fn run(mode: Mode, args: &Args, emit: &mut dyn FnMut(&Record)) -> Res
                     .map_err(|e| ErrorChain(&e).to_string())?;
                 let nanos = start.elapsed().as_nanos() as u64;
                 let correct = workload::matches(workload::data(f32s(&y)?), &expected);
-                let t = jit.stats().total;
-                let counts = (t.compiles, t.live_entries as u64);
+                let profile = jit.profile();
+                let counts = Counts {
+                    compiles: profile.loaded_from(ArtifactSource::Compiler),
+                    live_modules: profile.cache.total.live_entries as u64,
+                    disk_loads: profile.loaded_from(ArtifactSource::DiskCache),
+                };
                 run.after(i, nanos, result.provenance.is_compiled(), correct, counts);
             }
             if std::env::var_os("SHEAF_JIT_TRACE").is_some() {

@@ -37,11 +37,12 @@ fn ragged_table(records: &[Record], args: &Args) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<8} {:>8} {:>15} {:>8} {:>8} {:>23} {:>16} {:>5}",
+        "{:<8} {:>8} {:>15} {:>8} {:>17} {:>8} {:>23} {:>16} {:>5}",
         "mode",
         "compiles",
         "calls compiled",
         "wall s",
+        "1st compiled ms",
         "RSS MiB",
         "RSS growth (MiB) after",
         "p50 µs per call",
@@ -50,6 +51,10 @@ fn ragged_table(records: &[Record], args: &Args) -> String {
     let warm_up = crate::ragged::WARM_UP;
     for mode in args.modes() {
         let name = mode.name();
+        let first_compiled = records
+            .iter()
+            .find(|r| r.mode == name && r.kind == "first_compiled")
+            .map_or("-".to_owned(), |r| format!("{:.1}", r.wall_s * 1e3));
         match records
             .iter()
             .find(|r| r.mode == name && r.kind == "ragged")
@@ -57,7 +62,7 @@ fn ragged_table(records: &[Record], args: &Args) -> String {
             Some(r) => {
                 let _ = writeln!(
                     out,
-                    "{name:<8} {:>8} {:>14.1}% {:>8.1} {:>8.1} {:>13.2} (call {warm_up}) {:>9.1} (>{warm_up}) {:>5}",
+                    "{name:<8} {:>8} {:>14.1}% {:>8.1} {first_compiled:>17} {:>8.1} {:>13.2} (call {warm_up}) {:>9.1} (>{warm_up}) {:>5}",
                     r.compiles,
                     r.compiled_calls as f64 * 100.0 / r.iters.max(1) as f64,
                     r.wall_s,
@@ -83,11 +88,23 @@ fn ragged_table(records: &[Record], args: &Args) -> String {
             }
         }
     }
+    if let Some(r) = records
+        .iter()
+        .find(|r| r.mode == "restart" && r.kind == "ragged")
+    {
+        let _ = writeln!(
+            out,
+            "restart: a new process on the dynamic run's disk cache, the generator's next {} \
+             calls; {} variants loaded from the disk cache, {} compiled",
+            r.iters, r.disk_loads, r.compiles
+        );
+    }
     let _ = writeln!(
         out,
-        "compiles: distinct signatures compiled (legacy also builds a runtime per shape \
-         mismatch); p50: from the call to its result on the host, after call {warm_up}; \
-         stale: results that differ from the interpreter"
+        "compiles: signatures the compiler compiled (legacy also builds a runtime per shape \
+         mismatch); 1st compiled: from the start to the first result of compiled code; p50: \
+         from the call to its result on the host, after call {warm_up}; stale: results that \
+         differ from the interpreter"
     );
     out
 }

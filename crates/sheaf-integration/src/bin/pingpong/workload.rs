@@ -72,13 +72,15 @@ pub(crate) fn matches(actual: &[f32], expected: &ArrayD<f32>) -> bool {
 /// One line of a child's output.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Record {
-    /// `legacy`, `shared` or `background`; `legacy`, `static` or `dynamic`
-    /// in the ragged scenario.
+    /// `legacy`, `shared` or `background`; `legacy`, `static`, `dynamic`
+    /// or `restart` in the ragged scenario.
     pub mode: String,
     /// `checkpoint`, `sample` (for the plot), `first_result` (the first
     /// call returned), `interpreter` (the interpreter alone on the first
     /// call), `drained` (background compiles all done), `stopped` (ceiling
-    /// reached) or `ragged` (the ragged scenario's summary).
+    /// reached), `ragged` (the ragged scenario's summary) or
+    /// `first_compiled` (the first result of compiled code, in the ragged
+    /// scenario).
     pub kind: String,
     /// Iterations done.
     pub iters: usize,
@@ -102,6 +104,21 @@ pub(crate) struct Record {
     /// The ragged scenario's summary only: RSS growth after the warm-up.
     #[serde(default)]
     pub rss_growth_bytes: u64,
+    /// The ragged scenario's summary only: variants loaded from the disk
+    /// cache.
+    #[serde(default)]
+    pub disk_loads: u64,
+}
+
+/// A ragged run's counts after a call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Counts {
+    /// Signatures the compiler compiled (legacy: runtimes built).
+    pub compiles: u64,
+    /// Loaded modules alive (legacy: runtimes alive).
+    pub live_modules: u64,
+    /// Variants loaded from the disk cache.
+    pub disk_loads: u64,
 }
 
 /// Tracks a mode's run and emits its records.
@@ -165,11 +182,17 @@ impl<'a> Recorder<'a> {
         self.emit("drained", iters, compiles, live_modules, 0);
     }
 
+    /// Emits the time to the first result of compiled code, after call
+    /// `iters` (call it once).
+    pub(crate) fn first_compiled(&mut self, iters: usize, compiles: u64) {
+        self.emit("first_compiled", iters, compiles, 0, 0);
+    }
+
     /// Emits the ragged scenario's summary after `iters` calls.
     pub(crate) fn ragged_summary(
         &mut self,
         iters: usize,
-        (compiles, live_modules): (u64, u64),
+        counts: Counts,
         compiled_calls: u64,
         p50_call_us: f64,
         rss_growth_bytes: u64,
@@ -178,7 +201,8 @@ impl<'a> Recorder<'a> {
             compiled_calls,
             p50_call_us,
             rss_growth_bytes,
-            ..self.record("ragged", iters, compiles, live_modules, 0)
+            disk_loads: counts.disk_loads,
+            ..self.record("ragged", iters, counts.compiles, counts.live_modules, 0)
         };
         (self.emit)(&record);
     }
@@ -226,6 +250,7 @@ impl<'a> Recorder<'a> {
             compiled_calls: 0,
             p50_call_us: 0.0,
             rss_growth_bytes: 0,
+            disk_loads: 0,
         }
     }
 }

@@ -1,0 +1,290 @@
+//! Policy files: what the cache's policy learned about each function
+//! ([`LearnedPolicy`]), kept beside the entries, in `<folder>/policy/`, so
+//! that a process restarted on a warm cache starts from it.
+//!
+//! One file per function, definition, compiler build and target
+//! ([`PolicyScope`]), named by the SHA-256 of the four, holding the text
+//! of `learned/file.rs` (at most [`LearnedPolicy::MAX_TEXT_BYTES`]). The
+//! files follow the entries' rules: the folder is made 0700 and checked
+//! like `vmfb/`; a file is written whole under a temporary name (mode
+//! 0600) and renamed into place, so a reader (or a process killed while
+//! writing) never leaves half a file in place; it is read as entries are
+//! (no links followed, no special file opened, only a file that no other
+//! user can write), its size checked before it is read. A file that cannot
+//! be used — not safe to read, over the bound, damaged, or written for
+//! another scope (its text names what it was learned for) — is logged at
+//! warn level once, deleted, and the function starts from nothing; it is
+//! written again when the function's policy changes.
+//!
+//! The files are not authenticated as entries are: a policy only changes
+//! which variant a call looks up or compiles, and each variant still
+//! serves only the calls it was compiled for, so a forged file costs
+//! compiles, never wrong code (and only this user can write the folder).
+//! At most [`MAX_POLICY_FILES`] are kept: making a new one beyond it
+//! deletes the least recently used (a recall refreshes a file's
+//! modification time).
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use sha2::{Digest, Sha256};
+
+use super::entry::TEMP_PREFIX;
+use super::trust::{self, open_file, Owners, StoreError, CLOSE_FILE};
+use crate::error::ErrorChain;
+use crate::learned::{LearnedPolicy, PolicyFileError, PolicyScope};
+
+/// The folder of the policy files, in the store's folder.
+const POLICY_FOLDER: &str = "policy";
+
+/// The extension of policy files.
+const POLICY_EXTENSION: &str = "policy";
+
+/// Policy files kept at most; beyond, the least recently used go (down to
+/// 90 %).
+pub const MAX_POLICY_FILES: usize = 1024;
+
+/// Keep temporary files of killed writers at most this long.
+const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
+
+/// Bumped whenever what goes into a policy file's name changes meaning.
+const DOMAIN: &str = "sheaf-jit/policy-file-v1";
+
+/// The policy files of one store's folder.
+#[derive(Debug, Default)]
+pub(crate) struct PolicyFiles {
+    written: Mutex<Written>,
+}
+
+#[derive(Debug, Default)]
+struct Written {
+    /// The sequence of the policy written last to each file (so that an
+    /// older one, kept late by another thread, never replaces a newer one).
+    sequences: HashMap<String, u64>,
+    /// Files in the folder: counted on the first new file, plus this
+    /// store's new files since.
+    files: Option<usize>,
+}
+
+impl PolicyFiles {
+    /// The policy kept in the store's folder `dir` for `scope`, read as
+    /// `owners`' file; `None` when there is none, or it cannot be used
+    /// (logged and deleted).
+    pub(crate) fn recall(
+        &self,
+        dir: &Path,
+        owners: Owners,
+        scope: &PolicyScope<'_>,
+    ) -> Option<LearnedPolicy> {
+        let path = dir.join(POLICY_FOLDER).join(file_name(scope));
+        let read = read(&path, owners, scope)?;
+        match read {
+            Ok(learned) => Some(learned),
+            Err(why) => {
+                tracing::warn!(
+                    target: "jit_cache",
+                    function = scope.function,
+                    file = %path.display(),
+                    reason = %why,
+                    "ignoring the learned policy of `{}` in {} ({why}): it was deleted, and the \
+                     function starts as in a new cache (its first sizes compile static, its dims \
+                     go dynamic again); the file is written again when its policy changes",
+                    scope.function,
+                    path.display()
+                );
+                let _ = fs::remove_file(&path);
+                None
+            }
+        }
+    }
+
+    /// Writes `learned` as the policy of `scope` in the store's folder
+    /// `dir`, unless a policy of a later sequence was written there by
+    /// this store; returns whether it was written.
+    pub(crate) fn keep(
+        &self,
+        dir: &Path,
+        scope: &PolicyScope<'_>,
+        learned: &LearnedPolicy,
+    ) -> bool {
+        let name = file_name(scope);
+        // Held while writing: the policies of one function are written in
+        // order (they are rare: on compiles, not on calls).
+        let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        let last = written.sequences.get(&name);
+        if last.is_some_and(|&last| last >= learned.sequence()) {
+            return false;
+        }
+        let folder = dir.join(POLICY_FOLDER);
+        let path = folder.join(&name);
+        let new = fs::symlink_metadata(&path).is_err();
+        let text = learned.to_text(scope);
+        let stored = trust::create_folder(&folder)
+            .map_err(io::Error::other)
+            .and_then(|()| write(&folder, &path, &text));
+        if let Err(error) = stored {
+            tracing::debug!(
+                target: "jit_cache",
+                function = scope.function,
+                file = %path.display(),
+                error = %ErrorChain(&error),
+                "cannot write the learned policy of `{}`",
+                scope.function
+            );
+            return false;
+        }
+        written.sequences.insert(name, learned.sequence());
+        if new {
+            let files = match written.files {
+                Some(files) => files + 1,
+                None => scan(&folder).len(),
+            };
+            written.files = Some(if files > MAX_POLICY_FILES {
+                prune(&folder)
+            } else {
+                files
+            });
+        }
+        true
+    }
+}
+
+/// The file name of the policy of `scope`: the SHA-256 of its parts, each
+/// length-prefixed.
+fn file_name(scope: &PolicyScope<'_>) -> String {
+    let mut hasher = Sha256::new();
+    let definition = format!("{:016x}", scope.definition_hash);
+    for field in [
+        DOMAIN,
+        scope.function,
+        &definition,
+        scope.compiler,
+        scope.target,
+    ] {
+        hasher.update((field.len() as u64).to_le_bytes());
+        hasher.update(field.as_bytes());
+    }
+    let mut name: String = hasher
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    name.push('.');
+    name.push_str(POLICY_EXTENSION);
+    name
+}
+
+/// Why a policy file is not used.
+#[derive(Debug)]
+enum Unusable {
+    Insecure(String),
+    Unreadable(io::Error),
+    Text(PolicyFileError),
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unusable::Insecure(reason) => write!(f, "it is not safe to read: {reason}"),
+            Unusable::Unreadable(error) => write!(f, "it cannot be read: {error}"),
+            Unusable::Text(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+/// The policy in the file `path`; `None` when there is no file.
+fn read(
+    path: &Path,
+    owners: Owners,
+    scope: &PolicyScope<'_>,
+) -> Option<Result<LearnedPolicy, Unusable>> {
+    let (mut file, metadata) = match open_file(path, owners, CLOSE_FILE) {
+        Ok(opened) => opened,
+        Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            return None
+        }
+        Err(StoreError::Io { source, .. }) => return Some(Err(Unusable::Unreadable(source))),
+        Err(StoreError::Insecure { reason, .. }) => return Some(Err(Unusable::Insecure(reason))),
+    };
+    let max = LearnedPolicy::MAX_TEXT_BYTES as u64;
+    if metadata.len() > max {
+        let too_large = PolicyFileError::TooLarge {
+            bytes: metadata.len(),
+        };
+        return Some(Err(Unusable::Text(too_large)));
+    }
+    // Bounded again while reading: the file may have grown since.
+    let mut bytes = Vec::new();
+    if let Err(error) = (&mut file).take(max + 1).read_to_end(&mut bytes) {
+        return Some(Err(Unusable::Unreadable(error)));
+    }
+    let learned = match String::from_utf8(bytes) {
+        Ok(text) => LearnedPolicy::from_text(&text, scope),
+        Err(_) => Err(PolicyFileError::Damaged("it is not UTF-8 text".to_owned())),
+    };
+    if learned.is_ok() {
+        // Best effort: a file we cannot touch just ages sooner.
+        let _ = file.set_modified(SystemTime::now());
+    }
+    Some(learned.map_err(Unusable::Text))
+}
+
+/// Writes `text` to `path` (inside `folder`) whole: a temporary file, mode
+/// 0600, renamed over it.
+fn write(folder: &Path, path: &Path, text: &str) -> io::Result<()> {
+    let mut temporary = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(folder)?;
+    temporary.write_all(text.as_bytes())?;
+    temporary.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// The policy files in `folder`, with when each was last used; deletes
+/// the temporary files of killed writers on the way.
+fn scan(folder: &Path) -> Vec<(SystemTime, PathBuf)> {
+    let Ok(listing) = fs::read_dir(folder) else {
+        return Vec::new();
+    };
+    let now = SystemTime::now();
+    let mut files = Vec::new();
+    for item in listing.flatten() {
+        // Of the item itself: links are not followed.
+        let Ok(metadata) = item.metadata() else {
+            continue;
+        };
+        if !metadata.is_file() {
+            continue;
+        }
+        let used = metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        let path = item.path();
+        if item.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
+            if now.duration_since(used).unwrap_or_default() > STALE_TEMPORARY {
+                let _ = fs::remove_file(&path);
+            }
+        } else if path.extension().is_some_and(|e| e == POLICY_EXTENSION) {
+            files.push((used, path));
+        }
+    }
+    files
+}
+
+/// Deletes the least recently used policy files of `folder` down to 90 %
+/// of [`MAX_POLICY_FILES`]; returns how many are left.
+fn prune(folder: &Path) -> usize {
+    let mut files = scan(folder);
+    let keep = MAX_POLICY_FILES / 10 * 9;
+    if files.len() <= keep {
+        return files.len();
+    }
+    files.sort();
+    let excess = files.len() - keep;
+    for (_, path) in files.drain(..excess) {
+        let _ = fs::remove_file(path);
+    }
+    files.len()
+}
