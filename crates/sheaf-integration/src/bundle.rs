@@ -329,7 +329,7 @@ fn parse_entry(entry: &str) -> Option<(ArtifactKey, u64, (String, u64), BundledV
     };
     let outputs = match outputs {
         "-" => None,
-        text => Some(layout_text::decode(text)?),
+        text => Some(Layout::from_token_text(text)?),
     };
     let metadata = match metadata {
         "-" => None,
@@ -362,70 +362,6 @@ fn hex_decode(text: &str) -> Option<Vec<u8>> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
         .collect()
-}
-
-/// A result [`Layout`] as one manifest field: space-separated tokens, `(`
-/// `[` `{` to open a tuple, list or dict, `)` to close, `k<hex>` a dict key
-/// (its UTF-8 in hex), `T` a tensor leaf, `S` a static one.
-mod layout_text {
-    use std::sync::Arc;
-
-    use jit_cache::{Container, Layout, LayoutBuilder, LayoutVisitor, Leaf};
-
-    use super::{hex_decode, hex_encode};
-
-    pub(super) fn encode(layout: &Layout) -> String {
-        struct Writer(Vec<String>);
-        impl LayoutVisitor for Writer {
-            fn open(&mut self, container: Container) {
-                self.0.push(
-                    match container {
-                        Container::Tuple => "(",
-                        Container::List => "[",
-                        Container::Dict => "{",
-                    }
-                    .to_owned(),
-                );
-            }
-            fn key(&mut self, key: &Arc<str>) {
-                self.0.push(format!("k{}", hex_encode(key.as_bytes())));
-            }
-            fn leaf(&mut self, leaf: Leaf) {
-                self.0.push(
-                    match leaf {
-                        Leaf::Tensor => "T",
-                        Leaf::Static => "S",
-                    }
-                    .to_owned(),
-                );
-            }
-            fn close(&mut self) {
-                self.0.push(")".to_owned());
-            }
-        }
-        let mut writer = Writer(Vec::new());
-        layout.visit(&mut writer);
-        writer.0.join(" ")
-    }
-
-    pub(super) fn decode(text: &str) -> Option<Layout> {
-        let mut builder = LayoutBuilder::new();
-        for token in text.split(' ') {
-            match token {
-                "(" => builder.open(Container::Tuple),
-                "[" => builder.open(Container::List),
-                "{" => builder.open(Container::Dict),
-                ")" => builder.close(),
-                "T" => builder.leaf(Leaf::Tensor),
-                "S" => builder.leaf(Leaf::Static),
-                key => {
-                    let key = String::from_utf8(hex_decode(key.strip_prefix('k')?)?).ok()?;
-                    builder.key(key)
-                }
-            };
-        }
-        builder.build().ok()
-    }
 }
 
 /// The text of the manifest at `path`, a safe file (see the module docs) of
@@ -551,7 +487,7 @@ pub(crate) fn write(
             } else {
                 dynamic.join(",")
             },
-            export.outputs.map_or("-".to_owned(), layout_text::encode),
+            export.outputs.map_or("-".to_owned(), Layout::token_text),
             export.metadata.map_or("-".to_owned(), hex_encode),
             stable_hash(export.target.as_bytes()),
         );
@@ -605,7 +541,7 @@ mod tests {
         assert_eq!(variants[0].metadata.as_deref(), Some(&[0x0a, 0xff][..]));
         let outputs = variants[0].outputs.as_ref().expect("a layout");
         assert_eq!(outputs.to_string(), "{k: T, w: (T, S)}");
-        assert_eq!(layout_text::encode(outputs), keyed);
+        assert_eq!(Layout::token_text(outputs), keyed);
         assert_eq!((variants[1].dynamic.len(), variants[1].target), (0, 0xff));
         for line in [
             line(&format!("../../{}", &KEY[6..]), "98", hash, "-", "-", "-"),
