@@ -14,7 +14,7 @@ use std::fs;
 use std::io::{self, BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Once;
 
 use sheaf_integration::{
@@ -114,7 +114,7 @@ fn a_killed_process_restarts_warm_with_no_compile() {
         learn_until_killed(Path::new(&dir));
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    let mut child = support::runner::command(std::env::current_exe().unwrap())
         .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
         .env(CHILD, dir.path())
         .stdout(Stdio::piped())
