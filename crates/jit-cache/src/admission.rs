@@ -345,6 +345,14 @@ impl Admission {
             self.recent_misses.pop_front();
         }
         self.recent_misses.push_back((hash, call));
+        self.record_served(hash, call)
+    }
+
+    /// Records a call of the signature with hash `hash` at call `call` that
+    /// a variant with dynamic dims served: it counts towards the
+    /// signature's frequency as a miss does, but not towards a moved working
+    /// set (it missed nothing). Returns its count before this call.
+    pub(crate) fn record_served(&mut self, hash: u64, call: u64) -> u32 {
         let epoch = self.epoch(call);
         if !self.others.contains_key(&hash) && self.others.len() >= self.max_others {
             self.forget_one(epoch);

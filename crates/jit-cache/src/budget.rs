@@ -27,6 +27,11 @@ impl Budget {
         bytes <= self.max_bytes
     }
 
+    /// Whether one more entry of `bytes` fits without evicting anything.
+    pub(crate) fn has_room(&self, bytes: usize) -> bool {
+        self.entries < self.max_entries && self.bytes.saturating_add(bytes) <= self.max_bytes
+    }
+
     pub(crate) fn add(&mut self, bytes: usize) {
         self.entries += 1;
         self.bytes += bytes;
@@ -94,6 +99,9 @@ mod tests {
             Some(EvictionCause::ByteBudget { max_bytes: 100 })
         );
         assert_eq!((b.entries(), b.bytes()), (2, 110));
+        assert!(!b.has_room(0), "no entry left");
+        b.remove(50);
+        assert!(b.has_room(40) && !b.has_room(41), "60 of 100 bytes in use");
         assert_eq!(
             least_recent([("a", 5), ("b", 2), ("c", 9)].into_iter()),
             Some("b")

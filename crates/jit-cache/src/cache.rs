@@ -21,7 +21,7 @@ use crate::signature::Signature;
 use crate::single_flight::Flight;
 use crate::state::{
     CacheState, Caller, CompileResult, Finished, Miss, MissAction, NotCached, Note, Progress,
-    Started, Step, Withdrawal,
+    Specialization, Started, Step, Withdrawal,
 };
 use crate::stats::CacheStats;
 use crate::wait_rule::{Estimates, Position};
@@ -210,7 +210,8 @@ impl<E: Executable> JitCache<E> {
         F: FnOnce(&Signature) -> Result<E, CompileFailure>,
     {
         match self.begin(func, sig, Caller::Blocking) {
-            Step::Hit { exe, notes } => hit(func, exe, notes),
+            // Blocking calls never specialize a hot size.
+            Step::Hit { exe, notes, .. } => hit(func, exe, notes),
             Step::Miss(miss) => self.on_miss(func, sig, miss, compile),
         }
     }
@@ -324,7 +325,19 @@ impl<E: Executable> JitCache<E> {
         W: FnOnce() -> Result<E, CompileFailure> + Send + 'static,
     {
         match self.begin(func, sig, Caller::Background) {
-            Step::Hit { exe, notes } => hit(func, exe, notes),
+            Step::Hit {
+                exe,
+                notes,
+                specialize: None,
+            } => hit(func, exe, notes),
+            Step::Hit {
+                exe,
+                notes,
+                specialize: Some(specialization),
+            } => {
+                self.specialize(func, sig, *specialization, prepare);
+                hit(func, exe, notes)
+            }
             Step::Miss(miss) => self.on_queueing_miss(func, sig, miss, prepare),
         }
     }
@@ -474,26 +487,10 @@ impl<E: Executable> JitCache<E> {
                     }
                     Err(error) => return ticket.prepare_failed(error, start.elapsed(), reason),
                 };
-                let job = QueuedCompile {
-                    cache: Arc::downgrade(&self.shared),
-                    func: func.clone(),
-                    sig: target.clone(),
-                    call: sig.clone(),
-                    started,
-                    flight: Arc::clone(&ticket.flight),
-                    miss: reason.clone(),
-                    work: Some(Box::new(work)),
-                };
-                // The job completes the flight from here on (or withdraws).
-                let flight = ticket.disarm();
-                let ticket = match self.shared.pool.submit(job) {
-                    Ok(ticket) => ticket,
-                    Err(QueueFull(job)) => {
-                        job.withdraw(Withdrawal::QueueFull);
-                        return Dispatch::Interpret {
-                            reason: FallbackReason::CompileQueueFull,
-                        };
-                    }
+                let Some((flight, ticket)) = self.submit(ticket, reason.clone(), work, true) else {
+                    return Dispatch::Interpret {
+                        reason: FallbackReason::CompileQueueFull,
+                    };
                 };
                 let position = Position::Queued {
                     ahead: self.shared.pool.ahead(ticket),
@@ -510,6 +507,87 @@ impl<E: Executable> JitCache<E> {
                 }
             }
         }
+    }
+
+    /// Submits `work`, the compile that `ticket` is to finish, to the
+    /// background pool: the queued job completes the flight from then on.
+    /// Returns the flight and the job's ticket, or `None` when the queue is
+    /// full (the compile is withdrawn; the submitting call `interprets`, or
+    /// runs compiled code).
+    fn submit<W>(
+        &self,
+        ticket: CompileTicket<'_, E>,
+        miss: MissReason,
+        work: W,
+        interprets: bool,
+    ) -> Option<(Arc<Flight<CompileResult<E>>>, u64)>
+    where
+        W: FnOnce() -> Result<E, CompileFailure> + Send + 'static,
+    {
+        let job = QueuedCompile {
+            cache: Arc::downgrade(&self.shared),
+            func: ticket.func.clone(),
+            sig: ticket.sig.clone(),
+            call: ticket.call.clone(),
+            started: ticket.started,
+            flight: Arc::clone(&ticket.flight),
+            miss,
+            work: Some(Box::new(work)),
+        };
+        let flight = ticket.disarm();
+        match self.shared.pool.submit(job) {
+            Ok(queued) => Some((flight, queued)),
+            Err(QueueFull(job)) => {
+                job.withdraw(Withdrawal::QueueFull { interprets });
+                None
+            }
+        }
+    }
+
+    /// Queues the compile of `sig`, a hot size that a variant with dynamic
+    /// dims serves (this call runs that variant): `prepare` runs here as
+    /// for a miss, and its result is cached like a queued miss's. Nothing
+    /// waits for it; a failure is remembered like any other, and the
+    /// dynamic variant keeps serving `sig`.
+    #[cold]
+    fn specialize<P, W>(
+        &self,
+        func: &FunctionId,
+        sig: &Signature,
+        specialization: Specialization<E>,
+        prepare: P,
+    ) where
+        P: FnOnce(&Signature) -> Result<Prepared<E, W>, CompileFailure>,
+        W: FnOnce() -> Result<E, CompileFailure> + Send + 'static,
+    {
+        let Specialization {
+            started,
+            flight,
+            reason,
+        } = specialization;
+        tracing::debug!(
+            target: "jit_cache",
+            function = %func,
+            signature = %sig,
+            "{func}: compiling {sig} in the background: {reason}"
+        );
+        let ticket = CompileTicket::new(self, func, (sig, sig), started, flight);
+        let start = Instant::now();
+        // The call runs the dynamic variant: it takes no result from here.
+        let _served_meanwhile = match caught(|| prepare(sig)) {
+            Ok(Prepared::Queue(work)) => {
+                if let Some((flight, queued)) = self.submit(ticket, reason, work, false) {
+                    self.lock()
+                        .queued(func, sig, started.generation, &flight, queued, false);
+                }
+                return;
+            }
+            Ok(Prepared::Ready(exe)) => {
+                let bytes = exe.size_bytes();
+                ticket.finish(Ok((Arc::new(exe), bytes)), start.elapsed(), reason)
+            }
+            Err(error) => ticket.finish(Err(error), start.elapsed(), reason),
+        };
     }
 
     /// Whether a queueing miss waits for the compile of `sig` at `position`
@@ -857,6 +935,16 @@ impl<'a, E: Executable> CompileTicket<'a, E> {
                 signature = %sig,
                 "{func}: {sig} not compiled: {}. Calls with this signature run in the \
                  interpreter {}",
+                ErrorChain(&**error),
+                RetryAfter(config.failed_compile_retry_after)
+            ),
+            Err(error) if matches!(miss, MissReason::HotSize { .. }) => tracing::warn!(
+                target: "jit_cache",
+                function = %func,
+                signature = %sig,
+                setting = "CacheConfig::specialize_hot_sizes",
+                "{func}: compiling {sig}, a hot size, failed: {}. The variant with dynamic dims \
+                 keeps serving it; it is not tried again {}",
                 ErrorChain(&**error),
                 RetryAfter(config.failed_compile_retry_after)
             ),

@@ -405,6 +405,15 @@ pub enum MissReason {
     RetryAfterFailure,
     /// Another call is compiling this signature right now.
     CompileInFlight,
+    /// Not a miss: a signature with dynamic dims serves this one, which is
+    /// hot, so its own (static, faster) signature compiles in the
+    /// background ([`CacheConfig::specialize_hot_sizes`](crate::CacheConfig::specialize_hot_sizes)).
+    HotSize {
+        /// The signature with dynamic dims that served it.
+        served_by: Box<Signature>,
+        /// Its recent calls, as admission counts them.
+        calls: u32,
+    },
 }
 
 impl fmt::Display for MissReason {
@@ -419,6 +428,10 @@ impl fmt::Display for MissReason {
                 write!(f, "{}; evicted earlier: {cause}", join(differences))
             }
             MissReason::NothingCached => f.write_str("nothing cached for this function"),
+            MissReason::HotSize { served_by, calls } => write!(
+                f,
+                "hot size: {calls} recent calls served by {served_by}; its own variant is faster"
+            ),
             MissReason::CompileFailedEarlier {
                 error,
                 retry_in_calls: u64::MAX,

@@ -126,6 +126,18 @@ impl<E> FunctionCache<E> {
         self.entries.get_mut(general).map(|entry| used(entry, true))
     }
 
+    /// The cached signature with dynamic dims that serves `sig` (as
+    /// [`hit`](Self::hit) finds it, without touching it), and its bytes.
+    pub(crate) fn serving(&self, sig: &Signature) -> Option<(&Signature, usize)> {
+        let general = self
+            .dynamic
+            .iter()
+            .find(|general| general.generalizes(sig))?;
+        self.entries
+            .peek(general)
+            .map(|entry| (general, entry.bytes))
+    }
+
     /// The recent count of the least frequent entry (the least recently
     /// used among equals).
     pub(crate) fn least_frequent(&self, epoch: u64) -> Option<u32> {

@@ -110,10 +110,11 @@ impl fmt::Display for CacheStats {
                 writeln!(
                     f,
                     "dynamic dims: {}: {generalization} (dynamic compiles: {}; calls served by \
-                     dynamic dims: {})",
+                     dynamic dims: {}; hot sizes specialized: {})",
                     s.function.name(),
                     s.counters.generalizations,
-                    s.counters.dynamic_hits
+                    s.counters.dynamic_hits,
+                    s.counters.specializations
                 )?;
             }
         }

@@ -57,8 +57,25 @@ pub(crate) struct Note {
 /// What a call does, decided under the lock.
 #[derive(Debug)]
 pub(crate) enum Step<E> {
-    Hit { exe: Arc<E>, notes: Vec<Note> },
+    Hit {
+        exe: Arc<E>,
+        notes: Vec<Note>,
+        /// The call's size is hot and a variant with dynamic dims served
+        /// it: the call queues the compile of its own signature.
+        specialize: Option<Box<Specialization<E>>>,
+    },
     Miss(Miss<E>),
+}
+
+/// The compile of a hot size's own signature, beside the variant with
+/// dynamic dims that serves it meanwhile ([`CacheConfig::specialize_hot_sizes`]).
+/// It is in flight from now on: the call queues it (or completes it).
+#[derive(Debug)]
+pub(crate) struct Specialization<E> {
+    pub(crate) started: Started,
+    pub(crate) flight: Arc<Flight<CompileResult<E>>>,
+    /// Why it compiles ([`MissReason::HotSize`]).
+    pub(crate) reason: MissReason,
 }
 
 /// A miss: why, and what the call does about it.
@@ -130,8 +147,10 @@ pub(crate) enum Caller {
 /// Why a queued compile does not run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Withdrawal {
-    /// The queue was full when it was submitted.
-    QueueFull,
+    /// The queue was full when it was submitted; the call that submitted
+    /// it `interprets` (a miss), or runs compiled code (a hot size's
+    /// specialization).
+    QueueFull { interprets: bool },
     /// Its function was evicted, or the cache dropped, before it ran.
     NotWanted,
 }
@@ -344,7 +363,7 @@ impl<E> FunctionState<E> {
         &mut self,
         sig: &Signature,
         tick: u64,
-        total: &mut Counters,
+        (total, budget): (&mut Counters, &Budget),
         compiled: &Mean,
         config: &CacheConfig,
         caller: Caller,
@@ -367,12 +386,73 @@ impl<E> FunctionState<E> {
             if let Some(change) = hit.settled.and_then(|s| self.settle(s)) {
                 self.note(&mut notes, change);
             }
+            let specialize =
+                (hit.dynamic && caller == Caller::Background && config.specialize_hot_sizes)
+                    .then(|| self.specialize_if_hot(sig, call, total, budget))
+                    .flatten();
             return Step::Hit {
                 exe: hit.exe,
                 notes,
+                specialize,
             };
         }
         self.miss(sig, call, notes, total, compiled, config, caller)
+    }
+
+    /// Counts a call of `sig` that a variant with dynamic dims served; once
+    /// `sig` is hot (as admission counts it: called more than once every
+    /// capacity + 1 calls recently), starts the compile of its own
+    /// signature, if the function's cache and the global budgets have room
+    /// for one more entry of the serving variant's size, and it is not
+    /// compiling or failed already.
+    fn specialize_if_hot(
+        &mut self,
+        sig: &Signature,
+        call: u64,
+        total: &mut Counters,
+        budget: &Budget,
+    ) -> Option<Box<Specialization<E>>> {
+        let calls = self
+            .admission
+            .record_served(sig.precomputed_hash(), call)
+            .saturating_add(1);
+        if calls < self.admission.hot(call)
+            || self.in_flight.contains_key(sig)
+            || self.cache.len() >= self.cache.capacity()
+        {
+            return None;
+        }
+        let (serving, bytes) = self.cache.serving(sig)?;
+        if !budget.has_room(bytes) {
+            return None;
+        }
+        if let FailureCheck::Blocked { .. } = self.failures.check(sig) {
+            return None;
+        }
+        let reason = MissReason::HotSize {
+            served_by: Box::new(serving.clone()),
+            calls,
+        };
+        let flight = Flight::new();
+        self.in_flight.insert(
+            sig.clone(),
+            InFlight {
+                flight: Arc::clone(&flight),
+                call: sig.clone(),
+                progress: Progress::Preparing,
+            },
+        );
+        self.counters.specializations += 1;
+        total.specializations += 1;
+        Some(Box::new(Specialization {
+            started: Started {
+                generation: self.generation,
+                admitted: None,
+                caller: Caller::Background,
+            },
+            flight,
+            reason,
+        }))
     }
 
     #[cold]
@@ -775,7 +855,7 @@ impl<E> CacheState<E> {
             return Some(state.call(
                 sig,
                 self.tick,
-                &mut self.total,
+                (&mut self.total, &self.budget),
                 &self.compiled,
                 config,
                 caller,
@@ -795,7 +875,7 @@ impl<E> CacheState<E> {
         Some(state.call(
             sig,
             self.tick,
-            &mut self.total,
+            (&mut self.total, &self.budget),
             &self.compiled,
             config,
             caller,
@@ -1076,10 +1156,13 @@ impl<E> CacheState<E> {
         generation: u64,
         why: Withdrawal,
     ) {
-        let queue_full = why == Withdrawal::QueueFull;
+        let (queue_full, interprets) = match why {
+            Withdrawal::QueueFull { interprets } => (true, interprets),
+            Withdrawal::NotWanted => (false, false),
+        };
         self.total.compiles_withdrawn += u64::from(!queue_full);
         self.total.queue_full += u64::from(queue_full);
-        self.total.fallback_calls += u64::from(queue_full);
+        self.total.fallback_calls += u64::from(interprets);
         if let Some(state) = self
             .functions
             .get_mut(func)
@@ -1088,7 +1171,7 @@ impl<E> CacheState<E> {
             state.in_flight.remove(sig);
             state.counters.compiles_withdrawn += u64::from(!queue_full);
             state.counters.queue_full += u64::from(queue_full);
-            state.counters.fallback_calls += u64::from(queue_full);
+            state.counters.fallback_calls += u64::from(interprets);
         }
     }
 

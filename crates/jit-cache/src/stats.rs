@@ -65,6 +65,11 @@ pub struct Counters {
     pub generalizations: u64,
     /// Hits served by a signature with dynamic dims (part of `hits`).
     pub dynamic_hits: u64,
+    /// Hot sizes that a signature with dynamic dims served, whose own
+    /// signature was then compiled in the background beside it
+    /// ([`CacheConfig::specialize_hot_sizes`](crate::CacheConfig::specialize_hot_sizes));
+    /// once queued, part of `compiles_queued`.
+    pub specializations: u64,
     /// Entries cached now.
     pub live_entries: usize,
     /// Bytes of the executables cached now.

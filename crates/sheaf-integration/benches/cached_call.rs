@@ -9,7 +9,9 @@
 //! difference is the JIT's own work: building the signature, the cache
 //! lookup, and wrapping values. Two more pairs start from a host array: with
 //! the upload cache off (both sides copy it to the device on every call),
-//! and on (the JIT copies the same array once).
+//! and on (the JIT copies the same array once). A last pair times the
+//! device-tensor hit in `CompileMode::Background`, whose misses queue their
+//! compiles: a hit there must cost what it costs in `Blocking` mode.
 
 use std::time::Instant;
 
@@ -63,6 +65,13 @@ fn main() {
             .unwrap(),
     )
     .unwrap();
+    let background = JitRuntime::new(
+        config()
+            .compile(|compile| compile.mode = CompileMode::Background)
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
     let sigmoid = reference::sigmoid();
     let host = ArrayD::from_shape_vec(IxDyn(&[1, 5]), vec![-2.0f32, -0.5, 0.0, 0.75, 3.0]).unwrap();
 
@@ -101,6 +110,13 @@ fn main() {
     let raw_device = time(|| {
         std::hint::black_box(raw.call(&raw_args).unwrap());
     });
+    while let Dispatched::Interpret(_) = background.dispatch(&sigmoid, &jit_args, &[]).unwrap() {
+        assert!(background.wait_for_compiles(std::time::Duration::from_secs(600)));
+    }
+    let background_device = time(|| {
+        let provenance = dispatch(&background, &sigmoid, &jit_args);
+        debug_assert_eq!(provenance, Provenance::Compiled(Origin::Hit));
+    });
     let host_args = [Value::from(host.clone())];
     dispatch(&no_uploads, &sigmoid, &host_args);
     let jit_host = time(|| {
@@ -122,6 +138,7 @@ fn main() {
     println!("sigmoid f32[1,5] on local-sync, {SAMPLES} samples each");
     for (label, jit, raw) in [
         ("device tensor in", &jit_device, &raw_device),
+        ("same, Background", &background_device, &raw_device),
         ("host array in", &jit_host, &raw_host),
         ("host array, cached", &jit_host_cached, &raw_host),
     ] {

@@ -1,45 +1,76 @@
 //! Benchmark (not a test): what a variant with dynamic dims costs per call
-//! against the static variant of the same shape, for `mlp_layer` (x
-//! f32[b,256] · W f32[256,256] + bias, relu) and `softmax` (f32[b,1024]) at
-//! b = 1, 16 and 128, local-sync, device tensors in and out.
+//! against the static variant of the same shape, and what a hot size costs
+//! once it is specialized (`CacheConfig::specialize_hot_sizes`: its own
+//! static variant compiled in the background beside the dynamic one), for
+//! `mlp_layer` (x f32[b,256] · W f32[256,256] + bias, relu) and `softmax`
+//! (f32[b,1024]) at b = 1, 16 and 128, local-sync, device tensors in and
+//! out.
 //!
 //! ```sh
 //! cargo bench -p sheaf-integration --bench dynamic
 //! ```
 //!
-//! Rounds alternate between the two runtimes so that the machine's drift
-//! hits both alike; the p50 is over all rounds.
+//! Three runtimes: static shapes only; dynamic dims with specialization
+//! off (the batch served by the dynamic variant); and the default, where the
+//! batch, called until it is hot, got its own variant. Rounds alternate
+//! between them so that the machine's drift hits all alike; the p50 is over
+//! all rounds.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, Dimension, IxDyn};
 use sheaf_integration::{
     reference, CapturedScalar, CompileMode, DiskCacheFolder, Dispatched, JitConfig, JitFunction,
-    JitRuntime, Origin, Provenance, Tensor, Value,
+    JitRuntime, Provenance, Tensor, Value,
 };
 
 const ROUNDS: usize = 10;
 const PER_ROUND: usize = 1_000;
 
-fn runtime(dynamic: bool) -> JitRuntime {
+/// How a runtime treats the batch dim.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shapes {
+    /// Every batch size is its own variant.
+    Static,
+    /// A dim that varies gets one dynamic variant, which serves every size.
+    Dynamic,
+    /// As `Dynamic`, and a hot size gets its own variant beside it (the
+    /// default; its compiles run in the background).
+    HotSpecialized,
+}
+
+fn runtime(shapes: Shapes) -> JitRuntime {
     let config = JitConfig::builder()
         .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
-        .compile(|compile| compile.mode = CompileMode::Blocking)
-        .cache(|cache| cache.dynamic_dims = dynamic)
+        .compile(|compile| {
+            if shapes != Shapes::HotSpecialized {
+                compile.mode = CompileMode::Blocking;
+            }
+        })
+        .cache(|cache| {
+            cache.dynamic_dims = shapes != Shapes::Static;
+            cache.specialize_hot_sizes = shapes == Shapes::HotSpecialized;
+        })
         .build()
         .expect("valid settings");
     JitRuntime::new(config).expect("the local-sync runtime opens")
 }
 
+/// Calls `f` until it runs compiled (a background miss is interpreted
+/// until its compile is done); how it ran.
 fn call(
     jit: &JitRuntime,
     f: &JitFunction,
     args: &[Value],
     captured: &[CapturedScalar],
 ) -> Provenance {
-    match jit.dispatch(f, args, captured).expect("the call runs") {
-        Dispatched::Compiled(compiled) => std::hint::black_box(compiled).provenance,
-        Dispatched::Interpret(why) => panic!("interpreted: {why}"),
+    loop {
+        match jit.dispatch(f, args, captured).expect("the call runs") {
+            Dispatched::Compiled(compiled) => return std::hint::black_box(compiled).provenance,
+            Dispatched::Interpret(_) => {
+                assert!(jit.wait_for_compiles(Duration::from_secs(600)));
+            }
+        }
     }
 }
 
@@ -61,34 +92,63 @@ fn p50(mut samples: Vec<u64>) -> f64 {
     samples[samples.len() / 2] as f64 / 1000.0
 }
 
-/// p50 per call in µs of the static and the dynamic variant of `f` at
-/// `shapes` (whose dim 0 of arg 0 is the batch).
-fn compare(f: &JitFunction, shapes: &[&[usize]], captured: &[CapturedScalar]) -> (f64, f64) {
-    let (fixed, general) = (runtime(false), runtime(true));
-    let args = (device_args(&fixed, shapes), device_args(&general, shapes));
-    // The dynamic runtime sees another batch size first, so that this one
-    // is served by the variant with a dynamic batch.
+/// `shapes` with the batch (dim 0 of arg 0) `more` larger.
+fn other_batch(shapes: &[&[usize]], more: usize) -> Vec<Vec<usize>> {
     let mut other: Vec<Vec<usize>> = shapes.iter().map(|s| s.to_vec()).collect();
-    other[0][0] += 1;
-    let other: Vec<&[usize]> = other.iter().map(Vec::as_slice).collect();
-    call(&general, f, &device_args(&general, &other), captured);
-    assert!(matches!(
-        call(&fixed, f, &args.0, captured),
-        Provenance::Compiled(Origin::CompiledNow { .. })
-    ));
-    assert!(matches!(
-        call(&general, f, &args.1, captured),
-        Provenance::Compiled(Origin::CompiledNow { .. })
-    ));
-    assert_eq!(
-        general.stats().total.generalizations,
-        1,
-        "{}",
-        general.stats()
-    );
-    let (mut a, mut b) = (Vec::new(), Vec::new());
+    other[0][0] += more;
+    other
+}
+
+/// Brings `jit` to where the call at `shapes` is measured: for dynamic
+/// dims, other batch sizes came first, so that this one is served by the
+/// variant with a dynamic batch; when hot sizes are specialized, it is then
+/// called until it is hot and its own variant is compiled.
+fn warm(
+    jit: &JitRuntime,
+    shapes: (Shapes, &[&[usize]]),
+    f: &JitFunction,
+    args: &[Value],
+    captured: &[CapturedScalar],
+) {
+    let (kind, shapes) = shapes;
+    if kind != Shapes::Static {
+        for more in 1..=2 {
+            let other = other_batch(shapes, more);
+            let other: Vec<&[usize]> = other.iter().map(Vec::as_slice).collect();
+            call(jit, f, &device_args(jit, &other), captured);
+        }
+    }
+    call(jit, f, args, captured);
+    if kind != Shapes::Static {
+        assert_eq!(jit.stats().total.generalizations, 1, "{}", jit.stats());
+    }
+    if kind == Shapes::HotSpecialized {
+        while jit.stats().total.specializations == 0 {
+            call(jit, f, args, captured);
+        }
+        assert!(jit.wait_for_compiles(Duration::from_secs(600)));
+        let dynamic_hits = jit.stats().total.dynamic_hits;
+        call(jit, f, args, captured);
+        assert_eq!(jit.stats().total.dynamic_hits, dynamic_hits, "specialized");
+    }
+}
+
+/// p50 per call in µs of `f` at `shapes` (whose dim 0 of arg 0 is the
+/// batch) with static shapes, the dynamic variant, and the hot size
+/// specialized.
+fn compare(f: &JitFunction, shapes: &[&[usize]], captured: &[CapturedScalar]) -> [f64; 3] {
+    let kinds = [Shapes::Static, Shapes::Dynamic, Shapes::HotSpecialized];
+    let runtimes = kinds.map(runtime);
+    let args: Vec<Vec<Value>> = runtimes
+        .iter()
+        .map(|jit| device_args(jit, shapes))
+        .collect();
+    for ((jit, kind), args) in runtimes.iter().zip(kinds).zip(&args) {
+        warm(jit, (kind, shapes), f, args, captured);
+    }
+    let mut samples: [Vec<u64>; 3] = Default::default();
     for _ in 0..ROUNDS {
-        for (jit, args, samples) in [(&fixed, &args.0, &mut a), (&general, &args.1, &mut b)] {
+        for ((jit, args), samples) in runtimes.iter().zip(&args).zip(&mut samples) {
             for _ in 0..PER_ROUND {
                 let start = Instant::now();
                 call(jit, f, args, captured);
@@ -96,8 +156,8 @@ fn compare(f: &JitFunction, shapes: &[&[usize]], captured: &[CapturedScalar]) ->
             }
         }
     }
-    assert!(general.stats().total.dynamic_hits >= (ROUNDS * PER_ROUND) as u64);
-    (p50(a), p50(b))
+    assert!(runtimes[1].stats().total.dynamic_hits >= (ROUNDS * PER_ROUND) as u64);
+    samples.map(p50)
 }
 
 /// One row: a function and its argument shapes (batch first).
@@ -109,10 +169,13 @@ struct Case<'a> {
 }
 
 fn main() {
-    println!("per-call p50 (µs), static variant vs the variant with a dynamic batch dim");
     println!(
-        "{:<34} {:>10} {:>10} {:>8}",
-        "call", "static", "dynamic", "ratio"
+        "per-call p50 (µs): static shapes only, the variant with a dynamic batch dim, and the \
+         hot batch specialized beside it"
+    );
+    println!(
+        "{:<34} {:>10} {:>10} {:>10} {:>14} {:>10}",
+        "call", "static", "dynamic", "hot", "dynamic/static", "hot/static"
     );
     let (mlp, softmax) = (reference::mlp_layer(), reference::softmax());
     let t = [reference::temperature(1.0)];
@@ -133,11 +196,12 @@ fn main() {
         ];
         for case in cases {
             let shapes: Vec<&[usize]> = case.shapes.iter().map(Vec::as_slice).collect();
-            let (fixed, general) = compare(case.function, &shapes, case.captured);
+            let [fixed, general, hot] = compare(case.function, &shapes, case.captured);
             println!(
-                "{:<34} {fixed:>10.1} {general:>10.1} {:>7.2}x",
+                "{:<34} {fixed:>10.1} {general:>10.1} {hot:>10.1} {:>13.2}x {:>9.2}x",
                 case.label,
-                general / fixed
+                general / fixed,
+                hot / fixed
             );
         }
     }

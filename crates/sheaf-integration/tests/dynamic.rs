@@ -6,11 +6,13 @@
 
 mod support;
 
+use std::time::Duration;
+
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    mlir, CallResult, ErrorChain, JitError, JitFunction, JitRuntime, Lowered, Origin, Precompile,
-    Provenance, Value,
+    mlir, CallResult, DiskCacheFolder, ErrorChain, JitConfig, JitError, JitFunction, JitRuntime,
+    Lowered, Origin, Precompile, Provenance, Value,
 };
 use support::{array, assert_close, jit};
 
@@ -55,6 +57,65 @@ fn every_batch_size_runs_the_dynamic_variant_correctly() {
         3,
         "the exact entry served it"
     );
+}
+
+#[test]
+fn a_hot_batch_size_gets_static_code_that_agrees_with_the_dynamic_variant() {
+    // Background mode (the default): misses run in the interpreter while
+    // they compile; a hot size's static variant compiles beside the dynamic
+    // one while the dynamic one serves it.
+    let config = JitConfig::builder().disk(|disk| disk.folder = DiskCacheFolder::Disabled);
+    let jit = JitRuntime::new(config.build().unwrap()).unwrap();
+    let settle = || assert!(jit.wait_for_compiles(Duration::from_secs(300)));
+    let (w, b) = (Value::from(array(&[8, 4], 1)), Value::from(array(&[4], 2)));
+    for (i, batch) in [5, 3, 7].into_iter().enumerate() {
+        mlp_call(&jit, array(&[batch, 8], 20 + i as u32), &w, &b).unwrap();
+        settle();
+    }
+    assert_eq!(jit.stats().total.generalizations, 1, "{}", jit.stats());
+    let x = array(&[16, 8], 30);
+    let expected =
+        reference::interpret_mlp_layer(&[x.clone().into(), w.clone(), b.clone()]).unwrap();
+    let mut dynamic_calls = 0;
+    let from_the_dynamic_variant = loop {
+        let before = jit.stats().total.dynamic_hits;
+        let result = mlp_call(&jit, x.clone(), &w, &b).unwrap();
+        assert_eq!(result.provenance, Provenance::Compiled(Origin::Hit));
+        assert_eq!(jit.stats().total.dynamic_hits, before + 1, "served dynamic");
+        assert_close(&result.outputs[0], &expected[0], "dynamic, batch 16");
+        dynamic_calls += 1;
+        if jit.stats().total.specializations == 1 {
+            break result.outputs[0].clone();
+        }
+        assert!(dynamic_calls < 64, "batch 16 is hot by now");
+    };
+    settle();
+    let dynamic_hits = jit.stats().total.dynamic_hits;
+    for seed in [30, 31] {
+        let x = array(&[16, 8], seed);
+        let expected =
+            reference::interpret_mlp_layer(&[x.clone().into(), w.clone(), b.clone()]).unwrap();
+        let result = mlp_call(&jit, x, &w, &b).unwrap();
+        assert_eq!(result.provenance, Provenance::Compiled(Origin::Hit));
+        assert_close(&result.outputs[0], &expected[0], "static, batch 16");
+        if seed == 30 {
+            assert_close(
+                &result.outputs[0],
+                &from_the_dynamic_variant,
+                "static and dynamic code agree",
+            );
+        }
+    }
+    let stats = jit.stats();
+    assert_eq!(
+        stats.total.dynamic_hits, dynamic_hits,
+        "the static variant served: {stats}"
+    );
+    assert_eq!(stats.total.compiles, 4, "5, 3, any, then 16: {stats}");
+    // Another size still runs the dynamic variant, correctly.
+    let result = mlp_call(&jit, array(&[17, 8], 40), &w, &b).unwrap();
+    assert_eq!(result.provenance, Provenance::Compiled(Origin::Hit));
+    assert_eq!(jit.stats().total.dynamic_hits, dynamic_hits + 1);
 }
 
 #[test]

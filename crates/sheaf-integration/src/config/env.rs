@@ -143,6 +143,12 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
         apply: |config, var| set(&mut config.cache.dynamic_dims_after, var.number()),
     },
     EnvVariable {
+        name: "SHEAF_JIT_SPECIALIZE_HOT_SIZES",
+        meaning: "`on`: a size of a dynamic dim called more than once every capacity + 1 calls gets its own static variant, compiled in the background beside the dynamic one (never evicting); `off`: the dynamic variant serves every size",
+        default: "`on`",
+        apply: |config, var| set(&mut config.cache.specialize_hot_sizes, var.switch()),
+    },
+    EnvVariable {
         name: "SHEAF_JIT_STATIC_SHAPES",
         meaning: "functions (names, `,`-separated) that never get dynamic dims",
         default: "none",
@@ -475,6 +481,7 @@ mod tests {
         ("SHEAF_JIT_FAILED_RETRY", "7", Some(b"never")),
         ("SHEAF_JIT_DYNAMIC_DIMS", "off", Some(b"maybe")),
         ("SHEAF_JIT_DYNAMIC_DIMS_AFTER", "3", Some(b"x")),
+        ("SHEAF_JIT_SPECIALIZE_HOT_SIZES", "off", Some(b"sometimes")),
         ("SHEAF_JIT_STATIC_SHAPES", "softmax", Some(b"soft\xffmax")),
         ("SHEAF_JIT_COMPILER", "subprocess", Some(b"gpu")),
         ("SHEAF_JIT_CACHE_DIR", "/c", None),
@@ -560,6 +567,7 @@ mod tests {
             ("SHEAF_JIT_FAILED_RETRY", "7"),
             ("SHEAF_JIT_DYNAMIC_DIMS", "off"),
             ("SHEAF_JIT_DYNAMIC_DIMS_AFTER", "3"),
+            ("SHEAF_JIT_SPECIALIZE_HOT_SIZES", "off"),
             ("SHEAF_JIT_STATIC_SHAPES", "softmax, mlp_layer,"),
             ("SHEAF_JIT_COMPILER", "subprocess"),
             ("SHEAF_JIT_CACHE_DIR", "/c"),
@@ -599,6 +607,7 @@ mod tests {
         );
         assert_eq!(cache.policy, CachePolicy::LruCoolDown);
         assert_eq!((cache.dynamic_dims, cache.dynamic_dims_after), (false, 3));
+        assert!(!cache.specialize_hot_sizes);
         let mut static_shapes: Vec<_> = cache.static_shape_functions.iter().collect();
         static_shapes.sort();
         assert_eq!(static_shapes, ["mlp_layer", "softmax"]);
