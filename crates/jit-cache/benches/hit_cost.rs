@@ -2,7 +2,9 @@
 //! clone, for 1-, 3- and 8-argument signatures, single-threaded and with 8
 //! threads contending for the same cache, under each cache policy in the
 //! same run; then, with entries with dynamic dims cached, an exact hit and a
-//! hit served by a dynamic entry next to the static-only figure.
+//! hit served by a dynamic entry next to the static-only figure; then what
+//! counting hot sizes costs a ragged batch's dynamic hits in
+//! `get_or_queue` (`CacheConfig::specialize_hot_sizes` off and on).
 //!
 //! Run: `cargo bench -p jit-cache --bench hit_cost` (optionally followed by
 //! `-- ITERATIONS`, default 2,000,000 per measurement). A benchmark reports
@@ -15,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use jit_cache::{
     CacheConfig, CachePolicy, CapturedScalar, CompileFailure, DType, Dispatch, Executable,
-    FunctionId, JitCache, Signature,
+    FunctionId, JitCache, Prepared, Signature,
 };
 
 struct Exe(usize);
@@ -252,6 +254,7 @@ fn main() {
          thread's time per hit, aggregate = wall time / total hits."
     );
     dynamic_dims(iters);
+    ragged_dynamic_hits(iters);
 }
 
 /// Hits with entries with dynamic dims cached, next to static only, under
@@ -296,4 +299,57 @@ fn dynamic_dims(iters: u64) {
             served / base
         );
     }
+}
+
+/// `get_or_queue` hits of batch sizes 1..=128 in turn, all served by one
+/// entry with a dynamic batch dim (x f32[?,256]), with hot sizes counted
+/// (`specialize_hot_sizes`, the default) and not: what the count costs a
+/// ragged batch, which has no hot size. Median of interleaved rounds.
+fn ragged_dynamic_hits(iters: u64) {
+    const ROUNDS: u64 = 21;
+    let sizes: Vec<Signature> = (1..=128)
+        .map(|b| Signature::builder().arg(DType::F32, &[b, 256]).build())
+        .collect();
+    let f = FunctionId::new("mlp", 1).with_dynamic_dims();
+    let caches = [false, true].map(|specialize_hot_sizes| {
+        let cache = JitCache::new(CacheConfig {
+            specialize_hot_sizes,
+            ..CacheConfig::default()
+        })
+        .expect("default settings are valid");
+        let general = sizes[0].with_dynamic_dims(&[(0, 0)]);
+        let _ = cache.get_or_compile(&f, &general, |_| Ok(Exe(16 << 10)));
+        cache
+    });
+    let ragged = |cache: &JitCache<Exe>, iters: u64| {
+        let start = Instant::now();
+        for sig in sizes.iter().cycle().take(iters as usize) {
+            let prepare = |_: &Signature| -> Result<Prepared<Exe, fn() -> _>, CompileFailure> {
+                unreachable!("no size of a uniform batch is hot")
+            };
+            match cache.get_or_queue(&f, black_box(sig), prepare) {
+                Dispatch::Compiled { exe, .. } => {
+                    black_box(&exe);
+                }
+                Dispatch::Interpret { .. } => unreachable!("the dynamic entry serves every size"),
+            }
+        }
+        start.elapsed()
+    };
+    let per_round = (iters / ROUNDS).max(1);
+    let mut rounds = [Vec::new(), Vec::new()];
+    for _ in 0..ROUNDS {
+        for (cache, samples) in caches.iter().zip(&mut rounds) {
+            samples.push(ns(ragged(cache, per_round), per_round));
+        }
+    }
+    let [off, on] = rounds.map(|mut samples| {
+        samples.sort_by(f64::total_cmp);
+        samples[samples.len() / 2]
+    });
+    println!(
+        "\nragged batch (sizes 1..=128 in turn) served by one dynamic entry, get_or_queue, ns per \
+         hit: hot sizes not counted {off:.1}, counted {on:.1} ({:.2}x)",
+        on / off
+    );
 }
