@@ -21,12 +21,12 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
 
 use super::behind::Behind;
 use super::bump;
 use super::entry::{self, ReadOutcome, ENTRY_EXTENSION, HEADER_LEN, TEMP_PREFIX};
 use super::key::ArtifactKey;
+use super::listing::{self, Listed};
 use super::policy_files::PolicyFiles;
 #[cfg(feature = "remote")]
 use super::remote::{RemoteStats, RemoteTier};
@@ -35,9 +35,6 @@ use super::verified::VerifiedArtifact;
 use crate::error::ErrorChain;
 use crate::learned::{LearnedPolicy, PolicyScope};
 use crate::single_flight::Flight;
-
-/// Keep temporary files of crashed writers at most this long.
-const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
 
 /// The file beside `vmfb/` naming the builder of the entries
 /// ([`ArtifactStore::record_builder`]).
@@ -721,50 +718,8 @@ impl Folder {
 
     /// Every entry in the folder, and the temporary files of writers at
     /// work (they take space too); deletes those left by crashed writers on
-    /// the way. Links and other non-regular files are not counted.
-    fn scan(&self) -> Vec<ScannedEntry> {
-        let Ok(listing) = fs::read_dir(&self.entries) else {
-            return Vec::new();
-        };
-        let now = SystemTime::now();
-        let mut entries = Vec::new();
-        for item in listing.flatten() {
-            // Of the item itself: links are not followed.
-            let Ok(metadata) = item.metadata() else {
-                continue;
-            };
-            if !metadata.is_file() {
-                continue;
-            }
-            let used = metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-            let path = item.path();
-            let temporary = item.file_name().to_string_lossy().starts_with(TEMP_PREFIX);
-            if temporary
-                && now
-                    .duration_since(used)
-                    .is_ok_and(|age| age > STALE_TEMPORARY)
-            {
-                let _ = fs::remove_file(&path);
-                continue;
-            }
-            if temporary || path.extension().is_some_and(|e| e == ENTRY_EXTENSION) {
-                entries.push(ScannedEntry {
-                    path,
-                    len: metadata.len(),
-                    used,
-                    temporary,
-                });
-            }
-        }
-        entries
+    /// the way.
+    fn scan(&self) -> Vec<Listed> {
+        listing::list(&self.entries, ENTRY_EXTENSION)
     }
-}
-
-#[derive(Debug)]
-struct ScannedEntry {
-    path: PathBuf,
-    len: u64,
-    used: SystemTime,
-    /// A writer's file: counted, never evicted.
-    temporary: bool,
 }

@@ -40,6 +40,7 @@ mod behind;
 mod breaker;
 mod entry;
 mod key;
+mod listing;
 mod policy_files;
 #[cfg(feature = "remote")]
 mod redis;

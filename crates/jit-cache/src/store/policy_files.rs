@@ -29,11 +29,12 @@ use std::fs;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 
 use super::entry::TEMP_PREFIX;
+use super::listing;
 use super::trust::{self, open_file, Owners, StoreError, CLOSE_FILE};
 use crate::error::ErrorChain;
 use crate::learned::{LearnedPolicy, PolicyFileError, PolicyScope};
@@ -47,9 +48,6 @@ const POLICY_EXTENSION: &str = "policy";
 /// Policy files kept at most; beyond, the least recently used go (down to
 /// 90 %).
 pub const MAX_POLICY_FILES: usize = 1024;
-
-/// Keep temporary files of killed writers at most this long.
-const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
 
 /// Bumped whenever what goes into a policy file's name changes meaning.
 const DOMAIN: &str = "sheaf-jit/policy-file-v1";
@@ -247,30 +245,11 @@ fn write(folder: &Path, path: &Path, text: &str) -> io::Result<()> {
 /// The policy files in `folder`, with when each was last used; deletes
 /// the temporary files of killed writers on the way.
 fn scan(folder: &Path) -> Vec<(SystemTime, PathBuf)> {
-    let Ok(listing) = fs::read_dir(folder) else {
-        return Vec::new();
-    };
-    let now = SystemTime::now();
-    let mut files = Vec::new();
-    for item in listing.flatten() {
-        // Of the item itself: links are not followed.
-        let Ok(metadata) = item.metadata() else {
-            continue;
-        };
-        if !metadata.is_file() {
-            continue;
-        }
-        let used = metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-        let path = item.path();
-        if item.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
-            if now.duration_since(used).unwrap_or_default() > STALE_TEMPORARY {
-                let _ = fs::remove_file(&path);
-            }
-        } else if path.extension().is_some_and(|e| e == POLICY_EXTENSION) {
-            files.push((used, path));
-        }
-    }
-    files
+    listing::list(folder, POLICY_EXTENSION)
+        .into_iter()
+        .filter(|file| !file.temporary)
+        .map(|file| (file.used, file.path))
+        .collect()
 }
 
 /// Deletes the least recently used policy files of `folder` down to 90 %
