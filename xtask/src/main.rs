@@ -84,7 +84,7 @@ commands:
       and whether the outputs' checksums agree (a mismatch fails). Inputs
       and the table go to target/bench-vs-jax/ (and FILE); --driver: our
       device (default JitConfig's, `auto`); --quick: fewer calls, a smoke
-      test. About 3 minutes on 2 cores once built.
+      test. 2-3 minutes on 2 cores once built.
 ";
 
 fn main() -> ExitCode {
