@@ -5,6 +5,7 @@
 //! it does and how long it took.
 
 mod aarch64;
+mod bench_vs_jax;
 mod bindings;
 mod build_iree;
 mod build_log;
@@ -74,6 +75,16 @@ commands:
   pingpong [ARGS...]
       Ensure IREE is built, then run the shape ping-pong demo (release build)
       with ARGS (try `--help`); writes target/pingpong/rss.svg.
+  bench-vs-jax [--driver local-sync|local-task] [--quick] [--out FILE]
+      Ensure IREE is built and jax[cpu]==0.10.2 installed into target/venv,
+      then run the same workloads with this JIT (release build) and with
+      JAX on the CPU, float32, no persistent compile cache on either side,
+      each side 3 times in processes of its own (the compute rows again
+      pinned to one core), and print a Markdown table: medians, the ratio,
+      and whether the outputs' checksums agree (a mismatch fails). Inputs
+      and the table go to target/bench-vs-jax/ (and FILE); --driver: our
+      device (default JitConfig's, `auto`); --quick: fewer calls, a smoke
+      test. 2-3 minutes on 2 cores once built.
 ";
 
 fn main() -> ExitCode {
@@ -92,6 +103,7 @@ fn main() -> ExitCode {
         "fuzz" => fuzz::run(rest),
         "soak" => soak::run(rest),
         "pingpong" => pingpong::run(rest),
+        "bench-vs-jax" => bench_vs_jax::run(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())

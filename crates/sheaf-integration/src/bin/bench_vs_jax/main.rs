@@ -1,0 +1,210 @@
+//! `bench_vs_jax`: this workspace's JIT (`JitRuntime::dispatch`) on the
+//! workloads that `jax_side.py` runs with JAX, one JSON object per row on
+//! stdout. `cargo xtask bench-vs-jax` runs both sides three times each and
+//! prints the table; run by hand:
+//!
+//! ```sh
+//! bench_vs_jax write-inputs target/bench-vs-jax/inputs
+//! bench_vs_jax run --inputs target/bench-vs-jax/inputs [--quick]
+//! ```
+//!
+//! Every runtime here is built from `JitConfig`'s defaults (not from the
+//! `SHEAF_JIT_*` variables, so that a run is reproducible) with the disk
+//! cache off, on the device `--driver` names (default `auto`: the CPU,
+//! `local-sync`, on a machine without a GPU). The rows:
+//!
+//! - `sigmoid` f32[1,5] warm, host array in and host array out, and chained
+//!   on the device (each output is the next input);
+//! - a new function's first result: blocking, and in background mode the
+//!   first (interpreted) result and the first compiled one;
+//! - the ping-pong (`sigmoid` on f32[1,5] and f32[1,5,1] alternately,
+//!   `softmax` f32[1,5] at temperatures 0.5 and 1.0 alternately) and the
+//!   ragged batch (`mlp_layer` at the batch sizes of
+//!   `reference::ragged_batch_sizes`): totals, compiles included;
+//! - `mlp_layer` warm at eight batch sizes in one runtime (dynamic dims on,
+//!   as by default), and `matmul` f32[512,512]², `softmax` f32[128,1024] and
+//!   `mlp_layer` f32[128,256] warm (`--rows compute`: only these three).
+
+mod fresh;
+mod inputs;
+mod matmul;
+mod row;
+mod warm;
+mod workloads;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use sheaf_integration::{
+    CapturedScalar, CompileMode, Compiled, DiskCacheFolder, Dispatched, ErrorChain, JitConfig,
+    JitFunction, JitRuntime, Value,
+};
+
+use inputs::{Counts, Inputs};
+use row::Row;
+
+const USAGE: &str = "\
+usage: bench_vs_jax write-inputs DIR
+       bench_vs_jax run --inputs DIR [--driver DRIVER] [--quick] [--rows all|compute]
+
+  write-inputs  write the inputs (raw little-endian f32 files and
+                index.json) into DIR
+  run           measure every row; print one JSON object per row
+  --inputs      the folder write-inputs wrote
+  --driver      IREE driver or device URI (default: JitConfig's, `auto`)
+  --quick       fewer calls: a smoke test, not a measurement
+  --rows        `compute`: only the matmul, softmax and mlp_layer rows";
+
+/// What every scenario needs.
+pub(crate) struct Bench {
+    pub inputs: Inputs,
+    pub counts: Counts,
+    driver: Option<String>,
+}
+
+impl Bench {
+    /// A new runtime in `mode`, with the disk cache off.
+    pub(crate) fn runtime(&self, mode: CompileMode) -> Result<JitRuntime, String> {
+        let config = JitConfig::builder()
+            .device(|device| {
+                if let Some(driver) = &self.driver {
+                    device.driver.clone_from(driver);
+                }
+            })
+            .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+            .compile(|compile| compile.mode = mode)
+            .build()
+            .map_err(|e| chain(&e))?;
+        JitRuntime::new(config).map_err(|e| chain(&e))
+    }
+}
+
+/// `error` and its causes, on one line.
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    ErrorChain(error).to_string()
+}
+
+/// `function` on `args`, which must run compiled.
+pub(crate) fn compiled(
+    jit: &JitRuntime,
+    function: &JitFunction,
+    args: &[Value],
+    captured: &[CapturedScalar],
+) -> Result<Compiled, String> {
+    match jit
+        .dispatch(function, args, captured)
+        .map_err(|e| chain(&e))?
+    {
+        Dispatched::Compiled(compiled) => Ok(compiled),
+        Dispatched::Interpret(why) => Err(format!(
+            "`{}` was not run compiled ({why}); the benchmark needs a working compiler \
+             (try `cargo xtask build-iree`)",
+            function.name()
+        )),
+    }
+}
+
+/// The options of `run`.
+struct RunOptions {
+    inputs: PathBuf,
+    driver: Option<String>,
+    quick: bool,
+    compute_only: bool,
+}
+
+impl RunOptions {
+    fn parse(args: &[String]) -> Result<RunOptions, String> {
+        let mut options = RunOptions {
+            inputs: PathBuf::new(),
+            driver: None,
+            quick: false,
+            compute_only: false,
+        };
+        let mut inputs = None;
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
+            match arg.as_str() {
+                "--inputs" => inputs = Some(PathBuf::from(value("--inputs")?)),
+                "--driver" => options.driver = Some(value("--driver")?.clone()),
+                "--quick" => options.quick = true,
+                "--rows" => {
+                    options.compute_only = match value("--rows")?.as_str() {
+                        "all" => false,
+                        "compute" => true,
+                        other => return Err(format!("--rows {other}: `all` or `compute`")),
+                    }
+                }
+                other => return Err(format!("unknown argument `{other}`")),
+            }
+        }
+        options.inputs = inputs.ok_or("run needs --inputs DIR")?;
+        Ok(options)
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = |message: &str| {
+        eprintln!("bench_vs_jax: {message}\n\n{USAGE}");
+        ExitCode::from(2)
+    };
+    let result = match args.split_first() {
+        Some((command, rest)) if command == "write-inputs" => match rest {
+            [dir] => inputs::write(dir.as_ref()),
+            _ => return usage("write-inputs takes one folder"),
+        },
+        Some((command, rest)) if command == "run" => match RunOptions::parse(rest) {
+            Ok(options) => run(&options),
+            Err(message) => return usage(&message),
+        },
+        Some((help, _)) if help == "--help" || help == "-h" => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        _ => return usage("name a command"),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("bench_vs_jax: error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Measures the rows and prints each as it is done.
+fn run(options: &RunOptions) -> Result<(), String> {
+    let inputs = inputs::read(&options.inputs)?;
+    let bench = Bench {
+        counts: inputs.counts(options.quick).clone(),
+        inputs,
+        driver: options.driver.clone(),
+    };
+    let print = |rows: Vec<Row>| {
+        let mut out = std::io::stdout().lock();
+        for row in rows {
+            let line = serde_json::to_string(&row).expect("rows serialize");
+            writeln!(out, "{line}").map_err(|e| format!("cannot write to stdout: {e}"))?;
+        }
+        out.flush()
+            .map_err(|e| format!("cannot write to stdout: {e}"))
+    };
+    if !options.compute_only {
+        print(warm::sigmoid(&bench)?)?;
+        print(warm::batch_sizes(&bench)?)?;
+    }
+    print(warm::compute(&bench)?)?;
+    if !options.compute_only {
+        print(fresh::first_results(&bench)?)?;
+        let modes = [CompileMode::Blocking, CompileMode::Background];
+        for mode in modes {
+            print(vec![workloads::pingpong(&bench, mode)?])?;
+        }
+        for mode in modes {
+            print(vec![workloads::ragged(&bench, mode)?])?;
+        }
+    }
+    Ok(())
+}
