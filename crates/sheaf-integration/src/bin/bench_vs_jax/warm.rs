@@ -4,7 +4,8 @@ use std::time::{Duration, Instant};
 
 use ndarray::s;
 use sheaf_integration::{
-    reference, CapturedScalar, CompileMode, HostTensor, JitFunction, JitRuntime, Value,
+    reference, CapturedScalar, CompileMode, Compiled, Dispatched, HostTensor, JitFunction,
+    JitRuntime, Value,
 };
 
 use crate::inputs::{MAX_BATCH, WIDTH};
@@ -67,12 +68,15 @@ pub(crate) fn sigmoid(bench: &Bench) -> Result<Vec<Row>, String> {
 }
 
 /// `mlp_layer` at eight batch sizes in one runtime, device tensors in
-/// and out. The runtime is configured by default: sizes 1 and 2 get static
-/// variants, and the batch dim then goes dynamic (one variant for 4..=128),
-/// where JAX compiles each size.
+/// and out. The runtime is configured by default (compiles in the
+/// background): sizes 1 and 2 get static variants, the batch dim then goes
+/// dynamic (one variant for every size), and the sizes called often get
+/// their own static variants beside it while the function's cache has room
+/// (5 of the 6 others at capacity 8), where JAX compiles each size. Timed
+/// once those compiles are done.
 pub(crate) fn batch_sizes(bench: &Bench) -> Result<Vec<Row>, String> {
     let counts = &bench.counts;
-    let jit = bench.runtime(CompileMode::Blocking)?;
+    let jit = bench.runtime(CompileMode::Background)?;
     let f = reference::mlp_layer();
     let pool = bench.inputs.array("mlp_x")?;
     let w = device(&jit, bench.inputs.array("mlp_w")?.into())?;
@@ -83,9 +87,14 @@ pub(crate) fn batch_sizes(bench: &Bench) -> Result<Vec<Row>, String> {
         calls.push([device(&jit, x.into())?, w.clone(), b.clone()]);
     }
     let mut device_name = String::new();
-    for args in &calls {
-        for _ in 0..counts.warm_up {
-            device_name = compiled(&jit, &f, args, &[])?.device().to_owned();
+    for _ in 0..2 {
+        for args in &calls {
+            for _ in 0..counts.warm_up {
+                device_name = settled(&jit, &f, args)?.device().to_owned();
+            }
+        }
+        if !jit.wait_for_compiles(Duration::from_secs(600)) {
+            return Err("the background compiles did not finish in 10 minutes".to_owned());
         }
     }
     // Rounds over the sizes, so that the machine's drift hits each alike.
@@ -184,4 +193,22 @@ pub(crate) fn compute(bench: &Bench) -> Result<Vec<Row>, String> {
         ));
     }
     Ok(rows)
+}
+
+/// `function` on `args`, run compiled once its background compile is done
+/// (a miss is interpreted meanwhile).
+fn settled(jit: &JitRuntime, function: &JitFunction, args: &[Value]) -> Result<Compiled, String> {
+    loop {
+        if let Dispatched::Compiled(compiled) =
+            jit.dispatch(function, args, &[]).map_err(|e| chain(&e))?
+        {
+            return Ok(compiled);
+        }
+        if !jit.wait_for_compiles(Duration::from_secs(600)) {
+            return Err(format!(
+                "`{}` did not compile in 10 minutes",
+                function.name()
+            ));
+        }
+    }
 }
