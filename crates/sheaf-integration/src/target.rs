@@ -16,6 +16,7 @@
 //! `DeviceSettings::cpu_fallback`).
 
 use std::borrow::Cow;
+use std::num::NonZeroUsize;
 
 use iree_safe::compiler::{CompileOptions, CompileTarget, CompilerPreference};
 use iree_safe::{Device, Runtime};
@@ -74,6 +75,7 @@ impl Placement {
         compiler: &CompilerPreference,
     ) -> Result<Placement, JitError> {
         let cpu = settings.cpu_fallback.as_deref();
+        let workers = settings.cpu_workers;
         let driver = match settings.driver.as_str() {
             probe::AUTO => match probe::probed() {
                 Probed::Gpu(uri) => uri.as_str(),
@@ -81,12 +83,12 @@ impl Placement {
                     let cpu = cpu.unwrap_or("local-sync");
                     let warning = probe::cpu_warning(reasons, cpu);
                     tracing::warn!(target: "sheaf_jit", fallback = %cpu, "{warning}");
-                    return Placement::open(cpu, explicit, base, compiler);
+                    return Placement::open(cpu, workers, explicit, base, compiler);
                 }
             },
             driver => driver,
         };
-        let error = match Placement::open(driver, explicit, base, compiler) {
+        let error = match Placement::open(driver, workers, explicit, base, compiler) {
             Ok(placement) => return Ok(placement),
             Err(error) => error,
         };
@@ -100,17 +102,19 @@ impl Placement {
                     %error,
                     "cannot use the `{driver}` device ({error}); running on the CPU (`{cpu}`) instead",
                 );
-                Placement::open(cpu, None, base, compiler)
+                Placement::open(cpu, workers, None, base, compiler)
             }
             _ => Err(error),
         }
     }
 
-    /// Opens `driver` and works out what to compile for it (`explicit`
-    /// when given; `base` holds the input type and extra flags) with the
-    /// compiler of `compiler`.
+    /// Opens `driver` (a `local-task` device with `workers` workers when
+    /// given) and works out what to compile for it (`explicit` when given;
+    /// `base` holds the input type and extra flags) with the compiler of
+    /// `compiler`.
     pub(crate) fn open(
         driver: &str,
+        workers: Option<NonZeroUsize>,
         explicit: Option<&CompileTarget>,
         base: &CompileOptions,
         compiler: &CompilerPreference,
@@ -123,7 +127,13 @@ impl Placement {
                     .to_owned(),
             ));
         }
-        let runtime = Runtime::new(driver)?;
+        let runtime = match workers {
+            // `local-task` or `local-task://`: its one device.
+            Some(workers) if driver.trim_end_matches("://") == "local-task" => {
+                Runtime::with_device(Device::open_local_task(workers)?)?
+            }
+            _ => Runtime::new(driver)?,
+        };
         let target = match explicit {
             Some(target) => target.clone(),
             None => target_for(driver, runtime.device(), compiler)?,
@@ -343,9 +353,36 @@ mod tests {
     }
 
     #[test]
+    fn a_worker_count_opens_local_task_with_it_and_is_ignored_elsewhere() {
+        let open = |driver: &str| {
+            Placement::open(
+                driver,
+                NonZeroUsize::new(1),
+                None,
+                &CompileOptions::stablehlo(),
+                &CompilerPreference::InProcess,
+            )
+            .unwrap()
+        };
+        for driver in ["local-task", "local-task://", "local-sync"] {
+            let placement = open(driver);
+            assert!(placement.is_cpu(), "{driver}");
+            assert_eq!(
+                placement
+                    .device()
+                    .query_i64("hal.device.id", driver_name(driver))
+                    .unwrap(),
+                1,
+                "{driver}"
+            );
+        }
+    }
+
+    #[test]
     fn metal_off_macos_is_a_clear_error() {
         let error = Placement::open(
             "metal",
+            None,
             None,
             &CompileOptions::stablehlo(),
             &CompilerPreference::Auto,

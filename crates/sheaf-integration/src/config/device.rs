@@ -1,6 +1,8 @@
 //! Which device runs the compiled code, and which CPU driver takes over
 //! when it cannot.
 
+use std::num::NonZeroUsize;
+
 use crate::error::ConfigError;
 
 /// The device the runtime opens, and its CPU fallback.
@@ -34,6 +36,18 @@ pub struct DeviceSettings {
     /// signature does not compile for the GPU; `None` makes both errors.
     /// Default `local-sync`.
     pub cpu_fallback: Option<String>,
+    /// The worker threads of a `local-task` device (as the driver or the
+    /// CPU fallback): `None` for IREE's default, one per physical core of
+    /// the calling thread's NUMA node (up to 64), each pinned to its core;
+    /// `Some(n)` for `n` unpinned workers (`iree_safe::Device::open_local_task`).
+    /// Other drivers have no workers and ignore it. Default `None`.
+    ///
+    /// `local-task` runs a dispatch's workgroups on its workers, so large
+    /// calls can use several cores, but each call wakes them: a tiny call
+    /// (sigmoid `f32[1,5]`) takes ~8–13 µs there against ~2 µs on the
+    /// single-threaded `local-sync` (`cargo bench -p sheaf-integration
+    /// --bench cpu_flags`).
+    pub cpu_workers: Option<NonZeroUsize>,
 }
 
 impl Default for DeviceSettings {
@@ -41,6 +55,7 @@ impl Default for DeviceSettings {
         DeviceSettings {
             driver: "auto".into(),
             cpu_fallback: Some("local-sync".into()),
+            cpu_workers: None,
         }
     }
 }
