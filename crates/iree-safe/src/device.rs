@@ -49,18 +49,17 @@ impl Device {
         Device::open_holding(&held, uri)
     }
 
-    /// Opens a `local-task` device whose task executor has `workers`
-    /// worker threads (unpinned: the OS places them), where
-    /// [`open("local-task")`](Self::open) gets IREE's default, one worker
-    /// per physical core of the calling thread's NUMA node (up to 64), each
-    /// pinned to its core.
+    /// Opens a `local-task` device whose task executor has at most
+    /// `workers` worker threads: one per physical core of the calling
+    /// thread's NUMA node, up to `workers`, each pinned to its core, where
+    /// [`open("local-task")`](Self::open) gets IREE's default cap of 64.
     ///
     /// IREE's `local-task` driver reads its executor's shape from its
     /// process-global runtime flags when it is created; this sets
-    /// `--task_topology_group_count` for this one open and back to IREE's
-    /// default after it, under the lock every open takes, so other devices
-    /// are not affected. (A program that sets that flag itself with
-    /// `iree_flags_parse` loses its setting here.)
+    /// `--task_topology_max_group_count` for this one open and back to
+    /// IREE's default after it, under the lock every open takes, so other
+    /// devices are not affected. (A program that sets that flag itself
+    /// with `iree_flags_parse` loses its setting here.)
     ///
     /// ```no_run
     /// use std::num::NonZeroUsize;
@@ -75,7 +74,7 @@ impl Device {
     ///
     /// As for [`open`](Self::open); and [`Error::Iree`](crate::Error::Iree)
     /// when IREE refuses the flag (a runtime built without its flags).
-    #[doc(alias = "task_topology_group_count")]
+    #[doc(alias = "task_topology_max_group_count")]
     pub fn open_local_task(workers: NonZeroUsize) -> Result<Device> {
         let held = flags::lock();
         flags::set_task_workers(&held, Some(workers))?;

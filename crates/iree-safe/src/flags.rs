@@ -1,6 +1,6 @@
 //! IREE's runtime flags (`iree/base/tooling/flags.h`), used for the one
-//! setting no create function takes: how many workers a `local-task`
-//! device's task executor gets.
+//! setting no create function takes: how many workers (at most) a
+//! `local-task` device's task executor gets.
 //!
 //! The `local-task` driver builds its executor from process-global flags
 //! each time a driver is created (`iree_task_executors_create_from_flags`,
@@ -30,23 +30,26 @@ pub(crate) fn lock() -> MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Sets the worker count of the `local-task` executors created from now on
-/// (`--task_topology_group_count`): `Some(n)` for `n` workers, unpinned,
-/// `None` for IREE's default (0: one worker per physical core of the
-/// calling thread's NUMA node, up to 64, each pinned to its core).
+/// IREE's default `--task_topology_max_group_count` (iree/task/api.c).
+const DEFAULT_MAX_WORKERS: i32 = 64;
+
+/// Caps the worker count of the `local-task` executors created from now on
+/// (`--task_topology_max_group_count`, the flag IREE recommends over
+/// `--task_topology_group_count`, which would unpin the workers): `Some(n)`
+/// for at most `n` workers, `None` for IREE's default cap of 64. Either
+/// way IREE makes one worker per physical core of the calling thread's
+/// NUMA node, up to the cap, each pinned to its core.
 ///
 /// The caller holds [`lock`].
 pub(crate) fn set_task_workers(
     _held: &MutexGuard<'static, ()>,
     workers: Option<NonZeroUsize>,
 ) -> Result<()> {
-    let count = workers.map_or(0, NonZeroUsize::get);
-    let count = i32::try_from(count).map_err(|_| {
-        Error::internal(format!(
-            "{count} workers is more than IREE's task system takes"
-        ))
-    })?;
-    parse(&format!("--task_topology_group_count={count}"))
+    let cap = match workers {
+        Some(n) => i32::try_from(n.get()).unwrap_or(i32::MAX),
+        None => DEFAULT_MAX_WORKERS,
+    };
+    parse(&format!("--task_topology_max_group_count={cap}"))
 }
 
 /// Parses one flag of an integer type (IREE keeps no pointer into the

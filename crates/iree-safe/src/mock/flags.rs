@@ -1,6 +1,7 @@
-//! IREE's runtime flags: the one the crate sets, `--task_topology_group_count`
-//! (the worker count of the `local-task` executors created next), checked
-//! and remembered; the mock's `local-task` has no workers to shape.
+//! IREE's runtime flags: the one the crate sets,
+//! `--task_topology_max_group_count` (the most workers the `local-task`
+//! executors created next get), checked and remembered; the mock's
+//! `local-task` has no workers to shape.
 
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -8,11 +9,11 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use super::api::*;
 use super::status::{to_status, Failure};
 
-/// The value of `--task_topology_group_count` (IREE's default 0).
-static TASK_TOPOLOGY_GROUP_COUNT: AtomicI32 = AtomicI32::new(0);
+/// The value of `--task_topology_max_group_count` (IREE's default 64).
+static TASK_TOPOLOGY_MAX_GROUP_COUNT: AtomicI32 = AtomicI32::new(64);
 
 /// `iree_flags_parse`: every argument after the program name must be
-/// `--task_topology_group_count=<int>`; INVALID_ARGUMENT otherwise, as IREE
+/// `--task_topology_max_group_count=<int>`; INVALID_ARGUMENT otherwise, as IREE
 /// answers a flag it does not define. The arguments are consumed (`argc`
 /// becomes 1), as IREE consumes the flags it parses.
 ///
@@ -35,7 +36,7 @@ pub(crate) unsafe fn iree_flags_parse(
         // SAFETY: the caller passes `count` readable strings.
         let arg = unsafe { CStr::from_ptr(*args.add(index)) }.to_string_lossy();
         let value = arg
-            .strip_prefix("--task_topology_group_count=")
+            .strip_prefix("--task_topology_max_group_count=")
             .and_then(|value| value.parse().ok());
         let Some(value) = value else {
             return to_status(Err(Failure::new(
@@ -43,7 +44,7 @@ pub(crate) unsafe fn iree_flags_parse(
                 format!("flag '{arg}' not recognized"),
             )));
         };
-        TASK_TOPOLOGY_GROUP_COUNT.store(value, Ordering::SeqCst);
+        TASK_TOPOLOGY_MAX_GROUP_COUNT.store(value, Ordering::SeqCst);
     }
     // SAFETY: as above.
     unsafe { *argc = 1 };
@@ -62,6 +63,6 @@ mod tests {
         assert_eq!(device.uri(), "local-task");
         // Only this test opens with a worker count, and it puts IREE's
         // default back before it returns.
-        assert_eq!(TASK_TOPOLOGY_GROUP_COUNT.load(Ordering::SeqCst), 0);
+        assert_eq!(TASK_TOPOLOGY_MAX_GROUP_COUNT.load(Ordering::SeqCst), 64);
     }
 }

@@ -36,17 +36,18 @@ pub struct DeviceSettings {
     /// signature does not compile for the GPU; `None` makes both errors.
     /// Default `local-sync`.
     pub cpu_fallback: Option<String>,
-    /// The worker threads of a `local-task` device (as the driver or the
-    /// CPU fallback): `None` for IREE's default, one per physical core of
-    /// the calling thread's NUMA node (up to 64), each pinned to its core;
-    /// `Some(n)` for `n` unpinned workers (`iree_safe::Device::open_local_task`).
-    /// Other drivers have no workers and ignore it. Default `None`.
+    /// The most worker threads a `local-task` device (as the driver or
+    /// the CPU fallback) gets: IREE makes one per physical core of the
+    /// calling thread's NUMA node, each pinned to its core, up to this
+    /// (`iree_safe::Device::open_local_task`); `None` keeps IREE's cap of
+    /// 64. Other drivers have no workers and ignore it. Default `None`.
     ///
     /// `local-task` runs a dispatch's workgroups on its workers, so large
-    /// calls can use several cores, but each call wakes them: a tiny call
-    /// (sigmoid `f32[1,5]`) takes ~8–13 µs there against ~2 µs on the
-    /// single-threaded `local-sync` (`cargo bench -p sheaf-integration
-    /// --bench cpu_flags`).
+    /// calls use several cores (an `f32[512,512]` matmul: ~840 µs with 2
+    /// workers against ~1,390 µs on `local-sync`), but each call wakes
+    /// them: a tiny one (sigmoid `f32[1,5]`) takes ~12–19 µs there against
+    /// ~2.3 µs on the single-threaded `local-sync` (`cargo bench -p
+    /// sheaf-integration --bench cpu_flags`).
     pub cpu_workers: Option<NonZeroUsize>,
 }
 
