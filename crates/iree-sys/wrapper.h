@@ -3,6 +3,7 @@
 #include "iree/async/frontier_tracker.h"
 #include "iree/async/util/proactor_pool.h"
 #include "iree/base/api.h"
+#include "iree/base/tooling/flags.h"
 #include "iree/base/threading/numa.h"
 #include "iree/hal/api.h"
 #include "iree/hal/device_group.h"

@@ -1,9 +1,11 @@
 //! HAL devices, opened by driver name or device URI.
 
-use std::sync::Arc;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, MutexGuard};
 
 use crate::driver::DeviceInfo;
 use crate::error::{check, Context, Error, Result};
+use crate::flags;
 use crate::handle::Handle;
 use crate::instance::Instance;
 use crate::memory::MemoryStatistics;
@@ -43,6 +45,48 @@ impl Device {
     /// created (no GPU, say).
     #[doc(alias = "iree_hal_create_device")]
     pub fn open(uri: &str) -> Result<Device> {
+        let held = flags::lock();
+        Device::open_holding(&held, uri)
+    }
+
+    /// Opens a `local-task` device whose task executor has at most
+    /// `workers` worker threads: one per physical core of the calling
+    /// thread's NUMA node, up to `workers`, each pinned to its core, where
+    /// [`open("local-task")`](Self::open) gets IREE's default cap of 64.
+    ///
+    /// IREE's `local-task` driver reads its executor's shape from its
+    /// process-global runtime flags when it is created; this sets
+    /// `--task_topology_max_group_count` for this one open and back to
+    /// IREE's default after it, under the lock every open takes, so other
+    /// devices are not affected. (A program that sets that flag itself
+    /// with `iree_flags_parse` loses its setting here.)
+    ///
+    /// ```no_run
+    /// use std::num::NonZeroUsize;
+    ///
+    /// let one_worker = iree_safe::Device::open_local_task(NonZeroUsize::MIN)?;
+    /// let runtime = iree_safe::Runtime::with_device(one_worker)?;
+    /// # drop(runtime);
+    /// # Ok::<(), iree_safe::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As for [`open`](Self::open); and [`Error::Iree`](crate::Error::Iree)
+    /// when IREE refuses the flag (a runtime built without its flags).
+    #[doc(alias = "task_topology_max_group_count")]
+    pub fn open_local_task(workers: NonZeroUsize) -> Result<Device> {
+        let held = flags::lock();
+        flags::set_task_workers(&held, Some(workers))?;
+        let opened = Device::open_holding(&held, "local-task");
+        let reset = flags::set_task_workers(&held, None);
+        let device = opened?;
+        reset?;
+        Ok(device)
+    }
+
+    /// [`open`](Self::open), the caller holding the flags lock.
+    fn open_holding(_held: &MutexGuard<'static, ()>, uri: &str) -> Result<Device> {
         Instance::global()?;
         let allocator = sys::iree_allocator_system();
         // SAFETY: the pool constructor stores one new reference on success;

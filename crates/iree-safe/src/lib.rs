@@ -51,6 +51,7 @@ mod device;
 mod driver;
 mod element;
 mod error;
+mod flags;
 mod function;
 mod handle;
 mod instance;

@@ -239,6 +239,9 @@ pub const IREE_ASYNC_POSIX_NOTIFICATION_USE_FUTEX: u32 = 1;
 pub const IREE_ASYNC_AFFINITY_NUMA_NODE_ANY: u32 = 4294967295;
 pub const IREE_NUMA_MAX_NODES: u32 = 128;
 pub const IREE_ASYNC_ADDRESS_MAX_FORMAT_LENGTH: u32 = 128;
+pub const IREE_FLAGS_ENABLE_CLI: u32 = 1;
+pub const IREE_FLAGS_ENABLE_FLAG_FILE: u32 = 1;
+pub const IREE_FLAGS_CAPACITY: u32 = 256;
 pub const IREE_MUTEX_USE_WIN32_SRW: u32 = 1;
 pub const IREE_ASYNC_SEMAPHORE_DEFAULT_FRONTIER_CAPACITY: u32 = 16;
 pub const IREE_HAL_SEMAPHORE_MAX_VALUE: u32 = 2147483646;
@@ -3621,6 +3624,120 @@ unsafe extern "C" {
         node_id: u32,
         out_proactor: *mut *mut iree_async_proactor_t,
     ) -> iree_status_t;
+}
+pub const IREE_FLAG_DUMP_MODE_DEFAULT: iree_flag_dump_mode_bits_t = 0;
+pub const IREE_FLAG_DUMP_MODE_VERBOSE: iree_flag_dump_mode_bits_t = 1;
+pub type iree_flag_dump_mode_bits_t = ::std::os::raw::c_uint;
+pub type iree_flag_dump_mode_t = u32;
+pub const IREE_FLAG_TYPE_none: iree_flag_type_e = 0;
+pub const IREE_FLAG_TYPE_callback: iree_flag_type_e = 1;
+pub const IREE_FLAG_TYPE_bool: iree_flag_type_e = 2;
+pub const IREE_FLAG_TYPE_int32_t: iree_flag_type_e = 3;
+pub const IREE_FLAG_TYPE_int64_t: iree_flag_type_e = 4;
+pub const IREE_FLAG_TYPE_float: iree_flag_type_e = 5;
+pub const IREE_FLAG_TYPE_double: iree_flag_type_e = 6;
+pub const IREE_FLAG_TYPE_string: iree_flag_type_e = 7;
+pub type iree_flag_type_e = ::std::os::raw::c_uint;
+pub use self::iree_flag_type_e as iree_flag_type_t;
+pub type iree_flag_parse_callback_fn_t = ::std::option::Option<
+    unsafe extern "C" fn(
+        flag_name: iree_string_view_t,
+        storage: *mut ::std::os::raw::c_void,
+        value: iree_string_view_t,
+    ) -> iree_status_t,
+>;
+pub type iree_flag_print_callback_fn_t = ::std::option::Option<
+    unsafe extern "C" fn(
+        flag_name: iree_string_view_t,
+        storage: *mut ::std::os::raw::c_void,
+        file: *mut FILE,
+    ),
+>;
+unsafe extern "C" {
+    pub fn iree_flag_register(
+        file: *const ::std::os::raw::c_char,
+        line: ::std::os::raw::c_int,
+        type_: iree_flag_type_t,
+        storage: *mut ::std::os::raw::c_void,
+        parse_callback: iree_flag_parse_callback_fn_t,
+        print_callback: iree_flag_print_callback_fn_t,
+        name: iree_string_view_t,
+        description: iree_string_view_t,
+    ) -> ::std::os::raw::c_int;
+}
+pub type iree_flag_string_list_t = iree_string_view_list_t;
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct iree_flag_string_list_storage_t {
+    pub capacity: iree_host_size_t,
+    pub count: iree_host_size_t,
+    pub __bindgen_anon_1: iree_flag_string_list_storage_t__bindgen_ty_1,
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union iree_flag_string_list_storage_t__bindgen_ty_1 {
+    pub inline_value: iree_string_view_t,
+    pub values: *mut iree_string_view_t,
+}
+impl Default for iree_flag_string_list_storage_t__bindgen_ty_1 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl Default for iree_flag_string_list_storage_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+unsafe extern "C" {
+    pub fn iree_flag_string_list_parse(
+        flag_name: iree_string_view_t,
+        storage: *mut ::std::os::raw::c_void,
+        value: iree_string_view_t,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_flag_string_list_print(
+        flag_name: iree_string_view_t,
+        storage: *mut ::std::os::raw::c_void,
+        file: *mut FILE,
+    );
+}
+pub const IREE_FLAGS_PARSE_MODE_DEFAULT: iree_flags_parse_mode_bits_t = 0;
+pub const IREE_FLAGS_PARSE_MODE_UNDEFINED_OK: iree_flags_parse_mode_bits_t = 1;
+pub const IREE_FLAGS_PARSE_MODE_CONTINUE_AFTER_HELP: iree_flags_parse_mode_bits_t = 2;
+pub type iree_flags_parse_mode_bits_t = ::std::os::raw::c_uint;
+pub type iree_flags_parse_mode_t = u32;
+unsafe extern "C" {
+    pub fn iree_flags_set_usage(
+        program_name: *const ::std::os::raw::c_char,
+        usage: *const ::std::os::raw::c_char,
+    );
+}
+unsafe extern "C" {
+    pub fn iree_flags_parse(
+        mode: iree_flags_parse_mode_t,
+        argc: *mut ::std::os::raw::c_int,
+        argv: *mut *mut *mut ::std::os::raw::c_char,
+    ) -> iree_status_t;
+}
+unsafe extern "C" {
+    pub fn iree_flags_parse_checked(
+        mode: iree_flags_parse_mode_t,
+        argc: *mut ::std::os::raw::c_int,
+        argv: *mut *mut *mut ::std::os::raw::c_char,
+    );
+}
+unsafe extern "C" {
+    pub fn iree_flags_dump(mode: iree_flag_dump_mode_t, file: *mut FILE);
 }
 pub type iree_hal_queue_affinity_t = u64;
 #[repr(C)]

@@ -20,8 +20,9 @@
 //!    all alike.
 //!
 //! `-- --tiling` prints instead the compile and per-call times of square
-//! matmuls from 128³ to 512³ without and with data tiling and microkernels,
-//! the measurement behind `LARGE_CONTRACTION`.
+//! matmuls from 128³ to 512³ without data tiling, with it and IREE's
+//! microkernels, and with it and generated code (`CONTRACTION_FLAGS`), the
+//! measurement behind `LARGE_CONTRACTION` and `CONTRACTION_FLAGS`.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -253,20 +254,23 @@ const KNOBS: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// Matmuls `n×n×n`: the compile and per-call times without and with data
-/// tiling and microkernels (the rows behind `LARGE_CONTRACTION`).
+/// Matmuls `n×n×n`: the compile and per-call times without data tiling,
+/// with it and microkernels, and with it and generated code (the rows
+/// behind `LARGE_CONTRACTION` and `CONTRACTION_FLAGS`).
 fn tiling_by_size() {
-    println!(
-        "\n## Data tiling + microkernels by matmul size (compile / per call), median of {ROUNDS}\n"
-    );
-    println!("| n×n×n | multiply-adds | without | with |");
-    println!("|---|---|---|---|");
+    println!("\n## Data tiling by matmul size (compile / per call), median of {ROUNDS}\n");
+    println!("| n×n×n | multiply-adds | without | tiling + ukernels | tiling, no ukernels |");
+    println!("|---|---|---|---|---|");
     let without: &[&str] = &[
         "--iree-llvmcpu-enable-ukernels=none",
         "--iree-opt-data-tiling=false",
     ];
     let with: &[&str] = &[
         "--iree-llvmcpu-enable-ukernels=all",
+        "--iree-opt-data-tiling",
+    ];
+    let generated: &[&str] = &[
+        "--iree-llvmcpu-enable-ukernels=none",
         "--iree-opt-data-tiling",
     ];
     for n in [128, 192, 256, 320, 384, 512] {
@@ -277,25 +281,32 @@ fn tiling_by_size() {
             captured: vec![],
             tiled: false,
         };
-        let mut cells = Vec::new();
-        for flags in [without, with] {
-            let (mut firsts, mut calls) = (Vec::new(), Vec::new());
-            for _ in 0..ROUNDS {
+        // samples[flags] = (firsts, calls), the flag sets measured in turns.
+        let flag_sets = [without, with, generated];
+        let mut samples = vec![(Vec::new(), Vec::new()); flag_sets.len()];
+        for _ in 0..ROUNDS {
+            for (flags, (firsts, calls)) in flag_sets.iter().zip(samples.iter_mut()) {
                 let (first, cached) = first_and_cached(&runtime(flags), &workload);
                 firsts.push(first);
                 calls.push(cached);
             }
-            cells.push(format!(
-                "{} / {:.0} µs",
-                ms(median(firsts)),
-                median(calls).as_secs_f64() * 1e6
-            ));
         }
+        let cells: Vec<String> = samples
+            .into_iter()
+            .map(|(firsts, calls)| {
+                format!(
+                    "{} / {:.0} µs",
+                    ms(median(firsts)),
+                    median(calls).as_secs_f64() * 1e6
+                )
+            })
+            .collect();
         println!(
-            "| {n} | {:.1} M | {} | {} |",
+            "| {n} | {:.1} M | {} | {} | {} |",
             (n * n * n) as f64 / 1e6,
             cells[0],
-            cells[1]
+            cells[1],
+            cells[2]
         );
     }
 }

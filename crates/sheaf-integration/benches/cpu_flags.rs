@@ -1,129 +1,377 @@
-//! Benchmark (not a test) behind `CPU_FLAGS`: an `f32[512,512]` matmul and
-//! a tiny sigmoid compiled for this CPU with IREE's defaults and with each
-//! candidate set of flags (microkernels, data tiling, optimization level),
-//! then timed on local-sync and local-task. The candidates are measured in
-//! turns (round robin), so that the machine's load falls on all of them
-//! alike.
+//! Benchmark (not a test) behind `CPU_FLAGS` and `CONTRACTION_FLAGS`, and
+//! the figures for choosing the CPU device: the modules the JIT compiles
+//! for sigmoid `f32[1,5]`, softmax `f32[128,1024]` (of `x / 2.0`),
+//! `mlp_layer` `f32[128,256]×[256,256]` and an `f32[512,512]` matmul
+//! (the reference lowerings' own MLIR), compiled with the runtime's flags
+//! (`CPU_FLAGS`, plus `CONTRACTION_FLAGS` for the matmul, as
+//! `LARGE_CONTRACTION` decides) and with each candidate flag added, then
+//! called on device-resident inputs on `local-sync` (single-threaded, the
+//! default CPU device) and on `local-task` with IREE's default workers (one
+//! per physical core, pinned) and with at most 1 and 2 of them
+//! (`Device::open_local_task`).
+//!
+//! Everything is measured in turns (round robin): the compiles of every
+//! candidate, then one batch of calls per (device, candidate) per round,
+//! each round starting at another candidate, so that the machine's load
+//! falls on all alike. For the matmul, `+ data tiling everywhere` adds
+//! nothing to the runtime's own flags: how far it lands from the first row
+//! is the noise of the run. Prints, per function, a
+//! table of the compile time (median of [`COMPILE_ROUNDS`]) and the p50 µs
+//! per call on each device; a cell marked `≠` computed a result that
+//! differs from the runtime's flags on local-sync (relative error over
+//! 1e-4), `fails` did not compile.
 //!
 //! ```sh
 //! cargo bench -p sheaf-integration --bench cpu_flags
+//! cargo bench -p sheaf-integration --bench cpu_flags -- matmul softmax
 //! ```
+//!
+//! Arguments keep only the functions whose name contains one of them.
 
+use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
-use iree_safe::compiler::{choose_compiler, CompileOptions, CompilerPreference};
-use iree_safe::{Function, Runtime, Tensor, VmValue};
-use sheaf_integration::CPU_FLAGS;
+use iree_safe::compiler::{choose_compiler, Artifact, CompileOptions, CompilerPreference};
+use iree_safe::{Device, Function, Runtime, Tensor, VmValue};
+use sheaf_integration::{
+    mlir, reference, CapturedScalar, DType, JitConfig, JitFunction, Lowered, LoweringContext,
+    LoweringError, Signature, CONTRACTION_FLAGS, CPU_FLAGS,
+};
 
-const MATMUL: &str = "module @matmul {
-  func.func @matmul(%a: tensor<512x512xf32>, %b: tensor<512x512xf32>) -> tensor<512x512xf32> {
-    %c = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>
-    return %c : tensor<512x512xf32>
-  }
-}";
+const COMPILE_ROUNDS: usize = 3;
+const ROUNDS: usize = 20;
 
-const SIGMOID: &str = "module @sigmoid {
-  func.func @sigmoid(%x: tensor<1x5xf32>) -> tensor<1x5xf32> {
-    %y = stablehlo.logistic %x : tensor<1x5xf32>
-    return %y : tensor<1x5xf32>
-  }
-}";
+/// Candidate flags, each added after the runtime's own (so they win).
+const CANDIDATES: &[(&str, &[&str])] = &[
+    ("now (CPU_FLAGS, CONTRACTION_FLAGS ≥ 2²⁵)", &[]),
+    (
+        "before: no reassociate-fp-reductions",
+        &["--iree-llvmcpu-reassociate-fp-reductions=false"],
+    ),
+    (
+        "before: microkernels with data tiling",
+        &["--iree-llvmcpu-enable-ukernels=all"],
+    ),
+    ("+ --iree-opt-level=O3", &["--iree-opt-level=O3"]),
+    (
+        "+ target-cpu-features=host",
+        &["--iree-llvmcpu-target-cpu-features=host"],
+    ),
+    (
+        "+ vector width 32 B",
+        &["--iree-llvmcpu-target-vector-width-in-bytes=32"],
+    ),
+    (
+        "+ use-fast-min-max-ops",
+        &["--iree-llvmcpu-use-fast-min-max-ops=true"],
+    ),
+    (
+        "+ aggressive fusion",
+        &["--iree-dispatch-creation-enable-aggressive-fusion=true"],
+    ),
+    (
+        "+ aggressively-propagate-transposes",
+        &["--iree-opt-aggressively-propagate-transposes=true"],
+    ),
+    ("+ data tiling everywhere", CONTRACTION_FLAGS),
+    (
+        "+ tiling from dispatch creation",
+        &[
+            "--iree-opt-data-tiling=false",
+            "--iree-dispatch-creation-data-tiling",
+        ],
+    ),
+];
 
-const ROUNDS: usize = 12;
-const MATMUL_CALLS: usize = 5;
-const SIGMOID_CALLS: usize = 300;
+/// `(defn matmul [a b] (dot a b))`, as `compile_breakdown` lowers it.
+fn matmul() -> JitFunction {
+    JitFunction::new(
+        "matmul",
+        "(defn matmul [a b] (dot a b))",
+        |ctx: &LoweringContext<'_>| {
+            let [a, b] = ctx.args() else {
+                return Err(LoweringError::new("matmul takes a and b"));
+            };
+            let (ta, tb) = (mlir::arg_type(a)?, mlir::arg_type(b)?);
+            let (m, n) = (a.dims()[0], b.dims()[1]);
+            Ok(Lowered::new(format!(
+                "func.func @{entry}(%a: {ta}, %b: {tb}) -> tensor<{m}x{n}xf32> {{
+                   %c = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : ({ta}, {tb}) -> tensor<{m}x{n}xf32>
+                   return %c : tensor<{m}x{n}xf32>
+                 }}",
+                entry = ctx.entry_name()
+            )))
+        },
+    )
+}
+
+struct Workload {
+    name: &'static str,
+    function: JitFunction,
+    shapes: Vec<Vec<usize>>,
+    captured: Vec<CapturedScalar>,
+    /// Whether the runtime adds `CONTRACTION_FLAGS` (`LARGE_CONTRACTION`).
+    tiled: bool,
+    /// Calls per (device, candidate) per round.
+    calls: usize,
+}
+
+fn workloads() -> Vec<Workload> {
+    vec![
+        Workload {
+            name: "sigmoid f32[1,5]",
+            function: reference::sigmoid(),
+            shapes: vec![vec![1, 5]],
+            captured: vec![],
+            tiled: false,
+            calls: 200,
+        },
+        Workload {
+            name: "softmax f32[128,1024]",
+            function: reference::softmax(),
+            shapes: vec![vec![128, 1024]],
+            captured: vec![reference::temperature(2.0)],
+            tiled: false,
+            calls: 20,
+        },
+        Workload {
+            name: "mlp_layer f32[128,256]",
+            function: reference::mlp_layer(),
+            shapes: vec![vec![128, 256], vec![256, 256], vec![256]],
+            captured: vec![],
+            tiled: false,
+            calls: 20,
+        },
+        Workload {
+            name: "matmul f32[512,512]",
+            function: matmul(),
+            shapes: vec![vec![512, 512], vec![512, 512]],
+            captured: vec![],
+            tiled: true,
+            calls: 3,
+        },
+    ]
+}
+
+/// The module the JIT compiles for `workload`.
+fn module_text(workload: &Workload) -> String {
+    let mut builder = Signature::builder();
+    for shape in &workload.shapes {
+        let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+        builder.arg(DType::F32, &dims);
+    }
+    for scalar in &workload.captured {
+        builder.captured(scalar.clone());
+    }
+    workload
+        .function
+        .module_text(&builder.build())
+        .expect("lowers")
+}
+
+/// The runtime's options for `workload` on the host CPU, then `extra`.
+fn options(workload: &Workload, extra: &[&str]) -> CompileOptions {
+    let mut options = JitConfig::default().compile.options;
+    let mut flags: Vec<&str> = CPU_FLAGS.to_vec();
+    if workload.tiled {
+        flags.extend(CONTRACTION_FLAGS);
+    }
+    flags.extend(extra);
+    let mut flags: Vec<String> = flags.into_iter().map(str::to_owned).collect();
+    flags.append(&mut options.extra_flags);
+    options.extra_flags = flags;
+    options
+}
+
+fn input(shape: &[usize]) -> Vec<f32> {
+    let len = shape.iter().product::<usize>();
+    (0..len).map(|i| (i % 13) as f32 / 13.0 - 0.5).collect()
+}
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
 }
 
-fn timed(f: &Function, args: &[VmValue], calls: usize, into: &mut Vec<Duration>) {
-    for _ in 0..calls {
-        let start = Instant::now();
-        std::hint::black_box(f.call(args).unwrap());
-        into.push(start.elapsed());
-    }
+/// The largest difference from `reference`, relative to its largest value.
+fn relative_error(result: &[f32], reference: &[f32]) -> f32 {
+    let scale = reference
+        .iter()
+        .fold(f32::MIN_POSITIVE, |m, v| m.max(v.abs()));
+    let diff = result
+        .iter()
+        .zip(reference)
+        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+    diff / scale
+}
+
+fn first_output(function: &Function, args: &[VmValue]) -> Vec<f32> {
+    let outputs = function.call(args).expect("calls");
+    outputs[0]
+        .as_tensor()
+        .expect("a tensor")
+        .to_vec::<f32>()
+        .expect("f32")
 }
 
 fn main() {
     let compiler = choose_compiler(CompilerPreference::Auto)
         .expect("a compiler")
         .compiler;
-    let with = |flags: &[&str]| CompileOptions {
-        extra_flags: flags.iter().map(|f| (*f).to_owned()).collect(),
-        ..CompileOptions::stablehlo()
-    };
-    let candidates = [
-        ("IREE defaults", with(&[])),
-        ("data tiling", with(&["--iree-opt-data-tiling"])),
-        (
-            "tiling + ukernels",
-            with(&[
-                "--iree-opt-data-tiling",
-                "--iree-llvmcpu-enable-ukernels=all",
-            ]),
-        ),
-        ("O3", with(&["--iree-opt-level=O3"])),
-    ];
-    println!("CPU_FLAGS = {CPU_FLAGS:?}");
-    let mut compiled = Vec::new();
-    for (label, options) in &candidates {
-        let time = |mlir: &str| {
-            let start = Instant::now();
-            let artifact = compiler.compile(mlir, options).expect("compiles");
-            (artifact, start.elapsed())
-        };
-        let (matmul, matmul_compile) = time(MATMUL);
-        let (sigmoid, sigmoid_compile) = time(SIGMOID);
-        compiled.push((label, matmul, sigmoid, matmul_compile, sigmoid_compile));
-    }
-    let a: Vec<f32> = (0..512 * 512)
-        .map(|i| ((i % 17) as f32 - 8.0) / 8.0)
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|arg| !arg.starts_with('-'))
         .collect();
-    let x = [0.5f32, -1.0, 0.0, 2.0, -3.0];
-    for driver in ["local-sync", "local-task"] {
-        let runtime = Runtime::new(driver).expect("the driver");
-        let device = runtime.device();
-        let matmul_args: [VmValue; 2] = [
-            Tensor::from_slice(device, &[512, 512], &a).unwrap().into(),
-            Tensor::from_slice(device, &[512, 512], &a).unwrap().into(),
-        ];
-        let sigmoid_args: [VmValue; 1] = [Tensor::from_slice(device, &[1, 5], &x).unwrap().into()];
-        let loaded: Vec<(Function, Function)> = compiled
-            .iter()
-            .map(|(_, matmul, sigmoid, ..)| {
-                let m = runtime
-                    .load(matmul.vmfb())
-                    .unwrap()
-                    .function("matmul")
-                    .unwrap();
-                let s = runtime
-                    .load(sigmoid.vmfb())
-                    .unwrap()
-                    .function("sigmoid")
-                    .unwrap();
-                m.call(&matmul_args).unwrap();
-                (m, s)
-            })
-            .collect();
-        let mut samples = vec![(Vec::new(), Vec::new()); loaded.len()];
-        for _ in 0..ROUNDS {
-            for ((matmul, sigmoid), (m, s)) in loaded.iter().zip(samples.iter_mut()) {
-                timed(matmul, &matmul_args, MATMUL_CALLS, m);
-                timed(sigmoid, &sigmoid_args, SIGMOID_CALLS, s);
+    let workloads: Vec<Workload> = workloads()
+        .into_iter()
+        .filter(|w| only.is_empty() || only.iter().any(|name| w.name.contains(name.as_str())))
+        .collect();
+    println!("CPU_FLAGS = {CPU_FLAGS:?}, CONTRACTION_FLAGS = {CONTRACTION_FLAGS:?}");
+
+    // compiled[workload][candidate]: the artifact and its compile times.
+    let modules: Vec<String> = workloads.iter().map(module_text).collect();
+    let mut compiled: Vec<Vec<(Option<Artifact>, Vec<Duration>)>> = workloads
+        .iter()
+        .map(|_| CANDIDATES.iter().map(|_| (None, Vec::new())).collect())
+        .collect();
+    for round in 0..COMPILE_ROUNDS {
+        for (w, workload) in workloads.iter().enumerate() {
+            for (c, (label, extra)) in CANDIDATES.iter().enumerate() {
+                let cell = &mut compiled[w][c];
+                if round > 0 && cell.0.is_none() {
+                    continue;
+                }
+                let start = Instant::now();
+                match compiler.compile(&modules[w], &options(workload, extra)) {
+                    Ok(artifact) => {
+                        cell.1.push(start.elapsed());
+                        cell.0 = Some(artifact);
+                    }
+                    Err(error) => {
+                        let error = error.to_string();
+                        let first = error.lines().next().unwrap_or_default();
+                        eprintln!("{}, {label}: does not compile: {first}", workload.name);
+                    }
+                }
             }
         }
-        for ((label, _, _, matmul_compile, sigmoid_compile), (m, s)) in compiled.iter().zip(samples)
-        {
-            println!(
-                "{label:<18} {driver:<10} matmul f32[512,512] {:>6.2} ms/call (compile {:>4.0} ms) | \
-                 sigmoid f32[1,5] {:>6.2} us/call (compile {:>4.0} ms)",
-                median(m).as_secs_f64() * 1e3,
-                matmul_compile.as_secs_f64() * 1e3,
-                median(s).as_secs_f64() * 1e6,
-                sigmoid_compile.as_secs_f64() * 1e3,
-            );
+    }
+
+    let two = NonZeroUsize::new(2).expect("2 > 0");
+    let devices: Vec<(&str, Runtime)> = vec![
+        (
+            "local-sync",
+            Runtime::new("local-sync").expect("local-sync"),
+        ),
+        (
+            "local-task (default)",
+            Runtime::new("local-task").expect("local-task"),
+        ),
+        (
+            "local-task ≤ 1 worker",
+            Runtime::with_device(Device::open_local_task(NonZeroUsize::MIN).expect("1 worker"))
+                .expect("a runtime"),
+        ),
+        (
+            "local-task ≤ 2 workers",
+            Runtime::with_device(Device::open_local_task(two).expect("2 workers"))
+                .expect("a runtime"),
+        ),
+    ];
+
+    // slots[device][workload][candidate]: the loaded function, its
+    // arguments, whether its result matches, and its samples.
+    struct Slot {
+        function: Function,
+        args: Vec<VmValue>,
+        matches: bool,
+        samples: Vec<Duration>,
+    }
+    let mut references: Vec<Option<Vec<f32>>> = vec![None; workloads.len()];
+    let mut slots: Vec<Vec<Vec<Option<Slot>>>> = Vec::new();
+    for (_, runtime) in &devices {
+        let mut per_workload = Vec::new();
+        for (w, workload) in workloads.iter().enumerate() {
+            let mut per_candidate = Vec::new();
+            for (artifact, _) in &compiled[w] {
+                let Some(artifact) = artifact else {
+                    per_candidate.push(None);
+                    continue;
+                };
+                let function = runtime
+                    .load(artifact.vmfb())
+                    .expect("loads")
+                    .function(workload.function.entry_symbol())
+                    .expect("the entry");
+                let args: Vec<VmValue> = workload
+                    .shapes
+                    .iter()
+                    .map(|shape| {
+                        Tensor::from_slice(runtime.device(), shape, &input(shape))
+                            .expect("uploads")
+                            .into()
+                    })
+                    .collect();
+                let result = first_output(&function, &args);
+                let reference = references[w].get_or_insert_with(|| result.clone());
+                let matches = relative_error(&result, reference) <= 1e-4;
+                per_candidate.push(Some(Slot {
+                    function,
+                    args,
+                    matches,
+                    samples: Vec::new(),
+                }));
+            }
+            per_workload.push(per_candidate);
+        }
+        slots.push(per_workload);
+    }
+
+    for round in 0..ROUNDS {
+        for per_workload in &mut slots {
+            for (workload, per_candidate) in workloads.iter().zip(per_workload.iter_mut()) {
+                // Each round starts at another candidate, so that none is
+                // always the first after a switch of function or device.
+                let start = round % per_candidate.len();
+                let (before, from) = per_candidate.split_at_mut(start);
+                for slot in from.iter_mut().chain(before).flatten() {
+                    for _ in 0..workload.calls {
+                        let start = Instant::now();
+                        std::hint::black_box(slot.function.call(&slot.args).expect("calls"));
+                        slot.samples.push(start.elapsed());
+                    }
+                }
+            }
+        }
+    }
+
+    for (w, workload) in workloads.iter().enumerate() {
+        println!("\n## {} (p50 µs per call; compile ms)\n", workload.name);
+        print!("| flags | compile |");
+        for (device, _) in &devices {
+            print!(" {device} |");
+        }
+        println!();
+        println!("|---|---|{}", "---|".repeat(devices.len()));
+        for (c, (label, _)) in CANDIDATES.iter().enumerate() {
+            let (_, compile_times) = &compiled[w][c];
+            if compile_times.is_empty() {
+                println!("| {label} | fails |{}", " |".repeat(devices.len()));
+                continue;
+            }
+            let compile = median(compile_times.clone()).as_secs_f64() * 1e3;
+            print!("| {label} | {compile:.0} ms |");
+            for per_workload in &mut slots {
+                let slot = per_workload[w][c].as_mut().expect("compiled");
+                let p50 = median(std::mem::take(&mut slot.samples)).as_secs_f64() * 1e6;
+                let mark = if slot.matches { "" } else { " ≠" };
+                if p50 >= 100.0 {
+                    print!(" {p50:.0}{mark} |");
+                } else {
+                    print!(" {p50:.1}{mark} |");
+                }
+            }
+            println!();
         }
     }
 }

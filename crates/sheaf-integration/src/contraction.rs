@@ -1,8 +1,7 @@
 //! How much contraction work a module holds: the multiply-adds of its
 //! largest `stablehlo.dot_general`, read from the op's types, which decides
-//! whether CPU code gets IREE's data tiling and microkernels
-//! (`target::CONTRACTION_FLAGS`): they speed up large matmuls and only cost
-//! compile time on small ones.
+//! whether CPU code gets IREE's data tiling (`target::CONTRACTION_FLAGS`):
+//! it speeds up large matmuls and only costs compile time on small ones.
 
 /// The contraction work of a module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,6 +3,7 @@
 //! for the whole process.
 
 use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -298,6 +299,7 @@ pub struct PrecompileSummary {
 #[derive(Debug)]
 struct CpuFallback {
     driver: String,
+    workers: Option<NonZeroUsize>,
     options: CompileOptions,
     compiler: CompilerPreference,
     uploads: UploadSettings,
@@ -328,6 +330,7 @@ impl JitRuntime {
         let cpu = match (&device.cpu_fallback, primary.is_cpu()) {
             (Some(driver), false) => Some(CpuFallback {
                 driver: driver.clone(),
+                workers: device.cpu_workers,
                 options: options.clone(),
                 compiler: compiler.clone(),
                 uploads: config.uploads,
@@ -927,18 +930,24 @@ impl CpuFallback {
     fn placement(&self) -> Result<(&Placement, &UploadCache), &JitError> {
         self.placement
             .get_or_init(|| {
-                let placement = Placement::open(&self.driver, None, &self.options, &self.compiler)
-                    .inspect_err(|error| {
-                        let error = ErrorChain(error);
-                        tracing::warn!(
-                            target: "sheaf_jit",
-                            driver = %self.driver,
-                            %error,
-                            "cannot open the CPU fallback `{}` ({error}); signatures that fail \
-                             on the primary device run in the interpreter",
-                            self.driver
-                        );
-                    })?;
+                let placement = Placement::open(
+                    &self.driver,
+                    self.workers,
+                    None,
+                    &self.options,
+                    &self.compiler,
+                )
+                .inspect_err(|error| {
+                    let error = ErrorChain(error);
+                    tracing::warn!(
+                        target: "sheaf_jit",
+                        driver = %self.driver,
+                        %error,
+                        "cannot open the CPU fallback `{}` ({error}); signatures that fail \
+                         on the primary device run in the interpreter",
+                        self.driver
+                    );
+                })?;
                 let uploads = UploadCache::new(placement.device().clone(), self.uploads);
                 Ok((placement, uploads))
             })

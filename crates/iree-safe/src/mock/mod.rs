@@ -45,6 +45,7 @@ mod allocator;
 pub(crate) mod api;
 mod context;
 mod driver;
+mod flags;
 mod hal;
 mod list;
 mod module;

@@ -1,6 +1,8 @@
 //! Which device runs the compiled code, and which CPU driver takes over
 //! when it cannot.
 
+use std::num::NonZeroUsize;
+
 use crate::error::ConfigError;
 
 /// The device the runtime opens, and its CPU fallback.
@@ -34,6 +36,19 @@ pub struct DeviceSettings {
     /// signature does not compile for the GPU; `None` makes both errors.
     /// Default `local-sync`.
     pub cpu_fallback: Option<String>,
+    /// The most worker threads a `local-task` device (as the driver or
+    /// the CPU fallback) gets: IREE makes one per physical core of the
+    /// calling thread's NUMA node, each pinned to its core, up to this
+    /// (`iree_safe::Device::open_local_task`); `None` keeps IREE's cap of
+    /// 64. Other drivers have no workers and ignore it. Default `None`.
+    ///
+    /// `local-task` runs a dispatch's workgroups on its workers, so large
+    /// calls use several cores (an `f32[512,512]` matmul: ~840 µs with 2
+    /// workers against ~1,390 µs on `local-sync`), but each call wakes
+    /// them: a tiny one (sigmoid `f32[1,5]`) takes ~12–19 µs there against
+    /// ~2.3 µs on the single-threaded `local-sync` (`cargo bench -p
+    /// sheaf-integration --bench cpu_flags`).
+    pub cpu_workers: Option<NonZeroUsize>,
 }
 
 impl Default for DeviceSettings {
@@ -41,6 +56,7 @@ impl Default for DeviceSettings {
         DeviceSettings {
             driver: "auto".into(),
             cpu_fallback: Some("local-sync".into()),
+            cpu_workers: None,
         }
     }
 }
