@@ -70,6 +70,7 @@ const PACKAGES: &[Package] = &[
         features: &["--all-features"],
         left_out: &[
             ("compiler_env", IN_PROCESS),
+            ("compiler_exit", IN_PROCESS),
             ("compiler_implementations", IN_PROCESS),
             ("compiler_named", IN_PROCESS),
             ("compiler_threads", IN_PROCESS),

@@ -9,6 +9,10 @@ pub(crate) struct Budget {
     max_bytes: usize,
     entries: usize,
     bytes: usize,
+    /// Entries (and their bytes) held for compiles that must not evict
+    /// when they are cached: hot-size specializations in flight.
+    reserved_entries: usize,
+    reserved_bytes: usize,
 }
 
 impl Budget {
@@ -18,6 +22,8 @@ impl Budget {
             max_bytes,
             entries: 0,
             bytes: 0,
+            reserved_entries: 0,
+            reserved_bytes: 0,
         }
     }
 
@@ -27,9 +33,27 @@ impl Budget {
         bytes <= self.max_bytes
     }
 
-    /// Whether one more entry of `bytes` fits without evicting anything.
-    pub(crate) fn has_room(&self, bytes: usize) -> bool {
-        self.entries < self.max_entries && self.bytes.saturating_add(bytes) <= self.max_bytes
+    /// Holds room for one more entry of `bytes`, if it fits beside the
+    /// entries cached and the room held already without evicting anything;
+    /// returns whether it did. [`release`](Self::release) gives it back.
+    pub(crate) fn reserve(&mut self, bytes: usize) -> bool {
+        let fits = self.entries + self.reserved_entries < self.max_entries
+            && self
+                .bytes
+                .saturating_add(self.reserved_bytes)
+                .saturating_add(bytes)
+                <= self.max_bytes;
+        if fits {
+            self.reserved_entries += 1;
+            self.reserved_bytes += bytes;
+        }
+        fits
+    }
+
+    /// Gives back room held by [`reserve`](Self::reserve).
+    pub(crate) fn release(&mut self, bytes: usize) {
+        self.reserved_entries -= 1;
+        self.reserved_bytes -= bytes;
     }
 
     pub(crate) fn add(&mut self, bytes: usize) {
@@ -99,9 +123,14 @@ mod tests {
             Some(EvictionCause::ByteBudget { max_bytes: 100 })
         );
         assert_eq!((b.entries(), b.bytes()), (2, 110));
-        assert!(!b.has_room(0), "no entry left");
+        assert!(!b.reserve(0), "no entry left");
         b.remove(50);
-        assert!(b.has_room(40) && !b.has_room(41), "60 of 100 bytes in use");
+        assert!(!b.reserve(41), "60 of 100 bytes in use");
+        assert!(b.reserve(40));
+        assert!(!b.reserve(0), "the last entry is held");
+        b.release(40);
+        assert!(b.reserve(40));
+        assert_eq!((b.entries(), b.bytes()), (1, 60), "held room is no entry");
         assert_eq!(
             least_recent([("a", 5), ("b", 2), ("c", 9)].into_iter()),
             Some("b")

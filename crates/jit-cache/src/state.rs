@@ -134,6 +134,9 @@ struct InFlight<E> {
     /// its dims count towards its class's dims varying (pending).
     call: Signature,
     progress: Progress,
+    /// Bytes of the global budget held for it (a hot-size specialization,
+    /// which must not evict), released when it leaves the map.
+    reserved: Option<usize>,
 }
 
 /// Whether the calling thread compiles (and waits for compiles in flight),
@@ -363,7 +366,7 @@ impl<E> FunctionState<E> {
         &mut self,
         sig: &Signature,
         tick: u64,
-        (total, budget): (&mut Counters, &Budget),
+        (total, budget): (&mut Counters, &mut Budget),
         compiled: &Mean,
         config: &CacheConfig,
         caller: Caller,
@@ -399,6 +402,18 @@ impl<E> FunctionState<E> {
         self.miss(sig, call, notes, total, compiled, config, caller)
     }
 
+    /// Removes the compile of `sig` from those in flight, releasing the
+    /// room it held in `budget`.
+    fn land(&mut self, sig: &Signature, budget: &mut Budget) {
+        if let Some(InFlight {
+            reserved: Some(bytes),
+            ..
+        }) = self.in_flight.remove(sig)
+        {
+            budget.release(bytes);
+        }
+    }
+
     /// Counts a call of `sig` that a variant with dynamic dims served; once
     /// `sig` is hot (as admission counts it: called more than once every
     /// capacity + 1 calls recently), starts the compile of its own
@@ -410,23 +425,24 @@ impl<E> FunctionState<E> {
         sig: &Signature,
         call: u64,
         total: &mut Counters,
-        budget: &Budget,
+        budget: &mut Budget,
     ) -> Option<Box<Specialization<E>>> {
         let calls = self
             .admission
             .record_served(sig.precomputed_hash(), call)
             .saturating_add(1);
+        // Compiles in flight may take the function's free slots.
         if calls < self.admission.hot(call)
             || self.in_flight.contains_key(sig)
-            || self.cache.len() >= self.cache.capacity()
+            || self.cache.len() + self.in_flight.len() >= self.cache.capacity()
         {
             return None;
         }
         let (serving, bytes) = self.cache.serving(sig)?;
-        if !budget.has_room(bytes) {
+        if let FailureCheck::Blocked { .. } = self.failures.check(sig) {
             return None;
         }
-        if let FailureCheck::Blocked { .. } = self.failures.check(sig) {
+        if !budget.reserve(bytes) {
             return None;
         }
         let reason = MissReason::HotSize {
@@ -440,6 +456,7 @@ impl<E> FunctionState<E> {
                 flight: Arc::clone(&flight),
                 call: sig.clone(),
                 progress: Progress::Preparing,
+                reserved: Some(bytes),
             },
         );
         self.counters.specializations += 1;
@@ -664,6 +681,7 @@ impl<E> FunctionState<E> {
             InFlight {
                 flight: Arc::clone(&flight),
                 call: call_sig.clone(),
+                reserved: None,
                 progress: match caller {
                     Caller::Blocking => Progress::Running(Instant::now()),
                     Caller::Background => Progress::Preparing,
@@ -855,7 +873,7 @@ impl<E> CacheState<E> {
             return Some(state.call(
                 sig,
                 self.tick,
-                (&mut self.total, &self.budget),
+                (&mut self.total, &mut self.budget),
                 &self.compiled,
                 config,
                 caller,
@@ -875,7 +893,7 @@ impl<E> CacheState<E> {
         Some(state.call(
             sig,
             self.tick,
-            (&mut self.total, &self.budget),
+            (&mut self.total, &mut self.budget),
             &self.compiled,
             config,
             caller,
@@ -950,7 +968,7 @@ impl<E> CacheState<E> {
             finished.not_cached = Some(NotCached::FunctionEvicted);
             return finished;
         };
-        state.in_flight.remove(sig);
+        state.land(sig, &mut self.budget);
         compiled.add_to(&mut state.counters);
         if measured {
             state.compiled.record(elapsed);
@@ -1081,7 +1099,7 @@ impl<E> CacheState<E> {
             .get_mut(func)
             .filter(|s| s.generation == generation)
         {
-            state.in_flight.remove(sig);
+            state.land(sig, &mut self.budget);
             state.counters.compiles += 1;
             state.counters.failed_compiles += 1;
         }
@@ -1168,7 +1186,7 @@ impl<E> CacheState<E> {
             .get_mut(func)
             .filter(|s| s.generation == generation)
         {
-            state.in_flight.remove(sig);
+            state.land(sig, &mut self.budget);
             state.counters.compiles_withdrawn += u64::from(!queue_full);
             state.counters.queue_full += u64::from(queue_full);
             state.counters.fallback_calls += u64::from(interprets);
@@ -1209,6 +1227,12 @@ impl<E> CacheState<E> {
         func: &FunctionId,
         state: &mut FunctionState<E>,
     ) -> Vec<(FunctionId, Evicted<E>)> {
+        // Its compiles in flight finish uncached: the room they held goes.
+        for in_flight in state.in_flight.values() {
+            if let Some(bytes) = in_flight.reserved {
+                self.budget.release(bytes);
+            }
+        }
         let evicted = state.cache.drain();
         self.total.evictions += evicted.len() as u64;
         for e in &evicted {

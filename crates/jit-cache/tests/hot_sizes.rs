@@ -306,3 +306,97 @@ fn a_specialization_prepared_at_once_serves_the_next_call() {
          faster"
     );
 }
+
+#[test]
+fn sizes_hot_at_once_take_only_the_free_slots() {
+    // Capacity 4: sizes 1 and 2 and the dynamic variant leave one slot.
+    // Batches 64 and 65 go hot while the first's compile is held back:
+    // only one is specialized, and nothing is evicted.
+    let config = CacheConfig {
+        function_capacity: 4,
+        ..CacheConfig::default()
+    };
+    let jit = Background::new(config, MockCompiler::new()).with_the_batch_dim_dynamic();
+    let held = Arc::new((std::sync::Mutex::new(true), std::sync::Condvar::new()));
+    let call_held = |b: i64| {
+        let (compiler, held) = (Arc::clone(&jit.compiler), Arc::clone(&held));
+        jit.cache.get_or_queue(&jit.f, &mlp(b), |sig| {
+            let sig = sig.clone();
+            Ok(Prepared::Queue(move || {
+                let (lock, released) = &*held;
+                let mut holding = lock.lock().unwrap();
+                while *holding {
+                    holding = released.wait(holding).unwrap();
+                }
+                compiler.compile(&sig)
+            }))
+        })
+    };
+    for _ in 0..100 {
+        for b in [64, 65] {
+            assert!(matches!(call_held(b), Dispatch::Compiled { .. }));
+        }
+    }
+    assert_eq!(jit.specializations(), 1, "one free slot");
+    *held.0.lock().unwrap() = false;
+    held.1.notify_all();
+    jit.settle();
+    let stats = jit.cache.stats();
+    assert_eq!(stats.total.evictions, 0, "{stats}");
+    assert_eq!((jit.call(1), jit.call(2)), (Served::Exact, Served::Exact));
+    assert_eq!(
+        [jit.call(64), jit.call(65)],
+        [Served::Exact, Served::Dynamic]
+    );
+}
+
+#[test]
+fn the_global_budget_holds_room_for_specializations_in_flight() {
+    // Room for one more 1000-byte entry in all: two functions' hot sizes
+    // go hot while the first specialization is in flight; the second waits
+    // for room instead of evicting.
+    let config = CacheConfig {
+        max_total_entries: 7,
+        ..CacheConfig::default()
+    };
+    let cache: JitCache<MockExe> = JitCache::new(config).unwrap();
+    let compiler = Arc::new(MockCompiler::new());
+    let held = Arc::new((std::sync::Mutex::new(true), std::sync::Condvar::new()));
+    let call = |f: &FunctionId, b: i64, hold: bool| {
+        let (compiler, held) = (Arc::clone(&compiler), Arc::clone(&held));
+        cache.get_or_queue(f, &mlp(b), |sig| {
+            let sig = sig.clone();
+            Ok(Prepared::Queue(move || {
+                let (lock, released) = &*held;
+                let mut holding = lock.lock().unwrap();
+                while hold && *holding {
+                    holding = released.wait(holding).unwrap();
+                }
+                compiler.compile(&sig)
+            }))
+        })
+    };
+    let (f, g) = (mlp_layer(), FunctionId::new("other", 1).with_dynamic_dims());
+    for func in [&f, &g] {
+        for b in 1..=3 {
+            let _ = call(func, b, false);
+            assert!(cache.wait_for_compiles(Duration::from_secs(60)));
+        }
+    }
+    assert_eq!(cache.stats().total.live_entries, 6);
+    for _ in 0..100 {
+        for func in [&f, &g] {
+            assert!(matches!(call(func, 64, true), Dispatch::Compiled { .. }));
+        }
+    }
+    assert_eq!(cache.stats().total.specializations, 1, "room for one");
+    *held.0.lock().unwrap() = false;
+    held.1.notify_all();
+    assert!(cache.wait_for_compiles(Duration::from_secs(60)));
+    let stats = cache.stats();
+    assert_eq!(
+        (stats.total.evictions, stats.total.live_entries),
+        (0, 7),
+        "{stats}"
+    );
+}

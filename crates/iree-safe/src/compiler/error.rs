@@ -91,6 +91,15 @@ pub enum CompileError {
         diagnostics: Vec<Diagnostic>,
     },
 
+    /// The process is exiting: the in-process compiler starts no compile
+    /// once `exit` has begun (it waits for those running, so that the
+    /// library's static destructors do not run under them).
+    #[error(
+        "the process is exiting: the in-process IREE compiler starts no new compile once exit \
+         has begun"
+    )]
+    Exiting,
+
     /// An I/O operation of the driver itself failed (spawning
     /// `iree-compile`, talking to it through pipes).
     #[error("{context}")]

@@ -26,6 +26,8 @@
 //!   it, parsing, compiling and serializing run concurrently.
 //! - The diagnostic callback may run on any compiler thread; it appends to a
 //!   mutex-guarded list that outlives the invocation.
+//! - The library's static destructors run at process exit: exit waits for
+//!   the compiles in flight first, and refuses new ones (`exit_gate`).
 //! - Every returned `iree_compiler_error_t` is read and destroyed exactly
 //!   once; a source or output stored through an out-parameter is owned even
 //!   when the call also returns an error.
@@ -39,6 +41,7 @@ use super::arch::foreign_arch;
 use super::diagnostics::{Diagnostic, Severity};
 use super::embedding_api::Api;
 use super::error::CompileError;
+use super::exit_gate::{self, Pass};
 use super::locate::locate_compiler_library;
 use super::options::CompileOptions;
 use super::session::{DiagnosticSink, Output, Session};
@@ -171,6 +174,8 @@ impl InProcessCompiler {
         // process: we hold the lock that publishes it, nothing was published
         // yet, and it is never shut down.
         unsafe { (api.global_initialize)() };
+        // Before any compile: exit waits for the compiles in flight.
+        exit_gate::close_at_exit().map_err(load_error)?;
         // SAFETY: the compiler is initialized; the revision string lives as
         // long as the initialization (forever) and is copied here.
         let revision = unsafe {
@@ -266,6 +271,9 @@ impl FirstPipeline {
 
 impl Compiler for InProcessCompiler {
     fn compile(&self, mlir: &str, options: &CompileOptions) -> Result<Artifact, CompileError> {
+        // Declared first, so dropped last: held while any of the library's
+        // objects of this compile lives.
+        let _in_flight = Pass::enter()?;
         let flags = options.checked_flags()?;
         let c_flags: Vec<CString> = flags
             .iter()

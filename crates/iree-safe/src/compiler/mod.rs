@@ -63,6 +63,7 @@ mod arch;
 mod diagnostics;
 mod embedding_api;
 mod error;
+mod exit_gate;
 mod in_process;
 mod locate;
 mod options;
