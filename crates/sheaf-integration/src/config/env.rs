@@ -200,6 +200,18 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
         },
     },
     EnvVariable {
+        name: "SHEAF_JIT_CPU_WORKERS",
+        meaning: "the most worker threads of a `local-task` device (one per physical core, each pinned); `all` for IREE's cap of 64",
+        default: "`all`",
+        apply: |config, var| {
+            config.device.cpu_workers = match var.text()?.as_str() {
+                "all" => None,
+                _ => Some(var.number()?),
+            };
+            Ok(())
+        },
+    },
+    EnvVariable {
         name: "SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES",
         meaning: "device copies of reused host arrays (`0` disables)",
         default: "256M",
@@ -488,6 +500,7 @@ mod tests {
         ("SHEAF_JIT_DISK_CACHE", "off", Some(b"bogus")),
         ("SHEAF_JIT_CACHE_MAX_BYTES", "64M", Some(b"1.5G")),
         ("SHEAF_JIT_CPU_FALLBACK", "off", Some(b"\xff")),
+        ("SHEAF_JIT_CPU_WORKERS", "2", Some(b"0")),
         ("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "1M", Some(b"big")),
         ("SHEAF_JIT_BUNDLES", "/a:/b", None),
         (crate::TRACE_ENV, "1", Some(b"verbose")),
@@ -574,6 +587,7 @@ mod tests {
             ("SHEAF_JIT_CACHE_MAX_BYTES", "64M"),
             ("SHEAF_JIT_TRACE", "1"),
             ("SHEAF_JIT_CPU_FALLBACK", "off"),
+            ("SHEAF_JIT_CPU_WORKERS", "2"),
             ("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "1M"),
             ("SHEAF_JIT_BUNDLES", "/a:/b"),
             ("SHEAF_JIT_PROFILE", "1"),
@@ -581,6 +595,7 @@ mod tests {
         .unwrap();
         assert!(config.profile_at_exit);
         assert_eq!(config.device.cpu_fallback, None);
+        assert_eq!(config.device.cpu_workers, std::num::NonZeroUsize::new(2));
         assert_eq!(config.uploads.bytes, 1 << 20);
         assert_eq!(config.bundles, [PathBuf::from("/a"), PathBuf::from("/b")]);
         assert_eq!(config.device.driver, "local-task");
