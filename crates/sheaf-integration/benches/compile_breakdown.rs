@@ -30,33 +30,11 @@ use std::time::{Duration, Instant};
 use iree_safe::compiler::{choose_compiler, CompileOptions, CompilerPreference};
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    mlir, reference, CompileMode, DiskCacheFolder, Dispatched, JitConfig, JitFunction, JitRuntime,
-    Lowered, LoweringContext, LoweringError, Signature, Value, CONTRACTION_FLAGS, CPU_FLAGS,
+    reference, CompileMode, DiskCacheFolder, Dispatched, JitConfig, JitFunction, JitRuntime,
+    Signature, Value, CONTRACTION_FLAGS, CPU_FLAGS,
 };
 
 const ROUNDS: usize = 5;
-
-/// `(defn matmul [a b] (dot a b))`.
-fn matmul() -> JitFunction {
-    JitFunction::new(
-        "matmul",
-        "(defn matmul [a b] (dot a b))",
-        |ctx: &LoweringContext<'_>| {
-            let [a, b] = ctx.args() else {
-                return Err(LoweringError::new("matmul takes a and b"));
-            };
-            let (ta, tb) = (mlir::arg_type(a)?, mlir::arg_type(b)?);
-            let (m, n) = (a.dims()[0], b.dims()[1]);
-            Ok(Lowered::new(format!(
-                "func.func @{entry}(%a: {ta}, %b: {tb}) -> tensor<{m}x{n}xf32> {{
-                   %c = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : ({ta}, {tb}) -> tensor<{m}x{n}xf32>
-                   return %c : tensor<{m}x{n}xf32>
-                 }}",
-                entry = ctx.entry_name()
-            )))
-        },
-    )
-}
 
 fn array(shape: &[usize]) -> ArrayD<f32> {
     let len = shape.iter().product::<usize>();
@@ -99,7 +77,7 @@ fn workloads() -> Vec<Workload> {
         },
         Workload {
             name: "matmul f32[512,512]",
-            function: matmul(),
+            function: reference::matmul(),
             args: vec![array(&[512, 512]), array(&[512, 512])],
             captured: vec![],
             tiled: true,
@@ -276,7 +254,7 @@ fn tiling_by_size() {
     for n in [128, 192, 256, 320, 384, 512] {
         let workload = Workload {
             name: "matmul",
-            function: matmul(),
+            function: reference::matmul(),
             args: vec![array(&[n, n]), array(&[n, n])],
             captured: vec![],
             tiled: false,

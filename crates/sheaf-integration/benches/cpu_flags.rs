@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 use iree_safe::compiler::{choose_compiler, Artifact, CompileOptions, CompilerPreference};
 use iree_safe::{Device, Function, Runtime, Tensor, VmValue};
 use sheaf_integration::{
-    mlir, reference, CapturedScalar, DType, JitConfig, JitFunction, Lowered, LoweringContext,
-    LoweringError, Signature, CONTRACTION_FLAGS, CPU_FLAGS,
+    reference, CapturedScalar, DType, JitConfig, JitFunction, Signature, CONTRACTION_FLAGS,
+    CPU_FLAGS,
 };
 
 const COMPILE_ROUNDS: usize = 3;
@@ -83,28 +83,6 @@ const CANDIDATES: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// `(defn matmul [a b] (dot a b))`, as `compile_breakdown` lowers it.
-fn matmul() -> JitFunction {
-    JitFunction::new(
-        "matmul",
-        "(defn matmul [a b] (dot a b))",
-        |ctx: &LoweringContext<'_>| {
-            let [a, b] = ctx.args() else {
-                return Err(LoweringError::new("matmul takes a and b"));
-            };
-            let (ta, tb) = (mlir::arg_type(a)?, mlir::arg_type(b)?);
-            let (m, n) = (a.dims()[0], b.dims()[1]);
-            Ok(Lowered::new(format!(
-                "func.func @{entry}(%a: {ta}, %b: {tb}) -> tensor<{m}x{n}xf32> {{
-                   %c = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : ({ta}, {tb}) -> tensor<{m}x{n}xf32>
-                   return %c : tensor<{m}x{n}xf32>
-                 }}",
-                entry = ctx.entry_name()
-            )))
-        },
-    )
-}
-
 struct Workload {
     name: &'static str,
     function: JitFunction,
@@ -144,7 +122,7 @@ fn workloads() -> Vec<Workload> {
         },
         Workload {
             name: "matmul f32[512,512]",
-            function: matmul(),
+            function: reference::matmul(),
             shapes: vec![vec![512, 512], vec![512, 512]],
             captured: vec![],
             tiled: true,

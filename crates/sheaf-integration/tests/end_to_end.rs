@@ -9,9 +9,9 @@ mod support;
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    mlir, CachePolicy, DiskCacheFolder, Dispatched, ErrorChain, FallbackReason, JitError,
-    JitFunction, JitRuntime, Lowered, Origin, Phase, Provenance, Refusal, Severity, Value,
-    VariantError,
+    mlir, CachePolicy, DiskCacheFolder, Dispatched, ErrorChain, FallbackReason, HostTensor,
+    JitError, JitFunction, JitRuntime, Lowered, Origin, Phase, Provenance, Refusal, Severity,
+    Value, VariantError,
 };
 use support::{array, assert_close, jit};
 
@@ -67,7 +67,7 @@ fn sigmoid_compiled_equals_interpreter_on_many_shapes() {
     else {
         panic!("f64 sigmoid did not run compiled");
     };
-    let sheaf_integration::HostTensor::F64(y) = y.outputs[0].to_host().unwrap() else {
+    let HostTensor::F64(y) = y.outputs[0].to_host().unwrap() else {
         panic!("f64 in, not f64 out")
     };
     for (x, y) in x.iter().zip(y.iter()) {
@@ -113,6 +113,46 @@ fn mlp_compiled_equals_interpreter_on_many_shapes() {
             &[],
             reference::interpret_mlp_layer,
         );
+    }
+}
+
+#[test]
+fn matmul_compiled_equals_interpreter_on_small_and_large_shapes() {
+    let jit = jit();
+    // 512³ reaches LARGE_CONTRACTION: compiled with CONTRACTION_FLAGS.
+    for (i, (m, k, n)) in [(1, 3, 4), (5, 2, 3), (3, 7, 1), (512, 512, 512)]
+        .into_iter()
+        .enumerate()
+    {
+        let seed = 200 + 2 * i as u32;
+        let (a, b) = (array(&[m, k], seed), array(&[k, n], seed + 1));
+        let args = [Value::from(a.clone()), Value::from(b.clone())];
+        let f = reference::matmul();
+        let Dispatched::Compiled(compiled) = jit.dispatch(&f, &args, &[]).unwrap() else {
+            panic!("matmul {m}x{k}x{n} did not run compiled");
+        };
+        let expected = reference::interpret_matmul(&args).unwrap();
+        let (HostTensor::F32(y), HostTensor::F32(e)) = (
+            compiled.outputs[0].to_host().unwrap(),
+            expected[0].to_host().unwrap(),
+        ) else {
+            panic!("f32 results");
+        };
+        // A dot product of length k is exact to k·ε of Σ|a||b| (the sums
+        // are added in another order by the tiled code).
+        let magnitude = a
+            .mapv(f32::abs)
+            .into_dimensionality::<ndarray::Ix2>()
+            .unwrap()
+            .dot(
+                &b.mapv(f32::abs)
+                    .into_dimensionality::<ndarray::Ix2>()
+                    .unwrap(),
+            );
+        for ((y, e), bound) in y.iter().zip(e.iter()).zip(magnitude.iter()) {
+            let tolerance = 2.0 * k as f32 * f32::EPSILON * bound.max(1.0);
+            assert!((y - e).abs() <= tolerance, "{m}x{k}x{n}: {y} vs {e}");
+        }
     }
 }
 

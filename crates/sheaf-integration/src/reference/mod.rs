@@ -7,12 +7,15 @@
 //!   ≥ 1, with `temperature` captured (baked into the code);
 //! - [`mlp_layer`]: `relu(x·W + b)` for `x: f32[N,K]`, `W: f32[K,M]`,
 //!   `b: f32[M]`;
+//! - [`matmul`]: `a·b` for `a: f32[M,K]`, `b: f32[K,N]` (static shapes);
 //! - [`ragged_batch_sizes`]: the batch sizes of the ragged-batch workload.
 
+mod matmul;
 mod mlp;
 mod sigmoid;
 mod softmax;
 
+pub use matmul::{interpret_matmul, matmul};
 pub use mlp::{interpret_mlp_layer, mlp_layer};
 pub use sigmoid::{interpret_sigmoid, sigmoid};
 pub use softmax::{interpret_softmax, softmax, temperature};

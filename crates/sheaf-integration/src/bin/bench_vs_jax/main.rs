@@ -27,7 +27,6 @@
 
 mod fresh;
 mod inputs;
-mod matmul;
 mod row;
 mod warm;
 mod workloads;

@@ -10,7 +10,7 @@ use sheaf_integration::{
 
 use crate::inputs::{MAX_BATCH, WIDTH};
 use crate::row::{self, warm_p50_us, Checksum, Row};
-use crate::{chain, compiled, matmul, Bench};
+use crate::{chain, compiled, Bench};
 
 /// The batch sizes of the eight-batch rows.
 const BATCH_SIZES: [usize; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
@@ -145,7 +145,7 @@ pub(crate) fn compute(bench: &Bench) -> Result<Vec<Row>, String> {
         Case {
             key: "matmul",
             label: "matmul f32[512,512]·f32[512,512]: warm p50".to_owned(),
-            function: matmul::matmul(),
+            function: reference::matmul(),
             args: vec![
                 device(&jit, inputs.array("matmul_a")?.into())?,
                 device(&jit, inputs.array("matmul_b")?.into())?,
