@@ -75,6 +75,18 @@ const CANDIDATES: &[(&str, &[&str])] = &[
     ),
     ("+ data tiling everywhere", CONTRACTION_FLAGS),
     (
+        "+ inner-tiled matmuls",
+        &["--iree-llvmcpu-enable-inner-tiled"],
+    ),
+    (
+        "+ LLVM loop unrolling",
+        &["--iree-llvmcpu-loop-unrolling=true"],
+    ),
+    (
+        "+ no thread distribution",
+        &["--iree-llvmcpu-disable-distribution"],
+    ),
+    (
         "+ tiling from dispatch creation",
         &[
             "--iree-opt-data-tiling=false",
