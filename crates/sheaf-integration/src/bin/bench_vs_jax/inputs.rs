@@ -183,7 +183,7 @@ pub(crate) fn write(dir: &Path) -> Result<(), String> {
     std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// Reads the inputs that [`write`] left in `dir`.
+/// Reads the inputs that [`write()`] left in `dir`.
 pub(crate) fn read(dir: &Path) -> Result<Inputs, String> {
     let rerun = "run `bench_vs_jax write-inputs DIR` (or `cargo xtask bench-vs-jax`) again";
     let path = dir.join(INDEX);

@@ -13,17 +13,17 @@
 //! cache off, on the device `--driver` names (default `auto`: the CPU,
 //! `local-sync`, on a machine without a GPU). The rows:
 //!
-//! - `sigmoid` f32[1,5] warm, host array in and host array out, and chained
+//! - `sigmoid` `f32[1,5]` warm, host array in and host array out, and chained
 //!   on the device (each output is the next input);
 //! - a new function's first result: blocking, and in background mode the
 //!   first (interpreted) result and the first compiled one;
-//! - the ping-pong (`sigmoid` on f32[1,5] and f32[1,5,1] alternately,
-//!   `softmax` f32[1,5] at temperatures 0.5 and 1.0 alternately) and the
+//! - the ping-pong (`sigmoid` on `f32[1,5]` and `f32[1,5,1]` alternately,
+//!   `softmax` `f32[1,5]` at temperatures 0.5 and 1.0 alternately) and the
 //!   ragged batch (`mlp_layer` at the batch sizes of
 //!   `reference::ragged_batch_sizes`): totals, compiles included;
 //! - `mlp_layer` warm at eight batch sizes in one runtime (dynamic dims on,
-//!   as by default), and `matmul` f32[512,512]², `softmax` f32[128,1024] and
-//!   `mlp_layer` f32[128,256] warm (`--rows compute`: only these three).
+//!   as by default), and `matmul` `f32[512,512]`², `softmax` `f32[128,1024]` and
+//!   `mlp_layer` `f32[128,256]` warm (`--rows compute`: only these three).
 
 mod fresh;
 mod inputs;

@@ -22,7 +22,7 @@ fn device(jit: &JitRuntime, host: HostTensor) -> Result<Value, String> {
     Ok(Value::from(jit.upload(&host).map_err(|e| chain(&e))?))
 }
 
-/// `sigmoid` f32[1,5], host array in and out; then chained on the device.
+/// `sigmoid` `f32[1,5]`, host array in and out; then chained on the device.
 pub(crate) fn sigmoid(bench: &Bench) -> Result<Vec<Row>, String> {
     let counts = &bench.counts;
     let jit = bench.runtime(CompileMode::Blocking)?;
@@ -134,8 +134,8 @@ struct Case {
     calls: usize,
 }
 
-/// `matmul` f32[512,512]·f32[512,512], `softmax` f32[128,1024] and
-/// `mlp_layer` f32[128,256] (static variants), device tensors in and out.
+/// `matmul` `f32[512,512]`·`f32[512,512]`, `softmax` `f32[128,1024]` and
+/// `mlp_layer` `f32[128,256]` (static variants), device tensors in and out.
 pub(crate) fn compute(bench: &Bench) -> Result<Vec<Row>, String> {
     let counts = &bench.counts;
     let inputs = &bench.inputs;

@@ -23,8 +23,8 @@ fn mode_name(mode: CompileMode) -> &'static str {
     }
 }
 
-/// Each iteration: `sigmoid` on f32[1,5] and f32[1,5,1] alternately, then
-/// `softmax` on f32[1,5] at temperatures 0.5 and 1.0 alternately (four
+/// Each iteration: `sigmoid` on `f32[1,5]` and `f32[1,5,1]` alternately, then
+/// `softmax` on `f32[1,5]` at temperatures 0.5 and 1.0 alternately (four
 /// signatures in all).
 pub(crate) fn pingpong(bench: &Bench, mode: CompileMode) -> Result<Row, String> {
     let iterations = bench.counts.pingpong_iterations;
@@ -76,7 +76,7 @@ pub(crate) fn pingpong(bench: &Bench, mode: CompileMode) -> Result<Row, String> 
     ))
 }
 
-/// `mlp_layer` with x: f32[b,256] for the batch sizes b of the index, each
+/// `mlp_layer` with x: `f32[b,256]` for the batch sizes b of the index, each
 /// x cut from the pool of rows at offset `i % 129` (outside the timing),
 /// with W and the bias the same host arrays every call (the upload cache
 /// keeps them on the device; the JAX side keeps them as device arrays).
