@@ -10,36 +10,17 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use common::{capture_logs, expected, f32_sig, run, Behaviour, MockCompiler, MockExe, Ran};
+use common::{
+    capture_logs, expected, f32_sig, mlp, ragged_batches, run, Behaviour, MockCompiler, MockExe,
+    Ran,
+};
 use jit_cache::{
     ArgSpec, CacheConfig, CapturedScalar, CompileFailure, DType, Dispatch, FallbackReason,
     FunctionId, JitCache, Origin, Prepared, Provenance, Signature,
 };
 
-/// `mlp_layer`'s signature at batch `b`: x f32[b,16], W f32[16,8], b f32[8].
-fn mlp(b: i64) -> Signature {
-    Signature::builder()
-        .arg(DType::F32, &[b, 16])
-        .arg(DType::F32, &[16, 8])
-        .arg(DType::F32, &[8])
-        .build()
-}
-
 fn dynamic(name: &str) -> FunctionId {
     FunctionId::new(name, 1).with_dynamic_dims()
-}
-
-/// Batch sizes uniform in 1..=128 from a fixed-seed generator.
-fn ragged(calls: usize) -> Vec<i64> {
-    let mut state = 0x2545_f491_4f6c_dd1d_u64;
-    (0..calls)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % 128) as i64 + 1
-        })
-        .collect()
 }
 
 /// The executable that served `sig`, and whether it was compiled for a
@@ -61,7 +42,7 @@ fn a_ragged_batch_compiles_three_variants_and_runs_every_call_compiled() {
     let f = dynamic("mlp_layer");
     let calls = if cfg!(miri) { 300 } else { 2000 };
     let mut by = std::collections::HashMap::new();
-    for b in ragged(calls) {
+    for b in ragged_batches(calls) {
         let sig = mlp(b);
         let (ran, _) = run(&cache, &f, &sig, &compiler);
         *by.entry(served(ran, &sig, &mlp(-1))).or_insert(0) += 1;
@@ -313,7 +294,7 @@ fn at_capacity_a_dynamic_variant_is_admitted_like_any_signature() {
     }
     // Ragged calls of a third class, among the hot ones, do not evict them:
     // the class's variant is refused while it is rarer.
-    for (i, b) in ragged(60).into_iter().enumerate() {
+    for (i, b) in ragged_batches(60).into_iter().enumerate() {
         let (_, outcome) = call(&f32_sig(&[b, 3]));
         if i < 2 {
             assert!(
@@ -331,7 +312,7 @@ fn at_capacity_a_dynamic_variant_is_admitted_like_any_signature() {
     // Once the ragged class is all the function sees, its dynamic variant
     // comes in and serves every size.
     let mut compiled = 0;
-    for b in ragged(40) {
+    for b in ragged_batches(40) {
         let (ran, _) = call(&f32_sig(&[b, 3]));
         compiled += usize::from(ran == Ran::Compiled(expected(&f32_sig(&[-1, 3]))));
     }

@@ -9,20 +9,11 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{expected, run, Behaviour, MockCompiler, MockExe};
+use common::{expected, mlp, ragged_batches, run, Behaviour, MockCompiler, MockExe};
 use jit_cache::{
-    CacheConfig, CompileFailure, DType, Dispatch, FallbackReason, FunctionId, JitCache, MissReason,
-    Origin, Prepared, Signature,
+    CacheConfig, CompileFailure, Dispatch, FallbackReason, FunctionId, JitCache, MissReason,
+    Origin, Prepared,
 };
-
-/// `mlp_layer`'s signature at batch `b`: x f32[b,16], W f32[16,8], b f32[8].
-fn mlp(b: i64) -> Signature {
-    Signature::builder()
-        .arg(DType::F32, &[b, 16])
-        .arg(DType::F32, &[16, 8])
-        .arg(DType::F32, &[8])
-        .build()
-}
 
 fn mlp_layer() -> FunctionId {
     FunctionId::new("mlp_layer", 1).with_dynamic_dims()
@@ -138,22 +129,11 @@ fn a_hot_size_gets_its_own_variant_beside_the_dynamic_one() {
     );
 }
 
-/// Batch sizes uniform in 1..=128 from a fixed-seed generator.
-fn uniform(calls: usize) -> impl Iterator<Item = i64> {
-    let mut state = 0x2545_f491_4f6c_dd1d_u64;
-    (0..calls).map(move |_| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state % 128) as i64 + 1
-    })
-}
-
 #[test]
 fn a_uniform_spread_of_sizes_has_no_hot_size() {
     let jit = Background::new(CacheConfig::default(), MockCompiler::new());
     let calls = if cfg!(miri) { 300 } else { 2000 };
-    for b in uniform(calls) {
+    for b in ragged_batches(calls) {
         jit.call(b);
     }
     jit.settle();
@@ -168,7 +148,7 @@ fn a_skewed_batch_specializes_its_hot_sizes_only() {
     // Every other call is batch 100 or 50 (a quarter each); the rest are
     // spread over 1..=128.
     let calls = if cfg!(miri) { 240 } else { 2000 };
-    for (i, b) in uniform(calls).enumerate() {
+    for (i, b) in ragged_batches(calls).into_iter().enumerate() {
         let b = match i % 4 {
             0 => 100,
             2 => 50,

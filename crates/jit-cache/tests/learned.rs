@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{expected, run, MockCompiler, MockExe, Ran};
+use common::{expected, mlp, run, MockCompiler, MockExe, Ran};
 use jit_cache::{
     CacheConfig, CompileFailure, DType, Dispatch, FallbackReason, FunctionId, JitCache,
     LearnedPolicy, Origin, PolicyMemory, PolicyScope, Prepared, Provenance, Refusal, Signature,
@@ -57,15 +57,6 @@ impl PolicyMemory for TextMemory {
             .unwrap()
             .insert(func.name().to_owned(), text);
     }
-}
-
-/// `mlp_layer`'s signature at batch `b`: x f32[b,16], W f32[16,8], b f32[8].
-fn mlp(b: i64) -> Signature {
-    Signature::builder()
-        .arg(DType::F32, &[b, 16])
-        .arg(DType::F32, &[16, 8])
-        .arg(DType::F32, &[8])
-        .build()
 }
 
 fn mlp_layer() -> FunctionId {

@@ -13,11 +13,10 @@ use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use common::{capture_logs, expected, run, MockCompiler, MockExe, Ran};
+use common::{capture_logs, expected, mlp, run, MockCompiler, MockExe, Ran};
 use jit_cache::store::{ArtifactStore, StoreConfig, MAX_POLICY_FILES};
 use jit_cache::{
-    stable_hash, CacheConfig, DType, FunctionId, JitCache, LearnedPolicy, PolicyMemory,
-    PolicyScope, Signature,
+    stable_hash, CacheConfig, FunctionId, JitCache, LearnedPolicy, PolicyMemory, PolicyScope,
 };
 
 const COMPILER: &str = "mock compiler 1";
@@ -37,14 +36,6 @@ impl PolicyMemory for InStore {
         self.0
             .keep_policy(&PolicyScope::new(func, COMPILER, TARGET), learned);
     }
-}
-
-fn mlp(b: i64) -> Signature {
-    Signature::builder()
-        .arg(DType::F32, &[b, 16])
-        .arg(DType::F32, &[16, 8])
-        .arg(DType::F32, &[8])
-        .build()
 }
 
 fn mlp_layer() -> FunctionId {

@@ -163,6 +163,29 @@ pub(crate) fn run(
     )
 }
 
+/// `mlp_layer`'s signature at batch `b`: x f32[b,16], W f32[16,8], b f32[8].
+pub(crate) fn mlp(b: i64) -> Signature {
+    Signature::builder()
+        .arg(DType::F32, &[b, 16])
+        .arg(DType::F32, &[16, 8])
+        .arg(DType::F32, &[8])
+        .build()
+}
+
+/// `calls` batch sizes uniform in 1..=128 from a fixed-seed xorshift
+/// generator (the ragged batch).
+pub(crate) fn ragged_batches(calls: usize) -> Vec<i64> {
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    (0..calls)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % 128) as i64 + 1
+        })
+        .collect()
+}
+
 /// A one-argument f32 signature.
 pub(crate) fn f32_sig(dims: &[i64]) -> Signature {
     Signature::builder().arg(DType::F32, dims).build()
