@@ -1,7 +1,7 @@
 //! HAL devices, opened by driver name or device URI.
 
 use std::num::NonZeroUsize;
-use std::sync::{Arc, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::driver::DeviceInfo;
 use crate::error::{check, Context, Error, Result};
@@ -22,6 +22,27 @@ use crate::{strings, sys};
 pub struct Device {
     raw: Handle<sys::iree_hal_device_t>,
     uri: Arc<str>,
+    /// The devices whose buffers this one's calls may take: those opened
+    /// with [`open_beside`](Self::open_beside) of one another (shared by
+    /// every clone of every one of them).
+    host_memory: Arc<HostMemory>,
+}
+
+/// The local devices of one [`Device::open_beside`] family, held as long
+/// as any handle of any of them lives. Their buffers are heap memory of
+/// this process, which each of them maps by the buffer's own functions
+/// (`iree/hal/buffer_heap.c`, `iree/hal/local/transient_buffer.c`) and the
+/// HAL module does not tie to a device (`hal.buffer.assert` checks length,
+/// memory type and usage only, `iree/modules/hal/utils/buffer_diagnostics.c`),
+/// so a call on one may take the others' tensors and return them. A buffer
+/// does not retain its device, though: a heap buffer updates its
+/// allocator's statistics when freed, and a transient one returns its
+/// memory to its device's pool. So a tensor of one member (a call result
+/// aliasing an argument, say) must keep every member alive, which this
+/// does.
+#[derive(Debug, Default)]
+struct HostMemory {
+    members: Mutex<Vec<Handle<sys::iree_hal_device_t>>>,
 }
 
 // SAFETY: HAL devices are shared across threads by IREE's own runtime and
@@ -126,7 +147,70 @@ impl Device {
         Ok(Device {
             raw,
             uri: uri.into(),
+            host_memory: Arc::default(),
         })
+    }
+
+    /// Opens a `local-task` device beside this local (`local-sync` or
+    /// `local-task`) one, with at most `workers` workers as
+    /// [`open_local_task`](Self::open_local_task), whose calls take this
+    /// device's tensors and whose tensors this device's calls take, without
+    /// a copy: both keep their buffers in this process's memory. So a
+    /// program can run its small calls on the single-threaded `local-sync`
+    /// and its large ones on several cores, passing tensors between them.
+    /// Every device of such a family stays open while a handle or tensor of
+    /// any of them lives (a call's result may be another member's buffer).
+    ///
+    /// ```no_run
+    /// use std::num::NonZeroUsize;
+    ///
+    /// let small = iree_safe::Device::open("local-sync")?;
+    /// let large = small.open_beside(NonZeroUsize::new(2).unwrap())?;
+    /// assert!(large.shares_memory_with(&small));
+    /// # Ok::<(), iree_safe::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsupported`] when this device is not a local CPU device
+    /// (a GPU's buffers are not host memory), else as
+    /// [`open_local_task`](Self::open_local_task).
+    #[doc(alias = "iree_hal_create_device")]
+    pub fn open_beside(&self, workers: NonZeroUsize) -> Result<Device> {
+        if !self.is_local() {
+            return Err(Error::Unsupported(format!(
+                "only a local CPU device (`local-sync`, `local-task`) has a device beside \
+                 it that shares its memory; `{}` keeps its buffers on its own",
+                self.uri
+            )));
+        }
+        let opened = Device::open_local_task(workers)?;
+        let mut members = self
+            .host_memory
+            .members
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if members.is_empty() {
+            members.push(self.raw.clone());
+        }
+        members.push(opened.raw.clone());
+        drop(members);
+        Ok(Device {
+            host_memory: Arc::clone(&self.host_memory),
+            ..opened
+        })
+    }
+
+    /// True when a call on this device may take `other`'s tensors as they
+    /// are: the same device, or one opened [beside](Self::open_beside) it.
+    pub fn shares_memory_with(&self, other: &Device) -> bool {
+        self.same_device(other) || Arc::ptr_eq(&self.host_memory, &other.host_memory)
+    }
+
+    /// True for IREE's local CPU drivers, whose buffers are heap memory.
+    fn is_local(&self) -> bool {
+        let driver = self.uri.split("://").next().unwrap_or_default();
+        matches!(driver, "local-sync" | "local-task")
     }
 
     /// The devices `driver` (`"local-sync"`, `"vulkan"`, `"cuda"`...) can

@@ -108,7 +108,8 @@ impl Function {
     }
 
     /// Invokes the function. Argument count and kinds are checked against
-    /// the signature, and tensors must live on this module's device; shape
+    /// the signature, and tensors must live on this module's device (or
+    /// one [opened beside it](crate::Device::open_beside)); shape
     /// and element-type mismatches are reported by IREE as
     /// [`Error::Iree`] with code `InvalidArgument`.
     ///
@@ -174,7 +175,7 @@ impl Function {
         let device = self.module.runtime().device();
         for (index, argument) in arguments.iter().enumerate() {
             if let VmValue::Tensor(tensor) = argument {
-                if !tensor.device().same_device(device) {
+                if !tensor.device().shares_memory_with(device) {
                     return Err(Error::InvalidArgument(format!(
                         "argument {index} of `{}` lives on another device ({}) than the module ({}); copy it to the host and back",
                         self.name,

@@ -1,14 +1,17 @@
 //! Benchmark (not a test) behind `CPU_FLAGS` and `CONTRACTION_FLAGS`, and
 //! the figures for choosing the CPU device: the modules the JIT compiles
 //! for sigmoid `f32[1,5]`, softmax `f32[128,1024]` (of `x / 2.0`),
-//! `mlp_layer` `f32[128,256]×[256,256]` and an `f32[512,512]` matmul
-//! (the reference lowerings' own MLIR), compiled with the runtime's flags
-//! (`CPU_FLAGS`, plus `CONTRACTION_FLAGS` for the matmul, as
+//! `mlp_layer` `f32[128,256]×[256,256]` and `f32[n,n]` matmuls for n =
+//! 256, 320, 384 and 512 (the reference lowerings' own MLIR), compiled with
+//! the runtime's flags (`CPU_FLAGS`, plus `CONTRACTION_FLAGS` as
 //! `LARGE_CONTRACTION` decides) and with each candidate flag added, then
 //! called on device-resident inputs on `local-sync` (single-threaded, the
-//! default CPU device) and on `local-task` with IREE's default workers (one
+//! default CPU device), on `local-task` with IREE's default workers (one
 //! per physical core, pinned) and with at most 1 and 2 of them
-//! (`Device::open_local_task`).
+//! (`Device::open_local_task`), and on a `local-task` device with at most
+//! 2 workers beside `local-sync`, given `local-sync`'s tensors (as the JIT
+//! runs large contractions: `DeviceSettings::parallel_workers`, the
+//! last column against the first gives `PARALLEL_CONTRACTION`).
 //!
 //! Everything is measured in turns (round robin): the compiles of every
 //! candidate, then one batch of calls per (device, candidate) per round,
@@ -24,9 +27,11 @@
 //! ```sh
 //! cargo bench -p sheaf-integration --bench cpu_flags
 //! cargo bench -p sheaf-integration --bench cpu_flags -- matmul softmax
+//! cargo bench -p sheaf-integration --bench cpu_flags -- --now
 //! ```
 //!
-//! Arguments keep only the functions whose name contains one of them.
+//! Arguments keep only the functions whose name contains one of them;
+//! `--now` measures the runtime's own flags only (the first row).
 
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
@@ -35,7 +40,7 @@ use iree_safe::compiler::{choose_compiler, Artifact, CompileOptions, CompilerPre
 use iree_safe::{Device, Function, Runtime, Tensor, VmValue};
 use sheaf_integration::{
     reference, CapturedScalar, DType, JitConfig, JitFunction, Signature, CONTRACTION_FLAGS,
-    CPU_FLAGS,
+    CPU_FLAGS, LARGE_CONTRACTION,
 };
 
 const COMPILE_ROUNDS: usize = 3;
@@ -132,15 +137,23 @@ fn workloads() -> Vec<Workload> {
             tiled: false,
             calls: 20,
         },
-        Workload {
-            name: "matmul f32[512,512]",
-            function: reference::matmul(),
-            shapes: vec![vec![512, 512], vec![512, 512]],
-            captured: vec![],
-            tiled: true,
-            calls: 3,
-        },
+        matmul("matmul f32[256,256]", 256, 20),
+        matmul("matmul f32[320,320]", 320, 10),
+        matmul("matmul f32[384,384]", 384, 6),
+        matmul("matmul f32[512,512]", 512, 3),
     ]
+}
+
+/// An `f32[n,n]` matmul, called `calls` times per round.
+fn matmul(name: &'static str, n: usize, calls: usize) -> Workload {
+    Workload {
+        name,
+        function: reference::matmul(),
+        shapes: vec![vec![n, n]; 2],
+        captured: vec![],
+        tiled: (n as u64).pow(3) >= LARGE_CONTRACTION,
+        calls,
+    }
 }
 
 /// The module the JIT compiles for `workload`.
@@ -208,10 +221,13 @@ fn main() {
     let compiler = choose_compiler(CompilerPreference::Auto)
         .expect("a compiler")
         .compiler;
-    let only: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|arg| !arg.starts_with('-'))
-        .collect();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let only: Vec<&String> = args.iter().filter(|arg| !arg.starts_with('-')).collect();
+    let candidates = if args.iter().any(|arg| arg == "--now") {
+        &CANDIDATES[..1]
+    } else {
+        CANDIDATES
+    };
     let workloads: Vec<Workload> = workloads()
         .into_iter()
         .filter(|w| only.is_empty() || only.iter().any(|name| w.name.contains(name.as_str())))
@@ -222,11 +238,11 @@ fn main() {
     let modules: Vec<String> = workloads.iter().map(module_text).collect();
     let mut compiled: Vec<Vec<(Option<Artifact>, Vec<Duration>)>> = workloads
         .iter()
-        .map(|_| CANDIDATES.iter().map(|_| (None, Vec::new())).collect())
+        .map(|_| candidates.iter().map(|_| (None, Vec::new())).collect())
         .collect();
     for round in 0..COMPILE_ROUNDS {
         for (w, workload) in workloads.iter().enumerate() {
-            for (c, (label, extra)) in CANDIDATES.iter().enumerate() {
+            for (c, (label, extra)) in candidates.iter().enumerate() {
                 let cell = &mut compiled[w][c];
                 if round > 0 && cell.0.is_none() {
                     continue;
@@ -248,24 +264,33 @@ fn main() {
     }
 
     let two = NonZeroUsize::new(2).expect("2 > 0");
-    let devices: Vec<(&str, Runtime)> = vec![
-        (
-            "local-sync",
-            Runtime::new("local-sync").expect("local-sync"),
-        ),
-        (
+    let local_sync = Device::open("local-sync").expect("local-sync");
+    // Each device's runtime, and the device its arguments live on: its
+    // own, or local-sync's for the device beside it (as the JIT runs
+    // large contractions, `DeviceSettings::parallel_workers`).
+    let own = |name, device: Device| {
+        let runtime = Runtime::with_device(device.clone()).expect("a runtime");
+        (name, runtime, device)
+    };
+    let beside = local_sync.open_beside(two).expect("2 workers");
+    let devices: Vec<(&str, Runtime, Device)> = vec![
+        own("local-sync", local_sync.clone()),
+        own(
             "local-task (default)",
-            Runtime::new("local-task").expect("local-task"),
+            Device::open("local-task").expect("local-task"),
         ),
-        (
+        own(
             "local-task ≤ 1 worker",
-            Runtime::with_device(Device::open_local_task(NonZeroUsize::MIN).expect("1 worker"))
-                .expect("a runtime"),
+            Device::open_local_task(NonZeroUsize::MIN).expect("1 worker"),
+        ),
+        own(
+            "local-task ≤ 2 workers",
+            Device::open_local_task(two).expect("2 workers"),
         ),
         (
-            "local-task ≤ 2 workers",
-            Runtime::with_device(Device::open_local_task(two).expect("2 workers"))
-                .expect("a runtime"),
+            "≤ 2 workers beside local-sync",
+            Runtime::with_device(beside).expect("a runtime"),
+            local_sync,
         ),
     ];
 
@@ -279,7 +304,7 @@ fn main() {
     }
     let mut references: Vec<Option<Vec<f32>>> = vec![None; workloads.len()];
     let mut slots: Vec<Vec<Vec<Option<Slot>>>> = Vec::new();
-    for (_, runtime) in &devices {
+    for (_, runtime, arguments_on) in &devices {
         let mut per_workload = Vec::new();
         for (w, workload) in workloads.iter().enumerate() {
             let mut per_candidate = Vec::new();
@@ -297,7 +322,7 @@ fn main() {
                     .shapes
                     .iter()
                     .map(|shape| {
-                        Tensor::from_slice(runtime.device(), shape, &input(shape))
+                        Tensor::from_slice(arguments_on, shape, &input(shape))
                             .expect("uploads")
                             .into()
                     })
@@ -338,12 +363,12 @@ fn main() {
     for (w, workload) in workloads.iter().enumerate() {
         println!("\n## {} (p50 µs per call; compile ms)\n", workload.name);
         print!("| flags | compile |");
-        for (device, _) in &devices {
+        for (device, _, _) in &devices {
             print!(" {device} |");
         }
         println!();
         println!("|---|---|{}", "---|".repeat(devices.len()));
-        for (c, (label, _)) in CANDIDATES.iter().enumerate() {
+        for (c, (label, _)) in candidates.iter().enumerate() {
             let (_, compile_times) = &compiled[w][c];
             if compile_times.is_empty() {
                 println!("| {label} | fails |{}", " |".repeat(devices.len()));

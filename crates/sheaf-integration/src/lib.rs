@@ -61,6 +61,7 @@ mod function;
 mod learned_policy;
 mod lowering;
 pub mod mlir;
+mod parallel;
 mod probe;
 mod profile;
 pub mod reference;
@@ -102,7 +103,7 @@ pub use jit_cache::{
 pub use lowering::{entry_symbol, Lowered, LoweringContext};
 pub use profile::{Phase, PhaseTotals, ProfileReport};
 pub use runtime::{CallerLowering, JitRuntime, Precompile, PrecompileSummary};
-pub use target::{CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION};
+pub use target::{CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION, PARALLEL_CONTRACTION};
 pub use tensor::{DeviceTensor, DeviceTensorExt, HostTensor, Tensor};
 pub use upload::UploadStats;
 pub use value::{intern_key, Value, INTERNED_KEYS};

@@ -28,6 +28,7 @@ use crate::error::{ConfigError, JitError, LoweringError, VariantError};
 use crate::function::JitFunction;
 use crate::learned_policy::DiskPolicy;
 use crate::lowering::{Lowered, LoweringContext};
+use crate::parallel::ParallelCpu;
 use crate::profile::{Phase, Profile, ProfileReport};
 use crate::target::Placement;
 use crate::tensor::{scalar_to_device, DeviceTensor, HostTensor, Tensor};
@@ -71,6 +72,10 @@ struct Inner {
     queued: Arc<BatchQueue>,
     primary: Placement,
     primary_uploads: UploadCache,
+    /// The `local-task` device beside a `local-sync` primary that runs
+    /// large contractions (`None` when off or the primary is another
+    /// device); it shares the primary's tensors and upload cache.
+    parallel: Option<ParallelCpu>,
     /// The CPU runtime to fall back on when a GPU compile fails, opened on
     /// first use (`None` when the primary is a CPU or fallback is off).
     cpu: Option<CpuFallback>,
@@ -116,15 +121,70 @@ impl Inner {
         variant
     }
 
-    /// Compiles `lowerings` as one module for the primary device (one
-    /// compiler run, counted once); when that fails, each alone, so that
-    /// each gets its own result, error and CPU fallback.
+    /// The placement that runs `module`: the primary, or the device beside
+    /// it for a large contraction.
+    fn placement_for(&self, module: &str) -> &Placement {
+        match &self.parallel {
+            Some(parallel) => parallel.placement_for(&self.primary, module),
+            None => &self.primary,
+        }
+    }
+
+    /// Runs `run` on the lowerings of each placement (a module loads on
+    /// one device) and returns its results in the order of `lowerings`;
+    /// the first error stops it.
+    fn per_placement<T, E>(
+        &self,
+        lowerings: Vec<Lowering>,
+        mut run: impl FnMut(&Placement, Vec<Lowering>) -> Result<Vec<T>, E>,
+    ) -> Result<Vec<T>, E> {
+        let mut groups: Vec<(&Placement, Vec<usize>, Vec<Lowering>)> = Vec::new();
+        for (index, lowering) in lowerings.into_iter().enumerate() {
+            let placement = self.placement_for(&lowering.module);
+            let same =
+                |(p, _, _): &&mut (&Placement, _, _)| p.device().same_device(placement.device());
+            match groups.iter_mut().find(same) {
+                Some((_, indices, group)) => {
+                    indices.push(index);
+                    group.push(lowering);
+                }
+                None => groups.push((placement, vec![index], vec![lowering])),
+            }
+        }
+        let mut results: Vec<(usize, T)> = Vec::new();
+        for (placement, indices, group) in groups {
+            results.extend(indices.into_iter().zip(run(placement, group)?));
+        }
+        results.sort_by_key(|(index, _)| *index);
+        Ok(results.into_iter().map(|(_, result)| result).collect())
+    }
+
+    /// Compiles `lowerings` as one module per placement (one compiler run
+    /// each, counted once); when that fails, each alone, so that each gets
+    /// its own result, error and CPU fallback. Results are in the order of
+    /// `lowerings`.
     fn compile_together(&self, lowerings: Vec<Lowering>) -> Vec<Result<Variant, CompileFailure>> {
+        let compiled = self.per_placement(lowerings, |placement, group| {
+            Ok::<_, std::convert::Infallible>(self.compile_group(group, placement))
+        });
+        match compiled {
+            Ok(results) => results,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Compiles `lowerings` as one module for `placement`; when that fails,
+    /// each alone.
+    fn compile_group(
+        &self,
+        lowerings: Vec<Lowering>,
+        placement: &Placement,
+    ) -> Vec<Result<Variant, CompileFailure>> {
         if let [lowering] = &lowerings[..] {
             return vec![self.compile(lowering)];
         }
         let start = Instant::now();
-        match self.pipeline.batch(&lowerings, &self.primary) {
+        match self.pipeline.batch(&lowerings, placement) {
             Ok(variants) => {
                 self.profile.record(Phase::Compile, start.elapsed());
                 if let Some(variant) = variants.first() {
@@ -150,7 +210,8 @@ impl Inner {
     }
 
     fn compile_on_some_device(&self, lowering: &Lowering) -> Result<Variant, CompileFailure> {
-        let error = match (self.pipeline.variant(lowering, &self.primary), &self.cpu) {
+        let placement = self.placement_for(&lowering.module);
+        let error = match (self.pipeline.variant(lowering, placement), &self.cpu) {
             (Ok(variant), _) => return Ok(variant),
             (Err(error), None) => return Err(CompileFailure::new(error)),
             (Err(error), Some(_)) => error,
@@ -285,7 +346,7 @@ impl<'a, M> Precompile<'a, M> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PrecompileSummary {
-    /// Signatures compiled (in one module).
+    /// Signatures compiled (in one module per device that runs them).
     pub compiled: usize,
     /// Of those, the ones cached (the others were evicted by later ones of
     /// the batch, beyond their function's capacity, or arrived meanwhile).
@@ -382,6 +443,7 @@ impl JitRuntime {
                 pipeline,
                 queued: BatchQueue::new(config.compile.batch_limit, config.cache.compile_threads),
                 primary_uploads: UploadCache::new(primary.device().clone(), config.uploads),
+                parallel: ParallelCpu::for_primary(&primary, device.parallel_workers),
                 primary,
                 cpu,
                 profile: Profile::default(),
@@ -510,7 +572,8 @@ impl JitRuntime {
                         let lowering = inner.lower(function, lower, target, args)?;
                         // An artifact on disk is loaded here: the call runs
                         // it rather than the interpreter.
-                        if let Some(variant) = inner.pipeline.local(&lowering, &inner.primary) {
+                        let placement = inner.placement_for(&lowering.module);
+                        if let Some(variant) = inner.pipeline.local(&lowering, placement) {
                             inner.profile.count_source(variant.source);
                             return Ok(Prepared::Ready(variant));
                         }
@@ -602,8 +665,10 @@ impl JitRuntime {
     /// Signatures already cached (or repeated in `calls`) are skipped. The
     /// variants share one loaded module, unloaded when the last of them is
     /// evicted; a function keeps at most its capacity of them. Everything
-    /// compiles for the primary device, with no CPU fallback; a lowering or
-    /// compile error fails the whole batch and caches nothing.
+    /// compiles for the primary device (a large contraction for the device
+    /// beside it, see `DeviceSettings::parallel_workers`), with no CPU
+    /// fallback; a lowering or compile error fails the whole batch and
+    /// caches nothing.
     ///
     /// ```no_run
     /// # use sheaf_integration::{reference, JitConfig, JitRuntime, Precompile, Value};
@@ -667,9 +732,11 @@ impl JitRuntime {
             })
             .collect::<Result<Vec<_>, _>>()?;
         inner.profile.record(Phase::Lower, start.elapsed());
+        let compiled = lowerings.len();
         let variants = inner
-            .pipeline
-            .batch(&lowerings, &inner.primary)
+            .per_placement(lowerings, |placement, group| {
+                inner.pipeline.batch(&group, placement)
+            })
             .map_err(JitError::Precompile)?;
         let compile_time = start.elapsed();
         inner.profile.record(Phase::Compile, compile_time);
@@ -687,7 +754,7 @@ impl JitRuntime {
             ));
         }
         Ok(PrecompileSummary {
-            compiled: lowerings.len(),
+            compiled,
             cached,
             skipped,
             compile_time,
@@ -719,7 +786,7 @@ impl JitRuntime {
             .map(|arg| -> Result<iree_safe::VmValue, JitError> {
                 Ok(match arg {
                     FlatArg::Tensor(Tensor::Device(tensor))
-                        if tensor.device().same_device(device) =>
+                        if tensor.device().shares_memory_with(device) =>
                     {
                         tensor.clone().into()
                     }
@@ -758,11 +825,12 @@ impl JitRuntime {
         value::restore(tensors, variant.outputs.as_ref())
     }
 
-    /// The upload cache of `device`: the primary one, or the CPU
+    /// The upload cache of `device`: the primary one (also for the device
+    /// beside it, which takes the primary's tensors), or the CPU
     /// fallback's.
     fn uploads_for(&self, device: &iree_safe::Device) -> Result<&UploadCache, JitError> {
         let inner = &*self.inner;
-        if device.same_device(inner.primary.device()) {
+        if device.shares_memory_with(inner.primary.device()) {
             return Ok(&inner.primary_uploads);
         }
         match inner.cpu.as_ref().map(CpuFallback::placement) {
@@ -801,7 +869,8 @@ impl JitRuntime {
     }
 
     /// Device memory per device this runtime opened (the primary device's
-    /// first, then the CPU fallback's once it was opened), keyed by the
+    /// first, then the one beside it for large contractions and the CPU
+    /// fallback's once they were opened), keyed by the
     /// device's URI: the device allocator's bytes in use and peak, compiled
     /// code's buffers, uploads and results included (IREE's allocator
     /// statistics; Sheaf's `--mem-profile`).
@@ -812,6 +881,9 @@ impl JitRuntime {
     pub fn memory_statistics(&self) -> Result<Vec<(String, MemoryStatistics)>, JitError> {
         let primary = self.inner.primary.device();
         let mut devices = vec![primary];
+        if let Some(parallel) = self.inner.parallel.as_ref().and_then(ParallelCpu::get) {
+            devices.push(parallel.device());
+        }
         if let Some(Ok((cpu, _))) = self.inner.cpu.as_ref().and_then(|cpu| cpu.placement.get()) {
             devices.push(cpu.device());
         }

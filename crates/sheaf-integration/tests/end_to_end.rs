@@ -13,7 +13,7 @@ use sheaf_integration::{
     JitError, JitFunction, JitRuntime, Lowered, Origin, Phase, Provenance, Refusal, Severity,
     Value, VariantError,
 };
-use support::{array, assert_close, jit};
+use support::{array, assert_close, assert_matmul_close, jit};
 
 /// Calls `function` through the JIT and checks that compiled code ran and
 /// matches `interpret` on the same arguments.
@@ -131,28 +131,7 @@ fn matmul_compiled_equals_interpreter_on_small_and_large_shapes() {
         let Dispatched::Compiled(compiled) = jit.dispatch(&f, &args, &[]).unwrap() else {
             panic!("matmul {m}x{k}x{n} did not run compiled");
         };
-        let expected = reference::interpret_matmul(&args).unwrap();
-        let (HostTensor::F32(y), HostTensor::F32(e)) = (
-            compiled.outputs[0].to_host().unwrap(),
-            expected[0].to_host().unwrap(),
-        ) else {
-            panic!("f32 results");
-        };
-        // A dot product of length k is exact to k·ε of Σ|a||b| (the sums
-        // are added in another order by the tiled code).
-        let magnitude = a
-            .mapv(f32::abs)
-            .into_dimensionality::<ndarray::Ix2>()
-            .unwrap()
-            .dot(
-                &b.mapv(f32::abs)
-                    .into_dimensionality::<ndarray::Ix2>()
-                    .unwrap(),
-            );
-        for ((y, e), bound) in y.iter().zip(e.iter()).zip(magnitude.iter()) {
-            let tolerance = 2.0 * k as f32 * f32::EPSILON * bound.max(1.0);
-            assert!((y - e).abs() <= tolerance, "{m}x{k}x{n}: {y} vs {e}");
-        }
+        assert_matmul_close(&a, &b, &compiled.outputs[0], &format!("{m}x{k}x{n}"));
     }
 }
 

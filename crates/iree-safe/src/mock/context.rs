@@ -257,7 +257,7 @@ unsafe fn invoke(
                 Scalar::F32(v) => Value::F32(v),
                 Scalar::F64(v) => Value::F64(v),
             },
-            Slot::Ref(Some(view)) if view.is_on(device) => Value::Tensor(ops::Tensor {
+            Slot::Ref(Some(view)) if view.is_readable_on(device) => Value::Tensor(ops::Tensor {
                 shape: Cow::Borrowed(view.shape()),
                 element_type: view.element_type(),
                 bytes: Cow::Borrowed(view.bytes()),

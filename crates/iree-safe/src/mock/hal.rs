@@ -159,6 +159,12 @@ impl Device {
             statistics: Arc::default(),
         }
     }
+
+    /// Whether the device is one of IREE's local CPU devices, whose
+    /// buffers are heap memory of the process.
+    fn is_local(&self) -> bool {
+        matches!(driver::split_uri(&self.uri).0, "local-sync" | "local-task")
+    }
 }
 
 /// An allocator's running totals, kept as IREE's heap allocator keeps
@@ -394,6 +400,8 @@ pub(crate) unsafe fn iree_hal_device_group_create_from_device(
 pub(crate) struct Buffer {
     /// Address of the device (unretained, as in IREE).
     device: usize,
+    /// Whether the device is a local one (the buffer is heap memory).
+    in_host_memory: bool,
     bytes: Box<[u8]>,
     /// The statistics of the allocator the bytes came from, which the
     /// buffer updates when it is freed (IREE's heap buffers keep a pointer
@@ -438,6 +446,7 @@ impl BufferView {
         device.statistics.record_alloc(bytes.len());
         let buffer = Owned::new(Buffer {
             device: std::ptr::from_ref(device).addr(),
+            in_host_memory: device.is_local(),
             bytes: bytes.into(),
             statistics: Arc::clone(&device.statistics),
         });
@@ -460,9 +469,12 @@ impl BufferView {
         &self.buffer.bytes
     }
 
-    /// Whether the buffer was allocated on `device`.
-    pub(crate) fn is_on(&self, device: &Device) -> bool {
+    /// Whether a call on `device` can read the buffer: it was allocated
+    /// there, or it is heap memory and `device` a local one (IREE's local
+    /// devices map any heap buffer, `iree/hal/buffer_heap.c`).
+    pub(crate) fn is_readable_on(&self, device: &Device) -> bool {
         self.buffer.device == std::ptr::from_ref(device).addr()
+            || (self.buffer.in_host_memory && device.is_local())
     }
 }
 
@@ -724,7 +736,9 @@ pub(crate) unsafe fn iree_hal_device_transfer_d2h(
             registry::get(source.cast_const().cast::<Buffer>()),
         )
     };
-    let result = if buffer.device != std::ptr::from_ref(device).addr() {
+    let readable = buffer.device == std::ptr::from_ref(device).addr()
+        || (buffer.in_host_memory && device.is_local());
+    let result = if !readable {
         Err(Failure::new(
             IREE_STATUS_INVALID_ARGUMENT,
             format!("the buffer was not allocated on device `{}`", device.uri),

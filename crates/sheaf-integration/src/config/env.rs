@@ -16,7 +16,9 @@ use std::time::Duration;
 use iree_safe::compiler::CompilerPreference;
 use jit_cache::ByteSize;
 
-use super::{DiskCacheFolder, JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret};
+use super::{
+    DeviceSettings, DiskCacheFolder, JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret,
+};
 use crate::error::ConfigError;
 
 /// One `SHEAF_JIT_*` variable of [`ENV_VARIABLES`]: its name, what it sets
@@ -206,6 +208,19 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
         apply: |config, var| {
             config.device.cpu_workers = match var.text()?.as_str() {
                 "all" => None,
+                _ => Some(var.number()?),
+            };
+            Ok(())
+        },
+    },
+    EnvVariable {
+        name: "SHEAF_JIT_PARALLEL_WORKERS",
+        meaning: "the most workers of the `local-task` device that runs large contractions beside `local-sync`; `cores` for as many as this process may use (`off` on one core); `off` runs them on `local-sync`",
+        default: "`cores`",
+        apply: |config, var| {
+            config.device.parallel_workers = match var.text()?.as_str() {
+                "cores" => DeviceSettings::default().parallel_workers,
+                "off" => None,
                 _ => Some(var.number()?),
             };
             Ok(())
@@ -501,6 +516,7 @@ mod tests {
         ("SHEAF_JIT_CACHE_MAX_BYTES", "64M", Some(b"1.5G")),
         ("SHEAF_JIT_CPU_FALLBACK", "off", Some(b"\xff")),
         ("SHEAF_JIT_CPU_WORKERS", "2", Some(b"0")),
+        ("SHEAF_JIT_PARALLEL_WORKERS", "61", Some(b"0")),
         ("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "1M", Some(b"big")),
         ("SHEAF_JIT_BUNDLES", "/a:/b", None),
         (crate::TRACE_ENV, "1", Some(b"verbose")),
@@ -588,6 +604,7 @@ mod tests {
             ("SHEAF_JIT_TRACE", "1"),
             ("SHEAF_JIT_CPU_FALLBACK", "off"),
             ("SHEAF_JIT_CPU_WORKERS", "2"),
+            ("SHEAF_JIT_PARALLEL_WORKERS", "off"),
             ("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "1M"),
             ("SHEAF_JIT_BUNDLES", "/a:/b"),
             ("SHEAF_JIT_PROFILE", "1"),
@@ -596,6 +613,7 @@ mod tests {
         assert!(config.profile_at_exit);
         assert_eq!(config.device.cpu_fallback, None);
         assert_eq!(config.device.cpu_workers, std::num::NonZeroUsize::new(2));
+        assert_eq!(config.device.parallel_workers, None);
         assert_eq!(config.uploads.bytes, 1 << 20);
         assert_eq!(config.bundles, [PathBuf::from("/a"), PathBuf::from("/b")]);
         assert_eq!(config.device.driver, "local-task");

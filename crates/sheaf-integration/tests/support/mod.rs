@@ -80,3 +80,22 @@ pub(crate) fn the_entry(dir: &Path) -> PathBuf {
     assert_eq!(entries.len(), 1, "{entries:?}");
     entries.into_iter().next().unwrap()
 }
+
+/// Asserts that `y` is the product of the matrices `a` and `b`: a dot
+/// product of length k is exact to k·ε of Σ|a||b| (compiled code adds the
+/// sums in another order than `ndarray`).
+pub(crate) fn assert_matmul_close(a: &ArrayD<f32>, b: &ArrayD<f32>, y: &Value, what: &str) {
+    let matrix = |t: &ArrayD<f32>| t.clone().into_dimensionality::<ndarray::Ix2>().unwrap();
+    let (a, b) = (matrix(a), matrix(b));
+    let HostTensor::F32(y) = y.to_host().unwrap() else {
+        panic!("{what}: an f32 result");
+    };
+    let expected = a.dot(&b);
+    let magnitude = a.mapv(f32::abs).dot(&b.mapv(f32::abs));
+    assert_eq!(y.shape(), expected.shape(), "{what}");
+    let k = a.ncols() as f32;
+    for ((y, e), bound) in y.iter().zip(&expected).zip(&magnitude) {
+        let tolerance = 2.0 * k * f32::EPSILON * bound.max(1.0);
+        assert!((y - e).abs() <= tolerance, "{what}: {y} vs {e}");
+    }
+}
