@@ -387,8 +387,14 @@ fn caption(device: &str, cores: usize, quick: bool) -> String {
     let date = process::output(Command::new("date").arg("+%Y-%m-%d"))
         .map(|d| d.trim().to_owned())
         .unwrap_or_default();
+    let device = match device {
+        "local-sync" => "`local-sync` (large contractions on a `local-task` device beside it, \
+                         `SHEAF_JIT_PARALLEL_WORKERS`)"
+            .to_owned(),
+        other => format!("`{other}`"),
+    };
     format!(
-        "`cargo xtask bench-vs-jax{}`, {date}, {cores} cores, {cpu}: this JIT on `{device}`, \
+        "`cargo xtask bench-vs-jax{}`, {date}, {cores} cores, {cpu}: this JIT on {device}, \
          {JAX_REQUIREMENT} (`JAX_PLATFORMS=cpu`); float32, no persistent compile cache on \
          either side; medians of {RUNS} runs per side; ours/JAX < 1: this JIT is faster. \
          Cores 1: both pinned to core 0 (`taskset -c 0`; XLA_FLAGS=\"{ONE_THREAD_XLA_FLAGS}\").\n",
