@@ -159,7 +159,9 @@ impl Device {
     /// program can run its small calls on the single-threaded `local-sync`
     /// and its large ones on several cores, passing tensors between them.
     /// Every device of such a family stays open while a handle or tensor of
-    /// any of them lives (a call's result may be another member's buffer).
+    /// any of them lives (a call's result may be another member's buffer),
+    /// so open one beside a device once, not per call: each keeps its
+    /// worker threads until the whole family is dropped.
     ///
     /// ```no_run
     /// use std::num::NonZeroUsize;

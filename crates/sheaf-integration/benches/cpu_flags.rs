@@ -31,7 +31,10 @@
 //! ```
 //!
 //! Arguments keep only the functions whose name contains one of them;
-//! `--now` measures the runtime's own flags only (the first row).
+//! `--now` measures the runtime's own flags only (the first row). On an
+//! AVX-512 machine it first measures one core's f32 FMA peak and prints,
+//! for each function with a contraction, the time its multiply-adds take
+//! at that peak: the floor no code on one core can beat.
 
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
@@ -107,6 +110,8 @@ struct Workload {
     captured: Vec<CapturedScalar>,
     /// Whether the runtime adds `CONTRACTION_FLAGS` (`LARGE_CONTRACTION`).
     tiled: bool,
+    /// The multiply-adds of its contractions (0 for none).
+    multiply_adds: u64,
     /// Calls per (device, candidate) per round.
     calls: usize,
 }
@@ -119,6 +124,7 @@ fn workloads() -> Vec<Workload> {
             shapes: vec![vec![1, 5]],
             captured: vec![],
             tiled: false,
+            multiply_adds: 0,
             calls: 200,
         },
         Workload {
@@ -127,6 +133,7 @@ fn workloads() -> Vec<Workload> {
             shapes: vec![vec![128, 1024]],
             captured: vec![reference::temperature(2.0)],
             tiled: false,
+            multiply_adds: 0,
             calls: 20,
         },
         Workload {
@@ -135,6 +142,7 @@ fn workloads() -> Vec<Workload> {
             shapes: vec![vec![128, 256], vec![256, 256], vec![256]],
             captured: vec![],
             tiled: false,
+            multiply_adds: 128 * 256 * 256,
             calls: 20,
         },
         matmul("matmul f32[256,256]", 256, 20),
@@ -152,6 +160,7 @@ fn matmul(name: &'static str, n: usize, calls: usize) -> Workload {
         shapes: vec![vec![n, n]; 2],
         captured: vec![],
         tiled: (n as u64).pow(3) >= LARGE_CONTRACTION,
+        multiply_adds: (n as u64).pow(3),
         calls,
     }
 }
@@ -217,7 +226,53 @@ fn first_output(function: &Function, args: &[VmValue]) -> Vec<f32> {
         .expect("f32")
 }
 
+/// This core's f32 multiply-add peak in 16-lane FMAs per second: 16
+/// independent chains of AVX-512 FMAs (enough to fill two pipes of four
+/// cycles' latency), the best of 5 runs; `None` without AVX-512F.
+#[cfg(target_arch = "x86_64")]
+fn fma_peak() -> Option<f64> {
+    if !std::arch::is_x86_feature_detected!("avx512f") {
+        return None;
+    }
+    // SAFETY: the CPU has AVX-512F (checked above), all `fma_chains` needs.
+    Some(unsafe { fma_chains() })
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn fma_peak() -> Option<f64> {
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn fma_chains() -> f64 {
+    use std::arch::x86_64::{_mm512_fmadd_ps, _mm512_set1_ps};
+    const STEPS: usize = 20_000_000;
+    let (b, c) = (_mm512_set1_ps(1.0 - 1e-7), _mm512_set1_ps(1e-7));
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let mut chains = [_mm512_set1_ps(1.0); 16];
+        let start = Instant::now();
+        for _ in 0..STEPS {
+            for chain in &mut chains {
+                *chain = _mm512_fmadd_ps(*chain, b, c);
+            }
+        }
+        best = best.min(start.elapsed().as_secs_f64());
+        std::hint::black_box(&chains);
+    }
+    (STEPS * 16) as f64 / best
+}
+
 fn main() {
+    let peak = fma_peak();
+    if let Some(peak) = peak {
+        println!(
+            "one core's f32 peak: {:.2} G 16-lane FMAs/s ({:.0} GFLOP/s)",
+            peak / 1e9,
+            peak * 32.0 / 1e9
+        );
+    }
     let compiler = choose_compiler(CompilerPreference::Auto)
         .expect("a compiler")
         .compiler;
@@ -362,6 +417,10 @@ fn main() {
 
     for (w, workload) in workloads.iter().enumerate() {
         println!("\n## {} (p50 µs per call; compile ms)\n", workload.name);
+        if let Some(peak) = peak.filter(|_| workload.multiply_adds > 0) {
+            let at_peak = workload.multiply_adds as f64 / 16.0 / peak * 1e6;
+            println!("Its multiply-adds at one core's FMA peak: {at_peak:.0} µs.\n");
+        }
         print!("| flags | compile |");
         for (device, _, _) in &devices {
             print!(" {device} |");

@@ -74,9 +74,9 @@ pub const LARGE_CONTRACTION: u64 = 1 << 25;
 /// (`DeviceSettings::parallel_workers`): the class that gets data tiling.
 /// Measured (`cargo bench -p sheaf-integration --bench cpu_flags --
 /// --now`, 2 workers against `local-sync`): 256³ and 320³ matmuls gain
-/// 0–8 % (189 → 176 µs, 355 → 328 µs) while each call pays the workers'
-/// wake-up; 384³ and 512³ run 30–40 % faster (610 → 431 µs, 1,493 → 907
-/// µs).
+/// 0–13 % across runs (189 → 176 µs, 355 → 328 µs) while each call pays
+/// the workers' wake-up; 384³ and 512³ run 30–40 % faster (610 → 431 µs,
+/// 1,493 → 907 µs).
 pub const PARALLEL_CONTRACTION: u64 = LARGE_CONTRACTION;
 
 /// A runtime and the options that compile for it.
