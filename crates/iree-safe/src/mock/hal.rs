@@ -409,6 +409,15 @@ pub(crate) struct Buffer {
     statistics: Arc<AllocatorStatistics>,
 }
 
+impl Buffer {
+    /// Whether `device` can read the buffer (see
+    /// [`BufferView::is_readable_on`]).
+    fn is_readable_on(&self, device: &Device) -> bool {
+        self.device == std::ptr::from_ref(device).addr()
+            || (self.in_host_memory && device.is_local())
+    }
+}
+
 impl Drop for Buffer {
     fn drop(&mut self) {
         self.statistics.record_free(self.bytes.len());
@@ -473,8 +482,7 @@ impl BufferView {
     /// there, or it is heap memory and `device` a local one (IREE's local
     /// devices map any heap buffer, `iree/hal/buffer_heap.c`).
     pub(crate) fn is_readable_on(&self, device: &Device) -> bool {
-        self.buffer.device == std::ptr::from_ref(device).addr()
-            || (self.buffer.in_host_memory && device.is_local())
+        self.buffer.is_readable_on(device)
     }
 }
 
@@ -736,9 +744,7 @@ pub(crate) unsafe fn iree_hal_device_transfer_d2h(
             registry::get(source.cast_const().cast::<Buffer>()),
         )
     };
-    let readable = buffer.device == std::ptr::from_ref(device).addr()
-        || (buffer.in_host_memory && device.is_local());
-    let result = if !readable {
+    let result = if !buffer.is_readable_on(device) {
         Err(Failure::new(
             IREE_STATUS_INVALID_ARGUMENT,
             format!("the buffer was not allocated on device `{}`", device.uri),
