@@ -14,6 +14,7 @@ mod cuda;
 mod debian;
 mod fuzz;
 mod manifest;
+mod miri;
 mod msrv;
 mod package;
 mod pingpong;
@@ -60,6 +61,11 @@ commands:
       cross-compile the tests of iree-sys, iree-safe and sheaf-integration
       and run them under qemu-user (about a minute once built; the first
       run 3-5 minutes). What is left out, and why, is printed.
+  miri
+      Ensure IREE is built and the nightly toolchain's miri installed, then
+      run the miri tests (jit-cache's policy core, iree-safe against its
+      mock of the C API), each test target a `cargo miri test` of its own,
+      on as many workers as there are cores. `cargo xtask test` runs this.
   package-check
       Ensure IREE is built, `cargo package` the library crates, then build
       and run a crate outside the workspace that depends on the packaged
@@ -99,6 +105,7 @@ fn main() -> ExitCode {
         }
         "bindgen" => bindings::run(rest),
         "test" => test::run(rest),
+        "miri" => miri::run(rest),
         "package-check" => package::run(rest),
         "fuzz" => fuzz::run(rest),
         "soak" => soak::run(rest),

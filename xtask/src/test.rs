@@ -19,21 +19,14 @@
 //!    once built, 3-5 minutes the first time);
 //! 9. the miri tiers: `jit-cache`'s policy core (no default features) and
 //!    `iree-safe` (against its mock of the C API), installing the nightly
-//!    miri component if needed;
+//!    miri component if needed, each test target a job of its own on as
+//!    many workers as there are cores (`miri.rs`);
 //! 10. each fuzz target of `fuzz/` for a bounded time (`fuzz.rs`).
 //!
 //! `cargo xtask test --aarch64` runs step 8 alone.
 
 use crate::process::{self, step};
 use crate::{bindings, build_iree};
-
-/// What runs under miri: `jit-cache`'s policy core alone (its `store`
-/// feature is file and socket I/O, which miri cannot run much of), and
-/// `iree-safe` against its mock of the C API.
-const MIRI_RUNS: &[&[&str]] = &[
-    &["-p", "jit-cache", "--no-default-features"],
-    &["-p", "iree-safe"],
-];
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     match args {
@@ -70,25 +63,6 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     crate::package::check(&manifest.prefix)?;
     crate::soak::run_for(&manifest.prefix, crate::soak::TEST_SECONDS)?;
     crate::aarch64::run()?;
-    step(
-        "installing the nightly toolchain's miri and rust-src (if missing)",
-        ensure_miri,
-    )?;
-    for run in MIRI_RUNS {
-        step(
-            &format!("cargo +nightly miri test {}", run.join(" ")),
-            || {
-                process::run(
-                    process::cargo_with_iree(&manifest.prefix)
-                        .args(["+nightly", "miri", "test"])
-                        .args(*run),
-                )
-            },
-        )?;
-    }
+    crate::miri::test_all(&manifest.prefix)?;
     crate::fuzz::run_bounded(&manifest.prefix, crate::fuzz::TEST_SECONDS)
-}
-
-fn ensure_miri() -> Result<(), String> {
-    process::ensure_toolchain("nightly", &["miri", "--version"], &["miri", "rust-src"])
 }

@@ -1,0 +1,201 @@
+//! The tests under miri, every test target a job of its own, run by as
+//! many workers as there are cores.
+//!
+//! Miri interprets a test binary on one thread, so `cargo miri test` of a
+//! crate runs its targets one after another on one core (`jit-cache`'s
+//! took 15 minutes of a 39-minute CI run on 2 cores). Here each crate is
+//! built once (`--no-run`, which lists its test targets), then each target
+//! (`--lib`, `--test NAME`, `--doc`) is a `cargo miri test` of its own,
+//! taken from one queue by the workers; a job's output is printed whole
+//! when it ends, so the targets' outputs do not interleave. After a failed
+//! job no new one starts.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread;
+use std::time::Instant;
+
+use crate::process::{self, step};
+
+/// What runs under miri: `jit-cache`'s policy core alone (its `store`
+/// feature is file and socket I/O, which miri cannot run much of), and
+/// `iree-safe` against its mock of the C API.
+const CRATES: &[(&str, &[&str])] = &[
+    ("jit-cache", &["--no-default-features"]),
+    ("iree-safe", &[]),
+];
+
+/// One `cargo miri test` of one test target.
+struct Job {
+    package: &'static str,
+    features: &'static [&'static str],
+    /// `--lib`, `--doc` or `--test NAME`.
+    target: Vec<String>,
+}
+
+impl Job {
+    fn name(&self) -> String {
+        format!("{} {}", self.package, self.target.join(" "))
+    }
+
+    fn command(&self, prefix: &Path) -> Command {
+        let mut command = miri_test(prefix, self.package, self.features);
+        command.args(&self.target);
+        command
+    }
+}
+
+/// `cargo xtask miri`.
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    if let [arg, ..] = args {
+        return Err(format!("miri: unknown option `{arg}`"));
+    }
+    let manifest = crate::build_iree::run(&crate::build_iree::Options::parse(&[])?)?;
+    test_all(&manifest.prefix)
+}
+
+/// The miri step of `cargo xtask test`, with the IREE install at `prefix`.
+pub(crate) fn test_all(prefix: &Path) -> Result<(), String> {
+    step(
+        "installing the nightly toolchain's miri and rust-src (if missing)",
+        || process::ensure_toolchain("nightly", &["miri", "--version"], &["miri", "rust-src"]),
+    )?;
+    let mut jobs = Vec::new();
+    for &(package, features) in CRATES {
+        let targets = step(&format!("building the tests of {package} for miri"), || {
+            test_targets(prefix, package, features)
+        })?;
+        jobs.extend(targets.into_iter().map(|target| Job {
+            package,
+            features,
+            target,
+        }));
+    }
+    let workers = thread::available_parallelism().map_or(1, usize::from);
+    step(
+        &format!(
+            "cargo +nightly miri test: {} test targets on {workers} workers",
+            jobs.len()
+        ),
+        || run_jobs(prefix, &jobs, workers),
+    )
+}
+
+/// `cargo +nightly miri test -p package` with `features`.
+fn miri_test(prefix: &Path, package: &str, features: &[&str]) -> Command {
+    let mut command = process::cargo_with_iree(prefix);
+    command
+        .args(["+nightly", "miri", "test", "-p", package])
+        .args(features);
+    command
+}
+
+/// Builds `package`'s tests for miri and returns the target arguments that
+/// run each: `--lib`, `--test NAME` for each integration test, and `--doc`.
+fn test_targets(
+    prefix: &Path,
+    package: &str,
+    features: &[&str],
+) -> Result<Vec<Vec<String>>, String> {
+    let messages = process::output(
+        miri_test(prefix, package, features).args(["--no-run", "--message-format=json"]),
+    )?;
+    let manifest = process::workspace_root()
+        .join("crates")
+        .join(package)
+        .join("Cargo.toml");
+    let mut targets = Vec::new();
+    let mut has_lib = false;
+    for line in messages.lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let built_test = message["reason"] == "compiler-artifact"
+            && message["profile"]["test"] == true
+            && message["manifest_path"].as_str().map(Path::new) == Some(&manifest);
+        if !built_test {
+            continue;
+        }
+        let target = &message["target"];
+        let kinds = target["kind"].as_array().cloned().unwrap_or_default();
+        if kinds.iter().any(|kind| kind == "lib") {
+            has_lib = true;
+            targets.push(vec!["--lib".to_owned()]);
+        } else if kinds.iter().any(|kind| kind == "test") {
+            let name = target["name"]
+                .as_str()
+                .ok_or_else(|| format!("cargo named no test target in `{line}`"))?;
+            targets.push(vec!["--test".to_owned(), name.to_owned()]);
+        }
+    }
+    if !has_lib {
+        return Err(format!(
+            "`cargo miri test -p {package} --no-run` built no unit tests: did its output change?"
+        ));
+    }
+    targets.push(vec!["--doc".to_owned()]);
+    Ok(targets)
+}
+
+/// Runs `jobs` on `workers` threads, printing each job's output when it
+/// ends; fails naming every job that failed.
+fn run_jobs(prefix: &Path, jobs: &[Job], workers: usize) -> Result<(), String> {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let failures: Vec<String> = thread::scope(|scope| {
+        let workers: Vec<_> = (0..workers.clamp(1, jobs.len().max(1)))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut failures = Vec::new();
+                    while !failed.load(Ordering::Relaxed) {
+                        let Some(job) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                            break;
+                        };
+                        if let Err(why) = run_job(prefix, job) {
+                            failed.store(true, Ordering::Relaxed);
+                            failures.push(why);
+                        }
+                    }
+                    failures
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| worker.join().expect("a miri worker panicked"))
+            .collect()
+    });
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("under miri: {}", failures.join("; ")))
+    }
+}
+
+/// Runs one job to its end, then prints its output and how long it took.
+fn run_job(prefix: &Path, job: &Job) -> Result<(), String> {
+    let start = Instant::now();
+    let mut command = job.command(prefix);
+    let out = command
+        .output()
+        .map_err(|e| format!("cannot start {}: {e}", process::describe(&command)))?;
+    let took = start.elapsed().as_secs_f64();
+    let status = if out.status.success() { "ok" } else { "FAILED" };
+    // One write per job, so that workers' outputs do not interleave.
+    eprintln!(
+        "{}{}[xtask]   miri {}: {status} in {took:.1}s",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        job.name(),
+    );
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} failed with {}",
+            process::describe(&command),
+            out.status
+        ))
+    }
+}
