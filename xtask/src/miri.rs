@@ -105,6 +105,17 @@ fn test_targets(
         .join("crates")
         .join(package)
         .join("Cargo.toml");
+    targets_built(&messages, &manifest).ok_or_else(|| {
+        format!(
+            "`cargo miri test -p {package} --no-run` built no unit tests: did its output change?"
+        )
+    })
+}
+
+/// The test targets of the package at `manifest` that cargo's JSON
+/// `messages` say were built, as the arguments that run each (`--doc`
+/// last); `None` when its unit tests are not among them.
+fn targets_built(messages: &str, manifest: &Path) -> Option<Vec<Vec<String>>> {
     let mut targets = Vec::new();
     let mut has_lib = false;
     for line in messages.lines() {
@@ -113,29 +124,25 @@ fn test_targets(
         };
         let built_test = message["reason"] == "compiler-artifact"
             && message["profile"]["test"] == true
-            && message["manifest_path"].as_str().map(Path::new) == Some(&manifest);
+            && message["manifest_path"].as_str().map(Path::new) == Some(manifest);
         if !built_test {
             continue;
         }
         let target = &message["target"];
-        let kinds = target["kind"].as_array().cloned().unwrap_or_default();
-        if kinds.iter().any(|kind| kind == "lib") {
+        let is = |kind: &str| {
+            target["kind"]
+                .as_array()
+                .is_some_and(|kinds| kinds.iter().any(|k| k == kind))
+        };
+        if is("lib") {
             has_lib = true;
             targets.push(vec!["--lib".to_owned()]);
-        } else if kinds.iter().any(|kind| kind == "test") {
-            let name = target["name"]
-                .as_str()
-                .ok_or_else(|| format!("cargo named no test target in `{line}`"))?;
+        } else if let (true, Some(name)) = (is("test"), target["name"].as_str()) {
             targets.push(vec!["--test".to_owned(), name.to_owned()]);
         }
     }
-    if !has_lib {
-        return Err(format!(
-            "`cargo miri test -p {package} --no-run` built no unit tests: did its output change?"
-        ));
-    }
     targets.push(vec!["--doc".to_owned()]);
-    Ok(targets)
+    has_lib.then_some(targets)
 }
 
 /// Runs `jobs` on `workers` threads, printing each job's output when it
@@ -197,5 +204,56 @@ fn run_job(prefix: &Path, job: &Job) -> Result<(), String> {
             process::describe(&command),
             out.status
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line of `cargo test --no-run --message-format=json`, trimmed to
+    /// the fields read here.
+    fn artifact(manifest: &str, kind: &str, name: &str, test: bool) -> String {
+        serde_json::json!({
+            "reason": "compiler-artifact",
+            "manifest_path": manifest,
+            "target": { "kind": [kind], "name": name },
+            "profile": { "test": test },
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn each_built_test_target_of_the_package_is_a_job() {
+        let ours = "/w/crates/jit-cache/Cargo.toml";
+        let messages = [
+            "Preparing a sysroot for Miri (not JSON)".to_owned(),
+            artifact("/registry/lru/Cargo.toml", "lib", "lru", false),
+            artifact(ours, "lib", "jit_cache", false),
+            artifact(ours, "lib", "jit_cache", true),
+            artifact(ours, "test", "admission", true),
+            artifact("/w/crates/iree-safe/Cargo.toml", "test", "raii", true),
+            artifact(ours, "test", "hot_sizes", true),
+            r#"{"reason":"build-finished","success":true}"#.to_owned(),
+        ]
+        .join("\n");
+        let targets = targets_built(&messages, Path::new(ours)).unwrap();
+        assert_eq!(
+            targets,
+            [
+                vec!["--lib"],
+                vec!["--test", "admission"],
+                vec!["--test", "hot_sizes"],
+                vec!["--doc"],
+            ]
+        );
+    }
+
+    #[test]
+    fn without_the_unit_tests_the_listing_is_refused() {
+        let ours = "/w/crates/jit-cache/Cargo.toml";
+        let messages = artifact(ours, "test", "admission", true);
+        assert_eq!(targets_built(&messages, Path::new(ours)), None);
+        assert_eq!(targets_built("", Path::new(ours)), None);
     }
 }
