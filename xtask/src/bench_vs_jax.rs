@@ -113,7 +113,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                     (`apt-get install util-linux`)"
             .to_owned());
     }
-    let manifest = build_iree::run(&build_iree::Options::parse(&[])?)?;
+    let manifest = build_iree::ensure()?;
     tools::ensure_requirements(&[JAX_REQUIREMENT])?;
     let exe = step("building bench_vs_jax (release)", || {
         build(&manifest.prefix)

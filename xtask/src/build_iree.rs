@@ -87,6 +87,12 @@ impl Options {
     }
 }
 
+/// The host's install with the default options (what every command but
+/// `build-iree` itself needs), built first if needed.
+pub(crate) fn ensure() -> Result<Manifest, String> {
+    run(&Options::parse(&[])?)
+}
+
 /// Builds and installs IREE if needed; returns the manifest of the install.
 pub(crate) fn run(options: &Options) -> Result<Manifest, String> {
     let started = Instant::now();

@@ -37,7 +37,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             .map_err(|_| format!("fuzz: `{seconds}` is not a number of seconds"))?,
         _ => return Err("usage: cargo xtask fuzz [SECONDS]".to_owned()),
     };
-    let manifest = crate::build_iree::run(&crate::build_iree::Options::parse(&[])?)?;
+    let manifest = crate::build_iree::ensure()?;
     run_bounded(&manifest.prefix, seconds)
 }
 

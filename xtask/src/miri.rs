@@ -51,7 +51,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if let [arg, ..] = args {
         return Err(format!("miri: unknown option `{arg}`"));
     }
-    let manifest = crate::build_iree::run(&crate::build_iree::Options::parse(&[])?)?;
+    let manifest = crate::build_iree::ensure()?;
     test_all(&manifest.prefix)
 }
 

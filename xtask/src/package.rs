@@ -28,7 +28,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if let Some(arg) = args.first() {
         return Err(format!("package-check: unknown option `{arg}`"));
     }
-    let manifest = build_iree::run(&build_iree::Options::parse(&[])?)?;
+    let manifest = build_iree::ensure()?;
     check(&manifest.prefix)
 }
 

@@ -9,7 +9,7 @@ use crate::build_iree;
 use crate::process;
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    let manifest = build_iree::run(&build_iree::Options::parse(&[])?)?;
+    let manifest = build_iree::ensure()?;
     eprintln!("[xtask] running the pingpong demo (release build) ...");
     process::run(
         process::cargo_with_iree(&manifest.prefix)

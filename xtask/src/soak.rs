@@ -23,7 +23,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             .ok_or_else(|| format!("soak: `{seconds}` is not a number of seconds"))?,
         _ => return Err("usage: cargo xtask soak [SECONDS]".to_owned()),
     };
-    let manifest = crate::build_iree::run(&crate::build_iree::Options::parse(&[])?)?;
+    let manifest = crate::build_iree::ensure()?;
     step(
         "redis-server for the soak (installing Debian's package if missing)",
         crate::redis::ensure,

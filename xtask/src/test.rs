@@ -34,7 +34,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         [flag] if flag == "--aarch64" => return crate::aarch64::run(),
         [arg, ..] => return Err(format!("test: unknown option `{arg}`")),
     }
-    let manifest = build_iree::run(&build_iree::Options::parse(&[])?)?;
+    let manifest = build_iree::ensure()?;
     step(
         "checking that crates/iree-sys/src/bindings.rs is current",
         || bindings::run(&["--check".to_owned()]),
