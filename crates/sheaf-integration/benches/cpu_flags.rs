@@ -108,12 +108,17 @@ struct Workload {
     function: JitFunction,
     shapes: Vec<Vec<usize>>,
     captured: Vec<CapturedScalar>,
-    /// Whether the runtime adds `CONTRACTION_FLAGS` (`LARGE_CONTRACTION`).
-    tiled: bool,
-    /// The multiply-adds of its contractions (0 for none).
+    /// The multiply-adds of its largest contraction (0 for none).
     multiply_adds: u64,
     /// Calls per (device, candidate) per round.
     calls: usize,
+}
+
+impl Workload {
+    /// Whether the runtime adds `CONTRACTION_FLAGS` (`LARGE_CONTRACTION`).
+    fn tiled(&self) -> bool {
+        self.multiply_adds >= LARGE_CONTRACTION
+    }
 }
 
 fn workloads() -> Vec<Workload> {
@@ -123,7 +128,6 @@ fn workloads() -> Vec<Workload> {
             function: reference::sigmoid(),
             shapes: vec![vec![1, 5]],
             captured: vec![],
-            tiled: false,
             multiply_adds: 0,
             calls: 200,
         },
@@ -132,7 +136,6 @@ fn workloads() -> Vec<Workload> {
             function: reference::softmax(),
             shapes: vec![vec![128, 1024]],
             captured: vec![reference::temperature(2.0)],
-            tiled: false,
             multiply_adds: 0,
             calls: 20,
         },
@@ -141,7 +144,6 @@ fn workloads() -> Vec<Workload> {
             function: reference::mlp_layer(),
             shapes: vec![vec![128, 256], vec![256, 256], vec![256]],
             captured: vec![],
-            tiled: false,
             multiply_adds: 128 * 256 * 256,
             calls: 20,
         },
@@ -159,7 +161,6 @@ fn matmul(name: &'static str, n: usize, calls: usize) -> Workload {
         function: reference::matmul(),
         shapes: vec![vec![n, n]; 2],
         captured: vec![],
-        tiled: (n as u64).pow(3) >= LARGE_CONTRACTION,
         multiply_adds: (n as u64).pow(3),
         calls,
     }
@@ -185,7 +186,7 @@ fn module_text(workload: &Workload) -> String {
 fn options(workload: &Workload, extra: &[&str]) -> CompileOptions {
     let mut options = JitConfig::default().compile.options;
     let mut flags: Vec<&str> = CPU_FLAGS.to_vec();
-    if workload.tiled {
+    if workload.tiled() {
         flags.extend(CONTRACTION_FLAGS);
     }
     flags.extend(extra);
