@@ -432,6 +432,37 @@ impl Signature {
         self.device_tag
     }
 
+    /// An exact text of the signature: every part of the key (arguments,
+    /// static scalars, layout with its dict keys, captured scalars with
+    /// their names and bit patterns, device tag), one line with no tab,
+    /// from which [`from_exact_text`](Self::from_exact_text)
+    /// makes it again. Two signatures have the same exact text exactly when
+    /// they are equal, so anything keyed, matched or named by a signature
+    /// uses it; `Display` is for people, and can be ambiguous (a captured
+    /// scalar named `"a=2.0, t"` displays like two).
+    ///
+    /// ```
+    /// use jit_cache::{ArgSpec, CapturedScalar, DType, ScalarValue, Signature};
+    ///
+    /// let captured = |name: &str| CapturedScalar::new(name, ScalarValue::F32(3.0));
+    /// let x = || [ArgSpec::new(DType::F32, &[1, 5])];
+    /// let a = CapturedScalar::new("a", ScalarValue::F32(2.0));
+    /// let two = Signature::new(x(), [a, captured("t")], 0);
+    /// let one = Signature::new(x(), [captured("a=2.0, t")], 0);
+    /// assert_eq!(two.to_string(), one.to_string());
+    /// assert_ne!(two.exact_text(), one.exact_text());
+    /// assert_eq!(Signature::from_exact_text(&one.exact_text()), Some(one));
+    /// ```
+    pub fn exact_text(&self) -> String {
+        crate::learned::signature_text::exact_text(self)
+    }
+
+    /// The signature whose [`exact_text`](Self::exact_text) is `text`;
+    /// `None` for text no signature has.
+    pub fn from_exact_text(text: &str) -> Option<Signature> {
+        crate::learned::signature_text::from_exact_text(text)
+    }
+
     /// The hash computed at construction.
     pub fn precomputed_hash(&self) -> u64 {
         self.hash

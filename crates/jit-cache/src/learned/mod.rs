@@ -26,7 +26,7 @@
 //! their text ([`LearnedPolicy::to_text`]) is in `file.rs`.
 
 mod file;
-mod signature_text;
+pub(crate) mod signature_text;
 
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicU64, Ordering};

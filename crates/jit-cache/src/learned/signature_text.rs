@@ -43,6 +43,29 @@ pub(crate) fn encode_into(out: &mut String, sig: &Signature) {
     out.push_str(&format!("{:016x}", sig.device_tag()));
 }
 
+/// What separates the fields in the one-line form ([`exact_text`]): in
+/// none of them (captured names and dict keys are hex, arguments and
+/// scalars are names, digits and `[?,;:]`).
+const FIELD_SEPARATOR: char = '|';
+
+/// The fields of [`encode_into`] joined by `|`: one line with no tab, for
+/// texts that are themselves tab-separated (a bundle manifest).
+pub(crate) fn exact_text(sig: &Signature) -> String {
+    let mut text = String::new();
+    encode_into(&mut text, sig);
+    text.replace('\t', "|")
+}
+
+/// The signature whose [`exact_text`] is `text`; `None` for anything else.
+pub(crate) fn from_exact_text(text: &str) -> Option<Signature> {
+    let mut fields = text.split(FIELD_SEPARATOR);
+    let parts: [&str; FIELDS] = std::array::from_fn(|_| fields.next().unwrap_or("\n"));
+    if fields.next().is_some() || parts.iter().any(|part| part.contains(['\t', '\n'])) {
+        return None;
+    }
+    decode(parts)
+}
+
 /// The signature whose text ([`encode_into`]) is `fields`; `None` for
 /// anything else.
 pub(crate) fn decode(fields: [&str; FIELDS]) -> Option<Signature> {
