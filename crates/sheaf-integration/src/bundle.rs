@@ -7,11 +7,16 @@
 //! the variants of a `precompile` batch share one artifact):
 //!
 //! ```text
-//! sheaf-jit bundle 2
+//! sheaf-jit bundle 3
 //! compiler 3.13.0rc20261016 @ 89ece87b...
 //! runtime 3.13.0.dev-8b9120823840978e
-//! entry <key> <bytes> <function> <definition hash> <entry symbol> <signature> <dynamic dims> <outputs> <metadata> <target hash>
+//! entry <key> <bytes> <function> <definition hash> <entry symbol> <signature> <outputs> <metadata> <target hash>
 //! ```
+//!
+//! The function's name is written with `\` escaping backslashes, tabs and
+//! newlines; the signature is its exact text
+//! ([`Signature::exact_text`]), which names one signature only (its
+//! `Display` can be ambiguous), and tells its dynamic dims.
 //!
 //! Its keys name the compiler that built it (recorded in the manifest), so
 //! it serves a process that has no compiler at all; the runtime build must
@@ -21,7 +26,13 @@
 //! lowering and no compile, when the function's metadata can be had
 //! without its lowering (`()`, or a
 //! [codec](crate::JitFunction::with_metadata_codec)); else the call lowers
-//! and finds the artifact by its key.
+//! and finds the artifact by its key. The loaded entry function must
+//! declare what the manifest says it serves (IREE's
+//! `iree.abi.declaration`: one argument of the signature's type for each
+//! tensor, one result for each tensor of the outputs): a stale or edited
+//! manifest's variant is not served (logged at warn level), and the call
+//! goes on as a miss (lowered, then loaded from the disk cache or
+//! compiled, or interpreted in a process without a compiler).
 //!
 //! A bundle is trusted like the program it ships with: its tags are made
 //! with its own secret, shipped inside it, so they detect damage, not
@@ -49,7 +60,7 @@ use jit_cache::store::{
 };
 use jit_cache::{stable_hash, FunctionId, Layout, Signature};
 
-const FORMAT: &str = "sheaf-jit bundle 2";
+const FORMAT: &str = "sheaf-jit bundle 3";
 const MANIFEST: &str = "manifest.txt";
 
 /// The largest manifest a bundle may have: 16 MiB, some 100 000 entries. A
@@ -87,7 +98,7 @@ pub enum BundleError {
         /// Its size, or how much of it was read.
         bytes: u64,
     },
-    /// The manifest's first line is not `sheaf-jit bundle 2` (an older
+    /// The manifest's first line is not `sheaf-jit bundle 3` (an older
     /// bundle: export it again).
     #[error(
         "{MANIFEST} does not start with `{FORMAT}`; export the bundle again with this version"
@@ -95,7 +106,8 @@ pub enum BundleError {
     UnknownFormat,
     /// A line of the manifest that starts as an entry does not have the
     /// fields of the module docs (a key of 64 lowercase hex digits, a size,
-    /// a definition hash of 16 hex digits, dims, outputs, metadata).
+    /// a definition hash of 16 hex digits, a signature's exact text,
+    /// outputs, metadata).
     #[error("malformed entry line `{line}` in {MANIFEST}")]
     MalformedEntry {
         /// The line.
@@ -157,8 +169,8 @@ pub(crate) struct Bundle {
 pub(crate) struct BundledVariant {
     pub(crate) key: ArtifactKey,
     pub(crate) entry: String,
-    /// The compiled signature, as displayed.
-    pub(crate) signature: String,
+    /// The compiled signature.
+    pub(crate) signature: Signature,
     /// Its dynamic dims ((argument, dim) positions).
     pub(crate) dynamic: Vec<(usize, usize)>,
     pub(crate) outputs: Option<Layout>,
@@ -242,14 +254,12 @@ impl Bundle {
         let variants = self.variants.get(&(name.to_owned(), definition_hash))?;
         let device = stable_hash(device.as_bytes());
         let variants = variants.iter().filter(|v| v.target == device);
-        let target_text = target.to_string();
-        if let Some(exact) = variants.clone().find(|v| v.signature == target_text) {
+        if let Some(exact) = variants.clone().find(|v| v.signature == *target) {
             return Some((exact, None));
         }
         variants.filter(|v| !v.dynamic.is_empty()).find_map(|v| {
             let general = signature.with_dynamic_dims(&v.dynamic);
-            (general.generalizes(signature) && general.to_string() == v.signature)
-                .then_some((v, Some(general)))
+            (general.generalizes(signature) && general == v.signature).then_some((v, Some(general)))
         })
     }
 
@@ -305,9 +315,7 @@ impl Manifest {
 /// The fields of one entry line (after `entry\t`).
 fn parse_entry(entry: &str) -> Option<(ArtifactKey, u64, (String, u64), BundledVariant)> {
     let fields: Vec<&str> = entry.split('\t').collect();
-    let [key, bytes, name, hash, symbol, signature, dynamic, outputs, metadata, target] =
-        fields[..]
-    else {
+    let [key, bytes, name, hash, symbol, signature, outputs, metadata, target] = fields[..] else {
         return None;
     };
     let key = ArtifactKey::from_hex(key)?;
@@ -317,16 +325,8 @@ fn parse_entry(entry: &str) -> Option<(ArtifactKey, u64, (String, u64), BundledV
             .flatten()
     };
     let (hash, target) = (hex64(hash)?, hex64(target)?);
-    let dynamic = match dynamic {
-        "-" => Vec::new(),
-        dims => dims
-            .split(',')
-            .map(|position| {
-                let (arg, dim) = position.split_once('.')?;
-                Some((arg.parse().ok()?, dim.parse().ok()?))
-            })
-            .collect::<Option<_>>()?,
-    };
+    let signature = Signature::from_exact_text(signature)?;
+    let dynamic = dynamic_dims(&signature);
     let outputs = match outputs {
         "-" => None,
         text => Some(Layout::from_token_text(text)?),
@@ -338,13 +338,65 @@ fn parse_entry(entry: &str) -> Option<(ArtifactKey, u64, (String, u64), BundledV
     let variant = BundledVariant {
         key,
         entry: symbol.to_owned(),
-        signature: signature.to_owned(),
+        signature,
         dynamic,
         outputs,
         metadata,
         target,
     };
-    Some((key, bytes.parse().ok()?, (name.to_owned(), hash), variant))
+    Some((key, bytes.parse().ok()?, (unescape(name)?, hash), variant))
+}
+
+/// The (argument, dim) positions of `signature`'s dynamic dims.
+fn dynamic_dims(signature: &Signature) -> Vec<(usize, usize)> {
+    signature
+        .args()
+        .iter()
+        .enumerate()
+        .flat_map(|(arg, spec)| {
+            (0..spec.rank())
+                .filter(move |&dim| spec.is_dynamic(dim))
+                .map(move |dim| (arg, dim))
+        })
+        .collect()
+}
+
+/// `text` with backslashes, tabs, carriage returns and newlines written
+/// `\\`, `\t`, `\r` and `\n`: one field free of them that reads back
+/// exactly ([`unescape`]).
+fn escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => escaped.push_str("\\\\"),
+            '\t' => escaped.push_str("\\t"),
+            '\r' => escaped.push_str("\\r"),
+            '\n' => escaped.push_str("\\n"),
+            _ => escaped.push(c),
+        }
+    }
+    escaped
+}
+
+/// The text [`escape`] wrote as `field`; `None` for a field it cannot have
+/// written.
+fn unescape(field: &str) -> Option<String> {
+    let mut text = String::with_capacity(field.len());
+    let mut chars = field.chars();
+    while let Some(c) = chars.next() {
+        text.push(match c {
+            '\\' => match chars.next()? {
+                '\\' => '\\',
+                't' => '\t',
+                'r' => '\r',
+                'n' => '\n',
+                _ => return None,
+            },
+            '\t' | '\r' | '\n' => return None,
+            c => c,
+        });
+    }
+    Some(text)
 }
 
 fn hex_encode(bytes: &[u8]) -> String {
@@ -462,31 +514,14 @@ pub(crate) fn write(
                 bytes
             }
         };
-        let field = |text: &str| text.replace(['\t', '\n'], " ");
-        let dynamic: Vec<String> = export
-            .signature
-            .args()
-            .iter()
-            .enumerate()
-            .flat_map(|(arg, spec)| {
-                (0..spec.rank())
-                    .filter(move |&dim| spec.is_dynamic(dim))
-                    .map(move |dim| format!("{arg}.{dim}"))
-            })
-            .collect();
         let _ = writeln!(
             manifest,
-            "entry\t{}\t{bytes}\t{}\t{:016x}\t{}\t{}\t{}\t{}\t{}\t{:016x}",
+            "entry\t{}\t{bytes}\t{}\t{:016x}\t{}\t{}\t{}\t{}\t{:016x}",
             export.key.hex(),
-            field(export.function.name()),
+            escape(export.function.name()),
             export.function.definition_hash(),
             export.entry,
-            field(&export.signature.to_string()),
-            if dynamic.is_empty() {
-                "-".to_owned()
-            } else {
-                dynamic.join(",")
-            },
+            export.signature.exact_text(),
             export.outputs.map_or("-".to_owned(), Layout::token_text),
             export.metadata.map_or("-".to_owned(), hex_encode),
             stable_hash(export.target.as_bytes()),

@@ -21,6 +21,7 @@ use jit_cache::store::{
 use jit_cache::{ErrorChain, Signature};
 
 use crate::bundle::Bundle;
+use crate::declaration;
 use crate::dispatch::ArtifactSource;
 use crate::error::{LoweringError, VariantError};
 use crate::function::{JitFunction, Metadata};
@@ -298,6 +299,22 @@ impl Pipeline {
                     .load(trusted(artifact))?
                     .function(&found.entry)
             })?;
+            if let Some(why) =
+                declaration::mismatch(&entry, &found.signature, found.outputs.as_ref())
+            {
+                tracing::warn!(
+                    target: "sheaf_jit",
+                    bundle = %bundle.dir().display(),
+                    function = function.name(),
+                    signature = %found.signature,
+                    "the bundle {} lists `{}{}` for an artifact that cannot serve it ({why}): \
+                     not served from the bundle; export the bundle again",
+                    bundle.dir().display(),
+                    function.name(),
+                    found.signature
+                );
+                return None;
+            }
             let variant = Variant {
                 bytes: entry.module().artifact_bytes(),
                 entry,

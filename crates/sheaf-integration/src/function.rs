@@ -273,7 +273,7 @@ impl<M> JitFunction<M> {
     /// in one module exactly as each would alone, and the artifact of such
     /// a batch also serves each member's own key.
     pub fn variant_symbol(&self, signature: &Signature) -> String {
-        let hash = jit_cache::stable_hash(signature.to_string().as_bytes());
+        let hash = jit_cache::stable_hash(signature.exact_text().as_bytes());
         format!("{}_{hash:016x}", self.entry)
     }
 

@@ -55,6 +55,7 @@ mod bundle;
 mod compile;
 mod config;
 mod contraction;
+mod declaration;
 mod dispatch;
 mod error;
 mod function;

@@ -8,8 +8,9 @@ mod support;
 use std::path::Path;
 
 use sheaf_integration::{
-    reference, ArtifactSource, CompileMode, CompilerPreference, DiskCacheFolder, Dispatched,
-    FallbackReason, JitConfig, JitFunction, JitRuntime, Lowered, Phase, Precompile, Value,
+    reference, ArtifactSource, CapturedScalar, CompileMode, CompilerPreference, DiskCacheFolder,
+    Dispatched, FallbackReason, JitConfig, JitFunction, JitRuntime, Lowered, Phase, Precompile,
+    ScalarValue, Signature, Value,
 };
 use support::{array, assert_close};
 
@@ -188,4 +189,152 @@ fn the_disk_cache_serves_a_process_with_no_compiler() {
     assert_eq!(profile.phase(Phase::Lower).count, 1, "found by its key");
     assert_eq!(profile.loaded_from(ArtifactSource::DiskCache), 1);
     assert!(second.compiler().is_none());
+}
+
+/// `x` times the product of its captured scalars (f32), baked into the
+/// code: two signatures that differ in them compute different results.
+fn scaled() -> JitFunction {
+    JitFunction::new("scaled", "(defn scaled [x] (* x a t))", |ctx| {
+        let factor: f32 = ctx
+            .signature()
+            .captured()
+            .iter()
+            .map(|c| match c.value() {
+                ScalarValue::F32(v) => v,
+                other => panic!("scaled takes f32 scalars, got {other:?}"),
+            })
+            .product();
+        let ty = sheaf_integration::mlir::arg_type(&ctx.args()[0])?;
+        Ok(Lowered::new(format!(
+            "func.func @{entry}(%x: {ty}) -> {ty} {{
+               %c = stablehlo.constant dense<{factor}> : {ty}
+               %y = stablehlo.multiply %x, %c : {ty}
+               return %y : {ty}
+             }}",
+            entry = ctx.entry_name(),
+            factor = sheaf_integration::mlir::f32_literal(factor),
+        )))
+    })
+}
+
+fn captured(name: &str, value: f32) -> CapturedScalar {
+    CapturedScalar::new(name, ScalarValue::F32(value))
+}
+
+/// Two captured scalars `{a=2, t=3}` and one named `"a=2.0, t"` display
+/// alike; a bundle exported with the first never serves the second, whose
+/// code scales by 3, not 6 (it did, when the manifest matched signatures by
+/// their display), even with a compiler at hand.
+#[test]
+fn a_bundle_never_serves_one_signature_for_another_that_displays_alike() {
+    let (cache, bundle) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let x = [Value::host(
+        ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[1, 5]), vec![1.0f32, 2.0, 3.0, 4.0, 5.0])
+            .unwrap(),
+    )];
+    let two = [captured("a", 2.0), captured("t", 3.0)];
+    let one = [captured("a=2.0, t", 3.0)];
+    let function = scaled();
+    let first = JitRuntime::new(
+        support::blocking()
+            .disk(|d| d.folder = DiskCacheFolder::Dir(cache.path().to_path_buf()))
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    let outcome = first.dispatch(&function, &x, &two).unwrap();
+    let Dispatched::Compiled(compiled) = outcome else {
+        panic!("blocking: {outcome:?}")
+    };
+    assert_eq!(
+        compiled.outputs[0]
+            .to_f32()
+            .unwrap()
+            .iter()
+            .copied()
+            .collect::<Vec<f32>>(),
+        [6.0, 12.0, 18.0, 24.0, 30.0]
+    );
+    first.export_artifacts(bundle.path()).unwrap();
+    drop(first);
+
+    let second = JitRuntime::new(
+        support::blocking()
+            .disk(|d| d.folder = DiskCacheFolder::Disabled)
+            .artifact_bundle(bundle.path())
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    let signature = |captured: &[CapturedScalar]| {
+        let mut b = Signature::builder();
+        b.arg(sheaf_integration::DType::F32, &[1, 5]);
+        for c in captured {
+            b.captured(c.clone());
+        }
+        b.build()
+    };
+    assert_eq!(signature(&two).to_string(), signature(&one).to_string());
+    assert_ne!(
+        function.variant_symbol(&signature(&two)),
+        function.variant_symbol(&signature(&one))
+    );
+    let Dispatched::Compiled(compiled) = second.dispatch(&function, &x, &one).unwrap() else {
+        panic!("blocking")
+    };
+    assert_eq!(compiled.source(), ArtifactSource::Compiler);
+    assert_eq!(
+        compiled.outputs[0]
+            .to_f32()
+            .unwrap()
+            .iter()
+            .copied()
+            .collect::<Vec<f32>>(),
+        [3.0, 6.0, 9.0, 12.0, 15.0]
+    );
+    // The signature it was exported for is still served from it.
+    let Dispatched::Compiled(compiled) = second.dispatch(&function, &x, &two).unwrap() else {
+        panic!("blocking")
+    };
+    assert_eq!(compiled.source(), ArtifactSource::Bundle);
+}
+
+/// A manifest edited to list an artifact for a signature its code does not
+/// take is not served from: the call is interpreted (no compiler here),
+/// never an IREE shape error on every call.
+#[test]
+fn a_stale_manifest_entry_is_not_served() {
+    let (cache, bundle) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let first = JitRuntime::new(
+        support::blocking()
+            .disk(|d| d.folder = DiskCacheFolder::Dir(cache.path().to_path_buf()))
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    let sigmoid = reference::sigmoid();
+    let x = [Value::from(array(&[2, 5], 4))];
+    let _ = first.dispatch(&sigmoid, &x, &[]).unwrap();
+    first.export_artifacts(bundle.path()).unwrap();
+    drop(first);
+    let manifest = bundle.path().join("manifest.txt");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let edited = text.replace("f32[2,5]", "f32[3,5]");
+    assert_ne!(text, edited, "{text}");
+    std::fs::write(&manifest, edited).unwrap();
+
+    let second = without_compiler(Some(bundle.path()), None);
+    let y = [Value::from(array(&[3, 5], 4))];
+    let never = |_: &sheaf_integration::LoweringContext<'_>| -> Result<Lowered, _> {
+        Err("no lowering in this process".into())
+    };
+    for _ in 0..3 {
+        let outcome = second
+            .dispatch_with(&unlowered(&sigmoid), &y, &[], never)
+            .unwrap();
+        assert!(
+            matches!(outcome, Dispatched::Interpret(_)),
+            "not served from the edited entry: {outcome:?}"
+        );
+    }
 }
