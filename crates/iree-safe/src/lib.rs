@@ -62,6 +62,7 @@ mod memory;
 #[cfg(iree_mock)]
 pub mod mock;
 mod module;
+mod process_exit;
 mod runtime;
 mod strings;
 mod sys;
@@ -79,6 +80,7 @@ pub use function::Function;
 pub use instance::Instance;
 pub use memory::MemoryStatistics;
 pub use module::{Module, WeakModule};
+pub use process_exit::{at_exit, AtExitError};
 pub use runtime::Runtime;
 pub use tensor::Tensor;
 pub use value::VmValue;

@@ -44,6 +44,13 @@ fn environment_variables_locate_the_compiler() {
         error.to_string().contains("IREE_COMPILE=/nonexistent"),
         "{error}"
     );
+    let error = with_var("IREE_COMPILE", "/nonexistent/iree-compile", || {
+        choose_compiler(CompilerPreference::Auto).unwrap_err()
+    });
+    assert!(
+        error.to_string().contains("IREE_COMPILE=/nonexistent"),
+        "{error}"
+    );
 
     // Explicit paths are used as given; "0" means unset.
     let library = locate_compiler_library().unwrap();
@@ -78,7 +85,7 @@ fn environment_variables_locate_the_compiler() {
         "{error}"
     );
     let choice = choose_compiler(CompilerPreference::Auto).unwrap();
-    assert_eq!(choice.kind, CompilerKind::InProcess);
+    assert_eq!(choice.kind, CompilerKind::Subprocess);
     assert!(
         choice.reason.contains("of the install"),
         "{}",

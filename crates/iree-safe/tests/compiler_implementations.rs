@@ -112,10 +112,12 @@ fn the_library_loads_once_per_process() {
     assert!(error.to_string().contains("IREE_COMPILER_LIB"), "{error}");
 }
 
+/// The default runs `iree-compile`: a compiler in a child process cannot
+/// take the caller's down, at exit or on a crash.
 #[test]
-fn the_default_compiler_is_in_process() {
+fn the_default_compiler_is_the_subprocess() {
     let choice = choose_compiler(CompilerPreference::Auto).expect("a compiler");
-    assert_eq!(choice.kind, CompilerKind::InProcess, "{}", choice.reason);
+    assert_eq!(choice.kind, CompilerKind::Subprocess, "{}", choice.reason);
     let program = sigmoid();
     check_compiled_by(&program, &*choice.compiler);
 }

@@ -188,6 +188,12 @@ impl Pipeline {
     }
 
     /// The disk cache (disabled when there is none).
+    /// Whether compiled artifacts are kept past this process: in a disk
+    /// cache or a remote one.
+    pub(crate) fn keeps_artifacts(&self) -> bool {
+        self.store.directory().is_some() || self.store.remote_stats().is_some()
+    }
+
     pub(crate) fn store(&self) -> &ArtifactStore {
         &self.store
     }

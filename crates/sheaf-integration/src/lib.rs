@@ -58,6 +58,7 @@ mod contraction;
 mod declaration;
 mod dispatch;
 mod error;
+mod exit;
 mod function;
 mod learned_policy;
 mod lowering;

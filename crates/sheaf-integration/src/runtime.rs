@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use iree_safe::compiler::{CompileOptions, CompilerChoice, CompilerPreference};
@@ -25,6 +26,7 @@ use crate::compile::{self, Lowering, Pipeline};
 use crate::config::{CompileMode, JitConfig, RemoteSecret, UploadSettings};
 use crate::dispatch::{ArtifactSource, CallError, CallResult, Compiled, Dispatched};
 use crate::error::{ConfigError, JitError, LoweringError, VariantError};
+use crate::exit;
 use crate::function::JitFunction;
 use crate::learned_policy::DiskPolicy;
 use crate::lowering::{Lowered, LoweringContext};
@@ -54,6 +56,25 @@ use crate::variant::Variant;
 /// println!("{:?} via {:?}", result.outputs[0].to_host()?, result.provenance);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// # Exit
+///
+/// A runtime may live until the process ends (in a `static`, as Sheaf
+/// keeps it). When the process exits (`main` returns, or `exit`), each
+/// runtime still alive finishes on the exiting thread, before the process
+/// ends: with a disk or remote cache, it waits up to
+/// [`CompileSettings::exit_wait`](crate::CompileSettings::exit_wait)
+/// (10 s by default, `SHEAF_JIT_EXIT_WAIT`) for the background compiles
+/// queued or running, which then reach the cache, so the next process runs
+/// them compiled from its first call; then it prints its profile when
+/// asked to (`SHEAF_JIT_PROFILE`). Dropping a runtime's last handle
+/// instead withdraws its queued compiles (call
+/// [`wait_for_compiles`](Self::wait_for_compiles) first to keep them) and
+/// prints the profile then. The default compiler runs in a child process,
+/// so a process that exits while it compiles ends with its own status;
+/// the in-process compiler (`CompilerPreference::InProcess`) can crash a
+/// process that exits during its first compiles (see
+/// `iree_safe::compiler::InProcessCompiler`).
 #[derive(Debug, Clone)]
 pub struct JitRuntime {
     inner: Arc<Inner>,
@@ -81,18 +102,59 @@ struct Inner {
     cpu: Option<CpuFallback>,
     profile: Profile,
     profile_at_exit: bool,
+    /// How long the process's exit waits for queued background compiles.
+    exit_wait: Duration,
+    /// Set by the first of the process's exit and the drop of the last
+    /// handle: the profile is printed once.
+    finished: AtomicBool,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if !self.finished.swap(true, Ordering::AcqRel) {
+            self.print_profile();
+        }
+    }
+}
+
+impl exit::Finish for Inner {
+    /// At exit: waits for the queued background compiles, so that they
+    /// reach the disk (and remote) cache, then prints the profile.
+    fn finish(&self) {
+        if self.finished.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if self.pipeline.keeps_artifacts() && !self.exit_wait.is_zero() {
+            let start = Instant::now();
+            let finished = self.cache.wait_for_compiles(self.exit_wait);
+            tracing::debug!(
+                target: "sheaf_jit",
+                finished,
+                waited = ?start.elapsed(),
+                "the process exits: waited for the background compiles"
+            );
+            if !finished {
+                tracing::warn!(
+                    target: "sheaf_jit",
+                    "the process exits with background compiles still queued after waiting {:?} \
+                     (SHEAF_JIT_EXIT_WAIT): they are dropped, and the next process compiles them",
+                    self.exit_wait
+                );
+            }
+        }
+        self.print_profile();
+    }
+}
+
+impl Inner {
+    /// Prints the profile to stderr, when asked to.
+    fn print_profile(&self) {
         if self.profile_at_exit {
             let remote = self.pipeline.remote_stats();
             eprintln!("{}", self.profile.snapshot(self.cache.stats(), remote));
         }
     }
-}
 
-impl Inner {
     /// Lowers `signature` of `function` with `lower` on the calling thread
     /// (a refusal is the signature's failure, not a compile).
     fn lower<M: Send + Sync + 'static>(
@@ -436,20 +498,22 @@ impl JitRuntime {
             JitCache::new(config.cache.clone())
         }
         .map_err(ConfigError::from)?;
-        Ok(JitRuntime {
-            inner: Arc::new(Inner {
-                cache,
-                compile_mode: config.compile.mode,
-                pipeline,
-                queued: BatchQueue::new(config.compile.batch_limit, config.cache.compile_threads),
-                primary_uploads: UploadCache::new(primary.device().clone(), config.uploads),
-                parallel: ParallelCpu::for_primary(&primary, device.parallel_workers),
-                primary,
-                cpu,
-                profile: Profile::default(),
-                profile_at_exit: config.profile_at_exit,
-            }),
-        })
+        let inner = Arc::new(Inner {
+            cache,
+            compile_mode: config.compile.mode,
+            pipeline,
+            queued: BatchQueue::new(config.compile.batch_limit, config.cache.compile_threads),
+            primary_uploads: UploadCache::new(primary.device().clone(), config.uploads),
+            parallel: ParallelCpu::for_primary(&primary, device.parallel_workers),
+            primary,
+            cpu,
+            profile: Profile::default(),
+            profile_at_exit: config.profile_at_exit,
+            exit_wait: config.compile.exit_wait,
+            finished: AtomicBool::new(false),
+        });
+        exit::finish_at_exit(Arc::downgrade(&inner) as Weak<dyn exit::Finish>);
+        Ok(JitRuntime { inner })
     }
 
     /// Runs `function` on `args` compiled, or says why the caller must run

@@ -21,7 +21,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::locate::{compiler_library_is_explicit, locate_compiler_library, locate_iree_compile};
+use super::locate::{compiler_library_is_explicit, locate_iree_compile};
 use super::options::CompileTarget;
 use super::CompilerPreference;
 
@@ -91,10 +91,9 @@ fn foreign_compiler(preference: &CompilerPreference) -> Option<(PathBuf, String)
     let executable = match preference {
         CompilerPreference::InProcess | CompilerPreference::Library(_) => return None,
         CompilerPreference::Auto | CompilerPreference::Disabled => {
-            // The in-process compiler, unless its library cannot load here.
-            let in_process = compiler_library_is_explicit()
-                || locate_compiler_library().is_ok_and(|library| foreign_arch(&library).is_none());
-            if in_process {
+            // As `choose_compiler`: a library named by the variable (which
+            // loads only if it is this process's), else `iree-compile`.
+            if compiler_library_is_explicit() {
                 return None;
             }
             locate_iree_compile().ok()?

@@ -11,19 +11,17 @@
 //! waits for the compiles in flight; a compile asked for once the gate is
 //! closed is refused ([`CompileError::Exiting`]).
 //!
-//! `exit` calls its handlers in the reverse order of their registration
-//! (C11 7.22.4.4), C++ destructors included (the Itanium C++ ABI registers
-//! each with `__cxa_atexit` when its object is constructed). The library
-//! constructs many of its statics lazily, during compiles, so a handler
-//! registered once at load would run after their destructors. The handler
-//! is therefore registered again after each compile (up to
-//! [`MOST_REGISTRATIONS`] times per process): at exit, the latest one runs
-//! before the destructors of every static that the compiles before it
-//! constructed. Only a static first constructed by a compile that is
-//! still running at exit, past the first thousand, is not covered.
+//! The handler that closes the gate is the one of `process_exit.rs`,
+//! registered again after each compile: `exit` calls its handlers in the
+//! reverse order of their registration, C++ destructors included, and the
+//! library constructs many of its statics lazily, during compiles, so a
+//! handler registered once at load would run after their destructors. At
+//! exit the latest registration runs before the destructors of every
+//! static that the compiles before it constructed. A static first
+//! constructed by a compile that is still running at exit is not covered:
+//! a process that may exit while compiling is safe with the subprocess
+//! compiler (the default of `CompilerPreference::Auto`), not with this one.
 
-use std::ffi::c_int;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -46,18 +44,6 @@ static DRAINED: Condvar = Condvar::new();
 /// How long exit waits for the compiles in flight: far longer than a
 /// compile takes; past it the process exits anyway rather than hang.
 const EXIT_WAIT: Duration = Duration::from_secs(120);
-
-/// Registrations of the exit handler at most: each costs the C library a
-/// few dozen bytes until exit.
-const MOST_REGISTRATIONS: usize = 1024;
-
-/// Registrations of the exit handler so far.
-static REGISTERED: AtomicUsize = AtomicUsize::new(0);
-
-extern "C" {
-    /// C11 7.22.4.2: registers `callback` to run at `exit`.
-    fn atexit(callback: extern "C" fn()) -> c_int;
-}
 
 fn gate() -> MutexGuard<'static, Gate> {
     // The counts stay consistent whatever panicked while the lock was held:
@@ -96,34 +82,15 @@ impl Drop for Pass {
         if !closed {
             // Registration fails only when the C library is out of memory:
             // exit is then covered by the earlier registrations.
-            let _ = close_at_exit();
+            let _ = crate::process_exit::register_handler();
         }
     }
 }
 
-/// Makes the process's exit wait for the compiles in flight: called as
-/// soon as the compiler library is loaded (before any compile), and after
-/// each compile, so that the latest registration runs before the
-/// destructors of the statics the compiles constructed (see the module
-/// docs). Past [`MOST_REGISTRATIONS`] it does nothing.
-pub(crate) fn close_at_exit() -> Result<(), String> {
-    if REGISTERED.fetch_add(1, Ordering::Relaxed) >= MOST_REGISTRATIONS {
-        return Ok(());
-    }
-    // SAFETY: `atexit` only stores the function pointer; `close_and_drain`
-    // takes no arguments, never unwinds (it cannot panic: poisoned locks are
-    // recovered) and touches only this module's statics, which live until
-    // the process ends.
-    match unsafe { atexit(close_and_drain) } {
-        0 => Ok(()),
-        _ => Err("cannot register the handler that makes exit wait for compiles".to_owned()),
-    }
-}
-
-/// The `atexit` handler: no compile starts from now on; waits (at most
-/// [`EXIT_WAIT`]) for those running. Its later runs (it is registered many
-/// times) find nothing running.
-extern "C" fn close_and_drain() {
+/// Called by the exit handler: no compile starts from now on; waits (at
+/// most [`EXIT_WAIT`]) for those running. Its later runs (the handler is
+/// registered many times) find nothing running.
+pub(crate) fn close_and_wait() {
     let mut gate = gate();
     gate.closed = true;
     let _drained = DRAINED

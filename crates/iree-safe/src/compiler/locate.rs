@@ -50,6 +50,11 @@ pub fn compiler_library_is_explicit() -> bool {
     Environment::process().get(COMPILER_LIB_ENV).is_some()
 }
 
+/// Whether `IREE_COMPILE` names the `iree-compile` to use.
+pub(crate) fn iree_compile_is_explicit() -> bool {
+    Environment::process().get(IREE_COMPILE_ENV).is_some()
+}
+
 /// The path of `iree-compile`: `$IREE_COMPILE`; else, from the install, the
 /// native `iree-compile` next to `libIREECompiler.so`, then the install's
 /// launcher; else the first `iree-compile` on `PATH`.
@@ -98,16 +103,17 @@ pub fn compiler_identity(preference: super::CompilerPreference) -> Result<String
     match preference {
         CompilerPreference::Subprocess => identify_executable(&EXECUTABLE.locate(&env)?, install),
         CompilerPreference::InProcess => identify_library(&LIBRARY.locate(&env)?, install),
-        // As `choose_compiler`: the library, unless the install's is of
-        // another architecture (and so does not load here).
-        CompilerPreference::Auto => match LIBRARY.locate(&env) {
-            Ok(library)
-                if env.get(COMPILER_LIB_ENV).is_some()
-                    || super::arch::foreign_arch(&library).is_none() =>
-            {
-                identify_library(&library, install)
-            }
-            _ => identify_executable(&EXECUTABLE.locate(&env)?, install),
+        // As `choose_compiler`: a library named by the variable, else
+        // `iree-compile`, else the install's library.
+        CompilerPreference::Auto if env.get(COMPILER_LIB_ENV).is_some() => {
+            identify_library(&LIBRARY.locate(&env)?, install)
+        }
+        CompilerPreference::Auto => match EXECUTABLE.locate(&env) {
+            Ok(executable) => identify_executable(&executable, install),
+            Err(error) => match LIBRARY.locate(&env) {
+                Ok(library) => identify_library(&library, install),
+                Err(_) => Err(error),
+            },
         },
         CompilerPreference::Library(library) => {
             let path = library.path();

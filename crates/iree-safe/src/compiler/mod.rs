@@ -91,6 +91,12 @@ pub use subprocess::SubprocessCompiler;
 pub use target::host_cpu;
 pub use version::{ApiVersion, CompilerVersion};
 
+/// Closes the in-process compiler's exit gate and waits for the compiles
+/// in flight: the last step of the exit handler (`process_exit.rs`).
+pub(crate) fn close_gate_and_wait() {
+    exit_gate::close_and_wait();
+}
+
 /// Turns MLIR text into a `.vmfb` module.
 ///
 /// Implementations are thread-safe: one instance may compile on several
@@ -186,11 +192,17 @@ impl fmt::Debug for Artifact {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum CompilerPreference {
-    /// In-process when the library loads, else `iree-compile` (so a process
-    /// of another architecture than the install's library, such as an
-    /// aarch64 process under qemu-user, compiles with the subprocess). A
-    /// library named explicitly by `IREE_COMPILER_LIB` that does not load is
-    /// an error, never a silent switch to the subprocess.
+    /// `iree-compile` per compilation when one is found, else the
+    /// in-process library; a library named explicitly by
+    /// `IREE_COMPILER_LIB` is loaded (one that does not load is an error,
+    /// never a silent switch to the subprocess). The subprocess is the
+    /// default because a compiler run in a child process cannot take the
+    /// caller's process down: not when the process exits while it compiles
+    /// (the in-process library's static destructors then run under the
+    /// compile, see [`InProcessCompiler`]), not when the compiler aborts on
+    /// a program. It costs 3–18% more per compile and saves the ~144 MiB
+    /// the library keeps resident (`crates/iree-safe/README.md`, "In-process
+    /// or subprocess").
     #[default]
     Auto,
     /// [`InProcessCompiler`] only, from `IREE_COMPILER_LIB` or the install.
@@ -245,17 +257,16 @@ pub struct CompilerChoice {
 }
 
 /// The compiler for `preference`, and why it was chosen. With
-/// [`CompilerPreference::Auto`], an in-process compiler that cannot be
-/// loaded from the install falls back to the subprocess (logged at warn
-/// level, and said in [`CompilerChoice::reason`]); one named by
-/// `IREE_COMPILER_LIB` that cannot be loaded is an error.
+/// [`CompilerPreference::Auto`], `iree-compile` when one is found, else the
+/// in-process compiler of the install (said in [`CompilerChoice::reason`]);
+/// a library named by `IREE_COMPILER_LIB` is loaded, an executable named by
+/// `IREE_COMPILE` is run, and either that cannot be is an error.
 ///
 /// # Errors
 ///
 /// The errors of [`InProcessCompiler::load`] when the in-process compiler is
-/// asked for (or named by `IREE_COMPILER_LIB`), and of
-/// [`SubprocessCompiler::locate`] when the subprocess is asked for or taken
-/// as the fallback; for a compiler the program names, the errors of
+/// asked for, named by `IREE_COMPILER_LIB` or taken as the fallback, and of
+/// [`SubprocessCompiler::locate`] when the subprocess is asked for; for a compiler the program names, the errors of
 /// [`InProcessCompiler::load_from`] ([`CompileError::Load`] naming a
 /// library that does not exist or does not load) and of
 /// [`SubprocessCompiler::new`] ([`CompileError::BadExecutable`]);
@@ -293,15 +304,17 @@ pub fn choose_compiler(preference: CompilerPreference) -> Result<CompilerChoice,
         CompilerPreference::Auto if compiler_library_is_explicit() => {
             in_process("in-process compiler named by IREE_COMPILER_LIB")
         }
-        CompilerPreference::Auto => match in_process("in-process compiler of the install") {
+        CompilerPreference::Auto if locate::iree_compile_is_explicit() => {
+            subprocess("iree-compile named by IREE_COMPILE")
+        }
+        CompilerPreference::Auto => match subprocess("iree-compile of the install") {
             Ok(choice) => Ok(choice),
             Err(error) => {
-                tracing::warn!(
+                tracing::info!(
                     %error,
-                    "cannot compile in-process ({error}); running iree-compile per compilation \
-                     instead, about 0.25 s slower each"
+                    "no iree-compile ({error}); compiling in-process instead"
                 );
-                subprocess(&format!("the in-process compiler did not load ({error})"))
+                in_process(&format!("no iree-compile ({error})"))
             }
         },
     }

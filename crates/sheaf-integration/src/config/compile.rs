@@ -2,6 +2,7 @@
 //! compiler, with which options, for which target.
 
 use std::str::FromStr;
+use std::time::Duration;
 
 use iree_safe::compiler::{CompileOptions, CompileTarget, CompilerPreference};
 
@@ -34,6 +35,10 @@ impl FromStr for CompileMode {
         }
     }
 }
+
+/// The default of [`CompileSettings::exit_wait`]: a few batched compiles
+/// on a loaded machine.
+const DEFAULT_EXIT_WAIT: Duration = Duration::from_secs(10);
 
 /// How signatures are compiled. The threads of
 /// [`CompileMode::Background`] are the cache's
@@ -73,6 +78,13 @@ pub struct CompileSettings {
     /// once (`cargo bench -p sheaf-integration --bench background`); each
     /// signature's result waits for its whole batch.
     pub batch_limit: usize,
+    /// How long the process's exit (or the drop of the runtime's last
+    /// handle) waits for the background compiles queued or running, so
+    /// that what this process wanted compiled reaches the disk cache (and
+    /// the remote cache) for the next one; only a runtime with such a
+    /// cache waits. Default 10 s; zero never waits (the queued compiles
+    /// are dropped). See [`JitRuntime`](crate::JitRuntime), "Exit".
+    pub exit_wait: Duration,
 }
 
 impl Default for CompileSettings {
@@ -87,6 +99,7 @@ impl Default for CompileSettings {
             options,
             target: None,
             batch_limit: 8,
+            exit_wait: DEFAULT_EXIT_WAIT,
         }
     }
 }

@@ -160,6 +160,12 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
         },
     },
     EnvVariable {
+        name: "SHEAF_JIT_EXIT_WAIT",
+        meaning: "milliseconds the process's exit waits for queued background compiles to reach the disk or remote cache (`0`: never waits)",
+        default: "10000",
+        apply: |config, var| set(&mut config.compile.exit_wait, var.millis()),
+    },
+    EnvVariable {
         name: "SHEAF_JIT_COMPILER",
         meaning: "`auto`, `in-process`, `subprocess`, or `none` (serve bundles and the disk cache only)",
         default: "`auto`",
@@ -251,7 +257,7 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_PROFILE",
-        meaning: "`1`: print the JIT profile to stderr when the runtime is dropped",
+        meaning: "`1`: print the JIT profile to stderr when the runtime is dropped or the process exits",
         default: "off",
         apply: |config, var| set(&mut config.profile_at_exit, var.switch()),
     },
@@ -510,7 +516,8 @@ mod tests {
         ("SHEAF_JIT_DYNAMIC_DIMS_AFTER", "3", Some(b"x")),
         ("SHEAF_JIT_SPECIALIZE_HOT_SIZES", "off", Some(b"sometimes")),
         ("SHEAF_JIT_STATIC_SHAPES", "softmax", Some(b"soft\xffmax")),
-        ("SHEAF_JIT_COMPILER", "subprocess", Some(b"gpu")),
+        ("SHEAF_JIT_EXIT_WAIT", "0", Some(b"10s")),
+        ("SHEAF_JIT_COMPILER", "in-process", Some(b"gpu")),
         ("SHEAF_JIT_CACHE_DIR", "/c", None),
         ("SHEAF_JIT_DISK_CACHE", "off", Some(b"bogus")),
         ("SHEAF_JIT_CACHE_MAX_BYTES", "64M", Some(b"1.5G")),

@@ -70,8 +70,9 @@ pub struct JitConfig {
     /// and the compiler (see `JitRuntime::export_artifacts`).
     pub bundles: Vec<PathBuf>,
     /// Prints the `--jit-profile` table ([`JitRuntime::profile`](crate::JitRuntime::profile))
-    /// to standard error when the runtime is dropped (its last handle, at
-    /// the latest when the program ends with it in `main`). Default off.
+    /// to standard error when the runtime's last handle is dropped, or when
+    /// the process exits with the runtime alive (in a `static`, say).
+    /// Default off.
     pub profile_at_exit: bool,
 }
 
@@ -149,8 +150,9 @@ impl JitConfigBuilder {
         self
     }
 
-    /// Prints the profile to standard error when the runtime is dropped
-    /// ([`JitConfig::profile_at_exit`]; Sheaf's `--jit-profile`).
+    /// Prints the profile to standard error when the runtime is dropped or
+    /// the process exits ([`JitConfig::profile_at_exit`]; Sheaf's
+    /// `--jit-profile`).
     pub fn profile_at_exit(mut self, on: bool) -> Self {
         self.config.profile_at_exit = on;
         self

@@ -1,0 +1,120 @@
+//! Work that runs when the process exits: hooks added with [`at_exit`],
+//! then the wait for in-process compiles in flight (the compiler's exit
+//! gate).
+//!
+//! A process exits when `main` returns or a thread calls `exit`; `exit`
+//! then calls the functions registered with `atexit` in the reverse order
+//! of their registration (C11 7.22.4.4), C++ static destructors among them
+//! (the Itanium C++ ABI registers each with `__cxa_atexit` when its object
+//! is constructed). This module registers one C handler, [`on_exit`]:
+//! when the first hook is added, when the in-process compiler is loaded,
+//! and again after each in-process compile (see `compiler/exit_gate.rs`
+//! for why), so that at exit it runs before the destructors of the
+//! compiler library's statics that the finished compiles constructed. The
+//! handler runs the hooks once, in the order they were added, on the
+//! exiting thread, then closes the compiler's gate and waits for the
+//! compiles still in flight.
+//!
+//! Rust runs no destructor of its own at exit: a hook is how a library
+//! that lives in a `static` finishes its work (Sheaf keeps its JIT runtime
+//! in one).
+
+use std::ffi::c_int;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+/// Registrations of the handler at most: each costs the C library a few
+/// dozen bytes until exit.
+const MOST_REGISTRATIONS: usize = 1024;
+
+/// Registrations of the handler so far.
+static REGISTERED: AtomicUsize = AtomicUsize::new(0);
+
+/// The hooks, in the order they were added.
+static HOOKS: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
+
+/// Whether the hooks ran (the handler is registered many times; only its
+/// first run runs them).
+static HOOKS_RAN: AtomicBool = AtomicBool::new(false);
+
+#[cfg(not(iree_mock))]
+extern "C" {
+    /// C11 7.22.4.2: registers `callback` to run at `exit`.
+    fn atexit(callback: extern "C" fn()) -> c_int;
+}
+
+/// Why [`at_exit`] could not register its handler.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot register a function to run at process exit (the C library's `atexit` failed)")]
+pub struct AtExitError(());
+
+/// Runs `hook` when the process exits (`main` returns, or a thread calls
+/// `exit`): after the hooks added before it, on the exiting thread, before
+/// the in-process compiler's statics are destroyed, while compiles may
+/// still run. A hook that panics is caught (the panic hook prints its
+/// message) and the next one runs. A hook added once exit has begun never
+/// runs. Under the mock C API (miri) hooks are kept and never run.
+///
+/// ```
+/// fn goodbye() {
+///     eprintln!("the process exits");
+/// }
+/// iree_safe::at_exit(goodbye)?;
+/// # Ok::<(), iree_safe::AtExitError>(())
+/// ```
+///
+/// # Errors
+///
+/// [`AtExitError`] when the C library cannot register the handler (out of
+/// memory); the hook is not kept then.
+pub fn at_exit(hook: fn()) -> Result<(), AtExitError> {
+    let mut hooks = HOOKS.lock().unwrap_or_else(PoisonError::into_inner);
+    if hooks.is_empty() {
+        register_handler()?;
+    }
+    hooks.push(hook);
+    Ok(())
+}
+
+/// Registers the handler (again), so that it runs at exit before whatever
+/// registers after its previous registration; past [`MOST_REGISTRATIONS`]
+/// it does nothing.
+pub(crate) fn register_handler() -> Result<(), AtExitError> {
+    if REGISTERED.fetch_add(1, Ordering::Relaxed) >= MOST_REGISTRATIONS {
+        return Ok(());
+    }
+    register()
+}
+
+#[cfg(not(iree_mock))]
+fn register() -> Result<(), AtExitError> {
+    // SAFETY: `atexit` only stores the function pointer; `on_exit` takes no
+    // arguments, never unwinds (hooks run under `catch_unwind`, poisoned
+    // locks are recovered) and touches only statics, which live until the
+    // process ends.
+    match unsafe { atexit(on_exit) } {
+        0 => Ok(()),
+        _ => Err(AtExitError(())),
+    }
+}
+
+/// Miri cannot register `atexit` handlers: hooks are kept and never run.
+#[cfg(iree_mock)]
+fn register() -> Result<(), AtExitError> {
+    Ok(())
+}
+
+/// The `atexit` handler: the hooks (first run only), then the compiler's
+/// exit gate.
+#[cfg_attr(iree_mock, allow(dead_code))]
+extern "C" fn on_exit() {
+    if !HOOKS_RAN.swap(true, Ordering::AcqRel) {
+        let hooks = std::mem::take(&mut *HOOKS.lock().unwrap_or_else(PoisonError::into_inner));
+        for hook in hooks {
+            // The panic hook has printed the message; the next hook runs.
+            let _ = panic::catch_unwind(AssertUnwindSafe(hook));
+        }
+    }
+    crate::compiler::close_gate_and_wait();
+}

@@ -1,0 +1,210 @@
+//! A process that ends while compiles run ends with its own exit status:
+//! never a crash. Each case runs in a child process of this test binary
+//! that calls the runtime from other threads (ragged `mlp_layer` and
+//! `softmax` calls, compiling new signatures; with `busy`, a 512² matmul
+//! running compiled on the `local-task` device beside `local-sync`) and,
+//! after a delay spread over its first compile and later ones, returns from
+//! `main`, calls `exit(17)` or panics on the main thread.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ndarray::{ArrayD, IxDyn};
+use sheaf_integration::{
+    reference, CompileMode, DiskCacheFolder, JitConfig, JitFunction, JitRuntime, Value,
+};
+
+/// Set in a child: `mode action delay_ms busy`.
+const CHILD: &str = "SHEAF_JIT_TEST_EXIT_CASE";
+
+/// Children per mode (three ways to end each); `SHEAF_JIT_TEST_EXIT_CHILDREN`
+/// overrides it.
+const CHILDREN_PER_MODE: usize = 96;
+
+/// The latest a child ends, after its runtime is up: past the compiler's
+/// load and the first compiles.
+const LATEST_END_MS: u64 = 1_500;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Return,
+    Exit,
+    Panic,
+}
+
+impl End {
+    const ALL: [End; 3] = [End::Return, End::Exit, End::Panic];
+
+    fn name(self) -> &'static str {
+        match self {
+            End::Return => "return",
+            End::Exit => "exit",
+            End::Panic => "panic",
+        }
+    }
+
+    fn parse(text: &str) -> End {
+        End::ALL
+            .into_iter()
+            .find(|end| end.name() == text)
+            .unwrap_or_else(|| panic!("unknown end `{text}`"))
+    }
+
+    /// The status the program itself ends with: libtest's 0 after a test
+    /// that returns, `exit`'s argument, libtest's 101 after a test panics.
+    fn status(self) -> i32 {
+        match self {
+            End::Return => 0,
+            End::Exit => 17,
+            End::Panic => 101,
+        }
+    }
+}
+
+#[test]
+fn a_process_ending_during_compiles_exits_with_its_own_status() {
+    if let Ok(case) = std::env::var(CHILD) {
+        run_child(&case);
+        return;
+    }
+    let per_mode = std::env::var("SHEAF_JIT_TEST_EXIT_CHILDREN")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(CHILDREN_PER_MODE);
+    let mut cases = Vec::new();
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    for mode in ["background", "blocking"] {
+        for i in 0..per_mode {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let end = End::ALL[i % 3];
+            // Half of the children end in their first 300 ms (the
+            // compiler's load and first compile), the rest later.
+            let delay = if i % 2 == 0 {
+                state % 300
+            } else {
+                state % LATEST_END_MS
+            };
+            let busy = (i / 3) % 2 == 1;
+            cases.push(format!("{mode} {} {delay} {busy}", end.name()));
+        }
+    }
+    let started = Instant::now();
+    let mut failures = Vec::new();
+    // Four children at a time (they mostly sleep). Their stderr goes to a file, not a pipe: an
+    // `iree-compile` a child started may outlive it, holding a pipe open.
+    for group in cases.chunks(4) {
+        let children: Vec<_> = group
+            .iter()
+            .map(|case| {
+                let stderr = tempfile::tempfile().unwrap();
+                let child = Command::new(std::env::current_exe().unwrap())
+                    .args([
+                        "--exact",
+                        "a_process_ending_during_compiles_exits_with_its_own_status",
+                        "--nocapture",
+                        "--test-threads=1",
+                    ])
+                    .env(CHILD, case)
+                    .stdout(Stdio::null())
+                    .stderr(stderr.try_clone().unwrap())
+                    .spawn()
+                    .unwrap();
+                (case, child, stderr)
+            })
+            .collect();
+        for (case, mut child, mut stderr) in children {
+            let status = child.wait().unwrap();
+            let end = End::parse(case.split(' ').nth(1).unwrap());
+            if status.code() != Some(end.status()) {
+                let mut text = String::new();
+                stderr.seek(SeekFrom::Start(0)).unwrap();
+                stderr.read_to_string(&mut text).unwrap();
+                let last: Vec<&str> = text.lines().rev().take(4).collect();
+                failures.push(format!("{case}: {status:?} ({})", last.join(" | ")));
+            }
+        }
+    }
+    println!(
+        "{} children in {:.1?}: {} ended with a status of their own",
+        cases.len(),
+        started.elapsed(),
+        cases.len() - failures.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn run_child(case: &str) {
+    let fields: Vec<&str> = case.split(' ').collect();
+    let [mode, end, delay, busy] = fields[..] else {
+        panic!("bad case `{case}`");
+    };
+    let mode = match mode {
+        "blocking" => CompileMode::Blocking,
+        _ => CompileMode::Background,
+    };
+    let (end, delay) = (End::parse(end), delay.parse::<u64>().unwrap());
+    let config = JitConfig::builder()
+        .compile(|compile| compile.mode = mode)
+        .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+        .build()
+        .unwrap();
+    let jit = JitRuntime::new(config).unwrap();
+    for caller in 0..2 {
+        let jit = jit.clone();
+        std::thread::spawn(move || call_ragged(&jit, caller));
+    }
+    if busy == "true" {
+        let jit = jit.clone();
+        std::thread::spawn(move || call_matmul(&jit));
+    }
+    std::thread::sleep(Duration::from_millis(delay));
+    match end {
+        End::Return => {}
+        End::Exit => std::process::exit(17),
+        End::Panic => panic!("the child panics on purpose"),
+    }
+}
+
+/// Calls `mlp_layer` on ragged batches and `softmax` on growing rows, each
+/// new signature a miss, until the process ends.
+fn call_ragged(jit: &JitRuntime, caller: usize) {
+    let mlp = reference::mlp_layer();
+    let softmax = reference::softmax();
+    let w = Value::host(ArrayD::<f32>::ones(IxDyn(&[64, 32])));
+    let b = Value::host(ArrayD::<f32>::zeros(IxDyn(&[32])));
+    for (i, batch) in reference::ragged_batch_sizes(100_000, 64)
+        .into_iter()
+        .enumerate()
+    {
+        let x = Value::host(ArrayD::<f32>::ones(IxDyn(&[batch, 64])));
+        let args = [x, w.clone(), b.clone()];
+        jit.call(&mlp, &args, &[], |args, _, _| {
+            reference::interpret_mlp_layer(args)
+        })
+        .unwrap();
+        let row = 1 + (i + caller) % 24;
+        let t = [reference::temperature(0.5)];
+        let x = [Value::host(ArrayD::<f32>::ones(IxDyn(&[2, row])))];
+        jit.call(&softmax, &x, &t, |args, _, _| {
+            reference::interpret_softmax(args, 0.5)
+        })
+        .unwrap();
+    }
+}
+
+/// Runs a 512² matmul compiled (blocking, so it runs compiled from its
+/// first call), on the `local-task` device where that is on, until the
+/// process ends.
+fn call_matmul(jit: &JitRuntime) {
+    let matmul: JitFunction = reference::matmul().with_compile_mode(CompileMode::Blocking);
+    let a = Value::host(ArrayD::<f32>::ones(IxDyn(&[512, 512])));
+    loop {
+        jit.call(&matmul, &[a.clone(), a.clone()], &[], |args, _, _| {
+            reference::interpret_matmul(args)
+        })
+        .unwrap();
+    }
+}

@@ -1,0 +1,148 @@
+//! What a runtime finishes when the process exits: a short program's
+//! background compiles reach the disk cache, so the next run of the same
+//! program runs compiled from its first call; a runtime kept in a `static`
+//! prints its profile. Each program is a child process of this test binary.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use ndarray::{ArrayD, IxDyn};
+use sheaf_integration::{
+    reference, CompileMode, DiskCacheFolder, JitConfig, JitRuntime, Provenance, Value,
+};
+
+/// Set in a child: which program it runs, and its disk cache folder.
+const CHILD: &str = "SHEAF_JIT_TEST_EXIT_PROGRAM";
+const CACHE: &str = "SHEAF_JIT_TEST_EXIT_CACHE";
+
+/// Runs this test binary's `test` as a child with `program`; its output.
+fn run_child(test: &str, program: &str, cache: &Path) -> std::process::Output {
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(CHILD, program)
+        .env(CACHE, cache)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{program}: {:?}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+#[test]
+fn a_short_program_runs_compiled_from_its_first_call_on_its_next_runs() {
+    if std::env::var(CHILD).as_deref() == Ok("short") {
+        short_program(Path::new(&std::env::var_os(CACHE).unwrap()));
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let mut runs = Vec::new();
+    for run in 1..=3 {
+        let start = Instant::now();
+        let output = run_child(
+            "a_short_program_runs_compiled_from_its_first_call_on_its_next_runs",
+            "short",
+            cache.path(),
+        );
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        let calls: Vec<String> = stdout
+            .lines()
+            // libtest may print on the same line before it.
+            .filter_map(|line| line.split_once("call ").map(|(_, call)| call))
+            .map(str::to_owned)
+            .collect();
+        println!("run {run} ({:.2?}): {}", start.elapsed(), calls.join(", "));
+        runs.push(calls);
+    }
+    assert_eq!(runs[0].len(), 6, "{:?}", runs[0]);
+    assert!(
+        runs[0][0].ends_with("interpreted"),
+        "the first run interprets its first call while it compiles: {:?}",
+        runs[0]
+    );
+    for run in &runs[1..] {
+        assert!(
+            run.iter().all(|call| call.ends_with("compiled")),
+            "a later run runs every call compiled, its first included: {run:?}"
+        );
+    }
+}
+
+/// The short program: two functions, three calls each, in the default
+/// (background) mode, and it returns; one line per call.
+fn short_program(cache: &Path) {
+    let jit = JitRuntime::new(
+        JitConfig::builder()
+            .compile(|compile| compile.mode = CompileMode::Background)
+            .disk(|disk| disk.folder = DiskCacheFolder::Dir(cache.to_path_buf()))
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    let (sigmoid, softmax) = (reference::sigmoid(), reference::softmax());
+    let x = Value::host(ArrayD::<f32>::ones(IxDyn(&[100_000])));
+    let rows = Value::host(ArrayD::<f32>::ones(IxDyn(&[32, 1000])));
+    let t = [reference::temperature(0.5)];
+    let said = |name: &str, provenance: &Provenance| {
+        let how = if provenance.is_compiled() {
+            "compiled"
+        } else {
+            "interpreted"
+        };
+        println!("call {name} {how}");
+    };
+    for _ in 0..3 {
+        let sig = jit
+            .call(&sigmoid, std::slice::from_ref(&x), &[], |args, _, _| {
+                reference::interpret_sigmoid(args)
+            })
+            .unwrap();
+        said("sigmoid", &sig.provenance);
+        let soft = jit
+            .call(&softmax, std::slice::from_ref(&rows), &t, |args, _, _| {
+                reference::interpret_softmax(args, 0.5)
+            })
+            .unwrap();
+        said("softmax", &soft.provenance);
+    }
+}
+
+/// Where the program keeps its runtime, as Sheaf does.
+static JIT: OnceLock<JitRuntime> = OnceLock::new();
+
+#[test]
+fn a_runtime_in_a_static_prints_its_profile_at_exit() {
+    if std::env::var(CHILD).as_deref() == Ok("static") {
+        let jit = JIT.get_or_init(|| {
+            let config = JitConfig::builder()
+                .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+                .profile_at_exit(true)
+                .build()
+                .unwrap();
+            JitRuntime::new(config).unwrap()
+        });
+        let x = [Value::host(ArrayD::<f32>::ones(IxDyn(&[1, 5])))];
+        jit.call(&reference::sigmoid(), &x, &[], |args, _, _| {
+            reference::interpret_sigmoid(args)
+        })
+        .unwrap();
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let output = run_child(
+        "a_runtime_in_a_static_prints_its_profile_at_exit",
+        "static",
+        dir.path(),
+    );
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(
+        stderr.matches("JIT profile").count(),
+        1,
+        "the profile, once:\n{stderr}"
+    );
+}
