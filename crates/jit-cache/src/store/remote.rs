@@ -90,8 +90,9 @@ pub enum RemoteError {
     Unavailable {
         /// The address, without its password.
         url: String,
-        /// What failed: `connect`, or the request (for Redis, its command:
-        /// `STRLEN`, `GETRANGE`, `SET`, ...).
+        /// What failed: `resolve` (the host name), `connect` (for Redis,
+        /// `AUTH` and `SELECT` too), or the request (for Redis, its
+        /// command: `STRLEN`, `GETRANGE`, `SET`, ...).
         step: &'static str,
         /// Why: the operating system's error, a timeout
         /// ([`io::ErrorKind::TimedOut`], saying which), or the connection
