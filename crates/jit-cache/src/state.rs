@@ -18,7 +18,7 @@ use crate::function_cache::{Entry, Evicted, Eviction, FunctionCache};
 use crate::function_id::FunctionId;
 use crate::generalize::{Generalization, Generalizer};
 use crate::hashing::PrecomputedState;
-use crate::learned::{self, LearnedPolicy};
+use crate::learned::{self, LearnedPolicy, Recalled};
 use crate::signature::Signature;
 use crate::single_flight::Flight;
 use crate::stats::{CacheStats, Counters, FunctionStats};
@@ -238,9 +238,10 @@ struct FunctionState<E> {
     generalizer: Option<Generalizer>,
     last_generalization: Option<Generalization>,
     /// Signatures an earlier process had cached, not compiled in this one
-    /// yet, with their recalled call counts: a miss of one compiles that
-    /// very signature, not its generalization.
-    remembered: HashMap<Signature, u32, PrecomputedState>,
+    /// yet, with their recalled call counts and whether this process called
+    /// them: a miss of one compiles that very signature, not its
+    /// generalization.
+    remembered: Recalled,
     /// When the cache keeps what its policy learns: the fingerprint of
     /// what was kept (or recalled) last.
     kept: Option<u64>,
@@ -281,14 +282,18 @@ impl<E> FunctionState<E> {
             generalizer: (func.accepts_dynamic_dims() && config.dynamic_dims_for(name))
                 .then(|| Generalizer::new(config.dynamic_dims_after)),
             last_generalization: None,
-            remembered: HashMap::with_hasher(PrecomputedState),
+            remembered: Recalled::default(),
             kept: None,
         };
         if let Some(recalled) = recalled {
             state.recall(&recalled);
         }
         if remembers {
-            state.kept = Some(state.learned(0).fingerprint());
+            // What was recalled, as it was: kept again once this process
+            // learns otherwise (what it compiles, what it does not call).
+            let recalled = state.remembered.as_recalled();
+            let hot = recalled.map(|(sig, count)| (sig.clone(), count)).collect();
+            state.kept = Some(LearnedPolicy::new(state.varying(), hot, 0).fingerprint());
         }
         state
     }
@@ -317,45 +322,44 @@ impl<E> FunctionState<E> {
         }
     }
 
-    /// What the policy learned about this function, as of `sequence`: its
-    /// varying dims, and the signatures it has cached (the most called
-    /// first), then those recalled and not compiled yet, up to its
-    /// capacity.
-    fn learned(&self, sequence: u64) -> LearnedPolicy {
-        let dynamic = self
-            .generalizer
+    /// Its classes whose dims vary, and those dims.
+    fn varying(&self) -> Vec<(Signature, Vec<(usize, usize)>)> {
+        self.generalizer
             .as_ref()
             .map(Generalizer::varying)
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    /// What the policy learned about this function, as of `sequence`: its
+    /// varying dims, and the signatures it has cached (the most called
+    /// first), then those recalled and called, then those recalled and
+    /// not called, ranked last (see `learned/recalled.rs`), up to its
+    /// capacity.
+    fn learned(&self, sequence: u64) -> LearnedPolicy {
         let epoch = self.admission.epoch(self.counters.calls);
-        let by_count = |a: &(Signature, u32), b: &(Signature, u32)| b.1.cmp(&a.1);
-        let mut hot: Vec<(Signature, u32)> = self
+        let cached = self
             .cache
             .counts(epoch)
-            .map(|(sig, count)| (sig.clone(), count.max(1)))
-            .collect();
-        hot.sort_by(by_count);
-        let mut recalled: Vec<(Signature, u32)> = self
-            .remembered
-            .iter()
-            .filter(|(sig, _)| !self.cache.contains(sig))
-            .map(|(sig, &count)| (sig.clone(), count))
-            .collect();
-        recalled.sort_by(by_count);
-        hot.extend(recalled);
-        hot.truncate(self.cache.capacity());
-        LearnedPolicy::new(dynamic, hot, sequence)
+            .map(|(sig, count)| (sig.clone(), count));
+        let hot = self.remembered.ranked(
+            cached,
+            |sig| self.cache.contains(sig),
+            self.cache.capacity(),
+        );
+        LearnedPolicy::new(self.varying(), hot, sequence)
     }
 
     /// What the policy learned, when the cache keeps it and it changed
     /// since it was last kept (dims that vary, signatures hot; counts
-    /// aside).
+    /// aside), or a signature the policy kept last ranked unused was called
+    /// since.
     fn learned_if_changed(&mut self) -> Option<LearnedPolicy> {
         let kept = self.kept?;
         let learned = self.learned(learned::next_sequence());
         let fingerprint = learned.fingerprint();
-        (fingerprint != kept).then(|| {
+        (fingerprint != kept || self.remembered.stale()).then(|| {
             self.kept = Some(fingerprint);
+            self.remembered.kept();
             learned
         })
     }
@@ -385,6 +389,7 @@ impl<E> FunctionState<E> {
             if hit.dynamic {
                 self.counters.dynamic_hits += 1;
                 total.dynamic_hits += 1;
+                self.remembered.called(sig);
             }
             if let Some(change) = hit.settled.and_then(|s| self.settle(s)) {
                 self.note(&mut notes, change);
@@ -487,6 +492,7 @@ impl<E> FunctionState<E> {
     ) -> Step<E> {
         self.counters.misses += 1;
         total.misses += 1;
+        self.remembered.called(sig);
         // The signature to compile: the call's, or its generalization once
         // some of its dims vary, counting the dims of the calls whose
         // compile succeeded or is in flight. The call's dims are committed
@@ -498,7 +504,7 @@ impl<E> FunctionState<E> {
         let generalization = self
             .generalizer
             .as_mut()
-            .filter(|_| !self.remembered.contains_key(sig))
+            .filter(|_| !self.remembered.contains(sig))
             .and_then(|g| g.generalize(sig, in_flight.values().map(|f| &f.call)))
             .map(Box::new);
         // Only a queueing call may wait or not, and only once its
@@ -633,8 +639,7 @@ impl<E> FunctionState<E> {
             .map_or(sig, Generalization::signature);
         let mut admitted = None;
         let at_capacity = self.cache.len() >= self.cache.capacity();
-        if self.policy == CachePolicy::Adaptive && at_capacity && self.remembered.contains_key(sig)
-        {
+        if self.policy == CachePolicy::Adaptive && at_capacity && self.remembered.contains(sig) {
             admitted = Some(Admit::Recalled);
         } else if self.policy == CachePolicy::Adaptive && at_capacity {
             let victim = self

@@ -12,8 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use common::{expected, mlp, run, MockCompiler, MockExe, Ran};
 use jit_cache::{
-    CacheConfig, CompileFailure, DType, Dispatch, FallbackReason, FunctionId, JitCache,
-    LearnedPolicy, Origin, PolicyMemory, PolicyScope, Prepared, Provenance, Refusal, Signature,
+    stable_hash, CacheConfig, CompileFailure, DType, Dispatch, FallbackReason, FunctionId,
+    JitCache, LearnedPolicy, Origin, PolicyMemory, PolicyScope, Prepared, Provenance, Refusal,
+    Signature,
 };
 
 const COMPILER: &str = "mock compiler 1";
@@ -36,8 +37,21 @@ impl TextMemory {
 
     /// What is kept of `func`, read back.
     fn kept(&self, func: &FunctionId) -> LearnedPolicy {
-        let text = self.files.lock().unwrap()[func.name()].clone();
-        LearnedPolicy::from_text(&text, &PolicyScope::new(func, COMPILER, TARGET)).unwrap()
+        LearnedPolicy::from_text(&self.text(func), &PolicyScope::new(func, COMPILER, TARGET))
+            .unwrap()
+    }
+
+    /// The text kept of `func`.
+    fn text(&self, func: &FunctionId) -> String {
+        self.files.lock().unwrap()[func.name()].clone()
+    }
+
+    /// Replaces the text kept of `func` (a forger's).
+    fn forge(&self, func: &FunctionId, text: String) {
+        self.files
+            .lock()
+            .unwrap()
+            .insert(func.name().to_owned(), text);
     }
 }
 
@@ -237,4 +251,178 @@ fn a_cache_without_memory_learns_from_nothing() {
     }
     assert_eq!(compiler.compiles(), 3, "two static sizes, then dynamic");
     assert_eq!(compiler.compiles_of(&mlp(42)), 0);
+}
+
+/// A count no call pattern gives: the forger's.
+const ABSURD: u32 = 4_000_000_000;
+
+/// The `hot` lines of a policy's text, each with its count made
+/// [`ABSURD`].
+fn absurd_hot_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("hot\t"))
+        .map(|rest| {
+            let (_, sig) = rest.split_once('\t').unwrap();
+            format!("hot\t{ABSURD}\t{sig}")
+        })
+        .collect()
+}
+
+/// `genuine` (a policy's text) with `forged` hot lines before its own, and
+/// an end line that matches again, as a forger with write access to the
+/// policy files would make it.
+fn with_forged_lines(genuine: &str, forged: &[String]) -> String {
+    let mut lines: Vec<&str> = genuine
+        .lines()
+        .filter(|l| !l.starts_with("end\t"))
+        .collect();
+    let first_hot = lines
+        .iter()
+        .position(|line| line.starts_with("hot\t"))
+        .unwrap_or(lines.len());
+    let forged = forged.iter().map(String::as_str);
+    lines.splice(first_hot..first_hot, forged);
+    let body: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    format!("{body}end\t{:016x}\n", stable_hash(body.as_bytes()))
+}
+
+/// The hot signatures of `func` that a cache started on `memory` recalls
+/// (those within its capacity, the restore bound).
+fn restored(memory: &TextMemory, func: &FunctionId, config: &CacheConfig) -> Vec<Signature> {
+    let kept = memory.kept(func);
+    let capacity = config.capacity_for(func.name());
+    kept.hot()
+        .iter()
+        .take(capacity)
+        .map(|(sig, _)| sig.clone())
+        .collect()
+}
+
+#[test]
+fn a_forged_policy_is_outranked_by_what_is_used_then_forgotten() {
+    let memory = Arc::new(TextMemory::default());
+    let softmax = FunctionId::new("softmax", 7);
+    let sig = |n| Signature::builder().arg(DType::F32, &[n]).build();
+    let real: Vec<Signature> = (1..=6).map(sig).collect();
+    let forged: Vec<Signature> = (1000..1064).map(sig).collect();
+    // The forger's policy: 64 hot signatures, never called, each claiming
+    // billions of calls (a cache of capacity 64 writes their lines).
+    {
+        let config = CacheConfig {
+            function_capacity: 64,
+            ..CacheConfig::default()
+        };
+        let cache = remembering(&memory, config);
+        let compiler = MockCompiler::new();
+        for s in &forged {
+            run(&cache, &softmax, s, &compiler);
+        }
+    }
+    let lines = absurd_hot_lines(&memory.text(&softmax));
+    assert_eq!(lines.len(), LearnedPolicy::MAX_HOT);
+    let text = memory.text(&softmax);
+    let header: String = text
+        .lines()
+        .filter(|line| !line.starts_with("hot\t") && !line.starts_with("end\t"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    memory.forge(&softmax, with_forged_lines(&header, &lines));
+    let recalled = memory.kept(&softmax);
+    assert!(recalled.hot().iter().all(|(_, count)| *count == ABSURD));
+
+    // Processes that call the real six, a few times each.
+    let config = CacheConfig::default();
+    let use_the_real_ones = || {
+        let cache = remembering(&memory, config.clone());
+        let compiler = MockCompiler::new();
+        for _ in 0..5 {
+            for s in &real {
+                let (ran, _) = run(&cache, &softmax, s, &compiler);
+                assert_eq!(ran, Ran::Compiled(expected(s)));
+            }
+        }
+        compiler.compiles()
+    };
+    assert_eq!(use_the_real_ones(), 6);
+    // The next start restores every real one, ahead of anything forged.
+    let next = memory.kept(&softmax);
+    let first: Vec<&Signature> = next.hot().iter().take(6).map(|(s, _)| s).collect();
+    assert!(real.iter().all(|s| first.contains(&s)), "{:?}", next.hot());
+    assert!(
+        next.hot()[6..].iter().all(|(_, count)| *count < ABSURD),
+        "what was not called lost its rank: {:?}",
+        next.hot()
+    );
+
+    // A couple of runs later, what nobody calls is gone.
+    for _ in 0..2 {
+        assert_eq!(use_the_real_ones(), 6);
+    }
+    let mut now = restored(&memory, &softmax, &config);
+    now.sort_by_key(|s| s.args()[0].dims()[0]);
+    assert_eq!(now, real, "{:?}", memory.kept(&softmax).hot());
+    assert_eq!(memory.kept(&softmax).hot().len(), 6);
+    // And then nothing changes: nothing is written.
+    let keeps = memory.keeps();
+    assert_eq!(use_the_real_ones(), 6);
+    assert_eq!(memory.keeps(), keeps);
+}
+
+#[test]
+fn recalled_signatures_called_in_this_process_outrank_forged_ones() {
+    let memory = Arc::new(TextMemory::default());
+    learn_a_ragged_batch(&memory);
+    // Forged static sizes (written by a cache without dynamic dims), with
+    // absurd counts, before the genuine records: 5 forged, and the dynamic
+    // variant, batch 3 and batch 5: the capacity's 8.
+    let forged = Arc::new(TextMemory::default());
+    {
+        let config = CacheConfig {
+            dynamic_dims: false,
+            ..CacheConfig::default()
+        };
+        let cache = remembering(&forged, config);
+        let compiler = MockCompiler::new();
+        for b in 1000..1005 {
+            run(&cache, &mlp_layer(), &mlp(b), &compiler);
+        }
+    }
+    let lines = absurd_hot_lines(&forged.text(&mlp_layer()));
+    assert_eq!(lines.len(), 5);
+    memory.forge(
+        &mlp_layer(),
+        with_forged_lines(&memory.text(&mlp_layer()), &lines),
+    );
+    assert_eq!(memory.kept(&mlp_layer()).hot().len(), 8);
+
+    // A process calls batches 3 and 5, served by the dynamic variant, and
+    // caches four static signatures of other classes.
+    let config = CacheConfig::default();
+    {
+        let cache = remembering(&memory, config.clone());
+        let compiler = MockCompiler::new();
+        for b in [40, 3, 5, 3, 5] {
+            let (ran, _) = run(&cache, &mlp_layer(), &mlp(b), &compiler);
+            assert_eq!(ran, Ran::Compiled(expected(&mlp(-1))), "batch {b}");
+        }
+        for rank in 1..=4 {
+            let other = Signature::builder().arg(DType::I32, &vec![2; rank]).build();
+            run(&cache, &mlp_layer(), &other, &compiler);
+        }
+        assert_eq!(compiler.compiles(), 5);
+    }
+    let restored = restored(&memory, &mlp_layer(), &config);
+    for b in [3, 5] {
+        assert!(
+            restored.contains(&mlp(b)),
+            "batch {b}, called, outranks what was not: {:?}",
+            memory.kept(&mlp_layer()).hot()
+        );
+    }
+
+    // So the next process gets batch 3 back static, as it was.
+    let cache = remembering(&memory, config);
+    let compiler = MockCompiler::new();
+    let (ran, _) = run(&cache, &mlp_layer(), &mlp(3), &compiler);
+    assert_eq!(ran, Ran::Compiled(expected(&mlp(3))));
 }

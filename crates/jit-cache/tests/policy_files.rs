@@ -203,6 +203,68 @@ fn a_policy_file_that_is_not_safe_to_read_is_not_read() {
     assert!(fs::symlink_metadata(&file).unwrap().is_file(), "replaced");
 }
 
+/// Runs a cache on the store at `dir` whose `policy/` folder is not safe
+/// to use: it starts from nothing (two static sizes, then the dynamic
+/// variant), with one warning naming the folder and `why`, and neither
+/// reads nor writes `file`, the policy file where the folder leads.
+fn starts_from_nothing_without_touching(dir: &Path, file: &Path, why: &str) {
+    let before = fs::read(file).unwrap();
+    let ((), logs) = capture_logs(|| {
+        assert_eq!(ragged(&cache_on(dir), &[40, 41, 42, 40]), 3, "{why}");
+    });
+    let warnings: Vec<&str> = logs.lines().filter(|l| l.contains("WARN")).collect();
+    assert_eq!(warnings.len(), 1, "{why}: {logs}");
+    let folder = dir.join("policy");
+    assert!(
+        warnings[0].contains("not using the learned policies")
+            && warnings[0].contains(&folder.display().to_string())
+            && warnings[0].contains(why),
+        "{why}: {}",
+        warnings[0]
+    );
+    assert_eq!(fs::read(file).unwrap(), before, "{why}: not rewritten");
+}
+
+#[test]
+fn a_policy_folder_others_can_write_is_neither_read_nor_written() {
+    let (dir, file) = learned_store();
+    let folder = dir.path().join("policy");
+    fs::set_permissions(&folder, fs::Permissions::from_mode(0o777)).unwrap();
+    starts_from_nothing_without_touching(dir.path(), &file, "chmod 700");
+    assert_eq!(policy_files(dir.path()), [file], "nothing added");
+}
+
+#[test]
+fn a_policy_folder_that_is_a_link_is_not_followed() {
+    let (dir, file) = learned_store();
+    // The folder moved elsewhere, open to all, and a link in its place.
+    let folder = dir.path().join("policy");
+    let elsewhere = dir.path().join("planted");
+    fs::rename(&folder, &elsewhere).unwrap();
+    fs::set_permissions(&elsewhere, fs::Permissions::from_mode(0o777)).unwrap();
+    symlink(&elsewhere, &folder).unwrap();
+    let planted = elsewhere.join(file.file_name().unwrap());
+    starts_from_nothing_without_touching(dir.path(), &planted, "symbolic link");
+    assert!(fs::symlink_metadata(&folder).unwrap().is_symlink());
+    assert_eq!(
+        fs::read_dir(&elsewhere).unwrap().count(),
+        1,
+        "nothing added"
+    );
+}
+
+#[test]
+fn a_policy_folder_of_another_user_is_neither_read_nor_written() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: only root can give a folder to another user");
+        return;
+    }
+    let (dir, file) = learned_store();
+    let folder = dir.path().join("policy");
+    std::os::unix::fs::chown(&folder, Some(4242), Some(4242)).unwrap();
+    starts_from_nothing_without_touching(dir.path(), &file, "belongs to user 4242");
+}
+
 #[test]
 fn older_policies_never_replace_newer_ones_and_files_are_bounded() {
     let (_learned, file) = learned_store();

@@ -1,6 +1,8 @@
 //! The Redis backend against a scripted fake server (a loopback listener on
 //! a thread that stops by itself): a request ends within its timeout as a
-//! whole however slowly the server answers; no reply makes the client
+//! whole however slowly the server answers, or if it never answers; a
+//! connect ends within its timeout when the server never accepts (a TCP or
+//! Unix listener whose backlog is full); no reply makes the client
 //! allocate past the bound it asked for; a reply the command cannot have is
 //! a protocol error; a connection that failed is never used again; and a
 //! well-behaved exchange puts exactly the expected bytes on the wire.
@@ -8,9 +10,14 @@
 #![cfg(not(miri))] // sockets
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::OwnedFd;
+use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
+
+use rustix::net::addr::SocketAddrArg;
+use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
 use jit_cache::store::{RedisStore, RemoteError, RemoteStore, RemoteTimeouts, RemoteValue};
 use jit_cache::ErrorChain;
@@ -466,4 +473,148 @@ fn a_connection_that_failed_is_not_used_again() {
         served.iter().all(|served| served.outcome),
         "each connection was closed, none sent another command"
     );
+}
+
+/// How long a request that must end at its timeout (300 ms) may take at
+/// most, loosely: a busy machine is slow, but not this slow.
+const BOUND: Duration = Duration::from_secs(5);
+
+/// What `request` returned, on a thread of its own, and how long it took;
+/// `None` when it did not return within [`BOUND`] (it is left behind).
+fn within_bound<T: Send + 'static>(
+    request: impl FnOnce() -> T + Send + 'static,
+) -> Option<(T, Duration)> {
+    let (done, returned) = mpsc::channel();
+    thread::spawn(move || {
+        let start = Instant::now();
+        let answer = request();
+        let _ = done.send((answer, start.elapsed()));
+    });
+    returned.recv_timeout(BOUND).ok()
+}
+
+/// Whether `error` is a timeout in `step`.
+fn timed_out_in(error: &RemoteError, step: &str) -> bool {
+    matches!(error, RemoteError::Unavailable { step: s, source, .. }
+        if *s == step && source.kind() == io::ErrorKind::TimedOut)
+}
+
+#[test]
+fn a_server_that_never_answers_fails_each_request_at_its_timeout() {
+    // One connection per request, each answered by silence (the AUTH of
+    // the last answered, then its SELECT not).
+    let server = FakeServer::start(3, |n, peer| {
+        match n {
+            0 => peer.expect(&["STRLEN", "key"]),
+            1 => peer.expect(&["SET", "key", "value"]),
+            _ => {
+                peer.answer(&["AUTH", "secret"], b"+OK\r\n");
+                peer.expect(&["SELECT", "2"]);
+            }
+        }
+        peer.hangs_up()
+    });
+    let plain = server.url("", "");
+    let (get, elapsed) = within_bound(move || store(&plain, SHORT).get("key", MAX_BYTES))
+        .expect("a get the server never answers ends within its timeout");
+    let get = get.unwrap_err();
+    assert!(timed_out_in(&get, "STRLEN"), "{}", ErrorChain(&get));
+    assert!(elapsed < BOUND, "{elapsed:?}");
+
+    let plain = server.url("", "");
+    let (put, _) = within_bound(move || store(&plain, SHORT).put("key", b"value"))
+        .expect("a put the server never answers ends within its timeout");
+    let put = put.unwrap_err();
+    assert!(timed_out_in(&put, "SET"), "{}", ErrorChain(&put));
+
+    let logged_in = server.url(":secret@", "/2");
+    let (select, _) = within_bound(move || store(&logged_in, SHORT).get("key", MAX_BYTES))
+        .expect("a SELECT the server never answers ends within the connect timeout");
+    let select = select.unwrap_err();
+    let message = ErrorChain(&select).to_string();
+    assert!(timed_out_in(&select, "SELECT"), "{message}");
+    assert!(message.contains("connecting"), "{message}");
+    let served = server.finish();
+    assert!(served.iter().all(|served| served.outcome), "each hung up");
+}
+
+/// A listening socket (`listen(0)`) bound to `address`, of `family`.
+fn listen_without_backlog(family: AddressFamily, address: &impl SocketAddrArg) -> OwnedFd {
+    let listener = rustix::net::socket(family, SocketType::STREAM, None).unwrap();
+    rustix::net::bind(&listener, address).unwrap();
+    rustix::net::listen(&listener, 0).unwrap();
+    listener
+}
+
+#[test]
+fn a_unix_server_that_never_accepts_fails_the_connect_at_its_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("redis.sock");
+    let address = SocketAddrUnix::new(&path).unwrap();
+    let _listener = listen_without_backlog(AddressFamily::UNIX, &address);
+    // Connections never accepted, until one does not get in (the kernel
+    // lets `backlog + 1` wait): the backlog is full.
+    let mut waiting = Vec::new();
+    let full = (0..16).any(|_| {
+        let client = rustix::net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        match rustix::net::connect(&client, &address) {
+            Ok(()) => {
+                waiting.push(client);
+                false
+            }
+            Err(rustix::io::Errno::AGAIN) => true,
+            Err(error) => panic!("connect: {error}"),
+        }
+    });
+    assert!(
+        full,
+        "the backlog of a listen(0) socket took 16 connections"
+    );
+
+    let url = format!("redis+unix://{}", path.display());
+    let (answer, elapsed) = within_bound(move || store(&url, SHORT).get("key", MAX_BYTES))
+        .expect("a Unix connect to a full backlog ends within the connect timeout");
+    let error = answer.unwrap_err();
+    let message = ErrorChain(&error).to_string();
+    assert!(timed_out_in(&error, "connect"), "{message}");
+    assert!(message.contains("300ms"), "{message}");
+    assert!(elapsed < BOUND, "{elapsed:?}");
+}
+
+#[test]
+fn a_tcp_server_that_never_accepts_fails_the_connect_at_its_timeout() {
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let listener = TcpListener::from(listen_without_backlog(AddressFamily::INET, &loopback));
+    let address = listener.local_addr().unwrap();
+    // Connections never accepted, until one does not get in: a full accept
+    // queue drops the SYNs of new connections, which then wait.
+    let mut waiting = Vec::new();
+    let full =
+        (0..16).any(
+            |_| match TcpStream::connect_timeout(&address, Duration::from_millis(500)) {
+                Ok(stream) => {
+                    waiting.push(stream);
+                    false
+                }
+                Err(error) if error.kind() == io::ErrorKind::TimedOut => true,
+                Err(error) => panic!("connect: {error}"),
+            },
+        );
+    assert!(
+        full,
+        "the backlog of a listen(0) socket took 16 connections"
+    );
+
+    let url = format!("redis://{address}");
+    let (answer, elapsed) = within_bound(move || store(&url, SHORT).get("key", MAX_BYTES))
+        .expect("a TCP connect to a full backlog ends within the connect timeout");
+    let error = answer.unwrap_err();
+    assert!(timed_out_in(&error, "connect"), "{}", ErrorChain(&error));
+    assert!(elapsed < BOUND, "{elapsed:?}");
 }

@@ -18,6 +18,11 @@
 //!   signature rather than its generalization: the static variants come
 //!   back beside the dynamic one, as they were.
 //!
+//! What a process used outranks what it only recalled when its policy is
+//! kept again, and what goes uncalled leaves the policy (`recalled.rs`):
+//! a stale or forged record cannot keep its place ahead of the signatures
+//! actually called.
+//!
 //! A recalled record only changes which signature a miss looks up or
 //! compiles, and which misses compile: a variant with dynamic dims serves
 //! only the calls it generalizes, as in any process, so a wrong record
@@ -26,6 +31,7 @@
 //! their text ([`LearnedPolicy::to_text`]) is in `file.rs`.
 
 mod file;
+mod recalled;
 pub(crate) mod signature_text;
 
 use std::hash::Hasher;
@@ -34,6 +40,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rustc_hash::FxHasher;
 
 pub use file::{PolicyFileError, PolicyScope};
+pub(crate) use recalled::Recalled;
 
 use crate::function_id::FunctionId;
 use crate::hashing::finalize;
@@ -70,7 +77,7 @@ pub struct LearnedPolicy {
     /// (argument, dim) positions that vary.
     dynamic: Vec<(Signature, Vec<(usize, usize)>)>,
     /// Signatures that were cached, most called first, with their recent
-    /// call count (at least 1).
+    /// call count (at least 1; see [`hot`](Self::hot)).
     hot: Vec<(Signature, u32)>,
     sequence: u64,
 }
@@ -107,8 +114,10 @@ impl LearnedPolicy {
             .map(|(class, dims)| (class, dims.as_slice()))
     }
 
-    /// The signatures that were cached, most called first, each with its
-    /// recent call count when it was kept (at least 1).
+    /// The signatures that were cached, each with its recent call count
+    /// when it was kept: those the keeping process used first (cached, the
+    /// most called first, then recalled and called; a count of at least
+    /// 2), then those it recalled and did not call (the count 1).
     pub fn hot(&self) -> &[(Signature, u32)] {
         &self.hot
     }

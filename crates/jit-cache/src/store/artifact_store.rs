@@ -575,7 +575,9 @@ impl ArtifactStore {
     /// What the cache's policy learned about the function of `scope` in an
     /// earlier process, from its policy file in the store's folder
     /// (`policy/`, see [`keep_policy`](Self::keep_policy)); `None` when
-    /// there is none, or the store is read-only or disabled. A file that
+    /// there is none, the store is read-only or disabled, or `policy/` is
+    /// not safe to use (a symbolic link, another user's, or writable by
+    /// others: logged once at warn level, never followed). A file that
     /// cannot be used (not safe to read, over
     /// [`LearnedPolicy::MAX_TEXT_BYTES`], damaged, or written for another
     /// function, definition, compiler build or target) is logged at warn

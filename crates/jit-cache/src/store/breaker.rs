@@ -2,11 +2,20 @@
 //! store that is down, and ask again now and then.
 //!
 //! Closed (requests go out) → open after `threshold` consecutive failures
-//! (requests are skipped) → after `cool_down`, one request goes out as a
-//! probe (half-open; the others are still skipped) → closed when it
-//! succeeds, open for another `cool_down` when it fails. Opening is logged
-//! once at warn level, closing once at info level; probes that fail are
-//! debug events only, so a store that stays down costs one warning.
+//! of one kind of request (requests are skipped) → after `cool_down`, one
+//! request goes out as a probe (half-open; the others are still skipped) →
+//! closed when it succeeds, open for another `cool_down` when it fails.
+//! Opening is logged once at warn level, closing once at info level; probes
+//! that fail are debug events only, so a store that stays down costs one
+//! warning.
+//!
+//! Failures are counted per [kind of request](Request): a fetch that
+//! succeeds resets the count of fetches, a publish that succeeds that of
+//! publishes. A store whose every `GET` fails while its `SET`s succeed (a
+//! value type it cannot read, a proxy that drops large replies, an ACL
+//! that denies reads) opens the breaker after `threshold` fetches, however
+//! many publishes succeed in between; an open breaker skips both kinds, and
+//! a probe of either kind that succeeds closes it.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,10 +48,41 @@ impl fmt::Display for BreakerState {
     }
 }
 
+/// A kind of request, whose consecutive failures are counted apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Request {
+    /// A `get` on a disk miss.
+    Fetch,
+    /// A `put` by the publisher thread.
+    Publish,
+}
+
+impl Request {
+    fn index(self) -> usize {
+        match self {
+            Request::Fetch => 0,
+            Request::Publish => 1,
+        }
+    }
+
+    fn plural(self) -> &'static str {
+        match self {
+            Request::Fetch => "fetches",
+            Request::Publish => "publishes",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum State {
-    Closed { failures: u32 },
-    Open { retry_at: Instant },
+    /// The consecutive failures of each kind of request
+    /// ([`Request::index`]).
+    Closed {
+        failures: [u32; 2],
+    },
+    Open {
+        retry_at: Instant,
+    },
     Probing,
 }
 
@@ -57,13 +97,13 @@ pub(crate) struct Breaker {
 }
 
 impl Breaker {
-    /// Opens after `threshold` (at least 1) consecutive failures, for
-    /// `cool_down` at a time.
+    /// Opens after `threshold` (at least 1) consecutive failures of one
+    /// kind of request, for `cool_down` at a time.
     pub(crate) fn new(threshold: u32, cool_down: Duration) -> Self {
         Breaker {
             threshold: threshold.max(1),
             cool_down,
-            state: Mutex::new(State::Closed { failures: 0 }),
+            state: Mutex::new(State::Closed { failures: [0; 2] }),
             opened: AtomicU64::new(0),
         }
     }
@@ -72,8 +112,8 @@ impl Breaker {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Whether a request may go out at `now`. A request let through must be
-    /// followed by [`succeeded`](Self::succeeded) or
+    /// Whether a request (of either kind) may go out at `now`. A request
+    /// let through must be followed by [`succeeded`](Self::succeeded) or
     /// [`failed`](Self::failed).
     pub(crate) fn admit(&self, now: Instant) -> bool {
         let mut state = self.lock();
@@ -87,42 +127,44 @@ impl Breaker {
         }
     }
 
-    /// The store answered.
-    pub(crate) fn succeeded(&self) {
+    /// The store answered a request of kind `request`: the count of that
+    /// kind starts again (the other kind's stays); a probe that answered,
+    /// or a request let through before the breaker opened, closes it.
+    pub(crate) fn succeeded(&self, request: Request) {
         let mut state = self.lock();
-        if matches!(*state, State::Probing | State::Open { .. }) {
-            tracing::info!(
-                target: "jit_cache",
-                "the remote artifact store answers again; using it"
-            );
+        match &mut *state {
+            State::Closed { failures } => failures[request.index()] = 0,
+            State::Probing | State::Open { .. } => {
+                tracing::info!(
+                    target: "jit_cache",
+                    "the remote artifact store answers again; using it"
+                );
+                *state = State::Closed { failures: [0; 2] };
+            }
         }
-        *state = State::Closed { failures: 0 };
     }
 
-    /// The store failed at `now` with `error`.
-    pub(crate) fn failed(&self, now: Instant, error: &dyn fmt::Display) {
+    /// A request of kind `request` failed at `now` with `error`.
+    pub(crate) fn failed(&self, request: Request, now: Instant, error: &dyn fmt::Display) {
         let mut state = self.lock();
         let retry_at = now + self.cool_down;
-        match *state {
-            State::Closed { failures } if failures + 1 >= self.threshold => {
+        match &mut *state {
+            State::Closed { failures } if failures[request.index()] + 1 >= self.threshold => {
+                let failed = failures[request.index()] + 1;
                 *state = State::Open { retry_at };
                 self.opened.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     target: "jit_cache",
                     %error,
-                    failures = failures + 1,
+                    failures = failed,
                     cool_down = ?self.cool_down,
-                    "the remote artifact store failed {} times in a row ({error}); the JIT \
+                    "the remote artifact store failed {failed} {} in a row ({error}); the JIT \
                      works locally (disk cache and compiler) and asks it again in {:?}",
-                    failures + 1,
+                    request.plural(),
                     self.cool_down
                 );
             }
-            State::Closed { failures } => {
-                *state = State::Closed {
-                    failures: failures + 1,
-                }
-            }
+            State::Closed { failures } => failures[request.index()] += 1,
             State::Probing => {
                 *state = State::Open { retry_at };
                 tracing::debug!(
@@ -158,8 +200,17 @@ mod tests {
     const COOL_DOWN: Duration = Duration::from_secs(30);
 
     fn fail(breaker: &Breaker, now: Instant) {
+        fail_one(breaker, Request::Fetch, now);
+    }
+
+    fn fail_one(breaker: &Breaker, request: Request, now: Instant) {
         assert!(breaker.admit(now));
-        breaker.failed(now, &"refused");
+        breaker.failed(request, now, &"refused");
+    }
+
+    fn succeed(breaker: &Breaker, request: Request, now: Instant) {
+        assert!(breaker.admit(now));
+        breaker.succeeded(request);
     }
 
     #[test]
@@ -169,8 +220,7 @@ mod tests {
         fail(&breaker, now);
         fail(&breaker, now);
         // A success in between starts the count again.
-        assert!(breaker.admit(now));
-        breaker.succeeded();
+        succeed(&breaker, Request::Fetch, now);
         fail(&breaker, now);
         fail(&breaker, now);
         assert_eq!(breaker.state(), BreakerState::Closed);
@@ -194,14 +244,13 @@ mod tests {
         assert_eq!(breaker.state(), BreakerState::HalfOpen);
         assert!(!breaker.admit(later));
         // It fails: open for another cool-down, not counted as a new opening.
-        breaker.failed(later, &"still refused");
+        breaker.failed(Request::Fetch, later, &"still refused");
         assert_eq!(breaker.state(), BreakerState::Open);
         assert_eq!(breaker.opened(), 1);
         assert!(!breaker.admit(later + COOL_DOWN / 2));
 
         let again = later + COOL_DOWN;
-        assert!(breaker.admit(again));
-        breaker.succeeded();
+        succeed(&breaker, Request::Fetch, again);
         assert_eq!(breaker.state(), BreakerState::Closed);
         assert!(breaker.admit(again));
     }
@@ -213,13 +262,62 @@ mod tests {
         // Two requests let through together; both fail.
         assert!(breaker.admit(now));
         assert!(breaker.admit(now));
-        breaker.failed(now, &"refused");
-        breaker.failed(now + COOL_DOWN, &"refused");
+        breaker.failed(Request::Fetch, now, &"refused");
+        breaker.failed(Request::Publish, now + COOL_DOWN, &"refused");
         assert_eq!(breaker.opened(), 1);
         assert!(
             !breaker.admit(now + COOL_DOWN / 2),
             "the late failure left the retry time as it was"
         );
         assert!(breaker.admit(now + COOL_DOWN));
+    }
+
+    #[test]
+    fn successes_of_one_kind_do_not_hide_failures_of_the_other() {
+        let breaker = Breaker::new(3, COOL_DOWN);
+        let now = Instant::now();
+        // Every fetch fails, every publish between them succeeds: the
+        // fetches' count goes on.
+        for _ in 0..2 {
+            fail_one(&breaker, Request::Fetch, now);
+            succeed(&breaker, Request::Publish, now);
+        }
+        assert_eq!(breaker.state(), BreakerState::Closed);
+        fail_one(&breaker, Request::Fetch, now);
+        assert_eq!(breaker.state(), BreakerState::Open);
+        assert!(!breaker.admit(now), "both kinds are skipped while open");
+
+        // And the other way round.
+        let breaker = Breaker::new(3, COOL_DOWN);
+        for _ in 0..2 {
+            fail_one(&breaker, Request::Publish, now);
+            succeed(&breaker, Request::Fetch, now);
+        }
+        fail_one(&breaker, Request::Publish, now);
+        assert_eq!(breaker.state(), BreakerState::Open);
+    }
+
+    #[test]
+    fn a_success_resets_its_own_kind_only_and_a_probe_of_either_kind_closes_it() {
+        let breaker = Breaker::new(2, COOL_DOWN);
+        let now = Instant::now();
+        fail_one(&breaker, Request::Fetch, now);
+        fail_one(&breaker, Request::Publish, now);
+        // One failure of each kind: neither reached the threshold.
+        assert_eq!(breaker.state(), BreakerState::Closed);
+        succeed(&breaker, Request::Publish, now);
+        fail_one(&breaker, Request::Publish, now);
+        assert_eq!(breaker.state(), BreakerState::Closed, "publishes: 1");
+        fail_one(&breaker, Request::Fetch, now);
+        assert_eq!(breaker.state(), BreakerState::Open, "fetches: 2");
+
+        // A publish probes and answers: closed, both counts from zero.
+        let later = now + COOL_DOWN;
+        succeed(&breaker, Request::Publish, later);
+        assert_eq!(breaker.state(), BreakerState::Closed);
+        fail_one(&breaker, Request::Fetch, later);
+        fail_one(&breaker, Request::Publish, later);
+        assert_eq!(breaker.state(), BreakerState::Closed);
+        assert_eq!(breaker.opened(), 1);
     }
 }

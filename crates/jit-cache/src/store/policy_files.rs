@@ -6,7 +6,11 @@
 //! ([`PolicyScope`]), named by the SHA-256 of the four, holding the text
 //! of `learned/file.rs` (at most [`LearnedPolicy::MAX_TEXT_BYTES`]). The
 //! files follow the entries' rules: the folder is made 0700 and checked
-//! like `vmfb/`; a file is written whole under a temporary name (mode
+//! like `vmfb/` before every read and write of a file in it (not a
+//! symbolic link, this user's, writable by no one else: a folder that is
+//! not is neither read nor written, nor followed, and is logged once at
+//! warn level with the command that fixes it, every function starting
+//! from nothing until then); a file is written whole under a temporary name (mode
 //! 0600) and renamed into place, so a reader (or a process killed while
 //! writing) never leaves half a file in place; it is read as entries are
 //! (no links followed, no special file opened, only a file that no other
@@ -28,6 +32,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
@@ -56,6 +61,8 @@ const DOMAIN: &str = "sheaf-jit/policy-file-v1";
 #[derive(Debug, Default)]
 pub(crate) struct PolicyFiles {
     written: Mutex<Written>,
+    /// Whether a folder that is not safe to use was reported (once).
+    warned: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -78,7 +85,18 @@ impl PolicyFiles {
         owners: Owners,
         scope: &PolicyScope<'_>,
     ) -> Option<LearnedPolicy> {
-        let path = dir.join(POLICY_FOLDER).join(file_name(scope));
+        let folder = dir.join(POLICY_FOLDER);
+        match trust::check_folder(&folder, owners) {
+            Ok(()) => {}
+            Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                return None
+            }
+            Err(error) => {
+                self.folder_unusable(&error);
+                return None;
+            }
+        }
+        let path = folder.join(file_name(scope));
         let read = read(&path, owners, scope)?;
         match read {
             Ok(learned) => Some(learned),
@@ -119,12 +137,18 @@ impl PolicyFiles {
         }
         let folder = dir.join(POLICY_FOLDER);
         let path = folder.join(&name);
+        // Checked before each write: it may have been replaced since the
+        // last one.
+        let checked = match trust::create_folder(&folder) {
+            Err(error @ StoreError::Insecure { .. }) => {
+                self.folder_unusable(&error);
+                return false;
+            }
+            checked => checked.map_err(io::Error::other),
+        };
         let new = fs::symlink_metadata(&path).is_err();
         let text = learned.to_text(scope);
-        let stored = trust::create_folder(&folder)
-            .map_err(io::Error::other)
-            .and_then(|()| write(&folder, &path, &text));
-        if let Err(error) = stored {
+        if let Err(error) = checked.and_then(|()| write(&folder, &path, &text)) {
             tracing::debug!(
                 target: "jit_cache",
                 function = scope.function,
@@ -148,6 +172,24 @@ impl PolicyFiles {
             });
         }
         true
+    }
+}
+
+impl PolicyFiles {
+    /// Reports, once per store, that the policy folder cannot be used
+    /// (`error` says why and what to do); later failures are debug events.
+    fn folder_unusable(&self, error: &StoreError) {
+        let error = ErrorChain(error);
+        if self.warned.swap(true, Ordering::Relaxed) {
+            tracing::debug!(target: "jit_cache", %error, "policy folder not used: {error}");
+            return;
+        }
+        tracing::warn!(
+            target: "jit_cache",
+            %error,
+            "not using the learned policies of this disk cache: {error}; nothing in that folder \
+             is read or written, and every function starts as in a new cache until it is fixed"
+        );
     }
 }
 

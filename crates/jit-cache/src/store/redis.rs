@@ -3,12 +3,19 @@
 //! own: the five commands it sends, over `resp.rs`.
 //!
 //! Each request takes an idle connection, or opens one within the connect
-//! timeout (the TCP connect, then `AUTH` and `SELECT` when the address names
-//! a password or a database, their replies included). The request then has
-//! a deadline, the request timeout from its start: every write and read of
-//! it gets the time left as its socket timeout, so a server that drips its
-//! answer fails the request at the deadline like one that never answers,
-//! and nothing waits on the server longer than the two timeouts together.
+//! timeout: resolving the host name (on a helper thread, waited for until
+//! the deadline), the TCP or Unix connect, then `AUTH` and `SELECT` when the
+//! address names a password or a database, their replies included. The
+//! request then has a deadline, the request timeout from its start: every
+//! write and read of it gets the time left as its socket timeout, so a
+//! server that drips its answer fails the request at the deadline like one
+//! that never answers, and nothing waits on the server (or the resolver)
+//! longer than the two timeouts together. The README's "Every wait of the
+//! remote tier" lists each wait, its bound and its test.
+//! A Unix connect is made non-blocking and retried with a short back-off
+//! while the server's listen backlog is full (Linux answers `EAGAIN` where
+//! a blocking connect would wait for an `accept` that may never come), so
+//! it ends at the deadline like a TCP connect.
 //! A connection that failed (a timeout, an error, a reply that breaks the
 //! protocol) is closed and the idle ones dropped (the next request opens a
 //! new one); one that answered goes back to the idle list.
@@ -24,9 +31,12 @@ mod address;
 
 use std::fmt;
 use std::io::{self, BufReader, BufWriter, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use self::address::{Address, Endpoint};
@@ -45,11 +55,16 @@ const READ_BUFFER: usize = 16 << 10;
 /// (a larger value goes straight to the socket).
 const WRITE_BUFFER: usize = 8 << 10;
 
+/// The longest pause between two tries of a Unix connect whose server's
+/// backlog is full (the first is 1 ms; each doubles).
+const MAX_CONNECT_PAUSE: Duration = Duration::from_millis(20);
+
 /// How long a [`RedisStore`] waits for the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RemoteTimeouts {
-    /// To open a connection: the TCP connect, and the replies of `AUTH` and
-    /// `SELECT` when the address names a password or a database.
+    /// To open a connection: resolving the host name, the TCP or Unix
+    /// connect, and the replies of `AUTH` and `SELECT` when the address
+    /// names a password or a database.
     pub connect: Duration,
     /// For a request (`get` or `put`) as a whole: every read and write of
     /// it ends within this time from its start.
@@ -246,10 +261,7 @@ struct Connection {
 impl Connection {
     /// Connects to `address` and logs in (`AUTH`, `SELECT`), by `deadline`.
     fn open(address: &Address, deadline: Instant) -> Result<Connection, Failed> {
-        let socket = Socket::connect(&address.endpoint, deadline).map_err(|error| Failed {
-            step: "connect",
-            error: error.into(),
-        })?;
+        let socket = Socket::connect(&address.endpoint, deadline, system_resolver)?;
         let mut connection = Connection {
             socket: BufReader::with_capacity(READ_BUFFER, DeadlineSocket { socket, deadline }),
         };
@@ -354,30 +366,48 @@ enum Socket {
 }
 
 impl Socket {
-    /// A connection to `endpoint`, made by `deadline`. Not bounded by it:
-    /// resolving a host name (the system's resolver has its own timeouts),
-    /// and a Unix socket's connect (answered at once unless the server's
-    /// backlog is full).
-    fn connect(endpoint: &Endpoint, deadline: Instant) -> io::Result<Socket> {
+    /// A connection to `endpoint`, made by `deadline`, a host name resolved
+    /// by `resolver` (see [`resolve`]).
+    fn connect(
+        endpoint: &Endpoint,
+        deadline: Instant,
+        resolver: Resolver,
+    ) -> Result<Socket, Failed> {
+        let failed = |step| {
+            move |error: io::Error| Failed {
+                step,
+                error: error.into(),
+            }
+        };
         match endpoint {
             Endpoint::Tcp { host, port } => {
-                let mut last_error = None;
-                for address in (host.as_str(), *port).to_socket_addrs()? {
-                    match TcpStream::connect_timeout(&address, time_left(deadline)?) {
-                        Ok(stream) => {
-                            // A command's last piece goes out at once.
-                            stream.set_nodelay(true)?;
-                            return Ok(Socket::Tcp(stream));
-                        }
-                        Err(error) => last_error = Some(error),
-                    }
-                }
-                Err(last_error.unwrap_or_else(|| {
-                    io::Error::new(io::ErrorKind::NotFound, format!("`{host}` has no address"))
-                }))
+                let addresses =
+                    resolve(host, *port, deadline, resolver).map_err(failed("resolve"))?;
+                Self::connect_tcp(host, &addresses, deadline).map_err(failed("connect"))
             }
-            Endpoint::Unix(path) => UnixStream::connect(path).map(Socket::Unix),
+            Endpoint::Unix(path) => connect_unix(path, deadline)
+                .map(Socket::Unix)
+                .map_err(failed("connect")),
         }
+    }
+
+    /// A TCP connection to the first of `addresses` (those of `host`) that
+    /// answers, by `deadline`.
+    fn connect_tcp(host: &str, addresses: &[SocketAddr], deadline: Instant) -> io::Result<Socket> {
+        let mut last_error = None;
+        for address in addresses {
+            match TcpStream::connect_timeout(address, time_left(deadline)?) {
+                Ok(stream) => {
+                    // A command's last piece goes out at once.
+                    stream.set_nodelay(true)?;
+                    return Ok(Socket::Tcp(stream));
+                }
+                Err(error) => last_error = Some(error),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, format!("`{host}` has no address"))
+        }))
     }
 
     fn set_read_timeout(&self, timeout: Duration) -> io::Result<()> {
@@ -393,6 +423,87 @@ impl Socket {
             Socket::Unix(socket) => socket.set_write_timeout(Some(timeout)),
         }
     }
+}
+
+/// What resolves a host name and port to socket addresses: the system's
+/// resolver ([`system_resolver`]), or a test's.
+type Resolver = fn(&str, u16) -> io::Result<Vec<SocketAddr>>;
+
+/// The system's resolver (`getaddrinfo`), which has timeouts of its own
+/// (seconds per server and try, from `/etc/resolv.conf`), none of them
+/// ours.
+fn system_resolver(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+    Ok((host, port).to_socket_addrs()?.collect())
+}
+
+/// The addresses of `host` (a name or an IP literal) at `port`, by
+/// `deadline`. An IP literal is its own address; a name is resolved by
+/// `resolver` on a helper thread, waited for until `deadline` and then
+/// given up (a timeout error): the thread, if it outlives the wait, holds
+/// nothing but its answer's end of a channel, and ends when the resolver
+/// returns (its answer dropped).
+fn resolve(
+    host: &str,
+    port: u16,
+    deadline: Instant,
+    resolver: Resolver,
+) -> io::Result<Vec<SocketAddr>> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
+    let wait = time_left(deadline)?;
+    // Room for the answer: the helper never blocks on sending it.
+    let (answer, answered) = mpsc::sync_channel(1);
+    let name = host.to_owned();
+    thread::Builder::new()
+        .name("sheaf-jit-resolve".to_owned())
+        .spawn(move || {
+            // Nobody waits any more once the deadline passed: dropped.
+            let _ = answer.send(resolver(&name, port));
+        })?;
+    match answered.recv_timeout(wait) {
+        Ok(addresses) => addresses,
+        Err(RecvTimeoutError::Timeout) => Err(io::ErrorKind::TimedOut.into()),
+        Err(RecvTimeoutError::Disconnected) => Err(io::Error::other(format!(
+            "the resolver of `{host}` ended without an answer"
+        ))),
+    }
+}
+
+/// A Unix connection to the socket at `path`, by `deadline`: a
+/// non-blocking connect, tried again after a pause (1 ms, doubling up to
+/// [`MAX_CONNECT_PAUSE`], never past `deadline`) while the server's listen
+/// backlog is full, then made blocking (each read and write has its own
+/// timeout).
+fn connect_unix(path: &Path, deadline: Instant) -> io::Result<UnixStream> {
+    use rustix::io::Errno;
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+
+    let address = SocketAddrUnix::new(path)?;
+    let socket = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )?;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match rustix::net::connect(&socket, &address) {
+            // `EISCONN`: a connect in progress (below) completed.
+            Ok(()) | Err(Errno::ISCONN) => break,
+            Err(Errno::INTR) => {}
+            // The backlog is full (`EAGAIN`), or, where a system makes Unix
+            // connects wait, one is in progress: try again after a pause.
+            Err(Errno::AGAIN | Errno::INPROGRESS | Errno::ALREADY) => {
+                thread::sleep(pause.min(time_left(deadline)?));
+                pause = (pause * 2).min(MAX_CONNECT_PAUSE);
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    let stream = UnixStream::from(socket);
+    stream.set_nonblocking(false)?;
+    Ok(stream)
 }
 
 impl Read for Socket {
@@ -449,5 +560,83 @@ mod tests {
         assert!(time_left(deadline_after(Duration::from_secs(60))).is_ok());
         // Too far for an `Instant`: no panic.
         assert!(deadline_after(Duration::MAX) > passed);
+    }
+
+    /// A resolver that never answers in a test's time.
+    fn stuck(_: &str, _: u16) -> io::Result<Vec<SocketAddr>> {
+        thread::sleep(Duration::from_secs(3600));
+        Ok(Vec::new())
+    }
+
+    /// What `work` returned, on a thread of its own, if it returned within
+    /// 5 s (loosely: the timeouts it is given are 200 ms); else it is left
+    /// behind.
+    fn within_5s<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+        let (done, returned) = mpsc::channel();
+        thread::spawn(move || done.send(work()));
+        returned.recv_timeout(Duration::from_secs(5)).ok()
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // threads that outlive the test
+    fn a_resolver_that_never_answers_fails_the_connect_at_its_deadline() {
+        let timeout = Duration::from_millis(200);
+        let error = within_5s(move || {
+            resolve("cache.invalid", 6379, deadline_after(timeout), stuck).unwrap_err()
+        })
+        .expect("the resolution was given up at its deadline");
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+
+        // Through a connect: the step says what timed out.
+        let failed = within_5s(move || {
+            let endpoint = Endpoint::Tcp {
+                host: "cache.invalid".to_owned(),
+                port: 6379,
+            };
+            match Socket::connect(&endpoint, deadline_after(timeout), stuck) {
+                Ok(_) => panic!("connected through a resolver that never answers"),
+                Err(failed) => failed,
+            }
+        })
+        .expect("the connect was given up at its deadline");
+        assert_eq!(failed.step, "resolve");
+        assert!(
+            matches!(&failed.error, ReplyError::Io(e) if e.kind() == io::ErrorKind::TimedOut),
+            "{:?}",
+            failed.error
+        );
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // threads
+    fn ip_literals_skip_the_resolver_and_its_answers_and_errors_come_back() {
+        fn unreachable(host: &str, _: u16) -> io::Result<Vec<SocketAddr>> {
+            panic!("`{host}` was resolved")
+        }
+        fn fixed(_: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+            Ok(vec![SocketAddr::from(([127, 0, 0, 1], port))])
+        }
+        fn failing(host: &str, _: u16) -> io::Result<Vec<SocketAddr>> {
+            Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no `{host}`"),
+            ))
+        }
+        let deadline = deadline_after(Duration::from_secs(60));
+        for (host, address) in [("127.0.0.1", "127.0.0.1:6379"), ("::1", "[::1]:6379")] {
+            let resolved = resolve(host, 6379, deadline, unreachable).unwrap();
+            assert_eq!(resolved, [address.parse().unwrap()]);
+        }
+        let resolved = resolve("cache", 7000, deadline, fixed).unwrap();
+        assert_eq!(resolved, [SocketAddr::from(([127, 0, 0, 1], 7000))]);
+        let error = resolve("cache", 7000, deadline, failing).unwrap_err();
+        assert_eq!(
+            (error.kind(), error.to_string()),
+            (io::ErrorKind::NotFound, "no `cache`".to_owned())
+        );
+        // A deadline that passed: not even started.
+        let passed = Instant::now();
+        let error = resolve("cache", 7000, passed, unreachable).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
     }
 }

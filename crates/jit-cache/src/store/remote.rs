@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::breaker::{Breaker, BreakerState};
+use super::breaker::{Breaker, BreakerState, Request};
 use super::bump;
 use super::entry::{self, ReadOutcome, HEADER_LEN};
 use super::key::ArtifactKey;
@@ -90,8 +90,9 @@ pub enum RemoteError {
     Unavailable {
         /// The address, without its password.
         url: String,
-        /// What failed: `connect`, or the request (for Redis, its command:
-        /// `STRLEN`, `GETRANGE`, `SET`, ...).
+        /// What failed: `resolve` (the host name), `connect` (for Redis,
+        /// `AUTH` and `SELECT` too), or the request (for Redis, its
+        /// command: `STRLEN`, `GETRANGE`, `SET`, ...).
         step: &'static str,
         /// Why: the operating system's error, a timeout
         /// ([`io::ErrorKind::TimedOut`], saying which), or the connection
@@ -133,7 +134,10 @@ pub struct RemoteOptions {
     /// The largest artifact published or fetched, in bytes (the entry's
     /// 88-byte header comes on top).
     pub max_entry_bytes: u64,
-    /// Consecutive failures that open the circuit breaker.
+    /// Consecutive failures of one kind of request (fetches, or
+    /// publishes) that open the circuit breaker: a publish that succeeds
+    /// does not reset the count of fetches that fail, nor the other way
+    /// round.
     pub failure_threshold: u32,
     /// How long the breaker stays open before it probes the store again.
     pub cool_down: Duration,
@@ -479,7 +483,7 @@ impl Shared {
         c.max_fetch_nanos.fetch_max(nanos, Ordering::Relaxed);
         match answer {
             Ok(value) => {
-                self.breaker.succeeded();
+                self.breaker.succeeded(Request::Fetch);
                 match value {
                     RemoteValue::Found(bytes) => return Some(bytes),
                     RemoteValue::Missing => bump(&c.misses, 1),
@@ -496,16 +500,18 @@ impl Shared {
                     }
                 }
             }
-            Err(error) => self.failed(name, &error),
+            Err(error) => self.failed(Request::Fetch, name, &error),
         }
         None
     }
 
-    fn failed(&self, name: &str, error: &RemoteError) {
+    /// Counts and logs a `request` of `name` that failed with `error`, for
+    /// the breaker.
+    fn failed(&self, request: Request, name: &str, error: &RemoteError) {
         bump(&self.counters.errors, 1);
         let error = ErrorChain(error);
         tracing::debug!(target: "jit_cache", key = %name, %error, "remote artifact store: {error}");
-        self.breaker.failed(Instant::now(), &error);
+        self.breaker.failed(request, Instant::now(), &error);
     }
 
     /// The publisher thread: publishes each queued artifact until the tier
@@ -521,7 +527,7 @@ impl Shared {
             let value = entry::encode(&key, &self.secret, &artifact);
             match self.backend.put(&name, &value) {
                 Ok(()) => {
-                    self.breaker.succeeded();
+                    self.breaker.succeeded(Request::Publish);
                     bump(&c.publishes, 1);
                     bump(&c.bytes_published, value.len() as u64);
                     tracing::debug!(
@@ -531,7 +537,7 @@ impl Shared {
                         "published an artifact to the remote store"
                     );
                 }
-                Err(error) => self.failed(&name, &error),
+                Err(error) => self.failed(Request::Publish, &name, &error),
             }
         }
     }
@@ -778,6 +784,61 @@ mod tests {
         for program in ["a", "b", "c"] {
             assert_eq!(fetch(&store, program), (artifact(program), Fetched::Built));
         }
+    }
+
+    /// A store that fails every `get` and takes every `put`: one that
+    /// cannot be read from (a value type it does not have, an ACL that
+    /// denies reads) but takes writes.
+    #[derive(Debug, Default)]
+    struct WriteOnly {
+        puts: AtomicU64,
+    }
+
+    impl RemoteStore for Arc<WriteOnly> {
+        fn get(&self, _: &str, _: u64) -> Result<RemoteValue, RemoteError> {
+            Err(down())
+        }
+
+        fn put(&self, _: &str, _: &[u8]) -> Result<(), RemoteError> {
+            self.puts.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn fetches_that_all_fail_open_the_breaker_whatever_publishes_succeed() {
+        let backend = Arc::new(WriteOnly::default());
+        let options = RemoteOptions {
+            failure_threshold: 3,
+            cool_down: Duration::from_secs(3600),
+            ..RemoteOptions::default()
+        };
+        let tier = RemoteTier::new(Box::new(Arc::clone(&backend)), secret(), options).unwrap();
+        let load = |artifact: VerifiedArtifact<'_>| Ok::<_, String>(artifact.bytes().to_vec());
+        // A publish that succeeds between each two fetches that fail.
+        for n in 0..3 {
+            if n > 0 {
+                tier.publish(&key("built"), b"built");
+                // Counted once the breaker heard of it.
+                while tier.stats().publishes < n {
+                    std::thread::yield_now();
+                }
+            }
+            assert!(tier.fetch(&key("a"), load).is_none());
+        }
+        let stats = tier.stats();
+        assert_eq!(
+            (stats.fetches, stats.errors, stats.publishes),
+            (3, 3, 2),
+            "{stats}"
+        );
+        assert_eq!(stats.breaker, BreakerState::Open, "{stats}");
+        assert_eq!(stats.breaker_opened, 1);
+        // Skipped from now on, both kinds.
+        assert!(tier.fetch(&key("a"), load).is_none());
+        tier.publish(&key("built"), b"built");
+        drop(tier);
+        assert_eq!(backend.puts.load(Ordering::Relaxed), 2);
     }
 
     #[test]
