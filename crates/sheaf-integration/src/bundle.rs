@@ -556,22 +556,27 @@ mod tests {
 
     #[test]
     fn manifests_list_keys_and_sizes_and_nothing_else_passes() {
-        let line = |key: &str, bytes: &str, hash: &str, dims: &str, outputs: &str, meta: &str| {
-            format!("entry\t{key}\t{bytes}\tf\t{hash}\tf__b0\t(f32[?])\t{dims}\t{outputs}\t{meta}\t{hash}")
+        let line = |key: &str, bytes: &str, hash: &str, sig: &str, outputs: &str, meta: &str| {
+            format!("entry\t{key}\t{bytes}\tf\\tg\t{hash}\tf__b0\t{sig}\t{outputs}\t{meta}\t{hash}")
         };
         let hash = "00000000000000ff";
+        let (dynamic, fixed) = (
+            "f32[?]|-|-|-|0000000000000000",
+            "f32[4]|-|-|-|0000000000000000",
+        );
         let keyed = "{ k6b T k77 ( T S ) )";
         let text = format!(
             "{}\n{}\n",
-            line(KEY, "98", hash, "0.0", keyed, "0aff"),
-            line(KEY, "98", hash, "-", "-", "-")
+            line(KEY, "98", hash, dynamic, keyed, "0aff"),
+            line(KEY, "98", hash, fixed, "-", "-")
         );
         let parsed = Manifest::parse(&manifest(&text)).unwrap();
         assert_eq!((&*parsed.compiler, &*parsed.runtime), ("c @ 1", "r"));
         let key = ArtifactKey::from_hex(KEY).unwrap();
         assert_eq!(parsed.artifacts, [(key, 98)], "one artifact, two variants");
-        let variants = &parsed.variants[&("f".to_owned(), 0xff)];
+        let variants = &parsed.variants[&("f\tg".to_owned(), 0xff)];
         assert_eq!(variants.len(), 2);
+        assert_eq!(variants[0].signature.exact_text(), dynamic);
         assert_eq!(variants[0].dynamic, [(0, 0)]);
         assert_eq!(variants[0].metadata.as_deref(), Some(&[0x0a, 0xff][..]));
         let outputs = variants[0].outputs.as_ref().expect("a layout");
@@ -579,19 +584,21 @@ mod tests {
         assert_eq!(Layout::token_text(outputs), keyed);
         assert_eq!((variants[1].dynamic.len(), variants[1].target), (0, 0xff));
         for line in [
-            line(&format!("../../{}", &KEY[6..]), "98", hash, "-", "-", "-"),
-            line(&KEY.to_uppercase(), "98", hash, "-", "-", "-"),
-            line(KEY, "-1", hash, "-", "-", "-"),
-            line(KEY, "98", "ff", "-", "-", "-"),
-            line(KEY, "98", hash, "0", "-", "-"),
-            line(KEY, "98", hash, "-", "( T", "-"),
-            line(KEY, "98", hash, "-", "k", "-"),
-            line(KEY, "98", hash, "-", "-", "abc"),
+            line(&format!("../../{}", &KEY[6..]), "98", hash, fixed, "-", "-"),
+            line(&KEY.to_uppercase(), "98", hash, fixed, "-", "-"),
+            line(KEY, "-1", hash, fixed, "-", "-"),
+            line(KEY, "98", "ff", fixed, "-", "-"),
+            line(KEY, "98", hash, "(f32[4])", "-", "-"),
+            line(KEY, "98", hash, "f32[4]|-|-|-", "-", "-"),
+            line(KEY, "98", hash, fixed, "( T", "-"),
+            line(KEY, "98", hash, fixed, "k", "-"),
+            line(KEY, "98", hash, fixed, "-", "abc"),
+            line(KEY, "98", hash, fixed, "-", "-").replace("f\\tg", "f\\xg"),
             format!("entry\t{KEY}\t98"),
             format!(
                 "{}\n{}",
-                line(KEY, "98", hash, "-", "-", "-"),
-                line(KEY, "99", hash, "-", "-", "-")
+                line(KEY, "98", hash, fixed, "-", "-"),
+                line(KEY, "99", hash, fixed, "-", "-")
             ),
         ] {
             let error = Manifest::parse(&manifest(&line)).unwrap_err();
@@ -607,5 +614,26 @@ mod tests {
         let missing = Manifest::parse(&format!("{FORMAT}\nruntime r\n")).unwrap_err();
         assert!(matches!(missing, BundleError::Missing("compiler")));
         assert_eq!(missing.to_string(), "manifest.txt names no compiler");
+    }
+
+    #[test]
+    fn names_are_escaped_into_one_field_and_read_back_exactly() {
+        for name in [
+            "f",
+            "a\tb",
+            "a b",
+            "back\\slash",
+            "line\nbreak\r",
+            "\\t",
+            "温度",
+        ] {
+            let field = escape(name);
+            assert!(!field.contains(['\t', '\n', '\r']), "{field:?}");
+            assert_eq!(unescape(&field).as_deref(), Some(name));
+        }
+        assert_ne!(escape("a\tb"), escape("a b"));
+        for bad in ["\\", "\\x", "a\tb"] {
+            assert_eq!(unescape(bad), None, "{bad:?}");
+        }
     }
 }
