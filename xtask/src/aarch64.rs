@@ -96,6 +96,12 @@ const PACKAGES: &[Package] = &[
                  kernel cannot start (an aarch64 executable; no binfmt_misc for qemu here)",
             ),
             (
+                "exit_during_compile",
+                "192 child processes of the test binary, each started by qemu-user (seconds \
+                 apiece); the compiler runs as a subprocess there anyway, so the native run \
+                 shows all there is",
+            ),
+            (
                 "ragged",
                 "2,000 calls with the resident set measured: 270 s under qemu-user (every other \
                  test together takes about a minute), and the resident set is qemu's; the \

@@ -6,8 +6,10 @@
 //! after a delay spread over its first compile and later ones, returns from
 //! `main`, calls `exit(17)` or panics on the main thread.
 
+mod support;
+
 use std::io::{Read, Seek, SeekFrom};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, IxDyn};
@@ -100,7 +102,7 @@ fn a_process_ending_during_compiles_exits_with_its_own_status() {
             .iter()
             .map(|case| {
                 let stderr = tempfile::tempfile().unwrap();
-                let child = Command::new(std::env::current_exe().unwrap())
+                let child = support::runner::command(std::env::current_exe().unwrap())
                     .args([
                         "--exact",
                         "a_process_ending_during_compiles_exits_with_its_own_status",

@@ -3,8 +3,9 @@
 //! program runs compiled from its first call; a runtime kept in a `static`
 //! prints its profile. Each program is a child process of this test binary.
 
+mod support;
+
 use std::path::Path;
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -19,7 +20,7 @@ const CACHE: &str = "SHEAF_JIT_TEST_EXIT_CACHE";
 
 /// Runs this test binary's `test` as a child with `program`; its output.
 fn run_child(test: &str, program: &str, cache: &Path) -> std::process::Output {
-    let output = Command::new(std::env::current_exe().unwrap())
+    let output = support::runner::command(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(CHILD, program)
         .env(CACHE, cache)
