@@ -31,6 +31,12 @@ fn without_compiler(bundle: Option<&Path>, disk: Option<&Path>) -> JitRuntime {
     JitRuntime::new(config.build().unwrap()).unwrap()
 }
 
+/// A runtime that compiles (blocking) into the disk cache in `cache`.
+fn compiling_into(cache: &Path) -> JitRuntime {
+    let config = support::blocking().disk(|d| d.folder = DiskCacheFolder::Dir(cache.to_path_buf()));
+    JitRuntime::new(config.build().unwrap()).unwrap()
+}
+
 /// `function`'s identity with no lowering: a process that must not lower.
 fn unlowered(function: &JitFunction) -> JitFunction {
     JitFunction::lowered_per_call(function.name(), function.id().definition_hash())
@@ -48,13 +54,7 @@ fn mlp_args(batch: usize) -> [Value; 3] {
 #[test]
 fn a_bundle_serves_a_process_with_no_compiler_and_no_lowering() {
     let (cache, bundle) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let first = JitRuntime::new(
-        support::blocking()
-            .disk(|d| d.folder = DiskCacheFolder::Dir(cache.path().to_path_buf()))
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
+    let first = compiling_into(cache.path());
     let (sigmoid, mlp, softmax) = (
         reference::sigmoid(),
         reference::mlp_layer(),
@@ -156,13 +156,7 @@ fn a_bundle_serves_a_process_with_no_compiler_and_no_lowering() {
 #[test]
 fn the_disk_cache_serves_a_process_with_no_compiler() {
     let cache = tempfile::tempdir().unwrap();
-    let first = JitRuntime::new(
-        support::blocking()
-            .disk(|d| d.folder = DiskCacheFolder::Dir(cache.path().to_path_buf()))
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
+    let first = compiling_into(cache.path());
     let x = [Value::from(array(&[4, 4], 6))];
     let Dispatched::Compiled(compiled) = first.dispatch(&reference::sigmoid(), &x, &[]).unwrap()
     else {
@@ -235,13 +229,7 @@ fn a_bundle_never_serves_one_signature_for_another_that_displays_alike() {
     let two = [captured("a", 2.0), captured("t", 3.0)];
     let one = [captured("a=2.0, t", 3.0)];
     let function = scaled();
-    let first = JitRuntime::new(
-        support::blocking()
-            .disk(|d| d.folder = DiskCacheFolder::Dir(cache.path().to_path_buf()))
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
+    let first = compiling_into(cache.path());
     let outcome = first.dispatch(&function, &x, &two).unwrap();
     let Dispatched::Compiled(compiled) = outcome else {
         panic!("blocking: {outcome:?}")
@@ -305,13 +293,7 @@ fn a_bundle_never_serves_one_signature_for_another_that_displays_alike() {
 #[test]
 fn a_stale_manifest_entry_is_not_served() {
     let (cache, bundle) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let first = JitRuntime::new(
-        support::blocking()
-            .disk(|d| d.folder = DiskCacheFolder::Dir(cache.path().to_path_buf()))
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
+    let first = compiling_into(cache.path());
     let sigmoid = reference::sigmoid();
     let x = [Value::from(array(&[2, 5], 4))];
     let _ = first.dispatch(&sigmoid, &x, &[]).unwrap();
