@@ -1,0 +1,379 @@
+//! Benchmark (not a test): the data path of a training step. A
+//! GPT-2-124M-shaped parameter dict (token and position embeddings, 12
+//! layers of attention, MLP and layer-norm weights, the final layer norm: in
+//! Sheaf's nesting, ~124 M f32) is passed as host arrays to one compiled
+//! value-and-grad-shaped function per step: the parameters in, a loss and a
+//! gradient of each parameter's shape out, all read back to the host as
+//! Sheaf's interpreter needs them. The compiled compute is cheap on purpose
+//! (loss = Σ sums of the parameters, gradient = 2·p): the step is the data
+//! path.
+//!
+//! Four ways to run the same step, each printing the median per-step time
+//! over the timed steps (after warm-up steps), bytes copied to and imported
+//! by the device per step (`UploadStats`), minor page faults per step
+//! (`/proc/self/stat`, field 10) and RSS after the run:
+//!
+//! - (a) host arguments every step, default settings;
+//! - (b) device-resident parameters (uploaded once, passed as device tensors);
+//! - (c) host arguments with the upload cache off;
+//! - (d) the floor: the same artifact through iree-safe directly, one
+//!   `Tensor::from_slice` (`iree_hal_buffer_view_allocate_buffer_copy`) per
+//!   argument per step.
+//!
+//! ```sh
+//! cargo bench -p sheaf-integration --bench training_step            # 12 layers
+//! cargo bench -p sheaf-integration --bench training_step -- --layers 2 --steps 5
+//! ```
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ndarray::{ArrayD, IxDyn};
+use sheaf_integration::{
+    CompileMode, DiskCacheFolder, Dispatched, HostTensor, JitConfig, JitFunction, JitRuntime,
+    Lowered, LoweringContext, LoweringError, Tensor, Value,
+};
+
+const D_MODEL: usize = 768;
+const VOCAB: usize = 50257;
+const CONTEXT: usize = 1024;
+const WARM_UP: usize = 3;
+
+/// GPT-2's parameter dict (Sheaf's nesting: `wte`, `wpe`, `h` a list of
+/// layers, `ln_f`), each array filled by `fill`.
+fn gpt2_params(layers: usize, fill: &mut impl FnMut(&[usize]) -> Value) -> Value {
+    let ln = |fill: &mut dyn FnMut(&[usize]) -> Value| {
+        Value::dict([("g", fill(&[D_MODEL])), ("b", fill(&[D_MODEL]))])
+    };
+    let linear = |fill: &mut dyn FnMut(&[usize]) -> Value, n: usize, m: usize| {
+        Value::dict([("w", fill(&[n, m])), ("b", fill(&[m]))])
+    };
+    let h = (0..layers)
+        .map(|_| {
+            Value::dict([
+                ("ln_1", ln(fill)),
+                (
+                    "attn",
+                    Value::dict([
+                        ("c_attn", linear(fill, D_MODEL, 3 * D_MODEL)),
+                        ("c_proj", linear(fill, D_MODEL, D_MODEL)),
+                    ]),
+                ),
+                ("ln_2", ln(fill)),
+                (
+                    "mlp",
+                    Value::dict([
+                        ("c_fc", linear(fill, D_MODEL, 4 * D_MODEL)),
+                        ("c_proj", linear(fill, 4 * D_MODEL, D_MODEL)),
+                    ]),
+                ),
+            ])
+        })
+        .collect();
+    Value::dict([
+        ("wte", fill(&[VOCAB, D_MODEL])),
+        ("wpe", fill(&[CONTEXT, D_MODEL])),
+        ("h", Value::List(h)),
+        ("ln_f", ln(fill)),
+    ])
+}
+
+/// `(params) -> (loss, grads...)`: loss = Σ of every parameter's sum,
+/// gradient = p + p, one per parameter in flattening order.
+fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
+    let mut args = Vec::new();
+    let mut body = String::from(
+        "  %zero = stablehlo.constant dense<0.000000e+00> : tensor<f32>\n",
+    );
+    let mut results = vec!["tensor<f32>".to_owned()];
+    let mut returned = vec!["%loss".to_owned()];
+    let mut loss = "%zero".to_owned();
+    for (i, spec) in ctx.args().iter().enumerate() {
+        let ty = sheaf_integration::mlir::arg_type(spec)?;
+        let dims: Vec<String> = (0..spec.dims().len()).map(|d| d.to_string()).collect();
+        args.push(format!("%p{i}: {ty}"));
+        body.push_str(&format!(
+            "  %g{i} = stablehlo.add %p{i}, %p{i} : {ty}\n  %s{i} = stablehlo.reduce(%p{i} init: %zero) applies stablehlo.add across dimensions = [{}] : ({ty}, tensor<f32>) -> tensor<f32>\n  %l{i} = stablehlo.add {loss}, %s{i} : tensor<f32>\n",
+            dims.join(", ")
+        ));
+        loss = format!("%l{i}");
+        results.push(ty);
+        returned.push(format!("%g{i}"));
+    }
+    body.push_str(&format!("  %loss = stablehlo.add {loss}, %zero : tensor<f32>\n"));
+    Ok(Lowered::new(format!(
+        "func.func @{entry}({args}) -> ({results}) {{\n{body}  return {returned} : {results}\n}}",
+        entry = ctx.entry_name(),
+        args = args.join(", "),
+        results = results.join(", "),
+        returned = returned.join(", "),
+    )))
+}
+
+/// Minor page faults of this process so far (`/proc/self/stat` field 10).
+fn minor_faults() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let after = &stat[stat.rfind(')').expect("comm") + 2..];
+    after.split(' ').nth(7).expect("minflt").parse().expect("a number")
+}
+
+/// RSS of this process in MiB.
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib: f64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS");
+    kib / 1024.0
+}
+
+struct Row {
+    label: &'static str,
+    median: Duration,
+    copied: f64,
+    imported: f64,
+    faults: f64,
+    rss: f64,
+}
+
+/// Runs `step` `WARM_UP + steps` times; the median, page faults per step
+/// and `bytes()` (copied, imported) per step in MiB, of the last `steps`.
+fn measure(
+    steps: usize,
+    bytes: impl Fn() -> (u64, u64),
+    mut step: impl FnMut(),
+) -> (Duration, f64, (f64, f64)) {
+    for _ in 0..WARM_UP {
+        step();
+    }
+    let before = bytes();
+    let faults = minor_faults();
+    let mut samples: Vec<Duration> = (0..steps)
+        .map(|_| {
+            let start = Instant::now();
+            step();
+            start.elapsed()
+        })
+        .collect();
+    let faults = (minor_faults() - faults) as f64 / steps as f64;
+    let after = bytes();
+    let mib = |a: u64, b: u64| (a - b) as f64 / steps as f64 / 1048576.0;
+    samples.sort();
+    (
+        samples[steps / 2],
+        faults,
+        (mib(after.0, before.0), mib(after.1, before.1)),
+    )
+}
+
+/// Reads every result back to the host, as Sheaf's interpreter does.
+fn read_back(outputs: &[Value]) {
+    for output in outputs {
+        std::hint::black_box(output.to_host().unwrap());
+    }
+}
+
+fn main() {
+    let mut layers = 12;
+    let mut steps = 7;
+    let mut only: Option<String> = None;
+    let mut argv = std::env::args().skip(1);
+    while let Some(arg) = argv.next() {
+        match arg.as_str() {
+            "--layers" => layers = argv.next().and_then(|v| v.parse().ok()).expect("--layers N"),
+            "--steps" => steps = argv.next().and_then(|v| v.parse().ok()).expect("--steps N"),
+            "--only" => only = argv.next(),
+            // `cargo bench` passes `--bench`.
+            _ => {}
+        }
+    }
+    let mut seed = 0usize;
+    let params = gpt2_params(layers, &mut |shape| {
+        seed += 1;
+        let n: usize = shape.iter().product();
+        let data: Vec<f32> = (0..n).map(|i| ((i * 7 + seed) % 13) as f32 / 1e3).collect();
+        Value::from(HostTensor::F32(Arc::new(
+            ArrayD::from_shape_vec(IxDyn(shape), data).unwrap(),
+        )))
+    });
+    let signature = Value::call_signature(std::slice::from_ref(&params), &[]).unwrap();
+    let leaves = signature.to_string().matches("f32[").count();
+    let bytes: usize = {
+        let mut total = 0;
+        let mut stack = vec![&params];
+        while let Some(v) = stack.pop() {
+            match v {
+                Value::Tensor(t) => total += t.shape().iter().product::<usize>() * 4,
+                Value::Dict(entries) => stack.extend(entries.iter().map(|(_, v)| v)),
+                Value::List(items) | Value::Tuple(items) => stack.extend(items),
+                _ => {}
+            }
+        }
+        total
+    };
+    println!(
+        "training step, GPT-2 shapes with {layers} layers: {leaves} parameters, {:.1} M f32 ({:.0} MiB); local-sync; median of {steps} steps after {WARM_UP}",
+        bytes as f64 / 4e6,
+        bytes as f64 / 1048576.0
+    );
+    let step_fn = JitFunction::new("train-step", "(value-and-grad loss params)", lower);
+    let config = |cache_off: bool| {
+        let mut builder = JitConfig::builder()
+            .compile(|compile| compile.mode = CompileMode::Blocking)
+            .disk(|disk| disk.folder = DiskCacheFolder::Disabled);
+        if cache_off {
+            builder = builder.uploads(|uploads| uploads.entries = 0);
+        }
+        JitRuntime::new(builder.build().unwrap()).unwrap()
+    };
+    let dispatch = |jit: &JitRuntime, args: &[Value]| -> Vec<Value> {
+        match jit.dispatch(&step_fn, args, &[]).unwrap() {
+            Dispatched::Compiled(compiled) => compiled.outputs,
+            Dispatched::Interpret(why) => panic!("interpreted: {why}"),
+        }
+    };
+    let wanted = |label: &str| only.as_deref().is_none_or(|o| label.starts_with(o));
+    let mut rows = Vec::new();
+    let host_args = [params.clone()];
+    for (label, cache_off) in [
+        ("(a) host args, defaults", false),
+        ("(c) host args, cache off", true),
+    ] {
+        if !wanted(label) {
+            continue;
+        }
+        let jit = config(cache_off);
+        let (median, faults, (copied, imported)) =
+            measure(steps, || upload_bytes(&jit), || {
+                read_back(&dispatch(&jit, &host_args))
+            });
+        rows.push(Row {
+            label,
+            median,
+            copied,
+            imported,
+            faults,
+            rss: rss_mib(),
+        });
+    }
+    if wanted("(b)") {
+        let jit = config(false);
+        let on_device = map_tensors(&params, &mut |host| {
+            Value::Tensor(Tensor::Device(jit.upload(host).unwrap()))
+        });
+        let args = [on_device];
+        let (median, faults, (copied, imported)) =
+            measure(steps, || upload_bytes(&jit), || {
+                read_back(&dispatch(&jit, &args))
+            });
+        rows.push(Row {
+            label: "(b) device-resident params",
+            median,
+            copied,
+            imported,
+            faults,
+            rss: rss_mib(),
+        });
+    }
+    if wanted("(d)") {
+        let jit = config(true);
+        let module = step_fn.module_text(&signature).unwrap();
+        let compiler = iree_safe::compiler::choose_compiler(Default::default()).unwrap();
+        let artifact = compiler
+            .compiler
+            .compile(&module, jit.compile_options())
+            .unwrap();
+        let raw = jit
+            .runtime()
+            .load(artifact.vmfb())
+            .unwrap()
+            .function(step_fn.entry_symbol())
+            .unwrap();
+        let mut leaves = Vec::new();
+        flatten(&params, &mut leaves);
+        let device = jit.runtime().device().clone();
+        let (median, faults, _) = measure(steps, || (0, 0), || {
+            let args: Vec<iree_safe::VmValue> = leaves
+                .iter()
+                .map(|a| {
+                    iree_safe::Tensor::from_slice(&device, a.shape(), a.as_slice().unwrap())
+                        .unwrap()
+                        .into()
+                })
+                .collect();
+            for result in raw.call(&args).unwrap() {
+                match result {
+                    iree_safe::VmValue::Tensor(t) => {
+                        std::hint::black_box(t.to_vec::<f32>().unwrap());
+                    }
+                    other => panic!("{}", other.describe()),
+                }
+            }
+        });
+        rows.push(Row {
+            label: "(d) floor: iree-safe, 1 copy/arg",
+            median,
+            copied: bytes as f64 / 1048576.0,
+            imported: 0.0,
+            faults,
+            rss: rss_mib(),
+        });
+    }
+    println!("| | ms/step (median) | MiB copied/step | MiB imported/step | minor faults/step | RSS after (MiB) |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for row in &rows {
+        println!(
+            "| {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} |",
+            row.label,
+            row.median.as_secs_f64() * 1e3,
+            row.copied,
+            row.imported,
+            row.faults,
+            row.rss
+        );
+    }
+}
+
+/// Bytes copied to the device and imported without a copy so far (no
+/// imports yet).
+fn upload_bytes(jit: &JitRuntime) -> (u64, u64) {
+    let stats = jit.upload_stats();
+    (stats.bytes_uploaded, 0)
+}
+
+/// The same structure with every host tensor replaced by `f(tensor)`.
+fn map_tensors(value: &Value, f: &mut impl FnMut(&HostTensor) -> Value) -> Value {
+    match value {
+        Value::Tensor(Tensor::Host(host)) => f(host),
+        Value::Dict(entries) => Value::Dict(
+            entries
+                .iter()
+                .map(|(k, v)| (Arc::clone(k), map_tensors(v, f)))
+                .collect(),
+        ),
+        Value::List(items) => Value::List(items.iter().map(|v| map_tensors(v, f)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The f32 arrays in flattening order (dict entries by key).
+fn flatten(value: &Value, out: &mut Vec<Arc<ArrayD<f32>>>) {
+    match value {
+        Value::Tensor(Tensor::Host(HostTensor::F32(a))) => out.push(Arc::clone(a)),
+        Value::Dict(entries) => {
+            let mut sorted: Vec<_> = entries.iter().collect();
+            sorted.sort_by(|a, b| a.0.cmp(&b.0));
+            for (_, v) in sorted {
+                flatten(v, out);
+            }
+        }
+        Value::List(items) | Value::Tuple(items) => {
+            for v in items {
+                flatten(v, out);
+            }
+        }
+        _ => panic!("unexpected leaf"),
+    }
+}
