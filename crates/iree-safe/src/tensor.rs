@@ -151,7 +151,10 @@ impl Tensor {
         }
         if !device.is_local()
             || length == 0
-            || slice.as_ptr().addr() % import::IMPORT_ALIGNMENT != 0
+            || !slice
+                .as_ptr()
+                .addr()
+                .is_multiple_of(import::IMPORT_ALIGNMENT)
         {
             return Ok(None);
         }

@@ -521,7 +521,7 @@ pub(crate) unsafe fn iree_hal_allocator_import_buffer(
             .cast::<u8>();
         let unaligned =
             params.access & IREE_HAL_MEMORY_ACCESS_UNALIGNED as iree_hal_memory_access_t != 0;
-        if !unaligned && data.addr() % HEAP_BUFFER_ALIGNMENT != 0 {
+        if !unaligned && !data.addr().is_multiple_of(HEAP_BUFFER_ALIGNMENT) {
             Err(Failure::new(
                 IREE_STATUS_OUT_OF_RANGE,
                 format!("imported heap buffer data must be aligned to {HEAP_BUFFER_ALIGNMENT}; got {data:p}"),
