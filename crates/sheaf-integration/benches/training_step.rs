@@ -13,16 +13,24 @@
 //! by the device per step (`UploadStats`), minor page faults per step
 //! (`/proc/self/stat`, field 10) and RSS after the run:
 //!
-//! - (a) host arguments every step, default settings;
+//! - (a) host arguments every step, default settings (the arrays as the
+//!   allocator placed them: large ones are not 64-byte aligned with glibc,
+//!   so they are copied, and cached);
+//! - (a') the same with the parameters made 64-byte aligned once
+//!   (`aligned_copy`), which CPU devices import without a copy;
 //! - (b) device-resident parameters (uploaded once, passed as device tensors);
-//! - (c) host arguments with the upload cache off;
+//! - (c) host arguments with the upload cache and imports off;
 //! - (d) the floor: the same artifact through iree-safe directly, one
 //!   `Tensor::from_slice` (`iree_hal_buffer_view_allocate_buffer_copy`) per
 //!   argument per step.
 //!
+//! Each row runs in a fresh process of its own (the benchmark runs itself
+//! with `--only ROW`), so rows do not inherit each other's heap.
+//!
 //! ```sh
 //! cargo bench -p sheaf-integration --bench training_step            # 12 layers
 //! cargo bench -p sheaf-integration --bench training_step -- --layers 2 --steps 5
+//! cargo bench -p sheaf-integration --bench training_step -- --only "(a')"
 //! ```
 
 use std::sync::Arc;
@@ -30,8 +38,8 @@ use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    CompileMode, DiskCacheFolder, Dispatched, HostTensor, JitConfig, JitFunction, JitRuntime,
-    Lowered, LoweringContext, LoweringError, Tensor, Value,
+    aligned_copy, CompileMode, DiskCacheFolder, Dispatched, HostTensor, JitConfig, JitFunction,
+    JitRuntime, Lowered, LoweringContext, LoweringError, Tensor, Value,
 };
 
 const D_MODEL: usize = 768;
@@ -82,9 +90,7 @@ fn gpt2_params(layers: usize, fill: &mut impl FnMut(&[usize]) -> Value) -> Value
 /// gradient = p + p, one per parameter in flattening order.
 fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
     let mut args = Vec::new();
-    let mut body = String::from(
-        "  %zero = stablehlo.constant dense<0.000000e+00> : tensor<f32>\n",
-    );
+    let mut body = String::from("  %zero = stablehlo.constant dense<0.000000e+00> : tensor<f32>\n");
     let mut results = vec!["tensor<f32>".to_owned()];
     let mut returned = vec!["%loss".to_owned()];
     let mut loss = "%zero".to_owned();
@@ -100,7 +106,9 @@ fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
         results.push(ty);
         returned.push(format!("%g{i}"));
     }
-    body.push_str(&format!("  %loss = stablehlo.add {loss}, %zero : tensor<f32>\n"));
+    body.push_str(&format!(
+        "  %loss = stablehlo.add {loss}, %zero : tensor<f32>\n"
+    ));
     Ok(Lowered::new(format!(
         "func.func @{entry}({args}) -> ({results}) {{\n{body}  return {returned} : {results}\n}}",
         entry = ctx.entry_name(),
@@ -115,7 +123,12 @@ fn minor_faults() -> u64 {
     let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
     // Fields after the command name, which is in parentheses and may hold spaces.
     let after = &stat[stat.rfind(')').expect("comm") + 2..];
-    after.split(' ').nth(7).expect("minflt").parse().expect("a number")
+    after
+        .split(' ')
+        .nth(7)
+        .expect("minflt")
+        .parse()
+        .expect("a number")
 }
 
 /// RSS of this process in MiB.
@@ -182,13 +195,22 @@ fn main() {
     let mut argv = std::env::args().skip(1);
     while let Some(arg) = argv.next() {
         match arg.as_str() {
-            "--layers" => layers = argv.next().and_then(|v| v.parse().ok()).expect("--layers N"),
+            "--layers" => {
+                layers = argv
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--layers N")
+            }
             "--steps" => steps = argv.next().and_then(|v| v.parse().ok()).expect("--steps N"),
             "--only" => only = argv.next(),
             // `cargo bench` passes `--bench`.
             _ => {}
         }
     }
+    let Some(only) = only else {
+        return each_row_in_its_own_process(layers, steps);
+    };
+    let only = Some(only);
     let mut seed = 0usize;
     let params = gpt2_params(layers, &mut |shape| {
         seed += 1;
@@ -224,7 +246,10 @@ fn main() {
             .compile(|compile| compile.mode = CompileMode::Blocking)
             .disk(|disk| disk.folder = DiskCacheFolder::Disabled);
         if cache_off {
-            builder = builder.uploads(|uploads| uploads.entries = 0);
+            builder = builder.uploads(|uploads| {
+                uploads.entries = 0;
+                uploads.import = false;
+            });
         }
         JitRuntime::new(builder.build().unwrap()).unwrap()
     };
@@ -236,19 +261,25 @@ fn main() {
     };
     let wanted = |label: &str| only.as_deref().is_none_or(|o| label.starts_with(o));
     let mut rows = Vec::new();
-    let host_args = [params.clone()];
-    for (label, cache_off) in [
-        ("(a) host args, defaults", false),
-        ("(c) host args, cache off", true),
+    let aligned = map_tensors(&params, &mut |host| match host {
+        HostTensor::F32(a) => Value::from(HostTensor::F32(Arc::new(aligned_copy(a)))),
+        other => Value::from(other.clone()),
+    });
+    for (label, cache_off, args) in [
+        ("(a) host args, defaults", false, &params),
+        ("(a') same, 64-byte-aligned arrays", false, &aligned),
+        ("(c) host args, cache off", true, &params),
     ] {
         if !wanted(label) {
             continue;
         }
+        let host_args = [args.clone()];
         let jit = config(cache_off);
-        let (median, faults, (copied, imported)) =
-            measure(steps, || upload_bytes(&jit), || {
-                read_back(&dispatch(&jit, &host_args))
-            });
+        let (median, faults, (copied, imported)) = measure(
+            steps,
+            || upload_bytes(&jit),
+            || read_back(&dispatch(&jit, &host_args)),
+        );
         rows.push(Row {
             label,
             median,
@@ -264,10 +295,11 @@ fn main() {
             Value::Tensor(Tensor::Device(jit.upload(host).unwrap()))
         });
         let args = [on_device];
-        let (median, faults, (copied, imported)) =
-            measure(steps, || upload_bytes(&jit), || {
-                read_back(&dispatch(&jit, &args))
-            });
+        let (median, faults, (copied, imported)) = measure(
+            steps,
+            || upload_bytes(&jit),
+            || read_back(&dispatch(&jit, &args)),
+        );
         rows.push(Row {
             label: "(b) device-resident params",
             median,
@@ -294,24 +326,28 @@ fn main() {
         let mut leaves = Vec::new();
         flatten(&params, &mut leaves);
         let device = jit.runtime().device().clone();
-        let (median, faults, _) = measure(steps, || (0, 0), || {
-            let args: Vec<iree_safe::VmValue> = leaves
-                .iter()
-                .map(|a| {
-                    iree_safe::Tensor::from_slice(&device, a.shape(), a.as_slice().unwrap())
-                        .unwrap()
-                        .into()
-                })
-                .collect();
-            for result in raw.call(&args).unwrap() {
-                match result {
-                    iree_safe::VmValue::Tensor(t) => {
-                        std::hint::black_box(t.to_vec::<f32>().unwrap());
+        let (median, faults, _) = measure(
+            steps,
+            || (0, 0),
+            || {
+                let args: Vec<iree_safe::VmValue> = leaves
+                    .iter()
+                    .map(|a| {
+                        iree_safe::Tensor::from_slice(&device, a.shape(), a.as_slice().unwrap())
+                            .unwrap()
+                            .into()
+                    })
+                    .collect();
+                for result in raw.call(&args).unwrap() {
+                    match result {
+                        iree_safe::VmValue::Tensor(t) => {
+                            std::hint::black_box(t.to_vec::<f32>().unwrap());
+                        }
+                        other => panic!("{}", other.describe()),
                     }
-                    other => panic!("{}", other.describe()),
                 }
-            }
-        });
+            },
+        );
         rows.push(Row {
             label: "(d) floor: iree-safe, 1 copy/arg",
             median,
@@ -321,8 +357,7 @@ fn main() {
             rss: rss_mib(),
         });
     }
-    println!("| | ms/step (median) | MiB copied/step | MiB imported/step | minor faults/step | RSS after (MiB) |");
-    println!("| --- | --- | --- | --- | --- | --- |");
+    println!("{TABLE_HEADER}");
     for row in &rows {
         println!(
             "| {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} |",
@@ -336,11 +371,51 @@ fn main() {
     }
 }
 
-/// Bytes copied to the device and imported without a copy so far (no
-/// imports yet).
+/// Runs each row in a fresh process (`--only`), so that no row inherits
+/// another's heap (freed memory the allocator reuses, or returns to the
+/// kernel) and RSS is the row's own; prints one table.
+fn each_row_in_its_own_process(layers: usize, steps: usize) {
+    let exe = std::env::current_exe().expect("this benchmark's executable");
+    let mut header_printed = false;
+    let mut rows = Vec::new();
+    for row in ["(a)", "(a')", "(b)", "(c)", "(d)"] {
+        let output = std::process::Command::new(&exe)
+            .args([
+                "--layers",
+                &layers.to_string(),
+                "--steps",
+                &steps.to_string(),
+            ])
+            .args(["--only", row])
+            .output()
+            .expect("the benchmark runs itself");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{row}: {stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        for line in stdout.lines() {
+            if line.starts_with("| (") {
+                rows.push(line.to_owned());
+            } else if !header_printed && line.starts_with("training step") {
+                println!("{line}; each row a fresh process");
+                header_printed = true;
+            }
+        }
+    }
+    println!("{TABLE_HEADER}");
+    for row in rows {
+        println!("{row}");
+    }
+}
+
+const TABLE_HEADER: &str = "| | ms/step (median) | MiB copied/step | MiB imported/step | minor faults/step | RSS after (MiB) |\n| --- | --- | --- | --- | --- | --- |";
+
+/// Bytes copied to the device and imported without a copy so far.
 fn upload_bytes(jit: &JitRuntime) -> (u64, u64) {
     let stats = jit.upload_stats();
-    (stats.bytes_uploaded, 0)
+    (stats.bytes_uploaded, stats.bytes_imported)
 }
 
 /// The same structure with every host tensor replaced by `f(tensor)`.
