@@ -131,6 +131,17 @@ fn minor_faults() -> u64 {
         .expect("a number")
 }
 
+/// CPU time this thread ran so far, in ns (`/proc/thread-self/schedstat`,
+/// field 1): on a shared machine, less disturbed than wall time by other
+/// processes (local-sync runs the compiled code on the calling thread).
+fn cpu_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
+    stat.split(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .expect("a number")
+}
+
 /// RSS of this process in MiB.
 fn rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
@@ -145,23 +156,47 @@ fn rss_mib() -> f64 {
 struct Row {
     label: &'static str,
     median: Duration,
+    cpu: Duration,
     copied: f64,
     imported: f64,
     faults: f64,
     rss: f64,
 }
 
-/// Runs `step` `WARM_UP + steps` times; the median, page faults per step
+impl Row {
+    /// A row of `measured`, with RSS now; `copied` overrides the MiB copied
+    /// per step (the floor counts its own).
+    fn new(label: &'static str, measured: &Measured, copied: Option<f64>) -> Row {
+        Row {
+            label,
+            median: measured.median,
+            cpu: measured.cpu,
+            copied: copied.unwrap_or(measured.bytes.0),
+            imported: measured.bytes.1,
+            faults: measured.faults,
+            rss: rss_mib(),
+        }
+    }
+}
+
+/// What [`measure`] measured over the timed steps.
+struct Measured {
+    median: Duration,
+    /// Mean CPU time of this thread per step.
+    cpu: Duration,
+    faults: f64,
+    /// MiB copied and imported per step.
+    bytes: (f64, f64),
+}
+
+/// Runs `step` `WARM_UP + steps` times; the median, CPU time, page faults
 /// and `bytes()` (copied, imported) per step in MiB, of the last `steps`.
-fn measure(
-    steps: usize,
-    bytes: impl Fn() -> (u64, u64),
-    mut step: impl FnMut(),
-) -> (Duration, f64, (f64, f64)) {
+fn measure(steps: usize, bytes: impl Fn() -> (u64, u64), mut step: impl FnMut()) -> Measured {
     for _ in 0..WARM_UP {
         step();
     }
     let before = bytes();
+    let cpu = cpu_ns();
     let faults = minor_faults();
     let mut samples: Vec<Duration> = (0..steps)
         .map(|_| {
@@ -171,14 +206,16 @@ fn measure(
         })
         .collect();
     let faults = (minor_faults() - faults) as f64 / steps as f64;
+    let cpu = Duration::from_nanos((cpu_ns() - cpu) / steps as u64);
     let after = bytes();
     let mib = |a: u64, b: u64| (a - b) as f64 / steps as f64 / 1048576.0;
     samples.sort();
-    (
-        samples[steps / 2],
+    Measured {
+        median: samples[steps / 2],
+        cpu,
         faults,
-        (mib(after.0, before.0), mib(after.1, before.1)),
-    )
+        bytes: (mib(after.0, before.0), mib(after.1, before.1)),
+    }
 }
 
 /// Reads every result back to the host, as Sheaf's interpreter does.
@@ -261,33 +298,31 @@ fn main() {
     };
     let wanted = |label: &str| only.as_deref().is_none_or(|o| label.starts_with(o));
     let mut rows = Vec::new();
-    let aligned = map_tensors(&params, &mut |host| match host {
-        HostTensor::F32(a) => Value::from(HostTensor::F32(Arc::new(aligned_copy(a)))),
-        other => Value::from(other.clone()),
-    });
-    for (label, cache_off, args) in [
-        ("(a) host args, defaults", false, &params),
-        ("(a') same, 64-byte-aligned arrays", false, &aligned),
-        ("(c) host args, cache off", true, &params),
+    for (label, cache_off) in [
+        ("(a) host args, defaults", false),
+        ("(a') same, 64-byte-aligned arrays", false),
+        ("(c) host args, cache off", true),
     ] {
         if !wanted(label) {
             continue;
         }
-        let host_args = [args.clone()];
+        // Aligned once, as a program would when it loads its parameters.
+        let args = if label.starts_with("(a')") {
+            map_tensors(&params, &mut |host| match host {
+                HostTensor::F32(a) => Value::from(HostTensor::F32(Arc::new(aligned_copy(a)))),
+                other => Value::from(other.clone()),
+            })
+        } else {
+            params.clone()
+        };
+        let host_args = [args];
         let jit = config(cache_off);
-        let (median, faults, (copied, imported)) = measure(
+        let measured = measure(
             steps,
             || upload_bytes(&jit),
             || read_back(&dispatch(&jit, &host_args)),
         );
-        rows.push(Row {
-            label,
-            median,
-            copied,
-            imported,
-            faults,
-            rss: rss_mib(),
-        });
+        rows.push(Row::new(label, &measured, None));
     }
     if wanted("(b)") {
         let jit = config(false);
@@ -295,19 +330,12 @@ fn main() {
             Value::Tensor(Tensor::Device(jit.upload(host).unwrap()))
         });
         let args = [on_device];
-        let (median, faults, (copied, imported)) = measure(
+        let measured = measure(
             steps,
             || upload_bytes(&jit),
             || read_back(&dispatch(&jit, &args)),
         );
-        rows.push(Row {
-            label: "(b) device-resident params",
-            median,
-            copied,
-            imported,
-            faults,
-            rss: rss_mib(),
-        });
+        rows.push(Row::new("(b) device-resident params", &measured, None));
     }
     if wanted("(d)") {
         let jit = config(true);
@@ -326,7 +354,7 @@ fn main() {
         let mut leaves = Vec::new();
         flatten(&params, &mut leaves);
         let device = jit.runtime().device().clone();
-        let (median, faults, _) = measure(
+        let measured = measure(
             steps,
             || (0, 0),
             || {
@@ -348,21 +376,20 @@ fn main() {
                 }
             },
         );
-        rows.push(Row {
-            label: "(d) floor: iree-safe, 1 copy/arg",
-            median,
-            copied: bytes as f64 / 1048576.0,
-            imported: 0.0,
-            faults,
-            rss: rss_mib(),
-        });
+        let copied = bytes as f64 / 1048576.0;
+        rows.push(Row::new(
+            "(d) floor: iree-safe, 1 copy/arg",
+            &measured,
+            Some(copied),
+        ));
     }
     println!("{TABLE_HEADER}");
     for row in &rows {
         println!(
-            "| {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} |",
+            "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} |",
             row.label,
             row.median.as_secs_f64() * 1e3,
+            row.cpu.as_secs_f64() * 1e3,
             row.copied,
             row.imported,
             row.faults,
@@ -410,7 +437,7 @@ fn each_row_in_its_own_process(layers: usize, steps: usize) {
     }
 }
 
-const TABLE_HEADER: &str = "| | ms/step (median) | MiB copied/step | MiB imported/step | minor faults/step | RSS after (MiB) |\n| --- | --- | --- | --- | --- | --- |";
+const TABLE_HEADER: &str = "| | ms/step (median) | CPU ms/step (mean) | MiB copied/step | MiB imported/step | minor faults/step | RSS after (MiB) |\n| --- | --- | --- | --- | --- | --- | --- |";
 
 /// Bytes copied to the device and imported without a copy so far.
 fn upload_bytes(jit: &JitRuntime) -> (u64, u64) {
