@@ -115,7 +115,9 @@ impl Tensor {
     /// the last clone of the tensor is dropped. `owner` cannot be mutated
     /// meanwhile (`Arc::get_mut` and `Arc::make_mut` see that clone), so the
     /// compiled code reads the values `data` had. Compiled code only reads
-    /// the tensor (it is imported read-only).
+    /// the tensor (it is imported read-only): IREE writes into an argument
+    /// only when the function ties a result to it (`iree.abi.output`), and
+    /// such a function must not be given an imported tensor.
     ///
     /// ```no_run
     /// # use std::sync::Arc;
