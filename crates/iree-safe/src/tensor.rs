@@ -300,6 +300,46 @@ impl Tensor {
         Ok(T::from_storage(stored))
     }
 
+    /// Copies the tensor back to the host as elements of `T` (as
+    /// [`to_vec`](Self::to_vec), one copy) placed so that a CPU device can
+    /// later take them without a copy ([`import_shared`](Self::import_shared)):
+    /// the tensor's elements are `vec[offset..offset + element_count()]`,
+    /// starting on a 64-byte boundary, and the at most 64 bytes around them
+    /// are zero.
+    ///
+    /// ```no_run
+    /// # let runtime = iree_safe::Runtime::new("local-sync")?;
+    /// let x = iree_safe::Tensor::from_slice(runtime.device(), &[3], &[1.0f32, 2.0, 3.0])?;
+    /// let (host, offset) = x.to_vec_aligned::<f32>()?;
+    /// assert_eq!(host[offset..offset + 3], [1.0, 2.0, 3.0]);
+    /// assert_eq!(host[offset..].as_ptr().addr() % 64, 0);
+    /// # Ok::<(), iree_safe::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`to_vec`](Self::to_vec).
+    pub fn to_vec_aligned<T: Element>(&self) -> Result<(Vec<T>, usize)> {
+        if T::TYPE != self.element_type {
+            return Err(Error::InvalidArgument(format!(
+                "cannot read {} as {}: read it as {} (or use to_bytes)",
+                self.describe(),
+                T::TYPE,
+                self.element_type
+            )));
+        }
+        // SAFETY: as in `to_vec`.
+        let (stored, offset) = unsafe {
+            transfer::to_host_aligned::<T::Storage>(
+                self.device.as_ptr(),
+                self.view.as_ptr(),
+                import::IMPORT_ALIGNMENT,
+            )
+        }?;
+        // `from_storage` reuses the allocation: the offset still holds.
+        Ok((T::from_storage(stored), offset))
+    }
+
     pub(crate) fn as_ptr(&self) -> *mut sys::iree_hal_buffer_view_t {
         self.view.as_ptr()
     }

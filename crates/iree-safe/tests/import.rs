@@ -149,3 +149,34 @@ fn a_result_that_is_the_imported_buffer_keeps_the_owner() {
     drop(out);
     assert_eq!(Arc::strong_count(&owner), 1);
 }
+
+#[test]
+fn a_read_back_aligned_for_import_holds_the_values_at_a_boundary() {
+    let _check = LeakCheck::start();
+    let runtime = Runtime::new(DRIVER).unwrap();
+    let values: Vec<f32> = (0..37).map(|i| i as f32 - 3.5).collect();
+    let x = Tensor::from_slice(runtime.device(), &[37], &values).unwrap();
+    let (host, offset) = x.to_vec_aligned::<f32>().unwrap();
+    assert_eq!(host[offset..offset + 37], values[..]);
+    assert_eq!(host[offset..].as_ptr().addr() % 64, 0);
+    assert!(host[..offset]
+        .iter()
+        .chain(&host[offset + 37..])
+        .all(|&v| v == 0.0));
+    assert_eq!(x.to_vec::<f32>().unwrap(), values);
+    // What was read back imports, and computes what the copy does.
+    let host = Arc::new(host);
+    let imported = Tensor::import_shared(runtime.device(), &[37], Arc::clone(&host), |h| {
+        &h[offset..offset + 37]
+    })
+    .unwrap()
+    .expect("aligned");
+    assert_eq!(imported.to_vec::<f32>().unwrap(), values);
+    let (flags, at) = Tensor::from_slice(runtime.device(), &[3], &[true, false, true])
+        .unwrap()
+        .to_vec_aligned::<bool>()
+        .unwrap();
+    assert_eq!(flags[at..at + 3], [true, false, true]);
+    assert_eq!(flags[at..].as_ptr().addr() % 64, 0);
+    assert!(x.to_vec_aligned::<i32>().is_err());
+}

@@ -222,7 +222,9 @@ impl HostTensor {
     }
 
     /// Copies a device tensor back to the host: one copy, straight into the
-    /// array's storage.
+    /// array's storage, which starts on a 64-byte boundary (64 bytes more
+    /// at most): an array read back and passed again is imported by CPU
+    /// devices, not copied ([`import_to`](Self::import_to)).
     ///
     /// # Errors
     ///
@@ -231,8 +233,18 @@ impl HostTensor {
     /// not hold.
     pub fn from_device(tensor: &DeviceTensor) -> Result<HostTensor, JitError> {
         fn read<T: Element>(tensor: &DeviceTensor) -> Result<Arc<ArrayD<T>>, JitError> {
-            let shape = IxDyn(tensor.shape());
-            ArrayD::from_shape_vec(shape, tensor.to_vec()?)
+            let (data, offset) = tensor.to_vec_aligned::<T>()?;
+            let count = tensor.element_count();
+            let end = offset + count;
+            if data.len() < end {
+                return Err(JitError::Internal(format!(
+                    "device tensor {}: {} elements read back, {count} at {offset} expected",
+                    tensor.describe(),
+                    data.len()
+                )));
+            }
+            let flat = ndarray::Array1::from_vec(data).slice_move(ndarray::s![offset..end]);
+            flat.into_shape_with_order(IxDyn(tensor.shape()))
                 .map(Arc::new)
                 .map_err(|e| {
                     JitError::Internal(format!("device tensor {}: {e}", tensor.describe()))
@@ -456,8 +468,12 @@ impl DeviceTensorExt for DeviceTensor {
     }
 
     fn to_f32(&self) -> Result<ArrayD<f32>, JitError> {
-        let host = HostTensor::from_device(self)?;
-        Ok(Arc::unwrap_or_clone(host.to_f32()))
+        // Take the read-back array out of its only `Arc` (no second copy):
+        // `to_f32` would share it, and unwrapping a shared one copies.
+        match HostTensor::from_device(self)? {
+            HostTensor::F32(array) => Ok(Arc::unwrap_or_clone(array)),
+            other => Ok(Arc::unwrap_or_clone(other.to_f32())),
+        }
     }
 }
 

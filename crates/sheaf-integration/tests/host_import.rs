@@ -47,7 +47,9 @@ fn run(jit: &JitRuntime, args: &[Value]) -> ArrayD<f32> {
     let mlp = reference::mlp_layer();
     match jit.dispatch(&mlp, args, &[]).unwrap() {
         Dispatched::Compiled(compiled) => {
-            Arc::unwrap_or_clone(compiled.outputs[0].to_host().unwrap().to_f32())
+            // The read-back array itself (not a copy): its placement matters.
+            let host = compiled.outputs[0].to_host().unwrap().to_f32();
+            Arc::unwrap_or_clone(host)
         }
         Dispatched::Interpret(why) => panic!("interpreted: {why}"),
     }
@@ -168,4 +170,45 @@ fn the_default_bound_is_sized_to_the_device() {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap();
     assert_eq!(stats.max_bytes, total_kib * 1024 / 4);
+}
+
+#[test]
+fn a_result_read_back_and_passed_again_is_imported() {
+    // x: f32[64,256] is 64 KiB: the result is too, and so is the next x.
+    let w = Value::from(array(&[256, 256], 1));
+    let b = Value::from(array(&[256], 2));
+    let importing = jit(|_| {});
+    let copying = jit(|uploads| uploads.import = false);
+    let mut x = Value::from(array(&[64, 256], 3));
+    let mut x_copied = x.clone();
+    for _ in 0..3 {
+        let y = run(&importing, &[x.clone(), w.clone(), b.clone()]);
+        let y_copied = run(&copying, &[x_copied.clone(), w.clone(), b.clone()]);
+        assert_eq!(y, y_copied);
+        // Sheaf reads results back as host arrays: those are aligned.
+        let host = HostTensor::F32(Arc::new(y));
+        assert_eq!(
+            host.as_f32().unwrap().as_ptr().addr() % IMPORT_ALIGNMENT,
+            0,
+            "a read-back starts on a 64-byte boundary"
+        );
+        x = Value::from(host);
+        x_copied = Value::from(y_copied);
+    }
+    let stats = importing.upload_stats();
+    // The first x was the allocator's (copied); the two read back imported.
+    assert!(stats.imports >= 2, "{stats:?}");
+    assert_eq!(stats.bytes_imported % (64 * 256 * 4) as u64, 0);
+}
+
+#[test]
+fn reading_a_device_tensor_as_f32_copies_once() {
+    use sheaf_integration::DeviceTensorExt;
+    let jit = jit(|_| {});
+    let x = jit.upload(&HostTensor::from(array(&[64, 256], 5))).unwrap();
+    let back = x.to_f32().unwrap();
+    assert_eq!(back, array(&[64, 256], 5));
+    // The read-back array itself, still on its 64-byte boundary (a second
+    // copy would be wherever the allocator put it).
+    assert_eq!(back.as_ptr().addr() % IMPORT_ALIGNMENT, 0);
 }
