@@ -22,7 +22,9 @@
 //! - (c) host arguments with the upload cache and imports off;
 //! - (d) the floor: the same artifact through iree-safe directly, one
 //!   `Tensor::from_slice` (`iree_hal_buffer_view_allocate_buffer_copy`) per
-//!   argument per step.
+//!   argument per step;
+//! - (e) parameters that are new arrays every step, as in a real training
+//!   loop: each step's results, read back, are the next step's parameters.
 //!
 //! Each row runs in a fresh process of its own (the benchmark runs itself
 //! with `--only ROW`), so rows do not inherit each other's heap.
@@ -324,6 +326,31 @@ fn main() {
         );
         rows.push(Row::new(label, &measured, None));
     }
+    if wanted("(e)") {
+        // A training loop whose parameters are new arrays every step: the
+        // next step's parameters are this step's results read back (the
+        // gradients stand in for updated parameters; 2·p stays finite).
+        let jit = config(false);
+        let mut current = params.clone();
+        let measured = measure(
+            steps,
+            || upload_bytes(&jit),
+            || {
+                let outputs = dispatch(&jit, std::slice::from_ref(&current));
+                let mut read: Vec<Value> = outputs[1..]
+                    .iter()
+                    .map(|output| Value::from(output.to_host().unwrap()))
+                    .collect::<Vec<_>>();
+                read.reverse();
+                current = rebuild(&params, &mut read);
+            },
+        );
+        rows.push(Row::new(
+            "(e) parameters new every step (read back)",
+            &measured,
+            None,
+        ));
+    }
     if wanted("(b)") {
         let jit = config(false);
         let on_device = map_tensors(&params, &mut |host| {
@@ -405,7 +432,7 @@ fn each_row_in_its_own_process(layers: usize, steps: usize) {
     let exe = std::env::current_exe().expect("this benchmark's executable");
     let mut header_printed = false;
     let mut rows = Vec::new();
-    for row in ["(a)", "(a')", "(b)", "(c)", "(d)"] {
+    for row in ["(a)", "(a')", "(b)", "(c)", "(d)", "(e)"] {
         let output = std::process::Command::new(&exe)
             .args([
                 "--layers",
@@ -456,6 +483,26 @@ fn map_tensors(value: &Value, f: &mut impl FnMut(&HostTensor) -> Value) -> Value
                 .collect(),
         ),
         Value::List(items) => Value::List(items.iter().map(|v| map_tensors(v, f)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// `value`'s structure with its tensors replaced, in flattening order (dict
+/// entries by key), by values popped from `leaves` (last = first).
+fn rebuild(value: &Value, leaves: &mut Vec<Value>) -> Value {
+    match value {
+        Value::Tensor(_) => leaves.pop().expect("one leaf per tensor"),
+        Value::Dict(entries) => {
+            let mut sorted: Vec<_> = entries.iter().collect();
+            sorted.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Dict(
+                sorted
+                    .into_iter()
+                    .map(|(k, v)| (Arc::clone(k), rebuild(v, leaves)))
+                    .collect(),
+            )
+        }
+        Value::List(items) => Value::List(items.iter().map(|v| rebuild(v, leaves)).collect()),
         other => other.clone(),
     }
 }
