@@ -180,3 +180,19 @@ fn a_read_back_aligned_for_import_holds_the_values_at_a_boundary() {
     assert_eq!(flags[at..].as_ptr().addr() % 64, 0);
     assert!(x.to_vec_aligned::<i32>().is_err());
 }
+
+/// `local-task` runs the compiled code on worker threads: they read the
+/// imported memory, and the owner is still released once, by whichever
+/// thread drops the last reference.
+#[cfg(not(iree_mock))]
+#[test]
+fn local_task_imports_too() {
+    let runtime = Runtime::new("local-task").unwrap();
+    let owner = Arc::new(Aligned([1.0, 2.0, 3.0, 4.0, 0.0]));
+    let imported = Tensor::import_shared(runtime.device(), &[4], Arc::clone(&owner), first_four)
+        .unwrap()
+        .expect("local-task is a CPU device");
+    let y = sum(&runtime, imported.clone().into(), imported.into());
+    assert_eq!(y, [2.0, 4.0, 6.0, 8.0]);
+    assert_eq!(Arc::strong_count(&owner), 1);
+}
