@@ -209,8 +209,11 @@ impl Device {
         self.same_device(other) || Arc::ptr_eq(&self.host_memory, &other.host_memory)
     }
 
-    /// True for IREE's local CPU drivers, whose buffers are heap memory.
-    fn is_local(&self) -> bool {
+    /// True for IREE's local CPU drivers (`local-sync`, `local-task`), whose
+    /// buffers are heap memory: host memory the compiled code reads directly,
+    /// which [`Tensor::import_shared`](crate::Tensor::import_shared) can
+    /// hand it without a copy.
+    pub fn is_local(&self) -> bool {
         let driver = self.uri.split("://").next().unwrap_or_default();
         matches!(driver, "local-sync" | "local-task")
     }

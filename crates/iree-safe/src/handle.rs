@@ -133,6 +133,7 @@ refcounted! {
     iree_vm_context_t => iree_vm_context_retain, iree_vm_context_release;
     iree_vm_list_t => iree_vm_list_retain, iree_vm_list_release;
     iree_hal_buffer_view_t => iree_hal_buffer_view_retain, iree_hal_buffer_view_release;
+    iree_hal_buffer_t => iree_hal_buffer_retain, iree_hal_buffer_release;
 }
 
 // The ping-pong demo's reproduction of the old per-artifact runtime (see

@@ -54,6 +54,7 @@ mod error;
 mod flags;
 mod function;
 mod handle;
+mod import;
 mod instance;
 #[cfg(all(feature = "legacy-demo", not(iree_mock)))]
 pub mod legacy;

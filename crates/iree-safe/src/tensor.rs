@@ -6,7 +6,7 @@ use crate::device::Device;
 use crate::element::{Element, ElementType};
 use crate::error::{Error, Result};
 use crate::handle::Handle;
-use crate::{sys, transfer};
+use crate::{import, sys, transfer};
 
 /// A dense row-major tensor in device memory (a HAL buffer view). Cheap to
 /// clone (clones share the buffer). It keeps its device alive, and can be
@@ -96,6 +96,110 @@ impl Tensor {
             shape: shape.into(),
             element_type,
         })
+    }
+
+    /// Hands `data` (row-major), which `owner` holds, to `device` **without a
+    /// copy** when the device can read it where it is: `Ok(None)` says it
+    /// cannot, and the caller copies (e.g. with
+    /// [`from_slice`](Self::from_slice)).
+    ///
+    /// It imports when all of these hold:
+    /// - the device is a CPU device ([`Device::is_local`]: `local-sync`,
+    ///   `local-task`), whose memory is host memory;
+    /// - `data` is not empty and its address is a multiple of 64 bytes (the
+    ///   alignment IREE's heap allocator requires, `IREE_HAL_HEAP_BUFFER_ALIGNMENT`,
+    ///   and that compiled code may assume of its buffers).
+    ///
+    /// The tensor keeps `owner` alive (a clone of the `Arc`) until IREE
+    /// releases the buffer: after the last call that reads it returns and
+    /// the last clone of the tensor is dropped. `owner` cannot be mutated
+    /// meanwhile (`Arc::get_mut` and `Arc::make_mut` see that clone), so the
+    /// compiled code reads the values `data` had. Compiled code only reads
+    /// the tensor (it is imported read-only): IREE writes into an argument
+    /// only when the function ties a result to it (`iree.abi.output`), and
+    /// such a function must not be given an imported tensor.
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # let runtime = iree_safe::Runtime::new("local-sync")?;
+    /// let weights: Arc<Vec<f32>> = Arc::new(vec![0.5; 1 << 20]);
+    /// let x = iree_safe::Tensor::import_shared(runtime.device(), &[1 << 20], weights.clone(), |w| w.as_slice())?;
+    /// let x = match x {
+    ///     Some(imported) => imported,
+    ///     None => iree_safe::Tensor::from_slice(runtime.device(), &[1 << 20], &weights)?,
+    /// };
+    /// # Ok::<(), iree_safe::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `data` is not as long as `shape`
+    /// needs, and [`Error::Iree`] when IREE refuses the import.
+    #[doc(alias = "iree_hal_allocator_import_buffer")]
+    pub fn import_shared<T: Element, O: Send + Sync + 'static>(
+        device: &Device,
+        shape: &[usize],
+        owner: std::sync::Arc<O>,
+        data: impl FnOnce(&O) -> &[T],
+    ) -> Result<Option<Tensor>> {
+        let slice = data(&owner);
+        let expected = byte_length(shape, T::TYPE)?;
+        let length = std::mem::size_of_val(slice);
+        if length != expected {
+            return Err(Error::InvalidArgument(format!(
+                "{} needs {expected} bytes, got {length}",
+                describe(shape, T::TYPE)
+            )));
+        }
+        if !device.is_local()
+            || length == 0
+            || !slice
+                .as_ptr()
+                .addr()
+                .is_multiple_of(import::IMPORT_ALIGNMENT)
+        {
+            return Ok(None);
+        }
+        // SAFETY: as in `from_slice`, `Element` types are plain little-endian
+        // data; the byte view covers exactly `slice`.
+        let bytes = unsafe { std::slice::from_raw_parts(slice.as_ptr().cast::<u8>(), length) };
+        // Raw parts outlive the borrow of `owner`, which moves into the buffer.
+        let bytes: *const [u8] = bytes;
+        let device = device.clone();
+        // SAFETY: the device is live and local, so its allocator is IREE's
+        // heap allocator; `bytes` points into memory `owner` keeps valid:
+        // `data` borrowed it from `&O`, and while the buffer's `Arc` lives no
+        // one holds `O` mutably, so it stays where it is, unchanged; it is
+        // aligned (checked above).
+        let buffer = unsafe {
+            import::import_host(
+                sys::iree_hal_device_allocator(device.as_ptr()),
+                owner,
+                &*bytes,
+            )
+        }?;
+        // SAFETY: the buffer is live and holds exactly the shape's bytes; on
+        // success the view retains the buffer and one view reference is ours
+        // (`iree_hal_buffer_view_create`, `iree/hal/buffer_view.h`).
+        let view = unsafe {
+            Handle::create(|out| {
+                sys::iree_hal_buffer_view_create(
+                    buffer.as_ptr(),
+                    shape.len(),
+                    shape.as_ptr(),
+                    T::TYPE.to_raw(),
+                    sys::IREE_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR,
+                    sys::iree_allocator_system(),
+                    out,
+                )
+            })
+        }?;
+        Ok(Some(Tensor {
+            view,
+            device,
+            shape: shape.into(),
+            element_type: T::TYPE,
+        }))
     }
 
     /// Takes a reference on a buffer view produced on `device` (a call
@@ -194,6 +298,46 @@ impl Tensor {
         let stored =
             unsafe { transfer::to_host::<T::Storage>(self.device.as_ptr(), self.view.as_ptr()) }?;
         Ok(T::from_storage(stored))
+    }
+
+    /// Copies the tensor back to the host as elements of `T` (as
+    /// [`to_vec`](Self::to_vec), one copy) placed so that a CPU device can
+    /// later take them without a copy ([`import_shared`](Self::import_shared)):
+    /// the tensor's elements are `vec[offset..offset + element_count()]`,
+    /// starting on a 64-byte boundary, and the at most 64 bytes around them
+    /// are zero.
+    ///
+    /// ```no_run
+    /// # let runtime = iree_safe::Runtime::new("local-sync")?;
+    /// let x = iree_safe::Tensor::from_slice(runtime.device(), &[3], &[1.0f32, 2.0, 3.0])?;
+    /// let (host, offset) = x.to_vec_aligned::<f32>()?;
+    /// assert_eq!(host[offset..offset + 3], [1.0, 2.0, 3.0]);
+    /// assert_eq!(host[offset..].as_ptr().addr() % 64, 0);
+    /// # Ok::<(), iree_safe::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`to_vec`](Self::to_vec).
+    pub fn to_vec_aligned<T: Element>(&self) -> Result<(Vec<T>, usize)> {
+        if T::TYPE != self.element_type {
+            return Err(Error::InvalidArgument(format!(
+                "cannot read {} as {}: read it as {} (or use to_bytes)",
+                self.describe(),
+                T::TYPE,
+                self.element_type
+            )));
+        }
+        // SAFETY: as in `to_vec`.
+        let (stored, offset) = unsafe {
+            transfer::to_host_aligned::<T::Storage>(
+                self.device.as_ptr(),
+                self.view.as_ptr(),
+                import::IMPORT_ALIGNMENT,
+            )
+        }?;
+        // `from_storage` reuses the allocation: the offset still holds.
+        Ok((T::from_storage(stored), offset))
     }
 
     pub(crate) fn as_ptr(&self) -> *mut sys::iree_hal_buffer_view_t {

@@ -59,6 +59,23 @@ pub(crate) unsafe fn to_host<T: Pod>(
     device: *mut sys::iree_hal_device_t,
     view: *mut sys::iree_hal_buffer_view_t,
 ) -> Result<Vec<T>> {
+    // SAFETY: forwarded from this function's contract.
+    let (host, _) = unsafe { to_host_aligned(device, view, 1) }?;
+    Ok(host)
+}
+
+/// Copies a buffer view's contents into a new vector of `T` whose elements
+/// from the returned offset on are the view's, placed so that they start on
+/// an `align`-byte boundary (a power of two); the elements around them are
+/// zero. With `align` 1 the vector is exactly the view's elements, at 0.
+///
+/// # Safety
+/// `view` is live and its buffer belongs to the live `device`.
+pub(crate) unsafe fn to_host_aligned<T: Pod>(
+    device: *mut sys::iree_hal_device_t,
+    view: *mut sys::iree_hal_buffer_view_t,
+    align: usize,
+) -> Result<(Vec<T>, usize)> {
     // SAFETY: the view is live (caller's contract).
     let length = unsafe { sys::iree_hal_buffer_view_byte_length(view) };
     let size = std::mem::size_of::<T>();
@@ -68,26 +85,44 @@ pub(crate) unsafe fn to_host<T: Pod>(
         )));
     }
     let count = length / size;
+    // Elements before the data, at most, to reach the boundary.
+    let pad = if align > size { align / size } else { 0 };
+    let total = count + pad;
     let mut host: Vec<T> = Vec::new();
-    host.try_reserve_exact(count)
-        .map_err(|_| Error::HostAllocation { bytes: length })?;
+    host.try_reserve_exact(total)
+        .map_err(|_| Error::HostAllocation {
+            bytes: total * size,
+        })?;
+    let base = host.as_mut_ptr();
+    // `T` is aligned to `size` (plain numbers), so some offset below `pad`
+    // lands on the boundary whenever `size` divides `align`.
+    let offset = (0..pad)
+        .find(|&i| base.wrapping_add(i).addr().is_multiple_of(align))
+        .unwrap_or(0);
     if length > 0 {
-        // SAFETY: the buffer lives on `device` (caller's contract); `host` has
-        // room for `length` bytes, all of which the transfer writes.
+        // SAFETY: the buffer lives on `device` (caller's contract); `host`
+        // has room for `total` elements, and `offset + count <= total`; the
+        // transfer writes all `length` bytes from `offset` on.
         unsafe {
             check(sys::iree_hal_device_transfer_d2h(
                 device,
                 sys::iree_hal_buffer_view_buffer(view),
                 0,
-                host.as_mut_ptr().cast(),
+                base.add(offset).cast(),
                 length,
                 sys::IREE_HAL_TRANSFER_BUFFER_FLAG_DEFAULT,
                 sys::iree_infinite_timeout(),
             ))
         }?;
     }
-    // SAFETY: the transfer initialized all `count` elements, and `T` is plain
-    // data, valid for any bytes.
-    unsafe { host.set_len(count) };
-    Ok(host)
+    // SAFETY: within the reserved `total` elements: zero the ones before
+    // and after the data (all-zero bytes are a valid `T`: plain data).
+    unsafe {
+        std::ptr::write_bytes(base, 0, offset);
+        std::ptr::write_bytes(base.add(offset + count), 0, total - offset - count);
+    }
+    // SAFETY: all `total` elements are initialized (the transfer and the
+    // zeroing above), and `T` is plain data, valid for any bytes.
+    unsafe { host.set_len(total) };
+    Ok((host, offset))
 }

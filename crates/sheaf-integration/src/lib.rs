@@ -106,8 +106,10 @@ pub use lowering::{entry_symbol, Lowered, LoweringContext};
 pub use profile::{Phase, PhaseTotals, ProfileReport};
 pub use runtime::{CallerLowering, JitRuntime, Precompile, PrecompileSummary};
 pub use target::{CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION, PARALLEL_CONTRACTION};
-pub use tensor::{DeviceTensor, DeviceTensorExt, HostTensor, Tensor};
-pub use upload::UploadStats;
+pub use tensor::{
+    aligned_copy, DeviceTensor, DeviceTensorExt, HostTensor, Tensor, IMPORT_ALIGNMENT,
+};
+pub use upload::{UploadStats, IMPORT_MIN_BYTES};
 pub use value::{intern_key, Value, INTERNED_KEYS};
 
 /// `half`'s float types, which [`HostTensor`] holds f16 and bf16 data in.

@@ -980,6 +980,9 @@ impl JitRuntime {
             stats.hits += cpu.hits;
             stats.uploads += cpu.uploads;
             stats.bytes_uploaded += cpu.bytes_uploaded;
+            stats.imports += cpu.imports;
+            stats.bytes_imported += cpu.bytes_imported;
+            stats.not_cached += cpu.not_cached;
             stats.evictions += cpu.evictions;
             stats.entries += cpu.entries;
             stats.bytes += cpu.bytes;

@@ -179,8 +179,52 @@ impl HostTensor {
         }
     }
 
+    /// The array handed to `device` **without a copy**, when it can be:
+    /// `None` when it cannot, and the caller copies it
+    /// ([`to_device`](Self::to_device)). It can be on a CPU device
+    /// (`local-sync`, `local-task`) for an array in standard (row-major,
+    /// contiguous) layout whose data is 64-byte aligned and not empty, of a
+    /// dtype stored as the device reads it — every variant but
+    /// [`Tagged`](Self::Tagged), which needs converting. The device tensor
+    /// shares the array (an `Arc` clone, dropped when IREE releases the
+    /// buffer: after the call, or after the last result or clone that uses
+    /// it), and the array cannot change meanwhile. See
+    /// [`iree_safe::Tensor::import_shared`].
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Runtime`] when IREE refuses the import.
+    pub fn import_to(&self, device: &Device) -> Result<Option<DeviceTensor>, JitError> {
+        fn import<T: Element + Send + Sync>(
+            device: &Device,
+            array: &Arc<ArrayD<T>>,
+        ) -> Result<Option<DeviceTensor>, JitError> {
+            if array.as_slice().is_none() {
+                return Ok(None);
+            }
+            Ok(DeviceTensor::import_shared(
+                device,
+                array.shape(),
+                Arc::clone(array),
+                |array| array.as_slice().unwrap_or_default(),
+            )?)
+        }
+        match self {
+            HostTensor::F32(a) => import(device, a),
+            HostTensor::F64(a) => import(device, a),
+            HostTensor::F16(a) => import(device, a),
+            HostTensor::BF16(a) => import(device, a),
+            HostTensor::I32(a) => import(device, a),
+            HostTensor::I64(a) => import(device, a),
+            HostTensor::Bool(a) => import(device, a),
+            HostTensor::Tagged { .. } => Ok(None),
+        }
+    }
+
     /// Copies a device tensor back to the host: one copy, straight into the
-    /// array's storage.
+    /// array's storage, which starts on a 64-byte boundary (64 bytes more
+    /// at most): an array read back and passed again is imported by CPU
+    /// devices, not copied ([`import_to`](Self::import_to)).
     ///
     /// # Errors
     ///
@@ -189,8 +233,18 @@ impl HostTensor {
     /// not hold.
     pub fn from_device(tensor: &DeviceTensor) -> Result<HostTensor, JitError> {
         fn read<T: Element>(tensor: &DeviceTensor) -> Result<Arc<ArrayD<T>>, JitError> {
-            let shape = IxDyn(tensor.shape());
-            ArrayD::from_shape_vec(shape, tensor.to_vec()?)
+            let (data, offset) = tensor.to_vec_aligned::<T>()?;
+            let count = tensor.element_count();
+            let end = offset + count;
+            if data.len() < end {
+                return Err(JitError::Internal(format!(
+                    "device tensor {}: {} elements read back, {count} at {offset} expected",
+                    tensor.describe(),
+                    data.len()
+                )));
+            }
+            let flat = ndarray::Array1::from_vec(data).slice_move(ndarray::s![offset..end]);
+            flat.into_shape_with_order(IxDyn(tensor.shape()))
                 .map(Arc::new)
                 .map_err(|e| {
                     JitError::Internal(format!("device tensor {}: {e}", tensor.describe()))
@@ -237,6 +291,11 @@ impl Identity {
     /// The address and dtype, for hashing.
     pub(crate) fn key(&self) -> (usize, DType) {
         (self.array.address(), self.dtype)
+    }
+
+    /// True while the array lives.
+    pub(crate) fn alive(&self) -> bool {
+        self.array.alive()
     }
 
     /// True when `tensor` is the array this identity was taken from.
@@ -307,6 +366,44 @@ macro_rules! host_from {
 
 host_from!(f32 => F32, f64 => F64, f16 => F16, bf16 => BF16, i32 => I32, i64 => I64, bool => Bool);
 
+/// The alignment a host array needs to be imported (IREE's
+/// `IREE_HAL_HEAP_BUFFER_ALIGNMENT`).
+pub const IMPORT_ALIGNMENT: usize = 64;
+
+/// A row-major copy of `array` whose data is [`IMPORT_ALIGNMENT`]-aligned,
+/// so that CPU devices import it on every call instead of copying it
+/// ([`HostTensor::import_to`]). Make it once for arrays passed on many
+/// calls (parameters, when they are loaded): it costs one copy and at most
+/// 64 bytes more. The array owns a slightly larger buffer and starts inside
+/// it; it is an ordinary `ArrayD` (an operation that makes a new array
+/// makes an ordinary, not necessarily aligned, one).
+///
+/// ```
+/// let x = ndarray::ArrayD::<f32>::ones(ndarray::IxDyn(&[3, 5]));
+/// let aligned = sheaf_integration::aligned_copy(&x);
+/// assert_eq!(aligned, x);
+/// assert_eq!(aligned.as_ptr().addr() % sheaf_integration::IMPORT_ALIGNMENT, 0);
+/// ```
+pub fn aligned_copy<T: Clone>(array: &ArrayD<T>) -> ArrayD<T> {
+    let Some(first) = array.first() else {
+        return array.clone();
+    };
+    let pad = IMPORT_ALIGNMENT.div_ceil(std::mem::size_of::<T>().max(1));
+    let mut data = Vec::with_capacity(array.len() + pad);
+    data.extend(std::iter::repeat_n(first.clone(), pad));
+    data.extend(array.iter().cloned());
+    // Elements are `size_of::<T>()` apart, so one of the first `pad` starts
+    // on the boundary when the element size divides it (all of Sheaf's
+    // dtypes); else the copy is simply unaligned.
+    let offset = (0..pad)
+        .find(|&i| data[i..].as_ptr().addr().is_multiple_of(IMPORT_ALIGNMENT))
+        .unwrap_or(0);
+    let len = array.len();
+    let flat = ndarray::Array1::from_vec(data).slice_move(ndarray::s![offset..offset + len]);
+    flat.into_shape_with_order(IxDyn(array.shape()))
+        .unwrap_or_else(|_| array.clone())
+}
+
 /// Copies `array` to `device`: straight from its memory when it is in
 /// standard layout, else through a row-major host copy.
 fn upload<T: Element>(device: &Device, array: &ArrayD<T>) -> Result<DeviceTensor, JitError> {
@@ -371,8 +468,12 @@ impl DeviceTensorExt for DeviceTensor {
     }
 
     fn to_f32(&self) -> Result<ArrayD<f32>, JitError> {
-        let host = HostTensor::from_device(self)?;
-        Ok(Arc::unwrap_or_clone(host.to_f32()))
+        // Take the read-back array out of its only `Arc` (no second copy):
+        // `to_f32` would share it, and unwrapping a shared one copies.
+        match HostTensor::from_device(self)? {
+            HostTensor::F32(array) => Ok(Arc::unwrap_or_clone(array)),
+            other => Ok(Arc::unwrap_or_clone(other.to_f32())),
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! The upload cache: device copies of host arrays that calls pass again and
 //! again (weights), found by the array's identity so that each is uploaded
-//! once, not on every call.
+//! once, not on every call. On a CPU device an array the device can read in
+//! place is imported instead (no copy, nothing cached:
+//! [`HostTensor::import_to`]); the cache holds copies of the others.
 //!
 //! An array is known by its allocation (the `Arc`'s address) and dtype, with
 //! a weak reference that proves the allocation is still that array: while
@@ -10,7 +12,12 @@
 //! its second use (the first only marks it as seen), so activations that
 //! are new on every call never push weights out. The cache is bounded in
 //! entries and bytes, least recently used first, and holds device memory
-//! only: it never keeps a host array alive.
+//! only: it never keeps a host array alive. A full cache evicts only entries
+//! not in use — whose array is gone, or not used within the last cycle (as
+//! many uploads as it remembers arrays, 4096 by default): a working set
+//! larger than the bound (a model's parameters passed every step) keeps the
+//! part that fits cached instead of evicting each array before its next
+//! use.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -21,6 +28,12 @@ use lru::LruCache;
 use crate::config::UploadSettings;
 use crate::error::JitError;
 use crate::tensor::{DeviceTensor, HostTensor, Identity};
+
+/// Arrays smaller than this are copied, never imported: the copy costs
+/// about what wrapping the array as a buffer does, and whether a small
+/// array is 64-byte aligned is chance (the allocator's), so a program's
+/// small arguments behave the same on every run.
+pub const IMPORT_MIN_BYTES: usize = 64 << 10;
 
 /// Arrays seen once, remembered to recognise their second use.
 const SEEN_REMEMBERED: usize = 256;
@@ -35,12 +48,21 @@ pub struct UploadStats {
     pub uploads: u64,
     /// Bytes copied to the device.
     pub bytes_uploaded: u64,
+    /// Host arguments handed to the device without a copy (imported).
+    pub imports: u64,
+    /// Their bytes.
+    pub bytes_imported: u64,
+    /// Arrays seen twice that were not cached: the cache was full of
+    /// entries used within the last cycle.
+    pub not_cached: u64,
     /// Device copies dropped to stay within the bounds.
     pub evictions: u64,
     /// Device copies cached now.
     pub entries: usize,
     /// Their bytes.
     pub bytes: usize,
+    /// The byte bound (resolved for the device: `UploadSettings::bytes_for`).
+    pub max_bytes: usize,
 }
 
 type Key = (usize, DType);
@@ -49,12 +71,16 @@ struct Entry {
     identity: Identity,
     tensor: DeviceTensor,
     bytes: usize,
+    /// The upload (`State::tick`) that last used it.
+    used: u64,
 }
 
 struct State {
     entries: LruCache<Key, Entry>,
     seen: LruCache<Key, Identity>,
     bytes: usize,
+    /// Uploads through the cache so far: the clock of `Entry::used`.
+    tick: u64,
     stats: UploadStats,
 }
 
@@ -63,6 +89,7 @@ pub(crate) struct UploadCache {
     device: Device,
     max_entries: usize,
     max_bytes: usize,
+    import: bool,
     state: Mutex<State>,
 }
 
@@ -80,23 +107,34 @@ impl UploadCache {
     /// A cache for `device` within `bounds` (0 for either disables it).
     pub(crate) fn new(device: Device, bounds: UploadSettings) -> Self {
         UploadCache {
-            device,
             max_entries: bounds.entries,
-            max_bytes: bounds.bytes,
+            max_bytes: bounds.bytes_for(device.is_local()),
+            import: bounds.import && device.is_local(),
+            device,
             state: Mutex::new(State {
                 entries: LruCache::unbounded(),
                 seen: LruCache::unbounded(),
                 bytes: 0,
+                tick: 0,
                 stats: UploadStats::default(),
             }),
         }
     }
 
-    /// The device copy of `host`: cached, or uploaded now (and cached when
+    /// `host` on the device: imported (no copy) where the device can read it
+    /// in place, else the cached copy, or a copy made now (and cached when
     /// the array was seen before and fits).
     pub(crate) fn upload(&self, host: &HostTensor) -> Result<DeviceTensor, JitError> {
-        let enabled = self.max_entries > 0 && self.max_bytes > 0;
         let bytes = host.device_bytes();
+        if self.import && bytes >= IMPORT_MIN_BYTES {
+            if let Some(tensor) = host.import_to(&self.device)? {
+                let mut state = self.lock();
+                state.stats.imports += 1;
+                state.stats.bytes_imported += bytes as u64;
+                return Ok(tensor);
+            }
+        }
+        let enabled = self.max_entries > 0 && self.max_bytes > 0;
         if !enabled || bytes > self.max_bytes {
             return self.copy(host, bytes);
         }
@@ -104,8 +142,11 @@ impl UploadCache {
         let key = identity.key();
         let second_use = {
             let mut state = self.lock();
-            if let Some(entry) = state.entries.get(&key) {
+            state.tick += 1;
+            let tick = state.tick;
+            if let Some(entry) = state.entries.get_mut(&key) {
                 if entry.identity.is(host) {
+                    entry.used = tick;
                     let tensor = entry.tensor.clone();
                     state.stats.hits += 1;
                     return Ok(tensor);
@@ -119,7 +160,7 @@ impl UploadCache {
                 Some(seen) if seen.is(host) => true,
                 _ => {
                     state.seen.push(key, identity.clone());
-                    while state.seen.len() > SEEN_REMEMBERED {
+                    while state.seen.len() as u64 > self.cycle() {
                         state.seen.pop_lru();
                     }
                     false
@@ -135,6 +176,7 @@ impl UploadCache {
                     identity,
                     tensor: tensor.clone(),
                     bytes,
+                    used: 0,
                 },
             );
             // Dropped outside the lock: releasing device memory.
@@ -148,6 +190,7 @@ impl UploadCache {
         UploadStats {
             entries: state.entries.len(),
             bytes: state.bytes,
+            max_bytes: self.max_bytes,
             ..state.stats
         }
     }
@@ -160,10 +203,20 @@ impl UploadCache {
         Ok(tensor)
     }
 
-    /// Inserts a copy and evicts the least recently used beyond the bounds;
-    /// returns what was evicted, for the caller to drop outside the lock.
-    fn insert(&self, key: Key, entry: Entry) -> Vec<Entry> {
+    /// How many uploads back an entry counts as in use: as many as arrays
+    /// the cache remembers (at least 256).
+    fn cycle(&self) -> u64 {
+        SEEN_REMEMBERED.max(self.max_entries) as u64
+    }
+
+    /// Inserts a copy and evicts the least recently used beyond the bounds,
+    /// but only entries not in use: whose array is gone, or not used within
+    /// the last [`cycle`](Self::cycle) uploads. When an entry in use would
+    /// have to go, the new copy is not cached instead. Returns what was dropped, for the caller to
+    /// drop outside the lock.
+    fn insert(&self, key: Key, mut entry: Entry) -> Vec<Entry> {
         let mut state = self.lock();
+        entry.used = state.tick;
         state.bytes += entry.bytes;
         let mut evicted: Vec<Entry> = state
             .entries
@@ -175,12 +228,26 @@ impl UploadCache {
             state.bytes -= old.bytes;
         }
         while state.entries.len() > self.max_entries || state.bytes > self.max_bytes {
-            let Some((_, old)) = state.entries.pop_lru() else {
+            let Some((&lru_key, lru)) = state.entries.peek_lru() else {
+                break;
+            };
+            let recent = lru_key != key
+                && lru.identity.alive()
+                && lru.used.saturating_add(self.cycle()) > state.tick;
+            let dropped_key = if recent { key } else { lru_key };
+            let Some(old) = state.entries.pop(&dropped_key) else {
                 break;
             };
             state.bytes -= old.bytes;
-            state.stats.evictions += 1;
+            if recent {
+                state.stats.not_cached += 1;
+            } else {
+                state.stats.evictions += 1;
+            }
             evicted.push(old);
+            if recent {
+                break;
+            }
         }
         evicted
     }

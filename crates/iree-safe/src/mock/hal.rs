@@ -402,12 +402,34 @@ pub(crate) struct Buffer {
     device: usize,
     /// Whether the device is a local one (the buffer is heap memory).
     in_host_memory: bool,
-    bytes: Box<[u8]>,
+    storage: Storage,
     /// The statistics of the allocator the bytes came from, which the
     /// buffer updates when it is freed (IREE's heap buffers keep a pointer
-    /// to theirs, `iree/hal/buffer_heap.c`).
+    /// to theirs, `iree/hal/buffer_heap.c`; imported ones have none).
     statistics: Arc<AllocatorStatistics>,
 }
+
+/// Where a buffer's bytes are.
+#[derive(Debug)]
+enum Storage {
+    /// Allocated by the device.
+    Allocated(Box<[u8]>),
+    /// The caller's memory, imported (`iree_hal_allocator_import_buffer`):
+    /// read in place, and `release` called once when the buffer is destroyed
+    /// (as `iree_hal_heap_buffer_destroy` does).
+    Imported {
+        data: *const u8,
+        length: usize,
+        release: iree_hal_buffer_release_callback_t,
+    },
+}
+
+// SAFETY: imported memory is only read, and the importer promised it stays
+// valid and unchanged until the release callback runs, which may happen on
+// any thread (as in IREE, whose buffers are released from any thread).
+unsafe impl Send for Storage {}
+// SAFETY: as above; nothing mutates a buffer's bytes.
+unsafe impl Sync for Storage {}
 
 impl Buffer {
     /// Whether `device` can read the buffer (see
@@ -416,11 +438,39 @@ impl Buffer {
         self.device == std::ptr::from_ref(device).addr()
             || (self.in_host_memory && device.is_local())
     }
+
+    fn bytes(&self) -> &[u8] {
+        match &self.storage {
+            Storage::Allocated(bytes) => bytes,
+            // SAFETY: the importer keeps `length` bytes at `data` valid and
+            // unchanged until the release callback, which runs only when the
+            // buffer is dropped: after every borrow of `self`. Under miri, a
+            // release too early (memory freed while imported) is reported
+            // here as a use after free.
+            Storage::Imported { data, length, .. } => unsafe {
+                std::slice::from_raw_parts(*data, *length)
+            },
+        }
+    }
 }
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        self.statistics.record_free(self.bytes.len());
+        match &self.storage {
+            Storage::Allocated(bytes) => self.statistics.record_free(bytes.len()),
+            Storage::Imported { release, .. } => {
+                if let Some(callback) = release.fn_ {
+                    // SAFETY: the importer's callback, called once (the buffer
+                    // is dropped once), with its user data and the buffer.
+                    unsafe {
+                        callback(
+                            release.user_data,
+                            std::ptr::from_mut(self).cast::<iree_hal_buffer_t>(),
+                        )
+                    };
+                }
+            }
+        }
     }
 }
 
@@ -428,6 +478,125 @@ impl Object for Buffer {
     fn kind(&self) -> Kind {
         Kind::Buffer
     }
+}
+
+/// `IREE_HAL_HEAP_BUFFER_ALIGNMENT` (`iree/base/config.h`): what IREE's heap
+/// allocator requires of imported memory unless access allows unaligned.
+const HEAP_BUFFER_ALIGNMENT: usize = 64;
+
+/// `iree_hal_allocator_import_buffer` as a local device's heap allocator does
+/// it (`iree_hal_heap_allocator_import_buffer`, `iree/hal/allocator_heap.c`):
+/// wraps a host allocation, no copy; OUT_OF_RANGE for memory not 64-byte
+/// aligned (unless the access allows unaligned), UNAVAILABLE for another kind
+/// of external buffer or a device that is not local. `release_callback` is
+/// kept only on success.
+///
+/// # Safety
+/// `allocator` is a live device's allocator; `external_buffer` is valid and,
+/// for a host allocation, names `size` bytes that stay valid and unchanged
+/// until the release callback runs; `out_buffer` is valid for writes.
+pub(crate) unsafe fn iree_hal_allocator_import_buffer(
+    allocator: *mut iree_hal_allocator_t,
+    params: iree_hal_buffer_params_t,
+    external_buffer: *mut iree_hal_external_buffer_t,
+    release_callback: iree_hal_buffer_release_callback_t,
+    out_buffer: *mut *mut iree_hal_buffer_t,
+) -> iree_status_t {
+    // SAFETY: the mock's allocator is its device (caller's contract); `get`
+    // checks it is live.
+    let device = unsafe { registry::get(allocator.cast_const().cast::<Device>()) };
+    // SAFETY: the caller passes a valid external buffer.
+    let external = unsafe { *external_buffer };
+    let result = if external.type_ != IREE_HAL_EXTERNAL_BUFFER_TYPE_HOST_ALLOCATION
+        || !device.is_local()
+    {
+        Err(Failure::new(
+            IREE_STATUS_UNAVAILABLE,
+            "external buffer type not supported",
+        ))
+    } else {
+        // SAFETY: a host allocation's handle is the `host_allocation` member.
+        let data = unsafe { external.handle.host_allocation.ptr }
+            .cast_const()
+            .cast::<u8>();
+        let unaligned =
+            params.access & IREE_HAL_MEMORY_ACCESS_UNALIGNED as iree_hal_memory_access_t != 0;
+        if !unaligned && !data.addr().is_multiple_of(HEAP_BUFFER_ALIGNMENT) {
+            Err(Failure::new(
+                IREE_STATUS_OUT_OF_RANGE,
+                format!("imported heap buffer data must be aligned to {HEAP_BUFFER_ALIGNMENT}; got {data:p}"),
+            ))
+        } else {
+            Ok(Owned::new(Buffer {
+                device: std::ptr::from_ref(device).addr(),
+                in_host_memory: true,
+                storage: Storage::Imported {
+                    data,
+                    length: external.size,
+                    release: release_callback,
+                },
+                statistics: Arc::clone(&device.statistics),
+            }))
+        }
+    };
+    // SAFETY: the caller passes a valid out-pointer.
+    unsafe { return_object(out_buffer, result) }
+}
+
+/// `iree_hal_buffer_view_create`: a view of `buffer` (retained) with a
+/// shape and element type; INVALID_ARGUMENT when the buffer is smaller
+/// than the dense row-major size of the shape.
+///
+/// # Safety
+/// `buffer` is live, `shape` holds `shape_rank` dims, `out_buffer_view` is
+/// valid for writes.
+pub(crate) unsafe fn iree_hal_buffer_view_create(
+    buffer: *mut iree_hal_buffer_t,
+    shape_rank: iree_host_size_t,
+    shape: *const iree_hal_dim_t,
+    element_type: iree_hal_element_type_t,
+    encoding_type: iree_hal_encoding_type_t,
+    _host_allocator: iree_allocator_t,
+    out_buffer_view: *mut *mut iree_hal_buffer_view_t,
+) -> iree_status_t {
+    let shape: &[iree_hal_dim_t] = if shape_rank == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller passes `shape_rank` readable dims.
+        unsafe { std::slice::from_raw_parts(shape, shape_rank) }
+    };
+    let result = (|| {
+        if encoding_type != IREE_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR {
+            return Err(Failure::new(
+                IREE_STATUS_UNIMPLEMENTED,
+                format!("encoding 0x{encoding_type:08x} is not dense row-major"),
+            ));
+        }
+        let length = dense_byte_length(shape, element_type)?;
+        let buffer = NonNull::new(buffer.cast::<Buffer>())
+            .ok_or_else(|| Failure::new(IREE_STATUS_INVALID_ARGUMENT, "a null buffer"))?;
+        // SAFETY: the caller guarantees the buffer is live; `retain` checks it.
+        let buffer = unsafe { Owned::retain(buffer) };
+        if buffer_ref(&buffer).bytes().len() < length {
+            return Err(Failure::new(
+                IREE_STATUS_INVALID_ARGUMENT,
+                format!("the buffer is smaller than the {length} bytes of the shape"),
+            ));
+        }
+        Ok(Owned::new(BufferView {
+            buffer,
+            shape: shape.into(),
+            element_type,
+        }))
+    })();
+    // SAFETY: the caller passes a valid out-pointer.
+    unsafe { return_object(out_buffer_view, result) }
+}
+
+/// The buffer an owned reference holds.
+fn buffer_ref(buffer: &Owned<Buffer>) -> &Buffer {
+    // SAFETY: the reference keeps the buffer alive while it is borrowed.
+    unsafe { registry::get(buffer.as_ptr()) }
 }
 
 /// A shaped, typed view of a buffer.
@@ -456,7 +625,7 @@ impl BufferView {
         let buffer = Owned::new(Buffer {
             device: std::ptr::from_ref(device).addr(),
             in_host_memory: device.is_local(),
-            bytes: bytes.into(),
+            storage: Storage::Allocated(bytes.into()),
             statistics: Arc::clone(&device.statistics),
         });
         Owned::new(BufferView {
@@ -475,7 +644,7 @@ impl BufferView {
     }
 
     pub(crate) fn bytes(&self) -> &[u8] {
-        &self.buffer.bytes
+        self.buffer.bytes()
     }
 
     /// Whether a call on `device` can read the buffer: it was allocated
@@ -752,7 +921,7 @@ pub(crate) unsafe fn iree_hal_device_transfer_d2h(
     } else {
         match source_offset
             .checked_add(data_length)
-            .and_then(|end| buffer.bytes.get(source_offset..end))
+            .and_then(|end| buffer.bytes().get(source_offset..end))
         {
             Some(bytes) => {
                 // SAFETY: `target` has room for `data_length` bytes (caller's
@@ -766,7 +935,7 @@ pub(crate) unsafe fn iree_hal_device_transfer_d2h(
                 IREE_STATUS_OUT_OF_RANGE,
                 format!(
                     "transfer of {data_length} bytes at offset {source_offset} overruns a buffer of {}",
-                    buffer.bytes.len()
+                    buffer.bytes().len()
                 ),
             )),
         }
@@ -793,6 +962,7 @@ registry::refcount_functions! {
     iree_async_frontier_tracker_t => FrontierTracker: iree_async_frontier_tracker_release, iree_async_frontier_tracker_retain;
     iree_hal_device_group_t => DeviceGroup: iree_hal_device_group_release, iree_hal_device_group_retain;
     iree_hal_buffer_view_t => BufferView: iree_hal_buffer_view_release, iree_hal_buffer_view_retain;
+    iree_hal_buffer_t => Buffer: iree_hal_buffer_release, iree_hal_buffer_retain;
 }
 
 /// A device outside any driver registry, for the mock's unit tests.

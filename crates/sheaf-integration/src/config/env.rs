@@ -234,9 +234,16 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES",
-        meaning: "device copies of reused host arrays (`0` disables)",
-        default: "256M",
-        apply: |config, var| set(&mut config.uploads.bytes, var.size()),
+        meaning: "bytes of device copies of reused host arrays (`0` disables; `auto`: 1/4 of RAM on CPU devices, else 256M)",
+        default: "`auto`",
+        apply: |config, var| {
+            if var.text()? == "auto" {
+                config.uploads.bytes = crate::UploadSettings::DEVICE_SIZED;
+                Ok(())
+            } else {
+                set(&mut config.uploads.bytes, var.size())
+            }
+        },
     },
     EnvVariable {
         name: "SHEAF_JIT_BUNDLES",
@@ -622,6 +629,8 @@ mod tests {
         assert_eq!(config.device.cpu_workers, std::num::NonZeroUsize::new(2));
         assert_eq!(config.device.parallel_workers, None);
         assert_eq!(config.uploads.bytes, 1 << 20);
+        let auto = from(&[("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "auto")]).unwrap();
+        assert_eq!(auto.uploads.bytes, crate::UploadSettings::DEVICE_SIZED);
         assert_eq!(config.bundles, [PathBuf::from("/a"), PathBuf::from("/b")]);
         assert_eq!(config.device.driver, "local-task");
         let cache = &config.cache;
