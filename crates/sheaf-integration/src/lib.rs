@@ -81,8 +81,8 @@ pub use bundle::open_for_fuzzing;
 pub use bundle::{BundleError, ExportSummary};
 pub use config::{
     CompileMode, CompileSettings, DeviceSettings, DiskCacheFolder, DiskCacheSettings, EnvVariable,
-    JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret, RemoteSettings, UploadSettings,
-    DEFAULT_CACHE_FOLDER, ENV_VARIABLES, PROJECT_CACHE_FOLDER,
+    FloatSemantics, JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret, RemoteSettings,
+    UploadSettings, DEFAULT_CACHE_FOLDER, ENV_VARIABLES, PROJECT_CACHE_FOLDER,
 };
 pub use dispatch::{ArtifactSource, CallError, CallResult, Compiled, Dispatched};
 pub use error::{ConfigError, JitError, LoweringError, VariantError};
