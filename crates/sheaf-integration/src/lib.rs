@@ -99,8 +99,8 @@ pub use jit_cache::store::{
 pub use jit_cache::{
     ArgSpec, ByteSize, CacheConfig, CachePolicy, CacheStats, CapturedScalar, CompileFailure,
     Container, DType, ErrorChain, FallbackReason, FunctionMode, InFlightPolicy, Layout,
-    LayoutBuilder, LayoutVisitor, Leaf, MissReason, Origin, Provenance, Refusal, ScalarValue,
-    Signature,
+    LayoutBuilder, LayoutVisitor, Leaf, MissReason, Origin, Provenance, Refusal,
+    ScalarConversionError, ScalarValue, Signature,
 };
 pub use lowering::{entry_symbol, Lowered, LoweringContext};
 pub use profile::{Phase, PhaseTotals, ProfileReport};
