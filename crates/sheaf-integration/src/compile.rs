@@ -92,15 +92,19 @@ pub(crate) fn lower<M: Send + Sync + 'static>(
     semantics: FloatSemantics,
 ) -> Result<Lowering, VariantError> {
     let context = LoweringContext::new(function.name(), signature, values, entry);
+    let refused = |source| VariantError::Lowering {
+        function: function.name().to_owned(),
+        signature: signature.to_string(),
+        source,
+    };
     let Lowered {
         mlir,
         outputs,
         metadata,
-    } = lower(&context).map_err(|source| VariantError::Lowering {
-        function: function.name().to_owned(),
-        signature: signature.to_string(),
-        source,
-    })?;
+        entry: own_entry,
+    } = lower(&context).map_err(refused)?;
+    let mlir = crate::entry::named(mlir, own_entry.as_deref(), entry)
+        .map_err(|error| refused(error.into()))?;
     let metadata = Arc::new(metadata) as Metadata;
     Ok(Lowering {
         function: function.name().to_owned(),

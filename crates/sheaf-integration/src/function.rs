@@ -272,7 +272,9 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
             ))
         })?;
         let context = LoweringContext::new(self.name(), signature, None, &self.entry);
-        Ok(self.entry_module(&lower(&context)?.mlir))
+        let lowered = lower(&context)?;
+        let functions = crate::entry::named(lowered.mlir, lowered.entry.as_deref(), &self.entry)?;
+        Ok(self.entry_module(&functions))
     }
 
     /// The module around a lowering's functions.

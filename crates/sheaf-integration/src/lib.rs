@@ -57,6 +57,7 @@ mod config;
 mod contraction;
 mod declaration;
 mod dispatch;
+mod entry;
 mod error;
 mod exit;
 mod function;
