@@ -471,6 +471,7 @@ impl JitRuntime {
         let target = config.compile.target.as_ref();
         let compiler = &config.compile.compiler;
         let primary = Placement::primary(device, target, options, compiler)?;
+        primary.check_flags(options)?;
         let cpu = match (&device.cpu_fallback, primary.is_cpu()) {
             (Some(driver), false) => Some(CpuFallback {
                 driver: driver.clone(),

@@ -25,7 +25,7 @@ use crate::config::{DeviceSettings, FloatSemantics};
 use jit_cache::ErrorChain;
 
 use crate::contraction::{self, Work};
-use crate::error::JitError;
+use crate::error::{ConfigError, JitError};
 use crate::probe::{self, Probed};
 
 /// Extra flags for all CPU code, chosen by measurement (see the
@@ -189,6 +189,29 @@ impl Placement {
             strict: code(FloatSemantics::Strict),
             reassociate: code(FloatSemantics::Reassociate),
         }
+    }
+
+    /// Checks that the caller's options (`base`) do not contradict this
+    /// device's target: an extra flag that sets a target option to another
+    /// value is refused at start, rather than by every compile.
+    pub(crate) fn check_flags(&self, base: &CompileOptions) -> Result<(), ConfigError> {
+        for semantics in [FloatSemantics::Strict, FloatSemantics::Reassociate] {
+            if let Err(error) = self.code(semantics).options.checked_flags() {
+                let why = match error {
+                    iree_safe::compiler::CompileError::InvalidFlags { message, .. } => message,
+                    other => other.to_string(),
+                };
+                return Err(ConfigError::invalid(
+                    "compile.options.extra_flags",
+                    format!("{:?}", base.extra_flags),
+                    format!(
+                        "flags that keep the device's target and the input type; name another \
+                         target with CompileSettings::target ({why})"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The options (and their identity) that compile code here with

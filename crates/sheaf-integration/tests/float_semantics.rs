@@ -314,3 +314,44 @@ fn the_runtime_setting_comes_from_the_environment_too() {
         FloatSemantics::Strict
     );
 }
+
+#[test]
+fn the_callers_flags_win_over_the_runtimes_and_cannot_contradict_the_target() {
+    let flag = "--iree-llvmcpu-reassociate-fp-reductions";
+    // A reassociating runtime whose caller asks for the opposite: the
+    // caller's flag (later) wins, once, and the code is the strict code.
+    let config = blocking()
+        .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+        .compile(|compile| {
+            compile.float_semantics = FloatSemantics::Reassociate;
+            compile.options.extra_flags.push(format!("{flag}=false"));
+        });
+    let overridden = JitRuntime::new(config.build().unwrap()).unwrap();
+    let flags = overridden.compile_options().flags();
+    let given: Vec<&String> = flags.iter().filter(|f| f.starts_with(flag)).collect();
+    assert_eq!(given, [&format!("{flag}=false")], "{flags:?}");
+    let case = cases().pop().unwrap();
+    assert_eq!(
+        bits(&compiled(&overridden, &case)),
+        bits(&compiled(&runtime(FloatSemantics::Strict), &case)),
+        "the caller's flag reached the compiler"
+    );
+    // A flag that contradicts the target is refused at start, naming both.
+    let config = blocking().compile(|compile| {
+        compile
+            .options
+            .extra_flags
+            .push("--iree-llvmcpu-target-cpu=generic".into())
+    });
+    let error = JitRuntime::new(config.build().unwrap())
+        .unwrap_err()
+        .to_string();
+    for part in [
+        "compile.options.extra_flags",
+        "--iree-llvmcpu-target-cpu=generic",
+        "--iree-llvmcpu-target-cpu=",
+        "CompileSettings::target",
+    ] {
+        assert!(error.contains(part), "{part}: {error}");
+    }
+}

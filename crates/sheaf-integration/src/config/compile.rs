@@ -142,6 +142,22 @@ pub struct CompileSettings {
     /// Compiler options (target backend, CPU, extra flags). Default:
     /// StableHLO input, and f64 kept as f64 (IREE demotes it to f32 by
     /// default, which would silently change Sheaf's numerics).
+    ///
+    /// How its `extra_flags` combine with the runtime's own flags: the
+    /// target's flags (the device's, or [`target`](Self::target)) come
+    /// first and cannot be overridden (an extra flag that contradicts one,
+    /// such as `--iree-llvmcpu-target-cpu=znver4`, makes
+    /// [`JitRuntime::new`](crate::JitRuntime::new) fail with an error naming
+    /// both); then the runtime's own ([`CPU_FLAGS`](crate::CPU_FLAGS), the
+    /// [float semantics](Self::float_semantics)' flag,
+    /// [`CONTRACTION_FLAGS`](crate::CONTRACTION_FLAGS) for a large
+    /// contraction); then `extra_flags`, and a later flag wins: each option
+    /// reaches the compiler once, with the last value given
+    /// (`iree_safe::compiler::CompileOptions`, "Precedence of flags"). So
+    /// `--iree-opt-const-eval=true` here undoes `CPU_FLAGS`, and
+    /// `--iree-llvmcpu-reassociate-fp-reductions=true` reassociates every
+    /// function's reductions whatever its float semantics (prefer
+    /// [`FloatSemantics`], which the keys name apart).
     pub options: CompileOptions,
     /// The floating-point semantics of compiled code, for functions that do
     /// not choose their own. Default [`FloatSemantics::Strict`]: the
