@@ -372,6 +372,10 @@ fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
         })
 }
 
+/// The disk cache's folder of `iree-compile --version` answers
+/// (`iree_safe::compiler::remember_versions_in`).
+const COMPILER_VERSIONS: &str = "compiler-versions";
+
 /// One call to compile ahead with [`JitRuntime::precompile`]: a function and
 /// example arguments.
 #[derive(Clone, Copy)]
@@ -483,10 +487,28 @@ impl JitRuntime {
             }),
             _ => None,
         };
-        let store = match config.disk.store_config() {
-            Some(store) => ArtifactStore::open(store)?,
-            None => ArtifactStore::disabled(),
+        let (store, folder) = match config.disk.store_config() {
+            Some(store) => {
+                let folder = store.directory.clone();
+                (ArtifactStore::open(store)?, Some(folder))
+            }
+            None => (ArtifactStore::disabled(), None),
         };
+        if let Some(folder) = folder {
+            // The compiler's `--version`, kept beside the artifacts (a
+            // folder the store checked is this user's alone): a later
+            // process does not run the compiler to learn it.
+            let memos = folder.join(COMPILER_VERSIONS);
+            if let Err(error) = iree_safe::compiler::remember_versions_in(&memos) {
+                let error = ErrorChain(&error);
+                tracing::warn!(
+                    target: "sheaf_jit",
+                    %error,
+                    "cannot keep the compiler's version in the disk cache ({error}); each \
+                     process asks the compiler"
+                );
+            }
+        }
         let store = match remote_tier(&config)? {
             Some(remote) => store.with_remote(remote),
             None => store,

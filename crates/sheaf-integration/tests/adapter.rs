@@ -293,6 +293,37 @@ fn a_lowerings_own_entry_name_is_mapped_to_the_signatures_entry() {
 }
 
 #[test]
+fn a_disk_cache_keeps_the_compilers_version_for_the_next_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let config = JitConfig::builder()
+        .compile(|compile| {
+            compile.mode = CompileMode::Blocking;
+            compile.compiler = sheaf_integration::CompilerPreference::Subprocess;
+        })
+        .disk(|disk| disk.folder = sheaf_integration::DiskCacheFolder::Dir(cache.clone()));
+    let jit = JitRuntime::new(config.build().unwrap()).unwrap();
+    assert!(matches!(
+        jit.dispatch(&reference::sigmoid(), &[Value::from(array(&[2], 1))], &[])
+            .unwrap(),
+        Dispatched::Compiled(_)
+    ));
+    let compiler = jit
+        .compiler()
+        .expect("compiled")
+        .compiler
+        .version()
+        .build()
+        .to_owned();
+    let memos: Vec<String> = std::fs::read_dir(cache.join("compiler-versions"))
+        .unwrap()
+        .map(|entry| std::fs::read_to_string(entry.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(memos.len(), 1, "{memos:?}");
+    assert!(memos[0].ends_with(&format!("\n{compiler}\n")), "{memos:?}");
+}
+
+#[test]
 fn bad_calls_do_not_widen_a_function() {
     let jit = runtime(CompileMode::Blocking);
     let mlp = reference::mlp_layer();
