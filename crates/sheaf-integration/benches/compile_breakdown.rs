@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 use iree_safe::compiler::{choose_compiler, CompileOptions, CompilerPreference};
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, DiskCacheFolder, Dispatched, JitConfig, JitFunction, JitRuntime,
-    Signature, Value, CONTRACTION_FLAGS, CPU_FLAGS,
+    reference, CompileMode, DiskCacheFolder, Dispatched, FloatSemantics, JitConfig, JitFunction,
+    JitRuntime, Signature, Value, CONTRACTION_FLAGS, CPU_FLAGS,
 };
 
 const ROUNDS: usize = 5;
@@ -110,10 +110,12 @@ fn module_text(workload: &Workload) -> String {
         .expect("lowers")
 }
 
-/// The runtime's compile options for `workload` on the host CPU.
+/// The runtime's compile options for `workload` on the host CPU (strict
+/// float semantics, the default).
 fn current_options(workload: &Workload) -> CompileOptions {
     let mut options = JitConfig::default().compile.options;
     let mut flags: Vec<&str> = CPU_FLAGS.to_vec();
+    flags.extend(FloatSemantics::Strict.cpu_flags());
     if workload.tiled {
         flags.extend(CONTRACTION_FLAGS);
     }

@@ -1,10 +1,12 @@
-//! Benchmark (not a test) behind `CPU_FLAGS` and `CONTRACTION_FLAGS`, and
-//! the figures for choosing the CPU device: the modules the JIT compiles
+//! Benchmark (not a test) behind `CPU_FLAGS` and `CONTRACTION_FLAGS`, the
+//! cost of the strict float semantics (`FloatSemantics`), and the figures
+//! for choosing the CPU device: the modules the JIT compiles
 //! for sigmoid `f32[1,5]`, softmax `f32[128,1024]` (of `x / 2.0`),
 //! `mlp_layer` `f32[128,256]×[256,256]` and `f32[n,n]` matmuls for n =
 //! 256, 320, 384 and 512 (the reference lowerings' own MLIR), compiled with
-//! the runtime's flags (`CPU_FLAGS`, plus `CONTRACTION_FLAGS` as
-//! `LARGE_CONTRACTION` decides) and with each candidate flag added, then
+//! the runtime's flags (`CPU_FLAGS` and the strict float semantics' flag,
+//! plus `CONTRACTION_FLAGS` as `LARGE_CONTRACTION` decides) and with each
+//! candidate flag added (`FloatSemantics::Reassociate`'s first), then
 //! called on device-resident inputs on `local-sync` (single-threaded, the
 //! default CPU device), on `local-task` with IREE's default workers (one
 //! per physical core, pinned) and with at most 1 and 2 of them
@@ -28,10 +30,14 @@
 //! cargo bench -p sheaf-integration --bench cpu_flags
 //! cargo bench -p sheaf-integration --bench cpu_flags -- matmul softmax
 //! cargo bench -p sheaf-integration --bench cpu_flags -- --now
+//! cargo bench -p sheaf-integration --bench cpu_flags -- --float sigmoid softmax mlp_layer
 //! ```
 //!
 //! Arguments keep only the functions whose name contains one of them;
-//! `--now` measures the runtime's own flags only (the first row). On an
+//! `--now` measures the runtime's own flags only (the first row), `--float`
+//! the runtime's flags and `FloatSemantics::Reassociate` (the first two:
+//! what the strict default costs, about 15 s for the three small
+//! functions). On an
 //! AVX-512 machine it first measures one core's f32 FMA peak and prints,
 //! for each function with a contraction, the time its multiply-adds take
 //! at that peak: the floor no code on one core can beat.
@@ -42,8 +48,8 @@ use std::time::{Duration, Instant};
 use iree_safe::compiler::{choose_compiler, Artifact, CompileOptions, CompilerPreference};
 use iree_safe::{Device, Function, Runtime, Tensor, VmValue};
 use sheaf_integration::{
-    reference, CapturedScalar, DType, JitConfig, JitFunction, Signature, CONTRACTION_FLAGS,
-    CPU_FLAGS, LARGE_CONTRACTION,
+    reference, CapturedScalar, DType, FloatSemantics, JitConfig, JitFunction, Signature,
+    CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION,
 };
 
 const COMPILE_ROUNDS: usize = 3;
@@ -51,10 +57,10 @@ const ROUNDS: usize = 20;
 
 /// Candidate flags, each added after the runtime's own (so they win).
 const CANDIDATES: &[(&str, &[&str])] = &[
-    ("now (CPU_FLAGS, CONTRACTION_FLAGS ≥ 2²⁵)", &[]),
+    ("now (CPU_FLAGS, strict, CONTRACTION_FLAGS ≥ 2²⁵)", &[]),
     (
-        "before: no reassociate-fp-reductions",
-        &["--iree-llvmcpu-reassociate-fp-reductions=false"],
+        "+ FloatSemantics::Reassociate",
+        FloatSemantics::Reassociate.cpu_flags(),
     ),
     (
         "before: microkernels with data tiling",
@@ -182,10 +188,12 @@ fn module_text(workload: &Workload) -> String {
         .expect("lowers")
 }
 
-/// The runtime's options for `workload` on the host CPU, then `extra`.
+/// The runtime's options for `workload` on the host CPU (strict float
+/// semantics, the default), then `extra`.
 fn options(workload: &Workload, extra: &[&str]) -> CompileOptions {
     let mut options = JitConfig::default().compile.options;
     let mut flags: Vec<&str> = CPU_FLAGS.to_vec();
+    flags.extend(FloatSemantics::Strict.cpu_flags());
     if workload.tiled() {
         flags.extend(CONTRACTION_FLAGS);
     }
@@ -281,6 +289,8 @@ fn main() {
     let only: Vec<&String> = args.iter().filter(|arg| !arg.starts_with('-')).collect();
     let candidates = if args.iter().any(|arg| arg == "--now") {
         &CANDIDATES[..1]
+    } else if args.iter().any(|arg| arg == "--float") {
+        &CANDIDATES[..2]
     } else {
         CANDIDATES
     };

@@ -200,6 +200,7 @@ mod tests {
             outputs: None,
             metadata: Arc::new(()),
             metadata_bytes: None,
+            semantics: crate::FloatSemantics::Strict,
         }
     }
 

@@ -21,6 +21,7 @@ use jit_cache::store::{
 use jit_cache::{ErrorChain, Signature};
 
 use crate::bundle::Bundle;
+use crate::config::FloatSemantics;
 use crate::declaration;
 use crate::dispatch::ArtifactSource;
 use crate::error::{LoweringError, VariantError};
@@ -76,27 +77,34 @@ pub(crate) struct Lowering {
     pub(crate) metadata: Metadata,
     /// The metadata as a bundle records it, when the function has a codec.
     pub(crate) metadata_bytes: Option<Arc<[u8]>>,
+    /// The float semantics it compiles with (the function's, else the
+    /// runtime's): which of its placement's options and target identity.
+    pub(crate) semantics: FloatSemantics,
 }
 
 /// Runs `lower` for `signature` of `function`, with `entry` as the entry
-/// symbol, on the calling thread.
+/// symbol, on the calling thread; the variant compiles with `semantics`.
 pub(crate) fn lower<M: Send + Sync + 'static>(
     function: &JitFunction<M>,
     lower: impl FnOnce(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>,
-    signature: &Signature,
-    values: Option<&[Value]>,
+    (signature, values): (&Signature, Option<&[Value]>),
     entry: &str,
+    semantics: FloatSemantics,
 ) -> Result<Lowering, VariantError> {
     let context = LoweringContext::new(function.name(), signature, values, entry);
+    let refused = |source| VariantError::Lowering {
+        function: function.name().to_owned(),
+        signature: signature.to_string(),
+        source,
+    };
     let Lowered {
         mlir,
         outputs,
         metadata,
-    } = lower(&context).map_err(|source| VariantError::Lowering {
-        function: function.name().to_owned(),
-        signature: signature.to_string(),
-        source,
-    })?;
+        entry: own_entry,
+    } = lower(&context).map_err(refused)?;
+    let mlir = crate::entry::named(mlir, own_entry.as_deref(), entry)
+        .map_err(|error| refused(error.into()))?;
     let metadata = Arc::new(metadata) as Metadata;
     Ok(Lowering {
         function: function.name().to_owned(),
@@ -107,6 +115,7 @@ pub(crate) fn lower<M: Send + Sync + 'static>(
         outputs,
         metadata_bytes: function.encode_metadata(&metadata).map(Arc::from),
         metadata,
+        semantics,
     })
 }
 
@@ -234,12 +243,13 @@ impl Pipeline {
                 .load(trusted(artifact))?
                 .function(entry_name)
         };
+        let target = &placement.code(lowering.semantics).target_identity;
         let in_bundle = self.bundles.iter().find_map(|bundle| {
-            let key = self.key(&lowering.module, bundle.compiler(), placement);
+            let key = self.key(&lowering.module, bundle.compiler(), target);
             Some((bundle.fetch(&key, load)?, ArtifactSource::Bundle, key))
         });
         let (entry, source, key) = in_bundle.or_else(|| {
-            let key = self.key(&lowering.module, self.identity()?, placement);
+            let key = self.key(&lowering.module, self.identity()?, target);
             Some((
                 self.store.fetch(&key, load)?,
                 ArtifactSource::DiskCache,
@@ -266,8 +276,9 @@ impl Pipeline {
         let load = |artifact: VerifiedArtifact<'_>| -> Result<Function, iree_safe::Error> {
             runtime.load(trusted(artifact))?.function(entry_name)
         };
+        let target = &placement.code(lowering.semantics).target_identity;
         let found = self.bundles.iter().find_map(|bundle| {
-            let key = self.key(&lowering.module, bundle.compiler(), placement);
+            let key = self.key(&lowering.module, bundle.compiler(), target);
             bundle
                 .fetch(&key, load)
                 .map(|entry| (entry, ArtifactSource::Bundle, Some(key)))
@@ -276,7 +287,7 @@ impl Pipeline {
             Some(found) => found,
             None => self.fetch_or_compile(
                 &lowering.module,
-                placement,
+                (placement, lowering.semantics),
                 load,
                 (&lowering.function, &lowering.signature),
             )?,
@@ -286,18 +297,18 @@ impl Pipeline {
 
     /// The variant an artifact bundle lists for `function` compiled for
     /// `target` (or a generalization of the call's `signature`) on
-    /// `placement`, loaded without lowering; `None` when no bundle has one
-    /// whose metadata can be had without the lowering.
+    /// `placement` with `semantics`, loaded without lowering; `None` when
+    /// no bundle has one whose metadata can be had without the lowering.
     pub(crate) fn bundled<M: Send + Sync + 'static>(
         &self,
         function: &JitFunction<M>,
         (target, signature): (&Signature, &Signature),
-        placement: &Placement,
+        (placement, semantics): (&Placement, FloatSemantics),
     ) -> Option<Bundled> {
         let id = (function.name(), function.id().definition_hash());
+        let identity = &placement.code(semantics).target_identity;
         self.bundles.iter().find_map(|bundle| {
-            let (found, generalization) =
-                bundle.find(id, (target, signature), &placement.target_identity)?;
+            let (found, generalization) = bundle.find(id, (target, signature), identity)?;
             let metadata = function.metadata_from(found.metadata.as_deref())?;
             let entry = bundle.fetch(&found.key, |artifact| {
                 placement
@@ -329,7 +340,7 @@ impl Pipeline {
                 key: Some(found.key),
                 source: ArtifactSource::Bundle,
                 metadata_bytes: found.metadata.as_deref().map(Arc::from),
-                target: Arc::from(placement.target_identity.as_str()),
+                target: Arc::from(identity.as_str()),
                 device: Arc::from(placement.device().uri()),
             };
             Some(Bundled {
@@ -356,9 +367,12 @@ impl Pipeline {
         lowerings: &[Lowering],
         placement: &Placement,
     ) -> Result<Vec<Variant>, VariantError> {
-        if lowerings.is_empty() {
+        let Some(semantics) = lowerings.first().map(|lowering| lowering.semantics) else {
             return Ok(Vec::new());
-        }
+        };
+        // The callers group lowerings by placement and float semantics
+        // (`Inner::per_placement`): one set of flags per module.
+        debug_assert!(lowerings.iter().all(|l| l.semantics == semantics));
         let mut functions = String::new();
         for lowering in lowerings {
             functions.push_str(&lowering.functions);
@@ -379,14 +393,19 @@ impl Pipeline {
         };
         let names: Vec<&str> = lowerings.iter().map(|l| l.function.as_str()).collect();
         let what = format!("a batch of {} signatures", lowerings.len());
-        let (loaded, source, key) =
-            self.fetch_or_compile(&module, placement, load, (&names.join(", "), &what))?;
+        let (loaded, source, key) = self.fetch_or_compile(
+            &module,
+            (placement, semantics),
+            load,
+            (&names.join(", "), &what),
+        )?;
         if let (ArtifactSource::Compiler, Some(bytes), Some(compiler)) =
             (source, artifact_bytes.take(), self.identity())
         {
+            let target = &placement.code(semantics).target_identity;
             for lowering in lowerings {
                 self.store
-                    .insert(&self.key(&lowering.module, compiler, placement), &bytes);
+                    .insert(&self.key(&lowering.module, compiler, target), &bytes);
             }
         }
         let share = loaded
@@ -402,34 +421,36 @@ impl Pipeline {
             .collect())
     }
 
-    /// The disk key of `module` compiled by `compiler` for `placement`.
-    fn key(&self, module: &str, compiler: &str, placement: &Placement) -> ArtifactKey {
+    /// The disk key of `module` compiled by `compiler` for `target` (a
+    /// target identity: the flags, float semantics included).
+    fn key(&self, module: &str, compiler: &str, target: &str) -> ArtifactKey {
         ArtifactKey::new(&KeyParts {
             program: module,
             compiler,
             runtime: iree_safe::IREE_RUNTIME_BUILD,
-            target: &placement.target_identity,
+            target,
         })
     }
 
-    /// Loads `module` from the disk cache or the remote cache, or compiles,
-    /// stores (and publishes) and loads it; `what` names the function(s)
-    /// and signature(s) in errors.
+    /// Loads `module` from the disk cache or the remote cache, or compiles
+    /// it for `placement` with `semantics`, stores (and publishes) and
+    /// loads it; `what` names the function(s) and signature(s) in errors.
     fn fetch_or_compile<V>(
         &self,
         module: &str,
-        placement: &Placement,
+        (placement, semantics): (&Placement, FloatSemantics),
         load: impl Fn(VerifiedArtifact<'_>) -> Result<V, iree_safe::Error>,
         (function, signature): (&str, &str),
     ) -> Result<(V, ArtifactSource, Option<ArtifactKey>), VariantError> {
+        let target = &placement.code(semantics).target_identity;
         let key = self
             .identity()
-            .map(|compiler| self.key(module, compiler, placement));
+            .map(|compiler| self.key(module, compiler, target));
         let compile = || -> Result<Vec<u8>, Step> {
             let compiler = self.compiler().map_err(Step::NoCompiler)?;
             let artifact = compiler
                 .compiler
-                .compile(module, &placement.options_for(module))
+                .compile(module, &placement.options_for(module, semantics))
                 .map_err(Step::Compile)?;
             Ok(artifact.into_bytes())
         };

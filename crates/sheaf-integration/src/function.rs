@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use jit_cache::{FunctionId, Signature};
 
-use crate::config::CompileMode;
+use crate::config::{CompileMode, FloatSemantics};
 use crate::error::LoweringError;
 use crate::lowering::{entry_symbol, Lowered, LoweringContext};
 
@@ -36,8 +36,19 @@ pub struct JitFunction<M = ()> {
     /// ([`JitRuntime::dispatch_with`](crate::JitRuntime::dispatch_with)).
     lower: Option<Arc<LowerFn<M>>>,
     mode: Option<CompileMode>,
+    /// `None`: the runtime's ([`CompileSettings::float_semantics`](crate::CompileSettings::float_semantics)).
+    float: Option<FloatSemantics>,
     codec: Option<MetadataCodec<M>>,
 }
+
+/// What a function's id is tagged with when it chooses its own float
+/// semantics: `(M, StrictFloat)` or `(M, ReassociatedFloat)`, its metadata
+/// type with a marker of the choice, so that the in-memory cache never
+/// hands one choice's variant to another (the disk cache and bundles tell
+/// them apart by the target identity, which holds the flags).
+enum StrictFloat {}
+/// The marker of [`FloatSemantics::Reassociate`] (see [`StrictFloat`]).
+enum ReassociatedFloat {}
 
 /// How a function's metadata is written into an exported bundle and read
 /// back from it, so the bundle serves the function without lowering it.
@@ -135,6 +146,7 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
             id,
             lower,
             mode: None,
+            float: None,
             codec: None,
         }
     }
@@ -145,6 +157,30 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
     /// interpreted form is slow or disagrees with the compiled one.
     pub fn with_compile_mode(mut self, mode: CompileMode) -> Self {
         self.mode = Some(mode);
+        self
+    }
+
+    /// Compiles this function with `semantics`, whatever the runtime's
+    /// ([`CompileSettings::float_semantics`](crate::CompileSettings::float_semantics)):
+    /// e.g. [`FloatSemantics::Reassociate`] for a hot reduction whose last
+    /// bits do not matter, in a runtime that keeps the compiler's
+    /// semantics. The choice is part of the function's identity: its
+    /// variants are never served to the same function with another choice
+    /// (nor to one without a choice), in memory, on disk or from a bundle.
+    ///
+    /// ```
+    /// use sheaf_integration::{reference, FloatSemantics};
+    ///
+    /// let fast = reference::softmax().with_float_semantics(FloatSemantics::Reassociate);
+    /// assert_eq!(fast.float_semantics(), Some(FloatSemantics::Reassociate));
+    /// assert_ne!(fast.id(), reference::softmax().id());
+    /// ```
+    pub fn with_float_semantics(mut self, semantics: FloatSemantics) -> Self {
+        self.id = match semantics {
+            FloatSemantics::Strict => self.id.with_type_tag::<(M, StrictFloat)>(),
+            FloatSemantics::Reassociate => self.id.with_type_tag::<(M, ReassociatedFloat)>(),
+        };
+        self.float = Some(semantics);
         self
     }
 
@@ -236,7 +272,9 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
             ))
         })?;
         let context = LoweringContext::new(self.name(), signature, None, &self.entry);
-        Ok(self.entry_module(&lower(&context)?.mlir))
+        let lowered = lower(&context)?;
+        let functions = crate::entry::named(lowered.mlir, lowered.entry.as_deref(), &self.entry)?;
+        Ok(self.entry_module(&functions))
     }
 
     /// The module around a lowering's functions.
@@ -283,6 +321,13 @@ impl<M> JitFunction<M> {
         self.mode
     }
 
+    /// The float semantics given with
+    /// [`with_float_semantics`](Self::with_float_semantics), if any (else
+    /// the runtime's apply).
+    pub fn float_semantics(&self) -> Option<FloatSemantics> {
+        self.float
+    }
+
     /// Whether the function has a lowering of its own (else each call
     /// brings one, through
     /// [`dispatch_with`](crate::JitRuntime::dispatch_with)).
@@ -301,6 +346,7 @@ impl<M> Clone for JitFunction<M> {
             entry: Arc::clone(&self.entry),
             lower: self.lower.clone(),
             mode: self.mode,
+            float: self.float,
             codec: self.codec.clone(),
         }
     }
@@ -312,6 +358,7 @@ impl<M> fmt::Debug for JitFunction<M> {
             .field("id", &self.id)
             .field("metadata", &std::any::type_name::<M>())
             .field("mode", &self.mode)
+            .field("float_semantics", &self.float)
             .field("lowered_per_call", &self.lower.is_none())
             .finish_non_exhaustive()
     }

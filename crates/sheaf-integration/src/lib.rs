@@ -57,6 +57,7 @@ mod config;
 mod contraction;
 mod declaration;
 mod dispatch;
+mod entry;
 mod error;
 mod exit;
 mod function;
@@ -81,8 +82,8 @@ pub use bundle::open_for_fuzzing;
 pub use bundle::{BundleError, ExportSummary};
 pub use config::{
     CompileMode, CompileSettings, DeviceSettings, DiskCacheFolder, DiskCacheSettings, EnvVariable,
-    JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret, RemoteSettings, UploadSettings,
-    DEFAULT_CACHE_FOLDER, ENV_VARIABLES, PROJECT_CACHE_FOLDER,
+    FloatSemantics, JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret, RemoteSettings,
+    UploadSettings, DEFAULT_CACHE_FOLDER, ENV_VARIABLES, PROJECT_CACHE_FOLDER,
 };
 pub use dispatch::{ArtifactSource, CallError, CallResult, Compiled, Dispatched};
 pub use error::{ConfigError, JitError, LoweringError, VariantError};
@@ -99,8 +100,8 @@ pub use jit_cache::store::{
 pub use jit_cache::{
     ArgSpec, ByteSize, CacheConfig, CachePolicy, CacheStats, CapturedScalar, CompileFailure,
     Container, DType, ErrorChain, FallbackReason, FunctionMode, InFlightPolicy, Layout,
-    LayoutBuilder, LayoutVisitor, Leaf, MissReason, Origin, Provenance, Refusal, ScalarValue,
-    Signature,
+    LayoutBuilder, LayoutVisitor, Leaf, MissReason, Origin, Provenance, Refusal,
+    ScalarConversionError, ScalarValue, Signature,
 };
 pub use lowering::{entry_symbol, Lowered, LoweringContext};
 pub use profile::{Phase, PhaseTotals, ProfileReport};

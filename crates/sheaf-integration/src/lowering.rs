@@ -107,7 +107,8 @@ impl<'a> LoweringContext<'a> {
 /// is kept with the compiled code and handed back on every call it serves.
 ///
 /// `mlir` holds top-level operations only — the entry `func.func`, named
-/// [`LoweringContext::entry_name`], and any private helpers — without a
+/// [`LoweringContext::entry_name`] (or a name of its own, declared with
+/// [`with_entry`](Self::with_entry)), and any private helpers — without a
 /// `module { }` around them: the runtime wraps them in a module (and may put
 /// several variants in one module to compile them at once).
 #[derive(Debug, Clone)]
@@ -122,6 +123,9 @@ pub struct Lowered<M = ()> {
     /// The caller's metadata for this variant (a return type, dict keys,
     /// argument layouts).
     pub metadata: M,
+    /// The entry function's own name in `mlir`, when it is not
+    /// [`LoweringContext::entry_name`] (see [`with_entry`](Self::with_entry)).
+    pub entry: Option<String>,
 }
 
 impl Lowered<()> {
@@ -131,11 +135,44 @@ impl Lowered<()> {
             mlir: mlir.into(),
             outputs: None,
             metadata: (),
+            entry: None,
         }
     }
 }
 
 impl<M> Lowered<M> {
+    /// Declares that the entry function of `mlir` is `func.func @entry`, a
+    /// name of the lowering's own (MLIR generated before the call, with a
+    /// fixed symbol, such as Sheaf's value-and-grad code), instead of
+    /// [`LoweringContext::entry_name`]: the runtime renames it to the entry
+    /// name, where it is defined and wherever the MLIR refers to it
+    /// (`func.call @entry`), leaving string literals, comments and other
+    /// symbols alone. Other symbols keep their names: make them unique
+    /// with [`LoweringContext::symbol`], since variants may be compiled
+    /// together in one module (a background batch whose symbols clash is
+    /// compiled again one variant at a time; a
+    /// [`precompile`](crate::JitRuntime::precompile) batch fails).
+    ///
+    /// ```
+    /// use sheaf_integration::Lowered;
+    ///
+    /// let generated = "func.func @value_and_grad(%x: tensor<f32>) -> tensor<f32> {
+    ///   return %x : tensor<f32>
+    /// }";
+    /// let lowered = Lowered::new(generated).with_entry("value_and_grad");
+    /// assert_eq!(lowered.entry.as_deref(), Some("value_and_grad"));
+    /// ```
+    ///
+    /// An entry the MLIR does not define as a public `func.func` is a
+    /// [`LoweringError`] of the signature ([`MlirError::NoEntry`](crate::mlir::MlirError::NoEntry),
+    /// [`PrivateEntry`](crate::mlir::MlirError::PrivateEntry)), as is an
+    /// entry name the MLIR already uses for another symbol
+    /// ([`EntryNameTaken`](crate::mlir::MlirError::EntryNameTaken)).
+    pub fn with_entry(mut self, entry: impl Into<String>) -> Self {
+        self.entry = Some(entry.into());
+        self
+    }
+
     /// Declares how the results nest.
     pub fn with_outputs(mut self, outputs: Layout) -> Self {
         self.outputs = Some(outputs);
@@ -148,6 +185,7 @@ impl<M> Lowered<M> {
             mlir: self.mlir,
             outputs: self.outputs,
             metadata,
+            entry: self.entry,
         }
     }
 }

@@ -50,6 +50,39 @@ pub enum MlirError {
         /// What the caller said the dims must be.
         message: String,
     },
+    /// The entry a lowering named with [`Lowered::with_entry`](crate::Lowered::with_entry)
+    /// is not a function its MLIR defines.
+    #[error(
+        "the lowering names `@{entry}` as its entry function (Lowered::with_entry), but its \
+         MLIR defines no `func.func @{entry}`: name the function the MLIR defines"
+    )]
+    NoEntry {
+        /// The entry's name, as the lowering gave it.
+        entry: String,
+    },
+    /// The entry a lowering named with [`Lowered::with_entry`](crate::Lowered::with_entry)
+    /// is a private function, which the compiled module would not export.
+    #[error(
+        "the lowering's entry function `@{entry}` is private: an entry must be public (drop \
+         `private` from its `func.func`)"
+    )]
+    PrivateEntry {
+        /// The entry's name.
+        entry: String,
+    },
+    /// The per-signature entry name the runtime gives a lowering's own
+    /// entry ([`Lowered::with_entry`](crate::Lowered::with_entry)) is a
+    /// symbol of its MLIR already.
+    #[error(
+        "cannot rename the entry function `@{entry}` to `@{name}`: the MLIR has a symbol \
+         `@{name}` already (name helpers with LoweringContext::symbol)"
+    )]
+    EntryNameTaken {
+        /// The entry's name, as the lowering gave it.
+        entry: String,
+        /// The runtime's entry name for the signature.
+        name: String,
+    },
 }
 
 /// `tensor<1x5xf32>`, `tensor<?x5xf32>` with a dynamic dim

@@ -23,7 +23,7 @@ use smallvec::SmallVec;
 use crate::batch_queue::BatchQueue;
 use crate::bundle::{self, Bundle, BundleError, Export, ExportSummary};
 use crate::compile::{self, Lowering, Pipeline};
-use crate::config::{CompileMode, JitConfig, RemoteSecret, UploadSettings};
+use crate::config::{CompileMode, FloatSemantics, JitConfig, RemoteSecret, UploadSettings};
 use crate::dispatch::{ArtifactSource, CallError, CallResult, Compiled, Dispatched};
 use crate::error::{ConfigError, JitError, LoweringError, VariantError};
 use crate::exit;
@@ -86,6 +86,8 @@ struct Inner {
     // (they keep them alive anyway).
     cache: JitCache<Variant>,
     compile_mode: CompileMode,
+    /// The float semantics of functions that do not choose their own.
+    float_semantics: FloatSemantics,
     /// Shared with the cache's policy memory (the disk cache's policy
     /// files), when there is a disk cache.
     pipeline: Arc<Pipeline>,
@@ -155,6 +157,12 @@ impl Inner {
         }
     }
 
+    /// The float semantics `function` compiles with: its own, else the
+    /// runtime's.
+    fn semantics_of<M>(&self, function: &JitFunction<M>) -> FloatSemantics {
+        function.float_semantics().unwrap_or(self.float_semantics)
+    }
+
     /// Lowers `signature` of `function` with `lower` on the calling thread
     /// (a refusal is the signature's failure, not a compile).
     fn lower<M: Send + Sync + 'static>(
@@ -166,7 +174,14 @@ impl Inner {
     ) -> Result<Lowering, CompileFailure> {
         let start = Instant::now();
         let entry = function.variant_symbol(signature);
-        let lowered = compile::lower(function, lower, signature, Some(values), &entry);
+        let semantics = self.semantics_of(function);
+        let lowered = compile::lower(
+            function,
+            lower,
+            (signature, Some(values)),
+            &entry,
+            semantics,
+        );
         self.profile.record(Phase::Lower, start.elapsed());
         lowered.map_err(CompileFailure::refused)
     }
@@ -192,9 +207,10 @@ impl Inner {
         }
     }
 
-    /// Runs `run` on the lowerings of each placement (a module loads on
-    /// one device) and returns its results in the order of `lowerings`;
-    /// the first error stops it.
+    /// Runs `run` on the lowerings of each placement and float semantics
+    /// (a module loads on one device and compiles with one set of flags)
+    /// and returns its results in the order of `lowerings`; the first
+    /// error stops it.
     fn per_placement<T, E>(
         &self,
         lowerings: Vec<Lowering>,
@@ -203,8 +219,11 @@ impl Inner {
         let mut groups: Vec<(&Placement, Vec<usize>, Vec<Lowering>)> = Vec::new();
         for (index, lowering) in lowerings.into_iter().enumerate() {
             let placement = self.placement_for(&lowering.module);
-            let same =
-                |(p, _, _): &&mut (&Placement, _, _)| p.device().same_device(placement.device());
+            let semantics = lowering.semantics;
+            let same = |(p, _, group): &&mut (&Placement, _, Vec<Lowering>)| {
+                p.device().same_device(placement.device())
+                    && group.first().is_some_and(|l| l.semantics == semantics)
+            };
             match groups.iter_mut().find(same) {
                 Some((_, indices, group)) => {
                     indices.push(index);
@@ -307,9 +326,11 @@ impl Inner {
         target: &Signature,
         signature: &Signature,
     ) -> Option<Variant> {
-        let served = self
-            .pipeline
-            .bundled(function, (target, signature), &self.primary)?;
+        let served = self.pipeline.bundled(
+            function,
+            (target, signature),
+            (&self.primary, self.semantics_of(function)),
+        )?;
         self.profile.count_source(ArtifactSource::Bundle);
         let Some(general) = served.generalization else {
             return Some(served.variant);
@@ -350,6 +371,10 @@ fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
             ))
         })
 }
+
+/// The disk cache's folder of `iree-compile --version` answers
+/// (`iree_safe::compiler::remember_versions_in`).
+const COMPILER_VERSIONS: &str = "compiler-versions";
 
 /// One call to compile ahead with [`JitRuntime::precompile`]: a function and
 /// example arguments.
@@ -450,6 +475,7 @@ impl JitRuntime {
         let target = config.compile.target.as_ref();
         let compiler = &config.compile.compiler;
         let primary = Placement::primary(device, target, options, compiler)?;
+        primary.check_flags(options)?;
         let cpu = match (&device.cpu_fallback, primary.is_cpu()) {
             (Some(driver), false) => Some(CpuFallback {
                 driver: driver.clone(),
@@ -461,10 +487,28 @@ impl JitRuntime {
             }),
             _ => None,
         };
-        let store = match config.disk.store_config() {
-            Some(store) => ArtifactStore::open(store)?,
-            None => ArtifactStore::disabled(),
+        let (store, folder) = match config.disk.store_config() {
+            Some(store) => {
+                let folder = store.directory.clone();
+                (ArtifactStore::open(store)?, Some(folder))
+            }
+            None => (ArtifactStore::disabled(), None),
         };
+        if let Some(folder) = folder {
+            // The compiler's `--version`, kept beside the artifacts (a
+            // folder the store checked is this user's alone): a later
+            // process does not run the compiler to learn it.
+            let memos = folder.join(COMPILER_VERSIONS);
+            if let Err(error) = iree_safe::compiler::remember_versions_in(&memos) {
+                let error = ErrorChain(&error);
+                tracing::warn!(
+                    target: "sheaf_jit",
+                    %error,
+                    "cannot keep the compiler's version in the disk cache ({error}); each \
+                     process asks the compiler"
+                );
+            }
+        }
         let store = match remote_tier(&config)? {
             Some(remote) => store.with_remote(remote),
             None => store,
@@ -490,8 +534,9 @@ impl JitRuntime {
         let pipeline = Arc::new(Pipeline::new(config.compile.compiler, store, bundles));
         // With a disk cache, what the policy learns is kept in it, and a
         // function starts from what earlier processes learned.
+        let float_semantics = config.compile.float_semantics;
         let cache = if with_disk {
-            let target = primary.target_identity.clone();
+            let target = primary.code(float_semantics).target_identity.clone();
             let memory = DiskPolicy::new(Arc::clone(&pipeline), target);
             JitCache::remembering(config.cache.clone(), Arc::new(memory))
         } else {
@@ -501,6 +546,7 @@ impl JitRuntime {
         let inner = Arc::new(Inner {
             cache,
             compile_mode: config.compile.mode,
+            float_semantics,
             pipeline,
             queued: BatchQueue::new(config.compile.batch_limit, config.cache.compile_threads),
             primary_uploads: UploadCache::new(primary.device().clone(), config.uploads),
@@ -776,12 +822,14 @@ impl JitRuntime {
                 let function = call.function;
                 let entry = function.variant_symbol(signature);
                 let own = function.lowering();
+                let semantics = inner.semantics_of(function);
+                let call_values = (signature, Some(call.args));
                 let lowered = match (call.lower, own) {
                     (Some(lower), _) => {
-                        compile::lower(function, lower, signature, Some(call.args), &entry)
+                        compile::lower(function, lower, call_values, &entry, semantics)
                     }
                     (None, Some(lower)) => {
-                        compile::lower(function, lower, signature, Some(call.args), &entry)
+                        compile::lower(function, lower, call_values, &entry, semantics)
                     }
                     (None, None) => Err(VariantError::Lowering {
                         function: function.name().to_owned(),
@@ -1008,9 +1056,18 @@ impl JitRuntime {
         &self.inner.primary.runtime
     }
 
-    /// What the primary device's code is compiled for.
+    /// What the primary device's code is compiled for, with the runtime's
+    /// float semantics ([`float_semantics`](Self::float_semantics); a
+    /// function that chooses other semantics compiles with those flags
+    /// instead). A large contraction adds [`CONTRACTION_FLAGS`](crate::CONTRACTION_FLAGS).
     pub fn compile_options(&self) -> &iree_safe::compiler::CompileOptions {
-        &self.inner.primary.options
+        &self.inner.primary.code(self.inner.float_semantics).options
+    }
+
+    /// The float semantics of functions that do not
+    /// [choose their own](JitFunction::with_float_semantics).
+    pub fn float_semantics(&self) -> FloatSemantics {
+        self.inner.float_semantics
     }
 
     /// Writes every compiled variant in the cache to a bundle in `dir`

@@ -21,32 +21,25 @@ use std::num::NonZeroUsize;
 use iree_safe::compiler::{CompileOptions, CompileTarget, CompilerPreference};
 use iree_safe::{Device, Runtime};
 
-use crate::config::DeviceSettings;
+use crate::config::{DeviceSettings, FloatSemantics};
 use jit_cache::ErrorChain;
 
 use crate::contraction::{self, Work};
-use crate::error::JitError;
+use crate::error::{ConfigError, JitError};
 use crate::probe::{self, Probed};
 
 /// Extra flags for all CPU code, chosen by measurement (see the
-/// sheaf-integration README, "CPU flags"):
+/// sheaf-integration README, "CPU flags"): without IREE's eager evaluation
+/// of constants (a nested compile of the module's initializers) a compile
+/// took 5–19 % less time (`cargo bench -p sheaf-integration --bench
+/// compile_breakdown`: sigmoid 236 → 215 ms, softmax 378 → 306 ms,
+/// `mlp_layer` 490 → 448 ms) and its code ran as fast; the constants a JIT
+/// module holds are few and small, so evaluating them when the module loads
+/// costs nothing measurable, and gives the same values.
 ///
-/// - without IREE's eager evaluation of constants (a nested compile of the
-///   module's initializers) a compile took 5–19 % less time (`cargo bench
-///   -p sheaf-integration --bench compile_breakdown`: sigmoid 236 → 215
-///   ms, softmax 378 → 306 ms, `mlp_layer` 490 → 448 ms) and its code ran
-///   as fast; the constants a JIT module holds are few and small, so
-///   evaluating them when the module loads costs nothing measurable;
-/// - reassociating floating-point reductions lets LLVM vectorize a row's
-///   sum and max across lanes: softmax `f32[128,1024]` runs 26–28 %
-///   faster (95 → 70 µs on local-sync, `--bench cpu_flags`), the other
-///   functions measured as fast, and compiles take as long. Sums are
-///   added in another order, so results can differ in the last bits (the
-///   softmax's by under 1e-4 of its largest value).
-pub const CPU_FLAGS: &[&str] = &[
-    "--iree-opt-const-eval=false",
-    "--iree-llvmcpu-reassociate-fp-reductions=true",
-];
+/// The flags of the float semantics ([`FloatSemantics::cpu_flags`]) follow
+/// them: none of these changes a result.
+pub const CPU_FLAGS: &[&str] = &["--iree-opt-const-eval=false"];
 
 /// Flags for CPU code with a large contraction (or one whose size cannot be
 /// told): IREE's data tiling, with the tiled matmul (`mmt4d`) and its
@@ -79,12 +72,24 @@ pub const LARGE_CONTRACTION: u64 = 1 << 25;
 /// 1,493 → 907 µs).
 pub const PARALLEL_CONTRACTION: u64 = LARGE_CONTRACTION;
 
-/// A runtime and the options that compile for it.
+/// A runtime and the options that compile for it, one set per float
+/// semantics.
 #[derive(Debug, Clone)]
 pub(crate) struct Placement {
     pub(crate) runtime: Runtime,
+    strict: Code,
+    reassociate: Code,
+}
+
+/// The options that compile code for one device with one float semantics,
+/// and their target identity.
+#[derive(Debug, Clone)]
+pub(crate) struct Code {
     pub(crate) options: CompileOptions,
-    /// `options.target_identity()`, computed once: part of every disk key.
+    /// `options.target_identity()`, computed once: part of every disk key
+    /// and bundle entry. It holds every flag, the float semantics' among
+    /// them, so code compiled with one semantics is never found for the
+    /// other.
     pub(crate) target_identity: String,
 }
 
@@ -166,17 +171,55 @@ impl Placement {
     }
 
     fn new(runtime: Runtime, target: CompileTarget, base: &CompileOptions) -> Placement {
-        let mut options = CompileOptions {
-            target,
-            ..base.clone()
+        let code = |semantics: FloatSemantics| {
+            let mut options = CompileOptions {
+                target: target.clone(),
+                ..base.clone()
+            };
+            if is_cpu(&options.target) {
+                prepend(&mut options, &[CPU_FLAGS, semantics.cpu_flags()].concat());
+            }
+            Code {
+                target_identity: options.target_identity(),
+                options,
+            }
         };
-        if is_cpu(&options.target) {
-            prepend(&mut options, CPU_FLAGS);
-        }
         Placement {
             runtime,
-            target_identity: options.target_identity(),
-            options,
+            strict: code(FloatSemantics::Strict),
+            reassociate: code(FloatSemantics::Reassociate),
+        }
+    }
+
+    /// Checks that the caller's options (`base`) do not contradict this
+    /// device's target: an extra flag that sets a target option to another
+    /// value is refused at start, rather than by every compile.
+    pub(crate) fn check_flags(&self, base: &CompileOptions) -> Result<(), ConfigError> {
+        for semantics in [FloatSemantics::Strict, FloatSemantics::Reassociate] {
+            if let Err(error) = self.code(semantics).options.checked_flags() {
+                let why = match error {
+                    iree_safe::compiler::CompileError::InvalidFlags { message, .. } => message,
+                    other => other.to_string(),
+                };
+                return Err(ConfigError::invalid(
+                    "compile.options.extra_flags",
+                    format!("{:?}", base.extra_flags),
+                    format!(
+                        "flags that keep the device's target and the input type; name another \
+                         target with CompileSettings::target ({why})"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The options (and their identity) that compile code here with
+    /// `semantics`.
+    pub(crate) fn code(&self, semantics: FloatSemantics) -> &Code {
+        match semantics {
+            FloatSemantics::Strict => &self.strict,
+            FloatSemantics::Reassociate => &self.reassociate,
         }
     }
 
@@ -197,28 +240,33 @@ impl Placement {
         self.is_cpu() && driver_name(self.device().uri()) == "local-sync"
     }
 
-    /// The options that compile `module` here: on the CPU, with
-    /// [`CONTRACTION_FLAGS`] when the module's largest contraction reaches
-    /// [`LARGE_CONTRACTION`] multiply-adds or cannot be told. They follow
-    /// from the module's text, which its disk key covers, so the key needs
-    /// no more.
-    pub(crate) fn options_for(&self, module: &str) -> Cow<'_, CompileOptions> {
+    /// The options that compile `module` here with `semantics`: on the
+    /// CPU, with [`CONTRACTION_FLAGS`] when the module's largest
+    /// contraction reaches [`LARGE_CONTRACTION`] multiply-adds or cannot be
+    /// told. They follow from the module's text, which its disk key
+    /// covers, so the key needs no more.
+    pub(crate) fn options_for(
+        &self,
+        module: &str,
+        semantics: FloatSemantics,
+    ) -> Cow<'_, CompileOptions> {
+        let options = &self.code(semantics).options;
         let large = match contraction::largest(module) {
             Work::None => false,
             Work::Known(multiply_adds) => multiply_adds >= LARGE_CONTRACTION,
             Work::Unknown => true,
         };
         if !(large && self.is_cpu()) {
-            return Cow::Borrowed(&self.options);
+            return Cow::Borrowed(options);
         }
-        let mut options = self.options.clone();
+        let mut options = options.clone();
         prepend(&mut options, CONTRACTION_FLAGS);
         Cow::Owned(options)
     }
 
     /// True when the code runs on the CPU.
     pub(crate) fn is_cpu(&self) -> bool {
-        is_cpu(&self.options.target)
+        is_cpu(&self.strict.options.target)
     }
 
     pub(crate) fn device(&self) -> &Device {
@@ -318,7 +366,7 @@ mod tests {
             ..CompileOptions::stablehlo()
         };
         let placement = Placement::new(runtime.clone(), CompileTarget::host_cpu(), &base);
-        let flags = placement.options.flags();
+        let flags = placement.code(FloatSemantics::Strict).options.flags();
         let position = |flag: &str| flags.iter().position(|f| f == flag).unwrap();
         assert!(position(CPU_FLAGS[0]) < position("--iree-opt-level=O3"));
         assert!(placement.is_cpu());
@@ -330,11 +378,59 @@ mod tests {
             &base,
         );
         assert!(!cuda
+            .code(FloatSemantics::Reassociate)
             .options
             .flags()
             .iter()
-            .any(|f| CPU_FLAGS.contains(&f.as_str())));
+            .any(|f| CPU_FLAGS.contains(&f.as_str()) || f.contains("reassociate")));
         assert!(!cuda.is_cpu());
+    }
+
+    #[test]
+    fn float_semantics_are_flags_of_cpu_code_and_part_of_its_identity() {
+        let runtime = Runtime::new("local-sync").unwrap();
+        let base = CompileOptions {
+            extra_flags: vec!["--iree-opt-level=O3".into()],
+            ..CompileOptions::stablehlo()
+        };
+        let cpu = Placement::new(runtime.clone(), CompileTarget::host_cpu(), &base);
+        let (strict, fast) = (
+            cpu.code(FloatSemantics::Strict),
+            cpu.code(FloatSemantics::Reassociate),
+        );
+        for (code, semantics) in [
+            (strict, FloatSemantics::Strict),
+            (fast, FloatSemantics::Reassociate),
+        ] {
+            let flags = code.options.flags();
+            let flag = semantics.cpu_flags()[0];
+            let at = flags.iter().position(|f| f == flag).expect(flag);
+            assert!(
+                at < flags
+                    .iter()
+                    .position(|f| f == "--iree-opt-level=O3")
+                    .unwrap(),
+                "the caller's flags come after (and win): {flags:?}"
+            );
+            assert_eq!(code.target_identity, code.options.target_identity());
+        }
+        assert_eq!(
+            FloatSemantics::Strict.cpu_flags(),
+            ["--iree-llvmcpu-reassociate-fp-reductions=false"]
+        );
+        assert_ne!(strict.target_identity, fast.target_identity);
+        // GPU code has no such flag: one code for both.
+        let cuda = Placement::new(
+            runtime,
+            CompileTarget::Cuda {
+                arch: "sm_80".into(),
+            },
+            &base,
+        );
+        assert_eq!(
+            cuda.code(FloatSemantics::Strict).target_identity,
+            cuda.code(FloatSemantics::Reassociate).target_identity
+        );
     }
 
     #[test]
@@ -349,7 +445,9 @@ mod tests {
             )
         };
         let tiled = |placement: &Placement, module: &str| {
-            let flags = placement.options_for(module).flags();
+            let flags = placement
+                .options_for(module, FloatSemantics::Strict)
+                .flags();
             CONTRACTION_FLAGS
                 .iter()
                 .all(|flag| flags.iter().any(|f| f == flag))

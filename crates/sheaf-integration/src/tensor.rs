@@ -488,6 +488,15 @@ pub enum Tensor {
 }
 
 impl Tensor {
+    /// A shared empty host tensor that takes the place of one moved out of
+    /// a [`Value`](crate::Value) (which has a `Drop`, so its fields cannot
+    /// be moved out): a reference count, no allocation.
+    pub(crate) fn placeholder() -> Tensor {
+        static EMPTY: std::sync::LazyLock<Arc<ArrayD<f32>>> =
+            std::sync::LazyLock::new(|| Arc::new(ArrayD::zeros(IxDyn(&[0]))));
+        Tensor::Host(HostTensor::F32(Arc::clone(&EMPTY)))
+    }
+
     /// Element type and dimensions, as the cache key needs them.
     ///
     /// # Errors

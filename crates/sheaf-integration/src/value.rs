@@ -110,6 +110,122 @@ impl Value {
         }
     }
 
+    /// The tensor, moved out of the value (no copy, no reference count
+    /// taken); the value itself back when it is not a tensor.
+    ///
+    /// ```
+    /// use sheaf_integration::{ScalarValue, Value};
+    ///
+    /// let x = Value::host(ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[2])));
+    /// assert_eq!(x.into_tensor().unwrap().shape(), &[2]);
+    /// let s = Value::Scalar(ScalarValue::F32(1.0));
+    /// assert!(s.into_tensor().is_err());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The value, unchanged, when it is not a [`Value::Tensor`].
+    pub fn into_tensor(mut self) -> Result<Tensor, Value> {
+        if let Value::Tensor(tensor) = &mut self {
+            // `Value` has a `Drop` (an iterative one), so its fields cannot
+            // be moved out; a shared empty tensor takes the tensor's place.
+            return Ok(std::mem::replace(tensor, Tensor::placeholder()));
+        }
+        Err(self)
+    }
+
+    /// The elements of a tuple, moved out; the value back when it is not a
+    /// tuple.
+    ///
+    /// # Errors
+    ///
+    /// The value, unchanged, when it is not a [`Value::Tuple`].
+    pub fn into_tuple(mut self) -> Result<Vec<Value>, Value> {
+        match &mut self {
+            Value::Tuple(values) => Ok(std::mem::take(values)),
+            _ => Err(self),
+        }
+    }
+
+    /// The elements of a list, moved out; the value back when it is not a
+    /// list.
+    ///
+    /// # Errors
+    ///
+    /// The value, unchanged, when it is not a [`Value::List`].
+    pub fn into_list(mut self) -> Result<Vec<Value>, Value> {
+        match &mut self {
+            Value::List(values) => Ok(std::mem::take(values)),
+            _ => Err(self),
+        }
+    }
+
+    /// The elements of a tuple or a list, moved out; the value back when
+    /// it is neither.
+    ///
+    /// # Errors
+    ///
+    /// The value, unchanged, when it is not a [`Value::Tuple`] or a
+    /// [`Value::List`].
+    pub fn into_elements(mut self) -> Result<Vec<Value>, Value> {
+        match &mut self {
+            Value::Tuple(values) | Value::List(values) => Ok(std::mem::take(values)),
+            _ => Err(self),
+        }
+    }
+
+    /// The entries of a dict, moved out, in the dict's order (a result's
+    /// dict is in key order); the value back when it is not a dict.
+    ///
+    /// ```
+    /// use sheaf_integration::{ScalarValue, Value};
+    ///
+    /// let grads = Value::dict([("b", Value::Scalar(ScalarValue::F32(0.5)))]);
+    /// for (key, value) in grads.into_dict().unwrap() {
+    ///     assert_eq!((&*key, value.to_scalar().unwrap()), ("b", ScalarValue::F32(0.5)));
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The value, unchanged, when it is not a [`Value::Dict`].
+    pub fn into_dict(mut self) -> Result<Vec<(Arc<str>, Value)>, Value> {
+        match &mut self {
+            Value::Dict(entries) => Ok(std::mem::take(entries)),
+            _ => Err(self),
+        }
+    }
+
+    /// Every tensor of the tree, moved out, depth first and in order (a
+    /// dict's entries in the dict's order); scalars ([`Value::Scalar`],
+    /// [`Value::Static`]) are not tensors and are left out. It walks the
+    /// tree with a work list, so a tree of any depth comes apart without
+    /// recursion, and no tensor is copied.
+    ///
+    /// ```
+    /// use sheaf_integration::Value;
+    ///
+    /// let t = |n| Value::host(ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[n])));
+    /// let tree = Value::Tuple(vec![t(1), Value::dict([("w", t(2)), ("b", t(3))])]);
+    /// let shapes: Vec<usize> = tree.into_tensors().iter().map(|t| t.shape()[0]).collect();
+    /// assert_eq!(shapes, [1, 2, 3]);
+    /// ```
+    pub fn into_tensors(self) -> Vec<Tensor> {
+        let mut tensors = Vec::new();
+        // Values still to take apart, the next one last.
+        let mut pending = vec![self];
+        let mut children = Vec::new();
+        while let Some(mut value) = pending.pop() {
+            if let Value::Tensor(tensor) = &mut value {
+                tensors.push(std::mem::replace(tensor, Tensor::placeholder()));
+                continue;
+            }
+            value.move_children(&mut children);
+            pending.extend(children.drain(..).rev());
+        }
+        tensors
+    }
+
     /// The tensor's element type.
     ///
     /// # Errors

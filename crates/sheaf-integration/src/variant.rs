@@ -52,7 +52,7 @@ impl Variant {
             key,
             source,
             metadata_bytes: lowering.metadata_bytes.clone(),
-            target: Arc::from(placement.target_identity.as_str()),
+            target: Arc::from(placement.code(lowering.semantics).target_identity.as_str()),
             device: Arc::from(placement.device().uri()),
         }
     }

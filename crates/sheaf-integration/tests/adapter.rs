@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use sheaf_integration::{
     mlir, reference, ArtifactSource, CapturedScalar, CompileMode, Container, DType,
-    DeviceTensorExt, Dispatched, FallbackReason, JitConfig, JitError, JitFunction, JitRuntime,
-    LayoutVisitor, Leaf, Lowered, LoweringContext, LoweringError, Origin, Phase, Provenance,
-    ScalarValue, Value,
+    DeviceTensorExt, Dispatched, ErrorChain, FallbackReason, JitConfig, JitError, JitFunction,
+    JitRuntime, LayoutVisitor, Leaf, Lowered, LoweringContext, LoweringError, Origin, Phase,
+    Provenance, ScalarValue, Value,
 };
 use support::{array, assert_close};
 
@@ -226,6 +226,101 @@ fn dicts_from_borrowed_keys_share_their_keys_and_flatten_in_key_order() {
         sheaf_integration::entry_symbol("mlp-layer"),
         reference::mlp_layer().entry_symbol()
     );
+}
+
+/// Code generated before the call, as Sheaf's value-and-grad code is: its
+/// entry has a fixed name (`@value_and_grad`) and calls a helper; the
+/// helper's name is made unique per signature, the entry's is not.
+fn value_and_grad(ctx: &LoweringContext<'_>, entry: &str) -> Result<Lowered, LoweringError> {
+    let ty = mlir::arg_type(&ctx.args()[0])?;
+    let square = ctx.symbol("square");
+    Ok(Lowered::new(format!(
+        "func.func private @{square}(%x: {ty}) -> {ty} {{
+  %y = stablehlo.multiply %x, %x : {ty}
+  return %y : {ty}
+}}
+func.func @value_and_grad(%x: {ty}) -> ({ty}, {ty}) {{
+  %value = func.call @{square}(%x) : ({ty}) -> {ty}
+  %grad = stablehlo.add %x, %x : {ty}
+  return %value, %grad : {ty}, {ty}
+}}"
+    ))
+    .with_entry(entry))
+}
+
+#[test]
+fn a_lowerings_own_entry_name_is_mapped_to_the_signatures_entry() {
+    let jit = runtime(CompileMode::Blocking);
+    let vag: JitFunction = JitFunction::lowered_per_call("value-and-grad", 21);
+    let lower = |ctx: &LoweringContext<'_>| value_and_grad(ctx, "value_and_grad");
+    // Two signatures in one module: each entry renamed to its own symbol.
+    let xs: Vec<[Value; 1]> = [3, 4].map(|n| [Value::from(array(&[n], 1))]).into();
+    let calls: Vec<_> = xs
+        .iter()
+        .map(|x| sheaf_integration::Precompile::new(&vag, x).lowered_by(&lower))
+        .collect();
+    let summary = jit.precompile(&calls).unwrap();
+    assert_eq!((summary.compiled, summary.cached), (2, 2));
+    for x in &xs {
+        let Dispatched::Compiled(compiled) = jit.dispatch_with(&vag, x, &[], lower).unwrap() else {
+            panic!("precompiled")
+        };
+        assert_eq!(compiled.provenance, Provenance::Compiled(Origin::Hit));
+        let host = x[0].to_f32().unwrap();
+        let [value, grad] = &compiled.outputs[..] else {
+            panic!("two results")
+        };
+        assert_eq!(*value.to_f32().unwrap(), host.mapv(|v| v * v));
+        assert_eq!(*grad.to_f32().unwrap(), host.mapv(|v| v + v));
+    }
+    // An entry the MLIR does not define is the signature's lowering error,
+    // which says what is wrong; nothing compiles.
+    let x = [Value::from(array(&[5], 1))];
+    let compiles = jit.stats().total.compiles;
+    let outcome = jit
+        .dispatch_with(&vag, &x, &[], |ctx| value_and_grad(ctx, "vag"))
+        .unwrap();
+    let Dispatched::Interpret(why) = outcome else {
+        panic!("a missing entry cannot compile")
+    };
+    let error = ErrorChain(sheaf_integration::VariantError::of_fallback(&why).unwrap()).to_string();
+    assert!(
+        error.contains("names `@vag` as its entry function")
+            && error.contains("defines no `func.func @vag`"),
+        "{error}"
+    );
+    assert_eq!(jit.stats().total.compiles, compiles);
+}
+
+#[test]
+fn a_disk_cache_keeps_the_compilers_version_for_the_next_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let config = JitConfig::builder()
+        .compile(|compile| {
+            compile.mode = CompileMode::Blocking;
+            compile.compiler = sheaf_integration::CompilerPreference::Subprocess;
+        })
+        .disk(|disk| disk.folder = sheaf_integration::DiskCacheFolder::Dir(cache.clone()));
+    let jit = JitRuntime::new(config.build().unwrap()).unwrap();
+    assert!(matches!(
+        jit.dispatch(&reference::sigmoid(), &[Value::from(array(&[2], 1))], &[])
+            .unwrap(),
+        Dispatched::Compiled(_)
+    ));
+    let compiler = jit
+        .compiler()
+        .expect("compiled")
+        .compiler
+        .version()
+        .build()
+        .to_owned();
+    let memos: Vec<String> = std::fs::read_dir(cache.join("compiler-versions"))
+        .unwrap()
+        .map(|entry| std::fs::read_to_string(entry.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(memos.len(), 1, "{memos:?}");
+    assert!(memos[0].ends_with(&format!("\n{compiler}\n")), "{memos:?}");
 }
 
 #[test]

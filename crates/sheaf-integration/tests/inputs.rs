@@ -86,6 +86,79 @@ fn clones_keep_every_key_and_leaf() {
     assert!(format!("{tree:?}").starts_with("Dict([(\"b\", List([Dict("));
 }
 
+/// `depth` levels, each a tuple of a tensor of one element (the level's
+/// number) and the next level, in a dict or a list by turns.
+fn levels(depth: usize) -> (Value, Vec<Arc<ArrayD<f32>>>) {
+    let arrays: Vec<Arc<ArrayD<f32>>> = (0..depth)
+        .map(|level| Arc::new(ArrayD::from_elem(IxDyn(&[1]), level as f32)))
+        .collect();
+    let mut value = Value::Static(sheaf_integration::ScalarValue::I64(-1));
+    for (level, array) in arrays.iter().enumerate().rev() {
+        let inner = if level % 2 == 0 {
+            Value::dict([("next", value)])
+        } else {
+            Value::List(vec![value])
+        };
+        value = Value::Tuple(vec![Value::from(HostTensor::F32(Arc::clone(array))), inner]);
+    }
+    (value, arrays)
+}
+
+/// The array a host f32 tensor shares.
+fn shared(tensor: &sheaf_integration::Tensor) -> &Arc<ArrayD<f32>> {
+    match tensor {
+        sheaf_integration::Tensor::Host(HostTensor::F32(array)) => array,
+        other => panic!("a host f32 tensor, got {other:?}"),
+    }
+}
+
+#[test]
+fn deep_trees_come_apart_by_move_without_copies_or_recursion() {
+    let on_a_small_stack = std::thread::Builder::new().stack_size(2 << 20);
+    on_a_small_stack
+        .spawn(|| {
+            // Every tensor, depth first and in order, moved: each array is
+            // shared by the test's handle and the tensor only.
+            let (tree, arrays) = levels(100_000);
+            let tensors = tree.into_tensors();
+            assert_eq!(tensors.len(), arrays.len());
+            for (tensor, array) in tensors.iter().zip(&arrays) {
+                assert!(Arc::ptr_eq(shared(tensor), array), "the same array");
+                assert_eq!(Arc::strong_count(array), 2, "moved, not copied");
+            }
+            drop(tensors);
+            assert!(arrays.iter().all(|array| Arc::strong_count(array) == 1));
+
+            // Level by level, by hand: a tuple, its tensor, then a dict or
+            // a list whose one child is the next level.
+            let (mut tree, arrays) = levels(100_000);
+            for (level, array) in arrays.iter().enumerate() {
+                let [tensor, inner]: [Value; 2] = tree.into_tuple().unwrap().try_into().unwrap();
+                let tensor = tensor.into_tensor().unwrap();
+                assert!(Arc::ptr_eq(shared(&tensor), array));
+                assert_eq!(Arc::strong_count(array), 2, "moved, not copied");
+                tree = if level % 2 == 0 {
+                    let [(key, next)]: [(Arc<str>, Value); 1] =
+                        inner.into_dict().unwrap().try_into().unwrap();
+                    assert_eq!(&*key, "next");
+                    next
+                } else {
+                    let inner = inner.into_dict().unwrap_err();
+                    let [next]: [Value; 1] = inner.into_list().unwrap().try_into().unwrap();
+                    next
+                };
+            }
+            // The innermost leaf is no container, and no tensor.
+            let leaf = tree.into_elements().unwrap_err();
+            let leaf = leaf.into_tensor().unwrap_err();
+            assert_eq!(leaf.to_scalar().unwrap().as_i64(), Some(-1));
+            assert!(leaf.into_tensors().is_empty());
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
 const CHILD: &str = "SHEAF_JIT_INPUTS_CHILD";
 const HOST_COPY_TEST: &str = "host_copies_that_cannot_be_allocated_are_errors";
 

@@ -41,6 +41,10 @@
 //!
 //! `iree-compile --version` runs at most once per executable in a process:
 //! [`SubprocessCompiler::new`] and [`compiler_identity`] share its answer.
+//! With [`remember_versions_in`] (a folder only this user can write, such
+//! as an artifact cache's), the answer is kept on disk too, by the
+//! executable's canonical path, size and modification time, and a later
+//! process with the same executable runs no `--version` at all.
 //!
 //! # Example
 //!
@@ -71,6 +75,7 @@ mod session;
 mod subprocess;
 mod target;
 mod version;
+mod version_memo;
 
 use crate::vmfb::TrustedVmfb;
 use std::fmt;
@@ -90,6 +95,7 @@ pub use options::{CompileOptions, CompileTarget, InputType};
 pub use subprocess::SubprocessCompiler;
 pub use target::host_cpu;
 pub use version::{ApiVersion, CompilerVersion};
+pub use version_memo::remember_versions_in;
 
 /// Closes the in-process compiler's exit gate and waits for the compiles
 /// in flight: the last step of the exit handler (`process_exit.rs`).

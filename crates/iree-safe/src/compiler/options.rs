@@ -148,6 +148,44 @@ impl std::fmt::Display for CompileTarget {
 /// to IREE, and artifact caches key on them, so two options values that
 /// produce the same flags are the same compilation.
 ///
+/// # Precedence of flags
+///
+/// Each option reaches the compiler once, with one value, whatever order
+/// the compiler itself would give repeated flags:
+///
+/// - the flags of [`target`](Self::target) and [`input_type`](Self::input_type)
+///   come first and cannot be overridden: an extra flag that sets one of
+///   their options to another value (`--iree-llvmcpu-target-cpu=znver4`
+///   against the target's `host`) is an error naming both
+///   ([`CompileError::InvalidFlags`] at compile time); the same value again
+///   is dropped;
+/// - among [`extra_flags`](Self::extra_flags), **a later flag wins**: an
+///   option given more than once keeps its last value, at the place of its
+///   last occurrence. An option is named by what comes between the leading
+///   dashes and the first `=` (`-x`, `--x` and `--x=true` set one option),
+///   so a list option given twice keeps its last value only.
+///
+/// A library that adds flags of its own puts them before its caller's
+/// (sheaf-integration prepends its CPU and float-semantics flags), so the
+/// caller's choice wins.
+///
+/// ```
+/// use iree_safe::compiler::CompileOptions;
+///
+/// let options = CompileOptions {
+///     extra_flags: vec![
+///         "--iree-llvmcpu-reassociate-fp-reductions=true".into(),
+///         "--iree-opt-const-eval=false".into(),
+///         "--iree-llvmcpu-reassociate-fp-reductions=false".into(),
+///     ],
+///     ..CompileOptions::stablehlo()
+/// };
+/// assert_eq!(
+///     options.flags()[4..],
+///     ["--iree-opt-const-eval=false", "--iree-llvmcpu-reassociate-fp-reductions=false"]
+/// );
+/// ```
+///
 /// ```
 /// use iree_safe::compiler::{CompileOptions, CompileTarget, InputType};
 ///
@@ -199,38 +237,89 @@ impl CompileOptions {
         }
     }
 
-    /// The exact command-line flags of this compilation, in order: the
-    /// target's, the input type (unless [`InputType::Auto`]), then
-    /// [`extra_flags`](CompileOptions::extra_flags).
-    pub fn flags(&self) -> Vec<String> {
+    /// The flags of the target and the input type (unless
+    /// [`InputType::Auto`]), in order.
+    fn typed_flags(&self) -> Vec<String> {
         let mut flags = self.target.flags();
         match self.input_type {
             InputType::Auto => {}
             InputType::StableHlo => flags.push("--iree-input-type=stablehlo".to_owned()),
         }
-        flags.extend(self.extra_flags.iter().cloned());
+        flags
+    }
+
+    /// The exact command-line flags of this compilation, in order: the
+    /// target's, the input type (unless [`InputType::Auto`]), then
+    /// [`extra_flags`](CompileOptions::extra_flags) with each option once,
+    /// its last value (see "Precedence of flags" above). An extra flag
+    /// that repeats a typed one exactly is dropped; one that contradicts
+    /// it is kept here and refused when compiling.
+    pub fn flags(&self) -> Vec<String> {
+        let typed = self.typed_flags();
+        let extra = self.extra_flags.iter().enumerate().filter(|&(i, flag)| {
+            let name = option_name(flag);
+            let overridden = self.extra_flags[i + 1..]
+                .iter()
+                .any(|later| option_name(later) == name);
+            !overridden && !typed.contains(flag)
+        });
+        let extra: Vec<String> = extra.map(|(_, flag)| flag.clone()).collect();
+        let mut flags = typed;
+        flags.extend(extra);
         flags
     }
 
     /// [`flags`](CompileOptions::flags), after checking that every flag is a
-    /// `-`-prefixed argument without NUL bytes: a bare word would become an
-    /// input file name for `iree-compile` and is refused by the embedding API.
-    pub(crate) fn checked_flags(&self) -> Result<Vec<String>, CompileError> {
+    /// `-`-prefixed argument without NUL bytes (a bare word would become an
+    /// input file name for `iree-compile` and is refused by the embedding
+    /// API), and that no extra flag contradicts the target or input type:
+    /// what both compilers check before they run, for a caller that wants
+    /// to refuse bad options sooner.
+    ///
+    /// # Errors
+    ///
+    /// [`CompileError::InvalidFlags`], saying which flag and why.
+    pub fn checked_flags(&self) -> Result<Vec<String>, CompileError> {
         let flags = self.flags();
+        let invalid = |message: String| CompileError::InvalidFlags {
+            flags: flags.clone(),
+            message,
+        };
         for flag in &flags {
             if !flag.starts_with('-') || flag.contains('\0') {
-                return Err(CompileError::InvalidFlags {
-                    flags: flags.clone(),
-                    message: format!(
-                        "`{}` is not a flag: each flag must start with `-` (e.g. \
-                         `--iree-opt-level=O2`) and contain no NUL byte",
-                        flag.escape_debug()
-                    ),
-                });
+                return Err(invalid(format!(
+                    "`{}` is not a flag: each flag must start with `-` (e.g. \
+                     `--iree-opt-level=O2`) and contain no NUL byte",
+                    flag.escape_debug()
+                )));
+            }
+        }
+        let typed = self.typed_flags();
+        for flag in &self.extra_flags {
+            let set = typed
+                .iter()
+                .find(|typed| option_name(typed) == option_name(flag) && *typed != flag);
+            if let Some(typed_flag) = set {
+                let field = if option_name(typed_flag) == "iree-input-type" {
+                    "CompileOptions::input_type"
+                } else {
+                    "CompileOptions::target"
+                };
+                return Err(invalid(format!(
+                    "the extra flag `{flag}` contradicts `{typed_flag}`, which {field} sets: \
+                     set {field} instead (the target's flags cannot be overridden)"
+                )));
             }
         }
         Ok(flags)
     }
+}
+
+/// The option a flag sets: what comes between its leading dashes and its
+/// first `=` (`--iree-opt-level=O2` → `iree-opt-level`).
+fn option_name(flag: &str) -> &str {
+    let flag = flag.trim_start_matches('-');
+    flag.split_once('=').map_or(flag, |(name, _)| name)
 }
 
 #[cfg(test)]
@@ -263,6 +352,71 @@ mod tests {
         assert_eq!(flags[2], "--iree-llvmcpu-target-cpu=znver4");
         assert_eq!(flags[3], "--iree-input-type=stablehlo");
         assert_eq!(flags[4], "--iree-opt-level=O1");
+    }
+
+    #[test]
+    fn a_later_extra_flag_wins_and_each_option_is_passed_once() {
+        let options = CompileOptions {
+            extra_flags: [
+                "--iree-llvmcpu-reassociate-fp-reductions=true",
+                "--iree-opt-data-tiling",
+                "--iree-opt-level=O2",
+                "-iree-opt-data-tiling=false",
+                "--iree-llvmcpu-reassociate-fp-reductions=false",
+                "--iree-input-type=stablehlo",
+                "--iree-llvmcpu-target-cpu=host",
+            ]
+            .map(String::from)
+            .to_vec(),
+            ..CompileOptions::stablehlo()
+        };
+        let flags = options.checked_flags().unwrap();
+        assert_eq!(
+            flags[4..],
+            [
+                "--iree-opt-level=O2",
+                "-iree-opt-data-tiling=false",
+                "--iree-llvmcpu-reassociate-fp-reductions=false",
+            ],
+            "the last value of each, at its last place; the typed flags repeated exactly \
+             are dropped"
+        );
+        assert_eq!(flags[..4], CompileOptions::stablehlo().flags()[..]);
+    }
+
+    #[test]
+    fn an_extra_flag_that_contradicts_the_target_is_an_error_naming_both() {
+        for (flag, typed, field) in [
+            (
+                "--iree-llvmcpu-target-cpu=znver4",
+                "--iree-llvmcpu-target-cpu=host",
+                "CompileOptions::target",
+            ),
+            (
+                "-iree-hal-target-device=cuda",
+                "--iree-hal-target-device=local",
+                "CompileOptions::target",
+            ),
+            (
+                "--iree-input-type=tosa",
+                "--iree-input-type=stablehlo",
+                "CompileOptions::input_type",
+            ),
+        ] {
+            let options = CompileOptions {
+                extra_flags: vec![flag.to_owned()],
+                ..CompileOptions::stablehlo()
+            };
+            let error = options.checked_flags().unwrap_err();
+            let message = error.to_string();
+            assert!(
+                matches!(error, CompileError::InvalidFlags { .. }),
+                "{message}"
+            );
+            for part in [flag, typed, field] {
+                assert!(message.contains(part), "{part}: {message}");
+            }
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::error::CompileError;
 use super::locate::locate_iree_compile;
 use super::options::CompileOptions;
 use super::version::CompilerVersion;
+use super::version_memo;
 use super::{Artifact, Compiler};
 
 /// The IREE compiler run as a child process: `iree-compile <flags> - -o -`,
@@ -180,7 +181,10 @@ impl Executable {
 /// runs at most once per executable in the process: the answer (a version,
 /// or a run that did not give one) is kept for the life of the process and
 /// shared by [`SubprocessCompiler::new`] and
-/// [`compiler_identity`](super::compiler_identity). Callers asking about
+/// [`compiler_identity`](super::compiler_identity). With a folder named by
+/// [`remember_versions_in`](super::remember_versions_in), a version is
+/// also kept on disk, and read from there by later processes instead of
+/// running `--version` (`version_memo.rs`). Callers asking about
 /// the same executable at once wait for one run; others do not wait. A
 /// run that could not start (a missing file, say) is not kept, so the next
 /// call tries again.
@@ -206,7 +210,18 @@ pub(crate) fn version_of(path: &Path) -> Result<CompilerVersion, CompileError> {
     if let Some(answer) = &*slot {
         return answer.clone().map_err(bad);
     }
+    // An earlier process's answer, kept on disk (`remember_versions_in`).
+    let executable = Executable::of(path);
+    let identity =
+        version_memo::Identity::of(&executable.path, executable.len, executable.modified);
+    if let Some(version) = identity.as_ref().and_then(version_memo::recall) {
+        *slot = Some(Ok(version.clone()));
+        return Ok(version);
+    }
     let answer = ask_version(path).map_err(|e| bad(format!("cannot run it: {e}")))?;
+    if let (Ok(version), Some(identity)) = (&answer, &identity) {
+        version_memo::keep(identity, version);
+    }
     *slot = Some(answer.clone());
     answer.map_err(bad)
 }

@@ -36,6 +36,80 @@ impl FromStr for CompileMode {
     }
 }
 
+/// Which floating-point semantics compiled code keeps.
+///
+/// [`Strict`](FloatSemantics::Strict), the default, keeps the compiler's
+/// own: IREE compiles StableHLO without fast-math and, at its default
+/// optimization level, without reassociating reductions, so compiled code
+/// gives what `iree-compile` with its default flags gives for the same
+/// target, bit for bit (`tests/float_semantics.rs` checks it for the
+/// reference functions and a long reduction). [`Reassociate`](FloatSemantics::Reassociate)
+/// lets the CPU code add a reduction's terms in another order
+/// (`--iree-llvmcpu-reassociate-fp-reductions=true`), so that a row's sum or
+/// max vectorizes across lanes: faster reductions (softmax `f32[128,1024]`
+/// about a quarter faster on `local-sync`; the sheaf-integration README,
+/// "Floating-point semantics", has the figures), results that may differ in
+/// the last bits (`tests/float_semantics.rs` holds them within a relative
+/// 1e-5 of the strict results).
+///
+/// The choice is the runtime's ([`CompileSettings::float_semantics`],
+/// `SHEAF_JIT_FLOAT_SEMANTICS`), or a function's own
+/// ([`JitFunction::with_float_semantics`](crate::JitFunction::with_float_semantics)).
+/// It is part of every key: two runtimes, or two functions, that differ
+/// only in it never share a variant in memory, in the disk cache or in a
+/// bundle. Only CPU code has the flag; GPU code is the same either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum FloatSemantics {
+    /// The compiler's own semantics (the default): reductions add in the
+    /// order IREE's default code does, and results match `iree-compile`'s
+    /// with its default flags exactly.
+    #[default]
+    Strict,
+    /// Reductions on the CPU may be reassociated (vectorized across lanes):
+    /// faster, with results that may differ from the strict ones in the
+    /// last bits.
+    Reassociate,
+}
+
+impl FloatSemantics {
+    /// The flags this choice adds to CPU code. Strict names the compiler's
+    /// own default (`false` at IREE's default `--iree-opt-level`) so that it
+    /// holds under any optimization level a caller's extra flags choose.
+    pub const fn cpu_flags(self) -> &'static [&'static str] {
+        match self {
+            FloatSemantics::Strict => &["--iree-llvmcpu-reassociate-fp-reductions=false"],
+            FloatSemantics::Reassociate => &["--iree-llvmcpu-reassociate-fp-reductions=true"],
+        }
+    }
+
+    /// `strict` or `reassociate`, as `SHEAF_JIT_FLOAT_SEMANTICS` takes it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            FloatSemantics::Strict => "strict",
+            FloatSemantics::Reassociate => "reassociate",
+        }
+    }
+}
+
+impl std::fmt::Display for FloatSemantics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for FloatSemantics {
+    type Err = &'static str;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "strict" => Ok(FloatSemantics::Strict),
+            "reassociate" => Ok(FloatSemantics::Reassociate),
+            _ => Err("`strict` or `reassociate`"),
+        }
+    }
+}
+
 /// The default of [`CompileSettings::exit_wait`]: a few batched compiles
 /// on a loaded machine.
 const DEFAULT_EXIT_WAIT: Duration = Duration::from_secs(10);
@@ -68,7 +142,27 @@ pub struct CompileSettings {
     /// Compiler options (target backend, CPU, extra flags). Default:
     /// StableHLO input, and f64 kept as f64 (IREE demotes it to f32 by
     /// default, which would silently change Sheaf's numerics).
+    ///
+    /// How its `extra_flags` combine with the runtime's own flags: the
+    /// target's flags (the device's, or [`target`](Self::target)) come
+    /// first and cannot be overridden (an extra flag that contradicts one,
+    /// such as `--iree-llvmcpu-target-cpu=znver4`, makes
+    /// [`JitRuntime::new`](crate::JitRuntime::new) fail with an error naming
+    /// both); then the runtime's own ([`CPU_FLAGS`](crate::CPU_FLAGS), the
+    /// [float semantics](Self::float_semantics)' flag,
+    /// [`CONTRACTION_FLAGS`](crate::CONTRACTION_FLAGS) for a large
+    /// contraction); then `extra_flags`, and a later flag wins: each option
+    /// reaches the compiler once, with the last value given
+    /// (`iree_safe::compiler::CompileOptions`, "Precedence of flags"). So
+    /// `--iree-opt-const-eval=true` here undoes `CPU_FLAGS`, and
+    /// `--iree-llvmcpu-reassociate-fp-reductions=true` reassociates every
+    /// function's reductions whatever its float semantics (prefer
+    /// [`FloatSemantics`], which the keys name apart).
     pub options: CompileOptions,
+    /// The floating-point semantics of compiled code, for functions that do
+    /// not choose their own. Default [`FloatSemantics::Strict`]: the
+    /// compiler's, results equal to `iree-compile`'s with default flags.
+    pub float_semantics: FloatSemantics,
     /// What to compile for; `None` (the default): what the device needs
     /// (the CPU for `local-*`, the device's `sm_XY` for `cuda`, ...).
     pub target: Option<CompileTarget>,
@@ -97,6 +191,7 @@ impl Default for CompileSettings {
             mode: CompileMode::default(),
             compiler: CompilerPreference::Auto,
             options,
+            float_semantics: FloatSemantics::default(),
             target: None,
             batch_limit: 8,
             exit_wait: DEFAULT_EXIT_WAIT,

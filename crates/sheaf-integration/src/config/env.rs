@@ -172,6 +172,12 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
         apply: |config, var| set(&mut config.compile.compiler, var.compiler()),
     },
     EnvVariable {
+        name: "SHEAF_JIT_FLOAT_SEMANTICS",
+        meaning: "`strict` (the compiler's floating-point semantics: results equal `iree-compile`'s with its default flags) or `reassociate` (CPU reductions may add in another order: faster, last bits may differ), for functions that do not choose their own",
+        default: "`strict`",
+        apply: |config, var| set(&mut config.compile.float_semantics, var.parse()),
+    },
+    EnvVariable {
         name: "SHEAF_JIT_CACHE_DIR",
         meaning: "artifact disk cache folder",
         default: "`$XDG_CACHE_HOME/sheaf-jit`, else `$HOME/.cache/sheaf-jit`",
@@ -490,7 +496,7 @@ mod tests {
     use jit_cache::CachePolicy;
 
     use super::*;
-    use crate::config::CompileMode;
+    use crate::config::{CompileMode, FloatSemantics};
 
     fn from_os(vars: &[(&str, OsString)]) -> Result<JitConfig, ConfigError> {
         let vars: HashMap<&str, OsString> = vars.iter().cloned().collect();
@@ -525,6 +531,7 @@ mod tests {
         ("SHEAF_JIT_STATIC_SHAPES", "softmax", Some(b"soft\xffmax")),
         ("SHEAF_JIT_EXIT_WAIT", "0", Some(b"10s")),
         ("SHEAF_JIT_COMPILER", "in-process", Some(b"gpu")),
+        ("SHEAF_JIT_FLOAT_SEMANTICS", "reassociate", Some(b"fast")),
         ("SHEAF_JIT_CACHE_DIR", "/c", None),
         ("SHEAF_JIT_DISK_CACHE", "off", Some(b"bogus")),
         ("SHEAF_JIT_CACHE_MAX_BYTES", "64M", Some(b"1.5G")),
@@ -613,6 +620,7 @@ mod tests {
             ("SHEAF_JIT_SPECIALIZE_HOT_SIZES", "off"),
             ("SHEAF_JIT_STATIC_SHAPES", "softmax, mlp_layer,"),
             ("SHEAF_JIT_COMPILER", "subprocess"),
+            ("SHEAF_JIT_FLOAT_SEMANTICS", "reassociate"),
             ("SHEAF_JIT_CACHE_DIR", "/c"),
             ("SHEAF_JIT_CACHE_MAX_BYTES", "64M"),
             ("SHEAF_JIT_TRACE", "1"),
@@ -665,6 +673,7 @@ mod tests {
             (CompileMode::Blocking, 3)
         );
         assert_eq!(config.compile.compiler, CompilerPreference::Subprocess);
+        assert_eq!(config.compile.float_semantics, FloatSemantics::Reassociate);
         assert_eq!(config.disk.folder, DiskCacheFolder::Dir("/c".into()));
         assert_eq!(config.disk.max_bytes, 64 << 20);
     }
@@ -751,6 +760,11 @@ mod tests {
                 "SHEAF_JIT_CACHE_POLICY",
                 "lru",
                 "`adaptive` or `lru-cool-down`",
+            ),
+            (
+                "SHEAF_JIT_FLOAT_SEMANTICS",
+                "fast",
+                "`strict` or `reassociate`",
             ),
             (
                 "SHEAF_JIT_COMPILER",

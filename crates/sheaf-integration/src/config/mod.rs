@@ -22,7 +22,7 @@ use jit_cache::CacheConfig;
 
 use crate::error::ConfigError;
 
-pub use compile::{CompileMode, CompileSettings};
+pub use compile::{CompileMode, CompileSettings, FloatSemantics};
 pub use device::DeviceSettings;
 pub use disk::{DiskCacheFolder, DiskCacheSettings, DEFAULT_CACHE_FOLDER, PROJECT_CACHE_FOLDER};
 #[cfg(feature = "trace-subscriber")]
