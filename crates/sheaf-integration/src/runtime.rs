@@ -172,6 +172,18 @@ impl Inner {
         signature: &Signature,
         values: &[Value],
     ) -> Result<Lowering, CompileFailure> {
+        self.lowered(function, lower, signature, values)
+            .map_err(CompileFailure::refused)
+    }
+
+    /// [`lower`](Self::lower), with the lowering's refusal as it is.
+    fn lowered<M: Send + Sync + 'static>(
+        &self,
+        function: &JitFunction<M>,
+        lower: impl FnOnce(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>,
+        signature: &Signature,
+        values: &[Value],
+    ) -> Result<Lowering, VariantError> {
         let start = Instant::now();
         let entry = function.variant_symbol(signature);
         let semantics = self.semantics_of(function);
@@ -183,7 +195,28 @@ impl Inner {
             semantics,
         );
         self.profile.record(Phase::Lower, start.elapsed());
-        lowered.map_err(CompileFailure::refused)
+        lowered
+    }
+
+    /// Before `target`, a generalization of the call's `signature` with
+    /// dynamic dims, is lowered and compiled: checks that the lowering
+    /// takes the call's own signature, since the call's dims helped make
+    /// those dims vary. A call it refuses (dims that do not fit together)
+    /// is [`CompileFailure::call_refused`]: it counts for nothing, and the
+    /// function does not widen.
+    fn vet<M: Send + Sync + 'static>(
+        &self,
+        function: &JitFunction<M>,
+        lower: impl FnOnce(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>,
+        (target, signature): (&Signature, &Signature),
+        values: &[Value],
+    ) -> Result<(), CompileFailure> {
+        if target == signature {
+            return Ok(());
+        }
+        self.lowered(function, lower, signature, values)
+            .map(drop)
+            .map_err(CompileFailure::call_refused)
     }
 
     /// Fetches or compiles and loads `lowering`: for the primary device,
@@ -615,6 +648,12 @@ impl JitRuntime {
     /// code (a shape the artifact rejects) are errors, never a silent
     /// fallback.
     ///
+    /// `lower` runs at most twice per miss: when the call's dims make a dim
+    /// of a function [with dynamic dims](JitFunction::with_dynamic_dims)
+    /// vary, it lowers the call's own signature first (a call whose dims do
+    /// not fit together is refused as itself, and never widens the
+    /// function), then the signature with that dim dynamic.
+    ///
     /// ```no_run
     /// use std::rc::Rc;
     /// use sheaf_integration::{mlir, Dispatched, JitConfig, JitFunction, JitRuntime, Lowered, Value};
@@ -649,7 +688,7 @@ impl JitRuntime {
         function: &JitFunction<M>,
         args: &[Value],
         captured: &[CapturedScalar],
-        lower: impl FnOnce(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>,
+        mut lower: impl FnMut(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>,
     ) -> Result<Dispatched<M>, JitError> {
         let inner = &*self.inner;
         let start = Instant::now();
@@ -667,7 +706,8 @@ impl JitRuntime {
                         {
                             return Ok(variant);
                         }
-                        inner.compile(&inner.lower(function, lower, target, args)?)
+                        inner.vet(function, &mut lower, (target, &signature), args)?;
+                        inner.compile(&inner.lower(function, &mut lower, target, args)?)
                     })
             }
             CompileMode::Background => {
@@ -679,7 +719,8 @@ impl JitRuntime {
                         {
                             return Ok(Prepared::Ready(variant));
                         }
-                        let lowering = inner.lower(function, lower, target, args)?;
+                        inner.vet(function, &mut lower, (target, &signature), args)?;
+                        let lowering = inner.lower(function, &mut lower, target, args)?;
                         // An artifact on disk is loaded here: the call runs
                         // it rather than the interpreter.
                         let placement = inner.placement_for(&lowering.module);
