@@ -583,10 +583,9 @@ impl<E> FunctionState<E> {
         {
             self.counters.generalizations += 1;
             total.generalizations += 1;
-            self.earlier_generalization = std::mem::replace(
-                &mut self.last_generalization,
-                Some(Generalization::clone(generalization)),
-            );
+            self.earlier_generalization = self
+                .last_generalization
+                .replace(Generalization::clone(generalization));
         }
         if let (MissAction::Compile { started, .. }, Caller::Background) = (&mut action, caller) {
             // The compile is to be queued; the call counts how it ran once

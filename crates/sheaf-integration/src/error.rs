@@ -78,9 +78,10 @@ pub enum JitError {
     #[error(transparent)]
     Precompile(#[from] VariantError),
     /// [`JitRuntime::import_artifact`](crate::JitRuntime::import_artifact)
-    /// refused a module: nothing of it was cached.
+    /// refused a module: nothing of it was cached. (Boxed: the other
+    /// variants are smaller.)
     #[error("cannot import the compiled artifact")]
-    Import(#[source] crate::import::ImportError),
+    Import(#[source] Box<crate::import::ImportError>),
     /// A value this layer cannot represent.
     #[error("unsupported: {0}")]
     Unsupported(String),

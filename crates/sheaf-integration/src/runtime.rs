@@ -1222,10 +1222,11 @@ impl JitRuntime {
         imports: Vec<crate::Import<'_, M>>,
     ) -> Result<crate::ImportSummary, JitError> {
         use crate::import::ImportError;
+        let refused = |error: ImportError| JitError::Import(Box::new(error));
         let inner = &*self.inner;
         let code = inner.primary.code(inner.float_semantics);
         if *target != code.options.target {
-            return Err(JitError::Import(ImportError::Target {
+            return Err(refused(ImportError::Target {
                 artifact: target.clone(),
                 runtime: code.options.target.clone(),
                 device: inner.primary.device().uri().to_owned(),
@@ -1235,19 +1236,19 @@ impl JitRuntime {
             .primary
             .runtime
             .load(vmfb)
-            .map_err(|error| JitError::Import(ImportError::Load(error)))?;
+            .map_err(|error| refused(ImportError::Load(error)))?;
         let share = module.artifact_bytes() / imports.len().max(1);
         let mut variants = Vec::with_capacity(imports.len());
         for import in imports {
             let entry = module.function(&import.entry).map_err(|_| {
-                JitError::Import(ImportError::NoEntry {
+                refused(ImportError::NoEntry {
                     entry: import.entry.clone(),
                     exports: module.function_names(),
                 })
             })?;
             let outputs = import.outputs.as_ref();
             if let Some(why) = crate::declaration::mismatch(&entry, &import.signature, outputs) {
-                return Err(JitError::Import(ImportError::Declaration {
+                return Err(refused(ImportError::Declaration {
                     entry: import.entry,
                     function: import.function.name().to_owned(),
                     signature: import.signature.to_string(),

@@ -127,7 +127,7 @@ fn a_module_that_cannot_serve_what_it_is_said_to_is_refused_whole() {
         let JitError::Import(cause) = error else {
             panic!("{error:?}")
         };
-        cause
+        *cause
     };
     let good = || Import::new(&sigmoid, "sigmoid_4", f32_sig(&[4]));
     // A declaration that takes another signature; the good one beside it
