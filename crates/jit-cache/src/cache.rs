@@ -204,6 +204,12 @@ impl<E: Executable> JitCache<E> {
     /// one compiled now by `compile` (outside the lock; concurrent misses on
     /// the same signature compile once), or the interpreter.
     ///
+    /// `compile` receives the signature to compile: `sig`, or its
+    /// generalization with dynamic dims. Given a generalization, a
+    /// `compile` whose lowering can refuse a call checks `sig` itself first
+    /// and returns [`CompileFailure::call_refused`] when it is refused (see
+    /// [`get_or_queue`](Self::get_or_queue)).
+    ///
     /// A panic in `compile` is caught and stored as a failed compile of `sig`.
     pub fn get_or_compile<F>(&self, func: &FunctionId, sig: &Signature, compile: F) -> Dispatch<E>
     where
@@ -237,6 +243,11 @@ impl<E: Executable> JitCache<E> {
     /// signature, remembered like a failed compile (or a refusal,
     /// [`CompileFailure::refused`]); the call returns
     /// [`FallbackReason::CompileFailed`] at once and nothing is queued.
+    /// Given a generalization (the call's own dims helped make its dims
+    /// vary), a `prepare` whose lowering can refuse a call lowers the
+    /// call's own signature first, and returns
+    /// [`CompileFailure::call_refused`] when that is refused: the call then
+    /// counts for nothing (see "Dynamic dims" in the README).
     ///
     /// Misses of a signature already queued or compiling return
     /// [`FallbackReason::CompileInFlight`]; beyond
@@ -929,15 +940,23 @@ impl<'a, E: Executable> CompileTicket<'a, E> {
             ),
             // The lowering's verdict on a call (its dims do not fit, say):
             // the caller's interpreter reports it; the cache only notes it.
-            Err(error) if error.is_refusal() => tracing::debug!(
-                target: "jit_cache",
-                function = %func,
-                signature = %sig,
-                "{func}: {sig} not compiled: {}. Calls with this signature run in the \
-                 interpreter {}",
-                ErrorChain(&**error),
-                RetryAfter(config.failed_compile_retry_after)
-            ),
+            // A call refused as itself is remembered by its own signature.
+            Err(error) if error.is_refusal() => {
+                let sig = if error.is_call_refusal() {
+                    self.call
+                } else {
+                    sig
+                };
+                tracing::debug!(
+                    target: "jit_cache",
+                    function = %func,
+                    signature = %sig,
+                    "{func}: {sig} not compiled: {}. Calls with this signature run in the \
+                     interpreter {}",
+                    ErrorChain(&**error),
+                    RetryAfter(config.failed_compile_retry_after)
+                )
+            }
             Err(error) if matches!(miss, MissReason::HotSize { .. }) => tracing::warn!(
                 target: "jit_cache",
                 function = %func,

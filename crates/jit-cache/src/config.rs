@@ -165,10 +165,12 @@ pub struct CacheConfig {
     pub dynamic_dims: bool,
     /// Distinct values a dim takes, over the calls of one function with one
     /// dtype, rank, structure and set of static and captured scalars that
-    /// compiled (a call its lowering refuses never counts), before the next
-    /// such miss compiles it dynamic. Default 2 (PyTorch Dynamo's choice:
-    /// the second value shows the dim varies); 1 compiles every dim dynamic
-    /// from the second miss.
+    /// compiled and the missed call itself (a call its lowering refuses
+    /// never counts: [`CompileFailure::CallRefused`](crate::CompileFailure::CallRefused)),
+    /// at which the miss compiles it dynamic. Default 2 (PyTorch Dynamo's
+    /// choice: the second value shows the dim varies, and its call compiles
+    /// the dynamic variant); 1 compiles every dim dynamic from the first
+    /// miss.
     pub dynamic_dims_after: usize,
     /// Whether a size served by a variant with dynamic dims gets its own
     /// static variant once it is *hot* (called more than once every

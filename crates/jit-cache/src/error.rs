@@ -68,6 +68,15 @@ pub enum CompileFailure {
     /// counted in [`Counters::refusals`](crate::Counters::refusals), not as
     /// a compile.
     Refused(Arc<dyn Error + Send + Sync>),
+    /// The lowering refused the signature of the call itself (its dims do
+    /// not fit together), checked before compiling the generalization with
+    /// dynamic dims that its dims asked for: no compiler ran. Build it with
+    /// [`CompileFailure::call_refused`]. The call counts for nothing: its
+    /// dims do not make a dim vary, the generalization is not remembered as
+    /// failed (its class keeps compiling dynamic dims for good calls), and
+    /// the failure is remembered for the call's own signature. Counted in
+    /// [`Counters::refusals`](crate::Counters::refusals).
+    CallRefused(Arc<dyn Error + Send + Sync>),
     /// The compile callback panicked; the panic was caught and the cache is
     /// unaffected.
     Panicked {
@@ -84,6 +93,9 @@ impl fmt::Display for CompileFailure {
         match self {
             CompileFailure::Backend(_) => f.write_str("the compile failed"),
             CompileFailure::Refused(_) => f.write_str("the lowering refused this signature"),
+            CompileFailure::CallRefused(_) => {
+                f.write_str("the lowering refused the call's own signature")
+            }
             CompileFailure::Panicked { message } => write!(
                 f,
                 "the compile callback panicked: {message} (the cache caught the panic; fix the \
@@ -102,7 +114,9 @@ impl Error for CompileFailure {
     /// a [`CompileFailure::Backend`] or [`CompileFailure::Refused`].
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            CompileFailure::Backend(error) | CompileFailure::Refused(error) => Some(&**error),
+            CompileFailure::Backend(error)
+            | CompileFailure::Refused(error)
+            | CompileFailure::CallRefused(error) => Some(&**error),
             _ => None,
         }
     }
@@ -138,19 +152,48 @@ impl CompileFailure {
         CompileFailure::Refused(Arc::new(error))
     }
 
+    /// The call's own signature was refused by the lowering, checked
+    /// before compiling the generalization its dims asked for (see
+    /// [`CompileFailure::CallRefused`]): a compile callback that was given
+    /// a signature with dynamic dims other than the call's lowers the
+    /// call's own signature first, and returns this when that is refused.
+    ///
+    /// ```
+    /// use jit_cache::CompileFailure;
+    ///
+    /// let refusal = CompileFailure::call_refused(std::io::Error::other("K is 5, not 6"));
+    /// assert!(refusal.is_refusal() && refusal.is_call_refusal());
+    /// ```
+    pub fn call_refused(error: impl Error + Send + Sync + 'static) -> Self {
+        CompileFailure::CallRefused(Arc::new(error))
+    }
+
     /// The backend's error, when this is a [`CompileFailure::Backend`], or
-    /// the lowering's, when it is a [`CompileFailure::Refused`]: downcast it
-    /// to its type with `downcast_ref`.
+    /// the lowering's, when it is a [`CompileFailure::Refused`] or
+    /// [`CompileFailure::CallRefused`]: downcast it to its type with
+    /// `downcast_ref`.
     pub fn backend_error(&self) -> Option<&(dyn Error + Send + Sync + 'static)> {
         match self {
-            CompileFailure::Backend(error) | CompileFailure::Refused(error) => Some(&**error),
+            CompileFailure::Backend(error)
+            | CompileFailure::Refused(error)
+            | CompileFailure::CallRefused(error) => Some(&**error),
             _ => None,
         }
     }
 
-    /// Whether the lowering refused the signature (no compiler ran).
+    /// Whether the lowering refused the signature, or the call's own (no
+    /// compiler ran).
     pub fn is_refusal(&self) -> bool {
-        matches!(self, CompileFailure::Refused(_))
+        matches!(
+            self,
+            CompileFailure::Refused(_) | CompileFailure::CallRefused(_)
+        )
+    }
+
+    /// Whether the lowering refused the call's own signature
+    /// ([`CompileFailure::CallRefused`]).
+    pub fn is_call_refusal(&self) -> bool {
+        matches!(self, CompileFailure::CallRefused(_))
     }
 
     /// Whether the compile callback panicked.
@@ -165,7 +208,8 @@ impl PartialEq for CompileFailure {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (CompileFailure::Backend(a), CompileFailure::Backend(b))
-            | (CompileFailure::Refused(a), CompileFailure::Refused(b)) => {
+            | (CompileFailure::Refused(a), CompileFailure::Refused(b))
+            | (CompileFailure::CallRefused(a), CompileFailure::CallRefused(b)) => {
                 Arc::ptr_eq(a, b) || ErrorChain(&**a).to_string() == ErrorChain(&**b).to_string()
             }
             (CompileFailure::Panicked { message: a }, CompileFailure::Panicked { message: b }) => {

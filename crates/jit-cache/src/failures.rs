@@ -73,6 +73,11 @@ impl Failures {
         }
     }
 
+    /// Whether a failure of `sig` is remembered (not counting the call).
+    pub(crate) fn contains(&self, sig: &Signature) -> bool {
+        !self.map.is_empty() && self.map.contains(sig)
+    }
+
     /// Remembers that compiling `sig` failed; the next `retry_after` calls
     /// with it are interpreted ([`NEVER`]: every call, until cleared).
     pub(crate) fn record(&mut self, sig: Signature, error: Arc<CompileFailure>, retry_after: u64) {

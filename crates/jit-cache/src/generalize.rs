@@ -5,10 +5,17 @@
 //! dynamic (dtypes, ranks, structure, static and captured scalars and device
 //! equal). Within a class each dim's distinct values are counted, up to
 //! [`CacheConfig::dynamic_dims_after`](crate::CacheConfig::dynamic_dims_after),
-//! over the calls that compiled (and those compiling now); a dim that
-//! reaches it *varies* for good. A later miss in a class with varying dims
-//! compiles the call's signature with those dims dynamic instead of the
-//! call's own. A rank change is another class, so it stays another variant.
+//! over the calls that compiled (and those compiling now) and the missed
+//! call itself; a dim that reaches it *varies*, and the miss compiles the
+//! call's signature with the varying dims dynamic instead of the call's own:
+//! with the default of 2, the second size of a batch compiles the dynamic
+//! variant (one static variant and one dynamic, two compiles). The call's
+//! own dims count only if the call is good: the compile callback lowers the
+//! call's own signature first, and a refusal
+//! ([`CompileFailure::CallRefused`](crate::CompileFailure::CallRefused))
+//! commits nothing and leaves the class as it was. A dim varies for good
+//! once a call whose dims counted compiled. A rank change is another class,
+//! so it stays another variant.
 
 use std::fmt;
 
@@ -130,11 +137,13 @@ impl Generalizer {
 
     /// The signature to compile for a missed call `sig` instead of its own,
     /// if some of its class's dims vary: a dim varies once its committed
-    /// values and those of the `pending` calls (whose compiles are in
-    /// flight) take `after` distinct values. The call's own values do not
-    /// count: a call whose dims do not fit together (refused by its
-    /// lowering) must not make a dim vary, and this one is not known to fit
-    /// yet. Nothing is recorded: only a call whose compile succeeds is
+    /// values, those of the `pending` calls (whose compiles are in flight)
+    /// and the call's own take `after` distinct values. The call's own
+    /// count provisionally: a call whose dims do not fit together must not
+    /// make a dim vary, so the compile callback checks the call's own
+    /// signature with its lowering before compiling the generalization
+    /// (a refusal is a [`CompileFailure::CallRefused`](crate::CompileFailure::CallRefused)).
+    /// Nothing is recorded: only a call whose compile succeeds is
     /// [`commit`](Self::commit)ted. A signature that has dynamic dims itself
     /// is not a call's and is left alone.
     pub(crate) fn generalize<'a>(
@@ -157,9 +166,12 @@ impl Generalizer {
             .collect();
         let unseen = DimValues::default();
         let mut varying = Vec::new();
-        for (i, (arg, dim, _)) in positions(sig).enumerate() {
+        for (i, (arg, dim, own)) in positions(sig).enumerate() {
             let values = record.map_or(&unseen, |r| &r.dims[i]);
-            let others = pending.iter().map(|p| p.args()[arg].dims()[dim]);
+            let others = pending
+                .iter()
+                .map(|p| p.args()[arg].dims()[dim])
+                .chain([own]);
             if values.varies_with(others, after) {
                 varying.push((arg, dim));
             }
@@ -293,26 +305,20 @@ mod tests {
     }
 
     #[test]
-    fn a_dim_varies_once_two_values_compiled() {
+    fn a_second_value_generalizes_at_once() {
         let mut g = Generalizer::new(2);
         assert_eq!(g.observe(&mlp(5, 64)), None, "one value");
         assert_eq!(g.observe(&mlp(5, 64)), None, "the same value again");
-        assert_eq!(
-            g.observe(&mlp(7, 64)),
-            None,
-            "a second value compiles static"
-        );
-        let general = g.observe(&mlp(9, 64)).expect("batch varies");
+        let general = g.observe(&mlp(7, 64)).expect("a second batch size");
         assert_eq!(general.dims(), [(0, 0)]);
         assert_eq!(general.signature(), &mlp(-1, 64));
         assert_eq!(
             general.to_string(),
             "arg 0 dim 0 took 2 distinct values: compiling (f32[?,64], f32[64,256], f32[256])"
         );
-        // It stays varying; a second dim joins it once two of its values
-        // compiled.
-        assert_eq!(g.observe(&mlp(11, 32)).unwrap().dims(), [(0, 0)]);
-        let both = g.observe(&mlp(9, 16)).expect("k varies");
+        // It stays varying; a second dim joins it with its second value.
+        assert_eq!(g.observe(&mlp(9, 64)).unwrap().dims(), [(0, 0)]);
+        let both = g.observe(&mlp(11, 32)).expect("k varies");
         assert_eq!(both.dims(), [(0, 0), (0, 1), (1, 0)]);
         assert_eq!(
             both.signature(),
@@ -328,22 +334,18 @@ mod tests {
     fn only_values_of_calls_that_compiled_count() {
         let mut g = Generalizer::new(2);
         g.observe(&mlp(5, 64));
-        // Calls that never compile, each with another inner dim: none of
-        // them is counted, not even its own.
+        // Calls that never compile (their own signature refused), each with
+        // another inner dim: each asks for a generalization of its own
+        // dims, but none of them is committed.
         for k in [32, 33, 34] {
-            assert_eq!(g.generalize(&mlp(5, k), []), None, "k = {k}");
+            let asked = g.generalize(&mlp(5, k), []).expect("its own k counts");
+            assert_eq!(asked.dims(), [(0, 1), (1, 0)], "k = {k}");
         }
-        assert_eq!(
-            g.generalize(&mlp(7, 64), []),
-            None,
-            "one batch size compiled"
-        );
-        g.commit(&mlp(7, 64));
-        let general = g
-            .generalize(&mlp(9, 64), [])
-            .expect("two batch sizes compiled");
+        // So a good call's second batch size widens the batch only.
+        let general = g.generalize(&mlp(7, 64), []).expect("two batch sizes");
         assert_eq!(general.dims(), [(0, 0)]);
-        assert_eq!(g.generalize(&mlp(11, 32), []).unwrap().dims(), [(0, 0)]);
+        g.commit(&mlp(7, 64));
+        assert_eq!(g.generalize(&mlp(11, 64), []).unwrap().dims(), [(0, 0)]);
     }
 
     #[test]
@@ -351,17 +353,15 @@ mod tests {
         let mut g = Generalizer::new(2);
         let (first, second) = (mlp(1, 64), mlp(2, 64));
         assert_eq!(g.generalize(&first, []), None);
-        assert_eq!(g.generalize(&second, [&first]), None, "one size in flight");
-        // While both compiles are in flight, a third size generalizes: it
-        // does not queue its own static compile.
-        let third = g
-            .generalize(&mlp(3, 64), [&first, &second])
-            .expect("two sizes");
-        assert_eq!(third.dims(), [(0, 0)]);
+        assert_eq!(g.generalize(&first, [&first]), None, "the size in flight");
+        // With one size in flight, a second generalizes: it does not queue
+        // its own static compile.
+        let general = g.generalize(&second, [&first]).expect("two sizes");
+        assert_eq!(general.dims(), [(0, 0)]);
         let other_class = f32_row(3);
-        assert_eq!(g.generalize(&mlp(3, 64), [&first, &other_class]), None);
-        // Had those compiles failed, nothing of them is left.
-        assert_eq!(g.generalize(&mlp(3, 64), []), None);
+        assert_eq!(g.generalize(&first, [&other_class]), None);
+        // Had that compile failed, nothing of it is left.
+        assert_eq!(g.generalize(&first, []), None);
     }
 
     #[test]
@@ -381,40 +381,27 @@ mod tests {
         assert_eq!(g.observe(&f64_rows), None, "so is a dtype");
         assert_eq!(g.observe(&scaled(3, 0.5)), None, "and a captured scalar");
         assert_eq!(g.observe(&scaled(4, 1.0)), None);
-        assert_eq!(g.observe(&rank2(2)), None, "one value of its own class");
-        assert!(g.observe(&rank2(3)).is_some());
+        assert!(
+            g.observe(&rank2(2)).is_some(),
+            "a second value of its class"
+        );
     }
 
     #[test]
     fn a_failed_class_compiles_static_and_after_one_is_dynamic_at_once() {
         let mut g = Generalizer::new(2);
         g.observe(&mlp(1, 8));
-        g.observe(&mlp(2, 8));
-        let general = g.observe(&mlp(3, 8)).unwrap();
+        let general = g.observe(&mlp(2, 8)).unwrap();
         assert!(g.failed(general.signature()));
-        assert_eq!(g.observe(&mlp(4, 8)), None);
+        assert_eq!(g.observe(&mlp(3, 8)), None);
         assert!(!g.failed(general.signature()), "known already");
 
         let mut eager = Generalizer::new(1);
-        assert_eq!(
-            eager.observe(&mlp(4, 8)),
-            None,
-            "the first call compiles static"
-        );
-        let all = eager.observe(&mlp(5, 8)).expect("every dim at once");
+        let all = eager.observe(&mlp(4, 8)).expect("every dim at once");
         assert_eq!(all.signature().dynamic_dim_count(), 5);
         assert_eq!(eager.observe(&mlp(-1, 8)), None, "not a call's signature");
-        let first = f32_row(3);
-        assert!(
-            eager.generalize(&f32_row(4), [&first]).is_some(),
-            "a compile in flight, nothing committed"
-        );
         assert!(eager.failed(&f32_row(-1)), "a class with nothing committed");
-        assert_eq!(
-            eager.generalize(&f32_row(4), [&first]),
-            None,
-            "compiles static"
-        );
+        assert_eq!(eager.generalize(&f32_row(4), []), None, "compiles static");
     }
 
     #[test]

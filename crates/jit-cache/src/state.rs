@@ -237,6 +237,10 @@ struct FunctionState<E> {
     /// Tracks varying dims, when the function may get dynamic ones.
     generalizer: Option<Generalizer>,
     last_generalization: Option<Generalization>,
+    /// The one before it: what `last_generalization` goes back to when a
+    /// call's own signature is refused before its generalization compiles
+    /// (the call counts for nothing).
+    earlier_generalization: Option<Generalization>,
     /// Signatures an earlier process had cached, not compiled in this one
     /// yet, with their recalled call counts and whether this process called
     /// them: a miss of one compiles that very signature, not its
@@ -282,6 +286,7 @@ impl<E> FunctionState<E> {
             generalizer: (func.accepts_dynamic_dims() && config.dynamic_dims_for(name))
                 .then(|| Generalizer::new(config.dynamic_dims_after)),
             last_generalization: None,
+            earlier_generalization: None,
             remembered: Recalled::default(),
             kept: None,
         };
@@ -495,16 +500,19 @@ impl<E> FunctionState<E> {
         self.remembered.called(sig);
         // The signature to compile: the call's, or its generalization once
         // some of its dims vary, counting the dims of the calls whose
-        // compile succeeded or is in flight. The call's dims are committed
-        // only if its compile succeeds (`finish_compile`): a call whose
-        // dims do not fit together never counts towards a dim varying.
-        // A signature an earlier process had cached comes back as it was:
+        // compile succeeded or is in flight, and the call's own. The
+        // call's dims are committed only if its compile succeeds
+        // (`finish_compile`), and the compile callback checks the call's
+        // own signature before compiling a generalization: a call whose
+        // dims do not fit together never counts towards a dim varying. A
+        // call already refused as itself asks for no generalization. A
+        // signature an earlier process had cached comes back as it was:
         // its own variant, not its generalization.
         let in_flight = &self.in_flight;
         let generalization = self
             .generalizer
             .as_mut()
-            .filter(|_| !self.remembered.contains(sig))
+            .filter(|_| !self.remembered.contains(sig) && !self.failures.contains(sig))
             .and_then(|g| g.generalize(sig, in_flight.values().map(|f| &f.call)))
             .map(Box::new);
         // Only a queueing call may wait or not, and only once its
@@ -575,7 +583,9 @@ impl<E> FunctionState<E> {
         {
             self.counters.generalizations += 1;
             total.generalizations += 1;
-            self.last_generalization = Some(Generalization::clone(generalization));
+            self.earlier_generalization = self
+                .last_generalization
+                .replace(Generalization::clone(generalization));
         }
         if let (MissAction::Compile { started, .. }, Caller::Background) = (&mut action, caller) {
             // The compile is to be queued; the call counts how it ran once
@@ -980,13 +990,30 @@ impl<E> CacheState<E> {
         }
         let (exe, bytes) = match result {
             Err(error) => {
-                if sig.has_dynamic_dims() {
+                // A call refused as itself (checked before compiling its
+                // generalization) counts for nothing: the failure is its
+                // own signature's, and the class keeps its dynamic dims.
+                let failed_sig = match call {
+                    Some(call) if error.is_call_refusal() => {
+                        // Not a generalization after all.
+                        if sig != call {
+                            state.counters.generalizations =
+                                state.counters.generalizations.saturating_sub(1);
+                            self.total.generalizations =
+                                self.total.generalizations.saturating_sub(1);
+                            state.last_generalization = state.earlier_generalization.take();
+                        }
+                        call
+                    }
+                    _ => sig,
+                };
+                if failed_sig.has_dynamic_dims() {
                     if let Some(generalizer) = &mut state.generalizer {
-                        finished.static_again = generalizer.failed(sig);
+                        finished.static_again = generalizer.failed(failed_sig);
                     }
                 }
                 state.failures.record(
-                    sig.clone(),
+                    failed_sig.clone(),
                     Arc::clone(error),
                     config.failed_compile_retry_after,
                 );

@@ -61,7 +61,10 @@ pub struct Counters {
     /// queued (a later miss queues them again).
     pub queue_full: u64,
     /// Misses that compiled (or queued) a signature with dynamic dims
-    /// because some dims varied ([`CacheConfig::dynamic_dims`](crate::CacheConfig::dynamic_dims)).
+    /// because some dims varied ([`CacheConfig::dynamic_dims`](crate::CacheConfig::dynamic_dims));
+    /// a call refused as itself before its generalization compiled
+    /// ([`CompileFailure::CallRefused`](crate::CompileFailure::CallRefused))
+    /// is not one.
     pub generalizations: u64,
     /// Hits served by a signature with dynamic dims (part of `hits`).
     pub dynamic_hits: u64,

@@ -36,7 +36,7 @@ fn served(ran: Ran, sig: &Signature, general: &Signature) -> &'static str {
 }
 
 #[test]
-fn a_ragged_batch_compiles_three_variants_and_runs_every_call_compiled() {
+fn a_ragged_batch_compiles_two_variants_and_runs_every_call_compiled() {
     let compiler = MockCompiler::new();
     let cache = JitCache::new(CacheConfig::default()).unwrap();
     let f = dynamic("mlp_layer");
@@ -49,8 +49,8 @@ fn a_ragged_batch_compiles_three_variants_and_runs_every_call_compiled() {
     }
     assert_eq!(
         compiler.compiles(),
-        3,
-        "the first two batch sizes, then any"
+        2,
+        "the first batch size, then any from the second"
     );
     assert_eq!(compiler.compiles_of(&mlp(-1)), 1);
     assert_eq!(by.get("interpreter"), None);
@@ -61,15 +61,15 @@ fn a_ragged_batch_compiles_three_variants_and_runs_every_call_compiled() {
     let c = &stats.function(&f).unwrap().counters;
     assert_eq!(
         (c.generalizations, c.live_entries),
-        (1, 3),
-        "the first sizes stay"
+        (1, 2),
+        "the first size stays"
     );
     assert_eq!(
         c.dynamic_hits as usize,
         by["dynamic"] - 1,
         "one dynamic call compiled"
     );
-    assert_eq!(compiler.tracker.live(), 3);
+    assert_eq!(compiler.tracker.live(), 2);
     let last = stats
         .function(&f)
         .unwrap()
@@ -99,17 +99,16 @@ fn rank_changes_stay_separate_variants() {
         2,
         "the shape ping-pong: two ranks, two variants"
     );
-    // A second row count compiles its own; a third generalizes the rank-2
-    // class only.
+    // A second row count generalizes the rank-2 class only.
     let (ran, _) = run(&cache, &f, &f32_sig(&[2, 5]), &compiler);
-    assert_eq!(ran, Ran::Compiled(expected(&f32_sig(&[2, 5]))));
+    assert_eq!(ran, Ran::Compiled(expected(&f32_sig(&[-1, 5]))));
     let (ran, _) = run(&cache, &f, &f32_sig(&[3, 5]), &compiler);
     assert_eq!(ran, Ran::Compiled(expected(&f32_sig(&[-1, 5]))));
     assert!(cache.contains(&f, &f32_sig(&[1, 5, 1])));
     assert!(cache.contains(&f, &f32_sig(&[1, 5])), "exact entries stay");
     let (ran, _) = run(&cache, &f, &f32_sig(&[1, 5, 1]), &compiler);
     assert_eq!(ran, Ran::Compiled(expected(&f32_sig(&[1, 5, 1]))));
-    assert_eq!(compiler.compiles(), 4);
+    assert_eq!(compiler.compiles(), 3);
 }
 
 #[test]
@@ -133,15 +132,15 @@ fn static_functions_the_opt_out_and_the_global_switch_compile_every_shape() {
     };
     assert_eq!(
         compiles(CacheConfig::default(), &dynamic("mlp_layer")),
-        (3, 1),
-        "sizes 1 and 2 static, then any"
+        (2, 1),
+        "size 1 static, then any"
     );
     assert_eq!(
         compiles(CacheConfig::default(), &FunctionId::new("mlp_layer", 1)),
         (3, 0)
     );
     assert_eq!(compiles(opt_out.clone(), &dynamic("mlp_layer")), (3, 0));
-    assert_eq!(compiles(opt_out, &dynamic("other")), (3, 1), "by name");
+    assert_eq!(compiles(opt_out, &dynamic("other")), (2, 1), "by name");
     assert_eq!(compiles(off, &dynamic("mlp_layer")), (3, 0));
     let eager = CacheConfig {
         dynamic_dims_after: 1,
@@ -149,19 +148,14 @@ fn static_functions_the_opt_out_and_the_global_switch_compile_every_shape() {
     };
     let compiler = MockCompiler::new();
     let cache = JitCache::new(eager).unwrap();
-    run(&cache, &dynamic("f"), &mlp(3), &compiler);
-    assert_eq!(
-        compiler.compiles_of(&mlp(3)),
-        1,
-        "the first call compiles static"
-    );
-    run(&cache, &dynamic("f"), &mlp(3), &compiler);
-    run(&cache, &dynamic("f"), &mlp(4), &compiler);
+    for b in [3, 3, 4] {
+        run(&cache, &dynamic("f"), &mlp(b), &compiler);
+    }
     let every = mlp(3).with_dynamic_dims(&[(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]);
     assert_eq!(
-        compiler.compiles_of(&every),
-        1,
-        "then every dim dynamic at once"
+        (compiler.compiles_of(&every), compiler.compiles()),
+        (1, 1),
+        "every dim dynamic from the first call"
     );
 }
 
@@ -201,16 +195,16 @@ fn a_dynamic_variant_leaves_the_entries_it_covers_serving_their_calls() {
     .unwrap();
     let f = dynamic("f");
     let run_dims = |dims: &[i64]| run(&cache, &f, &f32_sig(dims), &compiler).0;
-    for rows in [3, 4] {
+    assert_eq!(
+        run_dims(&[3, 5]),
+        Ran::Compiled(expected(&f32_sig(&[3, 5])))
+    );
+    for rows in [4, 5] {
         assert_eq!(
             run_dims(&[rows, 5]),
-            Ran::Compiled(expected(&f32_sig(&[rows, 5])))
+            Ran::Compiled(expected(&f32_sig(&[-1, 5])))
         );
     }
-    assert_eq!(
-        run_dims(&[5, 5]),
-        Ran::Compiled(expected(&f32_sig(&[-1, 5])))
-    );
     assert_eq!(
         run_dims(&[3, 5]),
         Ran::Compiled(expected(&f32_sig(&[3, 5]))),
@@ -223,7 +217,7 @@ fn a_dynamic_variant_leaves_the_entries_it_covers_serving_their_calls() {
         run_dims(&[7]);
     }
     assert!(cache.contains(&f, &f32_sig(&[-1, 5])) && cache.contains(&f, &f32_sig(&[7])));
-    assert!(!cache.contains(&f, &f32_sig(&[4, 5])), "the rarest");
+    assert!(cache.contains(&f, &f32_sig(&[3, 5])), "room for three");
     assert_eq!(compiler.tracker.live(), 3);
 }
 
@@ -242,19 +236,17 @@ fn a_failed_dynamic_compile_leaves_the_class_static() {
     let cache = JitCache::new(CacheConfig::default()).unwrap();
     let f = dynamic("f");
     let ((), logs) = capture_logs(|| {
-        for b in [1, 2] {
-            assert!(matches!(
-                run(&cache, &f, &mlp(b), &compiler).0,
-                Ran::Compiled(_)
-            ));
-        }
-        let (ran, outcome) = run(&cache, &f, &mlp(3), &compiler);
-        assert_eq!(ran, Ran::Interpreted(expected(&mlp(3))));
+        assert!(matches!(
+            run(&cache, &f, &mlp(1), &compiler).0,
+            Ran::Compiled(_)
+        ));
+        let (ran, outcome) = run(&cache, &f, &mlp(2), &compiler);
+        assert_eq!(ran, Ran::Interpreted(expected(&mlp(2))));
         assert!(matches!(
             outcome,
             Provenance::Interpreted(FallbackReason::CompileFailed(_))
         ));
-        for b in 4..7 {
+        for b in 2..6 {
             let (ran, _) = run(&cache, &f, &mlp(b), &compiler);
             assert_eq!(ran, Ran::Compiled(expected(&mlp(b))), "static again");
         }
@@ -355,9 +347,9 @@ fn background_compiles_generalize_too() {
             reason: FallbackReason::CompileQueued
         }
     ));
-    assert_eq!(compiled_for(2), mlp(2), "one size compiled before it");
+    assert_eq!(compiled_for(2), mlp(-1), "a second size");
     assert_eq!(compiled_for(3), mlp(-1), "a size never seen before");
-    assert_eq!(compiler.compiles(), 3);
+    assert_eq!(compiler.compiles(), 2);
     let stats = cache.stats();
     assert_eq!(stats.total.generalizations, 1);
     let s = stats.function(&f).unwrap();
@@ -387,6 +379,34 @@ fn lower(compiler: &MockCompiler, sig: &Signature) -> Result<MockExe, CompileFai
     compiler.compile(sig)
 }
 
+/// The compile callback's contract: to compile `target`, a generalization
+/// of the `call`'s signature, it first lowers the call's own signature, and
+/// a refusal of that is the call's ([`CompileFailure::call_refused`]).
+fn vetted(
+    compiler: &MockCompiler,
+    call: &Signature,
+    target: &Signature,
+) -> Result<MockExe, CompileFailure> {
+    if target != call {
+        if let Err(CompileFailure::Refused(why)) = lower(&MockCompiler::new(), call) {
+            return Err(CompileFailure::call_refused(Message(why.to_string())));
+        }
+    }
+    lower(compiler, target)
+}
+
+/// An error known by its message.
+#[derive(Debug)]
+struct Message(String);
+
+impl std::fmt::Display for Message {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Message {}
+
 #[test]
 fn calls_whose_dims_do_not_fit_never_widen_a_function() {
     let compiler = MockCompiler::new();
@@ -398,39 +418,44 @@ fn calls_whose_dims_do_not_fit_never_widen_a_function() {
         cache.call(
             &f,
             sig,
-            |s| lower(&compiler, s),
+            |target| vetted(&compiler, sig, target),
             |exe| Ran::Compiled(exe.result),
             |_| Ran::Interpreted(expected(sig)),
         )
     };
     assert_eq!(call(&mlp(5)).0, Ran::Compiled(expected(&mlp(5))));
     for k in [32, 33, 34] {
-        let (ran, outcome) = call(&mlp_k(5, k));
-        assert_eq!(ran, Ran::Interpreted(expected(&mlp_k(5, k))), "k = {k}");
-        let Some(FallbackReason::CompileFailed(failure)) = outcome.fallback() else {
-            panic!("refused: {outcome:?}");
-        };
-        assert!(failure.is_refusal());
+        // Each asks for K dynamic; its own signature is refused first.
+        for _ in 0..2 {
+            let (ran, outcome) = call(&mlp_k(5, k));
+            assert_eq!(ran, Ran::Interpreted(expected(&mlp_k(5, k))), "k = {k}");
+            let Some(FallbackReason::CompileFailed(failure)) = outcome.fallback() else {
+                panic!("refused: {outcome:?}");
+            };
+            assert!(failure.is_call_refusal(), "{failure:?}");
+        }
     }
-    // A good call with a new batch size compiles its own signature: K is
-    // not dynamic, and one batch size compiled before it.
-    assert_eq!(call(&mlp(7)).0, Ran::Compiled(expected(&mlp(7))));
     let stats = cache.stats();
     let c = &stats.function(&f).unwrap().counters;
-    assert_eq!((c.generalizations, c.live_entries), (0, 2), "{stats}");
-    assert_eq!((c.refusals, c.compiles), (3, 2));
-    // The next good size varies the batch, and the batch only.
-    assert_eq!(call(&mlp(9)).0, Ran::Compiled(expected(&mlp(-1))));
+    assert_eq!(
+        (c.refusals, c.compiles),
+        (3, 1),
+        "a bad call is refused once"
+    );
+    assert_eq!((c.generalizations, c.live_entries), (0, 1), "{stats}");
+    assert!(stats.function(&f).unwrap().last_generalization.is_none());
+    // A good call with a new batch size widens the batch, and the batch
+    // only: K was never committed.
+    assert_eq!(call(&mlp(7)).0, Ran::Compiled(expected(&mlp(-1))));
     assert_eq!(call(&mlp(11)).0, Ran::Compiled(expected(&mlp(-1))));
     let stats = cache.stats();
     let s = stats.function(&f).unwrap();
-    assert_eq!(s.counters.generalizations, 1);
     assert_eq!(s.last_generalization.as_ref().unwrap().dims(), [(0, 0)]);
-    assert_eq!(compiler.compiles(), 3);
+    assert_eq!(compiler.compiles(), 2, "one static, one dynamic");
 }
 
 #[test]
-fn a_ragged_batch_still_generalizes_after_two_sizes_that_compiled() {
+fn a_ragged_batch_generalizes_at_its_second_good_size() {
     let compiler = MockCompiler::new();
     let cache = JitCache::new(CacheConfig::default()).unwrap();
     let f = dynamic("mlp_layer");
@@ -439,27 +464,30 @@ fn a_ragged_batch_still_generalizes_after_two_sizes_that_compiled() {
             .call(
                 &f,
                 sig,
-                |s| lower(&compiler, s),
+                |target| vetted(&compiler, sig, target),
                 |exe| Ran::Compiled(exe.result),
                 |_| Ran::Interpreted(expected(sig)),
             )
             .0
     };
-    // A refused call counts for nothing (had it counted, a later call would
-    // see a second K, and compile it dynamic)...
+    // A refused call counts for nothing (had it counted, the next call
+    // would see a second K, and compile it dynamic)...
     assert!(matches!(call(&mlp_k(2, 32)), Ran::Interpreted(_)));
-    for b in [1, 2] {
-        assert_eq!(call(&mlp(b)), Ran::Compiled(expected(&mlp(b))));
-    }
-    // ...and once two sizes compiled, the next compiles the dynamic batch.
-    for b in [3, 50, 128] {
+    assert_eq!(call(&mlp(1)), Ran::Compiled(expected(&mlp(1))));
+    // ...and the second good size compiles the dynamic batch.
+    for b in [2, 3, 50, 128] {
         assert_eq!(call(&mlp(b)), Ran::Compiled(expected(&mlp(-1))));
     }
-    assert_eq!(compiler.compiles(), 3);
+    assert_eq!(compiler.compiles(), 2);
     let stats = cache.stats();
     assert_eq!(stats.total.generalizations, 1);
     let s = stats.function(&f).unwrap();
     assert_eq!(s.last_generalization.as_ref().unwrap().dims(), [(0, 0)]);
+    // A bad call after the batch went dynamic is refused as itself: the
+    // class stays dynamic for good calls.
+    assert!(matches!(call(&mlp_k(9, 33)), Ran::Interpreted(_)));
+    assert_eq!(call(&mlp(77)), Ran::Compiled(expected(&mlp(-1))));
+    assert_eq!(compiler.compiles(), 2);
 }
 
 #[test]
@@ -469,9 +497,10 @@ fn queued_compiles_that_are_refused_commit_nothing_either() {
     let f = dynamic("mlp_layer");
     let queue = |sig: &Signature| {
         let compiler = Arc::clone(&compiler);
+        let call = sig.clone();
         let dispatch = cache.get_or_queue(&f, sig, |target| {
             let target = target.clone();
-            Ok(Prepared::Queue(move || lower(&compiler, &target)))
+            Ok(Prepared::Queue(move || vetted(&compiler, &call, &target)))
         });
         assert!(cache.wait_for_compiles(Duration::from_secs(600)));
         dispatch
@@ -489,13 +518,13 @@ fn queued_compiles_that_are_refused_commit_nothing_either() {
         assert!(queued(queue(&mlp_k(5, k))), "the lowering runs on the pool");
     }
     assert!(queued(queue(&mlp(7))));
-    assert!(cache.contains(&f, &mlp(7)), "its own signature");
+    assert!(cache.contains(&f, &mlp(-1)), "the batch, not K");
     let c = cache.stats().total;
-    assert_eq!((c.generalizations, c.refusals, c.live_entries), (0, 3, 2));
+    assert_eq!((c.refusals, c.live_entries, c.compiles), (3, 2, 2));
 }
 
-/// While sizes' compiles are in flight, their dims count: with two queued,
-/// a third size queues the dynamic variant, not a compile of its own.
+/// While sizes' compiles are in flight, their dims count: with one queued,
+/// a second size queues the dynamic variant, not a compile of its own.
 #[test]
 fn the_dims_of_a_compile_in_flight_count_for_the_next_miss() {
     let compiler = Arc::new(MockCompiler::new());
@@ -520,12 +549,11 @@ fn the_dims_of_a_compile_in_flight_count_for_the_next_miss() {
     for b in [1, 2, 3, 4] {
         assert!(matches!(queue(b), Dispatch::Interpret { .. }));
     }
-    for _ in 0..3 {
+    for _ in 0..2 {
         open.send(()).unwrap();
     }
     assert!(cache.wait_for_compiles(Duration::from_secs(600)));
     assert_eq!(compiler.compiles_of(&mlp(1)), 1);
-    assert_eq!(compiler.compiles_of(&mlp(2)), 1);
-    assert_eq!(compiler.compiles_of(&mlp(-1)), 1, "3 and 4 share it");
-    assert_eq!(compiler.compiles(), 3);
+    assert_eq!(compiler.compiles_of(&mlp(-1)), 1, "2, 3 and 4 share it");
+    assert_eq!(compiler.compiles(), 2);
 }

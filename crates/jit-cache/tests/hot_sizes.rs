@@ -73,9 +73,9 @@ impl Background {
         assert!(self.cache.wait_for_compiles(Duration::from_secs(60)));
     }
 
-    /// Sizes 1 and 2 compile static, size 3 the dynamic variant.
+    /// Size 1 compiles static, size 2 the dynamic variant.
     fn with_the_batch_dim_dynamic(self) -> Self {
-        for b in 1..=3 {
+        for b in 1..=2 {
             assert_eq!(self.call(b), Served::Interpreted);
         }
         assert_eq!(self.call(3), Served::Dynamic);
@@ -114,13 +114,13 @@ fn a_hot_size_gets_its_own_variant_beside_the_dynamic_one() {
         "the other sizes stay dynamic"
     );
     assert_eq!(jit.compiler.compiles_of(&mlp(64)), 1);
-    assert_eq!(jit.compiler.compiles(), 4);
+    assert_eq!(jit.compiler.compiles(), 3);
     let stats = jit.cache.stats();
     let c = &stats.function(&jit.f).unwrap().counters;
-    assert_eq!((c.specializations, c.live_entries), (1, 4));
-    assert_eq!(c.compiles_queued, 4, "specializations queue like misses");
+    assert_eq!((c.specializations, c.live_entries), (1, 3));
+    assert_eq!(c.compiles_queued, 3, "specializations queue like misses");
     assert_eq!(
-        c.fallback_calls, 3,
+        c.fallback_calls, 2,
         "only the misses ran in the interpreter"
     );
     assert!(
@@ -138,7 +138,7 @@ fn a_uniform_spread_of_sizes_has_no_hot_size() {
     }
     jit.settle();
     assert_eq!(jit.specializations(), 0);
-    assert_eq!(jit.compiler.compiles(), 3, "the first two sizes, then any");
+    assert_eq!(jit.compiler.compiles(), 2, "the first size, then any");
 }
 
 #[test]
@@ -163,19 +163,19 @@ fn a_skewed_batch_specializes_its_hot_sizes_only() {
     assert_eq!(jit.call(100), Served::Exact);
     assert_eq!(jit.call(50), Served::Exact);
     assert_eq!(jit.specializations(), 2, "batches 100 and 50");
-    assert_eq!(jit.compiler.compiles(), 5);
+    assert_eq!(jit.compiler.compiles(), 4);
 }
 
 #[test]
 fn a_specialization_never_evicts() {
-    // The function's capacity is full with sizes 1, 2 and the dynamic
+    // The function's capacity is full with size 1 and the dynamic
     // variant; then the global byte budget leaves no room.
     let full = CacheConfig {
-        function_capacity: 3,
+        function_capacity: 2,
         ..CacheConfig::default()
     };
     let no_bytes = CacheConfig {
-        max_total_bytes: 3_500,
+        max_total_bytes: 2_500,
         ..CacheConfig::default()
     };
     for config in [full, no_bytes] {
@@ -185,7 +185,7 @@ fn a_specialization_never_evicts() {
         }
         jit.settle();
         assert_eq!(jit.specializations(), 0);
-        assert_eq!(jit.compiler.compiles(), 3);
+        assert_eq!(jit.compiler.compiles(), 2);
     }
 }
 
@@ -210,7 +210,7 @@ fn the_switch_and_blocking_calls_keep_hot_sizes_dynamic() {
     }
     assert_eq!(
         compiler.compiles(),
-        3,
+        2,
         "a blocking call would stall a hit for a compile"
     );
     assert_eq!(cache.stats().total.specializations, 0);
@@ -241,7 +241,7 @@ fn a_failed_specialization_leaves_the_dynamic_variant_serving() {
     let c = jit.cache.stats().total;
     assert_eq!((c.specializations, c.failed_compiles), (1, 1));
     assert_eq!(
-        c.fallback_calls, 3,
+        c.fallback_calls, 2,
         "only the misses ran in the interpreter"
     );
 }
@@ -275,7 +275,7 @@ fn a_specialization_prepared_at_once_serves_the_next_call() {
     }
     let stats = jit.cache.stats();
     assert_eq!(stats.total.specializations, 1);
-    assert_eq!(stats.total.compiles_queued, 3, "nothing queued for it");
+    assert_eq!(stats.total.compiles_queued, 2, "nothing queued for it");
     let reason = MissReason::HotSize {
         served_by: Box::new(mlp(-1)),
         calls: 30,
@@ -289,11 +289,11 @@ fn a_specialization_prepared_at_once_serves_the_next_call() {
 
 #[test]
 fn sizes_hot_at_once_take_only_the_free_slots() {
-    // Capacity 4: sizes 1 and 2 and the dynamic variant leave one slot.
+    // Capacity 3: size 1 and the dynamic variant leave one slot.
     // Batches 64 and 65 go hot while the first's compile is held back:
     // only one is specialized, and nothing is evicted.
     let config = CacheConfig {
-        function_capacity: 4,
+        function_capacity: 3,
         ..CacheConfig::default()
     };
     let jit = Background::new(config, MockCompiler::new()).with_the_batch_dim_dynamic();
@@ -312,7 +312,7 @@ fn sizes_hot_at_once_take_only_the_free_slots() {
             }))
         })
     };
-    for _ in 0..100 {
+    for _ in 0..300 {
         for b in [64, 65] {
             assert!(matches!(call_held(b), Dispatch::Compiled { .. }));
         }
@@ -323,7 +323,7 @@ fn sizes_hot_at_once_take_only_the_free_slots() {
     jit.settle();
     let stats = jit.cache.stats();
     assert_eq!(stats.total.evictions, 0, "{stats}");
-    assert_eq!((jit.call(1), jit.call(2)), (Served::Exact, Served::Exact));
+    assert_eq!((jit.call(1), jit.call(2)), (Served::Exact, Served::Dynamic));
     assert_eq!(
         [jit.call(64), jit.call(65)],
         [Served::Exact, Served::Dynamic]
@@ -336,7 +336,7 @@ fn the_global_budget_holds_room_for_specializations_in_flight() {
     // go hot while the first specialization is in flight; the second waits
     // for room instead of evicting.
     let config = CacheConfig {
-        max_total_entries: 7,
+        max_total_entries: 5,
         ..CacheConfig::default()
     };
     let cache: JitCache<MockExe> = JitCache::new(config).unwrap();
@@ -363,7 +363,7 @@ fn the_global_budget_holds_room_for_specializations_in_flight() {
             assert!(cache.wait_for_compiles(Duration::from_secs(60)));
         }
     }
-    assert_eq!(cache.stats().total.live_entries, 6);
+    assert_eq!(cache.stats().total.live_entries, 4);
     for _ in 0..100 {
         for func in [&f, &g] {
             assert!(matches!(call(func, 64, true), Dispatch::Compiled { .. }));
@@ -376,7 +376,7 @@ fn the_global_budget_holds_room_for_specializations_in_flight() {
     let stats = cache.stats();
     assert_eq!(
         (stats.total.evictions, stats.total.live_entries),
-        (0, 7),
+        (0, 5),
         "{stats}"
     );
 }

@@ -81,8 +81,8 @@ fn remembering(memory: &Arc<TextMemory>, config: CacheConfig) -> JitCache<MockEx
     JitCache::remembering(config, Arc::clone(memory) as Arc<dyn PolicyMemory>).unwrap()
 }
 
-/// A first cache runs batch sizes 3, 5 and 7: two static compiles, then the
-/// dynamic variant.
+/// A first cache runs batch sizes 3, 5, 7 and 9: batch 3 static, then the
+/// dynamic variant from batch 5 on.
 fn learn_a_ragged_batch(memory: &Arc<TextMemory>) {
     let cache = remembering(memory, CacheConfig::default());
     let compiler = MockCompiler::new();
@@ -90,7 +90,7 @@ fn learn_a_ragged_batch(memory: &Arc<TextMemory>) {
         let (ran, _) = run(&cache, &mlp_layer(), &mlp(b), &compiler);
         assert!(matches!(ran, Ran::Compiled(_)));
     }
-    assert_eq!(compiler.compiles(), 3);
+    assert_eq!(compiler.compiles(), 2);
     assert_eq!(compiler.compiles_of(&mlp(-1)), 1);
 }
 
@@ -110,7 +110,7 @@ fn a_restarted_cache_compiles_the_dynamic_variant_from_the_first_call() {
     );
     let mut hot: Vec<&Signature> = kept.hot().iter().map(|(sig, _)| sig).collect();
     hot.sort_by_key(|sig| sig.args()[0].dims()[0]);
-    assert_eq!(hot, [&mlp(-1), &mlp(3), &mlp(5)]);
+    assert_eq!(hot, [&mlp(-1), &mlp(3)]);
 
     // A new cache (a new process) on the same memory: a batch size never
     // seen compiles the dynamic variant at once, which serves every size.
@@ -229,9 +229,9 @@ fn what_is_learned_is_kept_when_it_changes_never_on_a_hit() {
         run(&cache, &mlp_layer(), &mlp(b), &compiler);
         keeps.push(memory.keeps());
     }
-    // Batch 3 cached; 5 cached (and the batch varies); the dynamic variant
-    // cached: three changes, the hits change nothing.
-    assert_eq!(keeps, [1, 1, 2, 2, 3, 3, 3, 3, 3]);
+    // Batch 3 cached; the dynamic variant cached as batch 5 makes the
+    // batch vary: two changes, the hits change nothing.
+    assert_eq!(keeps, [1, 1, 2, 2, 2, 2, 2, 2, 2]);
     let sequences = memory.sequences.lock().unwrap().clone();
     assert!(sequences.windows(2).all(|w| w[0] < w[1]), "{sequences:?}");
     // Forgetting the function forgets it here; what was learned stays kept,
@@ -249,7 +249,7 @@ fn a_cache_without_memory_learns_from_nothing() {
     for b in [40, 41, 42] {
         run(&cache, &mlp_layer(), &mlp(b), &compiler);
     }
-    assert_eq!(compiler.compiles(), 3, "two static sizes, then dynamic");
+    assert_eq!(compiler.compiles(), 2, "one static size, then dynamic");
     assert_eq!(compiler.compiles_of(&mlp(42)), 0);
 }
 
@@ -373,8 +373,8 @@ fn recalled_signatures_called_in_this_process_outrank_forged_ones() {
     let memory = Arc::new(TextMemory::default());
     learn_a_ragged_batch(&memory);
     // Forged static sizes (written by a cache without dynamic dims), with
-    // absurd counts, before the genuine records: 5 forged, and the dynamic
-    // variant, batch 3 and batch 5: the capacity's 8.
+    // absurd counts, before the genuine records: 6 forged, and the dynamic
+    // variant and batch 3: the capacity's 8.
     let forged = Arc::new(TextMemory::default());
     {
         let config = CacheConfig {
@@ -383,19 +383,19 @@ fn recalled_signatures_called_in_this_process_outrank_forged_ones() {
         };
         let cache = remembering(&forged, config);
         let compiler = MockCompiler::new();
-        for b in 1000..1005 {
+        for b in 1000..1006 {
             run(&cache, &mlp_layer(), &mlp(b), &compiler);
         }
     }
     let lines = absurd_hot_lines(&forged.text(&mlp_layer()));
-    assert_eq!(lines.len(), 5);
+    assert_eq!(lines.len(), 6);
     memory.forge(
         &mlp_layer(),
         with_forged_lines(&memory.text(&mlp_layer()), &lines),
     );
     assert_eq!(memory.kept(&mlp_layer()).hot().len(), 8);
 
-    // A process calls batches 3 and 5, served by the dynamic variant, and
+    // A process calls batch 3 (and 5), served by the dynamic variant, and
     // caches four static signatures of other classes.
     let config = CacheConfig::default();
     {
@@ -412,13 +412,11 @@ fn recalled_signatures_called_in_this_process_outrank_forged_ones() {
         assert_eq!(compiler.compiles(), 5);
     }
     let restored = restored(&memory, &mlp_layer(), &config);
-    for b in [3, 5] {
-        assert!(
-            restored.contains(&mlp(b)),
-            "batch {b}, called, outranks what was not: {:?}",
-            memory.kept(&mlp_layer()).hot()
-        );
-    }
+    assert!(
+        restored.contains(&mlp(3)) && restored.contains(&mlp(-1)),
+        "batch 3 and the dynamic variant, called, outrank what was not: {:?}",
+        memory.kept(&mlp_layer()).hot()
+    );
 
     // So the next process gets batch 3 back static, as it was.
     let cache = remembering(&memory, config);

@@ -85,12 +85,12 @@ fn resealed(text: &str) -> String {
     format!("{body}end\t{:016x}\n", stable_hash(body.as_bytes()))
 }
 
-/// A store where a first cache learned batch sizes 3, 5 and 7; its
+/// A store where a first cache learned batch sizes 3, 5, 7 and 9; its
 /// policy file.
 fn learned_store() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let ((), logs) = capture_logs(|| {
-        assert_eq!(ragged(&cache_on(dir.path()), &[3, 5, 7, 9]), 3);
+        assert_eq!(ragged(&cache_on(dir.path()), &[3, 5, 7, 9]), 2);
     });
     assert!(!logs.contains("WARN"), "{logs}");
     let file = the_policy_file(dir.path());
@@ -162,8 +162,8 @@ fn a_damaged_or_stale_policy_file_is_ignored_with_one_warning_and_replaced() {
         fs::write(&file, &bytes).unwrap();
         let ((), logs) = capture_logs(|| {
             let cache = cache_on(dir.path());
-            // As in a new cache: two static sizes, then the dynamic variant.
-            assert_eq!(ragged(&cache, &[40, 41, 42, 40]), 3, "{what}");
+            // As in a new cache: one static size, then the dynamic variant.
+            assert_eq!(ragged(&cache, &[40, 41, 42, 40]), 2, "{what}");
         });
         let warnings: Vec<&str> = logs.lines().filter(|l| l.contains("WARN")).collect();
         assert_eq!(warnings.len(), 1, "{what}: {logs}");
@@ -185,7 +185,7 @@ fn a_policy_file_that_is_not_safe_to_read_is_not_read() {
     let (dir, file) = learned_store();
     fs::set_permissions(&file, fs::Permissions::from_mode(0o666)).unwrap();
     let ((), logs) = capture_logs(|| {
-        assert_eq!(ragged(&cache_on(dir.path()), &[40, 41, 42]), 3);
+        assert_eq!(ragged(&cache_on(dir.path()), &[40, 41, 42]), 2);
     });
     assert!(
         logs.contains("WARN") && logs.contains("not safe to read") && logs.contains("chmod go-w"),
@@ -197,20 +197,20 @@ fn a_policy_file_that_is_not_safe_to_read_is_not_read() {
     fs::rename(&file, &elsewhere).unwrap();
     symlink(&elsewhere, &file).unwrap();
     let ((), logs) = capture_logs(|| {
-        assert_eq!(ragged(&cache_on(dir.path()), &[40, 41, 42]), 3);
+        assert_eq!(ragged(&cache_on(dir.path()), &[40, 41, 42]), 2);
     });
     assert!(logs.contains("symbolic link"), "{logs}");
     assert!(fs::symlink_metadata(&file).unwrap().is_file(), "replaced");
 }
 
 /// Runs a cache on the store at `dir` whose `policy/` folder is not safe
-/// to use: it starts from nothing (two static sizes, then the dynamic
+/// to use: it starts from nothing (one static size, then the dynamic
 /// variant), with one warning naming the folder and `why`, and neither
 /// reads nor writes `file`, the policy file where the folder leads.
 fn starts_from_nothing_without_touching(dir: &Path, file: &Path, why: &str) {
     let before = fs::read(file).unwrap();
     let ((), logs) = capture_logs(|| {
-        assert_eq!(ragged(&cache_on(dir), &[40, 41, 42, 40]), 3, "{why}");
+        assert_eq!(ragged(&cache_on(dir), &[40, 41, 42, 40]), 2, "{why}");
     });
     let warnings: Vec<&str> = logs.lines().filter(|l| l.contains("WARN")).collect();
     assert_eq!(warnings.len(), 1, "{why}: {logs}");

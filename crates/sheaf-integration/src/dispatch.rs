@@ -28,15 +28,19 @@ pub enum ArtifactSource {
     RemoteCache,
     /// An artifact bundle had it.
     Bundle,
+    /// The application imported it
+    /// ([`JitRuntime::import_artifact`](crate::JitRuntime::import_artifact)).
+    Imported,
 }
 
 impl ArtifactSource {
     /// Every source, in the order the profile reports them.
-    pub const ALL: [ArtifactSource; 4] = [
+    pub const ALL: [ArtifactSource; 5] = [
         ArtifactSource::Compiler,
         ArtifactSource::DiskCache,
         ArtifactSource::RemoteCache,
         ArtifactSource::Bundle,
+        ArtifactSource::Imported,
     ];
 }
 
@@ -47,6 +51,7 @@ impl std::fmt::Display for ArtifactSource {
             ArtifactSource::DiskCache => "disk cache",
             ArtifactSource::RemoteCache => "remote cache",
             ArtifactSource::Bundle => "bundle",
+            ArtifactSource::Imported => "imported",
         })
     }
 }

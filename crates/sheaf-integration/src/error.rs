@@ -77,6 +77,11 @@ pub enum JitError {
     /// failed: a lowering, the compiler or the runtime refused the batch.
     #[error(transparent)]
     Precompile(#[from] VariantError),
+    /// [`JitRuntime::import_artifact`](crate::JitRuntime::import_artifact)
+    /// refused a module: nothing of it was cached. (Boxed: the other
+    /// variants are smaller.)
+    #[error("cannot import the compiled artifact")]
+    Import(#[source] Box<crate::import::ImportError>),
     /// A value this layer cannot represent.
     #[error("unsupported: {0}")]
     Unsupported(String),

@@ -61,6 +61,7 @@ mod entry;
 mod error;
 mod exit;
 mod function;
+mod import;
 mod learned_policy;
 mod lowering;
 pub mod mlir;
@@ -88,11 +89,12 @@ pub use config::{
 pub use dispatch::{ArtifactSource, CallError, CallResult, Compiled, Dispatched};
 pub use error::{ConfigError, JitError, LoweringError, VariantError};
 pub use function::{JitFunction, LowerFn};
+pub use import::{Import, ImportError, ImportSummary};
 pub use iree_safe::compiler::{
-    CompileError, CompileOptions, CompileTarget, CompilerChoice, CompilerKind, CompilerPreference,
-    Diagnostic, Location, Severity,
+    Artifact, CompileError, CompileOptions, CompileTarget, CompilerChoice, CompilerKind,
+    CompilerPreference, Diagnostic, Location, Severity,
 };
-pub use iree_safe::{ElementType, MemoryStatistics};
+pub use iree_safe::{ElementType, MemoryStatistics, TrustedVmfb};
 pub use jit_cache::stable_hash;
 pub use jit_cache::store::{
     BreakerState, RemoteError, RemoteStats, Secret, StoreError, StoreStats,

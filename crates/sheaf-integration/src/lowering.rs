@@ -164,7 +164,7 @@ impl<M> Lowered<M> {
     /// ```
     ///
     /// An entry the MLIR does not define as a public `func.func` is a
-    /// [`LoweringError`] of the signature ([`MlirError::NoEntry`](crate::mlir::MlirError::NoEntry),
+    /// [`LoweringError`](crate::LoweringError) of the signature ([`MlirError::NoEntry`](crate::mlir::MlirError::NoEntry),
     /// [`PrivateEntry`](crate::mlir::MlirError::PrivateEntry)), as is an
     /// entry name the MLIR already uses for another symbol
     /// ([`EntryNameTaken`](crate::mlir::MlirError::EntryNameTaken)).

@@ -49,7 +49,7 @@ const PHASES: [(Phase, &str); 7] = [
 pub(crate) struct Profile {
     nanos: [AtomicU64; 7],
     counts: [AtomicU64; 7],
-    sources: [AtomicU64; 4],
+    sources: [AtomicU64; ArtifactSource::ALL.len()],
 }
 
 impl Profile {
@@ -110,7 +110,7 @@ pub struct ProfileReport {
     pub phases: Vec<PhaseTotals>,
     /// Variants loaded, per artifact source: compiler runs, disk cache,
     /// remote cache and bundle hits (a precompile batch counts once).
-    pub sources: [(ArtifactSource, u64); 4],
+    pub sources: [(ArtifactSource, u64); ArtifactSource::ALL.len()],
     /// The cache's counters (hits, misses, compiles, evictions, fallback
     /// calls, live entries and bytes), per function and in total.
     pub cache: CacheStats,

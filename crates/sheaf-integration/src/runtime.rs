@@ -172,6 +172,18 @@ impl Inner {
         signature: &Signature,
         values: &[Value],
     ) -> Result<Lowering, CompileFailure> {
+        self.lowered(function, lower, signature, values)
+            .map_err(CompileFailure::refused)
+    }
+
+    /// [`lower`](Self::lower), with the lowering's refusal as it is.
+    fn lowered<M: Send + Sync + 'static>(
+        &self,
+        function: &JitFunction<M>,
+        lower: impl FnOnce(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>,
+        signature: &Signature,
+        values: &[Value],
+    ) -> Result<Lowering, VariantError> {
         let start = Instant::now();
         let entry = function.variant_symbol(signature);
         let semantics = self.semantics_of(function);
@@ -183,7 +195,28 @@ impl Inner {
             semantics,
         );
         self.profile.record(Phase::Lower, start.elapsed());
-        lowered.map_err(CompileFailure::refused)
+        lowered
+    }
+
+    /// Before `target`, a generalization of the call's `signature` with
+    /// dynamic dims, is lowered and compiled: checks that the lowering
+    /// takes the call's own signature, since the call's dims helped make
+    /// those dims vary. A call it refuses (dims that do not fit together)
+    /// is [`CompileFailure::call_refused`]: it counts for nothing, and the
+    /// function does not widen.
+    fn vet<M: Send + Sync + 'static>(
+        &self,
+        function: &JitFunction<M>,
+        lower: impl FnOnce(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>,
+        (target, signature): (&Signature, &Signature),
+        values: &[Value],
+    ) -> Result<(), CompileFailure> {
+        if target == signature {
+            return Ok(());
+        }
+        self.lowered(function, lower, signature, values)
+            .map(drop)
+            .map_err(CompileFailure::call_refused)
     }
 
     /// Fetches or compiles and loads `lowering`: for the primary device,
@@ -615,6 +648,12 @@ impl JitRuntime {
     /// code (a shape the artifact rejects) are errors, never a silent
     /// fallback.
     ///
+    /// `lower` runs at most twice per miss: when the call's dims make a dim
+    /// of a function [with dynamic dims](JitFunction::with_dynamic_dims)
+    /// vary, it lowers the call's own signature first (a call whose dims do
+    /// not fit together is refused as itself, and never widens the
+    /// function), then the signature with that dim dynamic.
+    ///
     /// ```no_run
     /// use std::rc::Rc;
     /// use sheaf_integration::{mlir, Dispatched, JitConfig, JitFunction, JitRuntime, Lowered, Value};
@@ -649,7 +688,7 @@ impl JitRuntime {
         function: &JitFunction<M>,
         args: &[Value],
         captured: &[CapturedScalar],
-        lower: impl FnOnce(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>,
+        mut lower: impl FnMut(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>,
     ) -> Result<Dispatched<M>, JitError> {
         let inner = &*self.inner;
         let start = Instant::now();
@@ -667,7 +706,8 @@ impl JitRuntime {
                         {
                             return Ok(variant);
                         }
-                        inner.compile(&inner.lower(function, lower, target, args)?)
+                        inner.vet(function, &mut lower, (target, &signature), args)?;
+                        inner.compile(&inner.lower(function, &mut lower, target, args)?)
                     })
             }
             CompileMode::Background => {
@@ -679,7 +719,8 @@ impl JitRuntime {
                         {
                             return Ok(Prepared::Ready(variant));
                         }
-                        let lowering = inner.lower(function, lower, target, args)?;
+                        inner.vet(function, &mut lower, (target, &signature), args)?;
+                        let lowering = inner.lower(function, &mut lower, target, args)?;
                         // An artifact on disk is loaded here: the call runs
                         // it rather than the interpreter.
                         let placement = inner.placement_for(&lowering.module);
@@ -1117,6 +1158,132 @@ impl JitRuntime {
             }
         }
         bundle::write(dir, compiler, exports, skipped).map_err(failed)
+    }
+}
+
+impl JitRuntime {
+    /// Serves calls with a module compiled outside this runtime (by the
+    /// application's own `iree-compile`, ahead of time, with flags of its
+    /// choosing): each of `imports` names a function the module exports,
+    /// the [`JitFunction`] and signature it serves, and its result
+    /// structure and metadata. Each is cached like a variant the runtime
+    /// compiled: a call of that function with that signature (or, for a
+    /// signature with dynamic dims, any signature it covers) hits it,
+    /// without lowering or compiling ([`ArtifactSource::Imported`]); it
+    /// counts against the function's capacity and the budgets (the cache's
+    /// statistics count it as a compile of no time, as a `precompile`d
+    /// one; the profile, as imported), and may be evicted like any variant
+    /// (a later call then lowers and compiles as usual). It is not written
+    /// to the disk cache nor exported to bundles.
+    ///
+    /// `vmfb` is native code this process will run, so it must be a
+    /// [`TrustedVmfb`](crate::TrustedVmfb): the compiler's output
+    /// ([`Artifact::vmfb`](crate::Artifact::vmfb)), or bytes vouched for
+    /// with the `unsafe` `TrustedVmfb::new_unchecked` or
+    /// [`Artifact::from_trusted_bytes`](crate::Artifact::from_trusted_bytes)
+    /// (code the application built and ships as part of itself); safe code
+    /// cannot load arbitrary bytes. `target` is what it was compiled for, which must
+    /// be what this runtime's device runs ([`compile_options`](Self::compile_options)'s
+    /// target). Each function's declaration (IREE's
+    /// `iree.abi.declaration`) must take the signature's tensors and
+    /// return as many results as `outputs` has leaves, as for a bundle's
+    /// entries; all are checked before any is cached.
+    ///
+    /// ```no_run
+    /// use sheaf_integration::{
+    ///     reference, Artifact, CompileTarget, DType, Import, JitConfig, JitRuntime, Signature,
+    /// };
+    ///
+    /// let jit = JitRuntime::new(JitConfig::from_env()?)?;
+    /// let bytes = std::fs::read("/opt/app/sigmoid.vmfb")?;
+    /// // SAFETY: the application built this module with its own compiler
+    /// // and installs it with its code; nobody else can write it.
+    /// let artifact = unsafe { Artifact::from_trusted_bytes(bytes) };
+    /// let sigmoid = reference::sigmoid();
+    /// let signature = Signature::builder().arg(DType::F32, &[1, 5]).build();
+    /// jit.import_artifact(
+    ///     artifact.vmfb(),
+    ///     &CompileTarget::host_cpu(),
+    ///     vec![Import::new(&sigmoid, "sigmoid", signature)],
+    /// )?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Import`]: the target is not this device's
+    /// ([`ImportError::Target`](crate::ImportError::Target)), the runtime
+    /// refuses the module ([`Load`](crate::ImportError::Load)), an entry is
+    /// not exported ([`NoEntry`](crate::ImportError::NoEntry)) or does not
+    /// declare what it is said to serve
+    /// ([`Declaration`](crate::ImportError::Declaration)); nothing is
+    /// cached then.
+    pub fn import_artifact<M: Send + Sync + 'static>(
+        &self,
+        vmfb: crate::TrustedVmfb<'_>,
+        target: &iree_safe::compiler::CompileTarget,
+        imports: Vec<crate::Import<'_, M>>,
+    ) -> Result<crate::ImportSummary, JitError> {
+        use crate::import::ImportError;
+        let refused = |error: ImportError| JitError::Import(Box::new(error));
+        let inner = &*self.inner;
+        let code = inner.primary.code(inner.float_semantics);
+        if *target != code.options.target {
+            return Err(refused(ImportError::Target {
+                artifact: target.clone(),
+                runtime: code.options.target.clone(),
+                device: inner.primary.device().uri().to_owned(),
+            }));
+        }
+        let module = inner
+            .primary
+            .runtime
+            .load(vmfb)
+            .map_err(|error| refused(ImportError::Load(error)))?;
+        let share = module.artifact_bytes() / imports.len().max(1);
+        let mut variants = Vec::with_capacity(imports.len());
+        for import in imports {
+            let entry = module.function(&import.entry).map_err(|_| {
+                refused(ImportError::NoEntry {
+                    entry: import.entry.clone(),
+                    exports: module.function_names(),
+                })
+            })?;
+            let outputs = import.outputs.as_ref();
+            if let Some(why) = crate::declaration::mismatch(&entry, &import.signature, outputs) {
+                return Err(refused(ImportError::Declaration {
+                    entry: import.entry,
+                    function: import.function.name().to_owned(),
+                    signature: import.signature.to_string(),
+                    why,
+                }));
+            }
+            let metadata = Arc::new(import.metadata) as crate::function::Metadata;
+            let variant = Variant {
+                bytes: share,
+                entry,
+                metadata_bytes: import.function.encode_metadata(&metadata).map(Arc::from),
+                metadata,
+                outputs: import.outputs,
+                key: None,
+                source: ArtifactSource::Imported,
+                target: Arc::from(code.target_identity.as_str()),
+                device: Arc::from(inner.primary.device().uri()),
+            };
+            variants.push((import.function, import.signature, variant));
+        }
+        let imported = variants.len();
+        let mut cached = 0;
+        for (function, signature, variant) in variants {
+            inner.profile.count_source(ArtifactSource::Imported);
+            cached += usize::from(inner.cache.insert(
+                function.id(),
+                &signature,
+                variant,
+                Duration::ZERO,
+            ));
+        }
+        Ok(crate::ImportSummary { imported, cached })
     }
 }
 

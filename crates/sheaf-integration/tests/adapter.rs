@@ -335,9 +335,11 @@ fn bad_calls_do_not_widen_a_function() {
         ];
         jit.dispatch(&mlp, &args, &[]).unwrap()
     };
+    // Batch 1 compiles static, batch 2 the dynamic batch: 2 compiles.
     for batch in [1, 2] {
         assert!(matches!(call(batch, 6), Dispatched::Compiled(_)));
     }
+    assert_eq!(jit.stats().total.compiles, 2);
     let before = jit.stats().total;
     for k in [5, 7, 9] {
         assert!(
@@ -355,14 +357,80 @@ fn bad_calls_do_not_widen_a_function() {
         "0 extra live modules"
     );
     assert_eq!(after.refusals, before.refusals + 3);
-    // The next good call generalizes the batch only: K stays 6.
-    assert!(matches!(call(3, 6), Dispatched::Compiled(_)));
+    assert_eq!(
+        after.generalizations, before.generalizations,
+        "K never varied"
+    );
+    // The next good call runs the dynamic batch: K stays 6.
+    let Dispatched::Compiled(compiled) = call(3, 6) else {
+        panic!("compiled")
+    };
+    assert_eq!(compiled.provenance, Provenance::Compiled(Origin::Hit));
+    assert_eq!(jit.stats().total.compiles, 2);
     let function = &jit.stats().functions[0];
     let generalized = function
         .last_generalization
         .as_ref()
         .expect("the batch varied");
     assert_eq!(generalized.dims(), [(0, 0)], "{generalized}");
+}
+
+#[test]
+fn a_ragged_batch_compiles_two_variants_and_a_bad_call_counts_for_nothing() {
+    let jit = runtime(CompileMode::Blocking);
+    let mlp = reference::mlp_layer();
+    let lowerings = || jit.profile().phase(Phase::Lower).count;
+    let call = |batch: usize, k: usize| {
+        let args = [
+            Value::from(array(&[batch, 6], 1)),
+            Value::from(array(&[k, 4], 2)),
+            Value::from(array(&[4], 3)),
+        ];
+        let outcome = jit.dispatch(&mlp, &args, &[]).unwrap();
+        if let Dispatched::Compiled(compiled) = &outcome {
+            let expected = reference::interpret_mlp_layer(&args).unwrap();
+            assert_close(&compiled.outputs[0], &expected[0], "mlp_layer");
+        }
+        outcome
+    };
+    assert!(matches!(call(3, 6), Dispatched::Compiled(_)), "static");
+    // A second size, but its K does not fit W: refused as itself (its
+    // lowering runs once, for its own signature), it widens nothing.
+    assert!(matches!(
+        call(5, 7),
+        Dispatched::Interpret(FallbackReason::CompileFailed(_))
+    ));
+    assert_eq!(lowerings(), 2);
+    // The next good size widens the batch at once (its own signature is
+    // lowered first, then the dynamic one); every later size hits.
+    assert!(matches!(call(7, 6), Dispatched::Compiled(_)));
+    assert_eq!(lowerings(), 4);
+    for batch in [1, 64, 128, 3] {
+        let Dispatched::Compiled(compiled) = call(batch, 6) else {
+            panic!("batch {batch}")
+        };
+        assert_eq!(compiled.provenance, Provenance::Compiled(Origin::Hit));
+    }
+    let stats = jit.stats();
+    let f = stats.function(mlp.id()).unwrap();
+    assert_eq!(
+        (
+            f.counters.compiles,
+            f.counters.refusals,
+            f.counters.generalizations
+        ),
+        (2, 1, 1),
+        "{stats}"
+    );
+    assert_eq!(
+        f.last_generalization
+            .as_ref()
+            .unwrap()
+            .signature()
+            .to_string(),
+        "(f32[?,6], f32[6,4], f32[4])"
+    );
+    assert_eq!(lowerings(), 4, "hits lower nothing");
 }
 
 #[test]

@@ -140,7 +140,7 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_DYNAMIC_DIMS_AFTER",
-        meaning: "distinct values a dim takes before it is compiled dynamic",
+        meaning: "distinct values of a dim (the missing call's included) at which it is compiled dynamic",
         default: "2",
         apply: |config, var| set(&mut config.cache.dynamic_dims_after, var.number()),
     },

@@ -1,0 +1,137 @@
+//! Compiled modules from outside the library ([`JitRuntime::import_artifact`](crate::JitRuntime::import_artifact)):
+//! a `.vmfb` the application built itself (with its own `iree-compile`, its
+//! own flags, ahead of time), served by the cache like the runtime's own
+//! variants, each exported function under the signature it serves.
+//!
+//! A `.vmfb` is native code, so only bytes someone vouched for load: the
+//! artifact comes as a [`TrustedVmfb`](iree_safe::TrustedVmfb), which safe
+//! code gets only from the compiler (`iree_safe::compiler::Artifact::vmfb`)
+//! or from the `unsafe` constructors (`TrustedVmfb::new_unchecked`,
+//! `Artifact::from_trusted_bytes`). What it claims to serve is checked
+//! against each function's declaration (`declaration.rs`, as for bundles)
+//! before anything is cached.
+
+use jit_cache::{Layout, Signature};
+
+use iree_safe::compiler::CompileTarget;
+
+use crate::function::JitFunction;
+
+/// One function a module exports, and the calls it serves: those of
+/// `function` with `signature` (its dynamic dims, if any, serve every size),
+/// with results in the structure `outputs` (side by side without one) and
+/// `metadata` handed back on every call, as a lowering's would be.
+///
+/// ```
+/// use sheaf_integration::{reference, DType, Import, Signature};
+///
+/// let sigmoid = reference::sigmoid();
+/// let signature = Signature::builder().arg(DType::F32, &[4]).build();
+/// let import = Import::new(&sigmoid, "sigmoid_f32_4", signature);
+/// assert_eq!(import.entry(), "sigmoid_f32_4");
+/// ```
+#[derive(Debug)]
+pub struct Import<'a, M = ()> {
+    pub(crate) function: &'a JitFunction<M>,
+    pub(crate) entry: String,
+    pub(crate) signature: Signature,
+    pub(crate) outputs: Option<Layout>,
+    pub(crate) metadata: M,
+}
+
+impl<'a> Import<'a> {
+    /// The module's function `entry` serves `function`'s calls with
+    /// `signature`; results side by side, no metadata.
+    pub fn new(function: &'a JitFunction, entry: impl Into<String>, signature: Signature) -> Self {
+        Import::with_metadata(function, entry, signature, ())
+    }
+}
+
+impl<'a, M> Import<'a, M> {
+    /// The module's function `entry` serves `function`'s calls with
+    /// `signature`, and each such call hands back `metadata` (what the
+    /// function's lowering would have returned).
+    pub fn with_metadata(
+        function: &'a JitFunction<M>,
+        entry: impl Into<String>,
+        signature: Signature,
+        metadata: M,
+    ) -> Self {
+        Import {
+            function,
+            entry: entry.into(),
+            signature,
+            outputs: None,
+            metadata,
+        }
+    }
+
+    /// The results nest as `outputs` (tensor leaves only; checked against
+    /// the entry's declared result count).
+    pub fn with_outputs(mut self, outputs: Layout) -> Self {
+        self.outputs = Some(outputs);
+        self
+    }
+
+    /// The exported function's name.
+    pub fn entry(&self) -> &str {
+        &self.entry
+    }
+}
+
+/// What [`JitRuntime::import_artifact`](crate::JitRuntime::import_artifact)
+/// did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ImportSummary {
+    /// Functions of the module checked and handed to the cache.
+    pub imported: usize,
+    /// Of those, the ones cached (the others found their function's cache
+    /// full of entries used more, or the signature cached already).
+    pub cached: usize,
+}
+
+/// Why a module could not be imported. Nothing of it is cached then.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportError {
+    /// The module was compiled for another target than the code this
+    /// runtime's device runs.
+    #[error(
+        "the artifact was compiled for {artifact}, but this runtime's device `{device}` runs \
+         {runtime} code: compile it for {runtime}, or import it into a runtime on a device \
+         that runs {artifact} code"
+    )]
+    Target {
+        /// What the caller says it was compiled for.
+        artifact: CompileTarget,
+        /// What this runtime's code is compiled for.
+        runtime: CompileTarget,
+        /// The device (its driver or URI).
+        device: String,
+    },
+    /// The IREE runtime refused the module.
+    #[error("the IREE runtime refused the artifact")]
+    Load(#[source] iree_safe::Error),
+    /// The module exports no function of that name.
+    #[error("the artifact exports no function `{entry}` (it exports: {})", exports.join(", "))]
+    NoEntry {
+        /// The name asked for.
+        entry: String,
+        /// What it exports.
+        exports: Vec<String>,
+    },
+    /// The function's declaration does not take the signature (or return
+    /// the structure) it is said to serve.
+    #[error("`{entry}` cannot serve `{function}{signature}`: {why}")]
+    Declaration {
+        /// The exported function.
+        entry: String,
+        /// The function it was to serve.
+        function: String,
+        /// The signature it was to serve.
+        signature: String,
+        /// What its declaration says instead.
+        why: String,
+    },
+}

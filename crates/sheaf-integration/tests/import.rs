@@ -1,0 +1,169 @@
+//! A module compiled outside the library (by `iree-compile`, run here on an
+//! MLIR file) is served by the cache like its own variants once imported:
+//! a call with an imported signature hits it, with no lowering and no
+//! compile; a module whose declarations, entries or target do not match
+//! what it is said to serve is refused whole.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use sheaf_integration::{
+    reference, Artifact, ArtifactSource, CompileMode, CompileOptions, CompileTarget, DType,
+    DiskCacheFolder, Dispatched, Import, ImportError, JitConfig, JitError, JitRuntime, Origin,
+    Phase, Provenance, Signature, Value,
+};
+use support::{array, assert_close};
+
+/// Two sigmoids, for `f32[4]` and `f32[2,3]`, with names of their own.
+const MODULE: &str = r#"
+func.func @sigmoid_4(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = stablehlo.logistic %x : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+func.func @sigmoid_2x3(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %y = stablehlo.logistic %x : tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}
+"#;
+
+/// `MODULE` compiled for `target` by the `iree-compile` executable, run on
+/// a file as an application's build would, outside the library.
+fn compiled_outside(dir: &Path, target: &CompileTarget) -> Artifact {
+    let (input, output) = (dir.join("sigmoids.mlir"), dir.join("sigmoids.vmfb"));
+    std::fs::write(&input, MODULE).unwrap();
+    let flags = CompileOptions {
+        target: target.clone(),
+        ..CompileOptions::stablehlo()
+    }
+    .flags();
+    let iree_compile = iree_safe::compiler::locate_iree_compile().unwrap();
+    let status = Command::new(iree_compile)
+        .args(&flags)
+        .arg(&input)
+        .arg("-o")
+        .arg(&output)
+        .status()
+        .unwrap();
+    assert!(status.success(), "iree-compile {flags:?}: {status}");
+    let bytes = std::fs::read(&output).unwrap();
+    // SAFETY: the bytes are what the IREE compiler just wrote for a
+    // program of this test, in a folder of its own, unmodified since.
+    unsafe { Artifact::from_trusted_bytes(bytes) }
+}
+
+fn runtime() -> JitRuntime {
+    let config = JitConfig::builder()
+        .compile(|compile| compile.mode = CompileMode::Blocking)
+        .disk(|disk| disk.folder = DiskCacheFolder::Disabled);
+    JitRuntime::new(config.build().unwrap()).unwrap()
+}
+
+fn f32_sig(dims: &[i64]) -> Signature {
+    Signature::builder().arg(DType::F32, dims).build()
+}
+
+#[test]
+fn an_imported_module_serves_its_signatures_without_lowering_or_compiling() {
+    let dir = tempfile::tempdir().unwrap();
+    let jit = runtime();
+    let target = jit.compile_options().target.clone();
+    let artifact = compiled_outside(dir.path(), &target);
+    let sigmoid = reference::sigmoid();
+    let summary = jit
+        .import_artifact(
+            artifact.vmfb(),
+            &target,
+            vec![
+                Import::new(&sigmoid, "sigmoid_4", f32_sig(&[4])),
+                Import::new(&sigmoid, "sigmoid_2x3", f32_sig(&[2, 3])),
+            ],
+        )
+        .unwrap();
+    assert_eq!((summary.imported, summary.cached), (2, 2));
+    for shape in [&[4][..], &[2, 3]] {
+        let x = [Value::from(array(shape, 7))];
+        let Dispatched::Compiled(compiled) = jit.dispatch(&sigmoid, &x, &[]).unwrap() else {
+            panic!("{shape:?}: served compiled")
+        };
+        assert_eq!(compiled.provenance, Provenance::Compiled(Origin::Hit));
+        assert_eq!(compiled.source(), ArtifactSource::Imported);
+        let expected = reference::interpret_sigmoid(&x).unwrap();
+        assert_close(&compiled.outputs[0], &expected[0], "imported sigmoid");
+    }
+    let profile = jit.profile();
+    assert_eq!(profile.phase(Phase::Lower).count, 0, "{profile}");
+    assert_eq!(
+        profile.loaded_from(ArtifactSource::Imported),
+        2,
+        "{profile}"
+    );
+    assert_eq!(
+        profile.loaded_from(ArtifactSource::Compiler),
+        0,
+        "{profile}"
+    );
+    assert!(jit.compiler().is_none(), "the compiler was never loaded");
+    // Another signature is the function's own business: lowered, compiled.
+    let x = [Value::from(array(&[5], 7))];
+    let Dispatched::Compiled(compiled) = jit.dispatch(&sigmoid, &x, &[]).unwrap() else {
+        panic!("blocking")
+    };
+    assert_eq!(compiled.source(), ArtifactSource::Compiler);
+}
+
+#[test]
+fn a_module_that_cannot_serve_what_it_is_said_to_is_refused_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let jit = runtime();
+    let target = jit.compile_options().target.clone();
+    let artifact = compiled_outside(dir.path(), &target);
+    let sigmoid = reference::sigmoid();
+    let refused = |imports: Vec<Import<'_>>, on: &CompileTarget| {
+        let error = jit
+            .import_artifact(artifact.vmfb(), on, imports)
+            .unwrap_err();
+        let JitError::Import(cause) = error else {
+            panic!("{error:?}")
+        };
+        *cause
+    };
+    let good = || Import::new(&sigmoid, "sigmoid_4", f32_sig(&[4]));
+    // A declaration that takes another signature; the good one beside it
+    // is not cached either.
+    let cause = refused(
+        vec![
+            good(),
+            Import::new(&sigmoid, "sigmoid_2x3", f32_sig(&[3, 2])),
+        ],
+        &target,
+    );
+    assert!(
+        matches!(&cause, ImportError::Declaration { entry, .. } if entry == "sigmoid_2x3"),
+        "{cause:?}"
+    );
+    let message = cause.to_string();
+    assert!(
+        message.contains("tensor<2x3xf32>") && message.contains("tensor<3x2xf32>"),
+        "{message}"
+    );
+    // An entry the module does not export: the message lists those it does.
+    let cause = refused(
+        vec![good(), Import::new(&sigmoid, "sigmoid_5", f32_sig(&[5]))],
+        &target,
+    );
+    let message = cause.to_string();
+    assert!(
+        message.contains("`sigmoid_5`") && message.contains("sigmoid_4, sigmoid_2x3"),
+        "{message}"
+    );
+    // Code for another device.
+    let cuda = CompileTarget::Cuda {
+        arch: "sm_80".into(),
+    };
+    let cause = refused(vec![good()], &cuda);
+    assert!(matches!(cause, ImportError::Target { .. }), "{cause:?}");
+    assert!(cause.to_string().contains("cuda:sm_80"), "{cause}");
+    assert_eq!(jit.stats().total.live_entries, 0, "nothing was cached");
+}
