@@ -285,19 +285,25 @@ impl Tensor {
     /// [`Error::InvalidArgument`] when `T` is not the tensor's element type,
     /// and the errors of [`to_bytes`](Self::to_bytes).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        if T::TYPE != self.element_type {
-            return Err(Error::InvalidArgument(format!(
-                "cannot read {} as {}: read it as {} (or use to_bytes)",
-                self.describe(),
-                T::TYPE,
-                self.element_type
-            )));
-        }
+        self.check_element::<T>()?;
         // SAFETY: as in `to_bytes`; the element type matches, so the buffer
         // holds whole `T::Storage` elements.
         let stored =
             unsafe { transfer::to_host::<T::Storage>(self.device.as_ptr(), self.view.as_ptr()) }?;
         Ok(T::from_storage(stored))
+    }
+
+    /// An error unless the tensor's elements are `T`s.
+    fn check_element<T: Element>(&self) -> Result<()> {
+        if T::TYPE == self.element_type {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument(format!(
+            "cannot read {} as {}: read it as {} (or use to_bytes)",
+            self.describe(),
+            T::TYPE,
+            self.element_type
+        )))
     }
 
     /// Copies the tensor back to the host as elements of `T` (as
@@ -320,14 +326,7 @@ impl Tensor {
     ///
     /// As [`to_vec`](Self::to_vec).
     pub fn to_vec_aligned<T: Element>(&self) -> Result<(Vec<T>, usize)> {
-        if T::TYPE != self.element_type {
-            return Err(Error::InvalidArgument(format!(
-                "cannot read {} as {}: read it as {} (or use to_bytes)",
-                self.describe(),
-                T::TYPE,
-                self.element_type
-            )));
-        }
+        self.check_element::<T>()?;
         // SAFETY: as in `to_vec`.
         let (stored, offset) = unsafe {
             transfer::to_host_aligned::<T::Storage>(
