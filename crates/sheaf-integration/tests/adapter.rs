@@ -435,7 +435,13 @@ fn a_ragged_batch_compiles_two_variants_and_a_bad_call_counts_for_nothing() {
 
 #[test]
 fn device_memory_is_reported_per_device() {
-    let jit = runtime(CompileMode::Blocking);
+    // Copies only: an aligned host array would be imported on the CPU,
+    // taking no device memory of its own.
+    let config = JitConfig::builder()
+        .compile(|compile| compile.mode = CompileMode::Blocking)
+        .disk(|disk| disk.folder = sheaf_integration::DiskCacheFolder::Disabled)
+        .uploads(|uploads| uploads.import = false);
+    let jit = JitRuntime::new(config.build().unwrap()).unwrap();
     let before = jit.memory_statistics().unwrap();
     assert_eq!(
         before.len(),

@@ -85,9 +85,11 @@ fn a_large_matmul_runs_beside_local_sync_and_passes_its_tensors_back() {
         "local-sync × local-task",
     );
     drop(small);
-    // Only the four host arguments were uploaded: the device tensors
-    // passed between the devices as they were.
-    assert_eq!(jit.upload_stats().uploads, 4, "{:?}", jit.upload_stats());
+    // Only the four host arguments were uploaded (copied, or imported when
+    // their data happened to be 64-byte aligned): the device tensors passed
+    // between the devices as they were.
+    let stats = jit.upload_stats();
+    assert_eq!(stats.uploads + stats.imports, 4, "{stats:?}");
     let devices: Vec<String> = jit
         .memory_statistics()
         .unwrap()
