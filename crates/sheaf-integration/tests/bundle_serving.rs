@@ -211,6 +211,11 @@ fn scaled() -> JitFunction {
     })
 }
 
+/// The f32 values of a result, in order.
+fn values(value: &Value) -> Vec<f32> {
+    value.to_f32().unwrap().iter().copied().collect()
+}
+
 fn captured(name: &str, value: f32) -> CapturedScalar {
     CapturedScalar::new(name, ScalarValue::F32(value))
 }
@@ -234,15 +239,7 @@ fn a_bundle_never_serves_one_signature_for_another_that_displays_alike() {
     let Dispatched::Compiled(compiled) = outcome else {
         panic!("blocking: {outcome:?}")
     };
-    assert_eq!(
-        compiled.outputs[0]
-            .to_f32()
-            .unwrap()
-            .iter()
-            .copied()
-            .collect::<Vec<f32>>(),
-        [6.0, 12.0, 18.0, 24.0, 30.0]
-    );
+    assert_eq!(values(&compiled.outputs[0]), [6.0, 12.0, 18.0, 24.0, 30.0]);
     first.export_artifacts(bundle.path()).unwrap();
     drop(first);
 
@@ -271,15 +268,7 @@ fn a_bundle_never_serves_one_signature_for_another_that_displays_alike() {
         panic!("blocking")
     };
     assert_eq!(compiled.source(), ArtifactSource::Compiler);
-    assert_eq!(
-        compiled.outputs[0]
-            .to_f32()
-            .unwrap()
-            .iter()
-            .copied()
-            .collect::<Vec<f32>>(),
-        [3.0, 6.0, 9.0, 12.0, 15.0]
-    );
+    assert_eq!(values(&compiled.outputs[0]), [3.0, 6.0, 9.0, 12.0, 15.0]);
     // The signature it was exported for is still served from it.
     let Dispatched::Compiled(compiled) = second.dispatch(&function, &x, &two).unwrap() else {
         panic!("blocking")
