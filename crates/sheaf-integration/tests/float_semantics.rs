@@ -337,18 +337,26 @@ fn the_callers_flags_win_over_the_runtimes_and_cannot_contradict_the_target() {
         "the caller's flag reached the compiler"
     );
     // A flag that contradicts the target is refused at start, naming both.
-    let config = blocking().compile(|compile| {
-        compile
-            .options
-            .extra_flags
-            .push("--iree-llvmcpu-target-cpu=generic".into())
-    });
+    // The other CPU is one the target is not (it is `generic` under qemu).
+    let cpu_flag = "--iree-llvmcpu-target-cpu=";
+    let target_cpu = flags
+        .iter()
+        .find_map(|f| f.strip_prefix(cpu_flag))
+        .expect("a CPU target names its CPU");
+    let other_cpu = if target_cpu == "generic" {
+        "cortex-a53"
+    } else {
+        "generic"
+    };
+    let contradicting = format!("{cpu_flag}{other_cpu}");
+    let config =
+        blocking().compile(|compile| compile.options.extra_flags.push(contradicting.clone()));
     let error = JitRuntime::new(config.build().unwrap())
         .unwrap_err()
         .to_string();
     for part in [
         "compile.options.extra_flags",
-        "--iree-llvmcpu-target-cpu=generic",
+        contradicting.as_str(),
         "--iree-llvmcpu-target-cpu=",
         "CompileSettings::target",
     ] {
