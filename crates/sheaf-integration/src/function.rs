@@ -3,7 +3,6 @@
 //! metadata travels in a bundle. Its interpreter stays with the caller (see
 //! `JitRuntime::dispatch`).
 
-use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
@@ -11,7 +10,7 @@ use jit_cache::{FunctionId, Signature};
 
 use crate::config::{CompileMode, FloatSemantics};
 use crate::error::LoweringError;
-use crate::lowering::{entry_symbol, Lowered, LoweringContext};
+use crate::lowering::{entry_symbol, Lowered, LoweringContext, Metadata};
 
 /// A lowering: the MLIR for one signature, with the caller's metadata `M`.
 pub type LowerFn<M> =
@@ -335,9 +334,6 @@ impl<M> JitFunction<M> {
         self.lower.is_some()
     }
 }
-
-/// Per-variant metadata, type-erased in the cache.
-pub(crate) type Metadata = Arc<dyn Any + Send + Sync>;
 
 impl<M> Clone for JitFunction<M> {
     fn clone(&self) -> Self {

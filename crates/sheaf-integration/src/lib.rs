@@ -52,7 +52,6 @@
 
 mod batch_queue;
 mod bundle;
-mod compile;
 mod config;
 mod contraction;
 mod declaration;
@@ -66,6 +65,7 @@ mod learned_policy;
 mod lowering;
 pub mod mlir;
 mod parallel;
+mod pipeline;
 mod probe;
 mod profile;
 pub mod reference;
@@ -86,10 +86,10 @@ pub use config::{
     FloatSemantics, JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret, RemoteSettings,
     UploadSettings, DEFAULT_CACHE_FOLDER, ENV_VARIABLES, PROJECT_CACHE_FOLDER,
 };
-pub use dispatch::{ArtifactSource, CallError, CallResult, Compiled, Dispatched};
-pub use error::{ConfigError, JitError, LoweringError, VariantError};
+pub use dispatch::{CallError, CallResult, Compiled, Dispatched};
+pub use error::{ConfigError, ImportError, JitError, LoweringError, VariantError};
 pub use function::{JitFunction, LowerFn};
-pub use import::{Import, ImportError, ImportSummary};
+pub use import::{Import, ImportSummary};
 pub use iree_safe::compiler::{
     Artifact, CompileError, CompileOptions, CompileTarget, CompilerChoice, CompilerKind,
     CompilerPreference, Diagnostic, Location, Severity,
@@ -114,6 +114,7 @@ pub use tensor::{
 };
 pub use upload::{UploadStats, IMPORT_MIN_BYTES};
 pub use value::{intern_key, Value, INTERNED_KEYS};
+pub use variant::ArtifactSource;
 
 /// `half`'s float types, which [`HostTensor`] holds f16 and bf16 data in.
 pub use half::{bf16, f16};

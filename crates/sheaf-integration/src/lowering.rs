@@ -1,8 +1,14 @@
 //! The lowering contract: what a function's lowering is given for one
-//! signature ([`LoweringContext`]) and what it gives back ([`Lowered`]).
+//! signature ([`LoweringContext`]) and what it gives back ([`Lowered`]);
+//! and, inside the crate, that result made owned for the thread that
+//! compiles it (`LoweredVariant`, with its type-erased `Metadata`).
+
+use std::any::Any;
+use std::sync::Arc;
 
 use jit_cache::{ArgSpec, Layout, ScalarValue, Signature};
 
+use crate::config::FloatSemantics;
 use crate::value::Value;
 
 /// What a lowering sees of one call: the signature it compiles for (dtypes
@@ -189,6 +195,32 @@ impl<M> Lowered<M> {
         }
     }
 }
+
+/// One signature of one function, lowered: what crosses from the calling
+/// thread (which lowered it, with the caller's own state) to the thread
+/// that compiles it. Everything in it is owned and `Send`.
+#[derive(Debug)]
+pub(crate) struct LoweredVariant {
+    /// The function's name and the signature, for errors and the bundle.
+    pub(crate) function: String,
+    pub(crate) signature: String,
+    /// The entry function's symbol in `functions`.
+    pub(crate) entry: String,
+    /// The lowering's top-level operations (no `module { }` around them).
+    pub(crate) functions: String,
+    /// The module around them, for one variant alone.
+    pub(crate) module: String,
+    pub(crate) outputs: Option<Layout>,
+    pub(crate) metadata: Metadata,
+    /// The metadata as a bundle records it, when the function has a codec.
+    pub(crate) metadata_bytes: Option<Arc<[u8]>>,
+    /// The float semantics it compiles with (the function's, else the
+    /// runtime's): which of its placement's options and target identity.
+    pub(crate) semantics: FloatSemantics,
+}
+
+/// Per-variant metadata, type-erased in the cache.
+pub(crate) type Metadata = Arc<dyn Any + Send + Sync>;
 
 /// The entry symbol Sheaf's naming gives a function called `name` (what
 /// [`JitFunction::entry_symbol`](crate::JitFunction::entry_symbol) and

@@ -22,21 +22,22 @@ use smallvec::SmallVec;
 
 use crate::batch_queue::BatchQueue;
 use crate::bundle::{self, Bundle, BundleError, Export, ExportSummary};
-use crate::compile::{self, Lowering, Pipeline};
 use crate::config::{CompileMode, FloatSemantics, JitConfig, RemoteSecret, UploadSettings};
-use crate::dispatch::{ArtifactSource, CallError, CallResult, Compiled, Dispatched};
+use crate::dispatch::{CallError, CallResult, Compiled, Dispatched};
 use crate::error::{ConfigError, JitError, LoweringError, VariantError};
 use crate::exit;
 use crate::function::JitFunction;
 use crate::learned_policy::DiskPolicy;
+use crate::lowering::LoweredVariant;
 use crate::lowering::{Lowered, LoweringContext};
 use crate::parallel::ParallelCpu;
+use crate::pipeline::{self, Pipeline};
 use crate::profile::{Phase, Profile, ProfileReport};
 use crate::target::Placement;
 use crate::tensor::{scalar_to_device, DeviceTensor, HostTensor, Tensor};
 use crate::upload::{UploadCache, UploadStats};
 use crate::value::{self, FlatArg, Value};
-use crate::variant::Variant;
+use crate::variant::{ArtifactSource, Variant};
 
 /// The JIT runtime Sheaf calls. Create one per process and clone it (clones
 /// share everything); Send + Sync.
@@ -171,7 +172,7 @@ impl Inner {
         lower: impl FnOnce(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>,
         signature: &Signature,
         values: &[Value],
-    ) -> Result<Lowering, CompileFailure> {
+    ) -> Result<LoweredVariant, CompileFailure> {
         self.lowered(function, lower, signature, values)
             .map_err(CompileFailure::refused)
     }
@@ -183,11 +184,11 @@ impl Inner {
         lower: impl FnOnce(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>,
         signature: &Signature,
         values: &[Value],
-    ) -> Result<Lowering, VariantError> {
+    ) -> Result<LoweredVariant, VariantError> {
         let start = Instant::now();
         let entry = function.variant_symbol(signature);
         let semantics = self.semantics_of(function);
-        let lowered = compile::lower(
+        let lowered = pipeline::lower(
             function,
             lower,
             (signature, Some(values)),
@@ -221,7 +222,7 @@ impl Inner {
 
     /// Fetches or compiles and loads `lowering`: for the primary device,
     /// then for the CPU when that fails on a GPU.
-    fn compile(&self, lowering: &Lowering) -> Result<Variant, CompileFailure> {
+    fn compile(&self, lowering: &LoweredVariant) -> Result<Variant, CompileFailure> {
         let start = Instant::now();
         let variant = self.compile_on_some_device(lowering);
         self.profile.record(Phase::Compile, start.elapsed());
@@ -246,14 +247,14 @@ impl Inner {
     /// error stops it.
     fn per_placement<T, E>(
         &self,
-        lowerings: Vec<Lowering>,
-        mut run: impl FnMut(&Placement, Vec<Lowering>) -> Result<Vec<T>, E>,
+        lowerings: Vec<LoweredVariant>,
+        mut run: impl FnMut(&Placement, Vec<LoweredVariant>) -> Result<Vec<T>, E>,
     ) -> Result<Vec<T>, E> {
-        let mut groups: Vec<(&Placement, Vec<usize>, Vec<Lowering>)> = Vec::new();
+        let mut groups: Vec<(&Placement, Vec<usize>, Vec<LoweredVariant>)> = Vec::new();
         for (index, lowering) in lowerings.into_iter().enumerate() {
             let placement = self.placement_for(&lowering.module);
             let semantics = lowering.semantics;
-            let same = |(p, _, group): &&mut (&Placement, _, Vec<Lowering>)| {
+            let same = |(p, _, group): &&mut (&Placement, _, Vec<LoweredVariant>)| {
                 p.device().same_device(placement.device())
                     && group.first().is_some_and(|l| l.semantics == semantics)
             };
@@ -277,7 +278,10 @@ impl Inner {
     /// each, counted once); when that fails, each alone, so that each gets
     /// its own result, error and CPU fallback. Results are in the order of
     /// `lowerings`.
-    fn compile_together(&self, lowerings: Vec<Lowering>) -> Vec<Result<Variant, CompileFailure>> {
+    fn compile_together(
+        &self,
+        lowerings: Vec<LoweredVariant>,
+    ) -> Vec<Result<Variant, CompileFailure>> {
         let compiled = self.per_placement(lowerings, |placement, group| {
             Ok::<_, std::convert::Infallible>(self.compile_group(group, placement))
         });
@@ -291,7 +295,7 @@ impl Inner {
     /// each alone.
     fn compile_group(
         &self,
-        lowerings: Vec<Lowering>,
+        lowerings: Vec<LoweredVariant>,
         placement: &Placement,
     ) -> Vec<Result<Variant, CompileFailure>> {
         if let [lowering] = &lowerings[..] {
@@ -323,7 +327,7 @@ impl Inner {
         }
     }
 
-    fn compile_on_some_device(&self, lowering: &Lowering) -> Result<Variant, CompileFailure> {
+    fn compile_on_some_device(&self, lowering: &LoweredVariant) -> Result<Variant, CompileFailure> {
         let placement = self.placement_for(&lowering.module);
         let error = match (self.pipeline.variant(lowering, placement), &self.cpu) {
             (Ok(variant), _) => return Ok(variant),
@@ -867,10 +871,10 @@ impl JitRuntime {
                 let call_values = (signature, Some(call.args));
                 let lowered = match (call.lower, own) {
                     (Some(lower), _) => {
-                        compile::lower(function, lower, call_values, &entry, semantics)
+                        pipeline::lower(function, lower, call_values, &entry, semantics)
                     }
                     (None, Some(lower)) => {
-                        compile::lower(function, lower, call_values, &entry, semantics)
+                        pipeline::lower(function, lower, call_values, &entry, semantics)
                     }
                     (None, None) => Err(VariantError::Lowering {
                         function: function.name().to_owned(),
@@ -1224,7 +1228,7 @@ impl JitRuntime {
         target: &iree_safe::compiler::CompileTarget,
         imports: Vec<crate::Import<'_, M>>,
     ) -> Result<crate::ImportSummary, JitError> {
-        use crate::import::ImportError;
+        use crate::error::ImportError;
         let refused = |error: ImportError| JitError::Import(Box::new(error));
         let inner = &*self.inner;
         let code = inner.primary.code(inner.float_semantics);
@@ -1258,7 +1262,7 @@ impl JitRuntime {
                     why,
                 }));
             }
-            let metadata = Arc::new(import.metadata) as crate::function::Metadata;
+            let metadata = Arc::new(import.metadata) as crate::lowering::Metadata;
             let variant = Variant {
                 bytes: share,
                 entry,
