@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use jit_cache::{FunctionId, Signature};
 
-use crate::config::{CompileMode, FloatSemantics};
+use crate::config::CompileMode;
 use crate::error::LoweringError;
 use crate::lowering::{entry_symbol, Lowered, LoweringContext, Metadata};
+use crate::placement::FloatSemantics;
 
 /// A lowering: the MLIR for one signature, with the caller's metadata `M`.
 pub type LowerFn<M> =

@@ -53,7 +53,6 @@
 mod batch_queue;
 mod bundle;
 mod config;
-mod contraction;
 mod declaration;
 mod dispatch;
 mod entry;
@@ -64,13 +63,11 @@ mod import;
 mod learned_policy;
 mod lowering;
 pub mod mlir;
-mod parallel;
 mod pipeline;
-mod probe;
+mod placement;
 mod profile;
 pub mod reference;
 mod runtime;
-mod target;
 mod tensor;
 #[cfg(feature = "trace-subscriber")]
 pub mod trace;
@@ -106,9 +103,9 @@ pub use jit_cache::{
     ScalarConversionError, ScalarValue, Signature,
 };
 pub use lowering::{entry_symbol, Lowered, LoweringContext};
+pub use placement::{CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION, PARALLEL_CONTRACTION};
 pub use profile::{Phase, PhaseTotals, ProfileReport};
 pub use runtime::{CallerLowering, JitRuntime, Precompile, PrecompileSummary};
-pub use target::{CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION, PARALLEL_CONTRACTION};
 pub use tensor::{
     aligned_copy, DeviceTensor, DeviceTensorExt, HostTensor, Tensor, IMPORT_ALIGNMENT,
 };

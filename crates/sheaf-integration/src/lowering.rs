@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use jit_cache::{ArgSpec, Layout, ScalarValue, Signature};
 
-use crate::config::FloatSemantics;
+use crate::placement::FloatSemantics;
 use crate::value::Value;
 
 /// What a lowering sees of one call: the signature it compiles for (dtypes

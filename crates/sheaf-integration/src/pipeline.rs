@@ -21,12 +21,12 @@ use jit_cache::store::{
 use jit_cache::{ErrorChain, Signature};
 
 use crate::bundle::Bundle;
-use crate::config::FloatSemantics;
 use crate::declaration;
 use crate::error::{LoweringError, VariantError};
 use crate::function::JitFunction;
 use crate::lowering::{Lowered, LoweredVariant, LoweringContext, Metadata};
-use crate::target::Placement;
+use crate::placement::FloatSemantics;
+use crate::placement::Placement;
 use crate::value::Value;
 use crate::variant::{ArtifactSource, Variant};
 

@@ -3,13 +3,12 @@
 //! for the whole process.
 
 use std::collections::HashMap;
-use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use iree_safe::compiler::{CompileOptions, CompilerChoice, CompilerPreference};
+use iree_safe::compiler::CompilerChoice;
 use iree_safe::MemoryStatistics;
 use jit_cache::store::{
     ArtifactKey, ArtifactStore, RedisStore, RemoteStats, RemoteTier, Secret, StoreStats,
@@ -22,7 +21,7 @@ use smallvec::SmallVec;
 
 use crate::batch_queue::BatchQueue;
 use crate::bundle::{self, Bundle, BundleError, Export, ExportSummary};
-use crate::config::{CompileMode, FloatSemantics, JitConfig, RemoteSecret, UploadSettings};
+use crate::config::{CompileMode, JitConfig, RemoteSecret, UploadSettings};
 use crate::dispatch::{CallError, CallResult, Compiled, Dispatched};
 use crate::error::{ConfigError, JitError, LoweringError, VariantError};
 use crate::exit;
@@ -30,10 +29,9 @@ use crate::function::JitFunction;
 use crate::learned_policy::DiskPolicy;
 use crate::lowering::LoweredVariant;
 use crate::lowering::{Lowered, LoweringContext};
-use crate::parallel::ParallelCpu;
 use crate::pipeline::{self, Pipeline};
+use crate::placement::{CpuFallback, FloatSemantics, ParallelCpu, Placement};
 use crate::profile::{Phase, Profile, ProfileReport};
-use crate::target::Placement;
 use crate::tensor::{scalar_to_device, DeviceTensor, HostTensor, Tensor};
 use crate::upload::{UploadCache, UploadStats};
 use crate::value::{self, FlatArg, Value};
@@ -103,6 +101,11 @@ struct Inner {
     /// The CPU runtime to fall back on when a GPU compile fails, opened on
     /// first use (`None` when the primary is a CPU or fallback is off).
     cpu: Option<CpuFallback>,
+    /// The CPU fallback's upload cache, made when a variant first runs
+    /// there.
+    cpu_uploads: OnceLock<UploadCache>,
+    /// The upload caches' bounds.
+    upload_settings: UploadSettings,
     profile: Profile,
     profile_at_exit: bool,
     /// How long the process's exit waits for queued background compiles.
@@ -335,7 +338,7 @@ impl Inner {
             (Err(error), Some(_)) => error,
         };
         // A CPU that cannot be opened was logged when that failed.
-        let Some(Ok((cpu, _))) = self.cpu.as_ref().map(CpuFallback::placement) else {
+        let Some(Ok(cpu)) = self.cpu.as_ref().map(CpuFallback::placement) else {
             return Err(CompileFailure::new(error));
         };
         let error = ErrorChain(&error);
@@ -481,16 +484,6 @@ pub struct PrecompileSummary {
     pub compile_time: std::time::Duration,
 }
 
-#[derive(Debug)]
-struct CpuFallback {
-    driver: String,
-    workers: Option<NonZeroUsize>,
-    options: CompileOptions,
-    compiler: CompilerPreference,
-    uploads: UploadSettings,
-    placement: OnceLock<Result<(Placement, UploadCache), JitError>>,
-}
-
 impl JitRuntime {
     /// Opens the device (falling back to the CPU driver when it cannot be
     /// opened, if the configuration allows) and sets up the caches. The
@@ -506,24 +499,28 @@ impl JitRuntime {
     /// [`JitError::RemoteCache`], [`JitError::RemoteSecret`] or
     /// [`JitError::Config`] for a remote cache that cannot be set up,
     /// [`JitError::Bundle`] for an artifact bundle that cannot serve this
-    /// program, and [`JitError::Config`] for a cache policy that cannot work.
+    /// program, and [`JitError::Config`] for any setting that cannot work:
+    /// `new` checks the whole configuration again as
+    /// [`JitConfigBuilder::build`](crate::JitConfigBuilder::build) does,
+    /// since its fields are public and may have changed since.
     pub fn new(config: JitConfig) -> Result<JitRuntime, JitError> {
-        let (device, options) = (&config.device, &config.compile.options);
+        // The configuration's fields are public: what `build` checked may
+        // have been changed since.
+        config.validate()?;
+        let devices = config.device.specs()?;
+        let options = &config.compile.options;
         let target = config.compile.target.as_ref();
         let compiler = &config.compile.compiler;
-        let primary = Placement::primary(device, target, options, compiler)?;
+        let workers = config.device.cpu_workers;
+        let primary = Placement::primary(&devices, workers, target, options, compiler)?;
         primary.check_flags(options)?;
-        let cpu = match (&device.cpu_fallback, primary.is_cpu()) {
-            (Some(driver), false) => Some(CpuFallback {
-                driver: driver.clone(),
-                workers: device.cpu_workers,
-                options: options.clone(),
-                compiler: compiler.clone(),
-                uploads: config.uploads,
-                placement: OnceLock::new(),
-            }),
-            _ => None,
-        };
+        let cpu = CpuFallback::for_primary(
+            &primary,
+            devices.cpu_fallback.as_ref(),
+            workers,
+            options,
+            compiler,
+        );
         let (store, folder) = match config.disk.store_config() {
             Some(store) => {
                 let folder = store.directory.clone();
@@ -587,9 +584,11 @@ impl JitRuntime {
             pipeline,
             queued: BatchQueue::new(config.compile.batch_limit, config.cache.compile_threads),
             primary_uploads: UploadCache::new(primary.device().clone(), config.uploads),
-            parallel: ParallelCpu::for_primary(&primary, device.parallel_workers),
+            parallel: ParallelCpu::for_primary(&primary, config.device.parallel_workers),
             primary,
             cpu,
+            cpu_uploads: OnceLock::new(),
+            upload_settings: config.uploads,
             profile: Profile::default(),
             profile_at_exit: config.profile_at_exit,
             exit_wait: config.compile.exit_wait,
@@ -990,9 +989,11 @@ impl JitRuntime {
         if device.shares_memory_with(inner.primary.device()) {
             return Ok(&inner.primary_uploads);
         }
-        match inner.cpu.as_ref().map(CpuFallback::placement) {
-            Some(Ok((_, uploads))) => Ok(uploads),
-            _ => Err(JitError::Internal(format!(
+        match inner.cpu.as_ref().and_then(CpuFallback::opened) {
+            Some(cpu) => Ok(inner
+                .cpu_uploads
+                .get_or_init(|| UploadCache::new(cpu.device().clone(), inner.upload_settings))),
+            None => Err(JitError::Internal(format!(
                 "a variant runs on `{}`, which this runtime did not open",
                 device.uri()
             ))),
@@ -1041,7 +1042,7 @@ impl JitRuntime {
         if let Some(parallel) = self.inner.parallel.as_ref().and_then(ParallelCpu::get) {
             devices.push(parallel.device());
         }
-        if let Some(Ok((cpu, _))) = self.inner.cpu.as_ref().and_then(|cpu| cpu.placement.get()) {
+        if let Some(cpu) = self.inner.cpu.as_ref().and_then(CpuFallback::opened) {
             devices.push(cpu.device());
         }
         devices
@@ -1065,20 +1066,13 @@ impl JitRuntime {
         self.inner.pipeline.remote_stats()
     }
 
-    /// Upload cache statistics.
+    /// Upload cache statistics: the primary device's cache (which the
+    /// device beside `local-sync` shares), plus the CPU fallback's once a
+    /// variant ran there.
     pub fn upload_stats(&self) -> UploadStats {
         let mut stats = self.inner.primary_uploads.stats();
-        if let Some(Ok((_, cpu))) = self.inner.cpu.as_ref().and_then(|cpu| cpu.placement.get()) {
-            let cpu = cpu.stats();
-            stats.hits += cpu.hits;
-            stats.uploads += cpu.uploads;
-            stats.bytes_uploaded += cpu.bytes_uploaded;
-            stats.imports += cpu.imports;
-            stats.bytes_imported += cpu.bytes_imported;
-            stats.not_cached += cpu.not_cached;
-            stats.evictions += cpu.evictions;
-            stats.entries += cpu.entries;
-            stats.bytes += cpu.bytes;
+        if let Some(cpu) = self.inner.cpu_uploads.get() {
+            stats += cpu.stats();
         }
         stats
     }
@@ -1288,37 +1282,5 @@ impl JitRuntime {
             ));
         }
         Ok(crate::ImportSummary { imported, cached })
-    }
-}
-
-impl CpuFallback {
-    /// The CPU placement, opened on first use; a failure is logged then,
-    /// once, and kept.
-    fn placement(&self) -> Result<(&Placement, &UploadCache), &JitError> {
-        self.placement
-            .get_or_init(|| {
-                let placement = Placement::open(
-                    &self.driver,
-                    self.workers,
-                    None,
-                    &self.options,
-                    &self.compiler,
-                )
-                .inspect_err(|error| {
-                    let error = ErrorChain(error);
-                    tracing::warn!(
-                        target: "sheaf_jit",
-                        driver = %self.driver,
-                        %error,
-                        "cannot open the CPU fallback `{}` ({error}); signatures that fail \
-                         on the primary device run in the interpreter",
-                        self.driver
-                    );
-                })?;
-                let uploads = UploadCache::new(placement.device().clone(), self.uploads);
-                Ok((placement, uploads))
-            })
-            .as_ref()
-            .map(|(placement, uploads)| (placement, uploads))
     }
 }

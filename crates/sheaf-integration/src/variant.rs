@@ -9,7 +9,7 @@ use jit_cache::Layout;
 use std::sync::Arc;
 
 use crate::lowering::{LoweredVariant, Metadata};
-use crate::target::Placement;
+use crate::placement::Placement;
 
 /// One compiled signature of a function, loaded into a runtime (the
 /// primary one, or the CPU fallback's). Dropping the last reference unloads
