@@ -207,6 +207,9 @@ mod tests {
         assert!(capacity.contains("function_capacity"), "{capacity}");
         let driver = error(JitConfig::builder().device(|device| device.driver.clear()));
         assert!(driver.contains("device.driver"), "{driver}");
+        let fallback =
+            error(JitConfig::builder().device(|device| device.cpu_fallback = Some("auto".into())));
+        assert!(fallback.contains("device.cpu_fallback"), "{fallback}");
         let disk = error(JitConfig::builder().disk(|disk| disk.max_bytes = 0));
         assert!(disk.contains("disk.max_bytes"), "{disk}");
         let remote = error(
