@@ -162,6 +162,14 @@ impl VariantError {
 /// An invalid setting: the environment variable or configuration field
 /// (`disk.max_bytes`), its value and what it may be; or a cache policy that
 /// cannot work.
+///
+/// The one configuration error of this crate: what [`JitConfigBuilder::build`](crate::JitConfigBuilder::build),
+/// [`JitConfig::from_env`](crate::JitConfig::from_env) and
+/// [`JitRuntime::new`](crate::JitRuntime::new) (as [`JitError::Config`])
+/// return. The cache policy's own error, `jit_cache::ConfigError`, is
+/// wrapped whole in [`ConfigError::Cache`] and re-exported as
+/// [`CacheConfigError`](crate::CacheConfigError), so it can be matched
+/// without depending on `jit-cache`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -175,7 +183,8 @@ pub enum ConfigError {
         /// What it may be.
         expected: String,
     },
-    /// The cache policy cannot work (names the `CacheConfig` field).
+    /// The cache policy cannot work (names the
+    /// [`CacheConfig`](crate::CacheConfig) field).
     #[error(transparent)]
     Cache(#[from] jit_cache::ConfigError),
     /// A remote artifact cache is configured without the shared secret that

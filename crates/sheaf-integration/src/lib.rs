@@ -85,7 +85,7 @@ pub use config::{
 };
 pub use dispatch::{CallError, CallResult, Compiled, Dispatched};
 pub use error::{ConfigError, ImportError, JitError, LoweringError, VariantError};
-pub use function::{JitFunction, LowerFn};
+pub use function::JitFunction;
 pub use import::{Import, ImportSummary};
 pub use iree_safe::compiler::{
     Artifact, CompileError, CompileOptions, CompileTarget, CompilerChoice, CompilerKind,
@@ -96,16 +96,19 @@ pub use jit_cache::stable_hash;
 pub use jit_cache::store::{
     BreakerState, RemoteError, RemoteStats, Secret, StoreError, StoreStats,
 };
+/// `jit-cache`'s error for a [`CacheConfig`] that cannot work, held by
+/// [`ConfigError::Cache`].
+pub use jit_cache::ConfigError as CacheConfigError;
 pub use jit_cache::{
     ArgSpec, ByteSize, CacheConfig, CachePolicy, CacheStats, CapturedScalar, CompileFailure,
     Container, DType, ErrorChain, FallbackReason, FunctionMode, InFlightPolicy, Layout,
     LayoutBuilder, LayoutVisitor, Leaf, MissReason, Origin, Provenance, Refusal,
     ScalarConversionError, ScalarValue, Signature,
 };
-pub use lowering::{entry_symbol, Lowered, LoweringContext};
+pub use lowering::{entry_symbol, CallerLowering, Lowered, Lowering, LoweringContext};
 pub use placement::{CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION, PARALLEL_CONTRACTION};
 pub use profile::{Phase, PhaseTotals, ProfileReport};
-pub use runtime::{CallerLowering, JitRuntime, Precompile, PrecompileSummary};
+pub use runtime::{JitRuntime, Precompile, PrecompileSummary};
 pub use tensor::{
     aligned_copy, DeviceTensor, DeviceTensorExt, HostTensor, Tensor, IMPORT_ALIGNMENT,
 };

@@ -1,5 +1,6 @@
-//! The lowering contract: what a function's lowering is given for one
-//! signature ([`LoweringContext`]) and what it gives back ([`Lowered`]);
+//! The lowering contract: a lowering ([`Lowering`], or [`CallerLowering`]
+//! passed with a call) is given one signature ([`LoweringContext`]) and
+//! gives back MLIR ([`Lowered`]) or refuses ([`LoweringError`]);
 //! and, inside the crate, that result made owned for the thread that
 //! compiles it (`LoweredVariant`, with its type-erased `Metadata`).
 
@@ -8,8 +9,22 @@ use std::sync::Arc;
 
 use jit_cache::{ArgSpec, Layout, ScalarValue, Signature};
 
+use crate::error::LoweringError;
 use crate::placement::FloatSemantics;
 use crate::value::Value;
+
+/// A function's own lowering: the MLIR for one signature, with the
+/// caller's metadata `M` ([`JitFunction::new`](crate::JitFunction::new)).
+/// It may run on any thread, so it is `Send + Sync`.
+pub type Lowering<M> =
+    dyn Fn(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError> + Send + Sync;
+
+/// A lowering the caller passes with a call
+/// ([`JitRuntime::dispatch_with`](crate::JitRuntime::dispatch_with)): it
+/// runs on the calling thread only, so it may borrow the caller's state,
+/// `Send` or not.
+pub type CallerLowering<'a, M> =
+    dyn Fn(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError> + 'a;
 
 /// What a lowering sees of one call: the signature it compiles for (dtypes
 /// and dims, static scalars, the arguments' structure, captured scalars),
@@ -250,7 +265,6 @@ pub fn entry_symbol(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::LoweringError;
     use crate::mlir::MlirError;
 
     #[test]

@@ -67,7 +67,7 @@ impl JitRuntime {
     /// Serves calls with a module compiled outside this runtime (by the
     /// application's own `iree-compile`, ahead of time, with flags of its
     /// choosing): each of `imports` names a function the module exports,
-    /// the [`JitFunction`] and signature it serves, and its result
+    /// the [`JitFunction`](crate::JitFunction) and signature it serves, and its result
     /// structure and metadata. Each is cached like a variant the runtime
     /// compiled: a call of that function with that signature (or, for a
     /// signature with dynamic dims, any signature it covers) hits it,

@@ -22,11 +22,6 @@ use crate::variant::Variant;
 
 use super::JitRuntime;
 
-/// A lowering the caller passes with a call (it may borrow the caller's
-/// state, `Send` or not).
-pub type CallerLowering<'a, M> =
-    dyn Fn(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError> + 'a;
-
 impl JitRuntime {
     /// Runs `function` on `args` compiled, or says why the caller must run
     /// it in its own interpreter; the function's own lowering lowers a new
@@ -76,7 +71,7 @@ impl JitRuntime {
     /// not at all and copies nothing.
     ///
     /// A lowering's refusal is the signature's failure (remembered like a
-    /// failed compile, counted in [`CacheStats`]' `refusals`): the call is
+    /// failed compile, counted in [`CacheStats`](crate::CacheStats)' `refusals`): the call is
     /// interpreted ([`FallbackReason::CompileFailed`]). Errors of compiled
     /// code (a shape the artifact rejects) are errors, never a silent
     /// fallback.

@@ -34,7 +34,6 @@ use crate::profile::{Profile, ProfileReport};
 use crate::upload::{UploadCache, UploadStats};
 use crate::variant::Variant;
 
-pub use dispatch::CallerLowering;
 pub use precompile::{Precompile, PrecompileSummary};
 
 /// The JIT runtime Sheaf calls. Create one per process and clone it (clones

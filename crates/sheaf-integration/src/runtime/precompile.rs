@@ -7,11 +7,12 @@ use jit_cache::{CapturedScalar, Signature};
 
 use crate::error::{JitError, LoweringError, VariantError};
 use crate::function::JitFunction;
+use crate::lowering::CallerLowering;
 use crate::pipeline;
 use crate::profile::Phase;
 use crate::value::{self, Value};
 
-use super::{CallerLowering, JitRuntime};
+use super::JitRuntime;
 
 /// One call to compile ahead with [`JitRuntime::precompile`]: a function and
 /// example arguments.
