@@ -54,7 +54,6 @@ mod batch_queue;
 mod bundle;
 mod config;
 mod declaration;
-mod dispatch;
 mod entry;
 mod error;
 mod exit;
@@ -63,6 +62,7 @@ mod import;
 mod learned_policy;
 mod lowering;
 pub mod mlir;
+mod outcome;
 mod pipeline;
 mod placement;
 mod profile;
@@ -83,7 +83,6 @@ pub use config::{
     FloatSemantics, JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret, RemoteSettings,
     UploadSettings, DEFAULT_CACHE_FOLDER, ENV_VARIABLES, PROJECT_CACHE_FOLDER,
 };
-pub use dispatch::{CallError, CallResult, Compiled, Dispatched};
 pub use error::{ConfigError, ImportError, JitError, LoweringError, VariantError};
 pub use function::JitFunction;
 pub use import::{Import, ImportSummary};
@@ -106,6 +105,7 @@ pub use jit_cache::{
     ScalarConversionError, ScalarValue, Signature,
 };
 pub use lowering::{entry_symbol, CallerLowering, Lowered, Lowering, LoweringContext};
+pub use outcome::{CallError, CallResult, Compiled, Dispatched};
 pub use placement::{CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION, PARALLEL_CONTRACTION};
 pub use profile::{Phase, PhaseTotals, ProfileReport};
 pub use runtime::{JitRuntime, Precompile, PrecompileSummary};

@@ -1,5 +1,7 @@
 //! Settings of a [`JitRuntime`](crate::JitRuntime), by composition: one
-//! settings struct per part of the runtime (`compile.rs`, `disk.rs`, `remote.rs`, `uploads.rs`; the cache policy is
+//! settings struct per part of the runtime (`compile.rs`, `disk.rs`,
+//! `remote.rs`, `uploads.rs`; the device's is the placement's own,
+//! `placement/settings.rs`; the cache policy is
 //! [`jit_cache::CacheConfig`], whose docs give its defaults and their
 //! reasons), a builder that edits them, and the `SHEAF_JIT_*` environment
 //! variables that override them (`env.rs`: the table [`ENV_VARIABLES`],

@@ -9,10 +9,10 @@ use jit_cache::{CapturedScalar, CompileFailure, Dispatch, FallbackReason, Prepar
 use smallvec::SmallVec;
 
 use crate::config::CompileMode;
-use crate::dispatch::{CallError, CallResult, Compiled, Dispatched};
 use crate::error::{JitError, LoweringError};
 use crate::function::JitFunction;
 use crate::lowering::{Lowered, LoweringContext};
+use crate::outcome::{CallError, CallResult, Compiled, Dispatched};
 use crate::placement::CpuFallback;
 use crate::profile::Phase;
 use crate::tensor::{scalar_to_device, DeviceTensor, HostTensor, Tensor};
