@@ -20,8 +20,8 @@ pub enum CompileMode {
     /// calls run compiled once it is done. Provenance says
     /// [`FallbackReason::CompileQueued`](crate::FallbackReason::CompileQueued).
     /// The default: a new signature costs its caller the interpreter's time
-    /// instead of IREE's compile (0.1 ms instead of 390 ms for a small
-    /// sigmoid; `cargo bench -p sheaf-integration --bench background`).
+    /// instead of IREE's compile (the README, "Blocking or background", has
+    /// the figures; `cargo bench -p sheaf-integration --bench background`).
     #[default]
     Background,
 }
