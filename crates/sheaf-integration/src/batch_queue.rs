@@ -7,7 +7,7 @@
 //! queued before others (a fair share: the queue's length over the compile
 //! threads, at most the configured limit) and compiles them in one compiler
 //! invocation, which pays IREE's fixed cost per compile once
-//! ([`Pipeline::batch`](crate::compile::Pipeline)). When another thread
+//! ([`Pipeline::batch`](crate::pipeline::Pipeline)). When another thread
 //! already took the job's lowering into its batch, this thread compiles a
 //! batch of what is still queued, if anything, then waits for its own
 //! result: no thread idles while lowerings wait.
@@ -22,7 +22,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use jit_cache::CompileFailure;
 
-use crate::compile::Lowering;
+use crate::lowering::LoweredVariant;
 use crate::variant::Variant;
 
 /// What compiling one lowering produced.
@@ -42,7 +42,7 @@ pub(crate) struct BatchQueue {
 #[derive(Debug)]
 struct Slot {
     /// Taken by the thread that compiles it.
-    lowering: Mutex<Option<Lowering>>,
+    lowering: Mutex<Option<LoweredVariant>>,
     result: Mutex<Outcome>,
     delivered: Condvar,
 }
@@ -92,7 +92,7 @@ impl BatchQueue {
     }
 
     /// Queues `lowering`; its job compiles it with [`Ticket::compile`].
-    pub(crate) fn push(self: &Arc<Self>, lowering: Lowering) -> Ticket {
+    pub(crate) fn push(self: &Arc<Self>, lowering: LoweredVariant) -> Ticket {
         let slot = Arc::new(Slot {
             lowering: Mutex::new(Some(lowering)),
             result: Mutex::new(Outcome::Pending),
@@ -134,7 +134,10 @@ impl Ticket {
     /// Compiles this ticket's lowering, in a batch taken as the module docs
     /// say, with `compile` (which returns one result per lowering, in
     /// order), and returns its result.
-    pub(crate) fn compile(&self, compile: impl FnOnce(Vec<Lowering>) -> Vec<Compiled>) -> Compiled {
+    pub(crate) fn compile(
+        &self,
+        compile: impl FnOnce(Vec<LoweredVariant>) -> Vec<Compiled>,
+    ) -> Compiled {
         let batch = self.queue.take(&self.slot);
         if !batch.is_empty() {
             let delivery = Delivery(batch);
@@ -190,8 +193,8 @@ mod tests {
 
     use super::*;
 
-    fn lowering(entry: &str) -> Lowering {
-        Lowering {
+    fn lowering(entry: &str) -> LoweredVariant {
+        LoweredVariant {
             function: "f".into(),
             signature: format!("({entry})"),
             entry: entry.into(),
@@ -208,7 +211,7 @@ mod tests {
     /// the batches it was given.
     fn compile_into(
         batches: &Mutex<Vec<Vec<String>>>,
-    ) -> impl FnOnce(Vec<Lowering>) -> Vec<Compiled> + '_ {
+    ) -> impl FnOnce(Vec<LoweredVariant>) -> Vec<Compiled> + '_ {
         |lowerings| {
             let entries: Vec<String> = lowerings.iter().map(|l| l.entry.clone()).collect();
             lock(batches).push(entries.clone());

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use iree_safe::compiler::CompileError;
+use iree_safe::compiler::{CompileError, CompileTarget};
 use jit_cache::FallbackReason;
 
 use crate::bundle::BundleError;
@@ -81,7 +81,7 @@ pub enum JitError {
     /// refused a module: nothing of it was cached. (Boxed: the other
     /// variants are smaller.)
     #[error("cannot import the compiled artifact")]
-    Import(#[source] Box<crate::import::ImportError>),
+    Import(#[source] Box<ImportError>),
     /// A value this layer cannot represent.
     #[error("unsupported: {0}")]
     Unsupported(String),
@@ -162,6 +162,14 @@ impl VariantError {
 /// An invalid setting: the environment variable or configuration field
 /// (`disk.max_bytes`), its value and what it may be; or a cache policy that
 /// cannot work.
+///
+/// The one configuration error of this crate: what [`JitConfigBuilder::build`](crate::JitConfigBuilder::build),
+/// [`JitConfig::from_env`](crate::JitConfig::from_env) and
+/// [`JitRuntime::new`](crate::JitRuntime::new) (as [`JitError::Config`])
+/// return. The cache policy's own error, `jit_cache::ConfigError`, is
+/// wrapped whole in [`ConfigError::Cache`] and re-exported as
+/// [`CacheConfigError`](crate::CacheConfigError), so it can be matched
+/// without depending on `jit-cache`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -175,7 +183,8 @@ pub enum ConfigError {
         /// What it may be.
         expected: String,
     },
-    /// The cache policy cannot work (names the `CacheConfig` field).
+    /// The cache policy cannot work (names the
+    /// [`CacheConfig`](crate::CacheConfig) field).
     #[error(transparent)]
     Cache(#[from] jit_cache::ConfigError),
     /// A remote artifact cache is configured without the shared secret that
@@ -261,4 +270,49 @@ impl From<&str> for LoweringError {
     fn from(message: &str) -> Self {
         LoweringError::new(message)
     }
+}
+
+/// Why a module could not be imported. Nothing of it is cached then.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportError {
+    /// The module was compiled for another target than the code this
+    /// runtime's device runs.
+    #[error(
+        "the artifact was compiled for {artifact}, but this runtime's device `{device}` runs \
+         {runtime} code: compile it for {runtime}, or import it into a runtime on a device \
+         that runs {artifact} code"
+    )]
+    Target {
+        /// What the caller says it was compiled for.
+        artifact: CompileTarget,
+        /// What this runtime's code is compiled for.
+        runtime: CompileTarget,
+        /// The device (its driver or URI).
+        device: String,
+    },
+    /// The IREE runtime refused the module.
+    #[error("the IREE runtime refused the artifact")]
+    Load(#[source] iree_safe::Error),
+    /// The module exports no function of that name.
+    #[error("the artifact exports no function `{entry}` (it exports: {})", exports.join(", "))]
+    NoEntry {
+        /// The name asked for.
+        entry: String,
+        /// What it exports.
+        exports: Vec<String>,
+    },
+    /// The function's declaration does not take the signature (or return
+    /// the structure) it is said to serve.
+    #[error("`{entry}` cannot serve `{function}{signature}`: {why}")]
+    Declaration {
+        /// The exported function.
+        entry: String,
+        /// The function it was to serve.
+        function: String,
+        /// The signature it was to serve.
+        signature: String,
+        /// What its declaration says instead.
+        why: String,
+    },
 }

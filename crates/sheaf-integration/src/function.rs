@@ -3,19 +3,15 @@
 //! metadata travels in a bundle. Its interpreter stays with the caller (see
 //! `JitRuntime::dispatch`).
 
-use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
 use jit_cache::{FunctionId, Signature};
 
-use crate::config::{CompileMode, FloatSemantics};
+use crate::config::CompileMode;
 use crate::error::LoweringError;
-use crate::lowering::{entry_symbol, Lowered, LoweringContext};
-
-/// A lowering: the MLIR for one signature, with the caller's metadata `M`.
-pub type LowerFn<M> =
-    dyn Fn(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError> + Send + Sync;
+use crate::lowering::{entry_symbol, Lowered, Lowering, LoweringContext, Metadata};
+use crate::placement::FloatSemantics;
 
 /// A function that may run compiled. Cheap to clone.
 ///
@@ -34,7 +30,7 @@ pub struct JitFunction<M = ()> {
     entry: Arc<str>,
     /// `None` for a function lowered per call
     /// ([`JitRuntime::dispatch_with`](crate::JitRuntime::dispatch_with)).
-    lower: Option<Arc<LowerFn<M>>>,
+    lower: Option<Arc<Lowering<M>>>,
     mode: Option<CompileMode>,
     /// `None`: the runtime's ([`CompileSettings::float_semantics`](crate::CompileSettings::float_semantics)).
     float: Option<FloatSemantics>,
@@ -135,7 +131,7 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
         Self::identified(id, Some(Arc::new(lower)))
     }
 
-    fn identified(id: FunctionId, lower: Option<Arc<LowerFn<M>>>) -> Self {
+    fn identified(id: FunctionId, lower: Option<Arc<Lowering<M>>>) -> Self {
         // The metadata type is part of the identity, exactly (a `TypeId`):
         // the cache erases the type of a variant's metadata, and this is
         // what keeps a function's lookups to the variants its own lowering
@@ -228,7 +224,7 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
 
     /// The function's own lowering; `None` for one
     /// [lowered per call](Self::lowered_per_call).
-    pub(crate) fn lowering(&self) -> Option<&LowerFn<M>> {
+    pub(crate) fn lowering(&self) -> Option<&Lowering<M>> {
         self.lower.as_deref()
     }
 
@@ -335,9 +331,6 @@ impl<M> JitFunction<M> {
         self.lower.is_some()
     }
 }
-
-/// Per-variant metadata, type-erased in the cache.
-pub(crate) type Metadata = Arc<dyn Any + Send + Sync>;
 
 impl<M> Clone for JitFunction<M> {
     fn clone(&self) -> Self {

@@ -13,8 +13,6 @@
 
 use jit_cache::{Layout, Signature};
 
-use iree_safe::compiler::CompileTarget;
-
 use crate::function::JitFunction;
 
 /// One function a module exports, and the calls it serves: those of
@@ -89,49 +87,4 @@ pub struct ImportSummary {
     /// Of those, the ones cached (the others found their function's cache
     /// full of entries used more, or the signature cached already).
     pub cached: usize,
-}
-
-/// Why a module could not be imported. Nothing of it is cached then.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ImportError {
-    /// The module was compiled for another target than the code this
-    /// runtime's device runs.
-    #[error(
-        "the artifact was compiled for {artifact}, but this runtime's device `{device}` runs \
-         {runtime} code: compile it for {runtime}, or import it into a runtime on a device \
-         that runs {artifact} code"
-    )]
-    Target {
-        /// What the caller says it was compiled for.
-        artifact: CompileTarget,
-        /// What this runtime's code is compiled for.
-        runtime: CompileTarget,
-        /// The device (its driver or URI).
-        device: String,
-    },
-    /// The IREE runtime refused the module.
-    #[error("the IREE runtime refused the artifact")]
-    Load(#[source] iree_safe::Error),
-    /// The module exports no function of that name.
-    #[error("the artifact exports no function `{entry}` (it exports: {})", exports.join(", "))]
-    NoEntry {
-        /// The name asked for.
-        entry: String,
-        /// What it exports.
-        exports: Vec<String>,
-    },
-    /// The function's declaration does not take the signature (or return
-    /// the structure) it is said to serve.
-    #[error("`{entry}` cannot serve `{function}{signature}`: {why}")]
-    Declaration {
-        /// The exported function.
-        entry: String,
-        /// The function it was to serve.
-        function: String,
-        /// The signature it was to serve.
-        signature: String,
-        /// What its declaration says instead.
-        why: String,
-    },
 }

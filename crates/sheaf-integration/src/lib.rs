@@ -52,11 +52,8 @@
 
 mod batch_queue;
 mod bundle;
-mod compile;
 mod config;
-mod contraction;
 mod declaration;
-mod dispatch;
 mod entry;
 mod error;
 mod exit;
@@ -65,12 +62,12 @@ mod import;
 mod learned_policy;
 mod lowering;
 pub mod mlir;
-mod parallel;
-mod probe;
+mod outcome;
+mod pipeline;
+mod placement;
 mod profile;
 pub mod reference;
 mod runtime;
-mod target;
 mod tensor;
 #[cfg(feature = "trace-subscriber")]
 pub mod trace;
@@ -86,10 +83,9 @@ pub use config::{
     FloatSemantics, JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret, RemoteSettings,
     UploadSettings, DEFAULT_CACHE_FOLDER, ENV_VARIABLES, PROJECT_CACHE_FOLDER,
 };
-pub use dispatch::{ArtifactSource, CallError, CallResult, Compiled, Dispatched};
-pub use error::{ConfigError, JitError, LoweringError, VariantError};
-pub use function::{JitFunction, LowerFn};
-pub use import::{Import, ImportError, ImportSummary};
+pub use error::{ConfigError, ImportError, JitError, LoweringError, VariantError};
+pub use function::JitFunction;
+pub use import::{Import, ImportSummary};
 pub use iree_safe::compiler::{
     Artifact, CompileError, CompileOptions, CompileTarget, CompilerChoice, CompilerKind,
     CompilerPreference, Diagnostic, Location, Severity,
@@ -99,21 +95,26 @@ pub use jit_cache::stable_hash;
 pub use jit_cache::store::{
     BreakerState, RemoteError, RemoteStats, Secret, StoreError, StoreStats,
 };
+/// `jit-cache`'s error for a [`CacheConfig`] that cannot work, held by
+/// [`ConfigError::Cache`].
+pub use jit_cache::ConfigError as CacheConfigError;
 pub use jit_cache::{
     ArgSpec, ByteSize, CacheConfig, CachePolicy, CacheStats, CapturedScalar, CompileFailure,
     Container, DType, ErrorChain, FallbackReason, FunctionMode, InFlightPolicy, Layout,
     LayoutBuilder, LayoutVisitor, Leaf, MissReason, Origin, Provenance, Refusal,
     ScalarConversionError, ScalarValue, Signature,
 };
-pub use lowering::{entry_symbol, Lowered, LoweringContext};
+pub use lowering::{entry_symbol, CallerLowering, Lowered, Lowering, LoweringContext};
+pub use outcome::{CallError, CallResult, Compiled, Dispatched};
+pub use placement::{CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION, PARALLEL_CONTRACTION};
 pub use profile::{Phase, PhaseTotals, ProfileReport};
-pub use runtime::{CallerLowering, JitRuntime, Precompile, PrecompileSummary};
-pub use target::{CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION, PARALLEL_CONTRACTION};
+pub use runtime::{JitRuntime, Precompile, PrecompileSummary};
 pub use tensor::{
     aligned_copy, DeviceTensor, DeviceTensorExt, HostTensor, Tensor, IMPORT_ALIGNMENT,
 };
 pub use upload::{UploadStats, IMPORT_MIN_BYTES};
 pub use value::{intern_key, Value, INTERNED_KEYS};
+pub use variant::ArtifactSource;
 
 /// `half`'s float types, which [`HostTensor`] holds f16 and bf16 data in.
 pub use half::{bf16, f16};

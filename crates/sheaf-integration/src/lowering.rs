@@ -1,9 +1,30 @@
-//! The lowering contract: what a function's lowering is given for one
-//! signature ([`LoweringContext`]) and what it gives back ([`Lowered`]).
+//! The lowering contract: a lowering ([`Lowering`], or [`CallerLowering`]
+//! passed with a call) is given one signature ([`LoweringContext`]) and
+//! gives back MLIR ([`Lowered`]) or refuses ([`LoweringError`]);
+//! and, inside the crate, that result made owned for the thread that
+//! compiles it (`LoweredVariant`, with its type-erased `Metadata`).
+
+use std::any::Any;
+use std::sync::Arc;
 
 use jit_cache::{ArgSpec, Layout, ScalarValue, Signature};
 
+use crate::error::LoweringError;
+use crate::placement::FloatSemantics;
 use crate::value::Value;
+
+/// A function's own lowering: the MLIR for one signature, with the
+/// caller's metadata `M` ([`JitFunction::new`](crate::JitFunction::new)).
+/// It may run on any thread, so it is `Send + Sync`.
+pub type Lowering<M> =
+    dyn Fn(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError> + Send + Sync;
+
+/// A lowering the caller passes with a call
+/// ([`JitRuntime::dispatch_with`](crate::JitRuntime::dispatch_with)): it
+/// runs on the calling thread only, so it may borrow the caller's state,
+/// `Send` or not.
+pub type CallerLowering<'a, M> =
+    dyn Fn(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError> + 'a;
 
 /// What a lowering sees of one call: the signature it compiles for (dtypes
 /// and dims, static scalars, the arguments' structure, captured scalars),
@@ -190,6 +211,32 @@ impl<M> Lowered<M> {
     }
 }
 
+/// One signature of one function, lowered: what crosses from the calling
+/// thread (which lowered it, with the caller's own state) to the thread
+/// that compiles it. Everything in it is owned and `Send`.
+#[derive(Debug)]
+pub(crate) struct LoweredVariant {
+    /// The function's name and the signature, for errors and the bundle.
+    pub(crate) function: String,
+    pub(crate) signature: String,
+    /// The entry function's symbol in `functions`.
+    pub(crate) entry: String,
+    /// The lowering's top-level operations (no `module { }` around them).
+    pub(crate) functions: String,
+    /// The module around them, for one variant alone.
+    pub(crate) module: String,
+    pub(crate) outputs: Option<Layout>,
+    pub(crate) metadata: Metadata,
+    /// The metadata as a bundle records it, when the function has a codec.
+    pub(crate) metadata_bytes: Option<Arc<[u8]>>,
+    /// The float semantics it compiles with (the function's, else the
+    /// runtime's): which of its placement's options and target identity.
+    pub(crate) semantics: FloatSemantics,
+}
+
+/// Per-variant metadata, type-erased in the cache.
+pub(crate) type Metadata = Arc<dyn Any + Send + Sync>;
+
 /// The entry symbol Sheaf's naming gives a function called `name` (what
 /// [`JitFunction::entry_symbol`](crate::JitFunction::entry_symbol) and
 /// [`LoweringContext::entry_name`] say, known before any lowering): `-` →
@@ -218,7 +265,6 @@ pub fn entry_symbol(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::LoweringError;
     use crate::mlir::MlirError;
 
     #[test]

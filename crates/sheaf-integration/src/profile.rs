@@ -8,7 +8,7 @@ use std::time::Duration;
 use jit_cache::store::RemoteStats;
 use jit_cache::CacheStats;
 
-use crate::dispatch::ArtifactSource;
+use crate::variant::ArtifactSource;
 
 /// A phase of a JIT call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

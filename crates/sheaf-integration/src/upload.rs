@@ -65,6 +65,50 @@ pub struct UploadStats {
     pub max_bytes: usize,
 }
 
+/// The counters of two upload caches together (a runtime's, with its CPU
+/// fallback's): every field is summed, the byte bound too.
+impl std::ops::AddAssign for UploadStats {
+    fn add_assign(&mut self, other: UploadStats) {
+        let UploadStats {
+            hits,
+            uploads,
+            bytes_uploaded,
+            imports,
+            bytes_imported,
+            not_cached,
+            evictions,
+            entries,
+            bytes,
+            max_bytes,
+        } = other;
+        self.hits += hits;
+        self.uploads += uploads;
+        self.bytes_uploaded += bytes_uploaded;
+        self.imports += imports;
+        self.bytes_imported += bytes_imported;
+        self.not_cached += not_cached;
+        self.evictions += evictions;
+        self.entries += entries;
+        self.bytes += bytes;
+        self.max_bytes += max_bytes;
+    }
+}
+
+impl std::ops::Add for UploadStats {
+    type Output = UploadStats;
+
+    fn add(mut self, other: UploadStats) -> UploadStats {
+        self += other;
+        self
+    }
+}
+
+impl std::iter::Sum for UploadStats {
+    fn sum<I: Iterator<Item = UploadStats>>(stats: I) -> UploadStats {
+        stats.fold(UploadStats::default(), |sum, stats| sum + stats)
+    }
+}
+
 type Key = (usize, DType);
 
 struct Entry {

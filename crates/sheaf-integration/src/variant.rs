@@ -1,5 +1,6 @@
 //! A compiled variant as the cache holds it: the loaded entry function, the
-//! lowering's metadata and result structure, and the artifact's key.
+//! lowering's metadata and result structure, the artifact's key and where
+//! the artifact came from ([`ArtifactSource`]).
 
 use iree_safe::Function;
 use jit_cache::store::ArtifactKey;
@@ -7,10 +8,8 @@ use jit_cache::Layout;
 
 use std::sync::Arc;
 
-use crate::compile::Lowering;
-use crate::dispatch::ArtifactSource;
-use crate::function::Metadata;
-use crate::target::Placement;
+use crate::lowering::{LoweredVariant, Metadata};
+use crate::placement::Placement;
 
 /// One compiled signature of a function, loaded into a runtime (the
 /// primary one, or the CPU fallback's). Dropping the last reference unloads
@@ -35,12 +34,54 @@ pub(crate) struct Variant {
     pub(crate) device: Arc<str>,
 }
 
+/// Where a variant's compiled artifact came from, when it was loaded: the
+/// compiler ran, or it was found in the disk cache, the remote cache or an
+/// artifact bundle. A hit reports the source of the variant it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ArtifactSource {
+    /// The compiler built it in this process.
+    Compiler,
+    /// This user's disk cache had it.
+    DiskCache,
+    /// The remote artifact cache had it.
+    RemoteCache,
+    /// An artifact bundle had it.
+    Bundle,
+    /// The application imported it
+    /// ([`JitRuntime::import_artifact`](crate::JitRuntime::import_artifact)).
+    Imported,
+}
+
+impl ArtifactSource {
+    /// Every source, in the order the profile reports them.
+    pub const ALL: [ArtifactSource; 5] = [
+        ArtifactSource::Compiler,
+        ArtifactSource::DiskCache,
+        ArtifactSource::RemoteCache,
+        ArtifactSource::Bundle,
+        ArtifactSource::Imported,
+    ];
+}
+
+impl std::fmt::Display for ArtifactSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ArtifactSource::Compiler => "compiler",
+            ArtifactSource::DiskCache => "disk cache",
+            ArtifactSource::RemoteCache => "remote cache",
+            ArtifactSource::Bundle => "bundle",
+            ArtifactSource::Imported => "imported",
+        })
+    }
+}
+
 impl Variant {
     /// `entry`, loaded from the artifact of `lowering` (found under `key`,
     /// from `source`) compiled for `placement`.
     pub(crate) fn new(
         entry: Function,
-        lowering: &Lowering,
+        lowering: &LoweredVariant,
         key: Option<ArtifactKey>,
         (source, placement): (ArtifactSource, &Placement),
     ) -> Variant {

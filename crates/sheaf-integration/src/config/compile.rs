@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use iree_safe::compiler::{CompileOptions, CompileTarget, CompilerPreference};
 
+use crate::placement::FloatSemantics;
+
 /// Whether a call that misses waits for its compile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -18,8 +20,8 @@ pub enum CompileMode {
     /// calls run compiled once it is done. Provenance says
     /// [`FallbackReason::CompileQueued`](crate::FallbackReason::CompileQueued).
     /// The default: a new signature costs its caller the interpreter's time
-    /// instead of IREE's compile (0.1 ms instead of 390 ms for a small
-    /// sigmoid; `cargo bench -p sheaf-integration --bench background`).
+    /// instead of IREE's compile (the README, "Blocking or background", has
+    /// the figures; `cargo bench -p sheaf-integration --bench background`).
     #[default]
     Background,
 }
@@ -32,80 +34,6 @@ impl FromStr for CompileMode {
             "blocking" => Ok(CompileMode::Blocking),
             "background" => Ok(CompileMode::Background),
             _ => Err("`blocking` or `background`"),
-        }
-    }
-}
-
-/// Which floating-point semantics compiled code keeps.
-///
-/// [`Strict`](FloatSemantics::Strict), the default, keeps the compiler's
-/// own: IREE compiles StableHLO without fast-math and, at its default
-/// optimization level, without reassociating reductions, so compiled code
-/// gives what `iree-compile` with its default flags gives for the same
-/// target, bit for bit (`tests/float_semantics.rs` checks it for the
-/// reference functions and a long reduction). [`Reassociate`](FloatSemantics::Reassociate)
-/// lets the CPU code add a reduction's terms in another order
-/// (`--iree-llvmcpu-reassociate-fp-reductions=true`), so that a row's sum or
-/// max vectorizes across lanes: faster reductions (softmax `f32[128,1024]`
-/// about a quarter faster on `local-sync`; the sheaf-integration README,
-/// "Floating-point semantics", has the figures), results that may differ in
-/// the last bits (`tests/float_semantics.rs` holds them within a relative
-/// 1e-5 of the strict results).
-///
-/// The choice is the runtime's ([`CompileSettings::float_semantics`],
-/// `SHEAF_JIT_FLOAT_SEMANTICS`), or a function's own
-/// ([`JitFunction::with_float_semantics`](crate::JitFunction::with_float_semantics)).
-/// It is part of every key: two runtimes, or two functions, that differ
-/// only in it never share a variant in memory, in the disk cache or in a
-/// bundle. Only CPU code has the flag; GPU code is the same either way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum FloatSemantics {
-    /// The compiler's own semantics (the default): reductions add in the
-    /// order IREE's default code does, and results match `iree-compile`'s
-    /// with its default flags exactly.
-    #[default]
-    Strict,
-    /// Reductions on the CPU may be reassociated (vectorized across lanes):
-    /// faster, with results that may differ from the strict ones in the
-    /// last bits.
-    Reassociate,
-}
-
-impl FloatSemantics {
-    /// The flags this choice adds to CPU code. Strict names the compiler's
-    /// own default (`false` at IREE's default `--iree-opt-level`) so that it
-    /// holds under any optimization level a caller's extra flags choose.
-    pub const fn cpu_flags(self) -> &'static [&'static str] {
-        match self {
-            FloatSemantics::Strict => &["--iree-llvmcpu-reassociate-fp-reductions=false"],
-            FloatSemantics::Reassociate => &["--iree-llvmcpu-reassociate-fp-reductions=true"],
-        }
-    }
-
-    /// `strict` or `reassociate`, as `SHEAF_JIT_FLOAT_SEMANTICS` takes it.
-    pub const fn name(self) -> &'static str {
-        match self {
-            FloatSemantics::Strict => "strict",
-            FloatSemantics::Reassociate => "reassociate",
-        }
-    }
-}
-
-impl std::fmt::Display for FloatSemantics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for FloatSemantics {
-    type Err = &'static str;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text {
-            "strict" => Ok(FloatSemantics::Strict),
-            "reassociate" => Ok(FloatSemantics::Reassociate),
-            _ => Err("`strict` or `reassociate`"),
         }
     }
 }

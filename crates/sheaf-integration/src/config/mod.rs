@@ -1,6 +1,7 @@
 //! Settings of a [`JitRuntime`](crate::JitRuntime), by composition: one
-//! settings struct per part of the runtime (`device.rs`, `compile.rs`,
-//! `disk.rs`, `remote.rs`, `uploads.rs`; the cache policy is
+//! settings struct per part of the runtime (`compile.rs`, `disk.rs`,
+//! `remote.rs`, `uploads.rs`; the device's is the placement's own,
+//! `placement/settings.rs`; the cache policy is
 //! [`jit_cache::CacheConfig`], whose docs give its defaults and their
 //! reasons), a builder that edits them, and the `SHEAF_JIT_*` environment
 //! variables that override them (`env.rs`: the table [`ENV_VARIABLES`],
@@ -10,7 +11,6 @@
 //! (see `iree_safe::compiler`).
 
 mod compile;
-mod device;
 mod disk;
 mod env;
 mod remote;
@@ -22,8 +22,8 @@ use jit_cache::CacheConfig;
 
 use crate::error::ConfigError;
 
-pub use compile::{CompileMode, CompileSettings, FloatSemantics};
-pub use device::DeviceSettings;
+pub use crate::placement::{DeviceSettings, FloatSemantics};
+pub use compile::{CompileMode, CompileSettings};
 pub use disk::{DiskCacheFolder, DiskCacheSettings, DEFAULT_CACHE_FOLDER, PROJECT_CACHE_FOLDER};
 #[cfg(feature = "trace-subscriber")]
 pub(crate) use env::trace_switch;
@@ -93,6 +93,18 @@ impl JitConfig {
     /// together (see [`JitConfigBuilder::build`]).
     pub fn from_env() -> Result<JitConfig, ConfigError> {
         JitConfig::builder().apply_env()?.build()
+    }
+
+    /// Checks every part's settings, as [`JitConfigBuilder::build`] does
+    /// (and [`JitRuntime::new`](crate::JitRuntime::new) again, since the
+    /// fields are public).
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        self.cache.validate()?;
+        self.device.validate()?;
+        self.compile.validate()?;
+        self.disk.validate()?;
+        self.remote.validate()?;
+        Ok(())
     }
 }
 
@@ -167,13 +179,8 @@ impl JitConfigBuilder {
     /// remote cache without a secret ([`ConfigError::RemoteSecretMissing`])
     /// or with a timeout of 0.
     pub fn build(self) -> Result<JitConfig, ConfigError> {
-        let config = self.config;
-        config.cache.validate()?;
-        config.device.validate()?;
-        config.compile.validate()?;
-        config.disk.validate()?;
-        config.remote.validate()?;
-        Ok(config)
+        self.config.validate()?;
+        Ok(self.config)
     }
 }
 
@@ -202,6 +209,9 @@ mod tests {
         assert!(capacity.contains("function_capacity"), "{capacity}");
         let driver = error(JitConfig::builder().device(|device| device.driver.clear()));
         assert!(driver.contains("device.driver"), "{driver}");
+        let fallback =
+            error(JitConfig::builder().device(|device| device.cpu_fallback = Some("auto".into())));
+        assert!(fallback.contains("device.cpu_fallback"), "{fallback}");
         let disk = error(JitConfig::builder().disk(|disk| disk.max_bytes = 0));
         assert!(disk.contains("disk.max_bytes"), "{disk}");
         let remote = error(

@@ -1,7 +1,7 @@
 //! The compile pipeline of one variant: lower (on the calling thread, with
 //! the caller's state), then key, fetch (artifact bundles, then the disk
 //! cache, then the remote cache) or compile, and load (on whichever thread
-//! compiles: only the owned [`Lowering`] crosses to it).
+//! compiles: only the owned `LoweredVariant` crosses to it).
 //!
 //! The compiler is loaded on the first artifact that must really be
 //! compiled, not before: a program served entirely from its disk cache (or
@@ -21,15 +21,14 @@ use jit_cache::store::{
 use jit_cache::{ErrorChain, Signature};
 
 use crate::bundle::Bundle;
-use crate::config::FloatSemantics;
 use crate::declaration;
-use crate::dispatch::ArtifactSource;
 use crate::error::{LoweringError, VariantError};
-use crate::function::{JitFunction, Metadata};
-use crate::lowering::{Lowered, LoweringContext};
-use crate::target::Placement;
+use crate::function::JitFunction;
+use crate::lowering::{Lowered, LoweredVariant, LoweringContext, Metadata};
+use crate::placement::FloatSemantics;
+use crate::placement::Placement;
 use crate::value::Value;
-use crate::variant::Variant;
+use crate::variant::{ArtifactSource, Variant};
 
 /// Lowering, caching on disk, compiling and loading, for every variant of
 /// every function of one runtime.
@@ -59,29 +58,6 @@ pub(crate) struct Bundled {
     pub(crate) generalization: Option<Signature>,
 }
 
-/// One signature of one function, lowered: what crosses from the calling
-/// thread (which lowered it, with the caller's own state) to the thread
-/// that compiles it. Everything in it is owned and `Send`.
-#[derive(Debug)]
-pub(crate) struct Lowering {
-    /// The function's name and the signature, for errors and the bundle.
-    pub(crate) function: String,
-    pub(crate) signature: String,
-    /// The entry function's symbol in `functions`.
-    pub(crate) entry: String,
-    /// The lowering's top-level operations (no `module { }` around them).
-    pub(crate) functions: String,
-    /// The module around them, for one variant alone.
-    pub(crate) module: String,
-    pub(crate) outputs: Option<jit_cache::Layout>,
-    pub(crate) metadata: Metadata,
-    /// The metadata as a bundle records it, when the function has a codec.
-    pub(crate) metadata_bytes: Option<Arc<[u8]>>,
-    /// The float semantics it compiles with (the function's, else the
-    /// runtime's): which of its placement's options and target identity.
-    pub(crate) semantics: FloatSemantics,
-}
-
 /// Runs `lower` for `signature` of `function`, with `entry` as the entry
 /// symbol, on the calling thread; the variant compiles with `semantics`.
 pub(crate) fn lower<M: Send + Sync + 'static>(
@@ -90,7 +66,7 @@ pub(crate) fn lower<M: Send + Sync + 'static>(
     (signature, values): (&Signature, Option<&[Value]>),
     entry: &str,
     semantics: FloatSemantics,
-) -> Result<Lowering, VariantError> {
+) -> Result<LoweredVariant, VariantError> {
     let context = LoweringContext::new(function.name(), signature, values, entry);
     let refused = |source| VariantError::Lowering {
         function: function.name().to_owned(),
@@ -106,7 +82,7 @@ pub(crate) fn lower<M: Send + Sync + 'static>(
     let mlir = crate::entry::named(mlir, own_entry.as_deref(), entry)
         .map_err(|error| refused(error.into()))?;
     let metadata = Arc::new(metadata) as Metadata;
-    Ok(Lowering {
+    Ok(LoweredVariant {
         function: function.name().to_owned(),
         signature: signature.to_string(),
         entry: entry.to_owned(),
@@ -235,7 +211,11 @@ impl Pipeline {
     /// background miss does on the calling thread (a disk hit costs well
     /// under a millisecond) before it queues a compile. `None` when neither
     /// has it.
-    pub(crate) fn local(&self, lowering: &Lowering, placement: &Placement) -> Option<Variant> {
+    pub(crate) fn local(
+        &self,
+        lowering: &LoweredVariant,
+        placement: &Placement,
+    ) -> Option<Variant> {
         let entry_name = lowering.entry.as_str();
         let load = |artifact: VerifiedArtifact<'_>| -> Result<Function, iree_safe::Error> {
             placement
@@ -268,7 +248,7 @@ impl Pipeline {
     /// compiles `lowering` for `placement`, and loads it.
     pub(crate) fn variant(
         &self,
-        lowering: &Lowering,
+        lowering: &LoweredVariant,
         placement: &Placement,
     ) -> Result<Variant, VariantError> {
         let runtime = &placement.runtime;
@@ -364,7 +344,7 @@ impl Pipeline {
     /// module for it).
     pub(crate) fn batch(
         &self,
-        lowerings: &[Lowering],
+        lowerings: &[LoweredVariant],
         placement: &Placement,
     ) -> Result<Vec<Variant>, VariantError> {
         let Some(semantics) = lowerings.first().map(|lowering| lowering.semantics) else {

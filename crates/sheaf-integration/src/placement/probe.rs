@@ -21,9 +21,6 @@ use std::sync::OnceLock;
 
 use iree_safe::Device;
 
-/// The driver name that asks for the probe.
-pub(crate) const AUTO: &str = "auto";
-
 /// The GPU drivers `auto` tries, in order.
 const GPU_DRIVERS: [&str; 2] = ["cuda", "vulkan"];
 

@@ -12,49 +12,7 @@ use jit_cache::{FallbackReason, Provenance};
 
 use crate::error::JitError;
 use crate::value::Value;
-use crate::variant::Variant;
-
-/// Where a variant's compiled artifact came from, when it was loaded: the
-/// compiler ran, or it was found in the disk cache, the remote cache or an
-/// artifact bundle. A hit reports the source of the variant it ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ArtifactSource {
-    /// The compiler built it in this process.
-    Compiler,
-    /// This user's disk cache had it.
-    DiskCache,
-    /// The remote artifact cache had it.
-    RemoteCache,
-    /// An artifact bundle had it.
-    Bundle,
-    /// The application imported it
-    /// ([`JitRuntime::import_artifact`](crate::JitRuntime::import_artifact)).
-    Imported,
-}
-
-impl ArtifactSource {
-    /// Every source, in the order the profile reports them.
-    pub const ALL: [ArtifactSource; 5] = [
-        ArtifactSource::Compiler,
-        ArtifactSource::DiskCache,
-        ArtifactSource::RemoteCache,
-        ArtifactSource::Bundle,
-        ArtifactSource::Imported,
-    ];
-}
-
-impl std::fmt::Display for ArtifactSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ArtifactSource::Compiler => "compiler",
-            ArtifactSource::DiskCache => "disk cache",
-            ArtifactSource::RemoteCache => "remote cache",
-            ArtifactSource::Bundle => "bundle",
-            ArtifactSource::Imported => "imported",
-        })
-    }
-}
+use crate::variant::{ArtifactSource, Variant};
 
 /// Results of compiled code, with the variant that produced them.
 #[derive(Debug)]

@@ -1,10 +1,10 @@
 //! Large contractions on several cores beside `local-sync`.
 //!
 //! `local-sync` runs each call on the calling thread: nothing is cheaper for
-//! the small calls a JIT mostly makes (2–3 µs), but a large matmul gets one
-//! core. `local-task` spreads a dispatch's workgroups over its workers, at
-//! the cost of waking them on every call (a sigmoid call takes ~15 µs
-//! there). So when the code runs on `local-sync`, modules whose largest
+//! the small calls a JIT mostly makes, but a large matmul gets one core.
+//! `local-task` spreads a dispatch's workgroups over its workers, at the
+//! cost of waking them on every call (the README, "Large contractions
+//! beside `local-sync`", has the figures). So when the code runs on `local-sync`, modules whose largest
 //! contraction reaches [`PARALLEL_CONTRACTION`] multiply-adds load on a
 //! `local-task` device opened beside it, and everything else stays put.
 //! The code is the same for both (one target, one disk key); tensors pass
@@ -15,8 +15,8 @@ use std::sync::OnceLock;
 
 use jit_cache::ErrorChain;
 
-use crate::contraction::{self, Work};
-use crate::target::{Placement, PARALLEL_CONTRACTION};
+use super::contraction::{self, Work};
+use super::{Placement, PARALLEL_CONTRACTION};
 
 /// The `local-task` placement beside a `local-sync` primary, opened on the
 /// first module that needs it.

@@ -1,6 +1,6 @@
 //! How much contraction work a module holds: the multiply-adds of its
 //! largest `stablehlo.dot_general`, read from the op's types, which decides
-//! whether CPU code gets IREE's data tiling (`target::CONTRACTION_FLAGS`):
+//! whether CPU code gets IREE's data tiling (`code.rs`, `CONTRACTION_FLAGS`):
 //! it speeds up large matmuls and only costs compile time on small ones.
 
 /// The contraction work of a module.

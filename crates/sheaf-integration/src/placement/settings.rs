@@ -5,6 +5,8 @@ use std::num::NonZeroUsize;
 
 use crate::error::ConfigError;
 
+use super::device::DeviceSpec;
+
 /// The device the runtime opens, and its CPU fallback.
 ///
 /// ```
@@ -43,10 +45,10 @@ pub struct DeviceSettings {
     /// 64. Other drivers have no workers and ignore it. Default `None`.
     ///
     /// `local-task` runs a dispatch's workgroups on its workers, so large
-    /// calls use several cores (an `f32[512,512]` matmul: ~840 µs with 2
-    /// workers against ~1,390 µs on `local-sync`), but each call wakes
-    /// them: a tiny one (sigmoid `f32[1,5]`) takes ~12–19 µs there against
-    /// ~2.3 µs on the single-threaded `local-sync` (`cargo bench -p
+    /// calls use several cores, but each call wakes them: tiny calls are
+    /// several times slower there than on the single-threaded
+    /// `local-sync`. The sheaf-integration README ("CPU flags and what a
+    /// compile costs") has the measurements (`cargo bench -p
     /// sheaf-integration --bench cpu_flags`).
     pub cpu_workers: Option<NonZeroUsize>,
     /// When the code runs on `local-sync`: the most workers of a
@@ -60,11 +62,8 @@ pub struct DeviceSettings {
     /// it. Default: the cores this process may use
     /// ([`std::thread::available_parallelism`]), `None` on one core.
     ///
-    /// Measured on 2 cores (`cargo bench -p sheaf-integration --bench
-    /// cpu_flags -- --now`): an `f32[512,512]` matmul takes ~60 % of its
-    /// `local-sync` time with 2 workers (1,493 → 907 µs), while a sigmoid
-    /// call, which stays on `local-sync`, keeps its 2–3 µs (56 µs on the
-    /// device beside it).
+    /// The sheaf-integration README ("Large contractions beside
+    /// `local-sync`") has the measurements.
     pub parallel_workers: Option<NonZeroUsize>,
 }
 
@@ -81,16 +80,46 @@ impl Default for DeviceSettings {
     }
 }
 
+/// The devices [`DeviceSettings`] names, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DeviceSpecs {
+    /// The device the runtime opens.
+    pub(crate) primary: DeviceSpec,
+    /// The CPU driver to fall back on (`None`: off).
+    pub(crate) cpu_fallback: Option<DeviceSpec>,
+}
+
 impl DeviceSettings {
-    /// Checks that a driver is named.
-    pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if self.driver.is_empty() {
-            return Err(ConfigError::invalid(
-                "device.driver",
-                String::new(),
-                "`auto`, `local-sync`, `local-task`, `vulkan`, `cuda` or a device URI",
-            ));
-        }
-        Ok(())
+    /// The devices these settings name, parsed once.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Invalid`] for an empty driver, or a CPU fallback
+    /// that is empty or `auto`.
+    pub(crate) fn specs(&self) -> Result<DeviceSpecs, ConfigError> {
+        let primary = DeviceSpec::parse("device.driver", &self.driver)?;
+        let cpu_fallback = match self.cpu_fallback.as_deref() {
+            None => None,
+            Some(text) => match DeviceSpec::parse("device.cpu_fallback", text)? {
+                DeviceSpec::Auto => {
+                    return Err(ConfigError::invalid(
+                        "device.cpu_fallback",
+                        text.to_owned(),
+                        "a CPU driver (`local-sync`, `local-task`) or `None`; `auto` is what \
+                         falls back",
+                    ))
+                }
+                spec => Some(spec),
+            },
+        };
+        Ok(DeviceSpecs {
+            primary,
+            cpu_fallback,
+        })
+    }
+
+    /// Checks that the driver and the CPU fallback parse.
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        self.specs().map(drop)
     }
 }

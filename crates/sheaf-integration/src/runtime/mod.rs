@@ -1,0 +1,273 @@
+//! The JIT runtime: the shared IREE runtime (and a CPU one to fall back
+//! on), the compile pipeline, the upload cache and the bounded cache policy,
+//! for the whole process.
+//!
+//! This file holds the runtime's state, what happens when it ends (at exit
+//! or on its last drop) and what it reports (statistics, profile); opening
+//! one is `open.rs`, the call path `dispatch.rs`, making variants for the
+//! cache `variants.rs`, compiling ahead `precompile.rs`, and bundles and
+//! imported modules `artifacts.rs`.
+
+mod artifacts;
+mod dispatch;
+mod open;
+mod precompile;
+mod variants;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use iree_safe::compiler::CompilerChoice;
+use iree_safe::MemoryStatistics;
+use jit_cache::store::{RemoteStats, StoreStats};
+use jit_cache::{CacheStats, JitCache};
+
+use crate::batch_queue::BatchQueue;
+use crate::config::{CompileMode, UploadSettings};
+use crate::error::JitError;
+use crate::exit;
+use crate::function::JitFunction;
+use crate::pipeline::Pipeline;
+use crate::placement::{CpuFallback, FloatSemantics, ParallelCpu, Placement};
+use crate::profile::{Profile, ProfileReport};
+use crate::upload::{UploadCache, UploadStats};
+use crate::variant::Variant;
+
+pub use precompile::{Precompile, PrecompileSummary};
+
+/// The JIT runtime Sheaf calls. Create one per process and clone it (clones
+/// share everything); Send + Sync.
+///
+/// [`dispatch`](Self::dispatch) is the primitive: it runs compiled code, or
+/// says why the caller must run its own interpreter. [`call`](Self::call)
+/// wraps it with an interpreter closure.
+///
+/// ```no_run
+/// use ndarray::ArrayD;
+/// use sheaf_integration::{reference, JitConfig, JitRuntime, Value};
+///
+/// let jit = JitRuntime::new(JitConfig::from_env()?)?;
+/// let sigmoid = reference::sigmoid();
+/// let x = Value::host(ArrayD::<f32>::zeros(ndarray::IxDyn(&[1, 5])));
+/// let result = jit.call(&sigmoid, &[x], &[], |args, _captured, _why| reference::interpret_sigmoid(args))?;
+/// println!("{:?} via {:?}", result.outputs[0].to_host()?, result.provenance);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Exit
+///
+/// A runtime may live until the process ends (in a `static`, as Sheaf
+/// keeps it). When the process exits (`main` returns, or `exit`), each
+/// runtime still alive finishes on the exiting thread, before the process
+/// ends: with a disk or remote cache, it waits up to
+/// [`CompileSettings::exit_wait`](crate::CompileSettings::exit_wait)
+/// (10 s by default, `SHEAF_JIT_EXIT_WAIT`) for the background compiles
+/// queued or running, which then reach the cache, so the next process runs
+/// them compiled from its first call; then it prints its profile when
+/// asked to (`SHEAF_JIT_PROFILE`). Dropping a runtime's last handle
+/// instead withdraws its queued compiles (call
+/// [`wait_for_compiles`](Self::wait_for_compiles) first to keep them) and
+/// prints the profile then. The default compiler runs in a child process,
+/// so a process that exits while it compiles ends with its own status;
+/// the in-process compiler (`CompilerPreference::InProcess`) can crash a
+/// process that exits during its first compiles (see
+/// `iree_safe::compiler::InProcessCompiler`).
+#[derive(Debug, Clone)]
+pub struct JitRuntime {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    // Drop order: cached variants before the runtimes they were loaded into
+    // (they keep them alive anyway).
+    cache: JitCache<Variant>,
+    compile_mode: CompileMode,
+    /// The float semantics of functions that do not choose their own.
+    float_semantics: FloatSemantics,
+    /// Shared with the cache's policy memory (the disk cache's policy
+    /// files), when there is a disk cache.
+    pipeline: Arc<Pipeline>,
+    /// The lowerings of background compiles not yet started.
+    queued: Arc<BatchQueue>,
+    primary: Placement,
+    primary_uploads: UploadCache,
+    /// The `local-task` device beside a `local-sync` primary that runs
+    /// large contractions (`None` when off or the primary is another
+    /// device); it shares the primary's tensors and upload cache.
+    parallel: Option<ParallelCpu>,
+    /// The CPU runtime to fall back on when a GPU compile fails, opened on
+    /// first use (`None` when the primary is a CPU or fallback is off).
+    cpu: Option<CpuFallback>,
+    /// The CPU fallback's upload cache, made when a variant first runs
+    /// there.
+    cpu_uploads: OnceLock<UploadCache>,
+    /// The upload caches' bounds.
+    upload_settings: UploadSettings,
+    profile: Profile,
+    profile_at_exit: bool,
+    /// How long the process's exit waits for queued background compiles.
+    exit_wait: Duration,
+    /// Set by the first of the process's exit and the drop of the last
+    /// handle: the profile is printed once.
+    finished: AtomicBool,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if !self.finished.swap(true, Ordering::AcqRel) {
+            self.print_profile();
+        }
+    }
+}
+
+impl exit::Finish for Inner {
+    /// At exit: waits for the queued background compiles, so that they
+    /// reach the disk (and remote) cache, then prints the profile.
+    fn finish(&self) {
+        if self.finished.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if self.pipeline.keeps_artifacts() && !self.exit_wait.is_zero() {
+            let start = Instant::now();
+            let finished = self.cache.wait_for_compiles(self.exit_wait);
+            tracing::debug!(
+                target: "sheaf_jit",
+                finished,
+                waited = ?start.elapsed(),
+                "the process exits: waited for the background compiles"
+            );
+            if !finished {
+                tracing::warn!(
+                    target: "sheaf_jit",
+                    "the process exits with background compiles still queued after waiting {:?} \
+                     (SHEAF_JIT_EXIT_WAIT): they are dropped, and the next process compiles them",
+                    self.exit_wait
+                );
+            }
+        }
+        self.print_profile();
+    }
+}
+
+impl Inner {
+    /// Prints the profile to stderr, when asked to.
+    fn print_profile(&self) {
+        if self.profile_at_exit {
+            let remote = self.pipeline.remote_stats();
+            eprintln!("{}", self.profile.snapshot(self.cache.stats(), remote));
+        }
+    }
+}
+
+impl JitRuntime {
+    /// Drops every compiled signature of `function` (e.g. when Sheaf deletes
+    /// or redefines it) and forgets the function's admission and thrash
+    /// state and remembered compile failures, as if it had never been
+    /// called; returns how many variants were unloaded. Its compiles waiting
+    /// in the background queue are withdrawn, and one running is not cached.
+    /// A redefinition needs no `forget` to be correct (its definition hash
+    /// is new), only to free memory sooner. What the policy learned about
+    /// the function stays in the disk cache's policy file: its next call
+    /// starts from it.
+    pub fn forget<M>(&self, function: &JitFunction<M>) -> usize {
+        self.inner.cache.evict_function(function.id())
+    }
+
+    /// The compile mode of functions that do not
+    /// [choose their own](JitFunction::with_compile_mode).
+    pub fn compile_mode(&self) -> CompileMode {
+        self.inner.compile_mode
+    }
+
+    /// Waits until no compile is queued or running (background compiles,
+    /// and blocking ones of other threads): `true`, or `false` when
+    /// `timeout` passed first.
+    pub fn wait_for_compiles(&self, timeout: Duration) -> bool {
+        self.inner.cache.wait_for_compiles(timeout)
+    }
+
+    /// Device memory per device this runtime opened (the primary device's
+    /// first, then the one beside it for large contractions and the CPU
+    /// fallback's once they were opened), keyed by the
+    /// device's URI: the device allocator's bytes in use and peak, compiled
+    /// code's buffers, uploads and results included (IREE's allocator
+    /// statistics; Sheaf's `--mem-profile`).
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Runtime`] when IREE cannot report a device's statistics.
+    pub fn memory_statistics(&self) -> Result<Vec<(String, MemoryStatistics)>, JitError> {
+        let primary = self.inner.primary.device();
+        let mut devices = vec![primary];
+        if let Some(parallel) = self.inner.parallel.as_ref().and_then(ParallelCpu::get) {
+            devices.push(parallel.device());
+        }
+        if let Some(cpu) = self.inner.cpu.as_ref().and_then(CpuFallback::opened) {
+            devices.push(cpu.device());
+        }
+        devices
+            .into_iter()
+            .map(|device| Ok((device.uri().to_owned(), device.memory_statistics()?)))
+            .collect()
+    }
+
+    /// Cache statistics, per function and in total.
+    pub fn stats(&self) -> CacheStats {
+        self.inner.cache.stats()
+    }
+
+    /// Disk cache statistics.
+    pub fn disk_cache_stats(&self) -> StoreStats {
+        self.inner.pipeline.store_stats()
+    }
+
+    /// Remote artifact cache statistics; `None` without a remote cache.
+    pub fn remote_cache_stats(&self) -> Option<RemoteStats> {
+        self.inner.pipeline.remote_stats()
+    }
+
+    /// Upload cache statistics: the primary device's cache (which the
+    /// device beside `local-sync` shares), plus the CPU fallback's once a
+    /// variant ran there.
+    pub fn upload_stats(&self) -> UploadStats {
+        let mut stats = self.inner.primary_uploads.stats();
+        if let Some(cpu) = self.inner.cpu_uploads.get() {
+            stats += cpu.stats();
+        }
+        stats
+    }
+
+    /// The compiler, if one was loaded (it is loaded on the first artifact
+    /// that must really be compiled): which implementation and why.
+    pub fn compiler(&self) -> Option<&CompilerChoice> {
+        self.inner.pipeline.loaded_compiler()
+    }
+
+    /// The `--jit-profile` report: time per phase plus the cache counters.
+    pub fn profile(&self) -> ProfileReport {
+        self.inner
+            .profile
+            .snapshot(self.stats(), self.remote_cache_stats())
+    }
+
+    /// The runtime compiled code runs on (the primary device's).
+    pub fn runtime(&self) -> &iree_safe::Runtime {
+        &self.inner.primary.runtime
+    }
+
+    /// What the primary device's code is compiled for, with the runtime's
+    /// float semantics ([`float_semantics`](Self::float_semantics); a
+    /// function that chooses other semantics compiles with those flags
+    /// instead). A large contraction adds [`CONTRACTION_FLAGS`](crate::CONTRACTION_FLAGS).
+    pub fn compile_options(&self) -> &iree_safe::compiler::CompileOptions {
+        &self.inner.primary.code(self.inner.float_semantics).options
+    }
+
+    /// The float semantics of functions that do not
+    /// [choose their own](JitFunction::with_float_semantics).
+    pub fn float_semantics(&self) -> FloatSemantics {
+        self.inner.float_semantics
+    }
+}

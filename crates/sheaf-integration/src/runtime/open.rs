@@ -1,0 +1,192 @@
+//! Opening a runtime: the configuration checked, the device (and CPU
+//! fallback) placed, the disk, remote and bundle stores set up.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock, Weak};
+
+use jit_cache::store::{ArtifactStore, RedisStore, RemoteTier, Secret};
+use jit_cache::{ErrorChain, JitCache};
+
+use crate::batch_queue::BatchQueue;
+use crate::bundle::Bundle;
+use crate::config::{JitConfig, RemoteSecret};
+use crate::error::{ConfigError, JitError};
+use crate::exit;
+use crate::learned_policy::DiskPolicy;
+use crate::pipeline::Pipeline;
+use crate::placement::{CpuFallback, ParallelCpu, Placement};
+use crate::profile::Profile;
+use crate::upload::UploadCache;
+
+use super::{Inner, JitRuntime};
+
+/// The remote artifact cache of `config`, if it has one. Nothing is
+/// contacted yet: a server that is down costs the first fetch its connect
+/// timeout, then the circuit breaker keeps later calls off it.
+fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
+    let remote = &config.remote;
+    let Some(url) = &remote.url else {
+        return Ok(None);
+    };
+    let secret = match &remote.secret {
+        Some(RemoteSecret::Key(secret)) => secret.clone(),
+        Some(RemoteSecret::File(path)) => {
+            Secret::from_file(path).map_err(JitError::RemoteSecret)?
+        }
+        None => return Err(ConfigError::RemoteSecretMissing.into()),
+    };
+    let backend = RedisStore::new(url.as_str(), remote.timeouts)?;
+    tracing::info!(
+        target: "sheaf_jit",
+        store = ?backend,
+        "sharing compiled artifacts through a remote cache"
+    );
+    RemoteTier::new(Box::new(backend), secret, remote.options.clone())
+        .map(Some)
+        .map_err(|error| {
+            JitError::Internal(format!(
+                "cannot start the remote cache's publisher thread: {error}"
+            ))
+        })
+}
+
+/// The disk cache's folder of `iree-compile --version` answers
+/// (`iree_safe::compiler::remember_versions_in`).
+const COMPILER_VERSIONS: &str = "compiler-versions";
+
+impl JitRuntime {
+    /// Opens the device (falling back to the CPU driver when it cannot be
+    /// opened, if the configuration allows) and sets up the caches. The
+    /// compiler is loaded later, on the first artifact that must really be
+    /// compiled.
+    ///
+    /// # Errors
+    ///
+    /// [`JitError::Runtime`] when the device (and the CPU fallback) cannot be
+    /// opened, [`JitError::Unsupported`] when no target is configured for a
+    /// driver whose code this crate cannot tell, [`JitError::DiskCache`]
+    /// when the disk cache's folder is not safe or cannot be created,
+    /// [`JitError::RemoteCache`], [`JitError::RemoteSecret`] or
+    /// [`JitError::Config`] for a remote cache that cannot be set up,
+    /// [`JitError::Bundle`] for an artifact bundle that cannot serve this
+    /// program, and [`JitError::Config`] for any setting that cannot work:
+    /// `new` checks the whole configuration again as
+    /// [`JitConfigBuilder::build`](crate::JitConfigBuilder::build) does,
+    /// since its fields are public and may have changed since.
+    pub fn new(config: JitConfig) -> Result<JitRuntime, JitError> {
+        // The configuration's fields are public: what `build` checked may
+        // have been changed since.
+        config.validate()?;
+        let devices = config.device.specs()?;
+        let options = &config.compile.options;
+        let target = config.compile.target.as_ref();
+        let compiler = &config.compile.compiler;
+        let workers = config.device.cpu_workers;
+        let primary = Placement::primary(&devices, workers, target, options, compiler)?;
+        primary.check_flags(options)?;
+        let cpu = CpuFallback::for_primary(
+            &primary,
+            devices.cpu_fallback.as_ref(),
+            workers,
+            options,
+            compiler,
+        );
+        let (store, folder) = match config.disk.store_config() {
+            Some(store) => {
+                let folder = store.directory.clone();
+                (ArtifactStore::open(store)?, Some(folder))
+            }
+            None => (ArtifactStore::disabled(), None),
+        };
+        if let Some(folder) = folder {
+            // The compiler's `--version`, kept beside the artifacts (a
+            // folder the store checked is this user's alone): a later
+            // process does not run the compiler to learn it.
+            let memos = folder.join(COMPILER_VERSIONS);
+            if let Err(error) = iree_safe::compiler::remember_versions_in(&memos) {
+                let error = ErrorChain(&error);
+                tracing::warn!(
+                    target: "sheaf_jit",
+                    %error,
+                    "cannot keep the compiler's version in the disk cache ({error}); each \
+                     process asks the compiler"
+                );
+            }
+        }
+        let store = match remote_tier(&config)? {
+            Some(remote) => store.with_remote(remote),
+            None => store,
+        };
+        let bundles = config
+            .bundles
+            .iter()
+            .map(|dir| {
+                let bundle = Bundle::open(dir).map_err(|source| JitError::Bundle {
+                    path: dir.clone(),
+                    source,
+                })?;
+                tracing::info!(
+                    target: "sheaf_jit",
+                    bundle = %bundle.dir().display(),
+                    artifacts = bundle.len(),
+                    "serving compiled artifacts from a bundle"
+                );
+                Ok(bundle)
+            })
+            .collect::<Result<Vec<_>, JitError>>()?;
+        let with_disk = store.directory().is_some();
+        let pipeline = Arc::new(Pipeline::new(config.compile.compiler, store, bundles));
+        // With a disk cache, what the policy learns is kept in it, and a
+        // function starts from what earlier processes learned.
+        let float_semantics = config.compile.float_semantics;
+        let cache = if with_disk {
+            let target = primary.code(float_semantics).target_identity.clone();
+            let memory = DiskPolicy::new(Arc::clone(&pipeline), target);
+            JitCache::remembering(config.cache.clone(), Arc::new(memory))
+        } else {
+            JitCache::new(config.cache.clone())
+        }
+        .map_err(ConfigError::from)?;
+        let inner = Arc::new(Inner {
+            cache,
+            compile_mode: config.compile.mode,
+            float_semantics,
+            pipeline,
+            queued: BatchQueue::new(config.compile.batch_limit, config.cache.compile_threads),
+            primary_uploads: UploadCache::new(primary.device().clone(), config.uploads),
+            parallel: ParallelCpu::for_primary(&primary, config.device.parallel_workers),
+            primary,
+            cpu,
+            cpu_uploads: OnceLock::new(),
+            upload_settings: config.uploads,
+            profile: Profile::default(),
+            profile_at_exit: config.profile_at_exit,
+            exit_wait: config.compile.exit_wait,
+            finished: AtomicBool::new(false),
+        });
+        exit::finish_at_exit(Arc::downgrade(&inner) as Weak<dyn exit::Finish>);
+        Ok(JitRuntime { inner })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_checks_the_whole_configuration_as_build_does() {
+        let error = |edit: fn(&mut JitConfig)| {
+            let mut config = JitConfig::builder().build().unwrap();
+            edit(&mut config);
+            let error = JitRuntime::new(config).expect_err("refused");
+            assert!(matches!(error, JitError::Config(_)), "{error}");
+            error.to_string()
+        };
+        let disk = error(|config| config.disk.max_bytes = 0);
+        assert!(disk.contains("disk.max_bytes"), "{disk}");
+        let driver = error(|config| config.device.driver.clear());
+        assert!(driver.contains("device.driver"), "{driver}");
+        let capacity = error(|config| config.cache.function_capacity = 0);
+        assert!(capacity.contains("function_capacity"), "{capacity}");
+    }
+}
