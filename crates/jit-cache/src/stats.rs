@@ -79,6 +79,51 @@ pub struct Counters {
     pub live_bytes: usize,
 }
 
+impl Counters {
+    /// Adds `other`'s event counts to these (the live totals are not
+    /// events: they stay).
+    pub(crate) fn add(&mut self, other: &Counters) {
+        let Counters {
+            calls,
+            hits,
+            misses,
+            compiles,
+            failed_compiles,
+            compile_time,
+            refusals,
+            evictions,
+            fallback_calls,
+            admissions_refused,
+            wasted_compiles,
+            compiles_queued,
+            compiles_withdrawn,
+            queue_full,
+            generalizations,
+            dynamic_hits,
+            specializations,
+            live_entries: _,
+            live_bytes: _,
+        } = other;
+        self.calls += calls;
+        self.hits += hits;
+        self.misses += misses;
+        self.compiles += compiles;
+        self.failed_compiles += failed_compiles;
+        self.compile_time += *compile_time;
+        self.refusals += refusals;
+        self.evictions += evictions;
+        self.fallback_calls += fallback_calls;
+        self.admissions_refused += admissions_refused;
+        self.wasted_compiles += wasted_compiles;
+        self.compiles_queued += compiles_queued;
+        self.compiles_withdrawn += compiles_withdrawn;
+        self.queue_full += queue_full;
+        self.generalizations += generalizations;
+        self.dynamic_hits += dynamic_hits;
+        self.specializations += specializations;
+    }
+}
+
 /// A snapshot of one function's state.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
