@@ -11,6 +11,7 @@ pub(crate) fn encode_into(out: &mut String, bytes: &[u8]) {
 }
 
 /// `bytes` as lower-case hex, two digits a byte.
+#[cfg(feature = "store")]
 pub(crate) fn encode(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(2 * bytes.len());
     encode_into(&mut out, bytes);

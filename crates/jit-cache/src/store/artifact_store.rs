@@ -23,13 +23,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::behind::Behind;
-use super::bump;
-use super::entry::{self, ReadOutcome, ENTRY_EXTENSION, HEADER_LEN, TEMP_PREFIX};
+use super::counters::bump;
+use super::entry::{self, Rejection, Verdict, ENTRY_EXTENSION, HEADER_LEN, TEMP_PREFIX};
 use super::key::ArtifactKey;
 use super::listing::{self, Listed};
 use super::policy_files::PolicyFiles;
 #[cfg(feature = "remote")]
 use super::remote::{RemoteStats, RemoteTier};
+use super::stats::{Counters, StoreStats};
 use super::trust::{self, Owners, Secret, StoreError};
 use super::verified::VerifiedArtifact;
 use crate::error::ErrorChain;
@@ -67,43 +68,6 @@ impl StoreConfig {
             max_bytes: Self::DEFAULT_MAX_BYTES,
         }
     }
-}
-
-/// Counters of a [`ArtifactStore`], from [`ArtifactStore::stats`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct StoreStats {
-    /// Artifacts served from disk.
-    pub hits: u64,
-    /// Artifacts that had to be built (successfully or not).
-    pub misses: u64,
-    /// Entries found damaged, or refused by the caller's `load`, and
-    /// deleted (unless the folder is read-only).
-    pub corrupt: u64,
-    /// Well-formed entries whose authentication tag did not verify (forged,
-    /// re-keyed from another entry, or damaged), deleted (unless the folder
-    /// is read-only) and rebuilt.
-    pub unauthenticated: u64,
-    /// Entries refused unread because they are not safe files: a symbolic
-    /// link, a FIFO or device, or a file that group or others may write or
-    /// that belongs to another user (or, in a read-only folder, to neither
-    /// this user nor root). Deleted unless the folder is read-only, like a
-    /// bundle's; logged at warn level.
-    pub insecure: u64,
-    /// Builds that bypassed the store: it is disabled, or the caller had no
-    /// key for them.
-    pub bypassed: u64,
-    /// Entries deleted to stay under the size bound (by this instance).
-    pub evictions: u64,
-    /// Entries that could not be written (the artifact was still used).
-    pub write_errors: u64,
-    /// Payload bytes served from disk.
-    pub bytes_read: u64,
-    /// Entry bytes written (headers included).
-    pub bytes_written: u64,
-    /// Size of all entries in the folder: exact after the last scan, plus
-    /// this instance's writes since.
-    pub bytes_on_disk: u64,
 }
 
 /// Where the value of [`ArtifactStore::fetch_or_build`] came from.
@@ -168,20 +132,6 @@ struct Folder {
     read_only: bool,
     /// Bytes in `entries`; `None` until the first scan.
     bytes_on_disk: Mutex<Option<u64>>,
-}
-
-#[derive(Debug, Default)]
-struct Counters {
-    hits: AtomicU64,
-    misses: AtomicU64,
-    corrupt: AtomicU64,
-    unauthenticated: AtomicU64,
-    insecure: AtomicU64,
-    bypassed: AtomicU64,
-    evictions: AtomicU64,
-    write_errors: AtomicU64,
-    bytes_read: AtomicU64,
-    bytes_written: AtomicU64,
 }
 
 impl ArtifactStore {
@@ -274,20 +224,9 @@ impl ArtifactStore {
     /// The counters so far. The first call on an enabled store scans its
     /// folder to learn `bytes_on_disk`.
     pub fn stats(&self) -> StoreStats {
-        let c = &self.counters;
-        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         StoreStats {
-            hits: load(&c.hits),
-            misses: load(&c.misses),
-            corrupt: load(&c.corrupt),
-            unauthenticated: load(&c.unauthenticated),
-            insecure: load(&c.insecure),
-            bypassed: load(&c.bypassed),
-            evictions: load(&c.evictions),
-            write_errors: load(&c.write_errors),
-            bytes_read: load(&c.bytes_read),
-            bytes_written: load(&c.bytes_written),
             bytes_on_disk: self.folder.as_ref().map_or(0, Folder::bytes_on_disk),
+            ..self.counters.snapshot()
         }
     }
 
@@ -440,10 +379,14 @@ impl ArtifactStore {
                 return None;
             }
         };
-        let payload = match outcome {
-            ReadOutcome::Found(payload) => payload,
-            ReadOutcome::Missing => return None,
-            ReadOutcome::Corrupt(reason) => {
+        match entry::judge(outcome, load) {
+            Verdict::Loaded { value, artifact } => {
+                bump(&self.counters.hits, 1);
+                bump(&self.counters.bytes_read, artifact.len() as u64);
+                Some(value)
+            }
+            Verdict::Missing => None,
+            Verdict::Rejected(Rejection::Corrupt(reason)) => {
                 tracing::warn!(
                     target: "jit_cache",
                     entry = %path.display(),
@@ -451,9 +394,9 @@ impl ArtifactStore {
                     "ignoring a damaged disk-cache entry ({reason}); it is deleted and built again"
                 );
                 self.discard(folder, path, &self.counters.corrupt);
-                return None;
+                None
             }
-            ReadOutcome::Unauthenticated => {
+            Verdict::Rejected(Rejection::Unauthenticated) => {
                 tracing::warn!(
                     target: "jit_cache",
                     entry = %path.display(),
@@ -461,16 +404,9 @@ impl ArtifactStore {
                      entry, or damaged): it was not loaded; it is deleted and built again"
                 );
                 self.discard(folder, path, &self.counters.unauthenticated);
-                return None;
+                None
             }
-        };
-        match load(VerifiedArtifact::authenticated(&payload)) {
-            Ok(value) => {
-                bump(&self.counters.hits, 1);
-                bump(&self.counters.bytes_read, payload.len() as u64);
-                Some(value)
-            }
-            Err(reason) => {
+            Verdict::Rejected(Rejection::Refused(reason)) => {
                 tracing::warn!(
                     target: "jit_cache",
                     entry = %path.display(),
