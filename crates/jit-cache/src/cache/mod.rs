@@ -37,7 +37,7 @@ use queued::QueuedCompile;
 pub enum Prepared<E, W> {
     /// The executable, had without compiling (from a disk cache or an
     /// artifact bundle, say): cached at once, and the call runs it
-    /// ([`Origin::CompiledNow`]) instead of interpreting.
+    /// ([`Origin::CompiledNow`](crate::Origin::CompiledNow)) instead of interpreting.
     Ready(E),
     /// The compile to queue on the background pool.
     Queue(W),
@@ -244,7 +244,7 @@ impl<E: Executable> JitCache<E> {
     /// queue ([`Prepared::Queue`]), which compiles that signature on a pool
     /// thread, or the executable itself when it was had without compiling
     /// ([`Prepared::Ready`]: a disk-cache hit, say), which is cached and run
-    /// by this call at once ([`Origin::CompiledNow`]). If `prepare`
+    /// by this call at once ([`Origin::CompiledNow`](crate::Origin::CompiledNow)). If `prepare`
     /// fails (or panics: the panic is caught), that is the failure of the
     /// signature, remembered like a failed compile (or a refusal,
     /// [`CompileFailure::refused`]); the call returns
@@ -278,8 +278,8 @@ impl<E: Executable> JitCache<E> {
     /// expected to need at least an eighth of the mean more, and one that
     /// has run past the mean as long again as it has run). If interpreting is
     /// expected to take longer, the call blocks until the compile is done
-    /// and returns [`Dispatch::Compiled`] ([`Origin::CompiledNow`] for the
-    /// compile it queued, [`Origin::CompiledByOtherCall`] for another's),
+    /// and returns [`Dispatch::Compiled`] ([`Origin::CompiledNow`](crate::Origin::CompiledNow) for the
+    /// compile it queued, [`Origin::CompiledByOtherCall`](crate::Origin::CompiledByOtherCall) for another's),
     /// or [`FallbackReason::CompileFailed`] if the compile fails or is
     /// withdrawn. Without a reported time the call interprets. Do not call
     /// it from inside a queued compile: a wait there could wait for its own

@@ -1,6 +1,6 @@
 //! One disk-cache entry: a file holding a header, an authentication tag and
 //! the `.vmfb`, written atomically. The remote tier stores the same bytes as
-//! one value (`remote.rs`), tagged under the cluster's secret.
+//! one value (`remote/`), tagged under the cluster's secret.
 //!
 //! Layout (integers little-endian):
 //!
@@ -223,7 +223,7 @@ fn decode_header(header: &[u8; HEADER_LEN], key: &ArtifactKey) -> Result<Header,
 }
 
 /// The entry of `payload` under `key` as one buffer: the value the remote
-/// tier stores (`remote.rs`), in the same format as a file.
+/// tier stores (`remote/`), in the same format as a file.
 #[cfg(any(feature = "remote", test))]
 pub(crate) fn encode(key: &ArtifactKey, secret: &Secret, payload: &[u8]) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());

@@ -2,6 +2,38 @@
 //! that speaks its protocol: Valkey, KeyDB, Dragonfly), with a client of its
 //! own: the five commands it sends, over `resp.rs`.
 //!
+//! # Why a client of its own, not the `redis` crate
+//!
+//! The tier sits on the path of a call that would otherwise build, so a
+//! server that is slow, lying or hostile must cost at most a bounded wait
+//! and a bounded allocation. The `redis` crate, used first, gave neither:
+//!
+//! - **A deadline per request.** It applied the request timeout to each
+//!   socket read, so a server dripping one byte every 0.3 s held a
+//!   blocking call until the process was killed. Here a request has one
+//!   deadline and every read and write gets the time left.
+//! - **Replies bounded before allocation.** Its reply parser allocated
+//!   whatever a bulk or array header declared (a lying 3 GiB bulk made the
+//!   process hold 6.3 GB; under an address-space limit it aborted). Here a
+//!   bulk over the bound is refused from its header, one within it is
+//!   allocated once (`try_reserve_exact`), header and error lines have a
+//!   length limit, and arrays and RESP3 types are refused at their first
+//!   byte (`resp.rs`; fuzzed by the `redis_reply` target).
+//! - **Only the replies each command can give.** `:` for `STRLEN`, `$`
+//!   within the bound for `GETRANGE`, `+OK` for `SET`, `AUTH` and
+//!   `SELECT`, `-` from any; anything else is a
+//!   [`RemoteError::Protocol`](super::RemoteError::Protocol) and the
+//!   connection is closed.
+//! - **No handshake.** Its connect sent `CLIENT SETINFO` and waited for the
+//!   replies, so a server that accepts and never answers held a connect
+//!   for about twice the connect timeout; here a connect is the TCP (or
+//!   Unix) connect, plus `AUTH` and `SELECT` only when the address names
+//!   them.
+//! - **Five commands.** The tier needs `STRLEN`, `GETRANGE`, `SET`,
+//!   `AUTH` and `SELECT`, so the client is small enough to bound every
+//!   wait and every byte of: this file, `resp.rs` and `redis/address.rs`
+//!   (the URL forms the old client accepted), on `std::net`.
+//!
 //! Each request takes an idle connection, or opens one within the connect
 //! timeout: resolving the host name (on a helper thread, waited for until
 //! the deadline), the TCP or Unix connect, then `AUTH` and `SELECT` when the

@@ -19,7 +19,7 @@ pub struct RemoteOptions {
     /// Publishes waiting for the background thread, at most; more are
     /// dropped.
     pub queue: usize,
-    /// Prepended to the hex of an [`ArtifactKey`] to name its value.
+    /// Prepended to the hex of an [`ArtifactKey`](crate::store::ArtifactKey) to name its value.
     pub key_prefix: String,
 }
 

@@ -8,7 +8,7 @@ use crate::store::breaker::BreakerState;
 use crate::ByteSize;
 
 counters! {
-    /// Counters of a [`RemoteTier`], from
+    /// Counters of a [`RemoteTier`](super::RemoteTier), from
     /// [`ArtifactStore::remote_stats`](crate::store::ArtifactStore::remote_stats).
     #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
     #[non_exhaustive]
