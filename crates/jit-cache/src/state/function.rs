@@ -38,6 +38,8 @@ pub(super) struct FunctionState<E> {
     pub(super) cool_down: Option<ThrashGuard>,
     pub(super) failures: Failures,
     pub(super) in_flight: HashMap<Signature, InFlight<E>, PrecomputedState>,
+    /// Its events; `wasted_compiles` aside, which admission counts
+    /// (read them with [`counters`](Self::counters)).
     pub(super) counters: Counters,
     /// Its successful compiles' times (those of compiles run by the cache).
     pub(super) compiled: Mean,
@@ -306,12 +308,20 @@ impl<E> FunctionState<E> {
 
     /// Accounts for a settled admission.
     pub(super) fn settle(&mut self, settled: Settled) -> Option<ModeChange> {
-        self.counters.wasted_compiles += u64::from(settled == Settled::Wasted);
         self.admission.settle(settled).map(ModeChange::Budget)
     }
 
+    /// Its event counters, with the wasted compiles that admission counts
+    /// (their one count: admission needs it for its budget).
+    pub(super) fn counters(&self) -> Counters {
+        Counters {
+            wasted_compiles: self.admission.wasted(),
+            ..self.counters.clone()
+        }
+    }
+
     pub(super) fn snapshot(&self, function: &FunctionId) -> FunctionStats {
-        let mut counters = self.counters.clone();
+        let mut counters = self.counters();
         counters.live_entries = self.cache.len();
         counters.live_bytes = self.cache.bytes();
         FunctionStats {

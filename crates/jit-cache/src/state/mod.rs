@@ -279,7 +279,7 @@ impl<E> CacheState<E> {
         }
         let evicted = state.cache.drain();
         state.counters.evictions += evicted.len() as u64;
-        self.retired.add(&state.counters);
+        self.retired.add(&state.counters());
         for e in &evicted {
             self.budget.remove(e.bytes);
         }
@@ -299,7 +299,7 @@ impl<E> CacheState<E> {
     fn total(&self) -> Counters {
         let mut total = self.retired.clone();
         for state in self.functions.map.values() {
-            total.add(&state.counters);
+            total.add(&state.counters());
         }
         total.live_entries = self.budget.entries();
         total.live_bytes = self.budget.bytes();

@@ -109,7 +109,7 @@ pub enum BuildError<B, L> {
 /// store build once: the others wait, then read the entry (or, if the build
 /// failed, build in turn).
 ///
-/// With a [`RemoteTier`] ([`with_remote`](Self::with_remote)) the order is
+/// With a `RemoteTier` (`with_remote`, with the `remote` feature) the order is
 /// disk, remote, build; `load` also receives entries whose tag verified
 /// under the remote tier's shared secret. The remote tier also works without
 /// a folder ([`disabled`](Self::disabled)): then every process fetches from
