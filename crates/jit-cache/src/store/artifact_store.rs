@@ -24,9 +24,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::behind::Behind;
 use super::counters::bump;
-use super::entry::{self, Rejection, Verdict, ENTRY_EXTENSION, HEADER_LEN, TEMP_PREFIX};
+use super::entry::{self, Rejection, Verdict, HEADER_LEN, TEMP_PREFIX};
+use super::folder::Folder;
 use super::key::ArtifactKey;
-use super::listing::{self, Listed};
 use super::policy_files::PolicyFiles;
 #[cfg(feature = "remote")]
 use super::remote::{RemoteStats, RemoteTier};
@@ -121,17 +121,6 @@ pub struct ArtifactStore {
     counters: Counters,
     in_flight: Mutex<HashMap<ArtifactKey, Arc<Flight<()>>>>,
     policies: PolicyFiles,
-}
-
-#[derive(Debug)]
-struct Folder {
-    entries: PathBuf,
-    secret: Secret,
-    max_bytes: u64,
-    /// Never written, touched or pruned (an exported bundle).
-    read_only: bool,
-    /// Bytes in `entries`; `None` until the first scan.
-    bytes_on_disk: Mutex<Option<u64>>,
 }
 
 impl ArtifactStore {
@@ -581,83 +570,5 @@ impl Drop for Builder<'_> {
         if let Some(flight) = flight {
             flight.complete(());
         }
-    }
-}
-
-impl Folder {
-    /// Who may own the folder's files. Entries are held to their folder's
-    /// rule in every folder: in a read-only one (a bundle, perhaps
-    /// installed by root) a file others could write would be served
-    /// otherwise; in this user's own folder, closed to others (0700), no one
-    /// else can reach the files, and the check costs nothing (the opened
-    /// file's metadata is read anyway), so one rule holds everywhere and an
-    /// entry that breaks it is deleted and built again.
-    fn owners(&self) -> Owners {
-        if self.read_only {
-            Owners::UserOrRoot
-        } else {
-            Owners::User
-        }
-    }
-
-    /// The store's folder (around `vmfb/`).
-    fn dir(&self) -> &Path {
-        self.entries.parent().unwrap_or(&self.entries)
-    }
-
-    fn entry_path(&self, key: &ArtifactKey) -> PathBuf {
-        self.entries
-            .join(format!("{}.{ENTRY_EXTENSION}", key.hex()))
-    }
-
-    fn bytes_on_disk(&self) -> u64 {
-        let mut bytes = self
-            .bytes_on_disk
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        *bytes.get_or_insert_with(|| self.scan().iter().map(|entry| entry.len).sum())
-    }
-
-    /// Accounts for `bytes` just written; evicts when over the bound.
-    /// Returns how many entries were evicted.
-    fn added(&self, bytes: u64) -> u64 {
-        let mut total = self
-            .bytes_on_disk
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let estimate = match *total {
-            Some(known) => known + bytes,
-            None => self.scan().iter().map(|entry| entry.len).sum(),
-        };
-        *total = Some(estimate);
-        if estimate <= self.max_bytes {
-            return 0;
-        }
-        // Over the bound: learn the true state (other processes write too)
-        // and delete the least recently used entries down to 90 %.
-        let mut entries = self.scan();
-        let mut remaining: u64 = entries.iter().map(|entry| entry.len).sum();
-        let low_water = self.max_bytes / 10 * 9;
-        entries.sort_by_key(|entry| entry.used);
-        let mut evicted = 0;
-        for entry in entries.iter().filter(|entry| !entry.temporary) {
-            if remaining <= low_water {
-                break;
-            }
-            if fs::remove_file(&entry.path).is_ok() {
-                evicted += 1;
-            }
-            // Gone either way (another process may have deleted it).
-            remaining -= entry.len;
-        }
-        *total = Some(remaining);
-        evicted
-    }
-
-    /// Every entry in the folder, and the temporary files of writers at
-    /// work (they take space too); deletes those left by crashed writers on
-    /// the way.
-    fn scan(&self) -> Vec<Listed> {
-        listing::list(&self.entries, ENTRY_EXTENSION)
     }
 }

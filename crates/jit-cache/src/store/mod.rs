@@ -42,6 +42,7 @@ mod behind;
 #[cfg(feature = "remote")]
 mod breaker;
 mod entry;
+mod folder;
 mod key;
 mod listing;
 mod policy_files;
