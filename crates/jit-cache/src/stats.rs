@@ -166,3 +166,57 @@ impl CacheStats {
         self.functions.iter().find(|f| f.function == *function)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adding_counters_sums_every_event_and_leaves_the_live_totals() {
+        let one = Counters {
+            calls: 1,
+            hits: 2,
+            misses: 3,
+            compiles: 4,
+            failed_compiles: 5,
+            compile_time: Duration::from_millis(6),
+            refusals: 7,
+            evictions: 8,
+            fallback_calls: 9,
+            admissions_refused: 10,
+            wasted_compiles: 11,
+            compiles_queued: 12,
+            compiles_withdrawn: 13,
+            queue_full: 14,
+            generalizations: 15,
+            dynamic_hits: 16,
+            specializations: 17,
+            live_entries: 18,
+            live_bytes: 19,
+        };
+        let mut sum = one.clone();
+        sum.add(&one);
+        let doubled = Counters {
+            calls: 2,
+            hits: 4,
+            misses: 6,
+            compiles: 8,
+            failed_compiles: 10,
+            compile_time: Duration::from_millis(12),
+            refusals: 14,
+            evictions: 16,
+            fallback_calls: 18,
+            admissions_refused: 20,
+            wasted_compiles: 22,
+            compiles_queued: 24,
+            compiles_withdrawn: 26,
+            queue_full: 28,
+            generalizations: 30,
+            dynamic_hits: 32,
+            specializations: 34,
+            live_entries: 18,
+            live_bytes: 19,
+        };
+        assert_eq!(sum, doubled);
+    }
+}

@@ -327,3 +327,23 @@ fn a_compile_abandoned_after_its_function_was_redefined_counts_for_the_totals_on
     let (reason, _) = miss_action(call(&mut state, &config, &f, &a, now));
     assert!(matches!(reason, MissReason::CompileInFlight));
 }
+
+#[test]
+fn with_in_flight_interpret_a_blocking_miss_of_a_compiling_signature_interprets() {
+    let config = CacheConfig {
+        in_flight: crate::config::InFlightPolicy::Interpret,
+        ..config()
+    };
+    let mut state = State::new(&config, false);
+    let (f, a) = (FunctionId::new("f", 1), sig(1));
+    let now = (Caller::Blocking, Instant::now());
+    let (_, action) = miss_action(call(&mut state, &config, &f, &a, now));
+    started(&action);
+    let (reason, action) = miss_action(call(&mut state, &config, &f, &a, now));
+    assert!(matches!(reason, MissReason::CompileInFlight));
+    assert!(matches!(
+        action,
+        MissAction::Interpret(FallbackReason::CompileInFlight)
+    ));
+    assert_eq!(state.stats(&config).total.fallback_calls, 1);
+}
