@@ -1,4 +1,5 @@
-//! Lower-case hex, for the bytes of names and keys in text formats.
+//! Lower-case hex, for the bytes of names and keys, and the numbers, in
+//! text formats (policy files, signature text, artifact keys).
 
 use std::fmt::Write;
 
@@ -7,6 +8,14 @@ pub(crate) fn encode_into(out: &mut String, bytes: &[u8]) {
     for byte in bytes {
         let _ = write!(out, "{byte:02x}");
     }
+}
+
+/// `bytes` as lower-case hex, two digits a byte.
+#[cfg(feature = "store")]
+pub(crate) fn encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(2 * bytes.len());
+    encode_into(&mut out, bytes);
+    out
 }
 
 /// The bytes written by [`encode_into`]; `None` for anything else (an odd
@@ -26,6 +35,15 @@ pub(crate) fn decode(text: &str) -> Option<Vec<u8>> {
     text.chunks_exact(2)
         .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
         .collect()
+}
+
+/// The number written in `text` in lower-case hex, with a number of digits
+/// in `digits` (a sign, which `from_str_radix` would take, is refused).
+pub(crate) fn parse_u64(text: &str, digits: impl std::ops::RangeBounds<usize>) -> Option<u64> {
+    let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    (digits.contains(&text.len()) && text.bytes().all(hex))
+        .then(|| u64::from_str_radix(text, 16).ok())
+        .flatten()
 }
 
 #[cfg(test)]

@@ -1,11 +1,16 @@
-//! Bounded multi-signature JIT cache policy.
+//! A bounded multi-signature JIT cache, and the artifact stores behind it.
 //!
 //! `jit-cache` decides, for each call of a JIT-compiled function, whether to
-//! run a cached executable, compile one, or run the interpreter. It is pure
-//! policy, generic over the executable type ([`Executable`]), so it is tested
-//! with a mock backend and runs under miri. The design and the peers it
-//! improves on (JAX, PyTorch Dynamo) are in the repository's
-//! `docs/architecture.md`.
+//! run a cached executable, compile one (on the calling thread, or queued
+//! on a background pool while the call interprets), or run the
+//! interpreter. The policy is generic over the executable type
+//! ([`Executable`]) and does no I/O, so it is tested with a mock backend
+//! and runs under miri. With the `store` feature (on by default) the crate
+//! also keeps compiled artifacts, and what the policy learned, on disk
+//! between processes (`store::ArtifactStore`), and with `remote` shares
+//! the artifacts across machines through a Redis server
+//! (`store::RemoteTier`). The design and the peers it improves on (JAX,
+//! PyTorch Dynamo) are in the repository's `docs/architecture.md`.
 //!
 //! - **Key**: a [`Signature`] holds each argument's dtype and dims (rank
 //!   included), the scalars baked into the code (exact bits), how the

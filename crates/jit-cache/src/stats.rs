@@ -79,6 +79,51 @@ pub struct Counters {
     pub live_bytes: usize,
 }
 
+impl Counters {
+    /// Adds `other`'s event counts to these (the live totals are not
+    /// events: they stay).
+    pub(crate) fn add(&mut self, other: &Counters) {
+        let Counters {
+            calls,
+            hits,
+            misses,
+            compiles,
+            failed_compiles,
+            compile_time,
+            refusals,
+            evictions,
+            fallback_calls,
+            admissions_refused,
+            wasted_compiles,
+            compiles_queued,
+            compiles_withdrawn,
+            queue_full,
+            generalizations,
+            dynamic_hits,
+            specializations,
+            live_entries: _,
+            live_bytes: _,
+        } = other;
+        self.calls += calls;
+        self.hits += hits;
+        self.misses += misses;
+        self.compiles += compiles;
+        self.failed_compiles += failed_compiles;
+        self.compile_time += *compile_time;
+        self.refusals += refusals;
+        self.evictions += evictions;
+        self.fallback_calls += fallback_calls;
+        self.admissions_refused += admissions_refused;
+        self.wasted_compiles += wasted_compiles;
+        self.compiles_queued += compiles_queued;
+        self.compiles_withdrawn += compiles_withdrawn;
+        self.queue_full += queue_full;
+        self.generalizations += generalizations;
+        self.dynamic_hits += dynamic_hits;
+        self.specializations += specializations;
+    }
+}
+
 /// A snapshot of one function's state.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -119,5 +164,59 @@ impl CacheStats {
     /// The row of `function`, if the cache knows it.
     pub fn function(&self, function: &FunctionId) -> Option<&FunctionStats> {
         self.functions.iter().find(|f| f.function == *function)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adding_counters_sums_every_event_and_leaves_the_live_totals() {
+        let one = Counters {
+            calls: 1,
+            hits: 2,
+            misses: 3,
+            compiles: 4,
+            failed_compiles: 5,
+            compile_time: Duration::from_millis(6),
+            refusals: 7,
+            evictions: 8,
+            fallback_calls: 9,
+            admissions_refused: 10,
+            wasted_compiles: 11,
+            compiles_queued: 12,
+            compiles_withdrawn: 13,
+            queue_full: 14,
+            generalizations: 15,
+            dynamic_hits: 16,
+            specializations: 17,
+            live_entries: 18,
+            live_bytes: 19,
+        };
+        let mut sum = one.clone();
+        sum.add(&one);
+        let doubled = Counters {
+            calls: 2,
+            hits: 4,
+            misses: 6,
+            compiles: 8,
+            failed_compiles: 10,
+            compile_time: Duration::from_millis(12),
+            refusals: 14,
+            evictions: 16,
+            fallback_calls: 18,
+            admissions_refused: 20,
+            wasted_compiles: 22,
+            compiles_queued: 24,
+            compiles_withdrawn: 26,
+            queue_full: 28,
+            generalizations: 30,
+            dynamic_hits: 32,
+            specializations: 34,
+            live_entries: 18,
+            live_bytes: 19,
+        };
+        assert_eq!(sum, doubled);
     }
 }

@@ -4,7 +4,7 @@
 //! whose compile fails and one whose executable exceeds the byte budget.
 //!
 //! The model is the whole policy, written from the rules in the module docs
-//! of `src/admission.rs` in the plainest way: plain vectors and linear scans,
+//! of `src/admission/mod.rs` in the plainest way: plain vectors and linear scans,
 //! no oracle. It predicts what every call does (hit, compile, which
 //! admission rule let it compile at capacity, remembered failure, or the
 //! refusal with the numbers it compared), which entries every function
@@ -62,7 +62,7 @@ const FAILING: usize = 4;
 /// Operations between two shifts of the popular signatures.
 const PHASE: usize = 250;
 
-// The admission constants, restated from `src/admission.rs`.
+// The admission constants, restated from `src/admission/mod.rs`.
 /// Epoch length per cache slot, and the shortest epoch.
 const EPOCH_PER_SLOT: u64 = 16;
 const MIN_EPOCH: u64 = 256;

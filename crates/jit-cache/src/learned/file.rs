@@ -1,7 +1,7 @@
 //! The text of a [`LearnedPolicy`]: what a policy file holds.
 //!
 //! Lines of tab-separated fields (a signature is the five fields of
-//! `signature_text.rs`):
+//! `signature/text.rs`):
 //!
 //! ```text
 //! sheaf-jit policy 1
@@ -24,11 +24,11 @@
 
 use std::fmt::Write;
 
-use super::signature_text::{self, hex_u64};
 use super::LearnedPolicy;
 use crate::function_id::FunctionId;
 use crate::hashing::stable_hash;
 use crate::hex;
+use crate::signature::text as signature_text;
 
 /// The first line of every policy file of this version.
 const FORMAT: &str = "sheaf-jit policy 1";
@@ -222,7 +222,7 @@ fn whole_body(text: &str) -> Option<&str> {
     let without_newline = text.strip_suffix('\n')?;
     let at = without_newline.rfind('\n')? + 1;
     let (body, end) = text.split_at(at);
-    let hash = hex_u64(end.strip_prefix("end\t")?.strip_suffix('\n')?, 16..=16)?;
+    let hash = hex::parse_u64(end.strip_prefix("end\t")?.strip_suffix('\n')?, 16..=16)?;
     (hash == stable_hash(body.as_bytes())).then_some(body)
 }
 
@@ -247,7 +247,7 @@ fn check_scope<'t>(
     let (name, definition) = match function[..] {
         [name, definition] => (
             hex::decode(name).and_then(|bytes| String::from_utf8(bytes).ok()),
-            hex_u64(definition, 16..=16),
+            hex::parse_u64(definition, 16..=16),
         ),
         _ => (None, None),
     };
@@ -269,7 +269,7 @@ fn check_scope<'t>(
     }
     for (what, current) in [("compiler", scope.compiler), ("target", scope.target)] {
         let recorded = match field(what)?[..] {
-            [hash] => hex_u64(hash, 16..=16),
+            [hash] => hex::parse_u64(hash, 16..=16),
             _ => None,
         };
         let Some(recorded) = recorded else {

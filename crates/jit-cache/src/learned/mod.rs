@@ -32,7 +32,6 @@
 
 mod file;
 mod recalled;
-pub(crate) mod signature_text;
 
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicU64, Ordering};

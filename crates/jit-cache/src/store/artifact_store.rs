@@ -23,13 +23,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::behind::Behind;
-use super::bump;
-use super::entry::{self, ReadOutcome, ENTRY_EXTENSION, HEADER_LEN, TEMP_PREFIX};
+use super::counters::bump;
+use super::entry::{self, Rejection, Verdict, HEADER_LEN, TEMP_PREFIX};
+use super::folder::Folder;
 use super::key::ArtifactKey;
-use super::listing::{self, Listed};
 use super::policy_files::PolicyFiles;
 #[cfg(feature = "remote")]
 use super::remote::{RemoteStats, RemoteTier};
+use super::stats::{Counters, StoreStats};
 use super::trust::{self, Owners, Secret, StoreError};
 use super::verified::VerifiedArtifact;
 use crate::error::ErrorChain;
@@ -67,43 +68,6 @@ impl StoreConfig {
             max_bytes: Self::DEFAULT_MAX_BYTES,
         }
     }
-}
-
-/// Counters of a [`ArtifactStore`], from [`ArtifactStore::stats`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct StoreStats {
-    /// Artifacts served from disk.
-    pub hits: u64,
-    /// Artifacts that had to be built (successfully or not).
-    pub misses: u64,
-    /// Entries found damaged, or refused by the caller's `load`, and
-    /// deleted (unless the folder is read-only).
-    pub corrupt: u64,
-    /// Well-formed entries whose authentication tag did not verify (forged,
-    /// re-keyed from another entry, or damaged), deleted (unless the folder
-    /// is read-only) and rebuilt.
-    pub unauthenticated: u64,
-    /// Entries refused unread because they are not safe files: a symbolic
-    /// link, a FIFO or device, or a file that group or others may write or
-    /// that belongs to another user (or, in a read-only folder, to neither
-    /// this user nor root). Deleted unless the folder is read-only, like a
-    /// bundle's; logged at warn level.
-    pub insecure: u64,
-    /// Builds that bypassed the store: it is disabled, or the caller had no
-    /// key for them.
-    pub bypassed: u64,
-    /// Entries deleted to stay under the size bound (by this instance).
-    pub evictions: u64,
-    /// Entries that could not be written (the artifact was still used).
-    pub write_errors: u64,
-    /// Payload bytes served from disk.
-    pub bytes_read: u64,
-    /// Entry bytes written (headers included).
-    pub bytes_written: u64,
-    /// Size of all entries in the folder: exact after the last scan, plus
-    /// this instance's writes since.
-    pub bytes_on_disk: u64,
 }
 
 /// Where the value of [`ArtifactStore::fetch_or_build`] came from.
@@ -145,7 +109,7 @@ pub enum BuildError<B, L> {
 /// store build once: the others wait, then read the entry (or, if the build
 /// failed, build in turn).
 ///
-/// With a [`RemoteTier`] ([`with_remote`](Self::with_remote)) the order is
+/// With a `RemoteTier` (`with_remote`, with the `remote` feature) the order is
 /// disk, remote, build; `load` also receives entries whose tag verified
 /// under the remote tier's shared secret. The remote tier also works without
 /// a folder ([`disabled`](Self::disabled)): then every process fetches from
@@ -157,31 +121,6 @@ pub struct ArtifactStore {
     counters: Counters,
     in_flight: Mutex<HashMap<ArtifactKey, Arc<Flight<()>>>>,
     policies: PolicyFiles,
-}
-
-#[derive(Debug)]
-struct Folder {
-    entries: PathBuf,
-    secret: Secret,
-    max_bytes: u64,
-    /// Never written, touched or pruned (an exported bundle).
-    read_only: bool,
-    /// Bytes in `entries`; `None` until the first scan.
-    bytes_on_disk: Mutex<Option<u64>>,
-}
-
-#[derive(Debug, Default)]
-struct Counters {
-    hits: AtomicU64,
-    misses: AtomicU64,
-    corrupt: AtomicU64,
-    unauthenticated: AtomicU64,
-    insecure: AtomicU64,
-    bypassed: AtomicU64,
-    evictions: AtomicU64,
-    write_errors: AtomicU64,
-    bytes_read: AtomicU64,
-    bytes_written: AtomicU64,
 }
 
 impl ArtifactStore {
@@ -274,20 +213,9 @@ impl ArtifactStore {
     /// The counters so far. The first call on an enabled store scans its
     /// folder to learn `bytes_on_disk`.
     pub fn stats(&self) -> StoreStats {
-        let c = &self.counters;
-        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         StoreStats {
-            hits: load(&c.hits),
-            misses: load(&c.misses),
-            corrupt: load(&c.corrupt),
-            unauthenticated: load(&c.unauthenticated),
-            insecure: load(&c.insecure),
-            bypassed: load(&c.bypassed),
-            evictions: load(&c.evictions),
-            write_errors: load(&c.write_errors),
-            bytes_read: load(&c.bytes_read),
-            bytes_written: load(&c.bytes_written),
             bytes_on_disk: self.folder.as_ref().map_or(0, Folder::bytes_on_disk),
+            ..self.counters.snapshot()
         }
     }
 
@@ -440,10 +368,14 @@ impl ArtifactStore {
                 return None;
             }
         };
-        let payload = match outcome {
-            ReadOutcome::Found(payload) => payload,
-            ReadOutcome::Missing => return None,
-            ReadOutcome::Corrupt(reason) => {
+        match entry::judge(outcome, load) {
+            Verdict::Loaded { value, artifact } => {
+                bump(&self.counters.hits, 1);
+                bump(&self.counters.bytes_read, artifact.len() as u64);
+                Some(value)
+            }
+            Verdict::Missing => None,
+            Verdict::Rejected(Rejection::Corrupt(reason)) => {
                 tracing::warn!(
                     target: "jit_cache",
                     entry = %path.display(),
@@ -451,9 +383,9 @@ impl ArtifactStore {
                     "ignoring a damaged disk-cache entry ({reason}); it is deleted and built again"
                 );
                 self.discard(folder, path, &self.counters.corrupt);
-                return None;
+                None
             }
-            ReadOutcome::Unauthenticated => {
+            Verdict::Rejected(Rejection::Unauthenticated) => {
                 tracing::warn!(
                     target: "jit_cache",
                     entry = %path.display(),
@@ -461,16 +393,9 @@ impl ArtifactStore {
                      entry, or damaged): it was not loaded; it is deleted and built again"
                 );
                 self.discard(folder, path, &self.counters.unauthenticated);
-                return None;
+                None
             }
-        };
-        match load(VerifiedArtifact::authenticated(&payload)) {
-            Ok(value) => {
-                bump(&self.counters.hits, 1);
-                bump(&self.counters.bytes_read, payload.len() as u64);
-                Some(value)
-            }
-            Err(reason) => {
+            Verdict::Rejected(Rejection::Refused(reason)) => {
                 tracing::warn!(
                     target: "jit_cache",
                     entry = %path.display(),
@@ -645,83 +570,5 @@ impl Drop for Builder<'_> {
         if let Some(flight) = flight {
             flight.complete(());
         }
-    }
-}
-
-impl Folder {
-    /// Who may own the folder's files. Entries are held to their folder's
-    /// rule in every folder: in a read-only one (a bundle, perhaps
-    /// installed by root) a file others could write would be served
-    /// otherwise; in this user's own folder, closed to others (0700), no one
-    /// else can reach the files, and the check costs nothing (the opened
-    /// file's metadata is read anyway), so one rule holds everywhere and an
-    /// entry that breaks it is deleted and built again.
-    fn owners(&self) -> Owners {
-        if self.read_only {
-            Owners::UserOrRoot
-        } else {
-            Owners::User
-        }
-    }
-
-    /// The store's folder (around `vmfb/`).
-    fn dir(&self) -> &Path {
-        self.entries.parent().unwrap_or(&self.entries)
-    }
-
-    fn entry_path(&self, key: &ArtifactKey) -> PathBuf {
-        self.entries
-            .join(format!("{}.{ENTRY_EXTENSION}", key.hex()))
-    }
-
-    fn bytes_on_disk(&self) -> u64 {
-        let mut bytes = self
-            .bytes_on_disk
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        *bytes.get_or_insert_with(|| self.scan().iter().map(|entry| entry.len).sum())
-    }
-
-    /// Accounts for `bytes` just written; evicts when over the bound.
-    /// Returns how many entries were evicted.
-    fn added(&self, bytes: u64) -> u64 {
-        let mut total = self
-            .bytes_on_disk
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let estimate = match *total {
-            Some(known) => known + bytes,
-            None => self.scan().iter().map(|entry| entry.len).sum(),
-        };
-        *total = Some(estimate);
-        if estimate <= self.max_bytes {
-            return 0;
-        }
-        // Over the bound: learn the true state (other processes write too)
-        // and delete the least recently used entries down to 90 %.
-        let mut entries = self.scan();
-        let mut remaining: u64 = entries.iter().map(|entry| entry.len).sum();
-        let low_water = self.max_bytes / 10 * 9;
-        entries.sort_by_key(|entry| entry.used);
-        let mut evicted = 0;
-        for entry in entries.iter().filter(|entry| !entry.temporary) {
-            if remaining <= low_water {
-                break;
-            }
-            if fs::remove_file(&entry.path).is_ok() {
-                evicted += 1;
-            }
-            // Gone either way (another process may have deleted it).
-            remaining -= entry.len;
-        }
-        *total = Some(remaining);
-        evicted
-    }
-
-    /// Every entry in the folder, and the temporary files of writers at
-    /// work (they take space too); deletes those left by crashed writers on
-    /// the way.
-    fn scan(&self) -> Vec<Listed> {
-        listing::list(&self.entries, ENTRY_EXTENSION)
     }
 }

@@ -1,6 +1,6 @@
 //! One disk-cache entry: a file holding a header, an authentication tag and
 //! the `.vmfb`, written atomically. The remote tier stores the same bytes as
-//! one value (`remote.rs`), tagged under the cluster's secret.
+//! one value (`remote/`), tagged under the cluster's secret.
 //!
 //! Layout (integers little-endian):
 //!
@@ -33,6 +33,7 @@ use std::time::SystemTime;
 
 use super::key::ArtifactKey;
 use super::trust::{open_file, Owners, Secret, StoreError, CLOSE_FILE, TAG_LEN};
+use super::verified::VerifiedArtifact;
 
 const MAGIC: [u8; 8] = *b"SJITVMFB";
 const FORMAT_VERSION: u32 = 2;
@@ -58,6 +59,47 @@ pub(crate) enum ReadOutcome {
     /// A well-formed entry whose tag does not verify: forged, re-keyed from
     /// another entry, or damaged.
     Unauthenticated,
+}
+
+/// What an entry read (from disk or from a remote store) comes to once
+/// the caller's `load` had its artifact: the one verdict both tiers give.
+#[derive(Debug)]
+pub(crate) enum Verdict<V> {
+    /// Authentic, and `load` took it: its value and the artifact.
+    Loaded { value: V, artifact: Vec<u8> },
+    /// No entry.
+    Missing,
+    /// An entry not to be used, and why.
+    Rejected(Rejection),
+}
+
+/// Why an entry is not used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Rejection {
+    /// Not a well-formed entry for the key: why.
+    Corrupt(String),
+    /// Its tag does not verify: forged, re-keyed from another entry, or
+    /// damaged.
+    Unauthenticated,
+    /// Authentic, but the caller's `load` refused the artifact: why.
+    Refused(String),
+}
+
+/// The verdict on a read entry: an authentic artifact is handed to `load`
+/// (as [`VerifiedArtifact::authenticated`]); anything else is not.
+pub(crate) fn judge<V, L: std::fmt::Display>(
+    outcome: ReadOutcome,
+    load: impl FnOnce(VerifiedArtifact<'_>) -> Result<V, L>,
+) -> Verdict<V> {
+    match outcome {
+        ReadOutcome::Found(artifact) => match load(VerifiedArtifact::authenticated(&artifact)) {
+            Ok(value) => Verdict::Loaded { value, artifact },
+            Err(reason) => Verdict::Rejected(Rejection::Refused(reason.to_string())),
+        },
+        ReadOutcome::Missing => Verdict::Missing,
+        ReadOutcome::Corrupt(reason) => Verdict::Rejected(Rejection::Corrupt(reason)),
+        ReadOutcome::Unauthenticated => Verdict::Rejected(Rejection::Unauthenticated),
+    }
 }
 
 /// Reads the entry at `path`, checks it completely, and, when `touch` is
@@ -181,7 +223,7 @@ fn decode_header(header: &[u8; HEADER_LEN], key: &ArtifactKey) -> Result<Header,
 }
 
 /// The entry of `payload` under `key` as one buffer: the value the remote
-/// tier stores (`remote.rs`), in the same format as a file.
+/// tier stores (`remote/`), in the same format as a file.
 #[cfg(any(feature = "remote", test))]
 pub(crate) fn encode(key: &ArtifactKey, secret: &Secret, payload: &[u8]) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
@@ -236,6 +278,42 @@ pub(crate) mod tests {
 
     fn parsed(bytes: &[u8], key: &ArtifactKey) -> ReadOutcome {
         parse(&mut &bytes[..], bytes.len() as u64, key, &secret(), 1 << 20)
+    }
+
+    #[test]
+    fn the_verdict_hands_load_only_authentic_artifacts() {
+        let (k, other) = (key("a"), key("b"));
+        let load = |artifact: VerifiedArtifact<'_>| -> Result<usize, &str> {
+            match artifact.bytes() {
+                b"refuse me" => Err("no"),
+                bytes => Ok(bytes.len()),
+            }
+        };
+        let good = entry(&k, b"payload");
+        assert!(matches!(
+            judge(parsed(&good, &k), load),
+            Verdict::Loaded { value: 7, artifact } if artifact == b"payload"
+        ));
+        assert!(matches!(
+            judge(ReadOutcome::Missing, load),
+            Verdict::Missing
+        ));
+        // An entry of another key is not authentic for this one; a cut one
+        // is corrupt; neither reaches `load`.
+        let never = |_: VerifiedArtifact<'_>| -> Result<(), &str> { panic!("loaded") };
+        assert!(matches!(
+            judge(parsed(&entry(&other, b"payload"), &k), never),
+            Verdict::Rejected(Rejection::Unauthenticated | Rejection::Corrupt(_))
+        ));
+        assert!(matches!(
+            judge(parsed(&good[..good.len() - 1], &k), never),
+            Verdict::Rejected(Rejection::Corrupt(_))
+        ));
+        let refused = entry(&k, b"refuse me");
+        assert!(matches!(
+            judge(parsed(&refused, &k), load),
+            Verdict::Rejected(Rejection::Refused(reason)) if reason == "no"
+        ));
     }
 
     #[test]

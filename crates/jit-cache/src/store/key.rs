@@ -5,6 +5,8 @@ use std::fmt;
 
 use sha2::{Digest, Sha256};
 
+use crate::hex;
+
 /// Bumped whenever what goes into the key changes meaning.
 const DOMAIN: &str = "sheaf-jit/artifact-key-v2";
 
@@ -54,29 +56,18 @@ impl ArtifactKey {
 
     /// Lower-case hex: the entry's file name.
     pub fn hex(&self) -> String {
-        self.0.iter().map(|byte| format!("{byte:02x}")).collect()
+        hex::encode(&self.0)
     }
 
     /// The key whose [`hex`](Self::hex) is `text` (64 lower-case hex
     /// digits, as a bundle's manifest lists keys); `None` for any other
     /// text.
     pub fn from_hex(text: &str) -> Option<Self> {
-        fn digit(c: u8) -> Option<u8> {
-            match c {
-                b'0'..=b'9' => Some(c - b'0'),
-                b'a'..=b'f' => Some(c - b'a' + 10),
-                _ => None,
-            }
-        }
-        let text = text.as_bytes();
+        // The length first: no allocation for a long text.
         if text.len() != 64 {
             return None;
         }
-        let mut bytes = [0u8; 32];
-        for (byte, pair) in bytes.iter_mut().zip(text.chunks_exact(2)) {
-            *byte = digit(pair[0])? << 4 | digit(pair[1])?;
-        }
-        Some(ArtifactKey(bytes))
+        hex::decode(text)?.try_into().ok().map(ArtifactKey)
     }
 }
 

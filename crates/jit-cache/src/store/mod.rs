@@ -34,11 +34,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#[macro_use]
+mod counters;
+
 mod artifact_store;
 mod behind;
 #[cfg(feature = "remote")]
 mod breaker;
 mod entry;
+mod folder;
 mod key;
 mod listing;
 mod policy_files;
@@ -48,14 +52,14 @@ mod redis;
 mod remote;
 #[cfg(feature = "remote")]
 mod resp;
+mod stats;
 mod trust;
 mod verified;
 
-pub use artifact_store::{
-    ArtifactStore, BuildError, Fetched, StoreConfig, StoreStats, MAX_ENTRY_BYTES,
-};
+pub use artifact_store::{ArtifactStore, BuildError, Fetched, StoreConfig, MAX_ENTRY_BYTES};
 pub use key::{ArtifactKey, KeyParts};
 pub use policy_files::MAX_POLICY_FILES;
+pub use stats::StoreStats;
 pub use trust::{open_read_only_file, Secret, StoreError};
 pub use verified::VerifiedArtifact;
 #[cfg(feature = "remote")]
@@ -73,10 +77,4 @@ pub mod redis_reply {
     pub use super::resp::{
         read_bulk, read_length, read_ok, ReplyError, MAX_ERROR_LINE, MAX_HEADER_LINE,
     };
-}
-
-/// Adds `by` to one of the stores' event counters (statistics only: no
-/// ordering with other memory is needed).
-fn bump(counter: &std::sync::atomic::AtomicU64, by: u64) {
-    counter.fetch_add(by, std::sync::atomic::Ordering::Relaxed);
 }

@@ -42,6 +42,7 @@ use super::entry::TEMP_PREFIX;
 use super::listing;
 use super::trust::{self, open_file, Owners, StoreError, CLOSE_FILE};
 use crate::error::ErrorChain;
+use crate::hex;
 use crate::learned::{LearnedPolicy, PolicyFileError, PolicyScope};
 
 /// The folder of the policy files, in the store's folder.
@@ -208,11 +209,7 @@ fn file_name(scope: &PolicyScope<'_>) -> String {
         hasher.update((field.len() as u64).to_le_bytes());
         hasher.update(field.as_bytes());
     }
-    let mut name: String = hasher
-        .finalize()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
+    let mut name = hex::encode(&hasher.finalize());
     name.push('.');
     name.push_str(POLICY_EXTENSION);
     name

@@ -149,7 +149,7 @@ fn check_owner_and_mode(
 
 /// The key that authenticates entries: HMAC-SHA256 over an entry's key and
 /// artifact. A disk cache makes its own (`<folder>/secret`); a
-/// [`RemoteTier`](super::RemoteTier) takes one shared by every machine that
+/// `RemoteTier` (the `remote` feature) takes one shared by every machine that
 /// uses the remote store, from [`from_bytes`](Self::from_bytes) or
 /// [`from_file`](Self::from_file). Whoever holds it can make every process
 /// that trusts it run their code: distribute it like a credential. `Debug`

@@ -15,10 +15,10 @@
 
 use smallvec::SmallVec;
 
+use super::{ArgSpec, CapturedScalar, ScalarValue, Signature};
 use crate::dtype::DType;
 use crate::hex;
 use crate::layout::Layout;
-use crate::signature::{ArgSpec, CapturedScalar, ScalarValue, Signature};
 
 /// The number of tab-separated fields of a signature.
 pub(crate) const FIELDS: usize = 5;
@@ -81,7 +81,7 @@ pub(crate) fn decode(fields: [&str; FIELDS]) -> Option<Signature> {
         let name = String::from_utf8(hex::decode(name)?).ok()?;
         Some(CapturedScalar::new(name, parse_scalar(value)?))
     })?;
-    let device = hex_u64(device, 16..=16)?;
+    let device = hex::parse_u64(device, 16..=16)?;
     // A flat call has no layout and no statics: the builder never makes a
     // signature with statics outside a layout.
     if layout.is_none() && !statics.is_empty() {
@@ -122,16 +122,7 @@ fn scalar(out: &mut String, value: ScalarValue) {
 
 fn parse_scalar(text: &str) -> Option<ScalarValue> {
     let (kind, bits) = text.split_once(':')?;
-    ScalarValue::from_bits(kind, hex_u64(bits, 1..=16)?)
-}
-
-/// The number written in `text` in lower-case hex, with a number of digits
-/// in `digits` (a sign, which `from_str_radix` would take, is refused).
-pub(crate) fn hex_u64(text: &str, digits: impl std::ops::RangeBounds<usize>) -> Option<u64> {
-    let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
-    (digits.contains(&text.len()) && text.bytes().all(hex))
-        .then(|| u64::from_str_radix(text, 16).ok())
-        .flatten()
+    ScalarValue::from_bits(kind, hex::parse_u64(bits, 1..=16)?)
 }
 
 /// `f32[?,256]`, `bool[]`.

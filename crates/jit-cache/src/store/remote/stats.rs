@@ -1,0 +1,84 @@
+//! [`RemoteStats`]: the counters of a [`RemoteTier`](super::RemoteTier),
+//! defined once with their atomic counterparts, and their one-line report.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::store::breaker::BreakerState;
+use crate::ByteSize;
+
+counters! {
+    /// Counters of a [`RemoteTier`](super::RemoteTier), from
+    /// [`ArtifactStore::remote_stats`](crate::store::ArtifactStore::remote_stats).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub struct RemoteStats counted in Counters {
+        /// Artifacts served from the remote store (and copied to disk).
+        pub hits: u64,
+        /// Fetches that found nothing.
+        pub misses: u64,
+        /// Artifacts published.
+        pub publishes: u64,
+        /// Values that failed authentication or were malformed, or that the
+        /// caller's `load` refused: never used; the artifact was built instead
+        /// (and its publish replaces the value).
+        pub rejected: u64,
+        /// Artifacts over the size bound: not published, or (remote values) not
+        /// downloaded.
+        pub oversized: u64,
+        /// Requests that failed (unreachable, timed out, an error answer, a
+        /// reply that broke the protocol).
+        pub errors: u64,
+        /// Requests not sent because the circuit breaker was open.
+        pub skipped: u64,
+        /// Publishes dropped because the queue was full.
+        pub dropped: u64,
+        /// Entry bytes downloaded (headers included).
+        pub bytes_fetched: u64,
+        /// Entry bytes uploaded (headers included).
+        pub bytes_published: u64,
+        /// Fetch requests sent (whatever their outcome).
+        pub fetches: u64,
+        other {
+            /// Their total time.
+            pub fetch_time: Duration,
+            /// The longest of them.
+            pub max_fetch_time: Duration,
+            /// The circuit breaker now.
+            pub breaker: BreakerState,
+            /// Times the breaker opened.
+            pub breaker_opened: u64,
+        }
+    }
+}
+
+impl fmt::Display for RemoteStats {
+    /// One line: `remote: 3 hits, 1 misses, ...`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mean = self
+            .fetch_time
+            .checked_div(u32::try_from(self.fetches).unwrap_or(u32::MAX).max(1))
+            .unwrap_or_default();
+        write!(
+            f,
+            "remote: {} hits, {} misses, {} publishes, {} rejected, {} oversized, {} errors, \
+             {} skipped, {} dropped; {} fetched, {} published; {} fetches, {:.3?} mean, \
+             {:.3?} max; breaker {} (opened {} times)",
+            self.hits,
+            self.misses,
+            self.publishes,
+            self.rejected,
+            self.oversized,
+            self.errors,
+            self.skipped,
+            self.dropped,
+            ByteSize(self.bytes_fetched),
+            ByteSize(self.bytes_published),
+            self.fetches,
+            mean,
+            self.max_fetch_time,
+            self.breaker,
+            self.breaker_opened,
+        )
+    }
+}

@@ -1,0 +1,351 @@
+//! The tier over an in-memory backend: trust, bounds, the breaker, the
+//! queue, and the order disk, remote, build.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Condvar, Mutex};
+
+use super::*;
+use crate::store::breaker::BreakerState;
+use crate::store::entry::tests::{key, secret};
+use crate::store::{ArtifactStore, Fetched, StoreConfig};
+
+/// An in-memory [`RemoteStore`] shared by the tiers of a test, that can
+/// be made to fail, and to hold its puts until released.
+#[derive(Debug, Default)]
+struct Memory {
+    values: Mutex<HashMap<String, Vec<u8>>>,
+    down: std::sync::atomic::AtomicBool,
+    requests: AtomicU64,
+    /// While set, puts wait; `entered` counts the puts that started.
+    hold: Mutex<(bool, u64)>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Shared(Arc<Memory>);
+
+/// What a [`Shared`] that is down answers.
+fn down() -> RemoteError {
+    RemoteError::Unavailable {
+        url: "memory".to_owned(),
+        step: "request",
+        source: io::ErrorKind::ConnectionRefused.into(),
+    }
+}
+
+impl RemoteStore for Shared {
+    fn get(&self, key: &str, max_bytes: u64) -> Result<RemoteValue, RemoteError> {
+        let memory = &self.0;
+        memory.requests.fetch_add(1, Ordering::Relaxed);
+        if memory.down.load(Ordering::Relaxed) {
+            return Err(down());
+        }
+        Ok(match memory.values.lock().unwrap().get(key) {
+            None => RemoteValue::Missing,
+            Some(value) if value.len() as u64 > max_bytes => {
+                RemoteValue::TooLarge(value.len() as u64)
+            }
+            Some(value) => RemoteValue::Found(value.clone()),
+        })
+    }
+
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), RemoteError> {
+        let memory = &self.0;
+        memory.requests.fetch_add(1, Ordering::Relaxed);
+        let mut hold = memory.hold.lock().unwrap();
+        hold.1 += 1;
+        memory.changed.notify_all();
+        while hold.0 {
+            hold = memory.changed.wait(hold).unwrap();
+        }
+        drop(hold);
+        if memory.down.load(Ordering::Relaxed) {
+            return Err(down());
+        }
+        memory
+            .values
+            .lock()
+            .unwrap()
+            .insert(key.to_owned(), value.to_vec());
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn set_down(&self, down: bool) {
+        self.0.down.store(down, Ordering::Relaxed);
+    }
+
+    fn requests(&self) -> u64 {
+        self.0.requests.load(Ordering::Relaxed)
+    }
+
+    fn value(&self, program: &str) -> Option<Vec<u8>> {
+        let name = format!(
+            "{}{}",
+            RemoteOptions::DEFAULT_KEY_PREFIX,
+            key(program).hex()
+        );
+        self.0.values.lock().unwrap().get(&name).cloned()
+    }
+
+    fn set_value(&self, program: &str, value: Vec<u8>) {
+        let name = format!(
+            "{}{}",
+            RemoteOptions::DEFAULT_KEY_PREFIX,
+            key(program).hex()
+        );
+        self.0.values.lock().unwrap().insert(name, value);
+    }
+
+    fn hold_puts(&self, hold: bool) {
+        self.0.hold.lock().unwrap().0 = hold;
+        self.0.changed.notify_all();
+    }
+
+    fn wait_for_puts(&self, count: u64) {
+        let mut hold = self.0.hold.lock().unwrap();
+        while hold.1 < count {
+            hold = self.0.changed.wait(hold).unwrap();
+        }
+    }
+}
+
+fn tier(backend: &Shared, options: RemoteOptions) -> RemoteTier {
+    RemoteTier::new(Box::new(backend.clone()), secret(), options).unwrap()
+}
+
+/// A store with no folder over `backend`.
+fn store(backend: &Shared, options: RemoteOptions) -> ArtifactStore {
+    ArtifactStore::disabled().with_remote(tier(backend, options))
+}
+
+fn artifact(program: &str) -> Vec<u8> {
+    format!("native code of {program}").into_bytes()
+}
+
+/// Fetches `program`, building it if need be; what the loader got.
+fn fetch(store: &ArtifactStore, program: &str) -> (Vec<u8>, Fetched) {
+    store
+        .fetch_or_build(
+            Some(&key(program)),
+            |artifact| Ok::<_, String>(artifact.bytes().to_vec()),
+            || Ok::<_, String>(artifact(program)),
+        )
+        .unwrap()
+}
+
+#[test]
+fn a_build_is_published_and_served_to_the_next_process() {
+    let backend = Shared::default();
+    let first = store(&backend, RemoteOptions::default());
+    assert_eq!(fetch(&first, "a"), (artifact("a"), Fetched::Built));
+    drop(first); // waits for the publish
+    let value = backend.value("a").unwrap();
+    assert_eq!(value.len(), HEADER_LEN + artifact("a").len());
+
+    let second = store(&backend, RemoteOptions::default());
+    assert_eq!(fetch(&second, "a"), (artifact("a"), Fetched::Remote));
+    let stats = second.remote_stats().unwrap();
+    assert_eq!((stats.hits, stats.misses, stats.fetches), (1, 0, 1));
+    assert_eq!(stats.bytes_fetched, value.len() as u64);
+    assert_eq!(second.stats().misses, 0, "nothing was built");
+    assert!(stats.to_string().starts_with("remote: 1 hits, 0 misses"));
+}
+
+#[test]
+fn values_that_do_not_verify_are_counted_and_never_loaded() {
+    let backend = Shared::default();
+    drop(fetch(&store(&backend, RemoteOptions::default()), "a"));
+    let good = backend.value("a").unwrap();
+    let mut flipped = good.clone();
+    *flipped.last_mut().unwrap() ^= 1;
+    let foreign = entry::encode(&key("a"), &Secret::from_bytes([9; Secret::LEN]), b"evil");
+    for (what, value) in [
+        ("a flipped bit", flipped),
+        ("garbage", b"garbage".to_vec()),
+        ("another secret's entry", foreign),
+    ] {
+        backend.set_value("a", value);
+        let store = store(&backend, RemoteOptions::default());
+        assert_eq!(
+            fetch(&store, "a"),
+            (artifact("a"), Fetched::Built),
+            "{what}"
+        );
+        assert_eq!(store.remote_stats().unwrap().rejected, 1, "{what}");
+        drop(store);
+        assert_eq!(backend.value("a").unwrap(), good, "{what}: republished");
+    }
+    // An entry the caller's `load` refuses is rejected too.
+    let store = store(&backend, RemoteOptions::default());
+    let refused = store.fetch_or_build(
+        Some(&key("a")),
+        |loaded| match loaded.bytes() == artifact("a") {
+            true => Err("the runtime refused it"),
+            false => Ok(Fetched::Built),
+        },
+        || Ok::<_, String>(b"rebuilt".to_vec()),
+    );
+    assert!(matches!(refused, Ok((_, Fetched::Built))));
+    assert_eq!(store.remote_stats().unwrap().rejected, 1);
+}
+
+#[test]
+fn artifacts_over_the_bound_are_neither_published_nor_downloaded() {
+    let backend = Shared::default();
+    let small = RemoteOptions {
+        max_entry_bytes: 4,
+        ..RemoteOptions::default()
+    };
+    let store = store(&backend, small.clone());
+    fetch(&store, "a");
+    drop(store);
+    assert_eq!(backend.value("a"), None, "not published");
+
+    drop(fetch(&self::store(&backend, RemoteOptions::default()), "a"));
+    let store = self::store(&backend, small);
+    assert_eq!(fetch(&store, "a").1, Fetched::Built);
+    let stats = store.remote_stats().unwrap();
+    assert_eq!(
+        (stats.oversized, stats.hits, stats.bytes_fetched),
+        (2, 0, 0)
+    );
+}
+
+#[test]
+fn failures_open_the_breaker_and_calls_keep_working() {
+    let backend = Shared::default();
+    backend.set_down(true);
+    let options = RemoteOptions {
+        failure_threshold: 2,
+        cool_down: Duration::from_secs(3600),
+        ..RemoteOptions::default()
+    };
+    let tier = tier(&backend, options.clone());
+    let load = |artifact: VerifiedArtifact<'_>| Ok::<_, String>(artifact.bytes().to_vec());
+    for program in ["a", "b", "c", "d"] {
+        assert!(tier.fetch(&key(program), load).is_none());
+    }
+    let stats = tier.stats();
+    assert_eq!(stats.breaker, BreakerState::Open);
+    assert_eq!(
+        (stats.errors, stats.skipped, stats.breaker_opened),
+        (2, 2, 1)
+    );
+    tier.publish(&key("a"), b"a");
+    drop(tier);
+    assert_eq!(backend.requests(), 2, "nothing is sent while it is open");
+
+    let store = store(&backend, options);
+    for program in ["a", "b", "c"] {
+        assert_eq!(fetch(&store, program), (artifact(program), Fetched::Built));
+    }
+}
+
+/// A store that fails every `get` and takes every `put`: one that
+/// cannot be read from (a value type it does not have, an ACL that
+/// denies reads) but takes writes.
+#[derive(Debug, Default)]
+struct WriteOnly {
+    puts: AtomicU64,
+}
+
+impl RemoteStore for Arc<WriteOnly> {
+    fn get(&self, _: &str, _: u64) -> Result<RemoteValue, RemoteError> {
+        Err(down())
+    }
+
+    fn put(&self, _: &str, _: &[u8]) -> Result<(), RemoteError> {
+        self.puts.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+#[test]
+fn fetches_that_all_fail_open_the_breaker_whatever_publishes_succeed() {
+    let backend = Arc::new(WriteOnly::default());
+    let options = RemoteOptions {
+        failure_threshold: 3,
+        cool_down: Duration::from_secs(3600),
+        ..RemoteOptions::default()
+    };
+    let tier = RemoteTier::new(Box::new(Arc::clone(&backend)), secret(), options).unwrap();
+    let load = |artifact: VerifiedArtifact<'_>| Ok::<_, String>(artifact.bytes().to_vec());
+    // A publish that succeeds between each two fetches that fail.
+    for n in 0..3 {
+        if n > 0 {
+            tier.publish(&key("built"), b"built");
+            // Counted once the breaker heard of it.
+            while tier.stats().publishes < n {
+                std::thread::yield_now();
+            }
+        }
+        assert!(tier.fetch(&key("a"), load).is_none());
+    }
+    let stats = tier.stats();
+    assert_eq!(
+        (stats.fetches, stats.errors, stats.publishes),
+        (3, 3, 2),
+        "{stats}"
+    );
+    assert_eq!(stats.breaker, BreakerState::Open, "{stats}");
+    assert_eq!(stats.breaker_opened, 1);
+    // Skipped from now on, both kinds.
+    assert!(tier.fetch(&key("a"), load).is_none());
+    tier.publish(&key("built"), b"built");
+    drop(tier);
+    assert_eq!(backend.puts.load(Ordering::Relaxed), 2);
+}
+
+#[test]
+fn a_full_queue_drops_publishes_instead_of_waiting() {
+    let backend = Shared::default();
+    let options = RemoteOptions {
+        queue: 1,
+        ..RemoteOptions::default()
+    };
+    let tier = tier(&backend, options);
+    backend.hold_puts(true);
+    tier.publish(&key("a"), b"a");
+    backend.wait_for_puts(1); // the publisher holds "a"
+    tier.publish(&key("b"), b"b"); // queued
+    tier.publish(&key("c"), b"c"); // dropped
+    assert_eq!(tier.stats().dropped, 1);
+    backend.hold_puts(false);
+    drop(tier); // waits for "a" and "b"
+    assert!(backend.value("a").is_some() && backend.value("b").is_some());
+    assert_eq!(backend.value("c"), None);
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // file system
+fn the_order_is_disk_then_remote_then_build() {
+    let backend = Shared::default();
+    drop(fetch(&store(&backend, RemoteOptions::default()), "a"));
+    let dir = tempfile::tempdir().unwrap();
+    let open = || {
+        ArtifactStore::open(StoreConfig::at(dir.path()))
+            .unwrap()
+            .with_remote(tier(&backend, RemoteOptions::default()))
+    };
+    let store = open();
+    assert_eq!(fetch(&store, "a").1, Fetched::Remote);
+    assert!(
+        store.entry_path(&key("a")).unwrap().exists(),
+        "copied to disk"
+    );
+    let requests = backend.requests();
+    assert_eq!(fetch(&store, "a").1, Fetched::Disk);
+    assert_eq!(
+        backend.requests(),
+        requests,
+        "a disk hit never asks the remote"
+    );
+    drop(store);
+    // A fresh process reads it from its disk without asking either.
+    let store = open();
+    assert_eq!(fetch(&store, "a").1, Fetched::Disk);
+    assert_eq!(store.remote_stats().unwrap().fetches, 0);
+}

@@ -1,0 +1,44 @@
+//! [`StoreStats`]: the counters of an
+//! [`ArtifactStore`](super::ArtifactStore), defined once with their atomic
+//! counterparts.
+
+counters! {
+    /// Counters of a [`ArtifactStore`](super::ArtifactStore), from [`ArtifactStore::stats`](super::ArtifactStore::stats).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub struct StoreStats counted in Counters {
+        /// Artifacts served from disk.
+        pub hits: u64,
+        /// Artifacts that had to be built (successfully or not).
+        pub misses: u64,
+        /// Entries found damaged, or refused by the caller's `load`, and
+        /// deleted (unless the folder is read-only).
+        pub corrupt: u64,
+        /// Well-formed entries whose authentication tag did not verify (forged,
+        /// re-keyed from another entry, or damaged), deleted (unless the folder
+        /// is read-only) and rebuilt.
+        pub unauthenticated: u64,
+        /// Entries refused unread because they are not safe files: a symbolic
+        /// link, a FIFO or device, or a file that group or others may write or
+        /// that belongs to another user (or, in a read-only folder, to neither
+        /// this user nor root). Deleted unless the folder is read-only, like a
+        /// bundle's; logged at warn level.
+        pub insecure: u64,
+        /// Builds that bypassed the store: it is disabled, or the caller had no
+        /// key for them.
+        pub bypassed: u64,
+        /// Entries deleted to stay under the size bound (by this instance).
+        pub evictions: u64,
+        /// Entries that could not be written (the artifact was still used).
+        pub write_errors: u64,
+        /// Payload bytes served from disk.
+        pub bytes_read: u64,
+        /// Entry bytes written (headers included).
+        pub bytes_written: u64,
+        other {
+            /// Size of all entries in the folder: exact after the last scan, plus
+            /// this instance's writes since.
+            pub bytes_on_disk: u64,
+        }
+    }
+}
