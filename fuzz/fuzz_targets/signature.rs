@@ -27,7 +27,7 @@ fn build(ops: &[u8]) -> Signature {
 }
 
 fn apply(builder: &mut SignatureBuilder, op: u8, next: &mut impl FnMut() -> u8) {
-    match op % 8 {
+    match op % 7 {
         0 => {
             let dtype = DTYPES[usize::from(next()) % DTYPES.len()];
             let rank = usize::from(next() % 6);
@@ -54,14 +54,11 @@ fn apply(builder: &mut SignatureBuilder, op: u8, next: &mut impl FnMut() -> u8) 
         5 => {
             builder.close();
         }
-        6 => {
+        _ => {
             builder.captured(CapturedScalar::new(
                 format!("c{}", next() % 4),
                 ScalarValue::F64(f64::from(next()) / 7.0),
             ));
-        }
-        _ => {
-            builder.device_tag(u64::from(next()));
         }
     }
 }

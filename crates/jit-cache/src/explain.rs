@@ -75,13 +75,6 @@ pub enum Difference {
     CapturedAdded(CapturedScalar),
     /// A captured scalar disappeared.
     CapturedRemoved(CapturedScalar),
-    /// The device tag changed.
-    DeviceTag {
-        /// Tag before.
-        before: u64,
-        /// Tag after.
-        after: u64,
-    },
 }
 
 impl fmt::Display for Difference {
@@ -166,9 +159,6 @@ impl fmt::Display for Difference {
             }
             Difference::CapturedRemoved(c) => {
                 write!(f, "captured `{}` removed (was {})", c.name(), c.value())
-            }
-            Difference::DeviceTag { before, after } => {
-                write!(f, "device tag {before:#x} → {after:#x}")
             }
         }
     }
@@ -260,12 +250,6 @@ impl Signature {
             }
         }
         diff_captured(self.captured(), newer.captured(), &mut out);
-        if self.device_tag() != newer.device_tag() {
-            out.push(Difference::DeviceTag {
-                before: self.device_tag(),
-                after: newer.device_tag(),
-            });
-        }
         out
     }
 
@@ -476,7 +460,7 @@ mod tests {
     }
 
     #[test]
-    fn dims_dtype_count_and_device() {
+    fn dims_dtype_and_count() {
         assert_eq!(
             f32(&[1, 5]).explain_difference(&f32(&[1, 6])),
             "arg 0: dim 1: 5 → 6 (f32[1,5] vs f32[1,6])"
@@ -493,11 +477,10 @@ mod tests {
         let two = Signature::builder()
             .arg(DType::F32, &[1, 5])
             .arg(DType::I32, &[])
-            .device_tag(2)
             .build();
         assert_eq!(
             f32(&[1, 5]).explain_difference(&two),
-            "argument count 1 → 2; device tag 0x0 → 0x2"
+            "argument count 1 → 2"
         );
         assert_eq!(f32(&[3]).explain_difference(&f32(&[3])), "identical");
     }

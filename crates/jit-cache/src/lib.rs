@@ -14,7 +14,8 @@
 //!
 //! - **Key**: a [`Signature`] holds each argument's dtype and dims (rank
 //!   included), the scalars baked into the code (exact bits), how the
-//!   arguments nest ([`Layout`]: tuples, lists, dict keys) and a device tag.
+//!   arguments nest ([`Layout`]: tuples, lists, dict keys) and captured
+//!   scalars.
 //!   Its hash is computed once; a miss is explained in words ([`MissReason`],
 //!   [`Signature::explain_difference`]).
 //! - **Dynamic dims**: a function whose compile accepts them

@@ -57,9 +57,8 @@ fn signature() -> impl Strategy<Value = Signature> {
         proptest::collection::vec(arg, 0..3),
         proptest::option::of(proptest::collection::vec((name(), scalar()), 0..3)),
         proptest::collection::vec((name(), scalar()), 0..3),
-        0..3u64,
     )
-        .prop_map(|(args, dict, captured, device)| {
+        .prop_map(|(args, dict, captured)| {
             let mut b = Signature::builder();
             for (dtype, dims) in &args {
                 b.arg(*dtype, dims);
@@ -82,7 +81,7 @@ fn signature() -> impl Strategy<Value = Signature> {
                     names.push(name);
                 }
             }
-            b.device_tag(device).build()
+            b.build()
         })
 }
 

@@ -106,7 +106,7 @@ fn a_cache_restarted_on_the_folder_starts_from_what_it_learned() {
         (0o700, 0o600)
     );
     let text = fs::read_to_string(&file).unwrap();
-    assert!(text.starts_with("sheaf-jit policy 1\n"), "{text}");
+    assert!(text.starts_with("sheaf-jit policy 2\n"), "{text}");
     assert!(text.contains("\ndynamic\t0.0\t"), "{text}");
 
     let ((), logs) = capture_logs(|| {
@@ -137,7 +137,7 @@ fn a_damaged_or_stale_policy_file_is_ignored_with_one_warning_and_replaced() {
         ),
         (
             "another version",
-            good.replacen("policy 1", "policy 2", 1).into_bytes(),
+            good.replacen("policy 2", "policy 3", 1).into_bytes(),
             "this version reads",
         ),
         (
@@ -175,7 +175,7 @@ fn a_damaged_or_stale_policy_file_is_ignored_with_one_warning_and_replaced() {
         );
         // Written again, whole, by what this cache learned.
         let text = fs::read_to_string(&file).unwrap();
-        assert!(text.starts_with("sheaf-jit policy 1\n"), "{what}: {text}");
+        assert!(text.starts_with("sheaf-jit policy 2\n"), "{what}: {text}");
         assert!(text.contains("\ndynamic\t0.0\t"), "{what}: {text}");
     }
 }

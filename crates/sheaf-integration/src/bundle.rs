@@ -7,7 +7,7 @@
 //! the variants of a `precompile` batch share one artifact):
 //!
 //! ```text
-//! sheaf-jit bundle 3
+//! sheaf-jit bundle 4
 //! compiler 3.13.0rc20261016 @ 89ece87b...
 //! runtime 3.13.0.dev-8b9120823840978e
 //! entry <key> <bytes> <function> <definition hash> <entry symbol> <signature> <outputs> <metadata> <target hash>
@@ -60,7 +60,7 @@ use jit_cache::store::{
 };
 use jit_cache::{stable_hash, FunctionId, Layout, Signature};
 
-const FORMAT: &str = "sheaf-jit bundle 3";
+const FORMAT: &str = "sheaf-jit bundle 4";
 const MANIFEST: &str = "manifest.txt";
 
 /// The largest manifest a bundle may have: 16 MiB, some 100 000 entries. A
@@ -98,7 +98,7 @@ pub enum BundleError {
         /// Its size, or how much of it was read.
         bytes: u64,
     },
-    /// The manifest's first line is not `sheaf-jit bundle 3` (an older
+    /// The manifest's first line is not `sheaf-jit bundle 4` (an older
     /// bundle: export it again).
     #[error(
         "{MANIFEST} does not start with `{FORMAT}`; export the bundle again with this version"
@@ -560,10 +560,7 @@ mod tests {
             format!("entry\t{key}\t{bytes}\tf\\tg\t{hash}\tf__b0\t{sig}\t{outputs}\t{meta}\t{hash}")
         };
         let hash = "00000000000000ff";
-        let (dynamic, fixed) = (
-            "f32[?]|-|-|-|0000000000000000",
-            "f32[4]|-|-|-|0000000000000000",
-        );
+        let (dynamic, fixed) = ("f32[?]|-|-|-", "f32[4]|-|-|-");
         let keyed = "{ k6b T k77 ( T S ) )";
         let text = format!(
             "{}\n{}\n",

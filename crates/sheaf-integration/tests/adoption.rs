@@ -502,7 +502,7 @@ fn exported_artifacts_serve_a_runtime_without_compiling() {
     );
     let manifest = std::fs::read_to_string(bundle.path().join("manifest.txt")).unwrap();
     assert!(
-        manifest.starts_with("sheaf-jit bundle 3\ncompiler "),
+        manifest.starts_with("sheaf-jit bundle 4\ncompiler "),
         "{manifest}"
     );
     assert_eq!(

@@ -1,10 +1,10 @@
 //! The text of a [`LearnedPolicy`]: what a policy file holds.
 //!
-//! Lines of tab-separated fields (a signature is the five fields of
+//! Lines of tab-separated fields (a signature is the four fields of
 //! `signature/text.rs`):
 //!
 //! ```text
-//! sheaf-jit policy 1
+//! sheaf-jit policy 2
 //! function  <name: its UTF-8 in hex>  <definition hash: 16 hex digits>
 //! compiler  <stable hash of the compiler build: 16 hex digits>
 //! target    <stable hash of the target: 16 hex digits>
@@ -31,7 +31,7 @@ use crate::hex;
 use crate::signature::text as signature_text;
 
 /// The first line of every policy file of this version.
-const FORMAT: &str = "sheaf-jit policy 1";
+const FORMAT: &str = "sheaf-jit policy 2";
 
 /// Whose policy a file holds, and for what it was learned: the function
 /// (name and definition hash) and the compiler build and target its
@@ -153,7 +153,7 @@ impl LearnedPolicy {
             return Err(damaged(if first.starts_with("sheaf-jit policy ") {
                 format!("its format is `{first}`, and this version reads `{FORMAT}`")
             } else {
-                "it is not a policy file (its first line is not `sheaf-jit policy 1`)".to_owned()
+                "it is not a policy file (its first line is not `sheaf-jit policy 2`)".to_owned()
             }));
         }
         let body = whole_body(text).ok_or_else(|| {
@@ -172,7 +172,7 @@ impl LearnedPolicy {
             let fields: Vec<&str> = line.split('\t').collect();
             let at = |why: &str| format!("line {number} ({why}): `{line}`");
             let (kind, value, sig) = match fields[..] {
-                [kind, value, a, s, l, c, d] => (kind, value, [a, s, l, c, d]),
+                [kind, value, a, s, l, c] => (kind, value, [a, s, l, c]),
                 _ => return Err(damaged(at("not a record"))),
             };
             let sig = signature_text::decode(sig)
@@ -356,16 +356,14 @@ mod tests {
         let learned = learned();
         let text = learned.to_text(&SCOPE);
         assert!(text.starts_with(
-            "sheaf-jit policy 1\nfunction\t6d6c702d6c61796572\t0000000000005eaf\ncompiler\t"
+            "sheaf-jit policy 2\nfunction\t6d6c702d6c61796572\t0000000000005eaf\ncompiler\t"
         ));
         assert!(
-            text.contains("\ndynamic\t0.0\tf32[?,?];f32[?,?];f32[?]\t-\t-\t-\t0000000000000000\n"),
+            text.contains("\ndynamic\t0.0\tf32[?,?];f32[?,?];f32[?]\t-\t-\t-\n"),
             "{text}"
         );
         assert!(
-            text.contains(
-                "\nhot\t40\tf32[?,256];f32[256,256];f32[256]\t-\t-\t-\t0000000000000000\n"
-            ),
+            text.contains("\nhot\t40\tf32[?,256];f32[256,256];f32[256]\t-\t-\t-\n"),
             "{text}"
         );
         let read = LearnedPolicy::from_text(&text, &SCOPE).unwrap();
@@ -393,8 +391,8 @@ mod tests {
         };
         assert!(damaged("").contains("not a policy file"));
         assert!(damaged("garbage\x00\u{1F600}").contains("not a policy file"));
-        let older = text.replacen("policy 1", "policy 0", 1);
-        assert!(damaged(&older).contains("format is `sheaf-jit policy 0`"));
+        let older = text.replacen("policy 2", "policy 1", 1);
+        assert!(damaged(&older).contains("format is `sheaf-jit policy 1`"));
         // Cut anywhere, it lacks its end line or the hash does not match.
         for at in [text.len() - 1, text.len() / 2, FORMAT.len() + 1] {
             assert!(damaged(&text[..at]).contains("truncated"), "cut at {at}");
@@ -416,13 +414,13 @@ mod tests {
             ("f32[?,256]", "f32[?,256", "not a signature"),
             ("\ncompiler\t", "\ncompiler\tx", "bad `compiler` line"),
             ("\ntarget\t", "\nthe target\t", "no `target` line"),
-            ("\t-\t-\t-\t0000", "\t-\t-\t0000", "not a record"),
+            ("\t-\t-\t-\n", "\t-\t-\n", "not a record"),
         ] {
             let changed = resealed(&text.replacen(from, to, 1));
             assert!(damaged(&changed).contains(why), "{from} -> {to}: {changed}");
         }
         let too_many: String = (0..=LearnedPolicy::MAX_HOT)
-            .map(|n| format!("hot\t1\tf32[{n}]\t-\t-\t-\t0000000000000000\n"))
+            .map(|n| format!("hot\t1\tf32[{n}]\t-\t-\t-\n"))
             .collect();
         let text = resealed(&text.replacen("hot\t40", &format!("{too_many}hot\t40"), 1));
         assert!(damaged(&text).contains("over the 64 and 64 kept"));

@@ -2,8 +2,8 @@
 //!
 //! A [`Signature`] holds, per argument, its dtype and dims (rank included), the
 //! scalar constants that were baked into the compiled code (compared by exact
-//! bit pattern), and an opaque device tag. Its hash is computed once at
-//! construction so a lookup never hashes again.
+//! bit pattern), the arguments' structure and captured scalars. Its hash is
+//! computed once at construction so a lookup never hashes again.
 //!
 //! A dim may be dynamic ([`ArgSpec::DYNAMIC`], displayed `?`): such a
 //! signature is the key of code compiled for any size of that dim, and
@@ -32,7 +32,7 @@ pub use scalar::{CapturedScalar, ScalarValue};
 
 /// The key of one compiled executable of a function: argument dtypes and
 /// dims, the scalars baked into the code, the arguments' structure, captured
-/// scalar constants and a device tag.
+/// scalar constants.
 ///
 /// Built once per call (see [`Signature::builder`]); up to 4 tensor
 /// arguments of rank up to 4, 2 static scalars and 2 captured scalars are
@@ -41,33 +41,27 @@ pub use scalar::{CapturedScalar, ScalarValue};
 /// they are given in does not matter. The hash is computed at construction;
 /// equality compares the full contents. Displayed like
 /// `(f32[1,5], i32[]) {temperature=0.8}`, with the structure written out when
-/// there is one (`(f32[2], {b: f32[3], k: 3_i64})`), followed by
-/// `@device 0x…` when the device tag is not 0.
+/// there is one (`(f32[2], {b: f32[3], k: 3_i64})`).
 #[derive(Clone)]
 pub struct Signature {
     args: SmallVec<[ArgSpec; 4]>,
     statics: SmallVec<[ScalarValue; 2]>,
     layout: Option<Layout>,
     captured: SmallVec<[CapturedScalar; 2]>,
-    device_tag: u64,
     hash: u64,
 }
 
 impl Signature {
     /// A flat signature from its parts: tensor arguments side by side.
-    /// `device_tag` is opaque to the cache (the backend's device or target
-    /// identity); use 0 when there is only one.
     pub fn new(
         args: impl IntoIterator<Item = ArgSpec>,
         captured: impl IntoIterator<Item = CapturedScalar>,
-        device_tag: u64,
     ) -> Self {
         Self::from_parts(
             args.into_iter().collect(),
             SmallVec::new(),
             None,
             captured.into_iter().collect(),
-            device_tag,
         )
     }
 
@@ -84,13 +78,11 @@ impl Signature {
         statics: SmallVec<[ScalarValue; 2]>,
         layout: Option<Layout>,
         mut captured: SmallVec<[CapturedScalar; 2]>,
-        device_tag: u64,
     ) -> Self {
         if captured.len() > 1 {
             captured.sort_unstable();
         }
         let mut h = FxHasher::default();
-        h.write_u64(device_tag);
         h.write_usize(args.len());
         for arg in &args {
             h.write_u8(arg.dtype.code());
@@ -114,7 +106,6 @@ impl Signature {
             statics,
             layout,
             captured,
-            device_tag,
             hash: finalize(h.finish()),
         }
     }
@@ -142,14 +133,9 @@ impl Signature {
         &self.captured
     }
 
-    /// The opaque device tag.
-    pub fn device_tag(&self) -> u64 {
-        self.device_tag
-    }
-
     /// An exact text of the signature: every part of the key (arguments,
     /// static scalars, layout with its dict keys, captured scalars with
-    /// their names and bit patterns, device tag), one line with no tab,
+    /// their names and bit patterns), one line with no tab,
     /// from which [`from_exact_text`](Self::from_exact_text)
     /// makes it again. Two signatures have the same exact text exactly when
     /// they are equal, so anything keyed, matched or named by a signature
@@ -162,8 +148,8 @@ impl Signature {
     /// let captured = |name: &str| CapturedScalar::new(name, ScalarValue::F32(3.0));
     /// let x = || [ArgSpec::new(DType::F32, &[1, 5])];
     /// let a = CapturedScalar::new("a", ScalarValue::F32(2.0));
-    /// let two = Signature::new(x(), [a, captured("t")], 0);
-    /// let one = Signature::new(x(), [captured("a=2.0, t")], 0);
+    /// let two = Signature::new(x(), [a, captured("t")]);
+    /// let one = Signature::new(x(), [captured("a=2.0, t")]);
     /// assert_eq!(two.to_string(), one.to_string());
     /// assert_ne!(two.exact_text(), one.exact_text());
     /// assert_eq!(Signature::from_exact_text(&one.exact_text()), Some(one));
@@ -212,8 +198,7 @@ impl Signature {
     /// assert!(!any_batch.generalizes(&other_rank));
     /// ```
     pub fn generalizes(&self, other: &Signature) -> bool {
-        self.device_tag == other.device_tag
-            && self.args.len() == other.args.len()
+        self.args.len() == other.args.len()
             && self
                 .args
                 .iter()
@@ -238,7 +223,6 @@ impl Signature {
             self.statics.clone(),
             self.layout.clone(),
             self.captured.clone(),
-            self.device_tag,
         )
     }
 
@@ -259,7 +243,6 @@ impl PartialEq for Signature {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         self.hash == other.hash
-            && self.device_tag == other.device_tag
             && self.args == other.args
             && self.statics == other.statics
             && self.layout == other.layout
@@ -312,9 +295,6 @@ impl fmt::Display for Signature {
                 write!(f, "{c}")?;
             }
             f.write_str("}")?;
-        }
-        if self.device_tag != 0 {
-            write!(f, " @device {:#x}", self.device_tag)?;
         }
         Ok(())
     }
@@ -370,7 +350,6 @@ pub struct SignatureBuilder {
     /// allocate one.
     layout: Option<LayoutBuilder>,
     captured: SmallVec<[CapturedScalar; 2]>,
-    device_tag: u64,
 }
 
 impl SignatureBuilder {
@@ -424,13 +403,6 @@ impl SignatureBuilder {
         self
     }
 
-    /// Sets the opaque device tag (default 0).
-    #[inline]
-    pub fn device_tag(&mut self, tag: u64) -> &mut Self {
-        self.device_tag = tag;
-        self
-    }
-
     /// Finishes the signature, computing its hash. The builder is left empty
     /// and can build another signature.
     #[inline]
@@ -441,7 +413,6 @@ impl SignatureBuilder {
             std::mem::take(&mut self.statics),
             layout,
             std::mem::take(&mut self.captured),
-            std::mem::take(&mut self.device_tag),
         )
     }
 

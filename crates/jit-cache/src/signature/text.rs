@@ -3,7 +3,7 @@
 //! hash), unlike `Display`, which is written for people and can be
 //! ambiguous (a dict key or a scalar name may hold `, `).
 //!
-//! Five tab-separated fields, `-` for an empty one:
+//! Four tab-separated fields, `-` for an empty one:
 //!
 //! | field | example |
 //! | --- | --- |
@@ -11,7 +11,6 @@
 //! | static scalars, `;`-separated `kind:bits` (bits in hex) | `i64:3;f32:3f800000` |
 //! | layout ([`Layout::token_text`]) | `T { k62 T k6b S )` |
 //! | captured scalars, `;`-separated `name=kind:bits` (the name's UTF-8 in hex) | `74=f32:3f000000` |
-//! | device tag, 16 hex digits | `0000000000000000` |
 
 use smallvec::SmallVec;
 
@@ -21,7 +20,7 @@ use crate::hex;
 use crate::layout::Layout;
 
 /// The number of tab-separated fields of a signature.
-pub(crate) const FIELDS: usize = 5;
+pub(crate) const FIELDS: usize = 4;
 
 /// Appends the text of `sig` to `out` (no tab or newline at either end).
 pub(crate) fn encode_into(out: &mut String, sig: &Signature) {
@@ -39,8 +38,6 @@ pub(crate) fn encode_into(out: &mut String, sig: &Signature) {
         out.push('=');
         scalar(out, captured.value());
     });
-    out.push('\t');
-    out.push_str(&format!("{:016x}", sig.device_tag()));
 }
 
 /// What separates the fields in the one-line form ([`exact_text`]): in
@@ -69,7 +66,7 @@ pub(crate) fn from_exact_text(text: &str) -> Option<Signature> {
 /// The signature whose text ([`encode_into`]) is `fields`; `None` for
 /// anything else.
 pub(crate) fn decode(fields: [&str; FIELDS]) -> Option<Signature> {
-    let [args, statics, layout, captured, device] = fields;
+    let [args, statics, layout, captured] = fields;
     let args = parse_list(args, parse_arg)?;
     let statics = parse_list(statics, parse_scalar)?;
     let layout = match layout {
@@ -81,7 +78,6 @@ pub(crate) fn decode(fields: [&str; FIELDS]) -> Option<Signature> {
         let name = String::from_utf8(hex::decode(name)?).ok()?;
         Some(CapturedScalar::new(name, parse_scalar(value)?))
     })?;
-    let device = hex::parse_u64(device, 16..=16)?;
     // A flat call has no layout and no statics: the builder never makes a
     // signature with statics outside a layout.
     if layout.is_none() && !statics.is_empty() {
@@ -90,7 +86,7 @@ pub(crate) fn decode(fields: [&str; FIELDS]) -> Option<Signature> {
     // Captured scalars are kept sorted: text with them in another order was
     // not written by `encode_into`.
     let in_order = |captured: &[CapturedScalar]| captured.windows(2).all(|p| p[0] <= p[1]);
-    in_order(&captured).then(|| Signature::from_parts(args, statics, layout, captured, device))
+    in_order(&captured).then(|| Signature::from_parts(args, statics, layout, captured))
 }
 
 /// Writes `items` separated by `;`, or `-` when there are none.
@@ -170,10 +166,7 @@ mod tests {
             .arg(DType::F32, &[-1, 256])
             .arg(DType::BF16, &[])
             .build();
-        assert_eq!(
-            round_trip(&flat),
-            "f32[?,256];bf16[]\t-\t-\t-\t0000000000000000"
-        );
+        assert_eq!(round_trip(&flat), "f32[?,256];bf16[]\t-\t-\t-");
         let structured = Signature::builder()
             .arg(DType::I64, &[0, 1 << 40])
             .open(Container::Dict)
@@ -184,19 +177,18 @@ mod tests {
             .close()
             .captured(CapturedScalar::i32("t=1;", -3))
             .captured(CapturedScalar::f64("s", f64::NAN))
-            .device_tag(0xdead_beef)
             .build();
         assert_eq!(
             round_trip(&structured),
             "i64[0,1099511627776]\tf32:80000000;bool:1\tT { k612c20623a2063 S k6e S )\t\
-             73=f64:7ff8000000000000;743d313b=i32:fffffffd\t00000000deadbeef"
+             73=f64:7ff8000000000000;743d313b=i32:fffffffd"
         );
         round_trip(&Signature::builder().build());
     }
 
     #[test]
     fn text_that_no_signature_writes_is_refused() {
-        let good = ["f32[2]", "-", "-", "-", "0000000000000000"];
+        let good = ["f32[2]", "-", "-", "-"];
         assert!(decode(good).is_some());
         let with = |i: usize, field: &'static str| {
             let mut fields = good;
@@ -220,12 +212,10 @@ mod tests {
             with(3, "74=i64:-1"),
             with(3, "7=f32:0"),
             with(3, "75=f32:0;74=f32:1"),
-            with(4, "0"),
-            with(4, "+000000000000000"),
         ] {
             assert_eq!(decode(fields), None, "{fields:?}");
         }
-        let structured = ["f32[2]", "i64:3", "T S", "-", "0000000000000000"];
+        let structured = ["f32[2]", "i64:3", "T S", "-"];
         assert!(decode(structured).is_some());
     }
 }
