@@ -144,17 +144,6 @@ fn cpu_ns() -> u64 {
         .expect("a number")
 }
 
-/// RSS of this process in MiB.
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let kib: f64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS");
-    kib / 1024.0
-}
-
 struct Row {
     label: &'static str,
     median: Duration,
@@ -176,7 +165,7 @@ impl Row {
             copied: copied.unwrap_or(measured.bytes.0),
             imported: measured.bytes.1,
             faults: measured.faults,
-            rss: rss_mib(),
+            rss: test_support::proc_status::rss_mib(),
         }
     }
 }
