@@ -18,7 +18,6 @@
 //! its short-lived `iree-compile` children, and in both modes IREE links
 //! each CPU executable in an `iree-lld` child.
 
-use std::process::Command;
 use std::time::Instant;
 
 use iree_safe::compiler::CompilerPreference;
@@ -141,7 +140,7 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|---|---|");
     for mode in MODES {
-        let output = Command::new(&args[0])
+        let output = test_support::child::this_executable()
             .args(["--child", mode])
             .output()
             .unwrap();

@@ -418,11 +418,10 @@ fn main() {
 /// another's heap (freed memory the allocator reuses, or returns to the
 /// kernel) and RSS is the row's own; prints one table.
 fn each_row_in_its_own_process(layers: usize, steps: usize) {
-    let exe = std::env::current_exe().expect("this benchmark's executable");
     let mut header_printed = false;
     let mut rows = Vec::new();
     for row in ["(a)", "(a')", "(b)", "(c)", "(d)", "(e)"] {
-        let output = std::process::Command::new(&exe)
+        let output = test_support::child::this_executable()
             .args([
                 "--layers",
                 &layers.to_string(),
