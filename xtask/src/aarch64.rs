@@ -20,11 +20,11 @@
 //! What is left out, and why, is listed in [`PACKAGES`] and printed. Each
 //! step prints its time, and the run its total.
 
-use anyhow::{anyhow, Context, Result};
-
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
+
+use anyhow::{anyhow, Context, Result};
 
 use crate::cross::AARCH64;
 use crate::process::{self, step};

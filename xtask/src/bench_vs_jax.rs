@@ -15,12 +15,11 @@
 //! and whether every run's checksums agree with JAX's first run within a
 //! relative 1e-4; a row whose checksums differ fails the command.
 
-use anyhow::{anyhow, bail, Context, Result};
-
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
 
 use crate::process::{self, step};

@@ -17,9 +17,9 @@
 //! `cargo xtask test`) fails when a committed file no longer matches what
 //! the headers produce.
 
-use anyhow::{anyhow, bail, Context, Result};
-
 use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Context, Result};
 
 use crate::manifest::{self, Manifest};
 use crate::{cross, process};

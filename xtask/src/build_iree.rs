@@ -10,12 +10,11 @@
 //! changed only checks the manifest. `--target` cross-builds for another
 //! Linux architecture (`cross.rs`).
 
-use anyhow::{anyhow, Context, Result};
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use anyhow::{anyhow, Context, Result};
 use lexopt::prelude::*;
 
 use crate::build_log::BuildLog;

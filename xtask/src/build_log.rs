@@ -3,12 +3,12 @@
 //! counter (`[412/1033]`), and a failure shows the log's last lines and
 //! where the rest is.
 
-use anyhow::{anyhow, Context, Result};
-
 use std::fs::File;
 use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+use anyhow::{anyhow, Context, Result};
 
 use crate::process::describe;
 

@@ -15,10 +15,10 @@
 //! is recorded as `target/iree/manifest-<triple>.json`: the host's
 //! `target/iree/manifest.json` is never touched.
 
-use anyhow::{anyhow, Context, Result};
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use anyhow::{anyhow, Context, Result};
 
 use crate::build_log::BuildLog;
 use crate::process::{self, step};

@@ -12,9 +12,9 @@
 //! `IREE_CUDA_DEPS_DIR`, IREE's own variable for a stripped-down toolkit
 //! (`build_tools/third_party/cuda/CMakeLists.txt`).
 
-use anyhow::{Context, Result};
-
 use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
 
 use crate::{process, tools};
 

@@ -2,9 +2,9 @@
 //! Vulkan device), installed with `apt-get` when missing: CI runs on a
 //! fresh Debian machine as root.
 
-use anyhow::{anyhow, Context, Result};
-
 use std::process::Command;
+
+use anyhow::{anyhow, Context, Result};
 
 use crate::process;
 

@@ -9,11 +9,11 @@
 //! and the build stays fast. A crash fails the step and leaves its input in
 //! `fuzz/artifacts/<target>/`.
 
-use anyhow::{anyhow, Context, Result};
-
 use std::fs;
 use std::path::Path;
 use std::process::Command;
+
+use anyhow::{anyhow, Context, Result};
 
 use crate::process::{self, step, workspace_root};
 

@@ -6,9 +6,9 @@
 //! `crates/iree-sys/build/manifest.rs`, which the iree-sys build script
 //! reads with; this module includes that same file and adds the writer.
 
-use anyhow::{Context, Result};
-
 use std::path::PathBuf;
+
+use anyhow::{Context, Result};
 
 use crate::process;
 

@@ -10,13 +10,13 @@
 //! when it ends, so the targets' outputs do not interleave. After a failed
 //! job no new one starts.
 
-use anyhow::{anyhow, Context, Result};
-
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::Instant;
+
+use anyhow::{anyhow, Context, Result};
 
 use crate::process::{self, step};
 

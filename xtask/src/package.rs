@@ -15,10 +15,10 @@
 //! starts as a copy of the workspace's) and builds in its own target folder,
 //! `target/package-check/target`, kept between runs.
 
-use anyhow::{Context, Result};
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use anyhow::{Context, Result};
 
 use crate::build_iree;
 use crate::process::{self, step};

@@ -5,9 +5,9 @@
 //! project's, side by side on the shape ping-pong workload, with a table and
 //! an SVG plot (`target/pingpong/rss.svg` unless `--plot` says otherwise).
 
-use anyhow::Result;
-
 use std::ffi::OsString;
+
+use anyhow::Result;
 
 use crate::build_iree;
 use crate::process;

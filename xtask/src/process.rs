@@ -1,10 +1,10 @@
 //! Running child processes and timing long steps.
 
-use anyhow::{anyhow, Context, Result};
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
+
+use anyhow::{anyhow, Context, Result};
 
 /// The workspace root (the parent of this crate's folder).
 pub(crate) fn workspace_root() -> PathBuf {

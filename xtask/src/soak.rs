@@ -6,9 +6,9 @@
 //! It runs a debug build on purpose: the soak checks behaviour, and debug
 //! builds keep overflow checks and debug assertions on.
 
-use anyhow::Result;
-
 use std::path::Path;
+
+use anyhow::Result;
 
 use crate::process::{self, step};
 

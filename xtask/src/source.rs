@@ -6,9 +6,9 @@
 //! `IREE_SOURCE_DIR` name a user's own IREE checkout instead. IREE sources are
 //! never copied into this repository.
 
-use anyhow::{Context, Result};
-
 use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
 
 use crate::process;
 

@@ -6,10 +6,10 @@
 //! `libclang.so`, which a fresh machine does not have) and
 //! `iree-base-compiler==3.13.0` (`iree-compile` and `libIREECompiler.so`).
 
-use anyhow::{anyhow, Context, Result};
-
 use std::path::PathBuf;
 use std::process::Command;
+
+use anyhow::{anyhow, Context, Result};
 
 use crate::process::{self, step};
 

@@ -6,9 +6,9 @@
 //! `SHEAF_JIT_TEST_DEVICES=vulkan`, so the Vulkan tests fail rather than
 //! skip.
 
-use anyhow::Result;
-
 use std::path::Path;
+
+use anyhow::Result;
 
 use crate::debian;
 
