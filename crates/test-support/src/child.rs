@@ -5,7 +5,7 @@
 //! on cannot start an aarch64 executable by itself.
 
 use std::ffi::OsStr;
-use std::process::{Command, Output};
+use std::process::Command;
 
 /// The variable naming the runner and its arguments, separated by spaces.
 pub const RUNNER_ENV: &str = "SHEAF_JIT_TEST_RUNNER";
@@ -47,34 +47,4 @@ pub fn rerun(test: &str) -> Command {
     let mut command = this_executable();
     command.args(["--exact", test, "--nocapture", "--test-threads=1"]);
     command
-}
-
-/// The output of `command`, which must exit successfully; `what` names it
-/// in the panic that shows its status and output otherwise.
-///
-/// # Panics
-///
-/// When the command cannot start or fails.
-pub fn succeeded(command: &mut Command, what: &str) -> Output {
-    let output = command
-        .output()
-        .unwrap_or_else(|error| panic!("{what}: cannot start {command:?}: {error}"));
-    assert!(
-        output.status.success(),
-        "{what}: exited with {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
-/// The stdout of `output`, lossily decoded.
-pub fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// The stderr of `output`, lossily decoded.
-pub fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
