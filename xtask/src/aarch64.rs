@@ -76,11 +76,6 @@ const PACKAGES: &[Package] = &[
             ("compiler_implementations", IN_PROCESS),
             ("compiler_named", IN_PROCESS),
             ("compiler_threads", IN_PROCESS),
-            (
-                "compiler_version_memo",
-                "runs the test binary in child processes, which the kernel cannot start (an \
-                 aarch64 executable; no binfmt_misc for qemu here)",
-            ),
             ("host_memory", NO_RLIMIT_AS),
             (
                 "rss_loop",
