@@ -24,6 +24,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
+use anyhow::{anyhow, Context, Result};
+
 use crate::cross::AARCH64;
 use crate::process::{self, step};
 use crate::{build_iree, cross, debian};
@@ -74,11 +76,6 @@ const PACKAGES: &[Package] = &[
             ("compiler_implementations", IN_PROCESS),
             ("compiler_named", IN_PROCESS),
             ("compiler_threads", IN_PROCESS),
-            (
-                "compiler_version_memo",
-                "runs the test binary in child processes, which the kernel cannot start (an \
-                 aarch64 executable; no binfmt_misc for qemu here)",
-            ),
             ("host_memory", NO_RLIMIT_AS),
             (
                 "rss_loop",
@@ -120,7 +117,7 @@ const PACKAGES: &[Package] = &[
     },
 ];
 
-pub(crate) fn run() -> Result<(), String> {
+pub(crate) fn run() -> Result<()> {
     let started = Instant::now();
     let target = &AARCH64;
     let (gcc, _) = step(
@@ -134,7 +131,7 @@ pub(crate) fn run() -> Result<(), String> {
             "the aarch64 tests run under qemu-user: install it as root (`apt-get install \
              qemu-user`)",
         )?;
-        cross::on_path(QEMU).ok_or_else(|| format!("{QEMU} is not on the PATH"))
+        cross::on_path(QEMU).with_context(|| format!("{QEMU} is not on the PATH"))
     })?;
     step(
         "redis-server for the remote-cache tests (installing Debian's package if missing)",
@@ -144,9 +141,9 @@ pub(crate) fn run() -> Result<(), String> {
         process::run(Command::new("rustup").args(["target", "add", target.triple]))
     })?;
     let iree_started = Instant::now();
-    let manifest = build_iree::run(&build_iree::Options::parse(&[
-        "--target".to_owned(),
-        target.triple.to_owned(),
+    let manifest = build_iree::run(&build_iree::Options::from_args(&[
+        "--target",
+        target.triple,
     ])?)?;
     let iree_seconds = iree_started.elapsed().as_secs_f64();
     let runner = format!("{} -L {}", qemu.display(), target.sysroot().display());
@@ -166,8 +163,8 @@ pub(crate) fn run() -> Result<(), String> {
             .current_dir(process::workspace_root())
             .args(["metadata", "--no-deps", "--format-version", "1"]),
     )?;
-    let metadata: serde_json::Value = serde_json::from_str(&metadata)
-        .map_err(|e| format!("cargo metadata printed invalid JSON: {e}"))?;
+    let metadata: serde_json::Value =
+        serde_json::from_str(&metadata).context("cargo metadata printed invalid JSON")?;
     let runs = PACKAGES
         .iter()
         .map(|package| package.cargo_args(&metadata))
@@ -231,15 +228,12 @@ impl Package {
     /// harness tests (library, binaries, integration tests but those left
     /// out), then the examples run as tests (empty when it has none), from
     /// the workspace's `cargo metadata`.
-    fn cargo_args(
-        &self,
-        metadata: &serde_json::Value,
-    ) -> Result<(Vec<String>, Vec<String>), String> {
+    fn cargo_args(&self, metadata: &serde_json::Value) -> Result<(Vec<String>, Vec<String>)> {
         let targets = metadata["packages"]
             .as_array()
             .and_then(|packages| packages.iter().find(|p| p["name"] == self.name))
             .and_then(|package| package["targets"].as_array())
-            .ok_or_else(|| format!("cargo metadata lists no targets of {}", self.name))?;
+            .with_context(|| format!("cargo metadata lists no targets of {}", self.name))?;
         let base = || {
             let mut args = vec!["-p".to_owned(), self.name.to_owned()];
             args.extend(self.features.iter().map(|f| (*f).to_owned()));
@@ -266,7 +260,7 @@ impl Package {
         for (left, _) in self.left_out {
             let known = targets.iter().any(|t| t["name"] == *left);
             if !known {
-                return Err(format!(
+                return Err(anyhow!(
                     "{} has no test `{left}` to leave out; update PACKAGES in {}",
                     self.name,
                     Path::new(file!()).display()

@@ -19,6 +19,7 @@ use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
 
 use crate::process::{self, step};
@@ -39,7 +40,7 @@ const JAX_SCRIPT: &str = "crates/sheaf-integration/src/bin/bench_vs_jax/jax_side
 
 /// Command-line options.
 #[derive(Debug, Default, PartialEq)]
-struct Options {
+pub(crate) struct Options {
     /// The binary's `--driver`; `None`: `JitConfig`'s default device.
     driver: Option<String>,
     /// Fewer calls: a smoke test.
@@ -49,27 +50,31 @@ struct Options {
 }
 
 impl Options {
-    fn parse(args: &[String]) -> Result<Options, String> {
+    /// The options `parser` gives; `None` for `--help`.
+    pub(crate) fn parse(parser: &mut lexopt::Parser) -> Result<Option<Options>> {
         let mut options = Options::default();
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            match arg.as_str() {
-                "--driver" => {
-                    let driver = args.next().ok_or("--driver needs a driver name")?;
+        while let Some(arg) = parser.next()? {
+            match arg {
+                arg if crate::cli::is_help(&arg) => return Ok(None),
+                lexopt::Arg::Long("driver") => {
+                    let driver = parser.value().context("--driver needs a driver name")?;
+                    let driver = crate::cli::text(driver)?;
                     if !["local-sync", "local-task"].contains(&driver.as_str()) {
-                        return Err(format!(
+                        return Err(anyhow!(
                             "bench-vs-jax compares CPUs: --driver is `local-sync` or \
                              `local-task`, not `{driver}`"
                         ));
                     }
-                    options.driver = Some(driver.clone());
+                    options.driver = Some(driver);
                 }
-                "--quick" => options.quick = true,
-                "--out" => options.out = Some(args.next().ok_or("--out needs a file")?.into()),
-                other => return Err(format!("bench-vs-jax: unknown option `{other}`")),
+                lexopt::Arg::Long("quick") => options.quick = true,
+                lexopt::Arg::Long("out") => {
+                    options.out = Some(parser.value().context("--out needs a file")?.into())
+                }
+                arg => return Err(crate::cli::unexpected("bench-vs-jax", arg)),
             }
         }
-        Ok(options)
+        Ok(Some(options))
     }
 }
 
@@ -106,12 +111,11 @@ struct Compared {
     checksums_agree: bool,
 }
 
-pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    let options = Options::parse(args)?;
+pub(crate) fn run(options: Options) -> Result<()> {
     if Command::new("taskset").arg("--version").output().is_err() {
-        return Err("the one-core runs need `taskset`: install util-linux \
-                    (`apt-get install util-linux`)"
-            .to_owned());
+        bail!(
+            "the one-core runs need `taskset`: install util-linux (`apt-get install util-linux`)"
+        );
     }
     let manifest = build_iree::ensure()?;
     tools::ensure_requirements(&[JAX_REQUIREMENT])?;
@@ -155,10 +159,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         markdown(&compared, cores)
     );
     println!("\n{table}");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for path in std::iter::once(dir.join("table.md")).chain(options.out.clone()) {
         std::fs::write(&path, &table)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     eprintln!(
         "[xtask] table written to {}",
@@ -172,7 +176,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if differ.is_empty() {
         Ok(())
     } else {
-        Err(format!(
+        Err(anyhow!(
             "the two sides' outputs differ (MISMATCH) on: {}; the JSON lines of \
              `bench_vs_jax run` and `jax_side.py` show each run's checksums",
             differ.join("; ")
@@ -193,7 +197,7 @@ struct Sides<'a> {
 
 impl Sides<'_> {
     /// One run of this JIT's side.
-    fn ours(&self, setting: Cores) -> Result<Vec<Row>, String> {
+    fn ours(&self, setting: Cores) -> Result<Vec<Row>> {
         let mut command = self.command(setting, self.exe);
         command.arg("run").arg("--inputs").arg(self.inputs);
         if let Some(driver) = &self.options.driver {
@@ -204,7 +208,7 @@ impl Sides<'_> {
 
     /// One run of the JAX side, with XLA on one thread in the one-core
     /// setting (and the caller's `XLA_FLAGS` ignored).
-    fn jax(&self, setting: Cores) -> Result<Vec<Row>, String> {
+    fn jax(&self, setting: Cores) -> Result<Vec<Row>> {
         let mut command = self.command(setting, self.python);
         command.arg(self.script).arg("--inputs").arg(self.inputs);
         command.env("JAX_PLATFORMS", "cpu").env_remove("XLA_FLAGS");
@@ -241,7 +245,7 @@ impl Sides<'_> {
 
 /// Builds the binary and returns its path (wherever Cargo's target folder
 /// is), from Cargo's JSON messages.
-fn build(iree_prefix: &Path) -> Result<PathBuf, String> {
+fn build(iree_prefix: &Path) -> Result<PathBuf> {
     let mut cargo = process::cargo_with_iree(iree_prefix);
     cargo
         .args([
@@ -264,37 +268,34 @@ fn build(iree_prefix: &Path) -> Result<PathBuf, String> {
             message["reason"] == "compiler-artifact" && message["target"]["name"] == "bench_vs_jax"
         })
         .find_map(|message| message["executable"].as_str().map(PathBuf::from))
-        .ok_or_else(|| "Cargo built no `bench_vs_jax` executable".to_owned())
+        .context("Cargo built no `bench_vs_jax` executable")
 }
 
 /// Runs `command` (its stderr shown as it comes) and returns its stdout.
-fn output(command: &mut Command) -> Result<String, String> {
+fn output(command: &mut Command) -> Result<String> {
     let out = command
         .stderr(Stdio::inherit())
         .output()
-        .map_err(|e| format!("cannot start {}: {e}", process::describe(command)))?;
+        .with_context(|| format!("cannot start {}", process::describe(command)))?;
     if !out.status.success() {
-        return Err(format!(
+        return Err(anyhow!(
             "{} failed with {}",
             process::describe(command),
             out.status
         ));
     }
     String::from_utf8(out.stdout)
-        .map_err(|e| format!("{} printed non-UTF-8: {e}", process::describe(command)))
+        .with_context(|| format!("{} printed non-UTF-8", process::describe(command)))
 }
 
 /// The rows a side's run prints, one JSON object per line.
-fn rows_of(command: &mut Command) -> Result<Vec<Row>, String> {
+fn rows_of(command: &mut Command) -> Result<Vec<Row>> {
     output(command)?
         .lines()
         .filter(|line| !line.trim().is_empty())
         .map(|line| {
-            serde_json::from_str(line).map_err(|e| {
-                format!(
-                    "{} printed `{line}`, not a row: {e}",
-                    process::describe(command)
-                )
+            serde_json::from_str(line).with_context(|| {
+                format!("{} printed `{line}`, not a row", process::describe(command))
             })
         })
         .collect()
@@ -322,23 +323,19 @@ fn checksums_agree(a: &Row, b: &Row) -> bool {
 
 /// Each of our rows (in the order of our first run) against JAX's, over
 /// every run of both sides.
-fn compare(
-    setting: Cores,
-    ours: &[Vec<Row>],
-    theirs: &[Vec<Row>],
-) -> Result<Vec<Compared>, String> {
-    let find = |runs: &[Vec<Row>], key: &str, side: &str| -> Result<Vec<Row>, String> {
+fn compare(setting: Cores, ours: &[Vec<Row>], theirs: &[Vec<Row>]) -> Result<Vec<Compared>> {
+    let find = |runs: &[Vec<Row>], key: &str, side: &str| -> Result<Vec<Row>> {
         runs.iter()
             .enumerate()
             .map(|(i, rows)| {
                 rows.iter()
                     .find(|row| row.key == key)
                     .cloned()
-                    .ok_or_else(|| format!("run {} of {side} printed no row `{key}`", i + 1))
+                    .with_context(|| format!("run {} of {side} printed no row `{key}`", i + 1))
             })
             .collect()
     };
-    let first = ours.first().ok_or("no run of this JIT")?;
+    let first = ours.first().context("no run of this JIT")?;
     first
         .iter()
         .map(|row| {
@@ -448,16 +445,15 @@ mod tests {
 
     #[test]
     fn options_parse() {
-        let args = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(Options::parse(&[]).unwrap(), Options::default());
-        let options = Options::parse(&args(&[
-            "--quick",
-            "--driver",
-            "local-task",
-            "--out",
-            "t.md",
-        ]))
-        .unwrap();
+        let args = |list: &[&str]| {
+            let list: Vec<String> = list.iter().map(|s| s.to_string()).collect();
+            Options::parse(&mut lexopt::Parser::from_args(list))
+        };
+        assert_eq!(args(&[]).unwrap(), Some(Options::default()));
+        assert_eq!(args(&["--quick", "--help"]).unwrap(), None);
+        let options = args(&["--quick", "--driver", "local-task", "--out", "t.md"])
+            .unwrap()
+            .unwrap();
         assert_eq!(
             options,
             Options {
@@ -466,11 +462,12 @@ mod tests {
                 out: Some("t.md".into()),
             }
         );
-        assert!(Options::parse(&args(&["--driver", "cuda"]))
+        assert!(args(&["--driver", "cuda"])
             .unwrap_err()
+            .to_string()
             .contains("local-sync"));
-        assert!(Options::parse(&args(&["--out"])).is_err());
-        assert!(Options::parse(&args(&["--fast"])).is_err());
+        assert!(args(&["--out"]).is_err());
+        assert!(args(&["--fast"]).is_err());
     }
 
     #[test]
@@ -535,7 +532,10 @@ mod tests {
 
         let missing = vec![vec![row("a", 1.0, 5.0)]; 3];
         let error = compare(Cores::One, &ours, &missing).unwrap_err();
-        assert_eq!(error, "run 1 of the JAX side printed no row `b`");
+        assert_eq!(
+            error.to_string(),
+            "run 1 of the JAX side printed no row `b`"
+        );
     }
 
     #[test]

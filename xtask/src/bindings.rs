@@ -19,6 +19,8 @@
 
 use std::path::PathBuf;
 
+use anyhow::{anyhow, bail, Context, Result};
+
 use crate::manifest::{self, Manifest};
 use crate::{cross, process};
 
@@ -92,17 +94,27 @@ fn committed(file: &str) -> PathBuf {
 /// The generated files: (file name, contents).
 type Files = Vec<(String, String)>;
 
-pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    let check = match args {
-        [] => false,
-        [flag] if flag == "--check" => true,
-        _ => return Err("usage: cargo xtask bindgen [--check]".into()),
-    };
+/// The arguments of `bindgen`: whether to `--check`; `None` for `--help`.
+pub(crate) fn parse(parser: &mut lexopt::Parser) -> Result<Option<bool>> {
+    let mut check = false;
+    while let Some(arg) = parser.next()? {
+        match arg {
+            arg if crate::cli::is_help(&arg) => return Ok(None),
+            lexopt::Arg::Long("check") => check = true,
+            arg => return Err(crate::cli::unexpected("bindgen", arg)),
+        }
+    }
+    Ok(Some(check))
+}
+
+/// Writes the bindings, or with `check` fails if a committed file is stale.
+pub(crate) fn run(check: bool) -> Result<()> {
     if std::env::consts::ARCH != "x86_64" {
-        return Err("the bindings are generated on x86_64 Linux".into());
+        bail!("the bindings are generated on x86_64 Linux");
     }
     let manifest = Manifest::read(&manifest::current_path())
-        .map_err(|e| format!("{e}\nhint: run `cargo xtask build-iree` first"))?;
+        .map_err(anyhow::Error::msg)
+        .context("no IREE install to read the headers of: run `cargo xtask build-iree` first")?;
     process::step(
         "the aarch64 C library headers (installing the cross toolchain if missing)",
         || cross::AARCH64.ensure_toolchain(),
@@ -111,7 +123,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if check {
         let stale = stale(&files);
         if !stale.is_empty() {
-            return Err(format!(
+            return Err(anyhow!(
                 "{} stale; run `cargo xtask bindgen` and commit the result",
                 stale.join(", ")
             ));
@@ -121,7 +133,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         for (file, text) in &files {
             let path = committed(file);
             std::fs::write(&path, text)
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                .with_context(|| format!("cannot write {}", path.display()))?;
             eprintln!("[xtask] wrote {}", path.display());
         }
     }
@@ -140,7 +152,7 @@ fn stale(files: &Files) -> Vec<String> {
 /// Runs bindgen over `wrapper.h` with the installed headers for every
 /// architecture: the shared `bindings.rs` (checked to be the same for all),
 /// then one `bindings_<arch>.rs` each.
-pub(crate) fn generate(manifest: &Manifest) -> Result<Files, String> {
+pub(crate) fn generate(manifest: &Manifest) -> Result<Files> {
     // clang-sys finds the libclang that `build-iree` installed into the venv.
     std::env::set_var("LIBCLANG_PATH", &manifest.libclang_dir);
     let mut shared: Option<(&str, String)> = None;
@@ -151,7 +163,7 @@ pub(crate) fn generate(manifest: &Manifest) -> Result<Files, String> {
             None => shared = Some((arch.name, text)),
             Some((first, expected)) => {
                 if let Some(line) = first_difference(expected, &text) {
-                    return Err(format!(
+                    return Err(anyhow!(
                         "the bindings of {first} and {} differ beyond ARCH_ITEMS (first at \
                          `{line}`); add the item to ARCH_ITEMS in xtask/src/bindings.rs",
                         arch.name
@@ -185,14 +197,14 @@ enum Part {
 }
 
 /// One part of the bindings for `arch`.
-fn bindgen(manifest: &Manifest, arch: &Arch, part: Part) -> Result<String, String> {
+fn bindgen(manifest: &Manifest, arch: &Arch, part: Part) -> Result<String> {
     let compiler_headers =
         process::output(std::process::Command::new(&arch.gcc).arg("-print-file-name=include"))
-            .map_err(|e| {
+            .with_context(|| {
                 format!(
-            "{e}\nhint: the {} bindings need {}'s headers (`cargo xtask bindgen` installs them)",
-            arch.name, arch.gcc
-        )
+                    "the {} bindings need {}'s headers (`cargo xtask bindgen` installs them)",
+                    arch.name, arch.gcc
+                )
             })?;
     let mut builder = bindgen::Builder::default()
         .header(wrapper_header().to_string_lossy())
@@ -209,7 +221,7 @@ fn bindgen(manifest: &Manifest, arch: &Arch, part: Part) -> Result<String, Strin
         .generate_comments(false);
     if let Some(include) = &arch.libc_include {
         if !include.join("stdio.h").is_file() {
-            return Err(format!(
+            return Err(anyhow!(
                 "no C library headers in {}; run `cargo xtask bindgen`, which installs them",
                 include.display()
             ));
@@ -235,7 +247,7 @@ fn bindgen(manifest: &Manifest, arch: &Arch, part: Part) -> Result<String, Strin
     };
     let bindings = builder
         .generate()
-        .map_err(|e| format!("bindgen failed for {}: {e}", arch.name))?
+        .with_context(|| format!("bindgen failed for {}", arch.name))?
         .to_string();
     Ok(match part {
         Part::Shared => bindings,

@@ -14,11 +14,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use anyhow::{anyhow, Context, Result};
+use lexopt::prelude::*;
+
 use crate::build_log::BuildLog;
 use crate::cuda::CudaHeaders;
 use crate::manifest::{self, Manifest};
 use crate::process::{self, step};
-use crate::{cross, source, tools};
+use crate::{cli, cross, source, tools};
 
 /// Every driver Sheaf ships on Linux: the two CPU drivers, Vulkan (which
 /// loads `libvulkan.so.1` when a device is opened) and CUDA (`libcuda.so`,
@@ -38,40 +41,41 @@ pub(crate) struct Options {
 }
 
 impl Options {
-    pub(crate) fn parse(args: &[String]) -> Result<Self, String> {
+    /// The options `parser` gives; `None` for `--help`.
+    pub(crate) fn parse(parser: &mut lexopt::Parser) -> Result<Option<Self>> {
         let mut options = Options {
             drivers: DEFAULT_DRIVERS.iter().map(|d| d.to_string()).collect(),
             ..Options::default()
         };
         let mut drivers_named = false;
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            match arg.as_str() {
-                "--source" => {
-                    options.source = Some(args.next().ok_or("--source needs a folder")?.into())
+        while let Some(arg) = parser.next()? {
+            match arg {
+                arg if cli::is_help(&arg) => return Ok(None),
+                Long("source") => {
+                    options.source = Some(parser.value().context("--source needs a folder")?.into())
                 }
-                "--drivers" => {
-                    let list = args
-                        .next()
-                        .ok_or("--drivers needs a comma-separated list")?;
-                    options.drivers = list
+                Long("drivers") => {
+                    let list = parser
+                        .value()
+                        .context("--drivers needs a comma-separated list")?;
+                    options.drivers = cli::text(list)?
                         .split(',')
                         .map(|d| d.trim().to_owned())
                         .filter(|d| !d.is_empty())
                         .collect();
                     drivers_named = true;
                 }
-                "--force" => options.force = true,
-                "--target" => {
-                    let triple = args.next().ok_or("--target needs a target triple")?;
-                    options.target = Some(cross::Target::parse(triple)?);
+                Long("force") => options.force = true,
+                Long("target") => {
+                    let triple = parser.value().context("--target needs a target triple")?;
+                    options.target = Some(cross::Target::parse(&cli::text(triple)?)?);
                 }
-                other => return Err(format!("build-iree: unknown option `{other}`")),
+                arg => return Err(cli::unexpected("build-iree", arg)),
             }
         }
         for driver in &options.drivers {
             if !KNOWN_DRIVERS.contains(&driver.as_str()) {
-                return Err(format!(
+                return Err(anyhow!(
                     "unknown driver `{driver}`; choose from {}",
                     KNOWN_DRIVERS.join(", ")
                 ));
@@ -83,18 +87,24 @@ impl Options {
         }
         options.drivers.sort();
         options.drivers.dedup();
-        Ok(options)
+        Ok(Some(options))
+    }
+
+    /// The options `args` give (with no `--help` among them).
+    pub(crate) fn from_args(args: &[&str]) -> Result<Self> {
+        let parser = &mut lexopt::Parser::from_args(args.iter().copied());
+        Self::parse(parser)?.context("--help is no option to build with")
     }
 }
 
 /// The host's install with the default options (what every command but
 /// `build-iree` itself needs), built first if needed.
-pub(crate) fn ensure() -> Result<Manifest, String> {
-    run(&Options::parse(&[])?)
+pub(crate) fn ensure() -> Result<Manifest> {
+    run(&Options::from_args(&[])?)
 }
 
 /// Builds and installs IREE if needed; returns the manifest of the install.
-pub(crate) fn run(options: &Options) -> Result<Manifest, String> {
+pub(crate) fn run(options: &Options) -> Result<Manifest> {
     let started = Instant::now();
     let tools = step(
         "checking tools (CMake, Ninja, libclang, IREE compiler)",
@@ -264,7 +274,7 @@ fn cmake_options(drivers: &[String], cuda: Option<&CudaHeaders>) -> Vec<String> 
 /// Copies the public headers (source, generated, flatcc's and the compiler's
 /// embedding API) and the static libraries
 /// into `prefix`.
-fn install(source: &source::Source, build_dir: &Path, prefix: &Path) -> Result<(), String> {
+fn install(source: &source::Source, build_dir: &Path, prefix: &Path) -> Result<()> {
     let include = prefix.join("include");
     let _ = std::fs::remove_dir_all(prefix);
     copy_headers(&source.dir.join("runtime/src"), &include)?;
@@ -273,22 +283,22 @@ fn install(source: &source::Source, build_dir: &Path, prefix: &Path) -> Result<(
     // The bytecode module's headers include flatcc's.
     copy_headers(&source.dir.join("third_party/flatcc/include"), &include)?;
     let lib = prefix.join("lib");
-    std::fs::create_dir_all(&lib).map_err(|e| format!("cannot create {}: {e}", lib.display()))?;
+    std::fs::create_dir_all(&lib).with_context(|| format!("cannot create {}", lib.display()))?;
     for (name, relative) in runtime_libs("static") {
         let from = build_dir.join(relative);
         std::fs::copy(&from, lib.join(format!("lib{name}.a")))
-            .map_err(|e| format!("cannot copy {}: {e}", from.display()))?;
+            .with_context(|| format!("cannot copy {}", from.display()))?;
     }
     Ok(())
 }
 
 /// Copies every `*.h` and `*.inc` below `from` to the same relative path below `to`,
 /// skipping CMake's own folders.
-fn copy_headers(from: &Path, to: &Path) -> Result<(), String> {
+fn copy_headers(from: &Path, to: &Path) -> Result<()> {
     let entries =
-        std::fs::read_dir(from).map_err(|e| format!("cannot read {}: {e}", from.display()))?;
+        std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))?;
     for entry in entries {
-        let entry = entry.map_err(|e| format!("cannot read {}: {e}", from.display()))?;
+        let entry = entry.with_context(|| format!("cannot read {}", from.display()))?;
         let path = entry.path();
         let name = entry.file_name();
         if path.is_dir() {
@@ -300,9 +310,9 @@ fn copy_headers(from: &Path, to: &Path) -> Result<(), String> {
             .is_some_and(|ext| ext == "h" || ext == "inc")
         {
             std::fs::create_dir_all(to)
-                .map_err(|e| format!("cannot create {}: {e}", to.display()))?;
+                .with_context(|| format!("cannot create {}", to.display()))?;
             std::fs::copy(&path, to.join(&name))
-                .map_err(|e| format!("cannot copy {}: {e}", path.display()))?;
+                .with_context(|| format!("cannot copy {}", path.display()))?;
         }
     }
     Ok(())

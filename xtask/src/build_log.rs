@@ -8,6 +8,8 @@ use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use anyhow::{anyhow, Context, Result};
+
 use crate::process::describe;
 
 /// Lines of the log shown when a command fails.
@@ -26,13 +28,13 @@ pub(crate) struct BuildLog {
 
 impl BuildLog {
     /// Creates (or truncates) the log at `path`.
-    pub(crate) fn create(path: &Path) -> Result<Self, String> {
+    pub(crate) fn create(path: &Path) -> Result<Self> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                .with_context(|| format!("cannot create {}", dir.display()))?;
         }
         let file =
-            File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
         Ok(BuildLog {
             path: path.to_path_buf(),
             file,
@@ -44,36 +46,32 @@ impl BuildLog {
     }
 
     /// Runs `command` with its output in the log only.
-    pub(crate) fn run(&mut self, command: &mut Command) -> Result<(), String> {
+    pub(crate) fn run(&mut self, command: &mut Command) -> Result<()> {
         self.start(command)?;
         let (stdout, stderr) = (self.handle()?, self.handle()?);
         let status = command
             .stdout(stdout)
             .stderr(stderr)
             .status()
-            .map_err(|e| format!("cannot start {}: {e}", describe(command)))?;
+            .with_context(|| format!("cannot start {}", describe(command)))?;
         self.finish(command, status)
     }
 
     /// Runs a Ninja build (`cmake --build`) with its output in the log, and
     /// its `[finished/total]` counter on the terminal after `label`: redrawn
     /// in place on a terminal, else printed every `PERCENT_STEP` percent.
-    pub(crate) fn run_with_counter(
-        &mut self,
-        label: &str,
-        command: &mut Command,
-    ) -> Result<(), String> {
+    pub(crate) fn run_with_counter(&mut self, label: &str, command: &mut Command) -> Result<()> {
         self.start(command)?;
         let stderr = self.handle()?;
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", describe(command)))?;
+            .with_context(|| format!("cannot start {}", describe(command)))?;
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut counter = Counter::new(label);
         for line in BufReader::new(stdout).lines() {
-            let line = line.map_err(|e| format!("cannot read the build's output: {e}"))?;
+            let line = line.context("cannot read the build's output")?;
             writeln!(self.file, "{line}").map_err(|e| self.write_error(e))?;
             if let Some((done, total)) = ninja_progress(&line) {
                 counter.show(done, total);
@@ -82,21 +80,21 @@ impl BuildLog {
         counter.end();
         let status = child
             .wait()
-            .map_err(|e| format!("cannot wait for {}: {e}", describe(command)))?;
+            .with_context(|| format!("cannot wait for {}", describe(command)))?;
         self.finish(command, status)
     }
 
-    fn start(&mut self, command: &Command) -> Result<(), String> {
+    fn start(&mut self, command: &Command) -> Result<()> {
         writeln!(self.file, "\n$ {}", describe(command)).map_err(|e| self.write_error(e))
     }
 
-    fn handle(&self) -> Result<File, String> {
+    fn handle(&self) -> Result<File> {
         self.file
             .try_clone()
-            .map_err(|e| format!("cannot share {}: {e}", self.path.display()))
+            .with_context(|| format!("cannot share {}", self.path.display()))
     }
 
-    fn finish(&self, command: &Command, status: std::process::ExitStatus) -> Result<(), String> {
+    fn finish(&self, command: &Command, status: std::process::ExitStatus) -> Result<()> {
         if status.success() {
             return Ok(());
         }
@@ -106,15 +104,15 @@ impl BuildLog {
         for line in &lines[lines.len().saturating_sub(TAIL_LINES)..] {
             eprintln!("    {line}");
         }
-        Err(format!(
+        Err(anyhow!(
             "{} failed with {status}; its full output is in {}",
             describe(command),
             self.path.display()
         ))
     }
 
-    fn write_error(&self, e: std::io::Error) -> String {
-        format!("cannot write {}: {e}", self.path.display())
+    fn write_error(&self, e: std::io::Error) -> anyhow::Error {
+        anyhow::Error::new(e).context(format!("cannot write {}", self.path.display()))
     }
 }
 
@@ -187,7 +185,10 @@ mod tests {
             &mut shell("for i in 1 2 3 4; do echo \"[$i/4] cc $i.c\"; done"),
         )
         .unwrap();
-        let error = log.run(&mut shell("echo boom; exit 3")).unwrap_err();
+        let error = format!(
+            "{:#}",
+            log.run(&mut shell("echo boom; exit 3")).unwrap_err()
+        );
         assert!(error.contains(&log.path().display().to_string()), "{error}");
         let text = std::fs::read_to_string(log.path()).unwrap();
         for line in ["configured", "warned", "[4/4] cc 4.c", "boom"] {

@@ -18,6 +18,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use anyhow::{anyhow, Context, Result};
+
 use crate::build_log::BuildLog;
 use crate::process::{self, step};
 use crate::{debian, source, tools};
@@ -61,14 +63,14 @@ const RUNTIME_OPTIONS: &str = include_str!("../../crates/iree-sys/build/runtime-
 
 impl Target {
     /// The target named by `triple`.
-    pub(crate) fn parse(triple: &str) -> Result<&'static Target, String> {
+    pub(crate) fn parse(triple: &str) -> Result<&'static Target> {
         TARGETS
             .iter()
             .copied()
             .find(|target| target.triple == triple)
             .ok_or_else(|| {
                 let known: Vec<&str> = TARGETS.iter().map(|t| t.triple).collect();
-                format!(
+                anyhow!(
                     "cannot cross-build for `{triple}`; choose from {}",
                     known.join(", ")
                 )
@@ -77,12 +79,12 @@ impl Target {
 
     /// The drivers of a cross build: those `named` (by `--drivers`), which
     /// must be CPU drivers, else the CPU drivers.
-    pub(crate) fn drivers(&self, named: Option<Vec<String>>) -> Result<Vec<String>, String> {
+    pub(crate) fn drivers(&self, named: Option<Vec<String>>) -> Result<Vec<String>> {
         let Some(named) = named else {
             return Ok(CPU_DRIVERS.iter().map(|d| (*d).to_owned()).collect());
         };
         match named.iter().find(|d| !CPU_DRIVERS.contains(&d.as_str())) {
-            Some(driver) => Err(format!(
+            Some(driver) => Err(anyhow!(
                 "a build for {} carries the CPU drivers only ({}), not `{driver}`",
                 self.triple,
                 CPU_DRIVERS.join(", ")
@@ -112,7 +114,7 @@ impl Target {
 
     /// Makes sure the cross compilers are installed (Debian's packages,
     /// installed when missing); returns the C and C++ compilers.
-    pub(crate) fn ensure_toolchain(&self) -> Result<(PathBuf, PathBuf), String> {
+    pub(crate) fn ensure_toolchain(&self) -> Result<(PathBuf, PathBuf)> {
         let gxx = format!("{}-g++", self.gnu_prefix);
         let found = || Some((on_path(&self.gcc())?, on_path(&gxx)?));
         debian::ensure(
@@ -125,7 +127,7 @@ impl Target {
                 self.toolchain_packages.join(" ")
             ),
         )?;
-        found().ok_or_else(|| format!("{} or {gxx} is not on the PATH", self.gcc()))
+        found().with_context(|| format!("{} or {gxx} is not on the PATH", self.gcc()))
     }
 
     /// Where the manifest of this target's install is recorded:
@@ -145,7 +147,7 @@ impl Target {
         tools: &tools::Tools,
         root: &Path,
         log: &mut BuildLog,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>> {
         let (gcc, gxx) = step(
             &format!(
                 "the {} cross compilers (installing {} if missing)",
@@ -161,7 +163,7 @@ impl Target {
         let toolchain_file = root.join("toolchain.cmake");
         std::fs::create_dir_all(root)
             .and_then(|()| std::fs::write(&toolchain_file, self.toolchain_file(&gcc, &gxx)))
-            .map_err(|e| format!("cannot write {}: {e}", toolchain_file.display()))?;
+            .with_context(|| format!("cannot write {}", toolchain_file.display()))?;
         Ok(vec![
             format!("-DCMAKE_TOOLCHAIN_FILE={}", toolchain_file.display()),
             format!("-DIREE_HOST_BIN_DIR={}", host_bin.display()),
@@ -205,7 +207,7 @@ fn host_tools(
     source: &source::Source,
     tools: &tools::Tools,
     log: &mut BuildLog,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf> {
     let source_dir = source.dir.to_str().unwrap_or("");
     let key = process::short_hash(&[source.version.as_str(), source_dir]);
     let build_dir = process::workspace_root()
@@ -237,7 +239,7 @@ fn host_tools(
     // IREE puts its tools in `<build>/tools` (RUNTIME_OUTPUT_DIRECTORY).
     let bin = build_dir.join("tools");
     match HOST_TOOLS.iter().find(|tool| !bin.join(tool).is_file()) {
-        Some(missing) => Err(format!(
+        Some(missing) => Err(anyhow!(
             "IREE's build did not produce {}; see {}",
             bin.join(missing).display(),
             log.path().display()
@@ -258,14 +260,19 @@ mod tests {
             target.cargo_env("RUNNER"),
             "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER"
         );
-        let unknown = Target::parse("riscv64gc-unknown-linux-gnu").unwrap_err();
+        let unknown = Target::parse("riscv64gc-unknown-linux-gnu")
+            .unwrap_err()
+            .to_string();
         assert!(unknown.contains("aarch64-unknown-linux-gnu"), "{unknown}");
         assert_eq!(target.drivers(None).unwrap(), ["local-sync", "local-task"]);
         assert_eq!(
             target.drivers(Some(vec!["local-sync".into()])).unwrap(),
             ["local-sync"]
         );
-        let cuda = target.drivers(Some(vec!["cuda".into()])).unwrap_err();
+        let cuda = target
+            .drivers(Some(vec!["cuda".into()]))
+            .unwrap_err()
+            .to_string();
         assert!(cuda.contains("CPU drivers only"), "{cuda}");
     }
 

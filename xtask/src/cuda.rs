@@ -14,6 +14,8 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::{Context, Result};
+
 use crate::{process, tools};
 
 /// The wheels that hold the headers, pinned (CUDA 12.9, which IREE 3.13's
@@ -37,7 +39,7 @@ pub(crate) enum CudaHeaders {
 impl CudaHeaders {
     /// Finds an installed toolkit, else installs the wheels (once) and
     /// joins their headers.
-    pub(crate) fn locate() -> Result<CudaHeaders, String> {
+    pub(crate) fn locate() -> Result<CudaHeaders> {
         if let Some(toolkit) = installed_toolkit() {
             return Ok(CudaHeaders::Toolkit(toolkit));
         }
@@ -68,32 +70,32 @@ fn installed_toolkit() -> Option<PathBuf> {
 
 /// Makes `root/include/*` link to every entry of the wheels' `include`
 /// folders, and `root/nvvm` to nvcc's (where IREE looks for libdevice).
-fn join_wheels(nvidia: &Path, root: &Path) -> Result<(), String> {
+fn join_wheels(nvidia: &Path, root: &Path) -> Result<()> {
     let include = root.join("include");
     let _ = std::fs::remove_dir_all(root);
     std::fs::create_dir_all(&include)
-        .map_err(|e| format!("cannot create {}: {e}", include.display()))?;
+        .with_context(|| format!("cannot create {}", include.display()))?;
     for wheel in ["cuda_runtime", "cuda_nvcc", "cuda_cccl"] {
         let from = nvidia.join(wheel).join("include");
-        let entries = std::fs::read_dir(&from).map_err(|e| {
+        let entries = std::fs::read_dir(&from).with_context(|| {
             format!(
-                "cannot read {} ({e}); delete target/venv/.xtask-requirements and run again",
+                "cannot read {}; delete target/venv/.xtask-requirements and run again",
                 from.display()
             )
         })?;
         for entry in entries {
-            let entry = entry.map_err(|e| format!("cannot read {}: {e}", from.display()))?;
+            let entry = entry.with_context(|| format!("cannot read {}", from.display()))?;
             link(&entry.path(), &include.join(entry.file_name()))?;
         }
     }
     link(&nvidia.join("cuda_nvcc/nvvm"), &root.join("nvvm"))
 }
 
-fn link(original: &Path, link: &Path) -> Result<(), String> {
+fn link(original: &Path, link: &Path) -> Result<()> {
     if link.exists() {
         // Two wheels with one header: the first (the runtime's) wins.
         return Ok(());
     }
     std::os::unix::fs::symlink(original, link)
-        .map_err(|e| format!("cannot link {}: {e}", link.display()))
+        .with_context(|| format!("cannot link {}", link.display()))
 }

@@ -4,16 +4,14 @@
 
 use std::process::Command;
 
+use anyhow::{anyhow, Context, Result};
+
 use crate::process;
 
 /// Installs `packages` unless `present` says they are there already
 /// (`apt-get update` first only if the install fails); `hint` says how to
 /// do without, for the error when installing fails.
-pub(crate) fn ensure(
-    packages: &[&str],
-    present: impl Fn() -> bool,
-    hint: &str,
-) -> Result<(), String> {
+pub(crate) fn ensure(packages: &[&str], present: impl Fn() -> bool, hint: &str) -> Result<()> {
     if present() {
         return Ok(());
     }
@@ -26,20 +24,15 @@ pub(crate) fn ensure(
         )
     };
     install()
-        .or_else(|_| {
+        .or_else(|_| -> Result<()> {
             process::run(Command::new("apt-get").arg("update"))?;
             install()
         })
-        .map_err(|error| {
-            format!(
-                "installing Debian's {} failed ({error}); {hint}",
-                packages.join(", ")
-            )
-        })?;
+        .with_context(|| format!("installing Debian's {} failed; {hint}", packages.join(", ")))?;
     if present() {
         Ok(())
     } else {
-        Err(format!(
+        Err(anyhow!(
             "apt-get installed {}, but they are still not found; {hint}",
             packages.join(", ")
         ))

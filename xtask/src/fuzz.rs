@@ -13,6 +13,8 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
+use anyhow::{anyhow, Context, Result};
+
 use crate::process::{self, step, workspace_root};
 
 /// The targets of `fuzz/Cargo.toml`.
@@ -29,20 +31,14 @@ const TARGETS: &[&str] = &[
 /// Seconds per target in `cargo xtask test`.
 pub(crate) const TEST_SECONDS: u64 = 20;
 
-pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    let seconds = match args {
-        [] => TEST_SECONDS,
-        [seconds] => seconds
-            .parse()
-            .map_err(|_| format!("fuzz: `{seconds}` is not a number of seconds"))?,
-        _ => return Err("usage: cargo xtask fuzz [SECONDS]".to_owned()),
-    };
+/// `cargo xtask fuzz [SECONDS]`.
+pub(crate) fn run(seconds: u64) -> Result<()> {
     let manifest = crate::build_iree::ensure()?;
     run_bounded(&manifest.prefix, seconds)
 }
 
 /// Installs cargo-fuzz if needed, then runs every target for `seconds`.
-pub(crate) fn run_bounded(iree_prefix: &Path, seconds: u64) -> Result<(), String> {
+pub(crate) fn run_bounded(iree_prefix: &Path, seconds: u64) -> Result<()> {
     step("installing cargo-fuzz (if missing)", ensure_cargo_fuzz)?;
     for target in TARGETS {
         step(
@@ -53,7 +49,7 @@ pub(crate) fn run_bounded(iree_prefix: &Path, seconds: u64) -> Result<(), String
     Ok(())
 }
 
-fn ensure_cargo_fuzz() -> Result<(), String> {
+fn ensure_cargo_fuzz() -> Result<()> {
     let installed = Command::new("cargo")
         .args(["+nightly", "fuzz", "--version"])
         .output()
@@ -64,15 +60,15 @@ fn ensure_cargo_fuzz() -> Result<(), String> {
     process::run(Command::new("cargo").args(["install", "cargo-fuzz", "--locked"]))
 }
 
-fn fuzz(iree_prefix: &Path, target: &str, seconds: u64) -> Result<(), String> {
+fn fuzz(iree_prefix: &Path, target: &str, seconds: u64) -> Result<()> {
     let root = workspace_root();
     let corpus = root.join("target/fuzz-corpus").join(target);
-    fs::create_dir_all(&corpus).map_err(|e| format!("creating {}: {e}", corpus.display()))?;
+    fs::create_dir_all(&corpus).with_context(|| format!("creating {}", corpus.display()))?;
     let seeds = root.join("fuzz/seeds").join(target);
-    let listing = fs::read_dir(&seeds).map_err(|e| format!("reading {}: {e}", seeds.display()))?;
+    let listing = fs::read_dir(&seeds).with_context(|| format!("reading {}", seeds.display()))?;
     for seed in listing.flatten() {
         fs::copy(seed.path(), corpus.join(seed.file_name()))
-            .map_err(|e| format!("copying {}: {e}", seed.path().display()))?;
+            .with_context(|| format!("cannot copy {}", seed.path().display()))?;
     }
     let output = process::cargo_with_iree(iree_prefix)
         .args([
@@ -87,12 +83,12 @@ fn fuzz(iree_prefix: &Path, target: &str, seconds: u64) -> Result<(), String> {
         .arg(&corpus)
         .args(["--", &format!("-max_total_time={seconds}"), "-seed=1"])
         .output()
-        .map_err(|e| format!("cannot start cargo fuzz: {e}"))?;
+        .context("cannot start cargo fuzz")?;
     let stderr = String::from_utf8_lossy(&output.stderr);
     if !output.status.success() {
         let tail: Vec<&str> = stderr.lines().rev().take(40).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
-        return Err(format!(
+        return Err(anyhow!(
             "fuzz target `{target}` failed ({}):\n{}",
             output.status,
             tail.join("\n")

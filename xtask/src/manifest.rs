@@ -8,6 +8,8 @@
 
 use std::path::PathBuf;
 
+use anyhow::{Context, Result};
+
 use crate::process;
 
 #[path = "../../crates/iree-sys/build/manifest.rs"]
@@ -21,12 +23,12 @@ pub(crate) fn current_path() -> PathBuf {
 }
 
 impl Manifest {
-    pub(crate) fn write(&self, path: &std::path::Path) -> Result<(), String> {
+    pub(crate) fn write(&self, path: &std::path::Path) -> Result<()> {
         let text = serde_json::to_string_pretty(self).expect("a manifest always serializes");
         let temporary = path.with_extension("json.tmp");
         std::fs::write(&temporary, text + "\n")
             .and_then(|()| std::fs::rename(&temporary, path))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+            .with_context(|| format!("cannot write {}", path.display()))
     }
 
     /// True when every file this manifest names still exists.

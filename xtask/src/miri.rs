@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::Instant;
 
+use anyhow::{anyhow, Context, Result};
+
 use crate::process::{self, step};
 
 /// What runs under miri: `jit-cache`'s policy core alone (its `store`
@@ -47,16 +49,13 @@ impl Job {
 }
 
 /// `cargo xtask miri`.
-pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    if let [arg, ..] = args {
-        return Err(format!("miri: unknown option `{arg}`"));
-    }
+pub(crate) fn run() -> Result<()> {
     let manifest = crate::build_iree::ensure()?;
     test_all(&manifest.prefix)
 }
 
 /// The miri step of `cargo xtask test`, with the IREE install at `prefix`.
-pub(crate) fn test_all(prefix: &Path) -> Result<(), String> {
+pub(crate) fn test_all(prefix: &Path) -> Result<()> {
     step(
         "installing the nightly toolchain's miri and rust-src (if missing)",
         || process::ensure_toolchain("nightly", &["miri", "--version"], &["miri", "rust-src"]),
@@ -93,11 +92,7 @@ fn miri_test(prefix: &Path, package: &str, features: &[&str]) -> Command {
 
 /// Builds `package`'s tests for miri and returns the target arguments that
 /// run each: `--lib`, `--test NAME` for each integration test, and `--doc`.
-fn test_targets(
-    prefix: &Path,
-    package: &str,
-    features: &[&str],
-) -> Result<Vec<Vec<String>>, String> {
+fn test_targets(prefix: &Path, package: &str, features: &[&str]) -> Result<Vec<Vec<String>>> {
     let messages = process::output(
         miri_test(prefix, package, features).args(["--no-run", "--message-format=json"]),
     )?;
@@ -105,7 +100,7 @@ fn test_targets(
         .join("crates")
         .join(package)
         .join("Cargo.toml");
-    targets_built(&messages, &manifest).ok_or_else(|| {
+    targets_built(&messages, &manifest).with_context(|| {
         format!(
             "`cargo miri test -p {package} --no-run` built no unit tests: did its output change?"
         )
@@ -147,7 +142,7 @@ fn targets_built(messages: &str, manifest: &Path) -> Option<Vec<Vec<String>>> {
 
 /// Runs `jobs` on `workers` threads, printing each job's output when it
 /// ends; fails naming every job that failed.
-fn run_jobs(prefix: &Path, jobs: &[Job], workers: usize) -> Result<(), String> {
+fn run_jobs(prefix: &Path, jobs: &[Job], workers: usize) -> Result<()> {
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let failures: Vec<String> = thread::scope(|scope| {
@@ -161,7 +156,7 @@ fn run_jobs(prefix: &Path, jobs: &[Job], workers: usize) -> Result<(), String> {
                         };
                         if let Err(why) = run_job(prefix, job) {
                             failed.store(true, Ordering::Relaxed);
-                            failures.push(why);
+                            failures.push(format!("{why:#}"));
                         }
                     }
                     failures
@@ -176,17 +171,17 @@ fn run_jobs(prefix: &Path, jobs: &[Job], workers: usize) -> Result<(), String> {
     if failures.is_empty() {
         Ok(())
     } else {
-        Err(format!("under miri: {}", failures.join("; ")))
+        Err(anyhow!("under miri: {}", failures.join("; ")))
     }
 }
 
 /// Runs one job to its end, then prints its output and how long it took.
-fn run_job(prefix: &Path, job: &Job) -> Result<(), String> {
+fn run_job(prefix: &Path, job: &Job) -> Result<()> {
     let start = Instant::now();
     let mut command = job.command(prefix);
     let out = command
         .output()
-        .map_err(|e| format!("cannot start {}: {e}", process::describe(&command)))?;
+        .with_context(|| format!("cannot start {}", process::describe(&command)))?;
     let took = start.elapsed().as_secs_f64();
     let status = if out.status.success() { "ok" } else { "FAILED" };
     // One write per job, so that workers' outputs do not interleave.
@@ -199,7 +194,7 @@ fn run_job(prefix: &Path, job: &Job) -> Result<(), String> {
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!(
+        Err(anyhow!(
             "{} failed with {}",
             process::describe(&command),
             out.status

@@ -2,14 +2,16 @@
 //! `Cargo.toml`) builds them: `cargo +<rust-version> check` of every target
 //! and feature, installing that toolchain with rustup when it is missing.
 
+use anyhow::{Context, Result};
+
 use crate::process::{self, step};
 
-pub(crate) fn check(prefix: &std::path::Path) -> Result<(), String> {
+pub(crate) fn check(prefix: &std::path::Path) -> Result<()> {
     let manifest = process::workspace_root().join("Cargo.toml");
     let text = std::fs::read_to_string(&manifest)
-        .map_err(|e| format!("cannot read {}: {e}", manifest.display()))?;
+        .with_context(|| format!("cannot read {}", manifest.display()))?;
     let version = rust_version(&text)
-        .ok_or_else(|| format!("{} declares no rust-version", manifest.display()))?;
+        .with_context(|| format!("{} declares no rust-version", manifest.display()))?;
     let toolchain = format!("+{version}");
     step(
         &format!("installing the Rust {version} toolchain (if missing)"),

@@ -18,23 +18,22 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use anyhow::{Context, Result};
+
 use crate::build_iree;
 use crate::process::{self, step};
 
 /// The crates a dependent project uses, in dependency order.
 const LIBRARY_CRATES: &[&str] = &["iree-sys", "iree-safe", "jit-cache", "sheaf-integration"];
 
-pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    if let Some(arg) = args.first() {
-        return Err(format!("package-check: unknown option `{arg}`"));
-    }
+pub(crate) fn run() -> Result<()> {
     let manifest = build_iree::ensure()?;
     check(&manifest.prefix)
 }
 
 /// Packages the library crates and builds and runs the consumer against the
 /// IREE install at `prefix`.
-pub(crate) fn check(prefix: &Path) -> Result<(), String> {
+pub(crate) fn check(prefix: &Path) -> Result<()> {
     let root = process::workspace_root().join("target/package-check");
     let target_dir = root.join("target");
     step(
@@ -59,7 +58,7 @@ pub(crate) fn check(prefix: &Path) -> Result<(), String> {
         patches.push(format!(
             "patch.crates-io.{krate}.path={:?}",
             dir.to_str()
-                .ok_or_else(|| format!("{} is not UTF-8", dir.display()))?
+                .with_context(|| format!("{} is not UTF-8", dir.display()))?
         ));
     }
     let consumer = root.join("consumer");
@@ -81,10 +80,10 @@ pub(crate) fn check(prefix: &Path) -> Result<(), String> {
 }
 
 /// `<name>-<version>.crate` in `dir`.
-fn packaged_file(dir: &Path, name: &str) -> Result<PathBuf, String> {
+fn packaged_file(dir: &Path, name: &str) -> Result<PathBuf> {
     let prefix = format!("{name}-");
     std::fs::read_dir(dir)
-        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+        .with_context(|| format!("cannot read {}", dir.display()))?
         .filter_map(Result::ok)
         .map(|entry| entry.path())
         .find(|path| {
@@ -94,7 +93,7 @@ fn packaged_file(dir: &Path, name: &str) -> Result<PathBuf, String> {
                     .and_then(|file| file.to_str()?.strip_prefix(&prefix))
                     .is_some_and(|version| version.starts_with(|c: char| c.is_ascii_digit()))
         })
-        .ok_or_else(|| {
+        .with_context(|| {
             format!(
                 "cargo package wrote no {name}-<version>.crate into {}",
                 dir.display()
@@ -109,14 +108,14 @@ fn packaged_file(dir: &Path, name: &str) -> Result<PathBuf, String> {
 /// The files get the time of unpacking, not the fixed one the archive
 /// records: Cargo decides that a path dependency is stale by its files'
 /// times, so a changed package must look newer than the last build.
-fn unpack(file: &Path, into: &Path) -> Result<(), String> {
-    let bytes = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+fn unpack(file: &Path, into: &Path) -> Result<()> {
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     let kept = into.with_extension("crate");
     if into.is_dir() && std::fs::read(&kept).is_ok_and(|old| old == bytes) {
         return Ok(());
     }
     let _ = std::fs::remove_dir_all(into);
-    std::fs::create_dir_all(into).map_err(|e| format!("cannot create {}: {e}", into.display()))?;
+    std::fs::create_dir_all(into).with_context(|| format!("cannot create {}", into.display()))?;
     process::run(
         Command::new("tar")
             .args([
@@ -130,23 +129,23 @@ fn unpack(file: &Path, into: &Path) -> Result<(), String> {
             .arg("--directory")
             .arg(into),
     )?;
-    std::fs::write(&kept, bytes).map_err(|e| format!("cannot write {}: {e}", kept.display()))
+    std::fs::write(&kept, bytes).with_context(|| format!("cannot write {}", kept.display()))
 }
 
 /// Copies `xtask/package-check/` and the workspace's `Cargo.lock` into
 /// `into`.
-fn copy_consumer(into: &Path) -> Result<(), String> {
+fn copy_consumer(into: &Path) -> Result<()> {
     let workspace = process::workspace_root();
     let source = workspace.join("xtask/package-check");
     std::fs::create_dir_all(into.join("src"))
-        .map_err(|e| format!("cannot create {}: {e}", into.display()))?;
+        .with_context(|| format!("cannot create {}", into.display()))?;
     for (from, to) in [
         (source.join("Cargo.toml"), "Cargo.toml"),
         (source.join("src/main.rs"), "src/main.rs"),
         (workspace.join("Cargo.lock"), "Cargo.lock"),
     ] {
         std::fs::copy(&from, into.join(to))
-            .map_err(|e| format!("cannot copy {}: {e}", from.display()))?;
+            .with_context(|| format!("cannot copy {}", from.display()))?;
     }
     Ok(())
 }

@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use anyhow::{anyhow, Context, Result};
+
 /// The workspace root (the parent of this crate's folder).
 pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -26,33 +28,33 @@ pub(crate) fn cargo_with_iree(prefix: &Path) -> Command {
 
 /// Runs `command` to completion, failing with its command line if it exits
 /// non-zero or cannot start.
-pub(crate) fn run(command: &mut Command) -> Result<(), String> {
+pub(crate) fn run(command: &mut Command) -> Result<()> {
     let status = command
         .status()
-        .map_err(|e| format!("cannot start {}: {e}", describe(command)))?;
+        .with_context(|| format!("cannot start {}", describe(command)))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("{} failed with {status}", describe(command)))
+        Err(anyhow!("{} failed with {status}", describe(command)))
     }
 }
 
 /// The host's target triple, as `rustc -vV` names it.
-pub(crate) fn host_triple() -> Result<String, String> {
+pub(crate) fn host_triple() -> Result<String> {
     output(Command::new("rustc").arg("-vV"))?
         .lines()
         .find_map(|line| line.strip_prefix("host: "))
         .map(str::to_owned)
-        .ok_or_else(|| "`rustc -vV` names no host triple".to_owned())
+        .context("`rustc -vV` names no host triple")
 }
 
 /// Runs `command` and returns its standard output as text.
-pub(crate) fn output(command: &mut Command) -> Result<String, String> {
+pub(crate) fn output(command: &mut Command) -> Result<String> {
     let out = command
         .output()
-        .map_err(|e| format!("cannot start {}: {e}", describe(command)))?;
+        .with_context(|| format!("cannot start {}", describe(command)))?;
     if !out.status.success() {
-        return Err(format!(
+        return Err(anyhow!(
             "{} failed with {}: {}",
             describe(command),
             out.status,
@@ -60,7 +62,7 @@ pub(crate) fn output(command: &mut Command) -> Result<String, String> {
         ));
     }
     String::from_utf8(out.stdout)
-        .map_err(|e| format!("{} printed non-UTF-8: {e}", describe(command)))
+        .with_context(|| format!("{} printed non-UTF-8", describe(command)))
 }
 
 /// The command line of `command`, in backticks.
@@ -74,7 +76,7 @@ pub(crate) fn describe(command: &Command) -> String {
 }
 
 /// Prints `what`, runs `step`, then prints how long it took.
-pub(crate) fn step<T>(what: &str, step: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+pub(crate) fn step<T>(what: &str, step: impl FnOnce() -> Result<T>) -> Result<T> {
     eprintln!("[xtask] {what} ...");
     let start = Instant::now();
     let value = step()?;
@@ -102,11 +104,7 @@ pub(crate) fn short_hash(parts: &[&str]) -> String {
 
 /// Installs the rustup `toolchain` with `components` (minimal profile)
 /// unless `cargo +<toolchain> <probe>` already runs.
-pub(crate) fn ensure_toolchain(
-    toolchain: &str,
-    probe: &[&str],
-    components: &[&str],
-) -> Result<(), String> {
+pub(crate) fn ensure_toolchain(toolchain: &str, probe: &[&str], components: &[&str]) -> Result<()> {
     let installed = Command::new("cargo")
         .arg(format!("+{toolchain}"))
         .args(probe)

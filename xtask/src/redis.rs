@@ -2,13 +2,15 @@
 //! tests/remote_cache.rs`), installed from Debian's package when it is not
 //! on the `PATH` (and `SHEAF_JIT_TEST_REDIS_SERVER` does not name one).
 
+use anyhow::Result;
+
 use crate::debian;
 
 /// The tests' override of the server binary.
 const SERVER_ENV: &str = "SHEAF_JIT_TEST_REDIS_SERVER";
 
 /// Makes sure the tests find a `redis-server`.
-pub(crate) fn ensure() -> Result<(), String> {
+pub(crate) fn ensure() -> Result<()> {
     let named = std::env::var_os(SERVER_ENV).is_some_and(|path| !path.is_empty());
     debian::ensure(
         &["redis-server"],

@@ -8,21 +8,15 @@
 
 use std::path::Path;
 
+use anyhow::Result;
+
 use crate::process::{self, step};
 
 /// Seconds of soak in `cargo xtask test`.
 pub(crate) const TEST_SECONDS: u64 = 30;
 
-pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    let seconds = match args {
-        [] => TEST_SECONDS,
-        [seconds] => seconds
-            .parse()
-            .ok()
-            .filter(|&s| s > 0)
-            .ok_or_else(|| format!("soak: `{seconds}` is not a number of seconds"))?,
-        _ => return Err("usage: cargo xtask soak [SECONDS]".to_owned()),
-    };
+/// `cargo xtask soak [SECONDS]`.
+pub(crate) fn run(seconds: u64) -> Result<()> {
     let manifest = crate::build_iree::ensure()?;
     step(
         "redis-server for the soak (installing Debian's package if missing)",
@@ -32,7 +26,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
 }
 
 /// Runs the soak for `seconds` against the IREE install at `iree_prefix`.
-pub(crate) fn run_for(iree_prefix: &Path, seconds: u64) -> Result<(), String> {
+pub(crate) fn run_for(iree_prefix: &Path, seconds: u64) -> Result<()> {
     step(
         &format!("soak for {seconds}s (8 threads, all tiers, bad calls)"),
         || {

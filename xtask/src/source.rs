@@ -8,6 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::{Context, Result};
+
 use crate::process;
 
 #[path = "../../crates/iree-sys/build/iree_source.rs"]
@@ -26,7 +28,7 @@ pub(crate) struct Source {
 
 /// Resolves the source: `explicit` (from `--source`), else `IREE_SOURCE_DIR`,
 /// else the pinned registry package.
-pub(crate) fn resolve(explicit: Option<&Path>) -> Result<Source, String> {
+pub(crate) fn resolve(explicit: Option<&Path>) -> Result<Source> {
     let from_env = std::env::var_os("IREE_SOURCE_DIR")
         .filter(|v| !v.is_empty() && v != "0")
         .map(PathBuf::from);
@@ -38,18 +40,18 @@ pub(crate) fn resolve(explicit: Option<&Path>) -> Result<Source, String> {
         None => registry_package()?,
     };
     let version_file = dir.join("runtime/version.json");
-    let text = std::fs::read_to_string(&version_file).map_err(|e| {
+    let text = std::fs::read_to_string(&version_file).with_context(|| {
         format!(
-            "{} is not an IREE source tree ({}: {e})",
+            "{} is not an IREE source tree (cannot read {})",
             dir.display(),
             version_file.display()
         )
     })?;
-    let json: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", version_file.display()))?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("cannot parse {}", version_file.display()))?;
     let version = json["package-version"]
         .as_str()
-        .ok_or_else(|| format!("{} has no package-version", version_file.display()))?
+        .with_context(|| format!("{} has no package-version", version_file.display()))?
         .to_owned();
     Ok(Source {
         dir,
@@ -60,10 +62,10 @@ pub(crate) fn resolve(explicit: Option<&Path>) -> Result<Source, String> {
 
 /// The pinned package's `iree/` folder, found (and downloaded and
 /// checksum-verified on first use) by Cargo.
-fn registry_package() -> Result<(PathBuf, String), String> {
+fn registry_package() -> Result<(PathBuf, String)> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let scratch = process::workspace_root().join("target/iree/source-pin");
-    let pinned = pinned::resolve(Path::new(&cargo), &scratch)?;
+    let pinned = pinned::resolve(Path::new(&cargo), &scratch).map_err(anyhow::Error::msg)?;
     let origin = format!(
         "crates.io package {} (checksum pinned in crates/iree-sys/build/iree-source.lock)",
         pinned.package

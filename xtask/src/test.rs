@@ -25,19 +25,32 @@
 //!
 //! `cargo xtask test --aarch64` runs step 8 alone.
 
+use anyhow::Result;
+
 use crate::process::{self, step};
 use crate::{bindings, build_iree};
 
-pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    match args {
-        [] => {}
-        [flag] if flag == "--aarch64" => return crate::aarch64::run(),
-        [arg, ..] => return Err(format!("test: unknown option `{arg}`")),
+/// The arguments of `test`: whether `--aarch64` alone; `None` for `--help`.
+pub(crate) fn parse(parser: &mut lexopt::Parser) -> Result<Option<bool>> {
+    let mut aarch64 = false;
+    while let Some(arg) = parser.next()? {
+        match arg {
+            arg if crate::cli::is_help(&arg) => return Ok(None),
+            lexopt::Arg::Long("aarch64") => aarch64 = true,
+            arg => return Err(crate::cli::unexpected("test", arg)),
+        }
+    }
+    Ok(Some(aarch64))
+}
+
+pub(crate) fn run(aarch64: bool) -> Result<()> {
+    if aarch64 {
+        return crate::aarch64::run();
     }
     let manifest = build_iree::ensure()?;
     step(
         "checking that crates/iree-sys/src/bindings.rs is current",
-        || bindings::run(&["--check".to_owned()]),
+        || bindings::run(true),
     )?;
     crate::msrv::check(&manifest.prefix)?;
     step(

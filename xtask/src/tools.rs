@@ -9,6 +9,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use anyhow::{anyhow, Context, Result};
+
 use crate::process::{self, step};
 
 /// The IREE compiler release whose artifacts the runtime built here loads.
@@ -33,7 +35,7 @@ pub(crate) fn venv_dir() -> PathBuf {
 
 /// Makes sure every tool exists, installing what is missing; fast when
 /// nothing is.
-pub(crate) fn ensure() -> Result<Tools, String> {
+pub(crate) fn ensure() -> Result<Tools> {
     let venv = venv_dir();
     let system_cmake = find_system_cmake();
     let system_ninja = which("ninja");
@@ -53,7 +55,7 @@ pub(crate) fn ensure() -> Result<Tools, String> {
         if !required.exists() {
             // A half-finished install: forget the stamp so the next run repairs it.
             let _ = std::fs::remove_file(venv.join(".xtask-requirements"));
-            return Err(format!(
+            return Err(anyhow!(
                 "{} is missing; run `cargo xtask build-iree` again",
                 required.display()
             ));
@@ -77,7 +79,7 @@ pub(crate) fn ensure() -> Result<Tools, String> {
 
 /// Installs further pip requirements into the venv (once: a second call
 /// with the same list only reads a stamp file).
-pub(crate) fn ensure_requirements(requirements: &[&str]) -> Result<(), String> {
+pub(crate) fn ensure_requirements(requirements: &[&str]) -> Result<()> {
     let stamp = format!(".xtask-requirements-{}", process::short_hash(requirements));
     let requirements: Vec<String> = requirements.iter().map(|r| (*r).to_owned()).collect();
     install_once(&requirements, &stamp)
@@ -85,7 +87,7 @@ pub(crate) fn ensure_requirements(requirements: &[&str]) -> Result<(), String> {
 
 /// `pip install`s `requirements` (sorted) into the venv, creating it first,
 /// unless the stamp file `stamp` in the venv already lists them.
-fn install_once(requirements: &[String], stamp: &str) -> Result<(), String> {
+fn install_once(requirements: &[String], stamp: &str) -> Result<()> {
     let venv = venv_dir();
     let mut requirements = requirements.to_vec();
     requirements.sort();
@@ -96,9 +98,9 @@ fn install_once(requirements: &[String], stamp: &str) -> Result<(), String> {
     }
     if !venv.join("bin/python").exists() {
         step("creating the Python venv target/venv", || {
-            process::run(Command::new("python3").args(["-m", "venv"]).arg(&venv)).map_err(|e| {
-                format!("{e}\nhint: install Python 3 with venv support (`apt-get install python3 python3-venv`)")
-            })
+            process::run(Command::new("python3").args(["-m", "venv"]).arg(&venv)).context(
+                "install Python 3 with venv support (`apt-get install python3 python3-venv`)",
+            )
         })?;
     }
     step(
@@ -117,18 +119,18 @@ fn install_once(requirements: &[String], stamp: &str) -> Result<(), String> {
             )
         },
     )?;
-    std::fs::write(&stamp, &wanted).map_err(|e| format!("cannot write {}: {e}", stamp.display()))
+    std::fs::write(&stamp, &wanted).with_context(|| format!("cannot write {}", stamp.display()))
 }
 
 /// The venv's `site-packages` folder.
-pub(crate) fn site_packages() -> Result<PathBuf, String> {
+pub(crate) fn site_packages() -> Result<PathBuf> {
     let lib = venv_dir().join("lib");
     std::fs::read_dir(&lib)
-        .map_err(|e| format!("cannot read {}: {e}", lib.display()))?
+        .with_context(|| format!("cannot read {}", lib.display()))?
         .filter_map(Result::ok)
         .map(|entry| entry.path().join("site-packages"))
         .find(|path| path.is_dir())
-        .ok_or_else(|| format!("no site-packages under {}", lib.display()))
+        .with_context(|| format!("no site-packages under {}", lib.display()))
 }
 
 /// The system's `cmake`, if it is recent enough for IREE.

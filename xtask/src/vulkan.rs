@@ -8,6 +8,8 @@
 
 use std::path::Path;
 
+use anyhow::Result;
+
 use crate::debian;
 
 /// Where Debian's loader and lavapipe's manifest live.
@@ -18,7 +20,7 @@ const LAVAPIPE_MANIFEST: &str = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json";
 pub(crate) const REQUIRED_ENV: &str = "SHEAF_JIT_TEST_DEVICES";
 
 /// Makes sure lavapipe and the loader are installed.
-pub(crate) fn ensure() -> Result<(), String> {
+pub(crate) fn ensure() -> Result<()> {
     debian::ensure(
         &["libvulkan1", "mesa-vulkan-drivers"],
         || Path::new(LOADER).is_file() && Path::new(LAVAPIPE_MANIFEST).is_file(),

@@ -14,9 +14,6 @@
 //!   module and context), the slope per extra module, and that slope minus
 //!   the artifact's bytes.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
 use std::time::Instant;
 
 use iree_safe::compiler::Artifact;
@@ -31,7 +28,7 @@ fn main() {
         raw_c_api::run(&args[i + 1], &args[i + 2]);
         return;
     }
-    let vmfb = common::program("sigmoid");
+    let vmfb = test_support::iree::program("sigmoid");
     let artifact =
         std::env::temp_dir().join(format!("iree-safe-bench-{}.vmfb", std::process::id()));
     std::fs::write(&artifact, vmfb.as_bytes()).expect("temporary artifact");
@@ -40,7 +37,7 @@ fn main() {
         println!("\n== {driver} ==");
         let runtime = Runtime::new(driver).expect("runtime");
         warm_call(&runtime, &vmfb);
-        let raw = std::process::Command::new(std::env::current_exe().unwrap())
+        let raw = test_support::child::this_executable()
             .args(["--raw-c-api", driver, artifact.to_str().unwrap()])
             .output()
             .expect("raw C API child");
@@ -117,7 +114,7 @@ fn memory_per_module(runtime: &Runtime, vmfb: &Artifact) {
                 .unwrap();
             modules.push(module);
         }
-        common::rss_bytes()
+        test_support::proc_status::rss_bytes()
     };
     let at_100 = load_until(100, &mut modules);
     let at_500 = load_until(500, &mut modules);

@@ -18,20 +18,17 @@
 //! local-sync and local-task, it loads the module, calls it, checks the
 //! result, and drops everything, 20 times over.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
 use iree_safe::compiler::Artifact;
 use iree_safe::{Runtime, Tensor};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let vmfb = match args.as_slice() {
-        [] => common::program_for_cpu("sigmoid", "x86-64-v2"),
+        [] => test_support::iree::program_for_cpu("sigmoid", "x86-64-v2"),
         [flag, path] if flag == "--emit" => {
             std::fs::write(
                 path,
-                common::program_for_cpu("sigmoid", "x86-64-v2").as_bytes(),
+                test_support::iree::program_for_cpu("sigmoid", "x86-64-v2").as_bytes(),
             )?;
             println!("wrote {path}");
             return Ok(());

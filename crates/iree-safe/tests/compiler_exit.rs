@@ -8,7 +8,6 @@
 
 mod compiler_support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use compiler_support::*;
@@ -23,12 +22,7 @@ fn exit_waits_for_the_compiles_in_flight() {
         compile_and_exit();
     }
     for run in 0..4 {
-        let output = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "exit_waits_for_the_compiles_in_flight",
-                "--nocapture",
-            ])
+        let output = test_support::child::rerun("exit_waits_for_the_compiles_in_flight")
             .env(CHILD, "1")
             .output()
             .unwrap();

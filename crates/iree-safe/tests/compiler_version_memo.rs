@@ -9,7 +9,6 @@
 mod compiler_support;
 
 use std::path::Path;
-use std::process::Command;
 
 use compiler_support::{fake_iree_compile, version_runs};
 use iree_safe::compiler::{
@@ -39,8 +38,7 @@ fn a_fresh_process_with_a_warm_memo_runs_no_version() {
     let memos = dir.path().join("cache/compiler-versions");
     let run = |build: &str| {
         let job = format!("{}\n{}\n{build}", fake.display(), memos.display());
-        let output = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
+        let output = test_support::child::rerun(TEST)
             .env(CHILD, job)
             .output()
             .unwrap();

@@ -9,10 +9,8 @@
 //! (CI sets `SHEAF_JIT_TEST_DEVICES=vulkan`): then it must load and list its
 //! devices.
 
-mod common;
-
-use common::LeakCheck;
 use iree_safe::{Device, DeviceKind, StatusCode};
+use test_support::iree::LeakCheck;
 
 #[test]
 fn the_local_drivers_list_one_device_that_opens() {

@@ -3,12 +3,10 @@
 //! the family stays open while a tensor of any of them lives (under miri,
 //! against the mock, `LeakCheck` proves all of them are freed after).
 
-mod common;
-
 use std::num::NonZeroUsize;
 
-use common::{load_function, LeakCheck};
 use iree_safe::{Device, Runtime, StatusCode, Tensor};
+use test_support::iree::{load_function, LeakCheck};
 
 const TWO: NonZeroUsize = NonZeroUsize::MIN.saturating_add(1);
 

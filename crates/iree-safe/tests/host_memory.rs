@@ -3,12 +3,8 @@
 //! process whose address space is limited (as `prlimit --as` would).
 #![cfg(not(iree_mock))] // the mock holds no large buffers
 
-mod common;
-
-use std::process::Command;
-
-use common::program;
 use iree_safe::{Error, Runtime, Tensor};
+use test_support::iree::program;
 
 const CHILD: &str = "IREE_SAFE_HOST_MEMORY_CHILD";
 const TEST: &str = "a_host_copy_that_cannot_be_allocated_is_an_error";
@@ -18,8 +14,7 @@ fn a_host_copy_that_cannot_be_allocated_is_an_error() {
     if std::env::var_os(CHILD).is_some() {
         return child();
     }
-    let output = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
+    let output = test_support::child::rerun(TEST)
         .env(CHILD, "1")
         .output()
         .unwrap();

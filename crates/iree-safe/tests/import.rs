@@ -6,12 +6,10 @@
 //! where a release too early would be a use after free and `LeakCheck`
 //! proves every buffer was released.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{load_function, LeakCheck, DRIVER};
 use iree_safe::{Runtime, Tensor, VmValue};
+use test_support::iree::{load_function, LeakCheck, DRIVER};
 
 /// Four f32s at a 64-byte-aligned address.
 #[repr(C, align(64))]

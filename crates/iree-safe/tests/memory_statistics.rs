@@ -3,10 +3,8 @@
 //! runtime and, under miri, on the mock (whose allocator counts the bytes
 //! of the buffers it allocates and frees, as IREE's heap allocator does).
 
-mod common;
-
-use common::{load_function, LeakCheck, DRIVER};
 use iree_safe::{MemoryStatistics, Runtime, Tensor, VmValue};
+use test_support::iree::{load_function, LeakCheck, DRIVER};
 
 /// Elements of the test tensors: 4 KiB of f32 natively, less under miri.
 const ELEMENTS: usize = if cfg!(miri) { 64 } else { 1024 };

@@ -2,10 +2,8 @@
 //! under miri, against the mock C API (where `LeakCheck` also proves that
 //! every object created was released exactly once).
 
-mod common;
-
-use common::{load_function, program, LeakCheck, DRIVER};
 use iree_safe::{Error, Runtime, StatusCode, Tensor, TrustedVmfb, VmValue};
+use test_support::iree::{load_function, program, LeakCheck, DRIVER};
 
 fn add_inputs(runtime: &Runtime) -> [VmValue; 2] {
     [

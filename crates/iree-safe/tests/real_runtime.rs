@@ -3,10 +3,8 @@
 
 #![cfg(not(iree_mock))]
 
-mod common;
-
-use common::{load_function, program, DRIVER};
 use iree_safe::{ElementType, Error, Runtime, SlotKind, StatusCode, Tensor, VmValue};
+use test_support::iree::{load_function, program, DRIVER};
 
 fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())

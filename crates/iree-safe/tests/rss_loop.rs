@@ -3,10 +3,9 @@
 
 #![cfg(not(iree_mock))]
 
-mod common;
-
-use common::{program, rss_bytes, DRIVER};
 use iree_safe::{Runtime, Tensor};
+use test_support::iree::{program, DRIVER};
+use test_support::proc_status::rss_bytes;
 
 #[test]
 fn ten_thousand_load_call_drop_cycles_keep_rss_flat() {

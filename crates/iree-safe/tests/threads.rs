@@ -1,9 +1,7 @@
 //! Eight threads share one runtime, each calling its own modules.
 
-mod common;
-
-use common::{load_function, program, LeakCheck, DRIVER};
 use iree_safe::{Runtime, Tensor};
+use test_support::iree::{load_function, program, LeakCheck, DRIVER};
 
 const THREADS: usize = 8;
 const CALLS: usize = if cfg!(miri) { 10 } else { 1_000 };

@@ -18,7 +18,6 @@
 //! its short-lived `iree-compile` children, and in both modes IREE links
 //! each CPU executable in an `iree-lld` child.
 
-use std::process::Command;
 use std::time::Instant;
 
 use iree_safe::compiler::CompilerPreference;
@@ -42,16 +41,6 @@ const MLP_SHAPES: [(usize, usize, usize); 6] = [
     (4, 4, 4),
     (8, 16, 8),
 ];
-
-/// A `/proc/self/status` field in KiB (`VmHWM`, `VmRSS`).
-fn status_kib(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("Linux /proc");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("{field} in /proc/self/status"))
-}
 
 /// A tensor of `shape` with values in [-2, 2), different for each `seed`.
 fn array(shape: &[usize], seed: usize) -> Value {
@@ -120,10 +109,10 @@ fn child(mode: &str) {
         stats.compiles,
         stats.compile_time.as_secs_f64(),
         stats.calls,
-        status_kib("VmHWM"),
-        status_kib("VmRSS"),
-        status_kib("RssAnon"),
-        status_kib("RssFile"),
+        test_support::proc_status::kib("VmHWM"),
+        test_support::proc_status::kib("VmRSS"),
+        test_support::proc_status::kib("RssAnon"),
+        test_support::proc_status::kib("RssFile"),
     );
 }
 
@@ -151,7 +140,7 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|---|---|");
     for mode in MODES {
-        let output = Command::new(&args[0])
+        let output = test_support::child::this_executable()
             .args(["--child", mode])
             .output()
             .unwrap();

@@ -13,13 +13,11 @@
 //! cargo bench -p sheaf-integration --bench remote
 //! ```
 
-#[path = "../tests/support/redis_server.rs"]
-#[allow(dead_code)] // the tests use more of it
-mod redis_server;
-
 use std::net::TcpListener;
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+use test_support::redis;
 
 use jit_cache::store::{
     ArtifactKey, ArtifactStore, KeyParts, RedisStore, RemoteOptions, RemoteTier, RemoteTimeouts,
@@ -79,7 +77,7 @@ fn summary(times: &mut [Duration]) -> String {
     )
 }
 
-fn time_to_first_result(server: &redis_server::RedisServer) {
+fn time_to_first_result(server: &redis::RedisServer) {
     println!("time to the first result of a signature (fresh runtime, fresh disk cache; {ROUNDS} signatures):");
     let (mut compiled, mut remote, mut disk) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..ROUNDS {
@@ -182,17 +180,17 @@ fn main() {
         timeouts.request,
         RemoteOptions::DEFAULT_FAILURE_THRESHOLD
     );
-    let closed = redis_server::url_of(redis_server::free_port());
+    let closed = redis::url_of(redis::free_port());
     println!("  closed port ({closed}):");
     unreachable_lookups(&closed, timeouts);
     // Accepts connections (the kernel completes them) and never answers.
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
-    let silent_url = redis_server::url_of(silent.local_addr().unwrap().port());
+    let silent_url = redis::url_of(silent.local_addr().unwrap().port());
     println!("  silent listener ({silent_url}):");
     unreachable_lookups(&silent_url, timeouts);
     hits(&silent_url);
 
     println!();
-    let server = redis_server::RedisServer::start();
+    let server = redis::RedisServer::start();
     time_to_first_result(&server);
 }

@@ -15,16 +15,6 @@ use sheaf_integration::{
     Value,
 };
 
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kb: f64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0.0);
-    kb / 1024.0
-}
-
 fn compiler_mapped() -> bool {
     std::fs::read_to_string("/proc/self/maps").is_ok_and(|maps| maps.contains("libIREECompiler"))
 }
@@ -43,7 +33,7 @@ fn child(dir: &str, mode: &str) {
     if mode == "eager" {
         iree_safe::compiler::choose_compiler(Default::default()).unwrap();
     }
-    let started = rss_mib();
+    let started = test_support::proc_status::rss_mib();
     let x = Value::host(ArrayD::<f32>::zeros(IxDyn(&[1, 5])));
     let Dispatched::Compiled(result) = jit.dispatch(&reference::sigmoid(), &[x], &[]).unwrap()
     else {
@@ -57,7 +47,7 @@ fn child(dir: &str, mode: &str) {
     println!(
         "  {mode:<7} RSS after start {started:>6.1} MiB, after the first call {:>6.1} MiB | compiler \
          mapped: {:<5} | disk hits {}, compiles {}",
-        rss_mib(),
+        test_support::proc_status::rss_mib(),
         compiler_mapped(),
         stats.hits,
         stats.misses

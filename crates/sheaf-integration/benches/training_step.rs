@@ -144,17 +144,6 @@ fn cpu_ns() -> u64 {
         .expect("a number")
 }
 
-/// RSS of this process in MiB.
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let kib: f64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS");
-    kib / 1024.0
-}
-
 struct Row {
     label: &'static str,
     median: Duration,
@@ -176,7 +165,7 @@ impl Row {
             copied: copied.unwrap_or(measured.bytes.0),
             imported: measured.bytes.1,
             faults: measured.faults,
-            rss: rss_mib(),
+            rss: test_support::proc_status::rss_mib(),
         }
     }
 }
@@ -429,11 +418,10 @@ fn main() {
 /// another's heap (freed memory the allocator reuses, or returns to the
 /// kernel) and RSS is the row's own; prints one table.
 fn each_row_in_its_own_process(layers: usize, steps: usize) {
-    let exe = std::env::current_exe().expect("this benchmark's executable");
     let mut header_printed = false;
     let mut rows = Vec::new();
     for row in ["(a)", "(a')", "(b)", "(c)", "(d)", "(e)"] {
-        let output = std::process::Command::new(&exe)
+        let output = test_support::child::this_executable()
             .args([
                 "--layers",
                 &layers.to_string(),

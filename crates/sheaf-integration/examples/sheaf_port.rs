@@ -16,11 +16,6 @@
 //! cargo run -p sheaf-integration --example sheaf_port
 //! ```
 
-// Runs itself again like the tests' children (through qemu-user under
-// `cargo xtask test --aarch64`).
-#[path = "../tests/support/runner.rs"]
-mod runner;
-
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -659,7 +654,9 @@ fn main() -> Result<(), Error> {
         "exported {} variants in {} artifacts",
         exported.variants, exported.artifacts
     );
-    let served = runner::command(std::env::current_exe()?)
+    let served = // Runs itself again like the tests' children (through qemu-user under
+    // `cargo xtask test --aarch64`).
+    test_support::child::command(std::env::current_exe()?)
         .args(["--serve-bundle".as_ref(), bundle.as_os_str()])
         .env("SHEAF_JIT_PROFILE", "1")
         .output()?;

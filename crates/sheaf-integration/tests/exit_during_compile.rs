@@ -102,18 +102,14 @@ fn a_process_ending_during_compiles_exits_with_its_own_status() {
             .iter()
             .map(|case| {
                 let stderr = tempfile::tempfile().unwrap();
-                let child = support::runner::command(std::env::current_exe().unwrap())
-                    .args([
-                        "--exact",
-                        "a_process_ending_during_compiles_exits_with_its_own_status",
-                        "--nocapture",
-                        "--test-threads=1",
-                    ])
-                    .env(CHILD, case)
-                    .stdout(Stdio::null())
-                    .stderr(stderr.try_clone().unwrap())
-                    .spawn()
-                    .unwrap();
+                let child = test_support::child::rerun(
+                    "a_process_ending_during_compiles_exits_with_its_own_status",
+                )
+                .env(CHILD, case)
+                .stdout(Stdio::null())
+                .stderr(stderr.try_clone().unwrap())
+                .spawn()
+                .unwrap();
                 (case, child, stderr)
             })
             .collect();

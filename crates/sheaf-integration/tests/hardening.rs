@@ -86,8 +86,7 @@ const CHILD: &str = "SHEAF_JIT_HARDENING_CHILD";
 
 /// Runs this test binary's `test` in a child with `env`; returns its stderr.
 fn child(test: &str, env: &[(&str, &str)]) -> String {
-    let output = support::runner::command(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+    let output = test_support::child::rerun(test)
         .env(CHILD, "1")
         .envs(env.iter().copied())
         .output()

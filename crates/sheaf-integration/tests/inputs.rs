@@ -5,7 +5,6 @@
 
 mod support;
 
-use std::process::Command;
 use std::sync::Arc;
 
 use ndarray::{ArrayD, IxDyn};
@@ -167,8 +166,7 @@ fn host_copies_that_cannot_be_allocated_are_errors() {
     if std::env::var_os(CHILD).is_some() {
         return host_copies_under_a_limit();
     }
-    let output = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", HOST_COPY_TEST, "--nocapture", "--test-threads=1"])
+    let output = test_support::child::rerun(HOST_COPY_TEST)
         .env(CHILD, "1")
         .output()
         .unwrap();

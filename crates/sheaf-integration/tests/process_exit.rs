@@ -20,8 +20,7 @@ const CACHE: &str = "SHEAF_JIT_TEST_EXIT_CACHE";
 
 /// Runs this test binary's `test` as a child with `program`; its output.
 fn run_child(test: &str, program: &str, cache: &Path) -> std::process::Output {
-    let output = support::runner::command(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+    let output = test_support::child::rerun(test)
         .env(CHILD, program)
         .env(CACHE, cache)
         .output()

@@ -10,17 +10,7 @@ mod support;
 use sheaf_integration::reference;
 use sheaf_integration::{ArgSpec, DType, Signature, Value};
 use support::{array, assert_close, jit};
-
-/// Resident set size of this process, from `/proc/self/status`.
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("procfs");
-    let kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/self/status");
-    kib * 1024
-}
+use test_support::proc_status::rss_bytes;
 
 #[test]
 fn a_ragged_batch_runs_compiled_on_two_variants_with_flat_memory() {

@@ -1,5 +1,5 @@
 //! The remote artifact cache against a real `redis-server` (see
-//! `support/redis_server.rs`; `cargo xtask test` installs it): a second
+//! `test_support::redis`; `cargo xtask test` installs it): a second
 //! process compiles nothing, a server that is down or dies mid-run never
 //! fails a call, tampered and oversized entries are never loaded, and
 //! concurrent publishers leave a valid entry.
@@ -16,7 +16,7 @@ use sheaf_integration::{
     ArtifactSource, BreakerState, DiskCacheFolder, ErrorChain, JitConfigBuilder, JitError,
     JitRuntime, Origin, Provenance, RemoteCacheUrl, RemoteSecret, RemoteStats,
 };
-use support::redis_server::{free_port, url_of, RedisServer};
+use test_support::redis::{free_port, url_of, RedisServer};
 
 /// Set in a child process: what it does (`publish` or `serve`).
 const ROLE: &str = "SHEAF_JIT_REMOTE_TEST_ROLE";
@@ -77,8 +77,7 @@ fn remote_keys(server: &RedisServer) -> Vec<String> {
 /// remote cache at `url`, the secret in `secrets` and a fresh disk cache.
 fn spawn(test: &str, role: &str, url: &str, secrets: &Path) -> (Child, tempfile::TempDir) {
     let disk = tempfile::tempdir().unwrap();
-    let child = support::runner::command(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+    let child = test_support::child::rerun(test)
         .env(ROLE, role)
         .env("SHEAF_JIT_REMOTE_CACHE", url)
         .env("SHEAF_JIT_REMOTE_SECRET_FILE", secret_file_in(secrets))

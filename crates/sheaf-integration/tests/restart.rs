@@ -9,19 +9,25 @@
 
 mod support;
 
-use std::cell::RefCell;
 use std::fs;
-use std::io::{self, BufRead, BufReader};
+use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Once;
 
 use sheaf_integration::{
     reference, stable_hash, ArgSpec, ArtifactSource, CompileMode, DType, DiskCacheFolder,
     JitConfig, JitRuntime, Origin, Provenance, Signature, Value,
 };
 use support::{array, assert_close};
+use test_support::child::rerun;
+use test_support::logs::Level;
+
+/// The `jit_cache` and `sheaf_jit` events (up to info level) this thread
+/// logs while `f` runs.
+fn capture_logs<R>(f: impl FnOnce() -> R) -> (R, String) {
+    test_support::logs::capture_logs(Level::INFO, f)
+}
 
 /// Set in the child process: the disk cache folder it learns in.
 const CHILD: &str = "SHEAF_JIT_RESTART_CHILD";
@@ -114,8 +120,7 @@ fn a_killed_process_restarts_warm_with_no_compile() {
         learn_until_killed(Path::new(&dir));
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut child = support::runner::command(std::env::current_exe().unwrap())
-        .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
+    let mut child = rerun(TEST)
         .env(CHILD, dir.path())
         .stdout(Stdio::piped())
         .spawn()
@@ -243,43 +248,5 @@ fn a_damaged_or_stale_policy_file_is_ignored_with_one_warning() {
         );
         let written = fs::read_to_string(&file).unwrap();
         assert!(written.contains("\ndynamic\t0.0\t"), "{what}: rewritten");
-    }
-}
-
-/// Runs `f` and returns its result with the `jit_cache` and `sheaf_jit`
-/// events (up to info level) this thread logged meanwhile, through a
-/// process-global subscriber that writes each thread's events to that
-/// thread's buffer.
-fn capture_logs<R>(f: impl FnOnce() -> R) -> (R, String) {
-    static INIT: Once = Once::new();
-    INIT.call_once(|| {
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::INFO)
-            .with_writer(|| ThreadBuf)
-            .with_ansi(false)
-            .without_time()
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber");
-    });
-    LOGS.with(|l| l.borrow_mut().clear());
-    let result = f();
-    let bytes = LOGS.with(|l| std::mem::take(&mut *l.borrow_mut()));
-    (result, String::from_utf8(bytes).expect("logs are UTF-8"))
-}
-
-thread_local! {
-    static LOGS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
-struct ThreadBuf;
-
-impl io::Write for ThreadBuf {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        LOGS.with(|l| l.borrow_mut().extend_from_slice(bytes));
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }

@@ -3,11 +3,9 @@
 //! can fail or panic, and an interpreter with known results.
 #![allow(dead_code)] // each test binary uses a part of it
 
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 
 use jit_cache::{CompileFailure, DType, Executable, FunctionId, JitCache, Provenance, Signature};
 
@@ -192,43 +190,9 @@ pub(crate) fn f32_sig(dims: &[i64]) -> Signature {
 }
 
 /// Runs `f` and returns its result with the `jit_cache` events (up to debug
-/// level) that this thread logged meanwhile.
-///
-/// A process-global subscriber writes each thread's events to that thread's
-/// buffer. Scoped subscribers (`with_default`) are avoided on purpose: tracing
-/// caches per-callsite interest process-wide, and a callsite first reached by
-/// a test without a subscriber can stay disabled for a test with one. A test
-/// binary that checks logs must call this before any cache call, in every test.
+/// level) that this thread logged meanwhile (see
+/// [`test_support::logs::capture_logs`]: a test binary that checks logs
+/// must call this around every cache call, in every test).
 pub(crate) fn capture_logs<R>(f: impl FnOnce() -> R) -> (R, String) {
-    static INIT: Once = Once::new();
-    INIT.call_once(|| {
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_writer(|| ThreadBuf)
-            .with_ansi(false)
-            .without_time()
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber");
-    });
-    LOGS.with(|l| l.borrow_mut().clear());
-    let result = f();
-    let bytes = LOGS.with(|l| std::mem::take(&mut *l.borrow_mut()));
-    (result, String::from_utf8(bytes).expect("logs are UTF-8"))
-}
-
-thread_local! {
-    static LOGS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
-struct ThreadBuf;
-
-impl io::Write for ThreadBuf {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        LOGS.with(|l| l.borrow_mut().extend_from_slice(bytes));
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
+    test_support::logs::capture_logs(test_support::logs::Level::DEBUG, f)
 }

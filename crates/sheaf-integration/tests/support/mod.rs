@@ -1,11 +1,16 @@
 //! Fixtures shared by the end-to-end test files: a runtime, deterministic
-//! arrays, a comparison of results, and a real Redis server.
+//! arrays, a comparison of results. What other crates' tests, the
+//! benchmarks or the examples use too (a real Redis server, child
+//! processes) is in the `test-support` crate.
 
 #![allow(dead_code)] // each test file uses a different subset
 
-pub(crate) mod redis_server;
-pub(crate) mod runner;
 pub(crate) mod structured;
+
+/// `tests/pingpong.rs` starts the demo through this name (it moves to the
+/// demos package with the demo).
+#[allow(unused_imports)] // the other test files start children by `test_support::child`
+pub(crate) use test_support::child as runner;
 
 use std::fs;
 use std::path::{Path, PathBuf};

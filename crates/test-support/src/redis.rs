@@ -1,4 +1,4 @@
-//! A real `redis-server` for the remote-cache tests and benchmark: started
+//! A real `redis-server` for the remote-cache tests and benchmarks: started
 //! on a free loopback port with a temporary folder and no persistence,
 //! waited for until it answers PING, killed when dropped; and a minimal
 //! client for the tests' own commands (`KEYS`, `GET`, `SET`).
@@ -15,13 +15,14 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// Overrides the `redis-server` binary.
-pub(crate) const SERVER_ENV: &str = "SHEAF_JIT_TEST_REDIS_SERVER";
+pub const SERVER_ENV: &str = "SHEAF_JIT_TEST_REDIS_SERVER";
 
 /// How long a server may take to answer its first PING.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A running `redis-server`, killed on drop.
-pub(crate) struct RedisServer {
+#[derive(Debug)]
+pub struct RedisServer {
     child: Child,
     port: u16,
     _dir: tempfile::TempDir,
@@ -29,12 +30,12 @@ pub(crate) struct RedisServer {
 
 impl RedisServer {
     /// A server on a free loopback port.
-    pub(crate) fn start() -> RedisServer {
+    pub fn start() -> RedisServer {
         Self::start_on(free_port())
     }
 
     /// A server on `port` (e.g. the port of one that was killed).
-    pub(crate) fn start_on(port: u16) -> RedisServer {
+    pub fn start_on(port: u16) -> RedisServer {
         let binary = binary();
         let dir = tempfile::tempdir().unwrap();
         let child = Command::new(&binary)
@@ -61,17 +62,17 @@ impl RedisServer {
     }
 
     /// Its address, `redis://127.0.0.1:PORT`.
-    pub(crate) fn url(&self) -> String {
+    pub fn url(&self) -> String {
         url_of(self.port)
     }
 
     /// Its port.
-    pub(crate) fn port(&self) -> u16 {
+    pub fn port(&self) -> u16 {
         self.port
     }
 
     /// A client connection to it.
-    pub(crate) fn connection(&self) -> Client {
+    pub fn connection(&self) -> Client {
         Client::connect(self.port, Duration::from_secs(5)).unwrap()
     }
 
@@ -108,13 +109,14 @@ impl Drop for RedisServer {
 /// A client of the test's server: sends a command, reads its whole reply.
 /// It trusts the server (a `redis-server` started here), unlike the
 /// runtime's client, which bounds everything a server sends.
-pub(crate) struct Client {
+#[derive(Debug)]
+pub struct Client {
     reader: BufReader<TcpStream>,
 }
 
 /// A reply, as much of RESP2 as the tests need.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Reply {
+pub enum Reply {
     Status(String),
     Error(String),
     Integer(i64),
@@ -136,7 +138,7 @@ impl Client {
     }
 
     /// The names of the keys matching `pattern`.
-    pub(crate) fn keys(&mut self, pattern: &str) -> Vec<String> {
+    pub fn keys(&mut self, pattern: &str) -> Vec<String> {
         match self.command(&[b"KEYS", pattern.as_bytes()]).unwrap() {
             Reply::Array(keys) => keys
                 .into_iter()
@@ -150,7 +152,7 @@ impl Client {
     }
 
     /// The value of `key`, which must exist.
-    pub(crate) fn get(&mut self, key: &str) -> Vec<u8> {
+    pub fn get(&mut self, key: &str) -> Vec<u8> {
         match self.command(&[b"GET", key.as_bytes()]).unwrap() {
             Reply::Bulk(Some(value)) => value,
             other => panic!("GET {key} answered {other:?}"),
@@ -158,13 +160,13 @@ impl Client {
     }
 
     /// Sets `key` to `value`.
-    pub(crate) fn set(&mut self, key: &str, value: &[u8]) {
+    pub fn set(&mut self, key: &str, value: &[u8]) {
         let answer = self.command(&[b"SET", key.as_bytes(), value]).unwrap();
         assert_eq!(answer, Reply::Status("OK".to_owned()), "SET {key}");
     }
 
     /// Sends `args` (the command and its arguments); the reply.
-    pub(crate) fn command(&mut self, args: &[&[u8]]) -> io::Result<Reply> {
+    pub fn command(&mut self, args: &[&[u8]]) -> io::Result<Reply> {
         let mut command = format!("*{}\r\n", args.len()).into_bytes();
         for arg in args {
             command.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
@@ -213,12 +215,12 @@ impl Client {
 }
 
 /// `redis://127.0.0.1:PORT`.
-pub(crate) fn url_of(port: u16) -> String {
+pub fn url_of(port: u16) -> String {
     format!("redis://127.0.0.1:{port}")
 }
 
 /// A loopback port nothing listens on (now).
-pub(crate) fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -1,18 +1,19 @@
-//! Test fixtures shared by the iree-safe test files.
+//! Fixtures of iree-safe's tests, benchmarks and examples (feature
+//! `iree-safe`).
 //!
-//! `program(name)` returns a loadable artifact for `tests/data/<name>.mlir`:
-//! compiled with the installed `iree-compile` against the real runtime, or
-//! the mock module of the same name under miri (the `iree_mock` cfg).
-//! `LeakCheck` asserts at the end of a test that no IREE object is alive
-//! (beyond the process-wide instance) when running on the mock.
+//! `program(name)` returns a loadable artifact for iree-safe's
+//! `tests/data/<name>.mlir`: compiled with the installed `iree-compile`
+//! against the real runtime, or the mock module of the same name under miri
+//! (where iree-safe's build script sets its `iree_mock` cfg; here the same
+//! condition is `cfg(miri)`). `LeakCheck` asserts at the end of a test that
+//! no IREE object is alive (beyond the process-wide instance) when running
+//! on the mock.
 
-#![allow(dead_code)] // each test file uses a different subset
-
-pub(crate) use imp::*;
+pub use imp::*;
 
 /// The function `name` of the test program `name` (`tests/data/<name>.mlir`),
 /// loaded into `runtime`.
-pub(crate) fn load_function(runtime: &iree_safe::Runtime, name: &str) -> iree_safe::Function {
+pub fn load_function(runtime: &iree_safe::Runtime, name: &str) -> iree_safe::Function {
     runtime
         .load(program(name).vmfb())
         .unwrap()
@@ -20,7 +21,7 @@ pub(crate) fn load_function(runtime: &iree_safe::Runtime, name: &str) -> iree_sa
         .unwrap()
 }
 
-#[cfg(not(iree_mock))]
+#[cfg(not(miri))]
 mod imp {
     use std::collections::HashMap;
     use std::path::PathBuf;
@@ -34,7 +35,7 @@ mod imp {
     /// CPU (`host`, or this process's triple when `iree-compile` runs on
     /// another architecture: `CompileTarget::process_cpu`), compiled once
     /// per test process.
-    pub(crate) fn program(name: &str) -> Artifact {
+    pub fn program(name: &str) -> Artifact {
         let target = CompileTarget::process_cpu(&CompilerPreference::Subprocess);
         program_for(name, target)
     }
@@ -42,7 +43,7 @@ mod imp {
     /// Like [`program`], for another `--iree-llvmcpu-target-cpu` of the
     /// compiler's architecture (e.g. a baseline x86-64 that valgrind can
     /// decode, unlike AVX-512).
-    pub(crate) fn program_for_cpu(name: &str, cpu: &str) -> Artifact {
+    pub fn program_for_cpu(name: &str, cpu: &str) -> Artifact {
         let target = CompileTarget::Cpu {
             cpu: cpu.to_owned(),
             triple: None,
@@ -67,8 +68,9 @@ mod imp {
     /// Compiles with `iree-compile` in a child process: the tests exercise the
     /// runtime, and a child process stays out of valgrind's way.
     fn compile(name: &str, target: CompileTarget) -> Artifact {
-        let source =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/{name}.mlir"));
+        let source = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../iree-safe/tests/data")
+            .join(format!("{name}.mlir"));
         let mlir = std::fs::read_to_string(&source).expect("test program");
         let mut options = CompileOptions::stablehlo();
         options.target = target;
@@ -84,16 +86,17 @@ mod imp {
     }
 
     /// Nothing to check against the real runtime: valgrind covers leaks.
-    pub(crate) struct LeakCheck;
+    #[derive(Debug)]
+    pub struct LeakCheck;
 
     impl LeakCheck {
-        pub(crate) fn start() -> LeakCheck {
+        pub fn start() -> LeakCheck {
             LeakCheck
         }
     }
 }
 
-#[cfg(iree_mock)]
+#[cfg(miri)]
 mod imp {
     use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -101,13 +104,13 @@ mod imp {
     use iree_safe::mock::{live_objects, LiveObjects};
 
     /// The mock artifact named `name` (see `iree_safe::mock::program`).
-    pub(crate) fn program(name: &str) -> Artifact {
+    pub fn program(name: &str) -> Artifact {
         iree_safe::mock::program(name)
             .unwrap_or_else(|| panic!("the mock has no test program `{name}`"))
     }
 
     /// The mock has no CPU targets: the same artifact as [`program`].
-    pub(crate) fn program_for_cpu(name: &str, _cpu: &str) -> Artifact {
+    pub fn program_for_cpu(name: &str, _cpu: &str) -> Artifact {
         program(name)
     }
 
@@ -116,13 +119,14 @@ mod imp {
     /// a test that did not panic, asserts that every mock object the test
     /// created was released: only the process-wide VM instance, which
     /// `Instance::global()` keeps by design, may have appeared.
-    pub(crate) struct LeakCheck {
+    #[derive(Debug)]
+    pub struct LeakCheck {
         before: LiveObjects,
         _serial: MutexGuard<'static, ()>,
     }
 
     impl LeakCheck {
-        pub(crate) fn start() -> LeakCheck {
+        pub fn start() -> LeakCheck {
             static SERIAL: Mutex<()> = Mutex::new(());
             // A failed test poisons the lock; the others still run.
             let serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
@@ -154,16 +158,5 @@ mod imp {
     }
 }
 
-/// This process's resident set size, from `/proc/self/status` (Linux).
-pub(crate) fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("Linux /proc");
-    let kb: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/self/status");
-    kb * 1024
-}
-
 /// The driver the tests run on.
-pub(crate) const DRIVER: &str = "local-sync";
+pub const DRIVER: &str = "local-sync";
