@@ -1,13 +1,13 @@
-//! **Not an API to build on.** The ping-pong demo's reproduction of Sheaf's
-//! original layout, kept only to measure it against the shared runtime: a
+//! **Not an API to build on.** The ping-pong demo's reproduction of the
+//! original per-artifact layout, kept only to measure it against the shared runtime: a
 //! whole IREE runtime (runtime instance + device + session) per compiled
 //! artifact.
 //!
-//! Compiled only with the `legacy-demo` feature, which the `pingpong` binary
-//! of `sheaf-integration` turns on. docs/architecture.md ("Why one runtime")
+//! Compiled only with the `legacy-demo` feature, which the `pingpong` demo
+//! binary turns on. docs/architecture.md ("Why one runtime")
 //! explains why this layout leaks: every recompile built one of these and
 //! kept it forever (~117 KB each on local-sync, ~2.2 MB on local-task,
-//! ~106 MB observed in Sheaf). Use [`Runtime`](crate::Runtime) instead.
+//! ~106 MB observed in the original application). Use [`Runtime`](crate::Runtime) instead.
 
 use crate::artifact::AlignedArtifact;
 use crate::error::{check, Error, Result};

@@ -1,7 +1,7 @@
 //! Safe RAII wrappers over one shared IREE runtime, and IREE's compiler.
 //!
 //! This crate is the only place in the workspace that calls IREE's C API,
-//! and it knows nothing of Sheaf or of caching policy. It implements the
+//! and it knows nothing of the layers above it or of caching policy. It implements the
 //! layout that can both share and evict (docs/architecture.md, "One runtime
 //! per process"): one VM [`Instance`] per process, one [`Runtime`] (device +
 //! device group + HAL module) shared by every compiled artifact, and one
