@@ -7,7 +7,7 @@
 //!    the Vulkan tests (Debian's packages, installed when missing:
 //!    `redis.rs`, `vulkan.rs`);
 //! 5. `cargo test --workspace --all-features` against that install (real
-//!    runtime, real compiler, the demo and its legacy session included, the
+//!    runtime, real compiler, the demos and their legacy session included, the
 //!    device suite on the CPU and on Vulkan, required by
 //!    `SHEAF_JIT_TEST_DEVICES=vulkan` and `IREE_SAFE_TEST_DEVICES=vulkan`; this also runs the tidy test of
 //!    `src/tidy.rs`);
