@@ -4,7 +4,7 @@
 //! on another function, as JAX's backend is on the JAX side: the row is the
 //! function's cost, not the process's start.
 
-use anyhow::anyhow;
+use anyhow::bail;
 use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, IxDyn};
@@ -99,9 +99,7 @@ pub(crate) fn first_results(bench: &Bench) -> anyhow::Result<Vec<Row>> {
         first_sum = Checksum::of_values(host.iter().copied());
         while !matches!(y.provenance, Provenance::Compiled(_)) {
             if start.elapsed() > COMPILE_TIMEOUT {
-                return Err(anyhow!(
-                    "a background compile of sigmoid took over {COMPILE_TIMEOUT:?}"
-                ));
+                bail!("a background compile of sigmoid took over {COMPILE_TIMEOUT:?}");
             }
             std::thread::sleep(POLL);
             y = background.call(&f, &x, &[], interpret)?;

@@ -3,7 +3,7 @@
 //! JSON index (`index.json`), so that this binary and the JAX script
 //! (`jax_side.py`, with `numpy.fromfile`) compute on the same bits.
 
-use anyhow::{anyhow, Context as _};
+use anyhow::{anyhow, bail, Context as _};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -196,11 +196,11 @@ pub(crate) fn read(dir: &Path) -> anyhow::Result<Inputs> {
         )
     })?;
     if index.version != VERSION {
-        return Err(anyhow!(
+        bail!(
             "{} is of version {}, not {VERSION}; {rerun}",
             path.display(),
             index.version
-        ));
+        );
     }
     let mut arrays = BTreeMap::new();
     for (name, entry) in index.arrays {
@@ -209,13 +209,13 @@ pub(crate) fn read(dir: &Path) -> anyhow::Result<Inputs> {
             std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
         let len: usize = entry.shape.iter().product();
         if bytes.len() != len * 4 {
-            return Err(anyhow!(
+            bail!(
                 "{} has {} bytes, not the {} of f32{:?}; {rerun}",
                 path.display(),
                 bytes.len(),
                 len * 4,
                 entry.shape
-            ));
+            );
         }
         let values: Vec<f32> = bytes
             .chunks_exact(4)
@@ -225,21 +225,21 @@ pub(crate) fn read(dir: &Path) -> anyhow::Result<Inputs> {
         // decimal may come back one ulp off.
         let sum: f64 = values.iter().map(|&v| f64::from(v)).sum();
         if (sum - entry.sum).abs() > 1e-9 * (1.0 + sum.abs()) {
-            return Err(anyhow!(
+            bail!(
                 "{} sums to {sum}, not the index's {}; {rerun}",
                 path.display(),
                 entry.sum
-            ));
+            );
         }
         let array = ArrayD::from_shape_vec(IxDyn(&entry.shape), values)
             .expect("the length was checked against the shape");
         arrays.insert(name, Arc::new(array));
     }
     if index.full.ragged_calls.max(index.quick.ragged_calls) > index.ragged_sizes.len() {
-        return Err(anyhow!(
+        bail!(
             "{} lists fewer ragged sizes than calls; {rerun}",
             path.display()
-        ));
+        );
     }
     Ok(Inputs {
         arrays,

@@ -1,6 +1,6 @@
 //! The warm rows: per-call p50 of code that is already compiled.
 
-use anyhow::anyhow;
+use anyhow::bail;
 use std::time::{Duration, Instant};
 
 use ndarray::s;
@@ -95,9 +95,7 @@ pub(crate) fn batch_sizes(bench: &Bench) -> anyhow::Result<Vec<Row>> {
             }
         }
         if !jit.wait_for_compiles(Duration::from_secs(600)) {
-            return Err(anyhow!(
-                "the background compiles did not finish in 10 minutes"
-            ));
+            bail!("the background compiles did not finish in 10 minutes");
         }
     }
     // Rounds over the sizes, so that the machine's drift hits each alike.
@@ -206,10 +204,7 @@ fn settled(jit: &JitRuntime, function: &JitFunction, args: &[Value]) -> anyhow::
             return Ok(compiled);
         }
         if !jit.wait_for_compiles(Duration::from_secs(600)) {
-            return Err(anyhow!(
-                "`{}` did not compile in 10 minutes",
-                function.name()
-            ));
+            bail!("`{}` did not compile in 10 minutes", function.name());
         }
     }
 }

@@ -34,7 +34,7 @@ mod workload;
 use std::io::BufRead;
 use std::process::{Command, ExitCode, Stdio};
 
-use anyhow::{anyhow, Context as _};
+use anyhow::{anyhow, bail, Context as _};
 use args::{Args, Mode};
 use sheaf_integration::CompileMode;
 use workload::Record;
@@ -143,7 +143,7 @@ fn run_mode(mode: Mode, args: &Args) -> anyhow::Result<Vec<Record>> {
         .wait()
         .with_context(|| format!("waiting for the {} child", mode.name()))?;
     if !status.success() {
-        return Err(anyhow!("the {} mode failed ({status})", mode.name()));
+        bail!("the {} mode failed ({status})", mode.name());
     }
     Ok(records)
 }

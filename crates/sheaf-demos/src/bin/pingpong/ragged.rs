@@ -19,7 +19,7 @@
 //! Misses wait for their compile in every mode, as the legacy design did.
 //! A call is timed from the call to its result on the host.
 
-use anyhow::{anyhow, Context as _};
+use anyhow::{bail, Context as _};
 use std::time::Instant;
 
 use ndarray::{ArrayD, IxDyn};
@@ -137,7 +137,7 @@ pub(crate) fn run(mode: Mode, args: &Args, emit: &mut dyn FnMut(&Record)) -> any
                 (Mode::Static, _) => DiskCacheFolder::Disabled,
                 (_, Some(dir)) => DiskCacheFolder::Dir(dir.clone()),
                 (_, None) => {
-                    return Err(anyhow!("the {} mode needs --cache-dir", mode.name()));
+                    bail!("the {} mode needs --cache-dir", mode.name());
                 }
             };
             let config = JitConfig::builder()
@@ -180,7 +180,7 @@ pub(crate) fn run(mode: Mode, args: &Args, emit: &mut dyn FnMut(&Record)) -> any
             }
         }
         Mode::Shared | Mode::Background => {
-            return Err(anyhow!("the ragged scenario has no `{}` mode", mode.name()))
+            bail!("the ragged scenario has no `{}` mode", mode.name())
         }
     }
     Ok(())

@@ -2,7 +2,7 @@
 //! a temporary folder and no persistence, waited for until it answers
 //! `PING`, killed when dropped.
 
-use anyhow::{anyhow, Context as _};
+use anyhow::{bail, Context as _};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -59,13 +59,10 @@ impl RedisServer {
         let start = Instant::now();
         while !self.pong() {
             if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(anyhow!("redis-server exited ({status})"));
+                bail!("redis-server exited ({status})");
             }
             if start.elapsed() > START_TIMEOUT {
-                return Err(anyhow!(
-                    "redis-server on port {} does not answer PING",
-                    self.port
-                ));
+                bail!("redis-server on port {} does not answer PING", self.port);
             }
             std::thread::sleep(Duration::from_millis(20));
         }
