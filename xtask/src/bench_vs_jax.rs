@@ -2,8 +2,8 @@
 //! workspace's JIT next to JAX on the CPU, as a Markdown table.
 //!
 //! Ensures IREE is built (as `pingpong` does) and JAX is installed into
-//! the project venv, builds the `bench_vs_jax` binary of
-//! `sheaf-integration` in release mode, has it write the inputs (raw
+//! the project venv, builds the `bench_vs_jax` binary of `sheaf-demos` in
+//! release mode, has it write the inputs (raw
 //! little-endian f32 and an index, under `target/bench-vs-jax/inputs`),
 //! then runs each side three times, each run in a process of its own and
 //! the two sides alternating: the binary, and `jax_side.py` beside it with
@@ -36,7 +36,7 @@ const TOLERANCE: f64 = 1e-4;
 const ONE_THREAD_XLA_FLAGS: &str =
     "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1";
 /// The JAX side, beside the binary it mirrors.
-const JAX_SCRIPT: &str = "crates/sheaf-integration/src/bin/bench_vs_jax/jax_side.py";
+const JAX_SCRIPT: &str = "crates/sheaf-demos/src/bin/bench_vs_jax/jax_side.py";
 
 /// Command-line options.
 #[derive(Debug, Default, PartialEq)]
@@ -253,9 +253,7 @@ fn build(iree_prefix: &Path) -> Result<PathBuf> {
             "--release",
             "--message-format=json-render-diagnostics",
             "-p",
-            "sheaf-integration",
-            "--features",
-            "demo",
+            "sheaf-demos",
             "--bin",
             "bench_vs_jax",
         ])

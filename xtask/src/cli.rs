@@ -54,8 +54,8 @@ pub(crate) const COMMANDS: &[Command] = &[
       soak, the Linux-aarch64 tests, the miri tests and each fuzz target for
       20 s. With --aarch64, only the Linux-aarch64 tests: install the cross
       toolchain, qemu-user and the Rust target if missing, cross-build IREE,
-      cross-compile the tests of iree-sys, iree-safe and sheaf-integration
-      and run them under qemu-user (about a minute once built; the first
+      cross-compile the tests of iree-sys, iree-safe, sheaf-integration and
+      sheaf-demos and run them under qemu-user (about a minute once built; the first
       run 3-5 minutes). What is left out, and why, is printed.
 ",
     },

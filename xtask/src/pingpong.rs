@@ -1,7 +1,7 @@
 //! `cargo xtask pingpong [ARGS...]`: the project's main job.
 //!
-//! Ensures IREE is built, then runs the `pingpong` binary of
-//! `sheaf-integration` in release mode: Sheaf's original JIT and this
+//! Ensures IREE is built, then runs the `pingpong` binary of `sheaf-demos`
+//! in release mode: Sheaf's original JIT and this
 //! project's, side by side on the shape ping-pong workload, with a table and
 //! an SVG plot (`target/pingpong/rss.svg` unless `--plot` says otherwise).
 
@@ -40,9 +40,7 @@ pub(crate) fn run(args: Vec<OsString>) -> Result<()> {
                 "--quiet",
                 "--release",
                 "-p",
-                "sheaf-integration",
-                "--features",
-                "demo",
+                "sheaf-demos",
                 "--bin",
                 "pingpong",
                 "--",

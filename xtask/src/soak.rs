@@ -1,4 +1,4 @@
-//! `cargo xtask soak [SECONDS]`: the `soak` binary of `sheaf-integration`
+//! `cargo xtask soak [SECONDS]`: the `soak` binary of `sheaf-demos`
 //! (many threads, every cache tier, bad calls mixed in; see its module
 //! docs) for SECONDS (default 30), after making sure IREE is built and a
 //! `redis-server` is installed. `cargo xtask test` runs it for 30 s.
@@ -34,9 +34,7 @@ pub(crate) fn run_for(iree_prefix: &Path, seconds: u64) -> Result<()> {
                 "run",
                 "--quiet",
                 "-p",
-                "sheaf-integration",
-                "--features",
-                "demo",
+                "sheaf-demos",
                 "--bin",
                 "soak",
                 "--",

@@ -7,9 +7,9 @@
 //!    the Vulkan tests (Debian's packages, installed when missing:
 //!    `redis.rs`, `vulkan.rs`);
 //! 5. `cargo test --workspace --all-features` against that install (real
-//!    runtime, real compiler, the demo and its legacy session included, the
+//!    runtime, real compiler, the demos and their legacy session included, the
 //!    device suite on the CPU and on Vulkan, required by
-//!    `SHEAF_JIT_TEST_DEVICES=vulkan`; this also runs the tidy test of
+//!    `SHEAF_JIT_TEST_DEVICES=vulkan` and `IREE_SAFE_TEST_DEVICES=vulkan`; this also runs the tidy test of
 //!    `src/tidy.rs`);
 //! 6. the packaged library crates, used by a crate outside the workspace
 //!    (`package.rs`);
@@ -69,7 +69,7 @@ pub(crate) fn run(aarch64: bool) -> Result<()> {
             process::run(
                 process::cargo_with_iree(&manifest.prefix)
                     .args(["test", "--workspace", "--all-features"])
-                    .env(crate::vulkan::REQUIRED_ENV, "vulkan"),
+                    .envs(crate::vulkan::REQUIRED_ENV.map(|var| (var, "vulkan"))),
             )
         },
     )?;

@@ -50,10 +50,7 @@ const GENERATED: &[(&str, &str)] = &[
 ];
 
 /// `iree-safe` files that never run against the mock, with the reason.
-const NOT_MOCKED: &[(&str, &str)] = &[(
-    "crates/iree-safe/src/legacy.rs",
-    "the ping-pong demo's old per-artifact runtime, compiled only natively (feature `legacy-demo`)",
-)];
+const NOT_MOCKED: &[(&str, &str)] = &[];
 
 /// Every `.rs` file of the workspace's crates, of xtask and of the fuzz
 /// targets, relative to the root, sorted.
@@ -233,12 +230,6 @@ fn every_iree_function_iree_safe_calls_is_mocked() {
             continue;
         }
         let text = read(&path);
-        // The retain/release pairs of the demo's legacy objects are listed
-        // in a block compiled only with the legacy session.
-        let text = match text.split_once("#[cfg(all(feature = \"legacy-demo\"") {
-            Some((before, _)) => before.to_owned(),
-            None => text,
-        };
         for name in iree_names(&text) {
             if c_functions.contains(&name) && !mocked.contains(&name) {
                 unmocked.push(format!("{}: {name}", path.display()));

@@ -135,11 +135,3 @@ refcounted! {
     iree_hal_buffer_view_t => iree_hal_buffer_view_retain, iree_hal_buffer_view_release;
     iree_hal_buffer_t => iree_hal_buffer_retain, iree_hal_buffer_release;
 }
-
-// The ping-pong demo's reproduction of the old per-artifact runtime (see
-// `legacy`), real runtime only.
-#[cfg(all(feature = "legacy-demo", not(iree_mock)))]
-refcounted! {
-    iree_runtime_instance_t => iree_runtime_instance_retain, iree_runtime_instance_release;
-    iree_runtime_session_t => iree_runtime_session_retain, iree_runtime_session_release;
-}

@@ -1,12 +1,13 @@
 //! Safe RAII wrappers over one shared IREE runtime, and IREE's compiler.
 //!
 //! This crate is the only place in the workspace that calls IREE's C API,
-//! and it knows nothing of Sheaf or of caching policy. It implements the
-//! layout that can both share and evict (docs/architecture.md, "One runtime
-//! per process"): one VM [`Instance`] per process, one [`Runtime`] (device +
-//! device group + HAL module) shared by every compiled artifact, and one
-//! small [`Module`] per artifact with its own VM context, freed when dropped.
-//! [`compiler`] drives IREE's compiler, in-process or as a subprocess.
+//! and it knows nothing of the layers above it or of caching policy. It
+//! implements the layout that can both share and evict
+//! (docs/architecture.md, "One runtime per process"): one VM [`Instance`]
+//! per process, one [`Runtime`] (device + device group + HAL module) shared
+//! by every compiled artifact, and one small [`Module`] per artifact with
+//! its own VM context, freed when dropped. [`compiler`] drives IREE's
+//! compiler, in-process or as a subprocess.
 //!
 //! ```no_run
 //! use iree_safe::compiler::{choose_compiler, CompileOptions, CompilerPreference};
@@ -56,8 +57,6 @@ mod function;
 mod handle;
 mod import;
 mod instance;
-#[cfg(all(feature = "legacy-demo", not(iree_mock)))]
-pub mod legacy;
 mod list;
 mod memory;
 #[cfg(iree_mock)]

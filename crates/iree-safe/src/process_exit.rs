@@ -1,6 +1,7 @@
 //! Work that runs when the process exits: hooks added with [`at_exit`],
-//! then the wait for in-process compiles in flight (the compiler's exit
-//! gate).
+//! then one last function that the crate's own modules hand over (the
+//! in-process compiler's exit gate, which waits for the compiles in
+//! flight).
 //!
 //! A process exits when `main` returns or a thread calls `exit`; `exit`
 //! then calls the functions registered with `atexit` in the reverse order
@@ -12,17 +13,20 @@
 //! for why), so that at exit it runs before the destructors of the
 //! compiler library's statics that the finished compiles constructed. The
 //! handler runs the hooks once, in the order they were added, on the
-//! exiting thread, then closes the compiler's gate and waits for the
-//! compiles still in flight.
+//! exiting thread, then the last function handed over (the compiler's: it
+//! closes its gate and waits for the compiles still in flight). This
+//! module knows nothing of the compiler, which hands its function over
+//! with [`register_handler_then`].
 //!
 //! Rust runs no destructor of its own at exit: a hook is how a library
-//! that lives in a `static` finishes its work (Sheaf keeps its JIT runtime
-//! in one).
+//! that lives in a `static` finishes its work (a JIT runtime kept in a
+//! `static`, say).
 
+#[cfg(not(iree_mock))]
 use std::ffi::c_int;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// Registrations of the handler at most: each costs the C library a few
 /// dozen bytes until exit.
@@ -33,6 +37,10 @@ static REGISTERED: AtomicUsize = AtomicUsize::new(0);
 
 /// The hooks, in the order they were added.
 static HOOKS: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
+
+/// What the handler runs after the hooks, once a module of this crate has
+/// handed it over ([`register_handler_then`]).
+static LAST: OnceLock<fn()> = OnceLock::new();
 
 /// Whether the hooks ran (the handler is registered many times; only its
 /// first run runs them).
@@ -80,11 +88,20 @@ pub fn at_exit(hook: fn()) -> Result<(), AtExitError> {
 /// Registers the handler (again), so that it runs at exit before whatever
 /// registers after its previous registration; past [`MOST_REGISTRATIONS`]
 /// it does nothing.
-pub(crate) fn register_handler() -> Result<(), AtExitError> {
+fn register_handler() -> Result<(), AtExitError> {
     if REGISTERED.fetch_add(1, Ordering::Relaxed) >= MOST_REGISTRATIONS {
         return Ok(());
     }
     register()
+}
+
+/// Registers the handler (again), as [`register_handler`] does, and sets
+/// it to run `last` after the hooks on every run. Only the first `last`
+/// handed over is kept: the in-process compiler's exit gate is the only
+/// caller.
+pub(crate) fn register_handler_then(last: fn()) -> Result<(), AtExitError> {
+    LAST.get_or_init(|| last);
+    register_handler()
 }
 
 #[cfg(not(iree_mock))]
@@ -105,8 +122,8 @@ fn register() -> Result<(), AtExitError> {
     Ok(())
 }
 
-/// The `atexit` handler: the hooks (first run only), then the compiler's
-/// exit gate.
+/// The `atexit` handler: the hooks (first run only), then the function
+/// handed over with [`register_handler_then`], if any.
 #[cfg_attr(iree_mock, allow(dead_code))]
 extern "C" fn on_exit() {
     if !HOOKS_RAN.swap(true, Ordering::AcqRel) {
@@ -116,5 +133,7 @@ extern "C" fn on_exit() {
             let _ = panic::catch_unwind(AssertUnwindSafe(hook));
         }
     }
-    crate::compiler::close_gate_and_wait();
+    if let Some(last) = LAST.get() {
+        last();
+    }
 }

@@ -1,6 +1,5 @@
 //! Copies between host memory and device buffers: the one place where tensor
-//! data crosses between Rust and IREE, used by [`Tensor`](crate::Tensor) and
-//! by the ping-pong demo's legacy session.
+//! data crosses between Rust and IREE, used by [`Tensor`](crate::Tensor).
 //!
 //! A copy to the host allocates its destination fallibly and transfers into
 //! it directly: one host copy, and an error (never an abort) when the host

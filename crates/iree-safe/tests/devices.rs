@@ -5,8 +5,8 @@
 //! and, under miri, against the mock (where `LeakCheck` also proves the
 //! driver, the device list and the report storage were freed), as does the
 //! test of the mock's software driver; the Vulkan and CUDA tests need the
-//! real runtime. Vulkan is optional unless `SHEAF_JIT_TEST_DEVICES` names it
-//! (CI sets `SHEAF_JIT_TEST_DEVICES=vulkan`): then it must load and list its
+//! real runtime. Vulkan is optional unless `IREE_SAFE_TEST_DEVICES` names it
+//! (CI sets `IREE_SAFE_TEST_DEVICES=vulkan`): then it must load and list its
 //! devices.
 
 use iree_safe::{Device, DeviceKind, StatusCode};
@@ -99,14 +99,14 @@ fn libcuda_loads() -> bool {
 #[cfg(not(iree_mock))]
 #[test]
 fn vulkan_devices_open_by_uri_and_lavapipe_is_software() {
-    let required = std::env::var("SHEAF_JIT_TEST_DEVICES")
+    let required = std::env::var("IREE_SAFE_TEST_DEVICES")
         .is_ok_and(|devices| devices.split(',').any(|d| d.trim() == "vulkan"));
     let devices = match Device::available("vulkan") {
         Ok(devices) => devices,
         Err(error) => {
             assert!(
                 !required,
-                "SHEAF_JIT_TEST_DEVICES names vulkan, which cannot list its devices: {error}"
+                "IREE_SAFE_TEST_DEVICES names vulkan, which cannot list its devices: {error}"
             );
             eprintln!("skipped: Vulkan is not available here ({error})");
             return;
@@ -114,7 +114,7 @@ fn vulkan_devices_open_by_uri_and_lavapipe_is_software() {
     };
     assert!(
         !(required && devices.is_empty()),
-        "SHEAF_JIT_TEST_DEVICES names vulkan, which lists no devices"
+        "IREE_SAFE_TEST_DEVICES names vulkan, which lists no devices"
     );
     for info in &devices {
         eprintln!("vulkan: {info}");

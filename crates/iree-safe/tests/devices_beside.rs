@@ -74,7 +74,7 @@ fn a_result_that_is_the_other_devices_buffer_keeps_it_open() {
 }
 
 /// The mock's software GPU, or the real runtime's Vulkan driver, which
-/// CI runs on Mesa's lavapipe (`SHEAF_JIT_TEST_DEVICES=vulkan`).
+/// CI runs on Mesa's lavapipe (`IREE_SAFE_TEST_DEVICES=vulkan`).
 #[cfg(iree_mock)]
 const GPU: &str = iree_safe::mock::SOFTWARE_DRIVER;
 #[cfg(not(iree_mock))]
@@ -86,7 +86,7 @@ fn only_a_local_device_has_one_beside() {
     let gpu = match Device::open(GPU) {
         Ok(gpu) => gpu,
         Err(error) => {
-            let required = std::env::var("SHEAF_JIT_TEST_DEVICES").unwrap_or_default();
+            let required = std::env::var("IREE_SAFE_TEST_DEVICES").unwrap_or_default();
             assert!(!required.contains(GPU), "{GPU} must open here: {error}");
             eprintln!("skipped: no `{GPU}` device ({error})");
             return;

@@ -218,32 +218,3 @@ fn unknown_driver_is_not_found() {
     let error = Runtime::new("no-such-driver").unwrap_err();
     assert!(error.to_string().contains("no-such-driver"), "{error}");
 }
-
-#[test]
-#[cfg(feature = "legacy-demo")]
-fn legacy_session_runs_an_artifact_in_its_own_runtime() {
-    let mut session = iree_safe::legacy::LegacySession::new(DRIVER, &program("sigmoid")).unwrap();
-    let y = session
-        .call_f32("sigmoid.sigmoid", &[(&[4], &[0.0, 1.0, -1.0, 2.0])])
-        .unwrap();
-    for (x, y) in [0.0f32, 1.0, -1.0, 2.0].iter().zip(y) {
-        assert!((y - sigmoid(*x)).abs() < 1e-6);
-    }
-    let error = session
-        .call_f32("sigmoid.sigmoid", &[(&[5], &[0.0; 5])])
-        .unwrap_err();
-    assert!(error.to_string().contains("mismatch"), "{error}");
-    assert!(session
-        .call_f32("sigmoid.sigmoid", &[(&[4], &[0.0; 3])])
-        .is_err());
-}
-
-#[test]
-#[cfg(feature = "legacy-demo")]
-fn legacy_session_refuses_a_bad_artifact_without_freeing_it_twice() {
-    let bytes = program("sigmoid");
-    for bad in [&bytes[..bytes.len() / 2], &b"not a vmfb at all"[..]] {
-        let error = iree_safe::legacy::LegacySession::new(DRIVER, bad).unwrap_err();
-        assert!(matches!(error, Error::Iree { .. }), "{error}");
-    }
-}

@@ -28,8 +28,9 @@ pub enum CompileError {
     /// The program runs without a compiler
     /// ([`CompilerPreference::Disabled`](super::CompilerPreference::Disabled)).
     #[error(
-        "this program runs without a compiler (CompilerPreference::Disabled, or \
-         SHEAF_JIT_COMPILER=none): only artifacts compiled ahead are served"
+        "this program runs without a compiler (CompilerPreference::Disabled): only artifacts \
+         compiled ahead can be loaded; choose another CompilerPreference (Auto finds one) to \
+         compile"
     )]
     Disabled,
 

@@ -82,15 +82,21 @@ impl Drop for Pass {
         if !closed {
             // Registration fails only when the C library is out of memory:
             // exit is then covered by the earlier registrations.
-            let _ = crate::process_exit::register_handler();
+            let _ = register_exit_handler();
         }
     }
+}
+
+/// Registers the exit handler of `process_exit.rs` (again), set to run
+/// [`close_and_wait`] after the hooks.
+pub(crate) fn register_exit_handler() -> Result<(), crate::process_exit::AtExitError> {
+    crate::process_exit::register_handler_then(close_and_wait)
 }
 
 /// Called by the exit handler: no compile starts from now on; waits (at
 /// most [`EXIT_WAIT`]) for those running. Its later runs (the handler is
 /// registered many times) find nothing running.
-pub(crate) fn close_and_wait() {
+fn close_and_wait() {
     let mut gate = gate();
     gate.closed = true;
     let _drained = DRAINED

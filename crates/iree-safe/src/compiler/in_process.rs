@@ -41,7 +41,7 @@ use super::arch::foreign_arch;
 use super::diagnostics::{Diagnostic, Severity};
 use super::embedding_api::Api;
 use super::error::CompileError;
-use super::exit_gate::Pass;
+use super::exit_gate::{self, Pass};
 use super::locate::locate_compiler_library;
 use super::options::CompileOptions;
 use super::session::{DiagnosticSink, Output, Session};
@@ -76,8 +76,8 @@ static LOADED: Mutex<Option<&'static Loaded>> = Mutex::new(None);
 /// the compiles in flight runs only before the destructors of the statics
 /// that earlier compiles constructed, not of those a running compile
 /// constructs for the first time (the process's first compiles, mostly).
-/// `cargo test -p sheaf-integration --test exit_during_compile` saw 7 of
-/// 48 processes that ended during compiles die of SIGSEGV with this
+/// The workspace's `exit_during_compile` test of the integration layer saw
+/// 7 of 48 processes that ended during compiles die of SIGSEGV with this
 /// compiler, none with [`SubprocessCompiler`](super::SubprocessCompiler),
 /// which is why [`CompilerPreference::Auto`](super::CompilerPreference::Auto)
 /// prefers that one.
@@ -186,7 +186,7 @@ impl InProcessCompiler {
         // yet, and it is never shut down.
         unsafe { (api.global_initialize)() };
         // Before any compile: exit waits for the compiles in flight.
-        crate::process_exit::register_handler().map_err(|error| load_error(error.to_string()))?;
+        exit_gate::register_exit_handler().map_err(|error| load_error(error.to_string()))?;
         // SAFETY: the compiler is initialized; the revision string lives as
         // long as the initialization (forever) and is copied here.
         let revision = unsafe {

@@ -97,12 +97,6 @@ pub use target::host_cpu;
 pub use version::{ApiVersion, CompilerVersion};
 pub use version_memo::remember_versions_in;
 
-/// Closes the in-process compiler's exit gate and waits for the compiles
-/// in flight: the last step of the exit handler (`process_exit.rs`).
-pub(crate) fn close_gate_and_wait() {
-    exit_gate::close_and_wait();
-}
-
 /// Turns MLIR text into a `.vmfb` module.
 ///
 /// Implementations are thread-safe: one instance may compile on several

@@ -165,9 +165,8 @@ impl std::fmt::Display for CompileTarget {
 ///   dashes and the first `=` (`-x`, `--x` and `--x=true` set one option),
 ///   so a list option given twice keeps its last value only.
 ///
-/// A library that adds flags of its own puts them before its caller's
-/// (sheaf-integration prepends its CPU and float-semantics flags), so the
-/// caller's choice wins.
+/// A library that adds flags of its own (a CPU or float-semantics flag,
+/// say) puts them before its caller's, so the caller's choice wins.
 ///
 /// ```
 /// use iree_safe::compiler::CompileOptions;

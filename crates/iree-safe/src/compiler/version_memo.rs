@@ -1,9 +1,9 @@
 //! `iree-compile --version` answers kept on disk, so that a fresh process
-//! (one per command, as a Sheaf script is) does not start the compiler just
-//! to learn its version: [`remember_versions_in`] names a folder, and each
-//! answer is kept there under the executable's identity (canonical path,
-//! size and modification time: a rebuilt or replaced executable is asked
-//! again).
+//! (one per command, as a script's interpreter often is) does not start
+//! the compiler just to learn its version: [`remember_versions_in`] names
+//! a folder, and each answer is kept there under the executable's identity
+//! (canonical path, size and modification time: a rebuilt or replaced
+//! executable is asked again).
 //!
 //! The version names the compiler in artifact caches' keys, so a memo
 //! someone else could write would let them pick which cached code serves a
@@ -46,8 +46,8 @@ static FOLDER: Mutex<Option<PathBuf>> = Mutex::new(None);
 /// latest folder named is used.
 ///
 /// `dir` must be a folder only this user can write (the rules of
-/// jit-cache's artifact store, which sheaf-integration passes its disk
-/// cache's `compiler-versions` folder from): whoever can write the memos
+/// jit-cache's artifact store; a caller with a disk cache can pass a
+/// `compiler-versions` folder inside it): whoever can write the memos
 /// chooses the compiler version this process names in cache keys.
 ///
 /// # Errors

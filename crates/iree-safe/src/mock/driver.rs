@@ -15,6 +15,7 @@ use super::hal;
 use super::registry::{self, Kind, Object, Owned};
 use super::status::{return_object, to_status, Failure, MockResult};
 use super::string_builder;
+use super::string_view;
 
 /// The name of the mock's driver of one software device, which reports
 /// itself as Vulkan reports lavapipe (`type: cpu`). Only the mock has it.
@@ -133,7 +134,7 @@ pub(crate) unsafe fn iree_hal_driver_registry_try_create(
     out_driver: *mut *mut iree_hal_driver_t,
 ) -> iree_status_t {
     // SAFETY: the caller passes a readable view.
-    let name = unsafe { hal::view_str(driver_name) };
+    let name = unsafe { string_view::view_str(driver_name) };
     let result = match spec(&name) {
         Some(spec) if hal::is_registered(registry, spec.name) => Ok(Owned::new(Driver { spec })),
         _ => Err(Failure::new(
@@ -265,7 +266,7 @@ mod tests {
             let registry = hal::iree_hal_driver_registry_default();
             let status = iree_hal_driver_registry_try_create(
                 registry,
-                crate::strings::view(SOFTWARE_DRIVER),
+                string_view::view(SOFTWARE_DRIVER),
                 allocator,
                 &mut driver,
             );
@@ -275,13 +276,12 @@ mod tests {
             assert!(status.is_null());
             assert_eq!(count, 1);
             let info = *infos;
-            let path = crate::strings::to_string(info.path);
-            assert_eq!(crate::strings::to_string(info.name), software[0].name);
+            let path = string_view::view_str(info.path);
+            assert_eq!(string_view::view_str(info.name), software[0].name);
             string_builder::iree_string_builder_initialize(allocator, &mut builder);
             let status = iree_hal_driver_dump_device_info(driver, info.device_id, &mut builder);
             assert!(status.is_null());
-            let report =
-                crate::strings::to_string(string_builder::iree_string_builder_view(&builder));
+            let report = string_view::view_str(string_builder::iree_string_builder_view(&builder));
             let unknown = iree_hal_driver_dump_device_info(driver, 7, &mut builder);
             assert_eq!(iree_status_code(unknown), IREE_STATUS_OUT_OF_RANGE);
             super::super::status::iree_status_free(unknown);
@@ -308,7 +308,7 @@ mod tests {
         unsafe {
             let status = iree_hal_driver_registry_try_create(
                 hal::iree_hal_driver_registry_default(),
-                crate::strings::view("vulkan"),
+                string_view::view("vulkan"),
                 iree_allocator_system(),
                 &mut driver,
             );

@@ -54,6 +54,7 @@ mod program;
 mod registry;
 mod status;
 mod string_builder;
+mod string_view;
 
 pub use driver::SOFTWARE_DRIVER;
 pub use program::program;

@@ -12,10 +12,11 @@ use std::ptr::NonNull;
 
 use super::api::*;
 use super::context::Instance;
-use super::hal::{view_str, DeviceGroup};
+use super::hal::DeviceGroup;
 use super::program::{self, Program};
 use super::registry::{self, Kind, Object, Owned};
 use super::status::{return_object, Failure, MockResult};
+use super::string_view::view_str;
 
 /// Alignment the mock requires of archives: IREE's archive segment
 /// alignment (`IREE_VM_ARCHIVE_SEGMENT_ALIGNMENT`), which iree-safe's aligned

@@ -108,7 +108,7 @@ mod tests {
         let text = unsafe {
             iree_string_builder_initialize(iree_allocator_system(), &mut builder);
             assert_eq!(
-                crate::strings::to_string(iree_string_builder_view(&builder)),
+                super::super::string_view::view_str(iree_string_builder_view(&builder)),
                 ""
             );
             append(&mut builder, "type: ").unwrap();
@@ -116,7 +116,7 @@ mod tests {
             assert_eq!(builder.capacity, ALIGNMENT);
             append(&mut builder, &long).unwrap();
             assert_eq!(builder.capacity, 256);
-            let text = crate::strings::to_string(iree_string_builder_view(&builder));
+            let text = super::super::string_view::view_str(iree_string_builder_view(&builder));
             assert_eq!(allocator::live_blocks(), before + 1);
             iree_string_builder_deinitialize(&mut builder);
             text

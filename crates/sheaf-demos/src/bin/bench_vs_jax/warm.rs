@@ -1,5 +1,6 @@
 //! The warm rows: per-call p50 of code that is already compiled.
 
+use anyhow::bail;
 use std::time::{Duration, Instant};
 
 use ndarray::s;
@@ -10,7 +11,7 @@ use sheaf_integration::{
 
 use crate::inputs::{MAX_BATCH, WIDTH};
 use crate::row::{self, warm_p50_us, Checksum, Row};
-use crate::{chain, compiled, Bench};
+use crate::{compiled, Bench};
 
 /// The batch sizes of the eight-batch rows.
 const BATCH_SIZES: [usize; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
@@ -18,12 +19,12 @@ const BATCH_SIZES: [usize; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
 const TEMPERATURE: f32 = 0.5;
 
 /// `host` on the device of `jit`, as an argument.
-fn device(jit: &JitRuntime, host: HostTensor) -> Result<Value, String> {
-    Ok(Value::from(jit.upload(&host).map_err(|e| chain(&e))?))
+fn device(jit: &JitRuntime, host: HostTensor) -> anyhow::Result<Value> {
+    Ok(Value::from(jit.upload(&host)?))
 }
 
 /// `sigmoid` `f32[1,5]`, host array in and out; then chained on the device.
-pub(crate) fn sigmoid(bench: &Bench) -> Result<Vec<Row>, String> {
+pub(crate) fn sigmoid(bench: &Bench) -> anyhow::Result<Vec<Row>> {
     let counts = &bench.counts;
     let jit = bench.runtime(CompileMode::Blocking)?;
     let f = reference::sigmoid();
@@ -33,10 +34,10 @@ pub(crate) fn sigmoid(bench: &Bench) -> Result<Vec<Row>, String> {
     let host = [Value::from(HostTensor::from(x.clone()))];
     let first = compiled(&jit, &f, &host, &[])?;
     let device_name = first.device().to_owned();
-    let mut last = first.outputs[0].to_host().map_err(|e| chain(&e))?;
+    let mut last = first.outputs[0].to_host()?;
     let p50 = warm_p50_us(counts.warm_up, counts.sigmoid_calls, || {
         let y = compiled(&jit, &f, &host, &[])?;
-        last = y.outputs[0].to_host().map_err(|e| chain(&e))?;
+        last = y.outputs[0].to_host()?;
         Ok(())
     })?;
     let mut rows = vec![Row::new(
@@ -74,7 +75,7 @@ pub(crate) fn sigmoid(bench: &Bench) -> Result<Vec<Row>, String> {
 /// their own static variants beside it while the function's cache has room
 /// (5 of the 6 others at capacity 8), where JAX compiles each size. Timed
 /// once those compiles are done.
-pub(crate) fn batch_sizes(bench: &Bench) -> Result<Vec<Row>, String> {
+pub(crate) fn batch_sizes(bench: &Bench) -> anyhow::Result<Vec<Row>> {
     let counts = &bench.counts;
     let jit = bench.runtime(CompileMode::Background)?;
     let f = reference::mlp_layer();
@@ -94,7 +95,7 @@ pub(crate) fn batch_sizes(bench: &Bench) -> Result<Vec<Row>, String> {
             }
         }
         if !jit.wait_for_compiles(Duration::from_secs(600)) {
-            return Err("the background compiles did not finish in 10 minutes".to_owned());
+            bail!("the background compiles did not finish in 10 minutes");
         }
     }
     // Rounds over the sizes, so that the machine's drift hits each alike.
@@ -136,7 +137,7 @@ struct Case {
 
 /// `matmul` `f32[512,512]`·`f32[512,512]`, `softmax` `f32[128,1024]` and
 /// `mlp_layer` `f32[128,256]` (static variants), device tensors in and out.
-pub(crate) fn compute(bench: &Bench) -> Result<Vec<Row>, String> {
+pub(crate) fn compute(bench: &Bench) -> anyhow::Result<Vec<Row>> {
     let counts = &bench.counts;
     let inputs = &bench.inputs;
     let jit = bench.runtime(CompileMode::Blocking)?;
@@ -197,18 +198,13 @@ pub(crate) fn compute(bench: &Bench) -> Result<Vec<Row>, String> {
 
 /// `function` on `args`, run compiled once its background compile is done
 /// (a miss is interpreted meanwhile).
-fn settled(jit: &JitRuntime, function: &JitFunction, args: &[Value]) -> Result<Compiled, String> {
+fn settled(jit: &JitRuntime, function: &JitFunction, args: &[Value]) -> anyhow::Result<Compiled> {
     loop {
-        if let Dispatched::Compiled(compiled) =
-            jit.dispatch(function, args, &[]).map_err(|e| chain(&e))?
-        {
+        if let Dispatched::Compiled(compiled) = jit.dispatch(function, args, &[])? {
             return Ok(compiled);
         }
         if !jit.wait_for_compiles(Duration::from_secs(600)) {
-            return Err(format!(
-                "`{}` did not compile in 10 minutes",
-                function.name()
-            ));
+            bail!("`{}` did not compile in 10 minutes", function.name());
         }
     }
 }

@@ -18,12 +18,10 @@
 //! Run it with `cargo xtask soak SECONDS` (which installs `redis-server`
 //! when missing); `cargo xtask test` runs it for 30 s.
 
-#[path = "../common/process_stats.rs"]
-mod process_stats;
-
 mod calls;
 mod server;
 
+use anyhow::Context as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,8 +29,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sheaf_integration::{
-    CompileMode, DiskCacheFolder, ErrorChain, JitConfig, JitRuntime, RemoteCacheUrl, RemoteSecret,
-    Secret,
+    CompileMode, DiskCacheFolder, JitConfig, JitRuntime, RemoteCacheUrl, RemoteSecret, Secret,
 };
 
 use calls::{Call, Functions, Outcome};
@@ -53,32 +50,27 @@ struct Args {
     threads: usize,
 }
 
+/// `soak`'s usage line.
+const USAGE: &str = "usage: soak [--seconds N] [--threads N]";
+
 impl Args {
-    fn parse() -> Result<Args, String> {
+    fn parse() -> Result<Args, lexopt::Error> {
+        use lexopt::Arg::Long;
+        use lexopt::ValueExt as _;
         let mut args = Args {
             seconds: 30,
             threads: 8,
         };
-        let mut words = std::env::args().skip(1);
-        while let Some(word) = words.next() {
-            let mut value = |name: &str| {
-                words
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .ok_or(format!("{name} takes a positive whole number"))
-            };
-            match word.as_str() {
-                "--seconds" => args.seconds = value("--seconds")?,
-                "--threads" => args.threads = value("--threads")? as usize,
-                other => {
-                    return Err(format!(
-                        "unknown argument `{other}`; usage: soak [--seconds N] [--threads N]"
-                    ))
-                }
+        let mut parser = lexopt::Parser::from_env();
+        while let Some(arg) = parser.next()? {
+            match arg {
+                Long("seconds") => args.seconds = parser.value()?.parse()?,
+                Long("threads") => args.threads = parser.value()?.parse()?,
+                _ => return Err(arg.unexpected()),
             }
         }
         if args.seconds == 0 || args.threads == 0 {
-            return Err("--seconds and --threads must be at least 1".to_owned());
+            return Err("--seconds and --threads must be at least 1".into());
         }
         Ok(args)
     }
@@ -104,19 +96,26 @@ struct Sample {
 }
 
 fn main() -> ExitCode {
-    match Args::parse().and_then(|args| soak(&args)) {
+    let args = match Args::parse() {
+        Ok(args) => args,
+        Err(error) => {
+            eprintln!("soak: {error}; {USAGE}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match soak(&args) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
-        Err(message) => {
-            eprintln!("soak: {message}");
+        Err(error) => {
+            eprintln!("soak: {error:#}");
             ExitCode::FAILURE
         }
     }
 }
 
 /// Runs the soak; `Ok(false)` when something went wrong.
-fn soak(args: &Args) -> Result<bool, String> {
-    let dir = tempfile::tempdir().map_err(|e| format!("no temporary folder: {e}"))?;
+fn soak(args: &Args) -> anyhow::Result<bool> {
+    let dir = tempfile::tempdir().context("no temporary folder")?;
     let server = RedisServer::start(dir.path())?;
     let config = JitConfig::builder()
         .compile(|compile| compile.mode = CompileMode::Background)
@@ -127,9 +126,8 @@ fn soak(args: &Args) -> Result<bool, String> {
             let secret = Secret::from_bytes(*b"sheaf-jit soak: a test secret!!!");
             remote.secret = Some(RemoteSecret::Key(secret));
         })
-        .build()
-        .map_err(|e| ErrorChain(&e).to_string())?;
-    let jit = JitRuntime::new(config).map_err(|e| ErrorChain(&e).to_string())?;
+        .build()?;
+    let jit = JitRuntime::new(config)?;
     let (functions, good, bad) = (Functions::new(), calls::good_calls(), calls::bad_calls());
     println!(
         "soak: {} s, {} threads, {} signatures and {} kinds of bad call; background compiles, \
@@ -210,7 +208,7 @@ fn sample(start: Instant, deadline: Instant, samples: &Mutex<Vec<Sample>>) {
         std::thread::sleep(SAMPLE_EVERY);
         let sample = Sample {
             at: start.elapsed(),
-            rss: process_stats::rss_bytes(),
+            rss: sheaf_demos::process_stats::rss_bytes(),
             descriptors: std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count),
         };
         samples

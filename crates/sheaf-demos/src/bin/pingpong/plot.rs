@@ -2,6 +2,7 @@
 //! `plotters`: iterations on integer coordinates, so their ticks are whole
 //! numbers; round tick values for the RSS.
 
+use anyhow::{anyhow, Context as _};
 use std::path::Path;
 
 use plotters::prelude::*;
@@ -55,12 +56,11 @@ const RAGGED: &[Series] = &[
 ];
 
 /// Writes the plot to `path`, creating its folder.
-pub(crate) fn write(path: &Path, records: &[Record], args: &Args) -> Result<(), String> {
+pub(crate) fn write(path: &Path, records: &[Record], args: &Args) -> anyhow::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    draw(path, records, args).map_err(|e| format!("cannot draw {}: {e}", path.display()))
+    draw(path, records, args).map_err(|e| anyhow!("cannot draw {}: {e}", path.display()))
 }
 
 fn draw(path: &Path, records: &[Record], args: &Args) -> Result<(), Box<dyn std::error::Error>> {

@@ -1,10 +1,10 @@
 //! The workload both modes run, and what they report.
 
+use anyhow::Context as _;
 use std::time::Instant;
 
 use ndarray::{ArrayD, IxDyn};
 use serde::{Deserialize, Serialize};
-use sheaf_integration::ErrorChain;
 
 /// Shapes `sigmoid` alternates between.
 pub(crate) const SIGMOID_SHAPES: [&[usize]; 2] = [&[1, 5], &[1, 5, 1]];
@@ -34,12 +34,12 @@ pub(crate) fn data(x: &ArrayD<f32>) -> &[f32] {
 }
 
 /// The interpreter's sigmoid of `x`.
-pub(crate) fn expected_sigmoid(x: ArrayD<f32>) -> Result<ArrayD<f32>, String> {
+pub(crate) fn expected_sigmoid(x: ArrayD<f32>) -> anyhow::Result<ArrayD<f32>> {
     first_f32(sheaf_integration::reference::interpret_sigmoid(&[x.into()]))
 }
 
 /// The interpreter's softmax of `x` at temperature `t`.
-pub(crate) fn expected_softmax(x: ArrayD<f32>, t: f32) -> Result<ArrayD<f32>, String> {
+pub(crate) fn expected_softmax(x: ArrayD<f32>, t: f32) -> anyhow::Result<ArrayD<f32>> {
     first_f32(sheaf_integration::reference::interpret_softmax(
         &[x.into()],
         t,
@@ -48,16 +48,10 @@ pub(crate) fn expected_softmax(x: ArrayD<f32>, t: f32) -> Result<ArrayD<f32>, St
 
 fn first_f32(
     outputs: Result<Vec<sheaf_integration::Value>, sheaf_integration::reference::ReferenceError>,
-) -> Result<ArrayD<f32>, String> {
-    let outputs = outputs.map_err(|e| ErrorChain(&e).to_string())?;
-    let host = outputs
-        .first()
-        .ok_or("no output")?
-        .to_host()
-        .map_err(|e| ErrorChain(&e).to_string())?;
-    host.as_f32()
-        .cloned()
-        .ok_or_else(|| "not an f32 output".to_owned())
+) -> anyhow::Result<ArrayD<f32>> {
+    let outputs = outputs?;
+    let host = outputs.first().context("no output")?.to_host()?;
+    host.as_f32().cloned().context("not an f32 output")
 }
 
 /// True when `actual` matches the interpreter's `expected` within 1e-5.
@@ -255,4 +249,4 @@ impl<'a> Recorder<'a> {
     }
 }
 
-pub(crate) use crate::process_stats::rss_bytes;
+pub(crate) use sheaf_demos::process_stats::rss_bytes;

@@ -11,7 +11,7 @@ use sheaf_integration::{reference, CompileMode, HostTensor, Value};
 
 use crate::inputs::{MAX_BATCH, POOL_ROWS};
 use crate::row::{first_f32, ms, Checksum, Row};
-use crate::{chain, Bench};
+use crate::Bench;
 
 /// The temperatures `softmax` alternates between.
 const TEMPERATURES: [f32; 2] = [0.5, 1.0];
@@ -26,7 +26,7 @@ fn mode_name(mode: CompileMode) -> &'static str {
 /// Each iteration: `sigmoid` on `f32[1,5]` and `f32[1,5,1]` alternately, then
 /// `softmax` on `f32[1,5]` at temperatures 0.5 and 1.0 alternately (four
 /// signatures in all).
-pub(crate) fn pingpong(bench: &Bench, mode: CompileMode) -> Result<Row, String> {
+pub(crate) fn pingpong(bench: &Bench, mode: CompileMode) -> anyhow::Result<Row> {
     let iterations = bench.counts.pingpong_iterations;
     let x = bench.inputs.array("sigmoid_x")?;
     let column = ArrayD::from_shape_vec(IxDyn(&[1, 5, 1]), x.iter().copied().collect())
@@ -41,21 +41,17 @@ pub(crate) fn pingpong(bench: &Bench, mode: CompileMode) -> Result<Row, String> 
     let mut outputs = Vec::with_capacity(2 * iterations);
     let start = Instant::now();
     for i in 0..iterations {
-        let y = jit
-            .call(&sigmoid, &xs[i % 2..][..1], &[], |args, _, _| {
-                reference::interpret_sigmoid(args)
-            })
-            .map_err(|e| chain(&e))?;
+        let y = jit.call(&sigmoid, &xs[i % 2..][..1], &[], |args, _, _| {
+            reference::interpret_sigmoid(args)
+        })?;
         outputs.push(first_f32(&y.outputs)?);
         let t = TEMPERATURES[i % 2];
-        let y = jit
-            .call(
-                &softmax,
-                std::slice::from_ref(&s),
-                &[reference::temperature(t)],
-                |args, _, _| reference::interpret_softmax(args, t),
-            )
-            .map_err(|e| chain(&e))?;
+        let y = jit.call(
+            &softmax,
+            std::slice::from_ref(&s),
+            &[reference::temperature(t)],
+            |args, _, _| reference::interpret_softmax(args, t),
+        )?;
         outputs.push(first_f32(&y.outputs)?);
     }
     let total = start.elapsed();
@@ -80,7 +76,7 @@ pub(crate) fn pingpong(bench: &Bench, mode: CompileMode) -> Result<Row, String> 
 /// x cut from the pool of rows at offset `i % 129` (outside the timing),
 /// with W and the bias the same host arrays every call (the upload cache
 /// keeps them on the device; the JAX side keeps them as device arrays).
-pub(crate) fn ragged(bench: &Bench, mode: CompileMode) -> Result<Row, String> {
+pub(crate) fn ragged(bench: &Bench, mode: CompileMode) -> anyhow::Result<Row> {
     let calls = bench.counts.ragged_calls;
     let pool = bench.inputs.array("mlp_x")?;
     let w = Value::from(HostTensor::from(bench.inputs.array("mlp_w")?));
@@ -97,11 +93,9 @@ pub(crate) fn ragged(bench: &Bench, mode: CompileMode) -> Result<Row, String> {
             b.clone(),
         ];
         let start = Instant::now();
-        let y = jit
-            .call(&mlp, &args, &[], |args, _, _| {
-                reference::interpret_mlp_layer(args)
-            })
-            .map_err(|e| chain(&e))?;
+        let y = jit.call(&mlp, &args, &[], |args, _, _| {
+            reference::interpret_mlp_layer(args)
+        })?;
         let host = first_f32(&y.outputs)?;
         total += start.elapsed();
         checksum.add(host.iter().copied());

@@ -2,6 +2,7 @@
 //! a temporary folder and no persistence, waited for until it answers
 //! `PING`, killed when dropped.
 
+use anyhow::{bail, Context as _};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -22,13 +23,13 @@ pub(crate) struct RedisServer {
 
 impl RedisServer {
     /// Starts one whose files go in `dir`.
-    pub(crate) fn start(dir: &Path) -> Result<RedisServer, String> {
+    pub(crate) fn start(dir: &Path) -> anyhow::Result<RedisServer> {
         let binary = std::env::var_os(SERVER_ENV)
             .filter(|path| !path.is_empty())
             .map_or_else(|| PathBuf::from("redis-server"), PathBuf::from);
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
-            .map_err(|e| format!("no free loopback port: {e}"))?
+            .context("no free loopback port")?
             .port();
         let child = Command::new(&binary)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
@@ -37,10 +38,10 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| {
+            .with_context(|| {
                 format!(
-                    "cannot start {}: {e}; run `cargo xtask soak` (it installs Debian's \
-                     redis-server) or set {SERVER_ENV}",
+                    "cannot start {} (run `cargo xtask soak`, which installs Debian's \
+                     redis-server, or set {SERVER_ENV})",
                     binary.display()
                 )
             })?;
@@ -54,17 +55,14 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    fn wait_until_it_answers(&mut self) -> Result<(), String> {
+    fn wait_until_it_answers(&mut self) -> anyhow::Result<()> {
         let start = Instant::now();
         while !self.pong() {
             if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(format!("redis-server exited ({status})"));
+                bail!("redis-server exited ({status})");
             }
             if start.elapsed() > START_TIMEOUT {
-                return Err(format!(
-                    "redis-server on port {} does not answer PING",
-                    self.port
-                ));
+                bail!("redis-server on port {} does not answer PING", self.port);
             }
             std::thread::sleep(Duration::from_millis(20));
         }

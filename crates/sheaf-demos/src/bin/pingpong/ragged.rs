@@ -19,12 +19,12 @@
 //! Misses wait for their compile in every mode, as the legacy design did.
 //! A call is timed from the call to its result on the host.
 
+use anyhow::{bail, Context as _};
 use std::time::Instant;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, ArtifactSource, CompileMode, DiskCacheFolder, ErrorChain, JitConfig, JitRuntime,
-    Value,
+    reference, ArtifactSource, CompileMode, DiskCacheFolder, JitConfig, JitRuntime, Value,
 };
 
 use crate::args::{Args, Mode};
@@ -89,7 +89,7 @@ impl Run<'_> {
     }
 }
 
-pub(crate) fn run(mode: Mode, args: &Args, emit: &mut dyn FnMut(&Record)) -> Result<(), String> {
+pub(crate) fn run(mode: Mode, args: &Args, emit: &mut dyn FnMut(&Record)) -> anyhow::Result<()> {
     let checkpoints = [args.ragged_calls];
     let mut run = Run {
         recorder: Recorder::new(mode.name(), &checkpoints, emit),
@@ -137,7 +137,7 @@ pub(crate) fn run(mode: Mode, args: &Args, emit: &mut dyn FnMut(&Record)) -> Res
                 (Mode::Static, _) => DiskCacheFolder::Disabled,
                 (_, Some(dir)) => DiskCacheFolder::Dir(dir.clone()),
                 (_, None) => {
-                    return Err(format!("the {} mode needs --cache-dir", mode.name()));
+                    bail!("the {} mode needs --cache-dir", mode.name());
                 }
             };
             let config = JitConfig::builder()
@@ -145,9 +145,8 @@ pub(crate) fn run(mode: Mode, args: &Args, emit: &mut dyn FnMut(&Record)) -> Res
                 .disk(|disk| disk.folder = folder)
                 .compile(|compile| compile.mode = CompileMode::Blocking)
                 .cache(|cache| cache.dynamic_dims = mode != Mode::Static)
-                .build()
-                .map_err(|e| ErrorChain(&e).to_string())?;
-            let jit = JitRuntime::new(config).map_err(|e| ErrorChain(&e).to_string())?;
+                .build()?;
+            let jit = JitRuntime::new(config)?;
             let (w_value, bias_value) = (Value::from(w.clone()), Value::from(bias.clone()));
             // The restart runs the generator's next calls: sizes in another
             // order than the run that learned.
@@ -162,14 +161,10 @@ pub(crate) fn run(mode: Mode, args: &Args, emit: &mut dyn FnMut(&Record)) -> Res
                 let expected = expected(&x, &w, &bias)?;
                 let args = [Value::from(x), w_value.clone(), bias_value.clone()];
                 let start = Instant::now();
-                let result = jit
-                    .call(&mlp, &args, &[], |args, _, _| {
-                        reference::interpret_mlp_layer(args)
-                    })
-                    .map_err(|e| ErrorChain(&e).to_string())?;
-                let y = result.outputs[0]
-                    .to_host()
-                    .map_err(|e| ErrorChain(&e).to_string())?;
+                let result = jit.call(&mlp, &args, &[], |args, _, _| {
+                    reference::interpret_mlp_layer(args)
+                })?;
+                let y = result.outputs[0].to_host()?;
                 let nanos = start.elapsed().as_nanos() as u64;
                 let correct = workload::matches(workload::data(f32s(&y)?), &expected);
                 let profile = jit.profile();
@@ -185,28 +180,24 @@ pub(crate) fn run(mode: Mode, args: &Args, emit: &mut dyn FnMut(&Record)) -> Res
             }
         }
         Mode::Shared | Mode::Background => {
-            return Err(format!("the ragged scenario has no `{}` mode", mode.name()))
+            bail!("the ragged scenario has no `{}` mode", mode.name())
         }
     }
     Ok(())
 }
 
 /// The interpreter's result.
-fn expected(x: &ArrayD<f32>, w: &ArrayD<f32>, bias: &ArrayD<f32>) -> Result<ArrayD<f32>, String> {
+fn expected(x: &ArrayD<f32>, w: &ArrayD<f32>, bias: &ArrayD<f32>) -> anyhow::Result<ArrayD<f32>> {
     let args = [
         Value::from(x.clone()),
         Value::from(w.clone()),
         Value::from(bias.clone()),
     ];
-    let outputs = reference::interpret_mlp_layer(&args).map_err(|e| ErrorChain(&e).to_string())?;
-    let host = outputs[0]
-        .to_host()
-        .map_err(|e| ErrorChain(&e).to_string())?;
+    let outputs = reference::interpret_mlp_layer(&args)?;
+    let host = outputs[0].to_host()?;
     Ok(f32s(&host)?.clone())
 }
 
-fn f32s(tensor: &sheaf_integration::HostTensor) -> Result<&ArrayD<f32>, String> {
-    tensor
-        .as_f32()
-        .ok_or_else(|| "not an f32 result".to_owned())
+fn f32s(tensor: &sheaf_integration::HostTensor) -> anyhow::Result<&ArrayD<f32>> {
+    tensor.as_f32().context("not an f32 result")
 }

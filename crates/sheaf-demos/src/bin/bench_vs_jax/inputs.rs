@@ -3,6 +3,7 @@
 //! JSON index (`index.json`), so that this binary and the JAX script
 //! (`jax_side.py`, with `numpy.fromfile`) compute on the same bits.
 
+use anyhow::{anyhow, bail, Context as _};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -123,11 +124,11 @@ pub(crate) struct Inputs {
 
 impl Inputs {
     /// The array called `name` (shared, not copied).
-    pub(crate) fn array(&self, name: &str) -> Result<Arc<ArrayD<f32>>, String> {
+    pub(crate) fn array(&self, name: &str) -> anyhow::Result<Arc<ArrayD<f32>>> {
         self.arrays
             .get(name)
             .cloned()
-            .ok_or_else(|| format!("the inputs have no array `{name}`"))
+            .with_context(|| format!("the inputs have no array `{name}`"))
     }
 
     /// The calls to make: a smoke test's when `quick`.
@@ -157,16 +158,15 @@ pub(crate) fn generate(seed: u64, len: usize) -> Vec<f32> {
 }
 
 /// Writes every array and the index into `dir` (created if missing).
-pub(crate) fn write(dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+pub(crate) fn write(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut arrays = BTreeMap::new();
     for (seed, (name, shape)) in (1u64..).zip(ARRAYS) {
         let values = generate(seed, shape.iter().product());
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         let file = format!("{name}.f32");
         let path = dir.join(&file);
-        std::fs::write(&path, bytes)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
         let sum = values.iter().map(|&v| f64::from(v)).sum();
         let shape = shape.to_vec();
         arrays.insert((*name).to_owned(), Entry { shape, file, sum });
@@ -180,42 +180,42 @@ pub(crate) fn write(dir: &Path) -> Result<(), String> {
     };
     let path = dir.join(INDEX);
     let text = serde_json::to_string_pretty(&index).expect("the index serializes");
-    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Reads the inputs that [`write()`] left in `dir`.
-pub(crate) fn read(dir: &Path) -> Result<Inputs, String> {
+pub(crate) fn read(dir: &Path) -> anyhow::Result<Inputs> {
     let rerun = "run `bench_vs_jax write-inputs DIR` (or `cargo xtask bench-vs-jax`) again";
     let path = dir.join(INDEX);
     let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {} ({e}); {rerun}", path.display()))?;
+        .map_err(|e| anyhow!("cannot read {} ({e}); {rerun}", path.display()))?;
     let index: Index = serde_json::from_str(&text).map_err(|e| {
-        format!(
+        anyhow!(
             "{} is not an index of inputs ({e}); {rerun}",
             path.display()
         )
     })?;
     if index.version != VERSION {
-        return Err(format!(
+        bail!(
             "{} is of version {}, not {VERSION}; {rerun}",
             path.display(),
             index.version
-        ));
+        );
     }
     let mut arrays = BTreeMap::new();
     for (name, entry) in index.arrays {
         let path = dir.join(&entry.file);
         let bytes =
-            std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
         let len: usize = entry.shape.iter().product();
         if bytes.len() != len * 4 {
-            return Err(format!(
+            bail!(
                 "{} has {} bytes, not the {} of f32{:?}; {rerun}",
                 path.display(),
                 bytes.len(),
                 len * 4,
                 entry.shape
-            ));
+            );
         }
         let values: Vec<f32> = bytes
             .chunks_exact(4)
@@ -225,21 +225,21 @@ pub(crate) fn read(dir: &Path) -> Result<Inputs, String> {
         // decimal may come back one ulp off.
         let sum: f64 = values.iter().map(|&v| f64::from(v)).sum();
         if (sum - entry.sum).abs() > 1e-9 * (1.0 + sum.abs()) {
-            return Err(format!(
+            bail!(
                 "{} sums to {sum}, not the index's {}; {rerun}",
                 path.display(),
                 entry.sum
-            ));
+            );
         }
         let array = ArrayD::from_shape_vec(IxDyn(&entry.shape), values)
             .expect("the length was checked against the shape");
         arrays.insert(name, Arc::new(array));
     }
     if index.full.ragged_calls.max(index.quick.ragged_calls) > index.ragged_sizes.len() {
-        return Err(format!(
+        bail!(
             "{} lists fewer ragged sizes than calls; {rerun}",
             path.display()
-        ));
+        );
     }
     Ok(Inputs {
         arrays,
@@ -289,6 +289,9 @@ mod tests {
         write(dir.path()).expect("the inputs are written");
         std::fs::write(dir.path().join("mlp_b.f32"), [0u8; 12]).expect("overwrite");
         let error = read(dir.path()).expect_err("a short file is refused");
-        assert!(error.contains("mlp_b.f32 has 12 bytes"), "{error}");
+        assert!(
+            error.to_string().contains("mlp_b.f32 has 12 bytes"),
+            "{error}"
+        );
     }
 }

@@ -2,12 +2,11 @@
 //! misses that wait for their compile or that run in the interpreter while
 //! the compile runs in the background.
 
+use anyhow::Context as _;
 use std::time::{Duration, Instant};
 
 use ndarray::ArrayD;
-use sheaf_integration::{
-    reference, CompileMode, DiskCacheFolder, ErrorChain, JitConfig, JitRuntime, Value,
-};
+use sheaf_integration::{reference, CompileMode, DiskCacheFolder, JitConfig, JitRuntime, Value};
 
 use crate::args::Args;
 use crate::workload::{self, Record, Recorder};
@@ -16,15 +15,14 @@ pub(crate) fn run(
     args: &Args,
     mode: CompileMode,
     emit: &mut dyn FnMut(&Record),
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     // No disk cache: every signature is compiled for real, once.
     let config = JitConfig::builder()
         .device(|device| device.driver.clone_from(&args.driver))
         .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
         .compile(|compile| compile.mode = mode)
-        .build()
-        .map_err(|e| ErrorChain(&e).to_string())?;
-    let jit = JitRuntime::new(config).map_err(|e| ErrorChain(&e).to_string())?;
+        .build()?;
+    let jit = JitRuntime::new(config)?;
     let (sigmoid, softmax) = (reference::sigmoid(), reference::softmax());
     let name = match mode {
         CompileMode::Background => "background",
@@ -34,30 +32,25 @@ pub(crate) fn run(
     let mut stale = 0;
     for i in 0..args.max_iters() {
         let x = workload::sigmoid_input(i);
-        let y = jit
-            .call(&sigmoid, &[Value::from(x.clone())], &[], |args, _, _| {
-                reference::interpret_sigmoid(args)
-            })
-            .map_err(|e| ErrorChain(&e).to_string())?;
+        let y = jit.call(&sigmoid, &[Value::from(x.clone())], &[], |args, _, _| {
+            reference::interpret_sigmoid(args)
+        })?;
         if i == 0 {
             recorder.first_result(jit.stats().total.compiles);
             let start = Instant::now();
-            reference::interpret_sigmoid(&[Value::from(x.clone())])
-                .map_err(|e| ErrorChain(&e).to_string())?;
+            reference::interpret_sigmoid(&[Value::from(x.clone())])?;
             recorder.interpreter_alone(start.elapsed().as_secs_f64());
         }
         stale += u64::from(!check(&y.outputs, &workload::expected_sigmoid(x)?)?);
 
         let (x, t) = workload::softmax_input(i);
         let captured = [reference::temperature(t)];
-        let y = jit
-            .call(
-                &softmax,
-                &[Value::from(x.clone())],
-                &captured,
-                |args, _, _| reference::interpret_softmax(args, t),
-            )
-            .map_err(|e| ErrorChain(&e).to_string())?;
+        let y = jit.call(
+            &softmax,
+            &[Value::from(x.clone())],
+            &captured,
+            |args, _, _| reference::interpret_softmax(args, t),
+        )?;
         stale += u64::from(!check(&y.outputs, &workload::expected_softmax(x, t)?)?);
 
         let stats = jit.stats();
@@ -85,13 +78,9 @@ pub(crate) fn run(
 }
 
 /// True when the first output matches `expected` within 1e-5.
-fn check(outputs: &[Value], expected: &ArrayD<f32>) -> Result<bool, String> {
-    let host = outputs
-        .first()
-        .ok_or("no output")?
-        .to_host()
-        .map_err(|e| ErrorChain(&e).to_string())?;
-    let actual = host.as_f32().ok_or("not an f32 output")?;
+fn check(outputs: &[Value], expected: &ArrayD<f32>) -> anyhow::Result<bool> {
+    let host = outputs.first().context("no output")?.to_host()?;
+    let actual = host.as_f32().context("not an f32 output")?;
     Ok(actual.shape() == expected.shape()
         && workload::matches(actual.as_slice().unwrap_or(&[]), expected))
 }

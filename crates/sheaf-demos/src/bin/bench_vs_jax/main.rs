@@ -31,13 +31,14 @@ mod row;
 mod warm;
 mod workloads;
 
+use anyhow::{anyhow, Context as _};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use sheaf_integration::{
-    CapturedScalar, CompileMode, Compiled, DiskCacheFolder, Dispatched, ErrorChain, JitConfig,
-    JitFunction, JitRuntime, Value,
+    CapturedScalar, CompileMode, Compiled, DiskCacheFolder, Dispatched, JitConfig, JitFunction,
+    JitRuntime, Value,
 };
 
 use inputs::{Counts, Inputs};
@@ -64,7 +65,7 @@ pub(crate) struct Bench {
 
 impl Bench {
     /// A new runtime in `mode`, with the disk cache off.
-    pub(crate) fn runtime(&self, mode: CompileMode) -> Result<JitRuntime, String> {
+    pub(crate) fn runtime(&self, mode: CompileMode) -> anyhow::Result<JitRuntime> {
         let config = JitConfig::builder()
             .device(|device| {
                 if let Some(driver) = &self.driver {
@@ -73,15 +74,9 @@ impl Bench {
             })
             .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
             .compile(|compile| compile.mode = mode)
-            .build()
-            .map_err(|e| chain(&e))?;
-        JitRuntime::new(config).map_err(|e| chain(&e))
+            .build()?;
+        Ok(JitRuntime::new(config)?)
     }
-}
-
-/// `error` and its causes, on one line.
-pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    ErrorChain(error).to_string()
 }
 
 /// `function` on `args`, which must run compiled.
@@ -90,13 +85,10 @@ pub(crate) fn compiled(
     function: &JitFunction,
     args: &[Value],
     captured: &[CapturedScalar],
-) -> Result<Compiled, String> {
-    match jit
-        .dispatch(function, args, captured)
-        .map_err(|e| chain(&e))?
-    {
+) -> anyhow::Result<Compiled> {
+    match jit.dispatch(function, args, captured)? {
         Dispatched::Compiled(compiled) => Ok(compiled),
-        Dispatched::Interpret(why) => Err(format!(
+        Dispatched::Interpret(why) => Err(anyhow!(
             "`{}` was not run compiled ({why}); the benchmark needs a working compiler \
              (try `cargo xtask build-iree`)",
             function.name()
@@ -112,69 +104,93 @@ struct RunOptions {
     compute_only: bool,
 }
 
-impl RunOptions {
-    fn parse(args: &[String]) -> Result<RunOptions, String> {
-        let mut options = RunOptions {
-            inputs: PathBuf::new(),
-            driver: None,
-            quick: false,
-            compute_only: false,
+/// What the command line asks for.
+enum Command {
+    WriteInputs(PathBuf),
+    Run(RunOptions),
+    Help,
+}
+
+impl Command {
+    fn parse() -> Result<Command, lexopt::Error> {
+        use lexopt::Arg::{Long, Short};
+        use lexopt::ValueExt as _;
+        let mut parser = lexopt::Parser::from_env();
+        let command = match parser.next()? {
+            Some(Short('h') | Long("help")) => return Ok(Command::Help),
+            Some(lexopt::Arg::Value(command)) => command.string()?,
+            Some(other) => return Err(other.unexpected()),
+            None => return Err("name a command".into()),
         };
-        let mut inputs = None;
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
-            match arg.as_str() {
-                "--inputs" => inputs = Some(PathBuf::from(value("--inputs")?)),
-                "--driver" => options.driver = Some(value("--driver")?.clone()),
-                "--quick" => options.quick = true,
-                "--rows" => {
-                    options.compute_only = match value("--rows")?.as_str() {
-                        "all" => false,
-                        "compute" => true,
-                        other => return Err(format!("--rows {other}: `all` or `compute`")),
+        match command.as_str() {
+            "write-inputs" => {
+                let dir = match parser.next()? {
+                    Some(lexopt::Arg::Value(dir)) => PathBuf::from(dir),
+                    Some(other) => return Err(other.unexpected()),
+                    None => return Err("write-inputs takes one folder".into()),
+                };
+                match parser.next()? {
+                    Some(other) => Err(other.unexpected()),
+                    None => Ok(Command::WriteInputs(dir)),
+                }
+            }
+            "run" => {
+                let mut options = RunOptions {
+                    inputs: PathBuf::new(),
+                    driver: None,
+                    quick: false,
+                    compute_only: false,
+                };
+                let mut inputs = None;
+                while let Some(arg) = parser.next()? {
+                    match arg {
+                        Long("inputs") => inputs = Some(PathBuf::from(parser.value()?)),
+                        Long("driver") => options.driver = Some(parser.value()?.string()?),
+                        Long("quick") => options.quick = true,
+                        Long("rows") => {
+                            options.compute_only = match parser.value()?.string()?.as_str() {
+                                "all" => false,
+                                "compute" => true,
+                                other => {
+                                    return Err(format!("--rows {other}: `all` or `compute`").into())
+                                }
+                            }
+                        }
+                        _ => return Err(arg.unexpected()),
                     }
                 }
-                other => return Err(format!("unknown argument `{other}`")),
+                options.inputs = inputs.ok_or("run needs --inputs DIR")?;
+                Ok(Command::Run(options))
             }
+            other => Err(format!("unknown command `{other}`").into()),
         }
-        options.inputs = inputs.ok_or("run needs --inputs DIR")?;
-        Ok(options)
     }
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = |message: &str| {
-        eprintln!("bench_vs_jax: {message}\n\n{USAGE}");
-        ExitCode::from(2)
-    };
-    let result = match args.split_first() {
-        Some((command, rest)) if command == "write-inputs" => match rest {
-            [dir] => inputs::write(dir.as_ref()),
-            _ => return usage("write-inputs takes one folder"),
-        },
-        Some((command, rest)) if command == "run" => match RunOptions::parse(rest) {
-            Ok(options) => run(&options),
-            Err(message) => return usage(&message),
-        },
-        Some((help, _)) if help == "--help" || help == "-h" => {
+    let result = match Command::parse() {
+        Ok(Command::Help) => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
         }
-        _ => return usage("name a command"),
+        Ok(Command::WriteInputs(dir)) => inputs::write(&dir),
+        Ok(Command::Run(options)) => run(&options),
+        Err(error) => {
+            eprintln!("bench_vs_jax: {error}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("bench_vs_jax: error: {message}");
+        Err(error) => {
+            eprintln!("bench_vs_jax: error: {error:#}");
             ExitCode::FAILURE
         }
     }
 }
 
 /// Measures the rows and prints each as it is done.
-fn run(options: &RunOptions) -> Result<(), String> {
+fn run(options: &RunOptions) -> anyhow::Result<()> {
     let inputs = inputs::read(&options.inputs)?;
     let bench = Bench {
         counts: inputs.counts(options.quick).clone(),
@@ -185,10 +201,9 @@ fn run(options: &RunOptions) -> Result<(), String> {
         let mut out = std::io::stdout().lock();
         for row in rows {
             let line = serde_json::to_string(&row).expect("rows serialize");
-            writeln!(out, "{line}").map_err(|e| format!("cannot write to stdout: {e}"))?;
+            writeln!(out, "{line}").context("cannot write to stdout")?;
         }
-        out.flush()
-            .map_err(|e| format!("cannot write to stdout: {e}"))
+        out.flush().context("cannot write to stdout")
     };
     if !options.compute_only {
         print(warm::sigmoid(&bench)?)?;

@@ -4,6 +4,7 @@
 //! on another function, as JAX's backend is on the JAX side: the row is the
 //! function's cost, not the process's start.
 
+use anyhow::bail;
 use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, IxDyn};
@@ -13,7 +14,7 @@ use sheaf_integration::{
 };
 
 use crate::row::{first_f32, ms, Checksum, Row};
-use crate::{chain, compiled, Bench};
+use crate::{compiled, Bench};
 
 /// How long a background compile may take before the row fails.
 const COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -43,11 +44,10 @@ fn new_sigmoid(nonce: usize) -> JitFunction {
 }
 
 /// A runtime in `mode` whose compiler is loaded.
-fn loaded_runtime(bench: &Bench, mode: CompileMode) -> Result<JitRuntime, String> {
+fn loaded_runtime(bench: &Bench, mode: CompileMode) -> anyhow::Result<JitRuntime> {
     let jit = bench.runtime(mode)?;
     let other = [Value::from(ArrayD::<f32>::zeros(IxDyn(&[1, 3])))];
-    jit.precompile(&[Precompile::new(&reference::sigmoid(), &other)])
-        .map_err(|e| chain(&e))?;
+    jit.precompile(&[Precompile::new(&reference::sigmoid(), &other)])?;
     Ok(jit)
 }
 
@@ -60,7 +60,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 /// The blocking row, and the background rows: the first (interpreted)
 /// result and the first compiled one. Each is the median over
 /// `fresh_functions` new functions.
-pub(crate) fn first_results(bench: &Bench) -> Result<Vec<Row>, String> {
+pub(crate) fn first_results(bench: &Bench) -> anyhow::Result<Vec<Row>> {
     let n = bench.counts.fresh_functions;
     let x = [Value::from(HostTensor::from(
         bench.inputs.array("sigmoid_x")?,
@@ -93,22 +93,16 @@ pub(crate) fn first_results(bench: &Bench) -> Result<Vec<Row>, String> {
     for nonce in n..2 * n {
         let f = new_sigmoid(nonce);
         let start = Instant::now();
-        let mut y = background
-            .call(&f, &x, &[], interpret)
-            .map_err(|e| chain(&e))?;
+        let mut y = background.call(&f, &x, &[], interpret)?;
         let host = first_f32(&y.outputs)?;
         first.push(ms(start.elapsed()));
         first_sum = Checksum::of_values(host.iter().copied());
         while !matches!(y.provenance, Provenance::Compiled(_)) {
             if start.elapsed() > COMPILE_TIMEOUT {
-                return Err(format!(
-                    "a background compile of sigmoid took over {COMPILE_TIMEOUT:?}"
-                ));
+                bail!("a background compile of sigmoid took over {COMPILE_TIMEOUT:?}");
             }
             std::thread::sleep(POLL);
-            y = background
-                .call(&f, &x, &[], interpret)
-                .map_err(|e| chain(&e))?;
+            y = background.call(&f, &x, &[], interpret)?;
         }
         let host = first_f32(&y.outputs)?;
         compiled_times.push(ms(start.elapsed()));

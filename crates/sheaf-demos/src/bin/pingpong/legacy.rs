@@ -1,4 +1,5 @@
-//! The `legacy` mode: Sheaf's original JIT, reproduced.
+//! The `legacy` mode: Sheaf's original JIT, reproduced (over
+//! [`LegacySession`], a runtime per artifact).
 //!
 //! One compiled slot per function, keyed by argument shapes only; on a
 //! mismatch the slot is recompiled into a brand-new runtime (instance +
@@ -10,10 +11,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use iree_safe::compiler::{self, Compiler};
-use iree_safe::legacy::LegacySession;
-use sheaf_integration::{
-    reference, CapturedScalar, DType, ErrorChain, JitConfig, JitFunction, Signature,
-};
+use sheaf_demos::legacy::LegacySession;
+use sheaf_integration::{reference, CapturedScalar, DType, JitConfig, JitFunction, Signature};
 
 use crate::args::Args;
 use crate::workload::{self, Record, Recorder};
@@ -40,16 +39,14 @@ pub(crate) struct Legacy {
 
 impl Legacy {
     /// A legacy JIT running on `driver`.
-    pub(crate) fn new(driver: &str) -> Result<Legacy, String> {
+    pub(crate) fn new(driver: &str) -> anyhow::Result<Legacy> {
         let auto = compiler::CompilerPreference::Auto;
         let mut options = JitConfig::default().compile.options;
         // Code for this process, whichever machine the compiler runs on.
         options.target = compiler::CompileTarget::process_cpu(&auto);
         Ok(Legacy {
             driver: driver.to_owned(),
-            compiler: compiler::choose_compiler(auto)
-                .map_err(|e| ErrorChain(&e).to_string())?
-                .compiler,
+            compiler: compiler::choose_compiler(auto)?.compiler,
             options,
             artifacts: HashMap::new(),
             sessions: Vec::new(),
@@ -73,14 +70,13 @@ impl Legacy {
         function: &JitFunction,
         inputs: &[Input<'_>],
         captured: &[CapturedScalar],
-    ) -> Result<Vec<f32>, String> {
+    ) -> anyhow::Result<Vec<f32>> {
         let name = function.name().to_owned();
         let shapes: Vec<Vec<usize>> = inputs.iter().map(|(shape, _)| shape.to_vec()).collect();
         let slot_shapes = self.slots.get(&name).map(|slot| slot.shapes.clone());
         if slot_shapes.as_ref() != Some(&shapes) {
             let bytes = self.artifact(function, &shapes, captured)?;
-            let session =
-                LegacySession::new(&self.driver, &bytes).map_err(|e| ErrorChain(&e).to_string())?;
+            let session = LegacySession::new(&self.driver, &bytes)?;
             self.sessions.push(session);
             let index = self.sessions.len() - 1;
             self.slots.insert(
@@ -101,9 +97,7 @@ impl Legacy {
             );
         }
         let session = self.slots[&name].session;
-        self.sessions[session]
-            .call_f32(&format!("{name}.{}", function.entry_symbol()), inputs)
-            .map_err(|e| ErrorChain(&e).to_string())
+        self.sessions[session].call_f32(&format!("{name}.{}", function.entry_symbol()), inputs)
     }
 
     /// Compiled bytes for this key, compiling on first use.
@@ -112,7 +106,7 @@ impl Legacy {
         function: &JitFunction,
         shapes: &[Vec<usize>],
         captured: &[CapturedScalar],
-    ) -> Result<Vec<u8>, String> {
+    ) -> anyhow::Result<Vec<u8>> {
         let mut builder = Signature::builder();
         for shape in shapes {
             let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
@@ -126,20 +120,14 @@ impl Legacy {
         if let Some(bytes) = self.artifacts.get(&key) {
             return Ok(bytes.clone());
         }
-        let mlir = function
-            .module_text(&signature)
-            .map_err(|e| ErrorChain(&e).to_string())?;
-        let bytes = self
-            .compiler
-            .compile(&mlir, &self.options)
-            .map_err(|e| ErrorChain(&e).to_string())?
-            .into_bytes();
+        let mlir = function.module_text(&signature)?;
+        let bytes = self.compiler.compile(&mlir, &self.options)?.into_bytes();
         self.artifacts.insert(key, bytes.clone());
         Ok(bytes)
     }
 }
 
-pub(crate) fn run(args: &Args, emit: &mut dyn FnMut(&Record)) -> Result<(), String> {
+pub(crate) fn run(args: &Args, emit: &mut dyn FnMut(&Record)) -> anyhow::Result<()> {
     let mut legacy = Legacy::new(&args.driver)?;
     let (sigmoid, softmax) = (reference::sigmoid(), reference::softmax());
     let mut recorder = Recorder::new("legacy", &args.checkpoints, emit);

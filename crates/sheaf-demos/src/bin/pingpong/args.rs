@@ -50,7 +50,7 @@ impl Mode {
     }
 
     /// Parses a mode's [`name`](Mode::name).
-    fn parse(name: &str) -> Result<Mode, String> {
+    fn parse(name: &str) -> Result<Mode, lexopt::Error> {
         [
             Mode::Legacy,
             Mode::Shared,
@@ -61,7 +61,7 @@ impl Mode {
         ]
         .into_iter()
         .find(|mode| mode.name() == name)
-        .ok_or_else(|| format!("unknown mode `{name}`"))
+        .ok_or_else(|| format!("unknown mode `{name}`").into())
     }
 }
 
@@ -84,7 +84,13 @@ pub(crate) struct Args {
 }
 
 impl Args {
-    pub(crate) fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
+    /// Parses the command line (without the program name); `None` for
+    /// `--help`.
+    pub(crate) fn parse(
+        args: impl IntoIterator<Item = String>,
+    ) -> Result<Option<Args>, lexopt::Error> {
+        use lexopt::Arg::{Long, Short};
+        use lexopt::ValueExt as _;
         let mut parsed = Args {
             checkpoints: vec![30, 500, 5000],
             driver: "local-sync".into(),
@@ -96,12 +102,12 @@ impl Args {
             child: None,
             cache_dir: None,
         };
-        let mut args = args.peekable();
-        while let Some(arg) = args.next() {
-            let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
-            match arg.as_str() {
-                "--iters" => {
-                    let list = value("--iters")?;
+        let mut parser = lexopt::Parser::from_args(args);
+        while let Some(arg) = parser.next()? {
+            match arg {
+                Short('h') | Long("help") => return Ok(None),
+                Long("iters") => {
+                    let list = parser.value()?.string()?;
                     parsed.checkpoints = list
                         .split(',')
                         .map(|n| {
@@ -116,30 +122,26 @@ impl Args {
                         return Err("--iters needs positive iteration counts".into());
                     }
                 }
-                "--driver" => parsed.driver = value("--driver")?,
-                "--ceiling-mib" => {
-                    let mib: u64 = value("--ceiling-mib")?
-                        .parse()
-                        .map_err(|e| format!("--ceiling-mib: {e}"))?;
+                Long("driver") => parsed.driver = parser.value()?.string()?,
+                Long("ceiling-mib") => {
+                    let mib: u64 = parser.value()?.parse()?;
                     parsed.ceiling_bytes = mib << 20;
                 }
-                "--plot" => parsed.plot = Some(value("--plot")?.into()),
-                "--json" => parsed.json = true,
-                "--ragged" => parsed.ragged = true,
-                "--calls" => {
-                    parsed.ragged_calls = value("--calls")?
-                        .parse()
-                        .map_err(|e| format!("--calls: {e}"))?;
+                Long("plot") => parsed.plot = Some(parser.value()?.into()),
+                Long("json") => parsed.json = true,
+                Long("ragged") => parsed.ragged = true,
+                Long("calls") => {
+                    parsed.ragged_calls = parser.value()?.parse()?;
                     if parsed.ragged_calls == 0 {
                         return Err("--calls needs a positive count".into());
                     }
                 }
-                "--child" => parsed.child = Some(Mode::parse(&value("--child")?)?),
-                "--cache-dir" => parsed.cache_dir = Some(value("--cache-dir")?.into()),
-                other => return Err(format!("unknown argument `{other}`")),
+                Long("child") => parsed.child = Some(Mode::parse(&parser.value()?.string()?)?),
+                Long("cache-dir") => parsed.cache_dir = Some(parser.value()?.into()),
+                _ => return Err(arg.unexpected()),
             }
         }
-        Ok(parsed)
+        Ok(Some(parsed))
     }
 
     pub(crate) fn max_iters(&self) -> usize {

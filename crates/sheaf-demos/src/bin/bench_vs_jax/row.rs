@@ -1,10 +1,11 @@
 //! One measured row, as printed (one JSON object per line, the shape
 //! `jax_side.py` prints too), its output checksum, and the timing helpers.
 
+use anyhow::Context as _;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use sheaf_integration::{ErrorChain, Value};
+use sheaf_integration::Value;
 
 /// One row of the table, from one side.
 #[derive(Debug, Serialize)]
@@ -76,18 +77,18 @@ impl Checksum {
     }
 
     /// The checksum of the first output of `outputs`, read to the host.
-    pub(crate) fn of(outputs: &[Value]) -> Result<Checksum, String> {
+    pub(crate) fn of(outputs: &[Value]) -> anyhow::Result<Checksum> {
         Ok(Checksum::of_values(first_f32(outputs)?.iter().copied()))
     }
 }
 
 /// The first output of `outputs` on the host, as f32.
-pub(crate) fn first_f32(outputs: &[Value]) -> Result<std::sync::Arc<ndarray::ArrayD<f32>>, String> {
+pub(crate) fn first_f32(outputs: &[Value]) -> anyhow::Result<std::sync::Arc<ndarray::ArrayD<f32>>> {
     outputs
         .first()
-        .ok_or("the call returned no output")?
+        .context("the call returned no output")?
         .to_f32()
-        .map_err(|e| ErrorChain(&e).to_string())
+        .context("the output is not an f32 tensor")
 }
 
 /// The median of `samples` in µs (they are sorted in place).
@@ -103,8 +104,8 @@ pub(crate) fn p50_us(samples: &mut [Duration]) -> f64 {
 pub(crate) fn warm_p50_us(
     warm_up: usize,
     calls: usize,
-    mut call: impl FnMut() -> Result<(), String>,
-) -> Result<f64, String> {
+    mut call: impl FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<f64> {
     for _ in 0..warm_up {
         call()?;
     }

@@ -21,13 +21,11 @@
 //! Prints a table at the checkpoints, writes an SVG plot of RSS against
 //! iterations, and with `--json` prints one JSON object per checkpoint and
 //! mode. Run it with `cargo xtask pingpong` or
-//! `cargo run --release -p sheaf-integration --bin pingpong -- --help`.
+//! `cargo run --release -p sheaf-demos --bin pingpong -- --help`.
 
 mod args;
 mod legacy;
 mod plot;
-#[path = "../common/process_stats.rs"]
-mod process_stats;
 mod ragged;
 mod report;
 mod shared;
@@ -36,19 +34,20 @@ mod workload;
 use std::io::BufRead;
 use std::process::{Command, ExitCode, Stdio};
 
+use anyhow::{anyhow, bail, Context as _};
 use args::{Args, Mode};
-use sheaf_integration::{CompileMode, ErrorChain};
+use sheaf_integration::CompileMode;
 use workload::Record;
 
 fn main() -> ExitCode {
-    if std::env::args().any(|arg| arg == "--help" || arg == "-h") {
-        println!("{}", args::USAGE);
-        return ExitCode::SUCCESS;
-    }
     let args = match Args::parse(std::env::args().skip(1)) {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("pingpong: {message}\n\n{}", args::USAGE);
+        Ok(Some(args)) => args,
+        Ok(None) => {
+            println!("{}", args::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            eprintln!("pingpong: {error}\n\n{}", args::USAGE);
             return ExitCode::from(2);
         }
     };
@@ -58,16 +57,16 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("pingpong: error: {message}");
+        Err(error) => {
+            eprintln!("pingpong: error: {error:#}");
             ExitCode::FAILURE
         }
     }
 }
 
 /// Runs one mode in this process, printing records as JSON lines.
-fn run_child(mode: Mode, args: &Args) -> Result<(), String> {
-    sheaf_integration::trace::init_from_env().map_err(|e| ErrorChain(&e).to_string())?;
+fn run_child(mode: Mode, args: &Args) -> anyhow::Result<()> {
+    sheaf_integration::trace::init_from_env()?;
     let mut emit = |record: &Record| {
         println!(
             "{}",
@@ -79,7 +78,7 @@ fn run_child(mode: Mode, args: &Args) -> Result<(), String> {
         Mode::Legacy => legacy::run(args, &mut emit),
         Mode::Shared => shared::run(args, CompileMode::Blocking, &mut emit),
         Mode::Background => shared::run(args, CompileMode::Background, &mut emit),
-        Mode::Static | Mode::Dynamic | Mode::Restart => Err(format!(
+        Mode::Static | Mode::Dynamic | Mode::Restart => Err(anyhow!(
             "the `{}` mode belongs to the ragged scenario (--ragged)",
             mode.name()
         )),
@@ -87,10 +86,10 @@ fn run_child(mode: Mode, args: &Args) -> Result<(), String> {
 }
 
 /// Runs each mode as a child process and reports side by side.
-fn run_parent(args: &Args) -> Result<(), String> {
+fn run_parent(args: &Args) -> anyhow::Result<()> {
     // The ragged scenario's dynamic run fills a disk cache of its own, on
     // which the restart runs.
-    let cache = tempfile::tempdir().map_err(|e| format!("cannot make a disk cache folder: {e}"))?;
+    let cache = tempfile::tempdir().context("cannot make a disk cache folder")?;
     let args = &Args {
         cache_dir: Some(cache.path().to_path_buf()),
         ..args.clone()
@@ -124,27 +123,27 @@ fn run_parent(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-fn run_mode(mode: Mode, args: &Args) -> Result<Vec<Record>, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+fn run_mode(mode: Mode, args: &Args) -> anyhow::Result<Vec<Record>> {
+    let exe = std::env::current_exe().context("cannot find this program")?;
     let mut child = Command::new(exe)
         .args(args.child_args(mode))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|e| format!("cannot start the {} child: {e}", mode.name()))?;
+        .with_context(|| format!("cannot start the {} child", mode.name()))?;
     let stdout = child.stdout.take().expect("stdout is piped");
     let mut records = Vec::new();
     for line in std::io::BufReader::new(stdout).lines() {
-        let line = line.map_err(|e| format!("reading the {} child: {e}", mode.name()))?;
+        let line = line.with_context(|| format!("reading the {} child", mode.name()))?;
         let record: Record = serde_json::from_str(&line)
-            .map_err(|e| format!("the {} child printed `{line}`: {e}", mode.name()))?;
+            .with_context(|| format!("the {} child printed `{line}`", mode.name()))?;
         records.push(record);
     }
     let status = child
         .wait()
-        .map_err(|e| format!("waiting for the {} child: {e}", mode.name()))?;
+        .with_context(|| format!("waiting for the {} child", mode.name()))?;
     if !status.success() {
-        return Err(format!("the {} mode failed ({status})", mode.name()));
+        bail!("the {} mode failed ({status})", mode.name());
     }
     Ok(records)
 }

@@ -1,0 +1,3 @@
+//! Test helpers of the demos' tests.
+
+pub(crate) mod runner;
