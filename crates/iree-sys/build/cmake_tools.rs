@@ -14,7 +14,7 @@ const CMAKE_MINIMUM: (u32, u32) = (3, 26);
 /// What to install when CMake is missing or too old.
 const INSTALL_HINT: &str = "install CMake >= 3.26 and Ninja (`python3 -m venv tools && \
     tools/bin/pip install cmake ninja`, then set CMAKE=$PWD/tools/bin/cmake), or set IREE_DIR to \
-    an IREE runtime install (in the sheaf-jit workspace: `cargo xtask build-iree`)";
+    an IREE runtime install (in a checkout of this crate's repository: `cargo xtask build-iree`)";
 
 /// The tools a build from source runs.
 #[derive(Debug)]

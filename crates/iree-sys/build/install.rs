@@ -79,7 +79,7 @@ impl Install {
 
     /// The manifest of the install `cargo xtask build-iree` recorded for
     /// this workspace and the target being built, if there is one (only a
-    /// checkout of the sheaf-jit workspace has it):
+    /// checkout of this crate's repository has it):
     /// `<workspace>/target/iree/manifest.json` for the host,
     /// `manifest-<triple>.json` for a cross build
     /// (`cargo xtask build-iree --target <triple>`).

@@ -50,7 +50,7 @@ pub(crate) fn refuse_cross_build_from_source(origin: &str) -> Result<(), String>
         Some(target) => Err(format!(
             "iree-sys: cannot build the IREE runtime from {origin} for {target} (a cross \
              build needs IREE's host tools); run `cargo xtask build-iree --target {target}` in \
-             the sheaf-jit workspace and set IREE_DIR to its install"
+             a checkout of this crate's repository and set IREE_DIR to its install"
         )),
         None => Ok(()),
     }

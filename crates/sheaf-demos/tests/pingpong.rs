@@ -3,14 +3,12 @@
 //! while its calls run in the interpreter, the legacy mode builds a runtime
 //! per mismatch and serves stale softmax results, and the plot is written.
 
-mod support;
-
 use serde_json::Value;
 
 /// Runs the pingpong binary with `args` and `--json --plot plot`; its
 /// records and what it wrote to stderr. Fails the test if it fails.
 fn run_json(args: &[&str], plot: &std::path::Path) -> (Vec<Value>, String) {
-    let output = support::runner::command(env!("CARGO_BIN_EXE_pingpong"))
+    let output = test_support::child::command(env!("CARGO_BIN_EXE_pingpong"))
         .args(args)
         .args(["--json", "--plot"])
         .arg(plot)

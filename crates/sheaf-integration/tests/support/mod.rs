@@ -7,11 +7,6 @@
 
 pub(crate) mod structured;
 
-/// `tests/pingpong.rs` starts the demo through this name (it moves to the
-/// demos package with the demo).
-#[allow(unused_imports)] // the other test files start children by `test_support::child`
-pub(crate) use test_support::child as runner;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 

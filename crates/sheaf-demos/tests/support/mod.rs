@@ -1,3 +1,0 @@
-//! Test helpers of the demos' tests.
-
-pub(crate) mod runner;
