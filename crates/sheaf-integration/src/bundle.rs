@@ -586,7 +586,7 @@ mod tests {
             line(KEY, "-1", hash, fixed, "-", "-"),
             line(KEY, "98", "ff", fixed, "-", "-"),
             line(KEY, "98", hash, "(f32[4])", "-", "-"),
-            line(KEY, "98", hash, "f32[4]|-|-|-", "-", "-"),
+            line(KEY, "98", hash, "f32[4]|-|-", "-", "-"),
             line(KEY, "98", hash, fixed, "( T", "-"),
             line(KEY, "98", hash, fixed, "k", "-"),
             line(KEY, "98", hash, fixed, "-", "abc"),
