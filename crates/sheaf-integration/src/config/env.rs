@@ -216,7 +216,7 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     EnvVariable {
         name: "SHEAF_JIT_DISK_CACHE",
         meaning: "`on` or `off` (also `1`/`0`, `true`/`false`, `yes`/`no`); `on` needs the feature `disk-cache`",
-        default: "`on` (`off` without the feature `disk-cache`)",
+        default: "`on`",
         apply: |config, var| {
             if !var.switch()? {
                 config.disk.folder = DiskCacheFolder::Disabled;
