@@ -143,7 +143,11 @@ mod tests {
                     .map(|(_, value)| OsString::from(value))
             }
         };
-        let default = DiskCacheSettings::default();
+        // The default with the `disk-cache` feature.
+        let default = DiskCacheSettings {
+            folder: DiskCacheFolder::UserCache,
+            ..DiskCacheSettings::default()
+        };
         let xdg = default.store_config_with(vars(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]));
         assert_eq!(xdg.unwrap().directory, PathBuf::from("/x/sheaf-jit"));
         let home = default.store_config_with(vars(&[("XDG_CACHE_HOME", ""), ("HOME", "/h")]));
