@@ -11,19 +11,24 @@
 //!    device suite on the CPU and on Vulkan, required by
 //!    `SHEAF_JIT_TEST_DEVICES=vulkan` and `IREE_SAFE_TEST_DEVICES=vulkan`; this also runs the tidy test of
 //!    `src/tidy.rs`);
-//! 6. the packaged library crates, used by a crate outside the workspace
+//! 6. `sheaf-integration` without its default features (no disk cache, no
+//!    remote cache: the build an application that wants neither gets): its
+//!    `no_default_features` test, which runs a compile in memory and checks
+//!    that asking for a left-out cache is an error naming the feature, and
+//!    clippy on that build;
+//! 7. the packaged library crates, used by a crate outside the workspace
 //!    (`package.rs`);
-//! 7. the soak for 30 s (`soak.rs`);
-//! 8. the Linux-aarch64 tests: the runtime cross-built, the tests
+//! 8. the soak for 30 s (`soak.rs`);
+//! 9. the Linux-aarch64 tests: the runtime cross-built, the tests
 //!    cross-compiled and run under qemu-user (`aarch64.rs`; about a minute
 //!    once built, 3-5 minutes the first time);
-//! 9. the miri tiers: `jit-cache`'s policy core (no default features) and
-//!    `iree-safe` (against its mock of the C API), installing the nightly
-//!    miri component if needed, each test target a job of its own on as
-//!    many workers as there are cores (`miri.rs`);
-//! 10. each fuzz target of `fuzz/` for a bounded time (`fuzz.rs`).
+//! 10. the miri tiers: `jit-cache`'s policy core (no default features) and
+//!     `iree-safe` (against its mock of the C API), installing the nightly
+//!     miri component if needed, each test target a job of its own on as
+//!     many workers as there are cores (`miri.rs`);
+//! 11. each fuzz target of `fuzz/` for a bounded time (`fuzz.rs`).
 //!
-//! `cargo xtask test --aarch64` runs step 8 alone.
+//! `cargo xtask test --aarch64` runs step 9 alone.
 
 use anyhow::Result;
 
@@ -71,6 +76,19 @@ pub(crate) fn run(aarch64: bool) -> Result<()> {
                     .args(["test", "--workspace", "--all-features"])
                     .envs(crate::vulkan::REQUIRED_ENV.map(|var| (var, "vulkan"))),
             )
+        },
+    )?;
+    step(
+        "sheaf-integration with --no-default-features (memory cache only): its test and clippy",
+        || {
+            let cargo = |subcommand: &str| {
+                let mut cargo = process::cargo_with_iree(&manifest.prefix);
+                cargo.args([subcommand, "--package", "sheaf-integration"]);
+                cargo.arg("--no-default-features");
+                cargo
+            };
+            process::run(cargo("test").args(["--test", "no_default_features"]))?;
+            process::run(cargo("clippy").args(["--all-targets", "--", "-D", "warnings"]))
         },
     )?;
     crate::package::check(&manifest.prefix)?;

@@ -43,6 +43,7 @@ pub enum JitError {
     /// usable (`SHEAF_JIT_REMOTE_CACHE`). Nothing is contacted at start: an
     /// unreachable server is not an error (calls compile locally).
     #[error("the remote artifact cache cannot be set up; fix SHEAF_JIT_REMOTE_CACHE or unset it")]
+    #[cfg(feature = "remote-cache")]
     RemoteCache(#[from] jit_cache::store::RemoteError),
     /// The remote artifact cache's secret file cannot be used: missing,
     /// not 32 bytes, or readable or writable by others.
@@ -198,6 +199,21 @@ pub enum ConfigError {
          SHEAF_JIT_REMOTE_CACHE"
     )]
     RemoteSecretMissing,
+    /// A setting asks for a part of the crate that this build leaves out:
+    /// the disk cache without the `disk-cache` feature, the remote cache
+    /// without `remote-cache`.
+    #[error(
+        "{setting} asks for the {part}, which this build of sheaf-integration leaves out: \
+         enable its `{feature}` cargo feature, or unset {setting}"
+    )]
+    FeatureDisabled {
+        /// The `SHEAF_JIT_*` variable or the configuration field.
+        setting: &'static str,
+        /// What it asks for, in words ("disk cache").
+        part: &'static str,
+        /// The cargo feature that builds it.
+        feature: &'static str,
+    },
 }
 
 impl ConfigError {

@@ -80,9 +80,11 @@ pub use bundle::open_for_fuzzing;
 pub use bundle::{BundleError, ExportSummary};
 pub use config::{
     CompileMode, CompileSettings, DeviceSettings, DiskCacheFolder, DiskCacheSettings, EnvVariable,
-    FloatSemantics, JitConfig, JitConfigBuilder, RemoteCacheUrl, RemoteSecret, RemoteSettings,
-    UploadSettings, DEFAULT_CACHE_FOLDER, ENV_VARIABLES, PROJECT_CACHE_FOLDER,
+    FloatSemantics, JitConfig, JitConfigBuilder, UploadSettings, DEFAULT_CACHE_FOLDER,
+    ENV_VARIABLES, PROJECT_CACHE_FOLDER,
 };
+#[cfg(feature = "remote-cache")]
+pub use config::{RemoteCacheUrl, RemoteSecret, RemoteSettings};
 pub use error::{ConfigError, ImportError, JitError, LoweringError, VariantError};
 pub use function::JitFunction;
 pub use import::{Import, ImportSummary};
@@ -92,9 +94,9 @@ pub use iree_safe::compiler::{
 };
 pub use iree_safe::{ElementType, MemoryStatistics, TrustedVmfb};
 pub use jit_cache::stable_hash;
-pub use jit_cache::store::{
-    BreakerState, RemoteError, RemoteStats, Secret, StoreError, StoreStats,
-};
+#[cfg(feature = "remote-cache")]
+pub use jit_cache::store::{BreakerState, RemoteError, RemoteStats};
+pub use jit_cache::store::{Secret, StoreError, StoreStats};
 /// `jit-cache`'s error for a [`CacheConfig`] that cannot work, held by
 /// [`ConfigError::Cache`].
 pub use jit_cache::ConfigError as CacheConfigError;

@@ -14,9 +14,10 @@ use std::sync::{Arc, OnceLock};
 
 use iree_safe::compiler::{self, CompileError, CompilerChoice, CompilerPreference};
 use iree_safe::{Function, TrustedVmfb};
+#[cfg(feature = "remote-cache")]
+use jit_cache::store::RemoteStats;
 use jit_cache::store::{
-    ArtifactKey, ArtifactStore, BuildError, Fetched, KeyParts, RemoteStats, StoreStats,
-    VerifiedArtifact,
+    ArtifactKey, ArtifactStore, BuildError, Fetched, KeyParts, StoreStats, VerifiedArtifact,
 };
 use jit_cache::{ErrorChain, Signature};
 
@@ -176,7 +177,11 @@ impl Pipeline {
     /// Whether compiled artifacts are kept past this process: in a disk
     /// cache or a remote one.
     pub(crate) fn keeps_artifacts(&self) -> bool {
-        self.store.directory().is_some() || self.store.remote_stats().is_some()
+        #[cfg(feature = "remote-cache")]
+        if self.store.remote_stats().is_some() {
+            return true;
+        }
+        self.store.directory().is_some()
     }
 
     pub(crate) fn store(&self) -> &ArtifactStore {
@@ -187,6 +192,7 @@ impl Pipeline {
         self.store.stats()
     }
 
+    #[cfg(feature = "remote-cache")]
     pub(crate) fn remote_stats(&self) -> Option<RemoteStats> {
         self.store.remote_stats()
     }

@@ -5,9 +5,11 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+#[cfg(feature = "remote-cache")]
 use jit_cache::store::RemoteStats;
 use jit_cache::CacheStats;
 
+use crate::pipeline::Pipeline;
 use crate::variant::ArtifactSource;
 
 /// A phase of a JIT call.
@@ -64,7 +66,11 @@ impl Profile {
         self.sources[source as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn snapshot(&self, cache: CacheStats, remote: Option<RemoteStats>) -> ProfileReport {
+    /// The profile, with `cache`'s counters and the remote cache's of
+    /// `pipeline`.
+    pub(crate) fn snapshot(&self, cache: CacheStats, pipeline: &Pipeline) -> ProfileReport {
+        #[cfg(not(feature = "remote-cache"))]
+        let _ = pipeline;
         let phases = PHASES
             .iter()
             .map(|&(phase, _)| {
@@ -86,7 +92,8 @@ impl Profile {
             phases,
             sources,
             cache,
-            remote,
+            #[cfg(feature = "remote-cache")]
+            remote: pipeline.remote_stats(),
         }
     }
 }
@@ -117,6 +124,7 @@ pub struct ProfileReport {
     /// The remote artifact cache's counters (hits, misses, publishes,
     /// rejected entries, errors, bytes, fetch times, breaker state); `None`
     /// without a remote cache.
+    #[cfg(feature = "remote-cache")]
     pub remote: Option<RemoteStats>,
 }
 
@@ -159,9 +167,10 @@ impl fmt::Display for ProfileReport {
         }
         writeln!(f)?;
         write!(f, "{}", self.cache)?;
-        match &self.remote {
-            Some(remote) => writeln!(f, "{remote}"),
-            None => Ok(()),
+        #[cfg(feature = "remote-cache")]
+        if let Some(remote) = &self.remote {
+            writeln!(f, "{remote}")?;
         }
+        Ok(())
     }
 }

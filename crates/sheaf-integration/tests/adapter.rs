@@ -293,6 +293,7 @@ fn a_lowerings_own_entry_name_is_mapped_to_the_signatures_entry() {
 }
 
 #[test]
+#[cfg(feature = "disk-cache")]
 fn a_disk_cache_keeps_the_compilers_version_for_the_next_process() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");

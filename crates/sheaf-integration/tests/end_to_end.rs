@@ -362,6 +362,7 @@ fn device_tensors_chain_through_calls_without_a_host_copy() {
 }
 
 #[test]
+#[cfg(feature = "disk-cache")]
 fn the_disk_cache_lets_a_fresh_runtime_skip_the_compiler() {
     let dir = tempfile::tempdir().unwrap();
     let fresh = || {

@@ -20,12 +20,16 @@ pub const PROJECT_CACHE_FOLDER: &str = "__sheaf__/jit-cache";
 #[non_exhaustive]
 pub enum DiskCacheFolder {
     /// The user's cache directory: `$XDG_CACHE_HOME/sheaf-jit`, else
-    /// `$HOME/.cache/sheaf-jit`; none when neither is set.
-    #[default]
+    /// `$HOME/.cache/sheaf-jit`; none when neither is set. The default
+    /// with the `disk-cache` feature.
+    #[cfg_attr(feature = "disk-cache", default)]
     UserCache,
     /// This folder.
     Dir(PathBuf),
-    /// No disk cache.
+    /// No disk cache. The default without the `disk-cache` feature, and
+    /// then the only folder [`JitConfigBuilder::build`](crate::JitConfigBuilder::build)
+    /// takes.
+    #[cfg_attr(not(feature = "disk-cache"), default)]
     Disabled,
 }
 
@@ -64,7 +68,8 @@ impl DiskCacheFolder {
 #[non_exhaustive]
 pub struct DiskCacheSettings {
     /// Where the artifacts are kept. Default
-    /// [`DiskCacheFolder::UserCache`].
+    /// [`DiskCacheFolder::UserCache`] ([`DiskCacheFolder::Disabled`]
+    /// without the `disk-cache` feature).
     pub folder: DiskCacheFolder,
     /// Bound on the disk cache's size, in bytes. Default 1 GiB.
     pub max_bytes: u64,
@@ -103,8 +108,16 @@ impl DiskCacheSettings {
         })
     }
 
-    /// Checks that the size bound is positive.
+    /// Checks that the size bound is positive, and that a build without
+    /// the `disk-cache` feature is not asked for a folder.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if !cfg!(feature = "disk-cache") && self.folder != DiskCacheFolder::Disabled {
+            return Err(ConfigError::FeatureDisabled {
+                setting: "disk.folder",
+                part: "disk cache",
+                feature: "disk-cache",
+            });
+        }
         if self.max_bytes == 0 {
             return Err(ConfigError::invalid(
                 "disk.max_bytes",
@@ -130,7 +143,11 @@ mod tests {
                     .map(|(_, value)| OsString::from(value))
             }
         };
-        let default = DiskCacheSettings::default();
+        // The default with the `disk-cache` feature.
+        let default = DiskCacheSettings {
+            folder: DiskCacheFolder::UserCache,
+            ..DiskCacheSettings::default()
+        };
         let xdg = default.store_config_with(vars(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]));
         assert_eq!(xdg.unwrap().directory, PathBuf::from("/x/sheaf-jit"));
         let home = default.store_config_with(vars(&[("XDG_CACHE_HOME", ""), ("HOME", "/h")]));

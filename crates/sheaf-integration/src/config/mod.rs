@@ -13,6 +13,7 @@
 mod compile;
 mod disk;
 mod env;
+#[cfg(feature = "remote-cache")]
 mod remote;
 mod uploads;
 
@@ -28,6 +29,7 @@ pub use disk::{DiskCacheFolder, DiskCacheSettings, DEFAULT_CACHE_FOLDER, PROJECT
 #[cfg(feature = "trace-subscriber")]
 pub(crate) use env::trace_switch;
 pub use env::{EnvVariable, ENV_VARIABLES};
+#[cfg(feature = "remote-cache")]
 pub use remote::{RemoteCacheUrl, RemoteSecret, RemoteSettings};
 pub use uploads::UploadSettings;
 
@@ -60,9 +62,13 @@ pub struct JitConfig {
     pub cache: CacheConfig,
     /// How signatures are compiled.
     pub compile: CompileSettings,
-    /// The artifact disk cache.
+    /// The artifact disk cache (a folder only with the `disk-cache`
+    /// feature: without it the setting must stay
+    /// [`DiskCacheFolder::Disabled`], its default then).
     pub disk: DiskCacheSettings,
-    /// The remote artifact cache behind the disk cache (off by default).
+    /// The remote artifact cache behind the disk cache (off by default;
+    /// feature `remote-cache`).
+    #[cfg(feature = "remote-cache")]
     pub remote: RemoteSettings,
     /// The upload cache's bounds.
     pub uploads: UploadSettings,
@@ -103,6 +109,7 @@ impl JitConfig {
         self.device.validate()?;
         self.compile.validate()?;
         self.disk.validate()?;
+        #[cfg(feature = "remote-cache")]
         self.remote.validate()?;
         Ok(())
     }
@@ -142,6 +149,7 @@ impl JitConfigBuilder {
     }
 
     /// Edits the remote cache settings.
+    #[cfg(feature = "remote-cache")]
     pub fn remote(mut self, edit: impl FnOnce(&mut RemoteSettings)) -> Self {
         edit(&mut self.config.remote);
         self
@@ -177,7 +185,8 @@ impl JitConfigBuilder {
     /// A setting that cannot work, named: a cache policy setting of 0
     /// ([`ConfigError::Cache`]), no driver, a disk cache bound of 0, a
     /// remote cache without a secret ([`ConfigError::RemoteSecretMissing`])
-    /// or with a timeout of 0.
+    /// or with a timeout of 0, a disk cache folder in a build without the
+    /// `disk-cache` feature ([`ConfigError::FeatureDisabled`]).
     pub fn build(self) -> Result<JitConfig, ConfigError> {
         self.config.validate()?;
         Ok(self.config)
@@ -192,8 +201,13 @@ mod tests {
     fn the_defaults_are_valid_and_keep_f64() {
         let config = JitConfig::builder().build().unwrap();
         assert_eq!(config.device.driver, "auto");
+        #[cfg(feature = "disk-cache")]
         assert_eq!(config.disk.folder, DiskCacheFolder::UserCache);
-        assert!(config.remote.url.is_none() && config.bundles.is_empty());
+        #[cfg(not(feature = "disk-cache"))]
+        assert_eq!(config.disk.folder, DiskCacheFolder::Disabled);
+        #[cfg(feature = "remote-cache")]
+        assert!(config.remote.url.is_none());
+        assert!(config.bundles.is_empty());
         assert!(config
             .compile
             .options
@@ -214,10 +228,19 @@ mod tests {
         assert!(fallback.contains("device.cpu_fallback"), "{fallback}");
         let disk = error(JitConfig::builder().disk(|disk| disk.max_bytes = 0));
         assert!(disk.contains("disk.max_bytes"), "{disk}");
-        let remote = error(
-            JitConfig::builder()
-                .remote(|remote| remote.url = Some(RemoteCacheUrl::new("redis://c"))),
-        );
-        assert!(remote.contains("SHEAF_JIT_REMOTE_SECRET_FILE"), "{remote}");
+        #[cfg(feature = "remote-cache")]
+        {
+            let remote = error(
+                JitConfig::builder()
+                    .remote(|remote| remote.url = Some(RemoteCacheUrl::new("redis://c"))),
+            );
+            assert!(remote.contains("SHEAF_JIT_REMOTE_SECRET_FILE"), "{remote}");
+        }
+        #[cfg(not(feature = "disk-cache"))]
+        {
+            let disk =
+                error(JitConfig::builder().disk(|disk| disk.folder = DiskCacheFolder::UserCache));
+            assert!(disk.contains("`disk-cache`"), "{disk}");
+        }
     }
 }

@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 
 use iree_safe::compiler::CompilerChoice;
 use iree_safe::MemoryStatistics;
-use jit_cache::store::{RemoteStats, StoreStats};
+#[cfg(feature = "remote-cache")]
+use jit_cache::store::RemoteStats;
+use jit_cache::store::StoreStats;
 use jit_cache::{CacheStats, JitCache};
 
 use crate::batch_queue::BatchQueue;
@@ -155,8 +157,8 @@ impl Inner {
     /// Prints the profile to stderr, when asked to.
     fn print_profile(&self) {
         if self.profile_at_exit {
-            let remote = self.pipeline.remote_stats();
-            eprintln!("{}", self.profile.snapshot(self.cache.stats(), remote));
+            let report = self.profile.snapshot(self.cache.stats(), &self.pipeline);
+            eprintln!("{report}");
         }
     }
 }
@@ -224,6 +226,7 @@ impl JitRuntime {
     }
 
     /// Remote artifact cache statistics; `None` without a remote cache.
+    #[cfg(feature = "remote-cache")]
     pub fn remote_cache_stats(&self) -> Option<RemoteStats> {
         self.inner.pipeline.remote_stats()
     }
@@ -249,7 +252,7 @@ impl JitRuntime {
     pub fn profile(&self) -> ProfileReport {
         self.inner
             .profile
-            .snapshot(self.stats(), self.remote_cache_stats())
+            .snapshot(self.stats(), &self.inner.pipeline)
     }
 
     /// The runtime compiled code runs on (the primary device's).

@@ -4,12 +4,16 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock, Weak};
 
-use jit_cache::store::{ArtifactStore, RedisStore, RemoteTier, Secret};
+use jit_cache::store::ArtifactStore;
+#[cfg(feature = "remote-cache")]
+use jit_cache::store::{RedisStore, RemoteTier, Secret};
 use jit_cache::{ErrorChain, JitCache};
 
 use crate::batch_queue::BatchQueue;
 use crate::bundle::Bundle;
-use crate::config::{JitConfig, RemoteSecret};
+use crate::config::JitConfig;
+#[cfg(feature = "remote-cache")]
+use crate::config::RemoteSecret;
 use crate::error::{ConfigError, JitError};
 use crate::exit;
 use crate::learned_policy::DiskPolicy;
@@ -23,6 +27,7 @@ use super::{Inner, JitRuntime};
 /// The remote artifact cache of `config`, if it has one. Nothing is
 /// contacted yet: a server that is down costs the first fetch its connect
 /// timeout, then the circuit breaker keeps later calls off it.
+#[cfg(feature = "remote-cache")]
 fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
     let remote = &config.remote;
     let Some(url) = &remote.url else {
@@ -91,6 +96,7 @@ impl JitRuntime {
             options,
             compiler,
         );
+        #[cfg(feature = "disk-cache")]
         let (store, folder) = match config.disk.store_config() {
             Some(store) => {
                 let folder = store.directory.clone();
@@ -98,6 +104,9 @@ impl JitRuntime {
             }
             None => (ArtifactStore::disabled(), None),
         };
+        // `validate` refused a folder: memory only (and bundles).
+        #[cfg(not(feature = "disk-cache"))]
+        let (store, folder) = (ArtifactStore::disabled(), None::<std::path::PathBuf>);
         if let Some(folder) = folder {
             // The compiler's `--version`, kept beside the artifacts (a
             // folder the store checked is this user's alone): a later
@@ -113,6 +122,7 @@ impl JitRuntime {
                 );
             }
         }
+        #[cfg(feature = "remote-cache")]
         let store = match remote_tier(&config)? {
             Some(remote) => store.with_remote(remote),
             None => store,

@@ -1,0 +1,296 @@
+//! The table of variables applied to a configuration: each variable's
+//! effect, its errors, and the order in which they apply.
+
+use std::collections::HashMap;
+use std::os::unix::ffi::OsStringExt;
+use std::path::Path;
+
+use jit_cache::CachePolicy;
+
+use super::*;
+use crate::config::{CompileMode, FloatSemantics};
+
+fn from_os(vars: &[(&str, OsString)]) -> Result<JitConfig, ConfigError> {
+    let vars: HashMap<&str, OsString> = vars.iter().cloned().collect();
+    JitConfig::builder()
+        .apply_vars(|name| vars.get(name).cloned())?
+        .build()
+}
+
+fn from(vars: &[(&str, &str)]) -> Result<JitConfig, ConfigError> {
+    let vars: Vec<(&str, OsString)> = vars.iter().map(|&(k, v)| (k, v.into())).collect();
+    from_os(&vars)
+}
+
+/// A valid value of each variable that is not its default, and one it
+/// refuses (`None`: any value is a valid path).
+const SAMPLES: &[(&str, &str, Option<&[u8]>)] = &[
+    ("SHEAF_JIT_DRIVER", "local-task", Some(b"\xff")),
+    ("SHEAF_JIT_CAPACITY", "3", Some(b"eight")),
+    ("SHEAF_JIT_MAX_ENTRIES", "100", Some(b"-1")),
+    ("SHEAF_JIT_MAX_BYTES", "512M", Some(b"lots")),
+    ("SHEAF_JIT_CACHE_POLICY", "lru-cool-down", Some(b"lru")),
+    ("SHEAF_JIT_THRASH_WINDOW", "50", Some(b"1e3")),
+    ("SHEAF_JIT_THRASH_THRESHOLD", "6", Some(b"six")),
+    ("SHEAF_JIT_THRASH_COOL_DOWN", "9", Some(b"9.5")),
+    ("SHEAF_JIT_THRASH_COOL_DOWN_CAP", "90", Some(b"lots")),
+    ("SHEAF_JIT_COMPILE_MODE", "blocking", Some(b"async")),
+    ("SHEAF_JIT_COMPILE_THREADS", "3", Some(b"many")),
+    ("SHEAF_JIT_FAILED_RETRY", "7", Some(b"never")),
+    ("SHEAF_JIT_DYNAMIC_DIMS", "off", Some(b"maybe")),
+    ("SHEAF_JIT_DYNAMIC_DIMS_AFTER", "3", Some(b"x")),
+    ("SHEAF_JIT_SPECIALIZE_HOT_SIZES", "off", Some(b"sometimes")),
+    ("SHEAF_JIT_STATIC_SHAPES", "softmax", Some(b"soft\xffmax")),
+    ("SHEAF_JIT_EXIT_WAIT", "0", Some(b"10s")),
+    ("SHEAF_JIT_COMPILER", "in-process", Some(b"gpu")),
+    ("SHEAF_JIT_FLOAT_SEMANTICS", "reassociate", Some(b"fast")),
+    ("SHEAF_JIT_CACHE_DIR", "/c", None),
+    ("SHEAF_JIT_DISK_CACHE", "off", Some(b"bogus")),
+    ("SHEAF_JIT_CACHE_MAX_BYTES", "64M", Some(b"1.5G")),
+    ("SHEAF_JIT_CPU_FALLBACK", "off", Some(b"\xff")),
+    ("SHEAF_JIT_CPU_WORKERS", "2", Some(b"0")),
+    ("SHEAF_JIT_PARALLEL_WORKERS", "61", Some(b"0")),
+    ("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "1M", Some(b"big")),
+    ("SHEAF_JIT_BUNDLES", "/a:/b", None),
+    (crate::TRACE_ENV, "1", Some(b"verbose")),
+    ("SHEAF_JIT_PROFILE", "on", Some(b"loud")),
+    ("SHEAF_JIT_REMOTE_CACHE", "redis://cache", Some(b"\xff")),
+    ("SHEAF_JIT_REMOTE_SECRET_FILE", "/etc/secret", None),
+    ("SHEAF_JIT_REMOTE_TIMEOUT", "50", Some(b"1s")),
+    ("SHEAF_JIT_REMOTE_CONNECT_TIMEOUT", "20", Some(b"-5")),
+    ("SHEAF_JIT_REMOTE_MAX_ENTRY", "8M", Some(b"big")),
+    ("SHEAF_JIT_REMOTE_COOL_DOWN", "1500", Some(b"30s")),
+];
+
+/// The variable's value applied to the defaults, unvalidated (a remote
+/// cache alone lacks its secret).
+fn applied(name: &str, value: OsString) -> Result<JitConfig, ConfigError> {
+    let var = |wanted: &str| (wanted == name).then(|| value.clone());
+    Ok(JitConfig::builder().apply_vars(var)?.config)
+}
+
+#[test]
+fn every_variable_in_the_table_is_parsed_and_a_bad_value_names_it() {
+    let names: Vec<&str> = ENV_VARIABLES.iter().map(|v| v.name).collect();
+    let sampled: Vec<&str> = SAMPLES.iter().map(|(name, ..)| *name).collect();
+    assert_eq!(
+        names, sampled,
+        "a sample per variable, in the table's order"
+    );
+    let defaults = format!("{:?}", JitConfig::default());
+    for &(name, good, bad) in SAMPLES {
+        let config = applied(name, good.into()).unwrap();
+        // The trace switch is read by `trace::init_from_env`.
+        if name != crate::TRACE_ENV {
+            assert_ne!(
+                format!("{config:?}"),
+                defaults,
+                "{name}={good} changes nothing"
+            );
+        }
+        if let Some(bad) = bad {
+            let bad = OsString::from_vec(bad.to_vec());
+            let error = applied(name, bad.clone()).unwrap_err().to_string();
+            let shown = bad.to_string_lossy();
+            assert!(error.contains(&format!("{name}={shown} ")), "{error}");
+            assert!(error.contains("expected"), "{error}");
+        }
+    }
+}
+
+#[test]
+fn the_documented_defaults_are_the_defaults() {
+    let defaults = format!("{:?}", JitConfig::default());
+    for variable in ENV_VARIABLES {
+        // `none`: unset; the cache folder's default is a description.
+        if variable.default == "none" || variable.name == "SHEAF_JIT_CACHE_DIR" {
+            continue;
+        }
+        let value = variable.default.trim_matches('`');
+        let config = applied(variable.name, value.into()).unwrap();
+        assert_eq!(format!("{config:?}"), defaults, "{}={value}", variable.name);
+    }
+}
+
+#[test]
+fn variables_override_the_defaults() {
+    let config = from(&[
+        ("SHEAF_JIT_DRIVER", "local-task"),
+        ("SHEAF_JIT_CAPACITY", "3"),
+        ("SHEAF_JIT_MAX_ENTRIES", "100"),
+        ("SHEAF_JIT_MAX_BYTES", "512M"),
+        ("SHEAF_JIT_CACHE_POLICY", "lru-cool-down"),
+        ("SHEAF_JIT_COMPILE_MODE", "blocking"),
+        ("SHEAF_JIT_COMPILE_THREADS", "3"),
+        ("SHEAF_JIT_THRASH_WINDOW", "50"),
+        ("SHEAF_JIT_THRASH_THRESHOLD", "6"),
+        ("SHEAF_JIT_THRASH_COOL_DOWN", "9"),
+        ("SHEAF_JIT_THRASH_COOL_DOWN_CAP", "90"),
+        ("SHEAF_JIT_FAILED_RETRY", "7"),
+        ("SHEAF_JIT_DYNAMIC_DIMS", "off"),
+        ("SHEAF_JIT_DYNAMIC_DIMS_AFTER", "3"),
+        ("SHEAF_JIT_SPECIALIZE_HOT_SIZES", "off"),
+        ("SHEAF_JIT_STATIC_SHAPES", "softmax, mlp_layer,"),
+        ("SHEAF_JIT_COMPILER", "subprocess"),
+        ("SHEAF_JIT_FLOAT_SEMANTICS", "reassociate"),
+        ("SHEAF_JIT_CACHE_DIR", "/c"),
+        ("SHEAF_JIT_CACHE_MAX_BYTES", "64M"),
+        ("SHEAF_JIT_TRACE", "1"),
+        ("SHEAF_JIT_CPU_FALLBACK", "off"),
+        ("SHEAF_JIT_CPU_WORKERS", "2"),
+        ("SHEAF_JIT_PARALLEL_WORKERS", "off"),
+        ("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "1M"),
+        ("SHEAF_JIT_BUNDLES", "/a:/b"),
+        ("SHEAF_JIT_PROFILE", "1"),
+    ])
+    .unwrap();
+    assert!(config.profile_at_exit);
+    assert_eq!(config.device.cpu_fallback, None);
+    assert_eq!(config.device.cpu_workers, std::num::NonZeroUsize::new(2));
+    assert_eq!(config.device.parallel_workers, None);
+    assert_eq!(config.uploads.bytes, 1 << 20);
+    let auto = from(&[("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "auto")]).unwrap();
+    assert_eq!(auto.uploads.bytes, crate::UploadSettings::DEVICE_SIZED);
+    assert_eq!(config.bundles, [PathBuf::from("/a"), PathBuf::from("/b")]);
+    assert_eq!(config.device.driver, "local-task");
+    let cache = &config.cache;
+    assert_eq!(
+        (
+            cache.function_capacity,
+            cache.max_total_entries,
+            cache.max_total_bytes
+        ),
+        (3, 100, 512 << 20)
+    );
+    assert_eq!(
+        (
+            cache.thrash_window,
+            cache.thrash_threshold,
+            cache.thrash_cool_down
+        ),
+        (50, 6, 9)
+    );
+    assert_eq!(
+        (cache.thrash_cool_down_cap, cache.failed_compile_retry_after),
+        (90, 7)
+    );
+    assert_eq!(cache.policy, CachePolicy::LruCoolDown);
+    assert_eq!((cache.dynamic_dims, cache.dynamic_dims_after), (false, 3));
+    assert!(!cache.specialize_hot_sizes);
+    let mut static_shapes: Vec<_> = cache.static_shape_functions.iter().collect();
+    static_shapes.sort();
+    assert_eq!(static_shapes, ["mlp_layer", "softmax"]);
+    assert_eq!(
+        (config.compile.mode, cache.compile_threads),
+        (CompileMode::Blocking, 3)
+    );
+    assert_eq!(config.compile.compiler, CompilerPreference::Subprocess);
+    assert_eq!(config.compile.float_semantics, FloatSemantics::Reassociate);
+    assert_eq!(config.disk.folder, DiskCacheFolder::Dir("/c".into()));
+    assert_eq!(config.disk.max_bytes, 64 << 20);
+}
+
+#[test]
+fn the_remote_cache_needs_a_secret_and_takes_its_settings_from_variables() {
+    let error = from(&[("SHEAF_JIT_REMOTE_CACHE", "redis://cache:6379")]).unwrap_err();
+    assert_eq!(error, ConfigError::RemoteSecretMissing);
+    assert!(error.to_string().contains("SHEAF_JIT_REMOTE_SECRET_FILE"));
+    let config = from(&[
+        ("SHEAF_JIT_REMOTE_CACHE", "redis://cache:6379"),
+        ("SHEAF_JIT_REMOTE_SECRET_FILE", "/etc/sheaf/secret"),
+        ("SHEAF_JIT_REMOTE_TIMEOUT", "50"),
+        ("SHEAF_JIT_REMOTE_CONNECT_TIMEOUT", "20"),
+        ("SHEAF_JIT_REMOTE_MAX_ENTRY", "8M"),
+        ("SHEAF_JIT_REMOTE_COOL_DOWN", "1500"),
+    ])
+    .unwrap();
+    let remote = &config.remote;
+    let url = remote.url.as_ref().map(RemoteCacheUrl::as_str);
+    assert_eq!(url, Some("redis://cache:6379"));
+    assert!(matches!(
+        &remote.secret,
+        Some(RemoteSecret::File(path)) if path == Path::new("/etc/sheaf/secret")
+    ));
+    assert_eq!(
+        (remote.timeouts.request, remote.timeouts.connect),
+        (Duration::from_millis(50), Duration::from_millis(20))
+    );
+    assert_eq!(remote.options.max_entry_bytes, 8 << 20);
+    assert_eq!(remote.options.cool_down, Duration::from_millis(1500));
+    assert!(from(&[]).unwrap().remote.url.is_none(), "off by default");
+}
+
+#[test]
+fn unset_and_empty_variables_keep_the_defaults() {
+    let config = from(&[("SHEAF_JIT_CAPACITY", ""), ("SHEAF_JIT_DISK_CACHE", "")]).unwrap();
+    assert_eq!(format!("{config:?}"), format!("{:?}", JitConfig::default()));
+}
+
+#[test]
+fn the_disk_cache_switch_wins_over_the_folder() {
+    for off in ["0", "off", "OFF", "false", "no"] {
+        let config = from(&[("SHEAF_JIT_DISK_CACHE", off), ("SHEAF_JIT_CACHE_DIR", "/c")]).unwrap();
+        assert_eq!(config.disk.store_config(), None, "{off}");
+    }
+    let on = from(&[
+        ("SHEAF_JIT_DISK_CACHE", "on"),
+        ("SHEAF_JIT_CACHE_DIR", "/c"),
+    ])
+    .unwrap();
+    let store = on.disk.store_config().unwrap();
+    assert_eq!(
+        (store.directory, store.max_bytes),
+        (PathBuf::from("/c"), 1 << 30)
+    );
+}
+
+#[test]
+fn a_bad_value_names_the_variable_and_what_it_may_be() {
+    for (name, value, expected) in [
+        (
+            "SHEAF_JIT_CAPACITY",
+            "eight",
+            "a whole number (invalid digit",
+        ),
+        ("SHEAF_JIT_MAX_BYTES", "lots", "binary units"),
+        ("SHEAF_JIT_CACHE_MAX_BYTES", "1.5G", "binary units"),
+        ("SHEAF_JIT_DISK_CACHE", "bogus", "`on` or `off`"),
+        (
+            "SHEAF_JIT_REMOTE_TIMEOUT",
+            "1s",
+            "a whole number of milliseconds (invalid digit",
+        ),
+        ("SHEAF_JIT_REMOTE_MAX_ENTRY", "big", "binary units"),
+        ("SHEAF_JIT_TRACE", "verbose", "`on` or `off`"),
+        (
+            "SHEAF_JIT_COMPILE_MODE",
+            "async",
+            "`blocking` or `background`",
+        ),
+        (
+            "SHEAF_JIT_CACHE_POLICY",
+            "lru",
+            "`adaptive` or `lru-cool-down`",
+        ),
+        (
+            "SHEAF_JIT_FLOAT_SEMANTICS",
+            "fast",
+            "`strict` or `reassociate`",
+        ),
+        (
+            "SHEAF_JIT_COMPILER",
+            "gpu",
+            "`auto`, `in-process`, `subprocess` or `none`",
+        ),
+    ] {
+        let error = from(&[(name, value)]).unwrap_err().to_string();
+        assert!(error.contains(&format!("{name}={value}")), "{error}");
+        assert!(error.contains(expected), "{error}");
+    }
+    let utf8 = from_os(&[("SHEAF_JIT_DRIVER", OsString::from_vec(b"\xff".to_vec()))]);
+    let utf8 = utf8.unwrap_err().to_string();
+    assert!(utf8.contains("SHEAF_JIT_DRIVER=\u{fffd}"), "{utf8}");
+    assert!(utf8.contains("UTF-8 text"), "{utf8}");
+    let error = from(&[("SHEAF_JIT_CAPACITY", "0")]).unwrap_err();
+    assert!(error.to_string().contains("function_capacity"), "{error}");
+}

@@ -1,0 +1,125 @@
+//! The build without the default features, as an application that wants
+//! neither a disk cache nor a remote one gets it (`cargo test -p
+//! sheaf-integration --no-default-features --test no_default_features`, a
+//! step of `cargo xtask test`): compiled code runs from memory, and every
+//! setting that asks for a cache this build leaves out is an error naming
+//! the feature to enable, never ignored. With either feature on, this file
+//! has no tests.
+
+#![cfg(not(any(feature = "disk-cache", feature = "remote-cache")))]
+
+mod support;
+
+use std::ffi::OsString;
+
+use sheaf_integration::{
+    reference, ConfigError, DiskCacheFolder, Dispatched, JitConfig, JitError, JitRuntime, Value,
+    ENV_VARIABLES,
+};
+use support::{array, assert_close, blocking};
+
+/// The error of the configuration whose only variable is `name=value`.
+fn refused(name: &'static str, value: &str) -> ConfigError {
+    let value = OsString::from(value);
+    let lookup = move |variable: &str| (variable == name).then(|| value.clone());
+    match JitConfig::builder().apply_vars(lookup) {
+        Ok(_) => panic!("{name} was taken by a build without its feature"),
+        Err(error) => error,
+    }
+}
+
+#[test]
+fn a_runtime_without_disk_or_remote_cache_compiles_and_runs_from_memory() {
+    let config = blocking().build().unwrap();
+    assert_eq!(config.disk.folder, DiskCacheFolder::Disabled, "the default");
+    let jit = JitRuntime::new(config).unwrap();
+    let sigmoid = reference::sigmoid();
+    let args = [Value::from(array(&[2, 3], 1))];
+    let expected = reference::interpret_sigmoid(&args).unwrap();
+    for call in ["first", "second"] {
+        let Dispatched::Compiled(compiled) = jit.dispatch(&sigmoid, &args, &[]).unwrap() else {
+            panic!("the {call} call did not run compiled");
+        };
+        assert_close(&compiled.outputs[0], &expected[0], call);
+    }
+    let stats = jit.stats();
+    assert_eq!(
+        (stats.total.compiles, stats.total.hits),
+        (1, 1),
+        "compiled once, then served from memory: {stats}"
+    );
+    assert!(jit.compiler().is_some(), "a compiler was loaded");
+}
+
+#[test]
+fn a_variable_that_asks_for_a_left_out_cache_names_the_feature() {
+    let disk = [
+        "SHEAF_JIT_CACHE_DIR",
+        "SHEAF_JIT_DISK_CACHE",
+        "SHEAF_JIT_CACHE_MAX_BYTES",
+    ];
+    let remote: Vec<_> = ENV_VARIABLES
+        .iter()
+        .map(|variable| variable.name)
+        .filter(|name| name.starts_with("SHEAF_JIT_REMOTE_"))
+        .collect();
+    assert_eq!(remote.len(), 6, "{remote:?}");
+    let asks = disk
+        .iter()
+        .map(|name| (*name, "disk cache", "disk-cache"))
+        .chain(
+            remote
+                .iter()
+                .map(|name| (*name, "remote cache", "remote-cache")),
+        );
+    for (name, part, feature) in asks {
+        let value = if name == "SHEAF_JIT_DISK_CACHE" {
+            "on"
+        } else {
+            "1"
+        };
+        let error = refused(name, value);
+        assert_eq!(
+            error,
+            ConfigError::FeatureDisabled {
+                setting: name,
+                part,
+                feature
+            }
+        );
+        let message = error.to_string();
+        assert!(
+            message.contains(name) && message.contains(&format!("`{feature}`")),
+            "{message}"
+        );
+    }
+    let off = |name: &str| (name == "SHEAF_JIT_DISK_CACHE").then(|| "off".into());
+    let config = JitConfig::builder()
+        .apply_vars(off)
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(config.disk.folder, DiskCacheFolder::Disabled);
+}
+
+#[test]
+fn a_disk_cache_folder_is_refused_by_build_and_by_new() {
+    let folder = DiskCacheFolder::Dir("/tmp/sheaf-jit".into());
+    let expected = ConfigError::FeatureDisabled {
+        setting: "disk.folder",
+        part: "disk cache",
+        feature: "disk-cache",
+    };
+    let error = JitConfig::builder()
+        .disk(|disk| disk.folder = folder.clone())
+        .build()
+        .unwrap_err();
+    assert_eq!(error, expected);
+    let mut config = JitConfig::builder().build().unwrap();
+    config.disk.folder = DiskCacheFolder::UserCache;
+    match JitRuntime::new(config) {
+        Err(JitError::Config(error)) => assert_eq!(error, expected),
+        Err(error) => panic!("another error: {error}"),
+        Ok(_) => panic!("a disk cache folder was ignored"),
+    }
+}
