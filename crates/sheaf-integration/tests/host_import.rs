@@ -7,8 +7,10 @@ use std::sync::Arc;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    aligned_copy, reference, CompileMode, DiskCacheFolder, Dispatched, HostTensor, JitConfig,
-    JitRuntime, Value, IMPORT_ALIGNMENT, IMPORT_MIN_BYTES,
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    tuning::{aligned_copy, IMPORT_ALIGNMENT, IMPORT_MIN_BYTES},
+    Dispatched, HostTensor, JitConfig, JitRuntime, Value,
 };
 
 fn array(shape: &[usize], seed: usize) -> ArrayD<f32> {
@@ -35,7 +37,7 @@ fn unaligned(shape: &[usize], seed: usize) -> ArrayD<f32> {
     a
 }
 
-fn jit(edit: impl FnOnce(&mut sheaf_integration::UploadSettings)) -> JitRuntime {
+fn jit(edit: impl FnOnce(&mut sheaf_integration::settings::UploadSettings)) -> JitRuntime {
     let config = JitConfig::builder()
         .compile(|compile| compile.mode = CompileMode::Blocking)
         .disk(|disk| disk.folder = DiskCacheFolder::Disabled)

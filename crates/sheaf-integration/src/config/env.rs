@@ -52,7 +52,7 @@ impl fmt::Debug for EnvVariable {
 /// error naming the variable and what it may be, never a silent default.
 ///
 /// ```
-/// use sheaf_integration::ENV_VARIABLES;
+/// use sheaf_integration::settings::ENV_VARIABLES;
 ///
 /// for variable in ENV_VARIABLES {
 ///     println!("{}: {} (default {})", variable.name, variable.meaning, variable.default);
@@ -244,7 +244,7 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
         default: "`auto`",
         apply: |config, var| {
             if var.text()? == "auto" {
-                config.uploads.bytes = crate::UploadSettings::DEVICE_SIZED;
+                config.uploads.bytes = crate::config::UploadSettings::DEVICE_SIZED;
                 Ok(())
             } else {
                 set(&mut config.uploads.bytes, var.size())
@@ -376,7 +376,7 @@ impl JitConfigBuilder {
 /// value is an error naming the variable.
 #[cfg(feature = "trace-subscriber")]
 pub(crate) fn trace_switch() -> Result<Option<bool>, ConfigError> {
-    let name = crate::TRACE_ENV;
+    let name = crate::settings::TRACE_ENV;
     let Some(value) = std::env::var_os(name).filter(|value| !value.is_empty()) else {
         return Ok(None);
     };
@@ -540,7 +540,7 @@ mod tests {
         ("SHEAF_JIT_PARALLEL_WORKERS", "61", Some(b"0")),
         ("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "1M", Some(b"big")),
         ("SHEAF_JIT_BUNDLES", "/a:/b", None),
-        (crate::TRACE_ENV, "1", Some(b"verbose")),
+        (crate::settings::TRACE_ENV, "1", Some(b"verbose")),
         ("SHEAF_JIT_PROFILE", "on", Some(b"loud")),
         ("SHEAF_JIT_REMOTE_CACHE", "redis://cache", Some(b"\xff")),
         ("SHEAF_JIT_REMOTE_SECRET_FILE", "/etc/secret", None),
@@ -569,7 +569,7 @@ mod tests {
         for &(name, good, bad) in SAMPLES {
             let config = applied(name, good.into()).unwrap();
             // The trace switch is read by `trace::init_from_env`.
-            if name != crate::TRACE_ENV {
+            if name != crate::settings::TRACE_ENV {
                 assert_ne!(
                     format!("{config:?}"),
                     defaults,
@@ -638,7 +638,10 @@ mod tests {
         assert_eq!(config.device.parallel_workers, None);
         assert_eq!(config.uploads.bytes, 1 << 20);
         let auto = from(&[("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "auto")]).unwrap();
-        assert_eq!(auto.uploads.bytes, crate::UploadSettings::DEVICE_SIZED);
+        assert_eq!(
+            auto.uploads.bytes,
+            crate::config::UploadSettings::DEVICE_SIZED
+        );
         assert_eq!(config.bundles, [PathBuf::from("/a"), PathBuf::from("/b")]);
         assert_eq!(config.device.driver, "local-task");
         let cache = &config.cache;

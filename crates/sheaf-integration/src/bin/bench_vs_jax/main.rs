@@ -36,8 +36,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use sheaf_integration::{
-    CapturedScalar, CompileMode, Compiled, DiskCacheFolder, Dispatched, ErrorChain, JitConfig,
-    JitFunction, JitRuntime, Value,
+    settings::{CompileMode, DiskCacheFolder},
+    CapturedScalar, Compiled, Dispatched, ErrorChain, JitConfig, JitFunction, JitRuntime, Value,
 };
 
 use inputs::{Counts, Inputs};

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use iree_safe::compiler::{self, Compiler};
 use iree_safe::legacy::LegacySession;
 use sheaf_integration::{
-    reference, CapturedScalar, DType, ErrorChain, JitConfig, JitFunction, Signature,
+    lowering::Signature, reference, CapturedScalar, DType, ErrorChain, JitConfig, JitFunction,
 };
 
 use crate::args::Args;

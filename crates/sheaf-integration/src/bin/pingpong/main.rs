@@ -37,7 +37,7 @@ use std::io::BufRead;
 use std::process::{Command, ExitCode, Stdio};
 
 use args::{Args, Mode};
-use sheaf_integration::{CompileMode, ErrorChain};
+use sheaf_integration::{settings::CompileMode, ErrorChain};
 use workload::Record;
 
 fn main() -> ExitCode {

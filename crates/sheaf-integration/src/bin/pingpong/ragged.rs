@@ -23,8 +23,10 @@ use std::time::Instant;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, ArtifactSource, CompileMode, DiskCacheFolder, ErrorChain, JitConfig, JitRuntime,
-    Value,
+    artifacts::ArtifactSource,
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    ErrorChain, JitConfig, JitRuntime, Value,
 };
 
 use crate::args::{Args, Mode};

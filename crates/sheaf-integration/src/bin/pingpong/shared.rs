@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use ndarray::ArrayD;
 use sheaf_integration::{
-    reference, CompileMode, DiskCacheFolder, ErrorChain, JitConfig, JitRuntime, Value,
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    ErrorChain, JitConfig, JitRuntime, Value,
 };
 
 use crate::args::Args;

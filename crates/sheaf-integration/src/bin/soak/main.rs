@@ -31,8 +31,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sheaf_integration::{
-    CompileMode, DiskCacheFolder, ErrorChain, JitConfig, JitRuntime, RemoteCacheUrl, RemoteSecret,
-    Secret,
+    settings::{CompileMode, DiskCacheFolder, RemoteCacheUrl, RemoteSecret, Secret},
+    ErrorChain, JitConfig, JitRuntime,
 };
 
 use calls::{Call, Functions, Outcome};
