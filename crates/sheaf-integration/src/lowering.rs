@@ -146,7 +146,7 @@ pub struct Lowered<M = ()> {
     /// The StableHLO (or linalg) functions.
     pub mlir: String,
     /// How the entry function's results nest (built with
-    /// [`LayoutBuilder`](jit_cache::LayoutBuilder), tensor leaves only);
+    /// [`LayoutBuilder`], tensor leaves only);
     /// `None`: the results side by side.
     pub outputs: Option<Layout>,
     /// The caller's metadata for this variant (a return type, dict keys,
@@ -193,7 +193,7 @@ impl<M> Lowered<M> {
     /// ```
     ///
     /// An entry the MLIR does not define as a public `func.func` is a
-    /// [`LoweringError`](crate::lowering::LoweringError) of the signature ([`MlirError::NoEntry`](crate::mlir::MlirError::NoEntry),
+    /// [`LoweringError`] of the signature ([`MlirError::NoEntry`](crate::mlir::MlirError::NoEntry),
     /// [`PrivateEntry`](crate::mlir::MlirError::PrivateEntry)), as is an
     /// entry name the MLIR already uses for another symbol
     /// ([`EntryNameTaken`](crate::mlir::MlirError::EntryNameTaken)).
