@@ -184,7 +184,7 @@ fn device_results_convert_and_read_back_as_a_port_needs() {
     let widened = tensor.to_f32().unwrap();
     let value = Value::from(tensor);
     assert_eq!(value.dtype().unwrap(), DType::F32);
-    assert_eq!(*value.to_f32().unwrap(), widened);
+    assert_eq!(value.to_f32().unwrap(), widened);
 
     // A wider or narrower dtype reads back as f32 too.
     let ints =

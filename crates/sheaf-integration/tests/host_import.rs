@@ -209,7 +209,7 @@ fn reading_a_device_tensor_as_f32_copies_once() {
     let jit = jit(|_| {});
     let x = jit.upload(&HostTensor::from(array(&[64, 256], 5))).unwrap();
     let back = x.to_f32().unwrap();
-    assert_eq!(back, array(&[64, 256], 5));
+    assert_eq!(*back, array(&[64, 256], 5));
     // The read-back array itself, still on its 64-byte boundary (a second
     // copy would be wherever the allocator put it).
     assert_eq!(back.as_ptr().addr() % IMPORT_ALIGNMENT, 0);
