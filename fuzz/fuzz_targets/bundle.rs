@@ -70,7 +70,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    if let Ok(entries) = sheaf_integration::open_for_fuzzing(f.dir.path()) {
+    if let Ok(entries) = sheaf_integration::artifacts::open_for_fuzzing(f.dir.path()) {
         let text = std::str::from_utf8(&manifest).expect("an accepted manifest is text");
         let listed = text.lines().filter(|l| l.starts_with("entry\t")).count();
         assert_eq!(entries, listed, "{text:?}");

@@ -9,7 +9,7 @@ use std::os::unix::ffi::OsStringExt;
 
 use jit_cache::ByteSize;
 use libfuzzer_sys::fuzz_target;
-use sheaf_integration::{JitConfig, ENV_VARIABLES};
+use sheaf_integration::{settings::ENV_VARIABLES, JitConfig};
 
 fuzz_target!(|data: &[u8]| {
     // Records separated by 0xff: an index into the table of variables,

@@ -12,8 +12,11 @@ use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, DiskCacheFolder, JitConfig, JitFunction, JitRuntime, Origin,
-    Precompile, Provenance, Value,
+    artifacts::Precompile,
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    stats::Origin,
+    JitConfig, JitFunction, JitRuntime, Provenance, Value,
 };
 
 type Interpreter = fn(&[Value]) -> Result<Vec<Value>, reference::ReferenceError>;
@@ -80,7 +83,7 @@ fn pool(count: usize, threads: usize, batch_limit: usize) {
     }
     let runs = jit
         .profile()
-        .loaded_from(sheaf_integration::ArtifactSource::Compiler);
+        .loaded_from(sheaf_integration::artifacts::ArtifactSource::Compiler);
     println!(
         "{count} signatures queued at once, {threads} compile thread(s), batches of up to \
          {batch_limit}: all compiled after {:>6.0} ms ({runs} compiler runs); {calls} calls \

@@ -17,8 +17,11 @@ use std::time::Instant;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, DType, DiskCacheFolder, Dispatched, JitConfig, JitFunction, JitRuntime,
-    Origin, Provenance, Signature, Tensor, Value,
+    lowering::Signature,
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    stats::Origin,
+    DType, Dispatched, JitConfig, JitFunction, JitRuntime, Provenance, Tensor, Value,
 };
 
 const WARMUP: usize = 5_000;

@@ -30,8 +30,11 @@ use std::time::{Duration, Instant};
 use iree_safe::compiler::{choose_compiler, CompileOptions, CompilerPreference};
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, DiskCacheFolder, Dispatched, FloatSemantics, JitConfig, JitFunction,
-    JitRuntime, Signature, Value, CONTRACTION_FLAGS, CPU_FLAGS,
+    lowering::Signature,
+    reference,
+    settings::{CompileMode, DiskCacheFolder, FloatSemantics},
+    tuning::{CONTRACTION_FLAGS, CPU_FLAGS},
+    Dispatched, JitConfig, JitFunction, JitRuntime, Value,
 };
 
 const ROUNDS: usize = 5;

@@ -23,7 +23,9 @@ use std::time::Instant;
 use iree_safe::compiler::CompilerPreference;
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, DiskCacheFolder, Dispatched, JitConfig, JitRuntime, Value,
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    Dispatched, JitConfig, JitRuntime, Value,
 };
 
 /// The modes, as the child's argument and the table's first column.

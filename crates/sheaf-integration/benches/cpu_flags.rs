@@ -48,8 +48,11 @@ use std::time::{Duration, Instant};
 use iree_safe::compiler::{choose_compiler, Artifact, CompileOptions, CompilerPreference};
 use iree_safe::{Device, Function, Runtime, Tensor, VmValue};
 use sheaf_integration::{
-    reference, CapturedScalar, DType, FloatSemantics, JitConfig, JitFunction, Signature,
-    CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION,
+    lowering::Signature,
+    reference,
+    settings::FloatSemantics,
+    tuning::{CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION},
+    CapturedScalar, DType, JitConfig, JitFunction,
 };
 
 const COMPILE_ROUNDS: usize = 3;

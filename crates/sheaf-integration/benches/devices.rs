@@ -15,7 +15,9 @@ use std::time::Instant;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, DiskCacheFolder, Dispatched, JitConfig, JitFunction, JitRuntime, Value,
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    Dispatched, JitConfig, JitFunction, JitRuntime, Value,
 };
 
 const SAMPLES: usize = 2_000;

@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, Dimension, IxDyn};
 use sheaf_integration::{
-    reference, CapturedScalar, CompileMode, DiskCacheFolder, Dispatched, JitConfig, JitFunction,
-    JitRuntime, Provenance, Tensor, Value,
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    CapturedScalar, Dispatched, JitConfig, JitFunction, JitRuntime, Provenance, Tensor, Value,
 };
 
 const ROUNDS: usize = 10;

@@ -25,8 +25,9 @@ use jit_cache::store::{
 };
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, DiskCacheFolder, JitConfig, JitConfigBuilder, JitRuntime,
-    RemoteCacheUrl, RemoteSecret, Value,
+    reference,
+    settings::{CompileMode, DiskCacheFolder, RemoteCacheUrl, RemoteSecret},
+    JitConfig, JitConfigBuilder, JitRuntime, Value,
 };
 
 const ROUNDS: usize = 5;

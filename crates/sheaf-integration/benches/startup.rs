@@ -11,8 +11,10 @@ use std::process::Command;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, DiskCacheFolder, Dispatched, JitConfig, JitRuntime, Origin, Provenance,
-    Value,
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    stats::Origin,
+    Dispatched, JitConfig, JitRuntime, Provenance, Value,
 };
 
 fn compiler_mapped() -> bool {

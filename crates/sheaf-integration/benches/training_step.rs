@@ -40,8 +40,10 @@ use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    aligned_copy, CompileMode, DiskCacheFolder, Dispatched, HostTensor, JitConfig, JitFunction,
-    JitRuntime, Lowered, LoweringContext, LoweringError, Tensor, Value,
+    lowering::{Lowered, LoweringContext, LoweringError},
+    settings::{CompileMode, DiskCacheFolder},
+    tuning::aligned_copy,
+    Dispatched, HostTensor, JitConfig, JitFunction, JitRuntime, Tensor, Value,
 };
 
 const D_MODEL: usize = 768;

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, DiskCacheFolder, Dispatched, HostTensor, JitConfig, JitRuntime, Value,
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    Dispatched, HostTensor, JitConfig, JitRuntime, Value,
 };
 
 const CALLS: usize = 400;

@@ -8,8 +8,8 @@
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    mlir, reference, trace, Dispatched, HostTensor, JitConfig, JitFunction, JitRuntime, Lowered,
-    Value,
+    lowering::Lowered, mlir, reference, trace, Dispatched, HostTensor, JitConfig, JitFunction,
+    JitRuntime, Value,
 };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

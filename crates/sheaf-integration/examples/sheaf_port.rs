@@ -23,9 +23,13 @@ use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, Ix2, IxDyn};
 use sheaf_integration::{
-    mlir, ArtifactSource, CompileMode, CompilerPreference, Container, DType, DiskCacheFolder,
-    Dispatched, JitConfig, JitFunction, JitRuntime, LayoutBuilder, Leaf, Lowered, LoweringContext,
-    LoweringError, Phase, ScalarValue, Value,
+    artifacts::ArtifactSource,
+    compiler::CompilerPreference,
+    lowering::{Container, LayoutBuilder, Leaf, Lowered, LoweringContext, LoweringError},
+    mlir,
+    settings::{CompileMode, DiskCacheFolder},
+    stats::Phase,
+    DType, Dispatched, JitConfig, JitFunction, JitRuntime, ScalarValue, Value,
 };
 
 // -- Sheaf's side: values, IR, the interpreter. -----------------------------
@@ -127,7 +131,7 @@ impl Env {
     fn jit_function(&mut self, def: &FunctionDef) -> JitFunction<ReturnKeys> {
         let mut identity = format!("{def:?}");
         callees(&def.body, &self.registry, &mut identity);
-        let hash = sheaf_integration::stable_hash(identity.as_bytes());
+        let hash = sheaf_integration::lowering::stable_hash(identity.as_bytes());
         let blocking = self.blocking.contains(&def.name);
         let new = || {
             let function = JitFunction::lowered_per_call(&def.name, hash)

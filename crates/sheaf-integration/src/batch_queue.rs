@@ -1,7 +1,7 @@
 //! Background compiles taken together: misses queued at the same time, of
 //! one function or several, compile as one module.
 //!
-//! Every queued miss (in [`CompileMode::Background`](crate::CompileMode))
+//! Every queued miss (in [`CompileMode::Background`](crate::settings::CompileMode))
 //! also enters this queue with its lowering. When a compile thread runs the
 //! miss's job and the lowering is still here, it takes it with the lowerings
 //! queued before others (a fair share: the queue's length over the compile
@@ -203,7 +203,7 @@ mod tests {
             outputs: None,
             metadata: Arc::new(()),
             metadata_bytes: None,
-            semantics: crate::FloatSemantics::Strict,
+            semantics: crate::config::FloatSemantics::Strict,
         }
     }
 

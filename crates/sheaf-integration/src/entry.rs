@@ -11,8 +11,8 @@
 //! `@step` is not part of `@step_inner`, and string literals and `//`
 //! comments are left as they are.
 //!
-//! [`Lowered::with_entry`]: crate::Lowered::with_entry
-//! [`LoweringContext::entry_name`]: crate::LoweringContext::entry_name
+//! [`Lowered::with_entry`]: crate::lowering::Lowered::with_entry
+//! [`LoweringContext::entry_name`]: crate::lowering::LoweringContext::entry_name
 
 use crate::mlir::MlirError;
 

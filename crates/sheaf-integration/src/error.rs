@@ -169,7 +169,7 @@ impl VariantError {
 /// [`JitRuntime::new`](crate::JitRuntime::new) (as [`JitError::Config`])
 /// return. The cache policy's own error, `jit_cache::ConfigError`, is
 /// wrapped whole in [`ConfigError::Cache`] and re-exported as
-/// [`CacheConfigError`](crate::CacheConfigError), so it can be matched
+/// [`CacheConfigError`](crate::settings::CacheConfigError), so it can be matched
 /// without depending on `jit-cache`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -185,7 +185,7 @@ pub enum ConfigError {
         expected: String,
     },
     /// The cache policy cannot work (names the
-    /// [`CacheConfig`](crate::CacheConfig) field).
+    /// [`CacheConfig`](crate::settings::CacheConfig) field).
     #[error(transparent)]
     Cache(#[from] jit_cache::ConfigError),
     /// A remote artifact cache is configured without the shared secret that

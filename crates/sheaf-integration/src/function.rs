@@ -32,7 +32,7 @@ pub struct JitFunction<M = ()> {
     /// ([`JitRuntime::dispatch_with`](crate::JitRuntime::dispatch_with)).
     lower: Option<Arc<Lowering<M>>>,
     mode: Option<CompileMode>,
-    /// `None`: the runtime's ([`CompileSettings::float_semantics`](crate::CompileSettings::float_semantics)).
+    /// `None`: the runtime's ([`CompileSettings::float_semantics`](crate::settings::CompileSettings::float_semantics)).
     float: Option<FloatSemantics>,
     codec: Option<MetadataCodec<M>>,
 }
@@ -64,7 +64,7 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
     /// canonical form) is `definition`, lowered by `lower`.
     ///
     /// ```
-    /// use sheaf_integration::{mlir, JitFunction, Lowered};
+    /// use sheaf_integration::{lowering::Lowered, mlir, JitFunction};
     ///
     /// let double: JitFunction = JitFunction::new("double", "(defn double [x] (* 2 x))", |ctx| {
     ///     let [x] = ctx.args() else { return Err("double takes one tensor".into()) };
@@ -148,7 +148,7 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
     }
 
     /// Compiles this function's misses in `mode`, whatever the runtime's
-    /// ([`CompileSettings::mode`](crate::CompileSettings::mode)): e.g.
+    /// ([`CompileSettings::mode`](crate::settings::CompileSettings::mode)): e.g.
     /// [`CompileMode::Blocking`] for a value-and-grad function, or one whose
     /// interpreted form is slow or disagrees with the compiled one.
     pub fn with_compile_mode(mut self, mode: CompileMode) -> Self {
@@ -157,7 +157,7 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
     }
 
     /// Compiles this function with `semantics`, whatever the runtime's
-    /// ([`CompileSettings::float_semantics`](crate::CompileSettings::float_semantics)):
+    /// ([`CompileSettings::float_semantics`](crate::settings::CompileSettings::float_semantics)):
     /// e.g. [`FloatSemantics::Reassociate`] for a hot reduction whose last
     /// bits do not matter, in a runtime that keeps the compiler's
     /// semantics. The choice is part of the function's identity: its
@@ -165,7 +165,7 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
     /// (nor to one without a choice), in memory, on disk or from a bundle.
     ///
     /// ```
-    /// use sheaf_integration::{reference, FloatSemantics};
+    /// use sheaf_integration::{settings::FloatSemantics, reference};
     ///
     /// let fast = reference::softmax().with_float_semantics(FloatSemantics::Reassociate);
     /// assert_eq!(fast.float_semantics(), Some(FloatSemantics::Reassociate));
@@ -293,7 +293,7 @@ impl<M> JitFunction<M> {
 
     /// The entry symbol made from the name as Sheaf names its functions
     /// (`mlp-layer` → `mlp_layer`, `empty?` → `empty_q`;
-    /// [`entry_symbol`](crate::entry_symbol) of the name): the entry of
+    /// [`entry_symbol`](crate::lowering::entry_symbol) of the name): the entry of
     /// [`module_text`](Self::module_text), and the stem of each variant's
     /// ([`variant_symbol`](Self::variant_symbol)).
     pub fn entry_symbol(&self) -> &str {

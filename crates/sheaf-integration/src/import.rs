@@ -21,7 +21,7 @@ use crate::function::JitFunction;
 /// `metadata` handed back on every call, as a lowering's would be.
 ///
 /// ```
-/// use sheaf_integration::{reference, DType, Import, Signature};
+/// use sheaf_integration::{artifacts::Import, lowering::Signature, reference, DType};
 ///
 /// let sigmoid = reference::sigmoid();
 /// let signature = Signature::builder().arg(DType::F32, &[4]).build();

@@ -60,7 +60,7 @@ mod exit;
 mod function;
 mod import;
 mod learned_policy;
-mod lowering;
+pub mod lowering;
 pub mod mlir;
 mod outcome;
 mod pipeline;
@@ -75,55 +75,107 @@ mod upload;
 mod value;
 mod variant;
 
-#[doc(hidden)]
-pub use bundle::open_for_fuzzing;
-pub use bundle::{BundleError, ExportSummary};
-pub use config::{
-    CompileMode, CompileSettings, DeviceSettings, DiskCacheFolder, DiskCacheSettings, EnvVariable,
-    FloatSemantics, JitConfig, JitConfigBuilder, UploadSettings, DEFAULT_CACHE_FOLDER,
-    ENV_VARIABLES, PROJECT_CACHE_FOLDER,
-};
-#[cfg(feature = "remote-cache")]
-pub use config::{RemoteCacheUrl, RemoteSecret, RemoteSettings};
-pub use error::{ConfigError, ImportError, JitError, LoweringError, VariantError};
+// The call path: the runtime, a function, the values and tensors it takes
+// and gives, what a call reports, the errors, and the configuration's top
+// type and builder. Everything else is in a module named by its purpose.
+pub use config::{JitConfig, JitConfigBuilder};
+pub use error::{ConfigError, JitError};
 pub use function::JitFunction;
-pub use import::{Import, ImportSummary};
-pub use iree_safe::compiler::{
-    Artifact, CompileError, CompileOptions, CompileTarget, CompilerChoice, CompilerKind,
-    CompilerPreference, Diagnostic, Location, Severity,
-};
-pub use iree_safe::{ElementType, MemoryStatistics, TrustedVmfb};
-pub use jit_cache::stable_hash;
+pub use iree_safe::ElementType;
 #[cfg(feature = "remote-cache")]
-pub use jit_cache::store::{BreakerState, RemoteError, RemoteStats};
-pub use jit_cache::store::{Secret, StoreError, StoreStats};
-/// `jit-cache`'s error for a [`CacheConfig`] that cannot work, held by
-/// [`ConfigError::Cache`].
-pub use jit_cache::ConfigError as CacheConfigError;
+pub use jit_cache::store::RemoteError;
+pub use jit_cache::store::StoreError;
 pub use jit_cache::{
-    ArgSpec, ByteSize, CacheConfig, CachePolicy, CacheStats, CapturedScalar, CompileFailure,
-    Container, DType, ErrorChain, FallbackReason, FunctionMode, InFlightPolicy, Layout,
-    LayoutBuilder, LayoutVisitor, Leaf, MissReason, Origin, Provenance, Refusal,
-    ScalarConversionError, ScalarValue, Signature,
+    CapturedScalar, DType, ErrorChain, FallbackReason, MissReason, Provenance, Refusal,
+    ScalarConversionError, ScalarValue,
 };
-pub use lowering::{entry_symbol, CallerLowering, Lowered, Lowering, LoweringContext};
 pub use outcome::{CallError, CallResult, Compiled, Dispatched};
-pub use placement::{CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION, PARALLEL_CONTRACTION};
-pub use profile::{Phase, PhaseTotals, ProfileReport};
-pub use runtime::{JitRuntime, Precompile, PrecompileSummary};
-pub use tensor::{
-    aligned_copy, DeviceTensor, DeviceTensorExt, HostTensor, Tensor, IMPORT_ALIGNMENT,
-};
-pub use upload::{UploadStats, IMPORT_MIN_BYTES};
-pub use value::{intern_key, Value, INTERNED_KEYS};
-pub use variant::ArtifactSource;
+pub use runtime::JitRuntime;
+pub use tensor::{DeviceTensor, DeviceTensorExt, HostTensor, Tensor};
+pub use value::Value;
 
 /// `half`'s float types, which [`HostTensor`] holds f16 and bf16 data in.
 pub use half::{bf16, f16};
 
-/// `SHEAF_JIT_TRACE`: `1` (or `on`) prints one line per miss, compile,
-/// eviction and fallback transition (see `trace`, feature `trace-subscriber`).
-pub const TRACE_ENV: &str = "SHEAF_JIT_TRACE";
+pub mod settings {
+    //! The settings inside a [`JitConfig`](crate::JitConfig), one struct per
+    //! part of the runtime, and the `SHEAF_JIT_*` environment variables
+    //! that override them ([`ENV_VARIABLES`]).
+
+    pub use crate::config::{
+        CompileMode, CompileSettings, DeviceSettings, DiskCacheFolder, DiskCacheSettings,
+        EnvVariable, FloatSemantics, UploadSettings, DEFAULT_CACHE_FOLDER, ENV_VARIABLES,
+        PROJECT_CACHE_FOLDER,
+    };
+    #[cfg(feature = "remote-cache")]
+    pub use crate::config::{RemoteCacheUrl, RemoteSecret, RemoteSettings};
+    pub use jit_cache::store::Secret;
+    /// `jit-cache`'s error for a [`CacheConfig`] that cannot work, held by
+    /// [`ConfigError::Cache`](crate::ConfigError::Cache).
+    pub use jit_cache::ConfigError as CacheConfigError;
+    pub use jit_cache::{ByteSize, CacheConfig, CachePolicy, InFlightPolicy};
+
+    /// `SHEAF_JIT_TRACE`: `1` (or `on`) prints one line per miss, compile,
+    /// eviction and fallback transition (see `trace`, feature
+    /// `trace-subscriber`).
+    pub const TRACE_ENV: &str = "SHEAF_JIT_TRACE";
+}
+
+pub mod artifacts {
+    //! Compiled code made ahead of time or elsewhere: artifact bundles
+    //! (exported with [`JitRuntime::export_artifacts`](crate::JitRuntime::export_artifacts),
+    //! served with [`JitConfigBuilder::artifact_bundle`](crate::JitConfigBuilder::artifact_bundle)),
+    //! imported `.vmfb`s, precompiled signatures, and where a loaded
+    //! artifact came from.
+
+    #[doc(hidden)]
+    pub use crate::bundle::open_for_fuzzing;
+    pub use crate::bundle::{BundleError, ExportSummary};
+    pub use crate::error::ImportError;
+    pub use crate::import::{Import, ImportSummary};
+    pub use crate::runtime::{Precompile, PrecompileSummary};
+    pub use crate::variant::ArtifactSource;
+    pub use iree_safe::TrustedVmfb;
+}
+
+pub mod compiler {
+    //! The compiler behind the runtime: which one runs
+    //! ([`CompilerPreference`], [`CompilerChoice`]), what it is given and
+    //! makes, and how it fails.
+
+    pub use iree_safe::compiler::{
+        Artifact, CompileError, CompileOptions, CompileTarget, CompilerChoice, CompilerKind,
+        CompilerPreference, Diagnostic, Location, Severity,
+    };
+    pub use jit_cache::CompileFailure;
+}
+
+pub mod stats {
+    //! What the runtime reports about itself: the counters of each part,
+    //! and the profile by phase.
+
+    pub use crate::profile::{Phase, PhaseTotals, ProfileReport};
+    pub use crate::upload::UploadStats;
+    pub use iree_safe::MemoryStatistics;
+    pub use jit_cache::store::StoreStats;
+    #[cfg(feature = "remote-cache")]
+    pub use jit_cache::store::{BreakerState, RemoteStats};
+    pub use jit_cache::{CacheStats, FunctionMode, Origin};
+}
+
+pub mod tuning {
+    //! The constants the runtime tunes itself with, for benchmarks and for
+    //! callers that lay out their own data: the CPU code generation flags
+    //! and contraction thresholds, the zero-copy import rules, and the dict
+    //! key interner. Not needed to call a function.
+
+    pub use crate::placement::{
+        CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION, PARALLEL_CONTRACTION,
+    };
+    pub use crate::tensor::{aligned_copy, IMPORT_ALIGNMENT};
+    pub use crate::upload::IMPORT_MIN_BYTES;
+    pub use crate::value::{intern_key, INTERNED_KEYS};
+}
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]

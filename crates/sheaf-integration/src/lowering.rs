@@ -1,17 +1,25 @@
 //! The lowering contract: a lowering ([`Lowering`], or [`CallerLowering`]
 //! passed with a call) is given one signature ([`LoweringContext`]) and
-//! gives back MLIR ([`Lowered`]) or refuses ([`LoweringError`]);
-//! and, inside the crate, that result made owned for the thread that
-//! compiles it (`LoweredVariant`, with its type-erased `Metadata`).
+//! gives back MLIR ([`Lowered`]) or refuses ([`LoweringError`]). The
+//! signature's parts ([`Signature`], [`ArgSpec`], [`Layout`]) are
+//! `jit-cache`'s, re-exported here, as is [`stable_hash`], a hash that is
+//! the same in every process, for a function's definition hash
+//! ([`JitFunction::with_definition_hash`](crate::JitFunction::with_definition_hash)).
+//!
+//! Inside the crate, the result is made owned for the thread that compiles
+//! it (`LoweredVariant`, with its type-erased `Metadata`).
 
 use std::any::Any;
 use std::sync::Arc;
 
-use jit_cache::{ArgSpec, Layout, ScalarValue, Signature};
+use jit_cache::ScalarValue;
 
-use crate::error::LoweringError;
+pub use crate::error::{LoweringError, VariantError};
 use crate::placement::FloatSemantics;
 use crate::value::Value;
+pub use jit_cache::{
+    stable_hash, ArgSpec, Container, Layout, LayoutBuilder, LayoutVisitor, Leaf, Signature,
+};
 
 /// A function's own lowering: the MLIR for one signature, with the
 /// caller's metadata `M` ([`JitFunction::new`](crate::JitFunction::new)).
@@ -138,7 +146,7 @@ pub struct Lowered<M = ()> {
     /// The StableHLO (or linalg) functions.
     pub mlir: String,
     /// How the entry function's results nest (built with
-    /// [`LayoutBuilder`](jit_cache::LayoutBuilder), tensor leaves only);
+    /// [`LayoutBuilder`], tensor leaves only);
     /// `None`: the results side by side.
     pub outputs: Option<Layout>,
     /// The caller's metadata for this variant (a return type, dict keys,
@@ -175,7 +183,7 @@ impl<M> Lowered<M> {
     /// [`precompile`](crate::JitRuntime::precompile) batch fails).
     ///
     /// ```
-    /// use sheaf_integration::Lowered;
+    /// use sheaf_integration::lowering::Lowered;
     ///
     /// let generated = "func.func @value_and_grad(%x: tensor<f32>) -> tensor<f32> {
     ///   return %x : tensor<f32>
@@ -185,7 +193,7 @@ impl<M> Lowered<M> {
     /// ```
     ///
     /// An entry the MLIR does not define as a public `func.func` is a
-    /// [`LoweringError`](crate::LoweringError) of the signature ([`MlirError::NoEntry`](crate::mlir::MlirError::NoEntry),
+    /// [`LoweringError`] of the signature ([`MlirError::NoEntry`](crate::mlir::MlirError::NoEntry),
     /// [`PrivateEntry`](crate::mlir::MlirError::PrivateEntry)), as is an
     /// entry name the MLIR already uses for another symbol
     /// ([`EntryNameTaken`](crate::mlir::MlirError::EntryNameTaken)).
@@ -244,7 +252,7 @@ pub(crate) type Metadata = Arc<dyn Any + Send + Sync>;
 /// digit, `_` or `.` → `_`, and a leading digit prefixed with `_`.
 ///
 /// ```
-/// assert_eq!(sheaf_integration::entry_symbol("empty?"), "empty_q");
+/// assert_eq!(sheaf_integration::lowering::entry_symbol("empty?"), "empty_q");
 /// ```
 pub fn entry_symbol(name: &str) -> String {
     let mut symbol = String::with_capacity(name.len() + 2);

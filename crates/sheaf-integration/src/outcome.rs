@@ -97,7 +97,7 @@ pub enum Dispatched<M = ()> {
     /// Compiled code ran.
     Compiled(Compiled<M>),
     /// The caller must run the call in its interpreter, for this reason
-    /// ([`VariantError::of_fallback`](crate::VariantError::of_fallback) gives
+    /// ([`VariantError::of_fallback`](crate::lowering::VariantError::of_fallback) gives
     /// a failed compile's error).
     Interpret(FallbackReason),
 }

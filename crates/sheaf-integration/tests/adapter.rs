@@ -12,17 +12,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sheaf_integration::{
-    mlir, reference, ArtifactSource, CapturedScalar, CompileMode, Container, DType,
-    DeviceTensorExt, Dispatched, ErrorChain, FallbackReason, JitConfig, JitError, JitFunction,
-    JitRuntime, LayoutVisitor, Leaf, Lowered, LoweringContext, LoweringError, Origin, Phase,
-    Provenance, ScalarValue, Value,
+    artifacts::ArtifactSource,
+    lowering::{Container, LayoutVisitor, Leaf, Lowered, LoweringContext, LoweringError},
+    mlir, reference,
+    settings::CompileMode,
+    stats::{Origin, Phase},
+    CapturedScalar, DType, DeviceTensorExt, Dispatched, ErrorChain, FallbackReason, JitConfig,
+    JitError, JitFunction, JitRuntime, Provenance, ScalarValue, Value,
 };
 use support::{array, assert_close};
 
 fn runtime(mode: CompileMode) -> JitRuntime {
     let config = JitConfig::builder()
         .compile(|compile| compile.mode = mode)
-        .disk(|disk| disk.folder = sheaf_integration::DiskCacheFolder::Disabled);
+        .disk(|disk| disk.folder = sheaf_integration::settings::DiskCacheFolder::Disabled);
     JitRuntime::new(config.build().unwrap()).unwrap()
 }
 
@@ -181,7 +184,7 @@ fn device_results_convert_and_read_back_as_a_port_needs() {
     let widened = tensor.to_f32().unwrap();
     let value = Value::from(tensor);
     assert_eq!(value.dtype().unwrap(), DType::F32);
-    assert_eq!(*value.to_f32().unwrap(), widened);
+    assert_eq!(value.to_f32().unwrap(), widened);
 
     // A wider or narrower dtype reads back as f32 too.
     let ints =
@@ -223,7 +226,7 @@ fn dicts_from_borrowed_keys_share_their_keys_and_flatten_in_key_order() {
     ]);
     assert!(Value::call_signature(&[twice], &[]).is_err());
     assert_eq!(
-        sheaf_integration::entry_symbol("mlp-layer"),
+        sheaf_integration::lowering::entry_symbol("mlp-layer"),
         reference::mlp_layer().entry_symbol()
     );
 }
@@ -257,7 +260,7 @@ fn a_lowerings_own_entry_name_is_mapped_to_the_signatures_entry() {
     let xs: Vec<[Value; 1]> = [3, 4].map(|n| [Value::from(array(&[n], 1))]).into();
     let calls: Vec<_> = xs
         .iter()
-        .map(|x| sheaf_integration::Precompile::new(&vag, x).lowered_by(&lower))
+        .map(|x| sheaf_integration::artifacts::Precompile::new(&vag, x).lowered_by(&lower))
         .collect();
     let summary = jit.precompile(&calls).unwrap();
     assert_eq!((summary.compiled, summary.cached), (2, 2));
@@ -283,7 +286,8 @@ fn a_lowerings_own_entry_name_is_mapped_to_the_signatures_entry() {
     let Dispatched::Interpret(why) = outcome else {
         panic!("a missing entry cannot compile")
     };
-    let error = ErrorChain(sheaf_integration::VariantError::of_fallback(&why).unwrap()).to_string();
+    let error = ErrorChain(sheaf_integration::lowering::VariantError::of_fallback(&why).unwrap())
+        .to_string();
     assert!(
         error.contains("names `@vag` as its entry function")
             && error.contains("defines no `func.func @vag`"),
@@ -300,9 +304,11 @@ fn a_disk_cache_keeps_the_compilers_version_for_the_next_process() {
     let config = JitConfig::builder()
         .compile(|compile| {
             compile.mode = CompileMode::Blocking;
-            compile.compiler = sheaf_integration::CompilerPreference::Subprocess;
+            compile.compiler = sheaf_integration::compiler::CompilerPreference::Subprocess;
         })
-        .disk(|disk| disk.folder = sheaf_integration::DiskCacheFolder::Dir(cache.clone()));
+        .disk(|disk| {
+            disk.folder = sheaf_integration::settings::DiskCacheFolder::Dir(cache.clone())
+        });
     let jit = JitRuntime::new(config.build().unwrap()).unwrap();
     assert!(matches!(
         jit.dispatch(&reference::sigmoid(), &[Value::from(array(&[2], 1))], &[])
@@ -440,7 +446,7 @@ fn device_memory_is_reported_per_device() {
     // taking no device memory of its own.
     let config = JitConfig::builder()
         .compile(|compile| compile.mode = CompileMode::Blocking)
-        .disk(|disk| disk.folder = sheaf_integration::DiskCacheFolder::Disabled)
+        .disk(|disk| disk.folder = sheaf_integration::settings::DiskCacheFolder::Disabled)
         .uploads(|uploads| uploads.import = false);
     let jit = JitRuntime::new(config.build().unwrap()).unwrap();
     let before = jit.memory_statistics().unwrap();
@@ -456,7 +462,7 @@ fn device_memory_is_reported_per_device() {
     assert!(during[0].1.device_bytes_peak >= during[0].1.device_bytes_in_use);
     drop(tensor);
     jit.forget(&reference::sigmoid());
-    let _ = sheaf_integration::UploadStats::default;
+    let _ = sheaf_integration::stats::UploadStats::default;
 }
 
 #[test]

@@ -11,9 +11,14 @@ use std::sync::Arc;
 use half::{bf16, f16};
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    mlir, BundleError, CallError, CompileTarget, DType, DiskCacheFolder, Dispatched, ErrorChain,
-    FallbackReason, HostTensor, JitConfig, JitError, JitFunction, JitRuntime, Lowered,
-    LoweringContext, LoweringError, Origin, Provenance, ScalarValue, Tensor, Value, VariantError,
+    artifacts::BundleError,
+    compiler::CompileTarget,
+    lowering::{Lowered, LoweringContext, LoweringError, VariantError},
+    mlir,
+    settings::DiskCacheFolder,
+    stats::Origin,
+    CallError, DType, Dispatched, ErrorChain, FallbackReason, HostTensor, JitConfig, JitError,
+    JitFunction, JitRuntime, Provenance, ScalarValue, Tensor, Value,
 };
 use support::structured::{affine, params};
 use support::{array, assert_close, jit};
@@ -350,10 +355,10 @@ fn the_interpreter_keeps_its_own_state_error_and_the_lowering_reason() {
 #[test]
 fn code_compiles_for_metal_on_linux_and_a_metal_device_is_a_clear_error() {
     let sigmoid = sheaf_integration::reference::sigmoid();
-    let mut builder = sheaf_integration::Signature::builder();
+    let mut builder = sheaf_integration::lowering::Signature::builder();
     builder.arg(DType::F32, &[1, 5]);
     let module = sigmoid.module_text(&builder.build()).unwrap();
-    let options = sheaf_integration::CompileOptions {
+    let options = sheaf_integration::compiler::CompileOptions {
         target: CompileTarget::Metal,
         ..JitConfig::default().compile.options
     };
@@ -384,10 +389,10 @@ fn code_compiles_for_metal_on_linux_and_a_metal_device_is_a_clear_error() {
 fn code_compiles_for_cuda_without_a_gpu_and_the_cpu_takes_over() {
     // The compile step for CUDA runs anywhere: the artifact is real.
     let sigmoid = sheaf_integration::reference::sigmoid();
-    let mut builder = sheaf_integration::Signature::builder();
+    let mut builder = sheaf_integration::lowering::Signature::builder();
     builder.arg(DType::F32, &[1, 5]);
     let module = sigmoid.module_text(&builder.build()).unwrap();
-    let options = sheaf_integration::CompileOptions {
+    let options = sheaf_integration::compiler::CompileOptions {
         target: CompileTarget::Cuda {
             arch: "sm_80".into(),
         },

@@ -12,9 +12,12 @@ use std::time::{Duration, Instant};
 
 use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    mlir, ArtifactSource, CallResult, CompileMode, DiskCacheFolder, ErrorChain, FallbackReason,
-    JitConfig, JitFunction, JitRuntime, Lowered, LoweringContext, Origin, Provenance, Value,
-    VariantError,
+    artifacts::ArtifactSource,
+    lowering::{Lowered, LoweringContext, VariantError},
+    mlir,
+    settings::{CompileMode, DiskCacheFolder},
+    stats::Origin,
+    CallResult, ErrorChain, FallbackReason, JitConfig, JitFunction, JitRuntime, Provenance, Value,
 };
 use support::{array, assert_close};
 

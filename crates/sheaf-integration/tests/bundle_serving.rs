@@ -8,9 +8,14 @@ mod support;
 use std::path::Path;
 
 use sheaf_integration::{
-    reference, ArtifactSource, CapturedScalar, CompileMode, CompilerPreference, DiskCacheFolder,
-    Dispatched, FallbackReason, JitConfig, JitFunction, JitRuntime, Lowered, Phase, Precompile,
-    ScalarValue, Signature, Value,
+    artifacts::{ArtifactSource, Precompile},
+    compiler::CompilerPreference,
+    lowering::{Lowered, Signature},
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    stats::Phase,
+    CapturedScalar, Dispatched, FallbackReason, JitConfig, JitFunction, JitRuntime, ScalarValue,
+    Value,
 };
 use support::{array, assert_close};
 
@@ -88,7 +93,7 @@ fn a_bundle_serves_a_process_with_no_compiler_and_no_lowering() {
 
     let second = without_compiler(Some(bundle.path()), None);
     assert_eq!(second.compile_mode(), CompileMode::Background);
-    let never = |_: &sheaf_integration::LoweringContext<'_>| -> Result<Lowered, _> {
+    let never = |_: &sheaf_integration::lowering::LoweringContext<'_>| -> Result<Lowered, _> {
         panic!("a bundle serves without lowering")
     };
     let served = |function: &JitFunction, args: &[Value], captured| {
@@ -296,7 +301,7 @@ fn a_stale_manifest_entry_is_not_served() {
 
     let second = without_compiler(Some(bundle.path()), None);
     let y = [Value::from(array(&[3, 5], 4))];
-    let never = |_: &sheaf_integration::LoweringContext<'_>| -> Result<Lowered, _> {
+    let never = |_: &sheaf_integration::lowering::LoweringContext<'_>| -> Result<Lowered, _> {
         Err("no lowering in this process".into())
     };
     for _ in 0..3 {

@@ -18,8 +18,10 @@ use std::time::Duration;
 
 use jit_cache::store::{ArtifactKey, ArtifactStore, StoreConfig};
 use sheaf_integration::{
-    mlir, reference, DiskCacheFolder, ErrorChain, HostTensor, JitError, JitFunction, JitRuntime,
-    Lowered, LoweringContext, LoweringError, Value,
+    lowering::{Lowered, LoweringContext, LoweringError},
+    mlir, reference,
+    settings::DiskCacheFolder,
+    ErrorChain, HostTensor, JitError, JitFunction, JitRuntime, Value,
 };
 use tempfile::TempDir;
 

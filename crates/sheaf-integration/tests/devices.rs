@@ -17,9 +17,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use sheaf_integration::{
-    reference, CompileMode, CompileTarget, Compiled, CompilerPreference, DiskCacheFolder,
-    Dispatched, JitConfigBuilder, JitFunction, JitRuntime, Origin, Phase, Provenance, Tensor,
-    Value,
+    compiler::{CompileTarget, CompilerPreference},
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    stats::{Origin, Phase},
+    Compiled, Dispatched, JitConfigBuilder, JitFunction, JitRuntime, Provenance, Tensor, Value,
 };
 use support::structured::{affine, params, AffineMeta};
 use support::{array, assert_close};
@@ -295,7 +297,7 @@ fn the_disk_cache_keeps_each_devices_code_apart() {
         let compiled = compiled_on(&second, device, &reference::sigmoid(), &x);
         assert_eq!(
             compiled.source(),
-            sheaf_integration::ArtifactSource::DiskCache
+            sheaf_integration::artifacts::ArtifactSource::DiskCache
         );
         let expected = reference::interpret_sigmoid(&x).unwrap();
         assert_close(&compiled.outputs[0], &expected[0], device);
@@ -322,7 +324,10 @@ fn an_exported_bundle_serves_a_process_without_a_compiler_on_every_device() {
         .unwrap();
         let x = [Value::from(array(&[2, 7], 3))];
         let compiled = compiled_on(&served, device, &reference::sigmoid(), &x);
-        assert_eq!(compiled.source(), sheaf_integration::ArtifactSource::Bundle);
+        assert_eq!(
+            compiled.source(),
+            sheaf_integration::artifacts::ArtifactSource::Bundle
+        );
         let expected = reference::interpret_sigmoid(&x).unwrap();
         assert_close(&compiled.outputs[0], &expected[0], device);
     }

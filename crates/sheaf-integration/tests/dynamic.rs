@@ -11,8 +11,8 @@ use std::time::Duration;
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    mlir, CallResult, DiskCacheFolder, ErrorChain, JitConfig, JitError, JitFunction, JitRuntime,
-    Lowered, Origin, Precompile, Provenance, Value,
+    artifacts::Precompile, lowering::Lowered, mlir, settings::DiskCacheFolder, stats::Origin,
+    CallResult, ErrorChain, JitConfig, JitError, JitFunction, JitRuntime, Provenance, Value,
 };
 use support::{array, assert_close, jit};
 

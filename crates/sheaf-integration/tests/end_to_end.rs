@@ -9,9 +9,13 @@ mod support;
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::reference::{self, ReferenceError};
 use sheaf_integration::{
-    mlir, CachePolicy, DiskCacheFolder, Dispatched, ErrorChain, FallbackReason, HostTensor,
-    JitError, JitFunction, JitRuntime, Lowered, Origin, Phase, Provenance, Refusal, Severity,
-    Value, VariantError,
+    compiler::Severity,
+    lowering::{Lowered, VariantError},
+    mlir,
+    settings::{CachePolicy, DiskCacheFolder},
+    stats::{Origin, Phase},
+    Dispatched, ErrorChain, FallbackReason, HostTensor, JitError, JitFunction, JitRuntime,
+    Provenance, Refusal, Value,
 };
 use support::{array, assert_close, assert_matmul_close, jit};
 

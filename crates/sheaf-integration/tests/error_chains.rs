@@ -12,8 +12,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use sheaf_integration::{
-    mlir, CompileError, CompileFailure, DiskCacheFolder, Dispatched, ErrorChain, FallbackReason,
-    JitError, JitFunction, JitRuntime, Lowered, LoweringError, StoreError, Value, VariantError,
+    compiler::{CompileError, CompileFailure},
+    lowering::{Lowered, LoweringError, VariantError},
+    mlir,
+    settings::DiskCacheFolder,
+    Dispatched, ErrorChain, FallbackReason, JitError, JitFunction, JitRuntime, StoreError, Value,
 };
 use support::array;
 

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, DiskCacheFolder, JitConfig, JitFunction, JitRuntime, Value,
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    JitConfig, JitFunction, JitRuntime, Value,
 };
 
 /// Set in a child: `mode action delay_ms busy`.

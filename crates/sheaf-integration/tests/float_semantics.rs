@@ -10,9 +10,13 @@ mod support;
 
 use ndarray::ArrayD;
 use sheaf_integration::{
-    mlir, reference, ArtifactSource, CapturedScalar, CompileOptions, DType, DeviceTensorExt,
-    DiskCacheFolder, Dispatched, FloatSemantics, HostTensor, JitConfig, JitFunction, JitRuntime,
-    Lowered, Value,
+    artifacts::ArtifactSource,
+    compiler::CompileOptions,
+    lowering::Lowered,
+    mlir, reference,
+    settings::{DiskCacheFolder, FloatSemantics},
+    CapturedScalar, DType, DeviceTensorExt, Dispatched, HostTensor, JitConfig, JitFunction,
+    JitRuntime, Value,
 };
 use support::{array, blocking};
 

@@ -9,7 +9,9 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use sheaf_integration::{DiskCacheFolder, ErrorChain, JitError, JitRuntime, Origin, Provenance};
+use sheaf_integration::{
+    settings::DiskCacheFolder, stats::Origin, ErrorChain, JitError, JitRuntime, Provenance,
+};
 
 fn runtime(dir: &Path) -> Result<JitRuntime, JitError> {
     JitRuntime::new(

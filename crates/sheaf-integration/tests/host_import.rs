@@ -7,8 +7,10 @@ use std::sync::Arc;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    aligned_copy, reference, CompileMode, DiskCacheFolder, Dispatched, HostTensor, JitConfig,
-    JitRuntime, Value, IMPORT_ALIGNMENT, IMPORT_MIN_BYTES,
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    tuning::{aligned_copy, IMPORT_ALIGNMENT, IMPORT_MIN_BYTES},
+    Dispatched, HostTensor, JitConfig, JitRuntime, Value,
 };
 
 fn array(shape: &[usize], seed: usize) -> ArrayD<f32> {
@@ -35,7 +37,7 @@ fn unaligned(shape: &[usize], seed: usize) -> ArrayD<f32> {
     a
 }
 
-fn jit(edit: impl FnOnce(&mut sheaf_integration::UploadSettings)) -> JitRuntime {
+fn jit(edit: impl FnOnce(&mut sheaf_integration::settings::UploadSettings)) -> JitRuntime {
     let config = JitConfig::builder()
         .compile(|compile| compile.mode = CompileMode::Blocking)
         .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
@@ -207,7 +209,7 @@ fn reading_a_device_tensor_as_f32_copies_once() {
     let jit = jit(|_| {});
     let x = jit.upload(&HostTensor::from(array(&[64, 256], 5))).unwrap();
     let back = x.to_f32().unwrap();
-    assert_eq!(back, array(&[64, 256], 5));
+    assert_eq!(*back, array(&[64, 256], 5));
     // The read-back array itself, still on its 64-byte boundary (a second
     // copy would be wherever the allocator put it).
     assert_eq!(back.as_ptr().addr() % IMPORT_ALIGNMENT, 0);

@@ -10,9 +10,13 @@ use std::path::Path;
 use std::process::Command;
 
 use sheaf_integration::{
-    reference, Artifact, ArtifactSource, CompileMode, CompileOptions, CompileTarget, DType,
-    DiskCacheFolder, Dispatched, Import, ImportError, JitConfig, JitError, JitRuntime, Origin,
-    Phase, Provenance, Signature, Value,
+    artifacts::{ArtifactSource, Import, ImportError},
+    compiler::{Artifact, CompileOptions, CompileTarget},
+    lowering::Signature,
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    stats::{Origin, Phase},
+    DType, Dispatched, JitConfig, JitError, JitRuntime, Provenance, Value,
 };
 use support::{array, assert_close};
 

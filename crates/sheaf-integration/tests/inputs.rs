@@ -51,13 +51,13 @@ fn argument_trees_of_any_depth_are_errors_not_stack_overflows() {
                 assert!(is_depth_error(&result), "{:?}", result.err());
                 let copy = deep.clone();
                 assert!(format!("{copy:?}").contains(".."));
-                assert!(is_depth_error(&copy.into_host()));
+                assert!(is_depth_error(&copy.into_host_value()));
                 drop(deep);
 
                 let deepest_allowed = nested(Value::MAX_DEPTH, kind);
                 let result = jit.dispatch(&sigmoid, std::slice::from_ref(&deepest_allowed), &[]);
                 assert!(!is_depth_error(&result), "{:?}", result.err());
-                assert!(deepest_allowed.into_host().is_ok());
+                assert!(deepest_allowed.into_host_value().is_ok());
             }
         })
         .unwrap()

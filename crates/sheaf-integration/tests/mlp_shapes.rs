@@ -10,7 +10,10 @@ mod support;
 use iree_safe::compiler::{choose_compiler, CompileOptions, CompileTarget, CompilerPreference};
 use iree_safe::{Runtime, Tensor};
 use ndarray::{ArrayD, IxDyn};
-use sheaf_integration::{reference, ArgSpec, DType, ErrorChain, Signature, Value};
+use sheaf_integration::{
+    lowering::{ArgSpec, Signature},
+    reference, DType, ErrorChain, Value,
+};
 use support::{array, assert_close, jit};
 
 /// The dims of `x`, `W` and `b`, in signature order.

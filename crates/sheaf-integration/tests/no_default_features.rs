@@ -12,9 +12,9 @@ mod support;
 
 use std::ffi::OsString;
 
+use sheaf_integration::settings::{DiskCacheFolder, ENV_VARIABLES};
 use sheaf_integration::{
-    reference, ConfigError, DiskCacheFolder, Dispatched, JitConfig, JitError, JitRuntime, Value,
-    ENV_VARIABLES,
+    reference, ConfigError, Dispatched, JitConfig, JitError, JitRuntime, Value,
 };
 use support::{array, assert_close, blocking};
 

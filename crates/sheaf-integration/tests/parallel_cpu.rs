@@ -9,8 +9,11 @@ mod support;
 use std::num::NonZeroUsize;
 
 use sheaf_integration::{
-    reference, CompileMode, DeviceTensor, DiskCacheFolder, Dispatched, JitRuntime, Precompile,
-    Value, PARALLEL_CONTRACTION,
+    artifacts::Precompile,
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    tuning::PARALLEL_CONTRACTION,
+    DeviceTensor, Dispatched, JitRuntime, Value,
 };
 use support::{array, assert_close, assert_matmul_close, blocking};
 

@@ -6,8 +6,8 @@ mod support;
 
 use sheaf_integration::reference;
 use sheaf_integration::{
-    DiskCacheFolder, ErrorChain, JitError, JitRuntime, Origin, Precompile, Provenance, Value,
-    VariantError,
+    artifacts::Precompile, lowering::VariantError, settings::DiskCacheFolder, stats::Origin,
+    ErrorChain, JitError, JitRuntime, Provenance, Value,
 };
 use support::{array, assert_close};
 

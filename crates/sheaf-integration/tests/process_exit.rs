@@ -11,7 +11,9 @@ use std::time::Instant;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, DiskCacheFolder, JitConfig, JitRuntime, Provenance, Value,
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    JitConfig, JitRuntime, Provenance, Value,
 };
 
 /// Set in a child: which program it runs, and its disk cache folder.

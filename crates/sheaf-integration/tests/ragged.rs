@@ -8,7 +8,10 @@
 mod support;
 
 use sheaf_integration::reference;
-use sheaf_integration::{ArgSpec, DType, Signature, Value};
+use sheaf_integration::{
+    lowering::{ArgSpec, Signature},
+    DType, Value,
+};
 use support::{array, assert_close, jit};
 use test_support::proc_status::rss_bytes;
 

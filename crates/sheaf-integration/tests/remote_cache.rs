@@ -13,8 +13,10 @@ use std::process::Child;
 use std::time::Duration;
 
 use sheaf_integration::{
-    ArtifactSource, BreakerState, DiskCacheFolder, ErrorChain, JitConfigBuilder, JitError,
-    JitRuntime, Origin, Provenance, RemoteCacheUrl, RemoteSecret, RemoteStats,
+    artifacts::ArtifactSource,
+    settings::{DiskCacheFolder, RemoteCacheUrl, RemoteSecret},
+    stats::{BreakerState, Origin, RemoteStats},
+    ErrorChain, JitConfigBuilder, JitError, JitRuntime, Provenance,
 };
 use test_support::redis::{free_port, url_of, RedisServer};
 
@@ -352,7 +354,7 @@ fn a_tampered_remote_entry_is_rejected_counted_and_compiled_instead() {
             .disk(|disk_cache| disk_cache.folder = DiskCacheFolder::Dir(disk.path().into()))
             .remote(|remote| {
                 remote.url = Some(RemoteCacheUrl::new(server.url()));
-                let secret = sheaf_integration::Secret::from_bytes([0x33; 32]);
+                let secret = sheaf_integration::settings::Secret::from_bytes([0x33; 32]);
                 remote.secret = Some(RemoteSecret::Key(secret));
             }),
     );

@@ -16,8 +16,13 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use sheaf_integration::{
-    reference, stable_hash, ArgSpec, ArtifactSource, CompileMode, DType, DiskCacheFolder,
-    JitConfig, JitRuntime, Origin, Provenance, Signature, Value,
+    artifacts::ArtifactSource,
+    lowering::stable_hash,
+    lowering::{ArgSpec, Signature},
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    stats::Origin,
+    DType, JitConfig, JitRuntime, Provenance, Value,
 };
 use support::{array, assert_close};
 use test_support::child::rerun;

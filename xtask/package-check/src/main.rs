@@ -4,7 +4,9 @@
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, DiskCacheFolder, HostTensor, JitConfig, JitRuntime, Value,
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    HostTensor, JitConfig, JitRuntime, Value,
 };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

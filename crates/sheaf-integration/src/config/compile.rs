@@ -48,7 +48,7 @@ const DEFAULT_EXIT_WAIT: Duration = Duration::from_secs(10);
 /// which runs the queued compiles.
 ///
 /// ```
-/// use sheaf_integration::{CompileMode, CompilerPreference, JitConfig};
+/// use sheaf_integration::{compiler::CompilerPreference, settings::CompileMode, JitConfig};
 ///
 /// let config = JitConfig::builder()
 ///     .compile(|compile| {
@@ -76,9 +76,9 @@ pub struct CompileSettings {
     /// first and cannot be overridden (an extra flag that contradicts one,
     /// such as `--iree-llvmcpu-target-cpu=znver4`, makes
     /// [`JitRuntime::new`](crate::JitRuntime::new) fail with an error naming
-    /// both); then the runtime's own ([`CPU_FLAGS`](crate::CPU_FLAGS), the
+    /// both); then the runtime's own ([`CPU_FLAGS`](crate::tuning::CPU_FLAGS), the
     /// [float semantics](Self::float_semantics)' flag,
-    /// [`CONTRACTION_FLAGS`](crate::CONTRACTION_FLAGS) for a large
+    /// [`CONTRACTION_FLAGS`](crate::tuning::CONTRACTION_FLAGS) for a large
     /// contraction); then `extra_flags`, and a later flag wins: each option
     /// reaches the compiler once, with the last value given
     /// (`iree_safe::compiler::CompileOptions`, "Precedence of flags"). So

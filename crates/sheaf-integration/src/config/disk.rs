@@ -39,7 +39,7 @@ impl DiskCacheFolder {
     ///
     /// ```
     /// use std::path::Path;
-    /// use sheaf_integration::DiskCacheFolder;
+    /// use sheaf_integration::settings::DiskCacheFolder;
     ///
     /// let folder = DiskCacheFolder::project("/work/app");
     /// assert_eq!(folder, DiskCacheFolder::Dir("/work/app/__sheaf__/jit-cache".into()));
@@ -52,7 +52,7 @@ impl DiskCacheFolder {
 /// The artifact disk cache: its folder and size bound.
 ///
 /// ```
-/// use sheaf_integration::{DiskCacheFolder, JitConfig};
+/// use sheaf_integration::{settings::DiskCacheFolder, JitConfig};
 ///
 /// let config = JitConfig::builder()
 ///     .disk(|disk| {

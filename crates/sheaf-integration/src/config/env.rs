@@ -79,7 +79,7 @@ impl fmt::Debug for EnvVariable {
 /// error naming the variable and what it may be, never a silent default.
 ///
 /// ```
-/// use sheaf_integration::ENV_VARIABLES;
+/// use sheaf_integration::settings::ENV_VARIABLES;
 ///
 /// for variable in ENV_VARIABLES {
 ///     println!("{}: {} (default {})", variable.name, variable.meaning, variable.default);
@@ -273,7 +273,7 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
         default: "`auto`",
         apply: |config, var| {
             if var.text()? == "auto" {
-                config.uploads.bytes = crate::UploadSettings::DEVICE_SIZED;
+                config.uploads.bytes = crate::config::UploadSettings::DEVICE_SIZED;
                 Ok(())
             } else {
                 set(&mut config.uploads.bytes, var.size())
@@ -405,7 +405,7 @@ impl JitConfigBuilder {
 /// value is an error naming the variable.
 #[cfg(feature = "trace-subscriber")]
 pub(crate) fn trace_switch() -> Result<Option<bool>, ConfigError> {
-    let name = crate::TRACE_ENV;
+    let name = crate::settings::TRACE_ENV;
     let Some(value) = std::env::var_os(name).filter(|value| !value.is_empty()) else {
         return Ok(None);
     };

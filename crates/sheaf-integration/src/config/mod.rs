@@ -39,7 +39,7 @@ pub use uploads::UploadSettings;
 /// [`JitConfig::from_env`].
 ///
 /// ```
-/// use sheaf_integration::{CompileMode, DiskCacheFolder, JitConfig};
+/// use sheaf_integration::{settings::{CompileMode, DiskCacheFolder}, JitConfig};
 ///
 /// let config = JitConfig::builder()
 ///     .device(|device| device.driver = "local-task".into())

@@ -56,7 +56,7 @@ pub enum RemoteSecret {
 /// run code in this process.
 ///
 /// ```
-/// use sheaf_integration::{JitConfig, RemoteCacheUrl, RemoteSecret};
+/// use sheaf_integration::{settings::{RemoteCacheUrl, RemoteSecret}, JitConfig};
 ///
 /// let config = JitConfig::builder()
 ///     .remote(|remote| {

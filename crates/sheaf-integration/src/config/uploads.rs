@@ -7,7 +7,7 @@
 /// cache; imports need none).
 ///
 /// ```
-/// use sheaf_integration::{JitConfig, UploadSettings};
+/// use sheaf_integration::{settings::UploadSettings, JitConfig};
 ///
 /// let config = JitConfig::builder()
 ///     .uploads(|uploads| uploads.bytes = 64 << 20)

@@ -61,7 +61,7 @@ pub const PARALLEL_CONTRACTION: u64 = LARGE_CONTRACTION;
 /// the last bits (`tests/float_semantics.rs` holds them within a relative
 /// 1e-5 of the strict results).
 ///
-/// The choice is the runtime's ([`CompileSettings::float_semantics`](crate::CompileSettings::float_semantics),
+/// The choice is the runtime's ([`CompileSettings::float_semantics`](crate::settings::CompileSettings::float_semantics),
 /// `SHEAF_JIT_FLOAT_SEMANTICS`), or a function's own
 /// ([`JitFunction::with_float_semantics`](crate::JitFunction::with_float_semantics)).
 /// It is part of every key: two runtimes, or two functions, that differ

@@ -3,8 +3,8 @@
 
 use crate::error::ConfigError;
 
-/// What [`DeviceSettings::driver`](crate::DeviceSettings::driver) and
-/// [`DeviceSettings::cpu_fallback`](crate::DeviceSettings::cpu_fallback)
+/// What [`DeviceSettings::driver`](crate::settings::DeviceSettings::driver) and
+/// [`DeviceSettings::cpu_fallback`](crate::settings::DeviceSettings::cpu_fallback)
 /// may name, in words (for errors).
 pub(crate) const EXPECTED: &str =
     "`auto`, `local-sync`, `local-task`, `vulkan`, `cuda` or a device URI";

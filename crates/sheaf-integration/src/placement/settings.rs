@@ -54,7 +54,7 @@ pub struct DeviceSettings {
     /// When the code runs on `local-sync`: the most workers of a
     /// `local-task` device opened beside it (on first use) for code whose
     /// largest contraction reaches
-    /// [`PARALLEL_CONTRACTION`](crate::PARALLEL_CONTRACTION) multiply-adds,
+    /// [`PARALLEL_CONTRACTION`](crate::tuning::PARALLEL_CONTRACTION) multiply-adds,
     /// so that large matmuls use several cores while every other call
     /// stays on the calling thread. Tensors pass between the two devices
     /// as they are (both keep them in this process's memory). `None`, or

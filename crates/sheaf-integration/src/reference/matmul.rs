@@ -5,7 +5,10 @@ use jit_cache::{ArgSpec, DType};
 use ndarray::Ix2;
 
 use super::{host_tensors, ReferenceError};
-use crate::{mlir, HostTensor, JitFunction, Lowered, LoweringContext, LoweringError, Value};
+use crate::{
+    lowering::{Lowered, LoweringContext, LoweringError},
+    mlir, HostTensor, JitFunction, Value,
+};
 
 /// The reference matrix product: `a: f32[M,K]`, `b: f32[K,N]` → `f32[M,N]`,
 /// one `stablehlo.dot_general`. Static shapes only (it does not declare

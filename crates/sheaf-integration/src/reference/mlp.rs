@@ -5,7 +5,10 @@ use ndarray::{Ix1, Ix2};
 
 use super::{host_tensors, ReferenceError};
 use crate::mlir::DimOf;
-use crate::{mlir, HostTensor, JitFunction, Lowered, LoweringContext, LoweringError, Value};
+use crate::{
+    lowering::{Lowered, LoweringContext, LoweringError},
+    mlir, HostTensor, JitFunction, Value,
+};
 
 /// The reference MLP layer: `x: f32[N,K]`, `W: f32[K,M]`, `b: f32[M]` →
 /// `f32[N,M]`. Its lowering accepts dynamic dims: a dynamic `N` (a ragged

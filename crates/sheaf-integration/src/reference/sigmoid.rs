@@ -3,7 +3,10 @@
 use jit_cache::DType;
 
 use super::{host_tensors, ReferenceError};
-use crate::{mlir, HostTensor, JitFunction, Lowered, LoweringContext, LoweringError, Value};
+use crate::{
+    lowering::{Lowered, LoweringContext, LoweringError},
+    mlir, HostTensor, JitFunction, Value,
+};
 
 /// The reference `sigmoid`: one f32 or f64 tensor of any shape; its
 /// lowering accepts dynamic dims (elementwise code serves any size).

@@ -7,7 +7,10 @@ use ndarray::{Axis, Zip};
 
 use super::{host_tensors, ReferenceError};
 use crate::mlir::DimOf;
-use crate::{mlir, HostTensor, JitFunction, Lowered, LoweringContext, LoweringError, Value};
+use crate::{
+    lowering::{Lowered, LoweringContext, LoweringError},
+    mlir, HostTensor, JitFunction, Value,
+};
 
 /// The captured scalar `softmax` reads.
 pub fn temperature(value: f32) -> CapturedScalar {

@@ -79,10 +79,10 @@ impl JitRuntime {
     /// to the disk cache nor exported to bundles.
     ///
     /// `vmfb` is native code this process will run, so it must be a
-    /// [`TrustedVmfb`](crate::TrustedVmfb): the compiler's output
-    /// ([`Artifact::vmfb`](crate::Artifact::vmfb)), or bytes vouched for
+    /// [`TrustedVmfb`](crate::artifacts::TrustedVmfb): the compiler's output
+    /// ([`Artifact::vmfb`](crate::compiler::Artifact::vmfb)), or bytes vouched for
     /// with the `unsafe` `TrustedVmfb::new_unchecked` or
-    /// [`Artifact::from_trusted_bytes`](crate::Artifact::from_trusted_bytes)
+    /// [`Artifact::from_trusted_bytes`](crate::compiler::Artifact::from_trusted_bytes)
     /// (code the application built and ships as part of itself); safe code
     /// cannot load arbitrary bytes. `target` is what it was compiled for, which must
     /// be what this runtime's device runs ([`compile_options`](Self::compile_options)'s
@@ -92,9 +92,10 @@ impl JitRuntime {
     /// entries; all are checked before any is cached.
     ///
     /// ```no_run
-    /// use sheaf_integration::{
-    ///     reference, Artifact, CompileTarget, DType, Import, JitConfig, JitRuntime, Signature,
-    /// };
+    /// use sheaf_integration::artifacts::Import;
+    /// use sheaf_integration::compiler::{Artifact, CompileTarget};
+    /// use sheaf_integration::lowering::Signature;
+    /// use sheaf_integration::{reference, DType, JitConfig, JitRuntime};
     ///
     /// let jit = JitRuntime::new(JitConfig::from_env()?)?;
     /// let bytes = std::fs::read("/opt/app/sigmoid.vmfb")?;
@@ -114,18 +115,18 @@ impl JitRuntime {
     /// # Errors
     ///
     /// [`JitError::Import`]: the target is not this device's
-    /// ([`ImportError::Target`](crate::ImportError::Target)), the runtime
-    /// refuses the module ([`Load`](crate::ImportError::Load)), an entry is
-    /// not exported ([`NoEntry`](crate::ImportError::NoEntry)) or does not
+    /// ([`ImportError::Target`](crate::artifacts::ImportError::Target)), the runtime
+    /// refuses the module ([`Load`](crate::artifacts::ImportError::Load)), an entry is
+    /// not exported ([`NoEntry`](crate::artifacts::ImportError::NoEntry)) or does not
     /// declare what it is said to serve
-    /// ([`Declaration`](crate::ImportError::Declaration)); nothing is
+    /// ([`Declaration`](crate::artifacts::ImportError::Declaration)); nothing is
     /// cached then.
     pub fn import_artifact<M: Send + Sync + 'static>(
         &self,
-        vmfb: crate::TrustedVmfb<'_>,
+        vmfb: crate::artifacts::TrustedVmfb<'_>,
         target: &iree_safe::compiler::CompileTarget,
-        imports: Vec<crate::Import<'_, M>>,
-    ) -> Result<crate::ImportSummary, JitError> {
+        imports: Vec<crate::artifacts::Import<'_, M>>,
+    ) -> Result<crate::artifacts::ImportSummary, JitError> {
         use crate::error::ImportError;
         let refused = |error: ImportError| JitError::Import(Box::new(error));
         let inner = &*self.inner;
@@ -185,6 +186,6 @@ impl JitRuntime {
                 Duration::ZERO,
             ));
         }
-        Ok(crate::ImportSummary { imported, cached })
+        Ok(crate::artifacts::ImportSummary { imported, cached })
     }
 }

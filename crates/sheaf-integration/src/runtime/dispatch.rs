@@ -71,7 +71,7 @@ impl JitRuntime {
     /// not at all and copies nothing.
     ///
     /// A lowering's refusal is the signature's failure (remembered like a
-    /// failed compile, counted in [`CacheStats`](crate::CacheStats)' `refusals`): the call is
+    /// failed compile, counted in [`CacheStats`](crate::stats::CacheStats)' `refusals`): the call is
     /// interpreted ([`FallbackReason::CompileFailed`]). Errors of compiled
     /// code (a shape the artifact rejects) are errors, never a silent
     /// fallback.
@@ -84,7 +84,8 @@ impl JitRuntime {
     ///
     /// ```no_run
     /// use std::rc::Rc;
-    /// use sheaf_integration::{mlir, Dispatched, JitConfig, JitFunction, JitRuntime, Lowered, Value};
+    /// use sheaf_integration::lowering::Lowered;
+    /// use sheaf_integration::{mlir, Dispatched, JitConfig, JitFunction, JitRuntime, Value};
     ///
     /// // The caller's IR: not `Send` (an `Rc`), never handed to the runtime.
     /// let op: Rc<str> = Rc::from("add");
@@ -220,7 +221,7 @@ impl JitRuntime {
                 let host_args = args
                     .iter()
                     .cloned()
-                    .map(Value::into_host)
+                    .map(Value::into_host_value)
                     .collect::<Result<Vec<_>, _>>()?;
                 let outputs = interpret(&host_args, captured, &fallback).map_err(|source| {
                     CallError::Interpreter {

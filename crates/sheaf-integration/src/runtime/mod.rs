@@ -63,7 +63,7 @@ pub use precompile::{Precompile, PrecompileSummary};
 /// keeps it). When the process exits (`main` returns, or `exit`), each
 /// runtime still alive finishes on the exiting thread, before the process
 /// ends: with a disk or remote cache, it waits up to
-/// [`CompileSettings::exit_wait`](crate::CompileSettings::exit_wait)
+/// [`CompileSettings::exit_wait`](crate::settings::CompileSettings::exit_wait)
 /// (10 s by default, `SHEAF_JIT_EXIT_WAIT`) for the background compiles
 /// queued or running, which then reach the cache, so the next process runs
 /// them compiled from its first call; then it prints its profile when
@@ -263,7 +263,7 @@ impl JitRuntime {
     /// What the primary device's code is compiled for, with the runtime's
     /// float semantics ([`float_semantics`](Self::float_semantics); a
     /// function that chooses other semantics compiles with those flags
-    /// instead). A large contraction adds [`CONTRACTION_FLAGS`](crate::CONTRACTION_FLAGS).
+    /// instead). A large contraction adds [`CONTRACTION_FLAGS`](crate::tuning::CONTRACTION_FLAGS).
     pub fn compile_options(&self) -> &iree_safe::compiler::CompileOptions {
         &self.inner.primary.code(self.inner.float_semantics).options
     }

@@ -93,7 +93,7 @@ impl JitRuntime {
     /// caches nothing.
     ///
     /// ```no_run
-    /// # use sheaf_integration::{reference, JitConfig, JitRuntime, Precompile, Value};
+    /// # use sheaf_integration::{artifacts::Precompile, reference, JitConfig, JitRuntime, Value};
     /// # let jit = JitRuntime::new(JitConfig::from_env()?)?;
     /// let sigmoid = reference::sigmoid();
     /// let examples: Vec<[Value; 1]> = (1..=8)

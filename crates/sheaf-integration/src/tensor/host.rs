@@ -380,9 +380,9 @@ pub const IMPORT_ALIGNMENT: usize = 64;
 ///
 /// ```
 /// let x = ndarray::ArrayD::<f32>::ones(ndarray::IxDyn(&[3, 5]));
-/// let aligned = sheaf_integration::aligned_copy(&x);
+/// let aligned = sheaf_integration::tuning::aligned_copy(&x);
 /// assert_eq!(aligned, x);
-/// assert_eq!(aligned.as_ptr().addr() % sheaf_integration::IMPORT_ALIGNMENT, 0);
+/// assert_eq!(aligned.as_ptr().addr() % sheaf_integration::tuning::IMPORT_ALIGNMENT, 0);
 /// ```
 pub fn aligned_copy<T: Clone>(array: &ArrayD<T>) -> ArrayD<T> {
     let Some(first) = array.first() else {

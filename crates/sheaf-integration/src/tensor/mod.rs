@@ -32,7 +32,7 @@ pub type DeviceTensor = iree_safe::Tensor;
 /// let x = ndarray::ArrayD::<f32>::ones(ndarray::IxDyn(&[2]));
 /// let on_device = jit.upload(&x.into())?;
 /// assert_eq!(on_device.dtype()?, DType::F32);
-/// let back: ndarray::ArrayD<f32> = on_device.to_f32()?;
+/// let back: std::sync::Arc<ndarray::ArrayD<f32>> = on_device.to_f32()?;
 /// let value = Value::from(on_device);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -46,12 +46,13 @@ pub trait DeviceTensorExt {
     fn dtype(&self) -> Result<DType, JitError>;
 
     /// The values copied to the host and widened to `f32` (see
-    /// [`HostTensor::to_f32`]).
+    /// [`HostTensor::to_f32`]; the same type as every `to_f32`: an f32
+    /// tensor's read-back array is returned as it is, not copied again).
     ///
     /// # Errors
     ///
     /// As [`HostTensor::from_device`].
-    fn to_f32(&self) -> Result<ArrayD<f32>, JitError>;
+    fn to_f32(&self) -> Result<Arc<ArrayD<f32>>, JitError>;
 }
 
 impl DeviceTensorExt for DeviceTensor {
@@ -59,13 +60,8 @@ impl DeviceTensorExt for DeviceTensor {
         dtype_of(self.element_type())
     }
 
-    fn to_f32(&self) -> Result<ArrayD<f32>, JitError> {
-        // Take the read-back array out of its only `Arc` (no second copy):
-        // `to_f32` would share it, and unwrapping a shared one copies.
-        match HostTensor::from_device(self)? {
-            HostTensor::F32(array) => Ok(Arc::unwrap_or_clone(array)),
-            other => Ok(Arc::unwrap_or_clone(other.to_f32())),
-        }
+    fn to_f32(&self) -> Result<Arc<ArrayD<f32>>, JitError> {
+        Ok(HostTensor::from_device(self)?.to_f32())
     }
 }
 

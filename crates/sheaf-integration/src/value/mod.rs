@@ -29,7 +29,7 @@ pub(crate) use flatten::{flatten_call, restore, FlatArg};
 /// leaves and other keys never share code.
 ///
 /// Results come back in the structure the lowering declared
-/// ([`Lowered::outputs`](crate::Lowered::outputs)), or side by side.
+/// ([`Lowered::outputs`](crate::lowering::Lowered::outputs)), or side by side.
 ///
 /// Containers may nest at most [`Value::MAX_DEPTH`] deep in a call's
 /// arguments: a deeper tree is an error of the call, not a stack overflow.
@@ -313,7 +313,7 @@ impl Value {
     /// [`JitError::Unsupported`] when containers nest deeper than
     /// [`MAX_DEPTH`](Self::MAX_DEPTH); a runtime error when a device tensor
     /// cannot be read back.
-    pub fn into_host(self) -> Result<Value, JitError> {
+    pub fn into_host_value(self) -> Result<Value, JitError> {
         self.into_host_at(1)
     }
 

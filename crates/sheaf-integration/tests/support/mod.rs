@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    reference, CompileMode, DiskCacheFolder, HostTensor, JitConfig, JitConfigBuilder, JitRuntime,
-    Provenance, Value,
+    reference,
+    settings::{CompileMode, DiskCacheFolder},
+    HostTensor, JitConfig, JitConfigBuilder, JitRuntime, Provenance, Value,
 };
 
 /// A runtime with no disk cache, so every compile is a real one, whose

@@ -3,8 +3,8 @@
 
 use ndarray::ArrayD;
 use sheaf_integration::{
-    mlir, Container, JitFunction, LayoutBuilder, Leaf, Lowered, LoweringContext, LoweringError,
-    Value,
+    lowering::{Container, LayoutBuilder, Leaf, Lowered, LoweringContext, LoweringError},
+    mlir, JitFunction, Value,
 };
 
 /// What `affine`'s lowering hands back with each variant.

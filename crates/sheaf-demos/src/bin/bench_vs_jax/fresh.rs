@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    mlir, reference, CompileMode, DType, HostTensor, JitFunction, JitRuntime, Lowered, Precompile,
-    Provenance, Value,
+    artifacts::Precompile, lowering::Lowered, mlir, reference, settings::CompileMode, DType,
+    HostTensor, JitFunction, JitRuntime, Provenance, Value,
 };
 
 use crate::row::{first_f32, ms, Checksum, Row};

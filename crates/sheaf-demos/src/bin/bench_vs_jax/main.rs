@@ -36,9 +36,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use sheaf_integration::settings::{CompileMode, DiskCacheFolder};
 use sheaf_integration::{
-    CapturedScalar, CompileMode, Compiled, DiskCacheFolder, Dispatched, JitConfig, JitFunction,
-    JitRuntime, Value,
+    CapturedScalar, Compiled, Dispatched, JitConfig, JitFunction, JitRuntime, Value,
 };
 
 use inputs::{Counts, Inputs};

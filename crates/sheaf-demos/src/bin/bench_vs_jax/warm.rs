@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use ndarray::s;
 use sheaf_integration::{
-    reference, CapturedScalar, CompileMode, Compiled, Dispatched, HostTensor, JitFunction,
-    JitRuntime, Value,
+    reference, settings::CompileMode, CapturedScalar, Compiled, Dispatched, HostTensor,
+    JitFunction, JitRuntime, Value,
 };
 
 use crate::inputs::{MAX_BATCH, WIDTH};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ndarray::{s, ArrayD, IxDyn};
-use sheaf_integration::{reference, CompileMode, HostTensor, Value};
+use sheaf_integration::{reference, settings::CompileMode, HostTensor, Value};
 
 use crate::inputs::{MAX_BATCH, POOL_ROWS};
 use crate::row::{first_f32, ms, Checksum, Row};

@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use iree_safe::compiler::{self, Compiler};
 use sheaf_demos::legacy::LegacySession;
-use sheaf_integration::{reference, CapturedScalar, DType, JitConfig, JitFunction, Signature};
+use sheaf_integration::lowering::Signature;
+use sheaf_integration::{reference, CapturedScalar, DType, JitConfig, JitFunction};
 
 use crate::args::Args;
 use crate::workload::{self, Record, Recorder};

@@ -36,7 +36,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{anyhow, bail, Context as _};
 use args::{Args, Mode};
-use sheaf_integration::CompileMode;
+use sheaf_integration::settings::CompileMode;
 use workload::Record;
 
 fn main() -> ExitCode {

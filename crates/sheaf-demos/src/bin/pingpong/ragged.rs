@@ -23,9 +23,9 @@ use anyhow::{bail, Context as _};
 use std::time::Instant;
 
 use ndarray::{ArrayD, IxDyn};
-use sheaf_integration::{
-    reference, ArtifactSource, CompileMode, DiskCacheFolder, JitConfig, JitRuntime, Value,
-};
+use sheaf_integration::artifacts::ArtifactSource;
+use sheaf_integration::settings::{CompileMode, DiskCacheFolder};
+use sheaf_integration::{reference, JitConfig, JitRuntime, Value};
 
 use crate::args::{Args, Mode};
 use crate::legacy::Legacy;

@@ -6,7 +6,8 @@ use anyhow::Context as _;
 use std::time::{Duration, Instant};
 
 use ndarray::ArrayD;
-use sheaf_integration::{reference, CompileMode, DiskCacheFolder, JitConfig, JitRuntime, Value};
+use sheaf_integration::settings::{CompileMode, DiskCacheFolder};
+use sheaf_integration::{reference, JitConfig, JitRuntime, Value};
 
 use crate::args::Args;
 use crate::workload::{self, Record, Recorder};

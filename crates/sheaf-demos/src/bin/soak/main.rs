@@ -28,9 +28,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use sheaf_integration::{
-    CompileMode, DiskCacheFolder, JitConfig, JitRuntime, RemoteCacheUrl, RemoteSecret, Secret,
+use sheaf_integration::settings::{
+    CompileMode, DiskCacheFolder, RemoteCacheUrl, RemoteSecret, Secret,
 };
+use sheaf_integration::{JitConfig, JitRuntime};
 
 use calls::{Call, Functions, Outcome};
 use server::RedisServer;

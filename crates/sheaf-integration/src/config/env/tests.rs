@@ -52,7 +52,7 @@ const SAMPLES: &[(&str, &str, Option<&[u8]>)] = &[
     ("SHEAF_JIT_PARALLEL_WORKERS", "61", Some(b"0")),
     ("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "1M", Some(b"big")),
     ("SHEAF_JIT_BUNDLES", "/a:/b", None),
-    (crate::TRACE_ENV, "1", Some(b"verbose")),
+    (crate::settings::TRACE_ENV, "1", Some(b"verbose")),
     ("SHEAF_JIT_PROFILE", "on", Some(b"loud")),
     ("SHEAF_JIT_REMOTE_CACHE", "redis://cache", Some(b"\xff")),
     ("SHEAF_JIT_REMOTE_SECRET_FILE", "/etc/secret", None),
@@ -81,7 +81,7 @@ fn every_variable_in_the_table_is_parsed_and_a_bad_value_names_it() {
     for &(name, good, bad) in SAMPLES {
         let config = applied(name, good.into()).unwrap();
         // The trace switch is read by `trace::init_from_env`.
-        if name != crate::TRACE_ENV {
+        if name != crate::settings::TRACE_ENV {
             assert_ne!(
                 format!("{config:?}"),
                 defaults,
@@ -150,7 +150,10 @@ fn variables_override_the_defaults() {
     assert_eq!(config.device.parallel_workers, None);
     assert_eq!(config.uploads.bytes, 1 << 20);
     let auto = from(&[("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "auto")]).unwrap();
-    assert_eq!(auto.uploads.bytes, crate::UploadSettings::DEVICE_SIZED);
+    assert_eq!(
+        auto.uploads.bytes,
+        crate::config::UploadSettings::DEVICE_SIZED
+    );
     assert_eq!(config.bundles, [PathBuf::from("/a"), PathBuf::from("/b")]);
     assert_eq!(config.device.driver, "local-task");
     let cache = &config.cache;
