@@ -73,9 +73,23 @@ pub(crate) const COMMANDS: &[Command] = &[
         name: "package-check",
         usage: "\
   package-check
-      Ensure IREE is built, `cargo package` the library crates, then build
-      and run a crate outside the workspace that depends on the packaged
-      sheaf-integration (xtask/package-check/): one compiled sigmoid call.
+      Use IREE_DIR's install, else ensure IREE is built; check with `cargo
+      info` that the library crates' names are free on crates.io or ours,
+      `cargo publish --dry-run` them in dependency order (no registry
+      patch), then build and run a crate outside the workspace that depends
+      on the packaged sheaf-integration (xtask/package-check/): one compiled
+      sigmoid call.
+",
+    },
+    Command {
+        name: "offline-check",
+        usage: "\
+  offline-check
+      Use IREE_DIR's install, else ensure IREE is built; `cargo vendor` the
+      workspace's dependencies into
+      target/offline-check/vendor and build the library crates from them
+      with --offline, checking that iree-sys finds the pinned IREE sources
+      in the vendor folder. `cargo xtask test` runs this.
 ",
     },
     Command {

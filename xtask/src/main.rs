@@ -17,6 +17,7 @@ mod fuzz;
 mod manifest;
 mod miri;
 mod msrv;
+mod offline;
 mod package;
 mod pingpong;
 mod process;
@@ -69,6 +70,7 @@ fn run(parser: &mut lexopt::Parser) -> Result<bool> {
         "test" => test::parse(parser)?.map(test::run),
         "miri" => cli::no_arguments("miri", parser)?.map(|()| miri::run()),
         "package-check" => cli::no_arguments("package-check", parser)?.map(|()| package::run()),
+        "offline-check" => cli::no_arguments("offline-check", parser)?.map(|()| offline::run()),
         "fuzz" => cli::seconds("fuzz", fuzz::TEST_SECONDS, parser)?.map(fuzz::run),
         "soak" => cli::seconds("soak", soak::TEST_SECONDS, parser)?.map(soak::run),
         "pingpong" => pingpong::parse(parser)?.map(pingpong::run),

@@ -12,7 +12,8 @@
 //!    `SHEAF_JIT_TEST_DEVICES=vulkan`; this also runs the tidy test of
 //!    `src/tidy.rs`);
 //! 6. the packaged library crates, used by a crate outside the workspace
-//!    (`package.rs`);
+//!    (`package.rs`), and built offline from `cargo vendor`'s copy of their
+//!    dependencies (`offline.rs`);
 //! 7. the soak for 30 s (`soak.rs`);
 //! 8. the Linux-aarch64 tests: the runtime cross-built, the tests
 //!    cross-compiled and run under qemu-user (`aarch64.rs`; about a minute
@@ -74,6 +75,7 @@ pub(crate) fn run(aarch64: bool) -> Result<()> {
         },
     )?;
     crate::package::check(&manifest.prefix)?;
+    crate::offline::check(&manifest.prefix)?;
     crate::soak::run_for(&manifest.prefix, crate::soak::TEST_SECONDS)?;
     crate::aarch64::run()?;
     crate::miri::test_all(&manifest.prefix)?;
