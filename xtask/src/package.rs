@@ -11,7 +11,9 @@
 //!    ones before it that crates.io does not have yet from the packages it
 //!    just made (its local-registry overlay), as a real release publishes
 //!    them one after another; no `[patch]`;
-//! 3. each package is unpacked into `target/package-check/crates/<name>`;
+//! 3. `cargo package --no-verify` writes their `.crate` files (seconds: step
+//!    2 verified the same packages), each unpacked into
+//!    `target/package-check/crates/<name>`;
 //! 4. the crate of `xtask/package-check/`, which depends on
 //!    `sheaf-integration = "0.2"`, is copied to
 //!    `target/package-check/consumer` and run against the IREE install
@@ -82,6 +84,17 @@ pub(crate) fn check(prefix: &Path) -> Result<()> {
                 publish.args(["-p", krate]);
             }
             process::run(&mut publish)
+        },
+    )?;
+    step(
+        "cargo package --no-verify: the .crate files (step 2 built them)",
+        || {
+            let mut package = process::cargo_with_iree(prefix);
+            package.args(["package", "--no-verify", "--allow-dirty", "--quiet"]);
+            for krate in LIBRARY_CRATES {
+                package.args(["-p", krate]);
+            }
+            process::run(&mut package)
         },
     )?;
     let package_dir = target_dir.join("package");
