@@ -82,6 +82,17 @@ pub(crate) const COMMANDS: &[Command] = &[
 ",
     },
     Command {
+        name: "semver",
+        usage: "\
+  semver [--baseline-rev REV]
+      Check the library crates' public API against REV's (default HEAD~1)
+      with cargo-semver-checks, installed with `cargo install --locked` if
+      missing: a breaking change fails unless the crate's version allows
+      it. A package REV does not have under its current name is skipped.
+      `cargo xtask test` runs this.
+",
+    },
+    Command {
         name: "offline-check",
         usage: "\
   offline-check
