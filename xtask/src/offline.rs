@@ -6,10 +6,12 @@
 //!    `target/offline-check/vendor` (the pinned IREE sources come along: they
 //!    are the package `eerie-sys`, iree-sys's build-dependency);
 //! 2. `cargo build --offline --locked` of the four library crates, crates.io
-//!    replaced by that folder, in the workspace's target folder (Cargo takes
-//!    vendored packages for the registry's, so their builds are shared;
-//!    iree-sys and `eerie-sys` are cleaned first, so that `eerie-sys` is
-//!    compiled from the vendor folder and the build script runs again);
+//!    replaced by that folder, in a target folder of its own,
+//!    `target/offline-check/target`, kept between runs (a package built
+//!    from the vendor folder does not count as the same build as the
+//!    registry's, so in the workspace's target folder each would rebuild
+//!    the other); iree-sys and `eerie-sys` are cleaned first, so that both
+//!    build again;
 //! 3. the iree-sys build script's record `cargo:pinned_source=` names the
 //!    IREE sources inside the vendor folder.
 //!
@@ -33,8 +35,9 @@ pub(crate) fn run() -> Result<()> {
 /// Vendors, builds offline against the IREE install at `prefix`, and checks
 /// where the build script found the IREE sources.
 pub(crate) fn check(prefix: &Path) -> Result<()> {
-    let vendor = process::workspace_root().join("target/offline-check/vendor");
-    let target_dir = crate::package::target_dir();
+    let root = process::workspace_root().join("target/offline-check");
+    let vendor = root.join("vendor");
+    let target_dir = root.join("target");
     step("cargo vendor: the workspace's dependencies", || {
         process::run(
             process::cargo_with_iree(prefix)
