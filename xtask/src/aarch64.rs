@@ -62,7 +62,7 @@ struct Package {
 /// nothing to show there that its native run does not.
 const PACKAGES: &[Package] = &[
     Package {
-        name: "iree-sys",
+        name: "iree-runtime-sys",
         features: &[],
         left_out: &[],
         skipped: &[],

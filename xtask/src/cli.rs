@@ -73,9 +73,34 @@ pub(crate) const COMMANDS: &[Command] = &[
         name: "package-check",
         usage: "\
   package-check
-      Ensure IREE is built, `cargo package` the library crates, then build
-      and run a crate outside the workspace that depends on the packaged
-      sheaf-integration (xtask/package-check/): one compiled sigmoid call.
+      Use IREE_DIR's install, else ensure IREE is built; check with `cargo
+      info` that the library crates' names are free on crates.io or ours,
+      `cargo publish --dry-run` them in dependency order (no registry
+      patch), then build and run a crate outside the workspace that depends
+      on the packaged sheaf-integration (xtask/package-check/): one compiled
+      sigmoid call.
+",
+    },
+    Command {
+        name: "semver",
+        usage: "\
+  semver [--baseline-rev REV]
+      Check the library crates' public API against REV's (default HEAD~1)
+      with cargo-semver-checks, installed with `cargo install --locked` if
+      missing: a breaking change fails unless the crate's version allows
+      it. A package REV does not have under its current name is skipped.
+      `cargo xtask test` runs this.
+",
+    },
+    Command {
+        name: "offline-check",
+        usage: "\
+  offline-check
+      Use IREE_DIR's install, else ensure IREE is built; `cargo vendor` the
+      workspace's dependencies into
+      target/offline-check/vendor and build the library crates from them
+      with --offline, checking that iree-sys finds the pinned IREE sources
+      in the vendor folder. `cargo xtask test` runs this.
 ",
     },
     Command {

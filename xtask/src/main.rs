@@ -17,10 +17,12 @@ mod fuzz;
 mod manifest;
 mod miri;
 mod msrv;
+mod offline;
 mod package;
 mod pingpong;
 mod process;
 mod redis;
+mod semver;
 mod soak;
 mod source;
 mod test;
@@ -69,6 +71,8 @@ fn run(parser: &mut lexopt::Parser) -> Result<bool> {
         "test" => test::parse(parser)?.map(test::run),
         "miri" => cli::no_arguments("miri", parser)?.map(|()| miri::run()),
         "package-check" => cli::no_arguments("package-check", parser)?.map(|()| package::run()),
+        "semver" => semver::parse(parser)?.map(semver::run),
+        "offline-check" => cli::no_arguments("offline-check", parser)?.map(|()| offline::run()),
         "fuzz" => cli::seconds("fuzz", fuzz::TEST_SECONDS, parser)?.map(fuzz::run),
         "soak" => cli::seconds("soak", soak::TEST_SECONDS, parser)?.map(soak::run),
         "pingpong" => pingpong::parse(parser)?.map(pingpong::run),

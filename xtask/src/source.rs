@@ -1,7 +1,9 @@
 //! Where the IREE runtime sources come from.
 //!
-//! By default, the pinned registry package `eerie-sys`, resolved by Cargo
-//! with its checksum pinned, by the same code as the iree-sys build script's
+//! By default, the pinned registry package `eerie-sys`, iree-sys's
+//! build-dependency, found with the workspace's `cargo metadata` (Cargo
+//! downloads it and checks it against the checksum in `Cargo.lock`) and
+//! checked by the same code as the iree-sys build script's
 //! (`crates/iree-sys/build/iree_source.rs`). `--source DIR` or
 //! `IREE_SOURCE_DIR` name a user's own IREE checkout instead. IREE sources are
 //! never copied into this repository.
@@ -64,10 +66,34 @@ pub(crate) fn resolve(explicit: Option<&Path>) -> Result<Source> {
 /// checksum-verified on first use) by Cargo.
 fn registry_package() -> Result<(PathBuf, String)> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let scratch = process::workspace_root().join("target/iree/source-pin");
-    let pinned = pinned::resolve(Path::new(&cargo), &scratch).map_err(anyhow::Error::msg)?;
+    let json = process::output(
+        std::process::Command::new(cargo)
+            .current_dir(process::workspace_root())
+            .args(["metadata", "--format-version", "1", "--locked"]),
+    )?;
+    let json: serde_json::Value =
+        serde_json::from_str(&json).context("cargo metadata printed invalid JSON")?;
+    let manifest = json["packages"]
+        .as_array()
+        .and_then(|packages| {
+            packages
+                .iter()
+                .find(|p| p["name"] == pinned::PACKAGE && p["version"] == pinned::VERSION)
+        })
+        .and_then(|package| package["manifest_path"].as_str())
+        .with_context(|| {
+            format!(
+                "cargo metadata lists no {} {}",
+                pinned::PACKAGE,
+                pinned::VERSION
+            )
+        })?;
+    let package_dir = Path::new(manifest)
+        .parent()
+        .context("a manifest path has no folder")?;
+    let pinned = pinned::at(package_dir).map_err(anyhow::Error::msg)?;
     let origin = format!(
-        "crates.io package {} (checksum pinned in crates/iree-sys/build/iree-source.lock)",
+        "crates.io package {} (iree-sys's build-dependency, checksum in Cargo.lock)",
         pinned.package
     );
     Ok((pinned.dir, origin))

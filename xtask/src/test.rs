@@ -17,7 +17,9 @@
 //!    that asking for a left-out cache is an error naming the feature, and
 //!    clippy on that build;
 //! 7. the packaged library crates, used by a crate outside the workspace
-//!    (`package.rs`);
+//!    (`package.rs`), and built offline from `cargo vendor`'s copy of their
+//!    dependencies (`offline.rs`); their API against `HEAD~1`'s
+//!    (`cargo-semver-checks`, installed if missing: `semver.rs`);
 //! 8. the soak for 30 s (`soak.rs`);
 //! 9. the Linux-aarch64 tests: the runtime cross-built, the tests
 //!    cross-compiled and run under qemu-user (`aarch64.rs`; about a minute
@@ -92,6 +94,8 @@ pub(crate) fn run(aarch64: bool) -> Result<()> {
         },
     )?;
     crate::package::check(&manifest.prefix)?;
+    crate::offline::check(&manifest.prefix)?;
+    crate::semver::check(&manifest.prefix, crate::semver::DEFAULT_BASELINE)?;
     crate::soak::run_for(&manifest.prefix, crate::soak::TEST_SECONDS)?;
     crate::aarch64::run()?;
     crate::miri::test_all(&manifest.prefix)?;

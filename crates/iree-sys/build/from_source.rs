@@ -26,8 +26,8 @@ pub(crate) fn build_checkout(source: &Path) -> Result<Install, String> {
     build(source, &tools, &origin)
 }
 
-/// Builds the sources of the pinned registry package, which Cargo downloads
-/// on first use (`$CARGO metadata`). The last resort: no install was found.
+/// Builds the sources of the pinned registry package, the build-dependency
+/// `eerie-sys`. The last resort: no install was found.
 pub(crate) fn build_pinned() -> Result<Install, String> {
     let what = "no IREE runtime found (IREE_DIR and IREE_SOURCE_DIR are unset, and no \
         `cargo xtask build-iree` install), so iree-sys builds one from the IREE sources of the \
@@ -35,20 +35,89 @@ pub(crate) fn build_pinned() -> Result<Install, String> {
     target::refuse_cross_build_from_source("the pinned IREE sources")?;
     let tools =
         cmake_tools::find().map_err(|e| format!("iree-sys: {what}, which needs CMake: {e}"))?;
-    let cargo = PathBuf::from(std::env::var_os("CARGO").expect("cargo sets CARGO"));
-    let scratch =
-        PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("iree-source");
-    let source = iree_source::resolve(&cargo, &scratch).map_err(|e| {
-        format!(
-            "iree-sys: {what}: {e}; fetch it once with network access, or set IREE_DIR to an \
-             IREE runtime install"
-        )
-    })?;
+    let source = locate_pinned().map_err(|e| format!("iree-sys: {what}: {e}"))?;
     build(
         &source.dir,
         &tools,
         &format!("the sources of {}", source.package),
     )
+}
+
+/// The sources of the build-dependency `eerie-sys`, wherever Cargo took it
+/// from (its registry cache, a vendor folder, a local registry).
+///
+/// Cargo tells a build script nothing of its build-dependencies' folders
+/// (`DEP_*` needs a `links` key, which eerie-sys has not). It records them
+/// though: compiling `eerie_sys` writes `deps/eerie_sys-<hash>.d`, beside
+/// this script's `build/<package>-<hash>/`, listing the package's
+/// `src/lib.rs`. The newest such record wins: Cargo compiled this script's
+/// build-dependency just before the script.
+pub(crate) fn locate_pinned() -> Result<iree_source::PinnedSource, String> {
+    let script =
+        std::env::current_exe().map_err(|e| format!("cannot locate the build script: {e}"))?;
+    let deps = script
+        .ancestors()
+        .nth(3)
+        .map(|profile| profile.join("deps"))
+        .ok_or_else(|| format!("{} is not under Cargo's build folder", script.display()))?;
+    let prefix = format!("{}-", iree_source::PACKAGE.replace('-', "_"));
+    let newest = std::fs::read_dir(&deps)
+        .map_err(|e| format!("cannot read {}: {e}", deps.display()))?
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with(&prefix) && name.ends_with(".d")
+        })
+        .filter_map(|entry| Some((entry.metadata().ok()?.modified().ok()?, entry.path())))
+        .max()
+        .map(|(_, path)| path)
+        .ok_or_else(|| {
+            format!(
+                "Cargo compiled no {} {} into {}",
+                iree_source::PACKAGE,
+                iree_source::VERSION,
+                deps.display()
+            )
+        })?;
+    let record = std::fs::read_to_string(&newest)
+        .map_err(|e| format!("cannot read {}: {e}", newest.display()))?;
+    let lib = dep_info_paths(&record)
+        .into_iter()
+        .find(|path| path.ends_with("src/lib.rs"))
+        .ok_or_else(|| format!("{} names no src/lib.rs", newest.display()))?;
+    let package_dir = lib
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| format!("{} has no package folder", lib.display()))?;
+    iree_source::at(package_dir)
+}
+
+/// The paths a Makefile-style dep-info record lists (spaces in a path are
+/// escaped as `\ `).
+fn dep_info_paths(record: &str) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    for line in record.lines() {
+        let Some((_, inputs)) = line.split_once(": ") else {
+            continue;
+        };
+        let mut current = String::new();
+        let mut chars = inputs.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if chars.peek() == Some(&' ') => current.push(chars.next().unwrap_or(' ')),
+                ' ' if !current.is_empty() => {
+                    paths.push(PathBuf::from(std::mem::take(&mut current)))
+                }
+                ' ' => {}
+                c => current.push(c),
+            }
+        }
+        if !current.is_empty() {
+            paths.push(PathBuf::from(current));
+        }
+    }
+    paths
 }
 
 /// Configures and builds `iree_runtime_unified` from `source`; `origin`

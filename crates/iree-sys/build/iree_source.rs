@@ -2,28 +2,26 @@
 //! package `eerie-sys` 0.5.0 carries them under `iree/` (Apache-2.0).
 //! IREE sources are never copied into this repository or into a package.
 //!
-//! The pin is two files shipped with iree-sys, `iree-source.toml` (a manifest
-//! depending on `eerie-sys = "=0.5.0"` without features) and `iree-source.lock`
-//! (its `Cargo.lock`, holding the package's checksum). [`resolve`] writes them
-//! into a scratch folder as `Cargo.toml` and `Cargo.lock` and asks
-//! `cargo metadata --locked` where the package is: Cargo downloads it into its
-//! registry cache on first use and refuses it if the checksum differs.
+//! The package is a build-dependency of iree-sys, pinned to `=0.5.0` without
+//! features (nothing of it is compiled but an empty library), so Cargo
+//! downloads it with the other dependencies, checks it against the checksum
+//! in the dependent project's `Cargo.lock`, and `cargo vendor` copies it
+//! like any other: an offline or vendored build finds it where Cargo put it.
+//! The build script finds that folder from Cargo's record of the compiled
+//! build-dependency (`from_source.rs`), `cargo xtask build-iree` from the
+//! workspace's `cargo metadata` (`xtask/src/source.rs`); both check it here.
 //!
-//! Shared by the iree-sys build script (the runtime built from the packaged
-//! sources) and `cargo xtask build-iree` (`#[path]`), so both build the same
-//! sources.
+//! Shared by the iree-sys build script and xtask (`#[path]`), so both build
+//! the same sources.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// The pinned manifest, written as `Cargo.toml`.
-const MANIFEST: &str = include_str!("iree-source.toml");
-
-/// Its lock file with the package's checksum, written as `Cargo.lock`.
-const LOCK: &str = include_str!("iree-source.lock");
+use std::path::Path;
+use std::path::PathBuf;
 
 /// The package that carries the sources.
-const PACKAGE: &str = "eerie-sys";
+pub(crate) const PACKAGE: &str = "eerie-sys";
+
+/// Its pinned version (the build-dependency's `=` requirement).
+pub(crate) const VERSION: &str = "0.5.0";
 
 /// The IREE source tree of the pinned package.
 #[derive(Debug, Clone)]
@@ -34,46 +32,10 @@ pub(crate) struct PinnedSource {
     pub(crate) package: String,
 }
 
-/// Finds (downloading and checksum-verifying on first use) the pinned
-/// package with `cargo`, writing the pin into `scratch` (created if
-/// missing).
-pub(crate) fn resolve(cargo: &Path, scratch: &Path) -> Result<PinnedSource, String> {
-    std::fs::create_dir_all(scratch)
-        .map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
-    for (name, text) in [
-        ("Cargo.toml", MANIFEST),
-        ("Cargo.lock", LOCK),
-        ("lib.rs", ""),
-    ] {
-        let path = scratch.join(name);
-        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    }
-    let output = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--locked"])
-        .arg("--manifest-path")
-        .arg(scratch.join("Cargo.toml"))
-        .output()
-        .map_err(|e| format!("cannot run `{} metadata`: {e}", cargo.display()))?;
-    if !output.status.success() {
-        return Err(format!(
-            "`{} metadata` could not fetch the IREE sources ({PACKAGE} 0.5.0 from crates.io): {}",
-            cargo.display(),
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    }
-    let json: serde_json::Value = serde_json::from_slice(&output.stdout)
-        .map_err(|e| format!("cargo metadata printed invalid JSON: {e}"))?;
-    let package = json["packages"]
-        .as_array()
-        .and_then(|packages| packages.iter().find(|p| p["name"] == PACKAGE))
-        .ok_or_else(|| format!("cargo metadata did not list {PACKAGE}"))?;
-    let manifest_path = package["manifest_path"]
-        .as_str()
-        .ok_or_else(|| format!("{PACKAGE} has no manifest_path"))?;
-    let dir = Path::new(manifest_path)
-        .parent()
-        .ok_or_else(|| format!("{PACKAGE}'s manifest_path has no parent"))?
-        .join("iree");
+/// The sources in the pinned package unpacked at `package_dir`, checked to
+/// hold an IREE source tree.
+pub(crate) fn at(package_dir: &Path) -> Result<PinnedSource, String> {
+    let dir = package_dir.join("iree");
     if !dir.join("runtime/version.json").is_file() {
         return Err(format!(
             "{} holds no IREE source tree (no runtime/version.json)",
@@ -82,9 +44,6 @@ pub(crate) fn resolve(cargo: &Path, scratch: &Path) -> Result<PinnedSource, Stri
     }
     Ok(PinnedSource {
         dir,
-        package: format!(
-            "{PACKAGE} {}",
-            package["version"].as_str().unwrap_or("(unknown version)")
-        ),
+        package: format!("{PACKAGE} {VERSION}"),
     })
 }

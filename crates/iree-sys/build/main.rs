@@ -8,11 +8,15 @@
 //! 3. the install recorded by `cargo xtask build-iree` in
 //!    `<workspace>/target/iree/manifest.json` (a checkout of this workspace);
 //! 4. the IREE sources of the pinned crates.io package `eerie-sys` 0.5.0,
-//!    fetched through Cargo and built here with the `cmake` crate (how a
-//!    dependent project without `cargo xtask` gets a runtime).
+//!    a build-dependency (so Cargo fetches and vendors it), built here with
+//!    the `cmake` crate (how a dependent project without `cargo xtask` gets
+//!    a runtime).
 //!
-//! When that last one cannot run (no CMake >= 3.26, no network on first
-//! use), the build fails with one line saying what to install or set. An
+//! When that last one cannot run (no CMake >= 3.26), the build fails with
+//! one line saying what to install or set. Whichever runtime is used, the
+//! folder of the pinned sources is emitted as `cargo:pinned_source=` when
+//! found (`cargo xtask test` checks with it that an offline, vendored build
+//! finds them). An
 //! install whose manifest was built for another target than Cargo's is
 //! refused, and so is a build from source for another target (`target.rs`).
 //! Under miri and on docs.rs nothing native is built or linked.
@@ -31,6 +35,9 @@ fn main() -> ExitCode {
     println!("cargo:rerun-if-changed=build");
     if env::cfg_is_set("CARGO_CFG_MIRI") || env::is_set("DOCS_RS") {
         return ExitCode::SUCCESS;
+    }
+    if let Ok(source) = from_source::locate_pinned() {
+        println!("cargo:pinned_source={}", source.dir.display());
     }
     let found = if let Some(dir) = env::path("IREE_DIR") {
         install::Install::from_prefix(&dir)

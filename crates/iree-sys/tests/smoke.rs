@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::ptr;
 
-use iree_sys::*;
+use iree_runtime_sys::*;
 
 /// Frees `status` and panics with IREE's message if it is not OK.
 fn check(status: iree_status_t, what: &str) {
