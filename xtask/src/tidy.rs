@@ -13,8 +13,8 @@
 //!    same names, meanings and defaults, in the same order. The table is read
 //!    from its source, as xtask cannot depend on the crates that link the
 //!    IREE runtime it builds.
-//! 5. Every source path that `docs/architecture.md` names exists: a path
-//!    with a folder (`iree-safe/src/handle.rs`, under `crates/` or the root)
+//! 5. Every source path that `docs/architecture.md` or
+//!    `docs/measurements.md` names exists: a path with a folder (`iree-safe/src/handle.rs`, under `crates/` or the root)
 //!    as written, a bare file name (`session.rs`) in the folder of the path
 //!    named before it on the same line.
 //!
@@ -347,6 +347,9 @@ fn the_readme_lists_the_variables_of_the_code() {
 
 const ARCHITECTURE: &str = "docs/architecture.md";
 
+/// The other document under `docs/` whose source paths rule 5 checks.
+const MEASUREMENTS: &str = "docs/measurements.md";
+
 /// The source paths a line of prose names in backticks: `(line, path)`,
 /// with bare file names resolved against the folder of the path before
 /// them on the line.
@@ -373,18 +376,22 @@ fn named_paths(text: &str) -> Vec<(usize, PathBuf)> {
 }
 
 #[test]
-fn the_paths_the_architecture_names_exist() {
+fn the_paths_the_docs_name_exist() {
     let root = workspace_root();
-    let missing: Vec<String> = named_paths(&read(Path::new(ARCHITECTURE)))
-        .into_iter()
-        .filter(|(_, path)| !root.join(path).exists() && !root.join("crates").join(path).exists())
-        .map(|(line, path)| format!("line {line}: {}", path.display()))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{ARCHITECTURE} names files that do not exist (renamed or removed?):\n  {}",
-        missing.join("\n  ")
-    );
+    for doc in [ARCHITECTURE, MEASUREMENTS] {
+        let missing: Vec<String> = named_paths(&read(Path::new(doc)))
+            .into_iter()
+            .filter(|(_, path)| {
+                !root.join(path).exists() && !root.join("crates").join(path).exists()
+            })
+            .map(|(line, path)| format!("line {line}: {}", path.display()))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{doc} names files that do not exist (renamed or removed?):\n  {}",
+            missing.join("\n  ")
+        );
+    }
 }
 
 #[test]

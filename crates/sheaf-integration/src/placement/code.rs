@@ -6,8 +6,8 @@ use std::str::FromStr;
 
 use iree_safe::compiler::CompileOptions;
 
-/// Extra flags for all CPU code, chosen by measurement (the
-/// sheaf-integration README, "CPU flags and what a compile costs", has the
+/// Extra flags for all CPU code, chosen by measurement (the repository's
+/// `docs/measurements.md`, "CPU flags and what a compile costs", has the
 /// figures): without IREE's eager evaluation of constants (a nested
 /// compile of the module's initializers) a compile takes less time and its
 /// code runs as fast; the constants a JIT module holds are few and small,
@@ -24,8 +24,8 @@ pub const CPU_FLAGS: &[&str] = &["--iree-opt-const-eval=false"];
 /// microkernels. Large matmuls run faster with data tiling; small ones run
 /// about as fast without it, so it is added from [`LARGE_CONTRACTION`]
 /// multiply-adds on. The microkernels gave code as fast for a longer
-/// compile. The README ("CPU flags and what a compile costs") has the
-/// measurements (`cargo bench -p sheaf-integration --bench
+/// compile. `docs/measurements.md` ("CPU flags and what a compile costs")
+/// has the measurements (`cargo bench -p sheaf-integration --bench
 /// compile_breakdown -- --tiling`).
 pub const CONTRACTION_FLAGS: &[&str] = &[
     "--iree-opt-data-tiling",
@@ -34,8 +34,8 @@ pub const CONTRACTION_FLAGS: &[&str] = &[
 
 /// The multiply-adds (of the module's largest `dot_general`) from which CPU
 /// code gets [`CONTRACTION_FLAGS`]: 2²⁵, between the 320³ matmul that gains
-/// little and the 384³ that gains (the README, "CPU flags and what a
-/// compile costs").
+/// little and the 384³ that gains (`docs/measurements.md`, "CPU flags and
+/// what a compile costs").
 pub const LARGE_CONTRACTION: u64 = 1 << 25;
 
 /// The multiply-adds (of the module's largest `dot_general`) from which

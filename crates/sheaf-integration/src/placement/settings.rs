@@ -47,8 +47,8 @@ pub struct DeviceSettings {
     /// `local-task` runs a dispatch's workgroups on its workers, so large
     /// calls use several cores, but each call wakes them: tiny calls are
     /// several times slower there than on the single-threaded
-    /// `local-sync`. The sheaf-integration README ("CPU flags and what a
-    /// compile costs") has the measurements (`cargo bench -p
+    /// `local-sync`. The repository's `docs/measurements.md` ("CPU flags and
+    /// what a compile costs") has the measurements (`cargo bench -p
     /// sheaf-integration --bench cpu_flags`).
     pub cpu_workers: Option<NonZeroUsize>,
     /// When the code runs on `local-sync`: the most workers of a
@@ -62,8 +62,8 @@ pub struct DeviceSettings {
     /// it. Default: the cores this process may use
     /// ([`std::thread::available_parallelism`]), `None` on one core.
     ///
-    /// The sheaf-integration README ("Large contractions beside
-    /// `local-sync`") has the measurements.
+    /// The repository's `docs/measurements.md` ("Where large contractions
+    /// start") has the measurements.
     pub parallel_workers: Option<NonZeroUsize>,
 }
 
