@@ -37,7 +37,6 @@ pub(crate) fn run(args: Vec<OsString>) -> Result<()> {
         process::cargo_with_iree(&manifest.prefix)
             .args([
                 "run",
-                "--quiet",
                 "--release",
                 "-p",
                 "sheaf-demos",
