@@ -143,6 +143,22 @@ impl ArtifactStore {
         entries
     }
 
+    /// The entry of `key` as [`stored_entries`](Self::stored_entries)
+    /// would list it, but whatever is at its path (a link or a special
+    /// file too, which [`check_entry`](Self::check_entry) then refuses);
+    /// `None` when nothing is, or the store is disabled.
+    pub fn stored_entry(&self, key: &ArtifactKey) -> Option<StoredEntry> {
+        let path = self.folder()?.entry_path(key);
+        // Of the path itself: links are not followed.
+        let metadata = fs::symlink_metadata(&path).ok()?;
+        Some(StoredEntry {
+            key: *key,
+            bytes: metadata.len(),
+            last_used: metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            path,
+        })
+    }
+
     /// Checks `entry` as a lookup would before loading it (see
     /// [`EntryCheck`]), without loading, touching or deleting it.
     pub fn check_entry(&self, entry: &StoredEntry) -> EntryCheck {
