@@ -14,6 +14,7 @@ mod open;
 mod precompile;
 mod variants;
 
+use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -155,11 +156,13 @@ impl exit::Finish for Inner {
 }
 
 impl Inner {
-    /// Prints the profile to stderr, when asked to.
+    /// Prints the profile to stderr, when asked to. A stderr that cannot
+    /// be written (closed, a pipe whose reader left: likely at exit) is
+    /// not an error: the profile is lost, nothing panics.
     fn print_profile(&self) {
         if self.profile_at_exit {
             let report = self.profile.snapshot(self.cache.stats(), &self.pipeline);
-            eprintln!("{report}");
+            let _ = writeln!(std::io::stderr().lock(), "{report}");
         }
     }
 }
