@@ -75,7 +75,7 @@ impl fmt::Display for EntryCheck {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EntryCheck::Authentic { artifact_bytes } => {
-                write!(f, "ok ({artifact_bytes}-byte artifact, tag verified)")
+                write!(f, "authentic ({artifact_bytes}-byte artifact, tag verified)")
             }
             EntryCheck::Corrupt(reason) => write!(f, "corrupt: {reason}"),
             EntryCheck::Unauthenticated => f.write_str(

@@ -11,18 +11,18 @@ use crate::Outcome;
 
 pub(crate) fn inspect(dir: &Path) -> Outcome {
     let contents = inspect_bundle(dir)?;
-    println!("bundle    {}", dir.display());
-    println!("compiler  {}", contents.compiler);
-    println!("runtime   {}", contents.runtime);
+    say!("bundle    {}", dir.display());
+    say!("compiler  {}", contents.compiler);
+    say!("runtime   {}", contents.runtime);
     let bytes: u64 = contents.artifacts.iter().map(|(_, bytes)| bytes).sum();
-    println!(
+    say!(
         "{} artifacts ({}), {} variants:",
         contents.artifacts.len(),
         ByteSize(bytes),
         contents.variants.len()
     );
     for variant in &contents.variants {
-        println!(
+        say!(
             "  {:#} {}  entry {}, artifact {}, target {:016x}",
             variant.function,
             variant.signature,
@@ -37,8 +37,8 @@ pub(crate) fn inspect(dir: &Path) -> Outcome {
 pub(crate) fn verify(dir: &Path) -> Outcome {
     let verdict = verify_bundle(dir)?;
     match &verdict.opens {
-        Ok(()) => println!("bundle {}: this program's runtime opens it", dir.display()),
-        Err(error) => println!(
+        Ok(()) => say!("bundle {}: this program's runtime opens it", dir.display()),
+        Err(error) => say!(
             "bundle {}: REFUSED by this program's runtime: {}",
             dir.display(),
             ErrorChain(error)
@@ -47,13 +47,13 @@ pub(crate) fn verify(dir: &Path) -> Outcome {
     let mut refused = 0;
     for (key, check) in &verdict.entries {
         if check.is_authentic() {
-            println!("  ok       {}  {check}", key.hex());
+            say!("  ok       {}  {check}", key.hex());
         } else {
             refused += 1;
-            println!("  REFUSED  {}  {check}", key.hex());
+            say!("  REFUSED  {}  {check}", key.hex());
         }
     }
-    println!(
+    say!(
         "{} entries: {} ok, {refused} refused",
         verdict.entries.len(),
         verdict.entries.len() - refused

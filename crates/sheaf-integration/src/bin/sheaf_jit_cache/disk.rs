@@ -35,7 +35,7 @@ pub(crate) fn run(dir: Option<PathBuf>, command: Command) -> Outcome {
     let config = store_config(dir)?;
     let directory = config.directory.clone();
     if !directory.exists() {
-        println!(
+        say!(
             "no disk cache at {} (no runtime has written one there)",
             directory.display()
         );
@@ -53,7 +53,7 @@ pub(crate) fn run(dir: Option<PathBuf>, command: Command) -> Outcome {
         } => {
             let removed = store.prune(max_bytes, older_than);
             let left = store.stored_entries();
-            println!(
+            say!(
                 "deleted {} entries ({}); {} left ({})",
                 removed.entries,
                 ByteSize(removed.bytes),
@@ -64,7 +64,7 @@ pub(crate) fn run(dir: Option<PathBuf>, command: Command) -> Outcome {
         }
         Command::Clear => {
             let removed = store.clear();
-            println!(
+            say!(
                 "deleted {} entries ({}) and {} policy files from {}; the folder and its secret stay",
                 removed.entries,
                 ByteSize(removed.bytes),
@@ -83,14 +83,14 @@ fn stats(store: &ArtifactStore, config: &StoreConfig) -> Outcome {
     let entries = store.stored_entries();
     let bytes: u64 = entries.iter().map(|entry| entry.bytes).sum();
     let policies = store.stored_policies();
-    println!("disk cache   {}", config.directory.display());
-    println!(
+    say!("disk cache   {}", config.directory.display());
+    say!(
         "compiler     {}",
         store
             .recorded_builder()
             .unwrap_or_else(|| "none recorded".to_owned())
     );
-    println!(
+    say!(
         "entries      {} ({} of the {} bound, {:.1}%)",
         entries.len(),
         ByteSize(bytes),
@@ -98,14 +98,14 @@ fn stats(store: &ArtifactStore, config: &StoreConfig) -> Outcome {
         bytes as f64 * 100.0 / config.max_bytes as f64
     );
     if let (Some(newest), Some(oldest)) = (entries.first(), entries.last()) {
-        println!(
+        say!(
             "last used    newest {}, oldest {}",
             age(newest.last_used),
             age(oldest.last_used)
         );
     }
     let unusable = policies.iter().filter(|p| p.policy.is_err()).count();
-    println!(
+    say!(
         "policies     {} functions' learned policies ({} unusable)",
         policies.len() - unusable,
         unusable
@@ -116,7 +116,7 @@ fn stats(store: &ArtifactStore, config: &StoreConfig) -> Outcome {
 fn list(store: &ArtifactStore, directory: &Path) -> Outcome {
     let entries = store.stored_entries();
     let total: u64 = entries.iter().map(|entry| entry.bytes).sum();
-    println!(
+    say!(
         "{} entries in {}, {} (most recently used first; named by key, the SHA-256 of \
          program, compiler, runtime and target):",
         entries.len(),
@@ -124,7 +124,7 @@ fn list(store: &ArtifactStore, directory: &Path) -> Outcome {
         ByteSize(total)
     );
     for entry in &entries {
-        println!(
+        say!(
             "  {}  {:>10}  used {}",
             entry.key.hex(),
             ByteSize(entry.bytes).to_string(),
@@ -134,23 +134,23 @@ fn list(store: &ArtifactStore, directory: &Path) -> Outcome {
     let builder = store.recorded_builder();
     let this_compiler = builder.as_deref().map(|b| stable_hash(b.as_bytes()));
     let policies = store.stored_policies();
-    println!(
+    say!(
         "{} functions with a learned policy (their signatures as last cached; compiler: {}):",
         policies.len(),
         builder.as_deref().unwrap_or("none recorded")
     );
     for policy in &policies {
-        print_policy(policy, this_compiler);
+        print_policy(policy, this_compiler)?;
     }
     Ok(true)
 }
 
-fn print_policy(policy: &StoredPolicy, this_compiler: Option<u64>) {
+fn print_policy(policy: &StoredPolicy, this_compiler: Option<u64>) -> std::io::Result<()> {
     let (owner, learned) = match &policy.policy {
         Ok(read) => read,
         Err(why) => {
-            println!("  {}: unusable: {why}", policy.path.display());
-            return;
+            say!("  {}: unusable: {why}", policy.path.display());
+            return Ok(());
         }
     };
     let compiler = if this_compiler == Some(owner.compiler_hash) {
@@ -158,7 +158,7 @@ fn print_policy(policy: &StoredPolicy, this_compiler: Option<u64>) {
     } else {
         format!("another compiler ({:016x})", owner.compiler_hash)
     };
-    println!(
+    say!(
         "  {} #{:016x}: learned {} with {compiler}, target {:016x}",
         owner.function,
         owner.definition_hash,
@@ -167,15 +167,16 @@ fn print_policy(policy: &StoredPolicy, this_compiler: Option<u64>) {
     );
     for (class, dims) in learned.dynamic_dims() {
         let dims: Vec<String> = dims.iter().map(|(a, d)| format!("arg {a} dim {d}")).collect();
-        println!("    dynamic  {class}: {}", dims.join(", "));
+        say!("    dynamic  {class}: {}", dims.join(", "));
     }
     for (signature, count) in learned.hot() {
-        println!("    cached   {signature} ({count} recent calls)");
+        say!("    cached   {signature} ({count} recent calls)");
     }
+    Ok(())
 }
 
 fn verify(store: &ArtifactStore, directory: &Path) -> Outcome {
-    println!(
+    say!(
         "folder {}: owner, mode and secret ok",
         directory.display()
     );
@@ -184,28 +185,28 @@ fn verify(store: &ArtifactStore, directory: &Path) -> Outcome {
     for entry in &entries {
         let check = store.check_entry(entry);
         if check.is_authentic() {
-            println!("  ok       {}  {check}", entry.key.hex());
+            say!("  ok       {}  {check}", entry.key.hex());
         } else {
             refused += 1;
-            println!("  REFUSED  {}  {check}", entry.path.display());
+            say!("  REFUSED  {}  {check}", entry.path.display());
         }
     }
     let policies = store.stored_policies();
     let mut unusable = 0;
     for policy in &policies {
         match &policy.policy {
-            Ok((owner, _)) => println!(
+            Ok((owner, _)) => say!(
                 "  ok       {}  policy of {}",
                 policy.path.display(),
                 owner.function
             ),
             Err(why) => {
                 unusable += 1;
-                println!("  REFUSED  {}  {why}", policy.path.display());
+                say!("  REFUSED  {}  {why}", policy.path.display());
             }
         }
     }
-    println!(
+    say!(
         "{} entries: {} ok, {refused} refused; {} policy files: {} ok, {unusable} refused \
          (a runtime deletes what it refuses and compiles again)",
         entries.len(),

@@ -13,6 +13,14 @@
 //! - `bundle.rs`: the bundle commands.
 //! - `text.rs`: durations and ages, read and written.
 
+/// `println!`, but an error to return instead of a panic: stdout may be a
+/// pipe whose reader left (`sheaf-jit-cache list | head`).
+macro_rules! say {
+    ($($arg:tt)*) => {
+        std::io::Write::write_fmt(&mut std::io::stdout().lock(), format_args!("{}\n", format_args!($($arg)*)))?
+    };
+}
+
 mod bundle;
 mod disk;
 mod text;
@@ -231,6 +239,14 @@ fn main() -> ExitCode {
     match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
+        // The reader of stdout left: it has what it wanted.
+        Err(error)
+            if error
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(error) => {
             eprintln!("sheaf-jit-cache: {}", ErrorChain(error.as_ref()));
             ExitCode::from(1)
