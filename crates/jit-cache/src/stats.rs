@@ -139,15 +139,24 @@ pub struct FunctionStats {
     /// Whether it compiles new signatures.
     pub mode: FunctionMode,
     /// Why its last miss missed.
-    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serialize::display_option"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::serialize::display_option")
+    )]
     pub last_miss: Option<MissReason>,
     /// Why admission refused its last miss, if it did (with the recent
     /// frequencies compared).
-    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serialize::display_option"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::serialize::display_option")
+    )]
     pub last_refusal: Option<Refusal>,
     /// The last miss that compiled a signature with dynamic dims: which
     /// dims varied, and the signature.
-    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serialize::display_option"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::serialize::display_option")
+    )]
     pub last_generalization: Option<Generalization>,
 }
 

@@ -58,9 +58,8 @@ fn store_and_remote_stats_serialize_every_counter() {
         runtime: "r",
         target: "t",
     });
-    let load = |artifact: jit_cache::store::VerifiedArtifact<'_>| {
-        Ok::<_, String>(artifact.bytes().len())
-    };
+    let load =
+        |artifact: jit_cache::store::VerifiedArtifact<'_>| Ok::<_, String>(artifact.bytes().len());
     store
         .fetch_or_build(Some(&key), load, || Ok::<_, String>(vec![7; 100]))
         .unwrap();
@@ -68,7 +67,10 @@ fn store_and_remote_stats_serialize_every_counter() {
         .fetch_or_build(Some(&key), load, || Ok::<_, String>(vec![7; 100]))
         .unwrap();
     let json = serde_json::to_value(store.stats()).unwrap();
-    assert_eq!((json["hits"].clone(), json["misses"].clone()), (json!(1), json!(1)));
+    assert_eq!(
+        (json["hits"].clone(), json["misses"].clone()),
+        (json!(1), json!(1))
+    );
     assert_eq!(json["bytes_read"], 100);
     assert_eq!(json["bytes_on_disk"], 188);
 

@@ -94,11 +94,16 @@ pub fn inspect_bundle(dir: &Path) -> Result<BundleContents, BundleError> {
         })
         .collect();
     variants.sort_by(|a, b| {
-        (a.function.name(), a.function.definition_hash(), a.signature.to_string()).cmp(&(
-            b.function.name(),
-            b.function.definition_hash(),
-            b.signature.to_string(),
-        ))
+        (
+            a.function.name(),
+            a.function.definition_hash(),
+            a.signature.to_string(),
+        )
+            .cmp(&(
+                b.function.name(),
+                b.function.definition_hash(),
+                b.signature.to_string(),
+            ))
     });
     Ok(BundleContents {
         compiler: manifest.compiler,

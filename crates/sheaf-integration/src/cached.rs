@@ -76,7 +76,10 @@ impl fmt::Display for CachedVariant {
 }
 
 #[cfg(feature = "serde")]
-fn key_hex<S: serde::Serializer>(key: &Option<ArtifactKey>, serializer: S) -> Result<S::Ok, S::Error> {
+fn key_hex<S: serde::Serializer>(
+    key: &Option<ArtifactKey>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
     match key {
         Some(key) => serializer.serialize_str(&key.hex()),
         None => serializer.serialize_none(),

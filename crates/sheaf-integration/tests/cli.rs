@@ -56,9 +56,12 @@ fn fill(dir: &Path, bundle: &Path) {
         .unwrap();
         let t = if i % 2 == 0 { 0.5 } else { 1.0 };
         let rows = Value::host(ArrayD::from_shape_vec(IxDyn(&[1, 5]), data.clone()).unwrap());
-        jit.call(&reference::softmax(), &[rows], &[reference::temperature(t)], |args, _, _| {
-            reference::interpret_softmax(args, t)
-        })
+        jit.call(
+            &reference::softmax(),
+            &[rows],
+            &[reference::temperature(t)],
+            |args, _, _| reference::interpret_softmax(args, t),
+        )
         .unwrap();
     }
     assert_eq!(jit.entries().len(), 4);
@@ -104,7 +107,10 @@ fn every_subcommand_on_a_cache_the_runtime_filled() {
     assert_eq!(code, 0);
     assert!(stats.contains("entries      4 ("), "{stats}");
     assert!(stats.contains("policies     2 functions'"), "{stats}");
-    assert!(!stats.contains("none recorded"), "the compiler is recorded: {stats}");
+    assert!(
+        !stats.contains("none recorded"),
+        "the compiler is recorded: {stats}"
+    );
 
     let (code, list) = run_in(&dir, &["list"]);
     assert_eq!(code, 0);
@@ -118,7 +124,10 @@ fn every_subcommand_on_a_cache_the_runtime_filled() {
     ] {
         assert!(list.contains(line), "{line}: {list}");
     }
-    assert!(list.contains("sigmoid #") && list.contains("with the recorded compiler"), "{list}");
+    assert!(
+        list.contains("sigmoid #") && list.contains("with the recorded compiler"),
+        "{list}"
+    );
 
     let (code, verify) = run_in(&dir, &["verify"]);
     assert_eq!(code, 0, "{verify}");
@@ -159,12 +168,18 @@ fn every_subcommand_on_a_cache_the_runtime_filled() {
     assert_eq!(code, 0);
     // The two whole entries go, the least recently used first; the 40-byte
     // stub, used last, fits.
-    assert!(pruned.contains("deleted 2 entries") && pruned.contains("1 left (40 B)"), "{pruned}");
+    assert!(
+        pruned.contains("deleted 2 entries") && pruned.contains("1 left (40 B)"),
+        "{pruned}"
+    );
     assert_eq!(entry_files(&dir), [files[1].clone()]);
 
     let (code, cleared) = run_in(&dir, &["clear"]);
     assert_eq!(code, 0);
-    assert!(cleared.starts_with("deleted 1 entries (40 B) and 2 policy files"), "{cleared}");
+    assert!(
+        cleared.starts_with("deleted 1 entries (40 B) and 2 policy files"),
+        "{cleared}"
+    );
     assert!(entry_files(&dir).is_empty());
     assert!(dir.join("secret").exists(), "the secret stays");
     let (_, stats) = run_in(&dir, &["stats"]);
@@ -178,14 +193,20 @@ fn every_subcommand_on_a_cache_the_runtime_filled() {
     assert_eq!(inspect.matches("  softmax#").count(), 2, "{inspect}");
     let (code, verify) = run_in(&dir, &["bundle", "verify", bundle.to_str().unwrap()]);
     assert_eq!(code, 0, "{verify}");
-    assert!(verify.contains("this program's runtime opens it"), "{verify}");
+    assert!(
+        verify.contains("this program's runtime opens it"),
+        "{verify}"
+    );
     assert!(verify.contains("4 entries: 4 ok, 0 refused"), "{verify}");
     let bundled = entry_files(&bundle);
     flip_last_byte(&bundled[3]);
     let (code, verify) = run_in(&dir, &["bundle", "verify", bundle.to_str().unwrap()]);
     assert_eq!(code, 1, "{verify}");
     assert!(verify.contains("4 entries: 3 ok, 1 refused"), "{verify}");
-    assert!(verify.contains("REFUSED") && verify.contains("unauthenticated"), "{verify}");
+    assert!(
+        verify.contains("REFUSED") && verify.contains("unauthenticated"),
+        "{verify}"
+    );
 }
 
 #[test]
@@ -193,14 +214,25 @@ fn help_and_usage_errors() {
     let help = run(&["--help"]);
     assert!(help.status.success());
     let text = String::from_utf8(help.stdout).unwrap();
-    for command in ["stats", "list", "verify", "prune", "clear", "bundle inspect", "bundle verify"] {
+    for command in [
+        "stats",
+        "list",
+        "verify",
+        "prune",
+        "clear",
+        "bundle inspect",
+        "bundle verify",
+    ] {
         assert!(text.contains(&format!("  {command} ")), "{command}: {text}");
     }
     for command in ["stats", "list", "verify", "prune", "clear", "bundle"] {
         let help = run(&[command, "--help"]);
         assert!(help.status.success(), "{command}");
         let text = String::from_utf8(help.stdout).unwrap();
-        assert!(text.starts_with("usage: sheaf-jit-cache "), "{command}: {text}");
+        assert!(
+            text.starts_with("usage: sheaf-jit-cache "),
+            "{command}: {text}"
+        );
     }
     let refused = |args: &[&str], says: &str| {
         let output = run(args);
@@ -210,8 +242,14 @@ fn help_and_usage_errors() {
     };
     refused(&[], "a command is needed");
     refused(&["frobnicate"], "unknown command `frobnicate`");
-    refused(&["prune"], "prune needs --older-than DURATION or --max-bytes N");
-    refused(&["prune", "--older-than", "3 days"], "expected a whole number and a unit");
+    refused(
+        &["prune"],
+        "prune needs --older-than DURATION or --max-bytes N",
+    );
+    refused(
+        &["prune", "--older-than", "3 days"],
+        "expected a whole number and a unit",
+    );
     refused(&["prune", "--max-bytes", "lots"], "--max-bytes `lots`");
     refused(&["stats", "extra"], "extra");
     refused(&["list", "--max-bytes", "1"], "--max-bytes");
@@ -220,6 +258,10 @@ fn help_and_usage_errors() {
     let root = tempfile::tempdir().unwrap();
     let missing = root.path().join("none");
     let (code, said) = run_in(&missing, &["list"]);
-    assert_eq!((code, said.starts_with("no disk cache at")), (0, true), "{said}");
+    assert_eq!(
+        (code, said.starts_with("no disk cache at")),
+        (0, true),
+        "{said}"
+    );
     assert!(!missing.exists());
 }

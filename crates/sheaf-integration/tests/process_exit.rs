@@ -199,7 +199,7 @@ fn a_runtime_dropped_with_a_broken_stderr_does_not_panic() {
             .unwrap();
         let jit = JitRuntime::new(config).unwrap();
         // stderr a pipe whose reader left: writing to it fails (EPIPE).
-        rustix::stdio::dup2_stderr(&pipe_without_reader()).unwrap();
+        rustix::stdio::dup2_stderr(pipe_without_reader()).unwrap();
         drop(jit);
         println!("dropped");
         return;

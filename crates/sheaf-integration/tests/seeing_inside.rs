@@ -35,15 +35,20 @@ fn ping_pong(jit: &JitRuntime, iterations: usize) {
         let shape: &[usize] = if i % 2 == 0 { &[1, 5] } else { &[1, 5, 1] };
         let x = Value::host(ArrayD::from_shape_vec(IxDyn(shape), data.clone()).unwrap());
         let result = jit
-            .call(&sigmoid, &[x], &[], |args, _, _| reference::interpret_sigmoid(args))
+            .call(&sigmoid, &[x], &[], |args, _, _| {
+                reference::interpret_sigmoid(args)
+            })
             .unwrap();
         assert!(result.provenance.is_compiled(), "{:?}", result.provenance);
         let t = if i % 2 == 0 { 0.5 } else { 1.0 };
         let rows = Value::host(ArrayD::from_shape_vec(IxDyn(&[1, 5]), data.clone()).unwrap());
         let result = jit
-            .call(&softmax, &[rows], &[reference::temperature(t)], |args, _, _| {
-                reference::interpret_softmax(args, t)
-            })
+            .call(
+                &softmax,
+                &[rows],
+                &[reference::temperature(t)],
+                |args, _, _| reference::interpret_softmax(args, t),
+            )
             .unwrap();
         assert!(result.provenance.is_compiled(), "{:?}", result.provenance);
     }
@@ -78,8 +83,13 @@ fn entries_after_the_ping_pong_list_the_four_variants_and_clear_drops_them() {
             "softmax (f32[1,5]) {temperature=1.0} compiler 4",
         ]
     );
-    assert!(entries.iter().all(|v| v.bytes > 0 && v.artifact_key.is_some()));
-    assert!(entries.iter().all(|v| v.calls_since_use <= 1), "{entries:?}");
+    assert!(entries
+        .iter()
+        .all(|v| v.bytes > 0 && v.artifact_key.is_some()));
+    assert!(
+        entries.iter().all(|v| v.calls_since_use <= 1),
+        "{entries:?}"
+    );
     let sigmoid = jit.entries_of(&reference::sigmoid());
     assert_eq!(sigmoid.len(), 2);
     assert!(sigmoid.iter().all(|v| v.function.name() == "sigmoid"));
@@ -94,10 +104,18 @@ fn entries_after_the_ping_pong_list_the_four_variants_and_clear_drops_them() {
     // The disk cache stays: the next calls load every variant from it.
     ping_pong(&jit, 4);
     let sources: Vec<ArtifactSource> = jit.entries().iter().map(|v| v.source).collect();
-    assert_eq!(sources, [ArtifactSource::DiskCache; 4], "{:?}", jit.entries());
+    assert_eq!(
+        sources,
+        [ArtifactSource::DiskCache; 4],
+        "{:?}",
+        jit.entries()
+    );
     let profile = jit.profile();
     assert_eq!(
-        (profile.loaded_from(ArtifactSource::Compiler), profile.loaded_from(ArtifactSource::DiskCache)),
+        (
+            profile.loaded_from(ArtifactSource::Compiler),
+            profile.loaded_from(ArtifactSource::DiskCache)
+        ),
         (4, 4),
         "nothing compiled again"
     );
@@ -106,7 +124,9 @@ fn entries_after_the_ping_pong_list_the_four_variants_and_clear_drops_them() {
     drop(jit);
     let restarted = runtime(dir.path());
     ping_pong(&restarted, 2);
-    assert!(rows(&restarted.entries()).iter().all(|row| row.contains("disk cache")));
+    assert!(rows(&restarted.entries())
+        .iter()
+        .all(|row| row.contains("disk cache")));
 }
 
 /// Set in the child process that measures its memory alone.

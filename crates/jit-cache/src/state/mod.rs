@@ -344,7 +344,7 @@ impl<E> CacheState<E> {
             Some(func) => self.functions.map.get_key_value(func).into_iter().collect(),
             None => self.functions.map.iter().collect(),
         };
-        functions.sort_by(|(a, _), (b, _)| a.cmp(b));
+        functions.sort_by_key(|(func, _)| *func);
         functions
             .into_iter()
             .flat_map(|(func, state)| {

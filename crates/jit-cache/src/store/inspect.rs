@@ -75,7 +75,10 @@ impl fmt::Display for EntryCheck {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EntryCheck::Authentic { artifact_bytes } => {
-                write!(f, "authentic ({artifact_bytes}-byte artifact, tag verified)")
+                write!(
+                    f,
+                    "authentic ({artifact_bytes}-byte artifact, tag verified)"
+                )
             }
             EntryCheck::Corrupt(reason) => write!(f, "corrupt: {reason}"),
             EntryCheck::Unauthenticated => f.write_str(
@@ -139,7 +142,11 @@ impl ArtifactStore {
                 })
             })
             .collect();
-        entries.sort_by(|a, b| b.last_used.cmp(&a.last_used).then(a.key.hex().cmp(&b.key.hex())));
+        entries.sort_by(|a, b| {
+            b.last_used
+                .cmp(&a.last_used)
+                .then(a.key.hex().cmp(&b.key.hex()))
+        });
         entries
     }
 
@@ -212,7 +219,7 @@ impl ArtifactStore {
                 }
             })
             .collect();
-        policies.sort_by(|a, b| b.last_used.cmp(&a.last_used));
+        policies.sort_by_key(|policy| std::cmp::Reverse(policy.last_used));
         policies
     }
 
@@ -333,7 +340,9 @@ mod tests {
         fs::write(&listed[0].path, &bytes).unwrap();
         assert_eq!(store.check_entry(&listed[0]), EntryCheck::Unauthenticated);
         fs::write(&listed[1].path, &bytes[..10]).unwrap();
-        assert!(matches!(store.check_entry(&listed[1]), EntryCheck::Corrupt(r) if r.contains("shorter")));
+        assert!(
+            matches!(store.check_entry(&listed[1]), EntryCheck::Corrupt(r) if r.contains("shorter"))
+        );
         assert!(listed[0].path.exists(), "checking deletes nothing");
 
         // Unused for an hour: `a` goes; then down to 0 bytes: all.

@@ -166,7 +166,10 @@ fn print_policy(policy: &StoredPolicy, this_compiler: Option<u64>) -> std::io::R
         owner.target_hash
     );
     for (class, dims) in learned.dynamic_dims() {
-        let dims: Vec<String> = dims.iter().map(|(a, d)| format!("arg {a} dim {d}")).collect();
+        let dims: Vec<String> = dims
+            .iter()
+            .map(|(a, d)| format!("arg {a} dim {d}"))
+            .collect();
         say!("    dynamic  {class}: {}", dims.join(", "));
     }
     for (signature, count) in learned.hot() {
@@ -176,10 +179,7 @@ fn print_policy(policy: &StoredPolicy, this_compiler: Option<u64>) -> std::io::R
 }
 
 fn verify(store: &ArtifactStore, directory: &Path) -> Outcome {
-    say!(
-        "folder {}: owner, mode and secret ok",
-        directory.display()
-    );
+    say!("folder {}: owner, mode and secret ok", directory.display());
     let entries = store.stored_entries();
     let mut refused = 0;
     for entry in &entries {

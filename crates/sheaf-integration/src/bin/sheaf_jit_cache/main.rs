@@ -145,20 +145,24 @@ struct Invocation {
 
 fn parse(mut parser: lexopt::Parser) -> Result<Invocation, lexopt::Error> {
     let mut dir = None;
-    let name = loop {
-        match parser.next()? {
-            Some(Long("dir")) => dir = Some(PathBuf::from(parser.value()?)),
-            Some(Short('h') | Long("help")) => {
-                return Ok(Invocation {
-                    dir,
-                    command: Command::Help(USAGE),
-                })
+    let name =
+        loop {
+            match parser.next()? {
+                Some(Long("dir")) => dir = Some(PathBuf::from(parser.value()?)),
+                Some(Short('h') | Long("help")) => {
+                    return Ok(Invocation {
+                        dir,
+                        command: Command::Help(USAGE),
+                    })
+                }
+                Some(Value(name)) => break name.string()?,
+                Some(arg) => return Err(arg.unexpected()),
+                None => return Err(
+                    "a command is needed: stats, list, verify, prune, clear or bundle (see --help)"
+                        .into(),
+                ),
             }
-            Some(Value(name)) => break name.string()?,
-            Some(arg) => return Err(arg.unexpected()),
-            None => return Err("a command is needed: stats, list, verify, prune, clear or bundle (see --help)".into()),
-        }
-    };
+        };
     let help = command_help(&name).ok_or_else(|| {
         lexopt::Error::from(format!(
             "unknown command `{name}`: stats, list, verify, prune, clear or bundle (see --help)"
@@ -184,9 +188,10 @@ fn parse(mut parser: lexopt::Parser) -> Result<Invocation, lexopt::Error> {
             }
             Long("older-than") if name == "prune" => {
                 let value = parser.value()?.string()?;
-                older_than = Some(text::parse_duration(&value).map_err(|e| {
-                    format!("--older-than `{value}`: {e}")
-                })?);
+                older_than = Some(
+                    text::parse_duration(&value)
+                        .map_err(|e| format!("--older-than `{value}`: {e}"))?,
+                );
             }
             Value(operand) => operands.push(operand),
             arg => return Err(arg.unexpected()),
@@ -204,7 +209,9 @@ fn parse(mut parser: lexopt::Parser) -> Result<Invocation, lexopt::Error> {
         "verify" => no_operands(Command::Verify)?,
         "clear" => no_operands(Command::Clear)?,
         "prune" if max_bytes.is_none() && older_than.is_none() => {
-            return Err("prune needs --older-than DURATION or --max-bytes N (see prune --help)".into())
+            return Err(
+                "prune needs --older-than DURATION or --max-bytes N (see prune --help)".into(),
+            )
         }
         "prune" => no_operands(Command::Prune {
             max_bytes,
@@ -213,7 +220,11 @@ fn parse(mut parser: lexopt::Parser) -> Result<Invocation, lexopt::Error> {
         _ => match &operands[..] {
             [action, folder] if action == "inspect" => Command::BundleInspect(folder.into()),
             [action, folder] if action == "verify" => Command::BundleVerify(folder.into()),
-            _ => return Err("usage: sheaf-jit-cache bundle inspect|verify DIR (see bundle --help)".into()),
+            _ => {
+                return Err(
+                    "usage: sheaf-jit-cache bundle inspect|verify DIR (see bundle --help)".into(),
+                )
+            }
         },
     };
     Ok(Invocation { dir, command })
