@@ -265,3 +265,23 @@ fn help_and_usage_errors() {
     );
     assert!(!missing.exists());
 }
+
+#[test]
+fn a_reader_that_leaves_ends_the_command_quietly() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("cache");
+    // stdout a pipe whose reader is gone (as `sheaf-jit-cache list | head`
+    // once `head` is done): writing fails with EPIPE.
+    let (reader, writer) = rustix::pipe::pipe().unwrap();
+    drop(reader);
+    for command in ["list", "--help"] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_sheaf-jit-cache"))
+            .args(["--dir", dir.to_str().unwrap(), command])
+            .stdout(std::process::Stdio::from(writer.try_clone().unwrap()))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{command}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{command}: {stderr}");
+    }
+}

@@ -240,7 +240,8 @@ fn main() -> ExitCode {
     };
     let outcome = match invocation.command {
         Command::Help(text) => {
-            print!("{text}");
+            // A reader that left (`| head`) has what it wanted.
+            let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
             return ExitCode::SUCCESS;
         }
         Command::BundleInspect(dir) => bundle::inspect(&dir),
