@@ -289,6 +289,11 @@ impl<E> FunctionCache<E> {
         self.entries.iter().map(|(sig, entry)| (sig, &entry.exe))
     }
 
+    /// Every entry with its signature, most recently used first.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (&Signature, &Entry<E>)> {
+        self.entries.iter()
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }

@@ -18,6 +18,7 @@ use crate::thrash::FunctionMode;
 /// compile in flight), queueing misses that did not wait for their compile,
 /// and calls whose compile (their own or the one they waited for) failed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Counters {
     /// Calls seen.
@@ -126,6 +127,7 @@ impl Counters {
 
 /// A snapshot of one function's state.
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct FunctionStats {
     /// The function.
@@ -137,17 +139,30 @@ pub struct FunctionStats {
     /// Whether it compiles new signatures.
     pub mode: FunctionMode,
     /// Why its last miss missed.
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::serialize::display_option")
+    )]
     pub last_miss: Option<MissReason>,
     /// Why admission refused its last miss, if it did (with the recent
     /// frequencies compared).
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::serialize::display_option")
+    )]
     pub last_refusal: Option<Refusal>,
     /// The last miss that compiled a signature with dynamic dims: which
     /// dims varied, and the signature.
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::serialize::display_option")
+    )]
     pub last_generalization: Option<Generalization>,
 }
 
 /// A snapshot of the whole cache; `Display` prints a report table.
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct CacheStats {
     /// Counters over all functions, including functions evicted since.

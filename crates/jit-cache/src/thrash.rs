@@ -14,6 +14,7 @@ use crate::function_id::FunctionId;
 
 /// How a function treats new signatures, as shown in stats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub enum FunctionMode {
     /// Misses compile (at capacity, as admission decides).

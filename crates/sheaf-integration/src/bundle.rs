@@ -182,12 +182,22 @@ pub(crate) struct BundledVariant {
 
 /// What a manifest says.
 #[derive(Debug)]
-struct Manifest {
-    compiler: String,
-    runtime: String,
+pub(crate) struct Manifest {
+    pub(crate) compiler: String,
+    pub(crate) runtime: String,
     /// Each artifact's key, and the size of its file.
-    artifacts: Vec<(ArtifactKey, u64)>,
-    variants: HashMap<(String, u64), Vec<BundledVariant>>,
+    pub(crate) artifacts: Vec<(ArtifactKey, u64)>,
+    /// The variants, by function name and definition hash.
+    pub(crate) variants: HashMap<(String, u64), Vec<BundledVariant>>,
+}
+
+/// The bundle at `dir` as [`Bundle::open`] reads it before it checks the
+/// runtime build and the entries: its folders and secret (as
+/// [`ArtifactStore::open_read_only`] checks them), then its manifest.
+pub(crate) fn read(dir: &Path) -> Result<(ArtifactStore, Manifest), BundleError> {
+    let store = ArtifactStore::open_read_only(dir)?;
+    let text = read_manifest(&dir.join(MANIFEST))?;
+    Ok((store, Manifest::parse(&text)?))
 }
 
 impl Bundle {
@@ -196,9 +206,7 @@ impl Bundle {
     /// every entry the manifest lists, each a safe file of the size it
     /// records.
     pub(crate) fn open(dir: &Path) -> Result<Bundle, BundleError> {
-        let store = ArtifactStore::open_read_only(dir)?;
-        let text = read_manifest(&dir.join(MANIFEST))?;
-        let manifest = Manifest::parse(&text)?;
+        let (store, manifest) = read(dir)?;
         if manifest.runtime != iree_safe::IREE_RUNTIME_BUILD {
             return Err(BundleError::RuntimeMismatch {
                 bundle: manifest.runtime,

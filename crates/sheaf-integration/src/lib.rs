@@ -52,6 +52,8 @@
 
 mod batch_queue;
 mod bundle;
+mod bundle_inspect;
+mod cached;
 mod config;
 mod declaration;
 mod entry;
@@ -131,11 +133,15 @@ pub mod artifacts {
     #[doc(hidden)]
     pub use crate::bundle::open_for_fuzzing;
     pub use crate::bundle::{BundleError, ExportSummary};
+    pub use crate::bundle_inspect::{
+        inspect_bundle, verify_bundle, BundleContents, BundleVerdict, BundledSignature,
+    };
     pub use crate::error::ImportError;
     pub use crate::import::{Import, ImportSummary};
     pub use crate::runtime::{Precompile, PrecompileSummary};
     pub use crate::variant::ArtifactSource;
     pub use iree_safe::TrustedVmfb;
+    pub use jit_cache::store::ArtifactKey;
 }
 
 pub mod compiler {
@@ -154,13 +160,14 @@ pub mod stats {
     //! What the runtime reports about itself: the counters of each part,
     //! and the profile by phase.
 
+    pub use crate::cached::CachedVariant;
     pub use crate::profile::{Phase, PhaseTotals, ProfileReport};
     pub use crate::upload::UploadStats;
     pub use iree_safe::MemoryStatistics;
     pub use jit_cache::store::StoreStats;
     #[cfg(feature = "remote-cache")]
     pub use jit_cache::store::{BreakerState, RemoteStats};
-    pub use jit_cache::{CacheStats, FunctionMode, Origin};
+    pub use jit_cache::{CacheStats, Counters, FunctionId, FunctionMode, FunctionStats, Origin};
 }
 
 pub mod tuning {

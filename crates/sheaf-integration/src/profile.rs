@@ -14,6 +14,7 @@ use crate::variant::ArtifactSource;
 
 /// A phase of a JIT call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub enum Phase {
     /// Building the signature and asking the cache, up to a miss's
@@ -100,6 +101,7 @@ impl Profile {
 
 /// Time spent in one phase.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PhaseTotals {
     /// The phase.
     pub phase: Phase,
@@ -112,6 +114,7 @@ pub struct PhaseTotals {
 /// A snapshot of the profile and the cache statistics; `Display` prints the
 /// `--jit-profile` table.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ProfileReport {
     /// Time per phase.
     pub phases: Vec<PhaseTotals>,

@@ -40,6 +40,7 @@ const SEEN_REMEMBERED: usize = 256;
 
 /// Counters of the upload cache.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct UploadStats {
     /// Host arguments served from a cached device copy.

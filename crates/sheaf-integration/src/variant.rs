@@ -38,6 +38,7 @@ pub(crate) struct Variant {
 /// compiler ran, or it was found in the disk cache, the remote cache or an
 /// artifact bundle. A hit reports the source of the variant it ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub enum ArtifactSource {
     /// The compiler built it in this process.

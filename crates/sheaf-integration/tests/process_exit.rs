@@ -1,7 +1,9 @@
 //! What a runtime finishes when the process exits: a short program's
 //! background compiles reach the disk cache, so the next run of the same
 //! program runs compiled from its first call; a runtime kept in a `static`
-//! prints its profile. Each program is a child process of this test binary.
+//! prints its profile, once, as does one dropped before the exit, and a
+//! broken stderr loses the profile without a panic. Each program is a child
+//! process of this test binary.
 
 mod support;
 
@@ -147,4 +149,73 @@ fn a_runtime_in_a_static_prints_its_profile_at_exit() {
         1,
         "the profile, once:\n{stderr}"
     );
+}
+
+#[test]
+fn a_runtime_dropped_before_exit_prints_its_profile_once() {
+    if std::env::var(CHILD).as_deref() == Ok("dropped") {
+        // Blocking: no background compile holds the runtime past the drop.
+        let config = JitConfig::builder()
+            .compile(|compile| compile.mode = CompileMode::Blocking)
+            .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+            .profile_at_exit(true)
+            .build()
+            .unwrap();
+        let jit = JitRuntime::new(config).unwrap();
+        let x = [Value::host(ArrayD::<f32>::ones(IxDyn(&[1, 5])))];
+        jit.call(&reference::sigmoid(), &x, &[], |args, _, _| {
+            reference::interpret_sigmoid(args)
+        })
+        .unwrap();
+        drop(jit);
+        eprintln!("dropped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let output = run_child(
+        "a_runtime_dropped_before_exit_prints_its_profile_once",
+        "dropped",
+        dir.path(),
+    );
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(
+        stderr.matches("JIT profile").count(),
+        1,
+        "the profile, once, at the drop:\n{stderr}"
+    );
+    assert!(
+        stderr.find("JIT profile") < stderr.find("dropped"),
+        "printed when dropped, not at exit:\n{stderr}"
+    );
+}
+
+#[test]
+fn a_runtime_dropped_with_a_broken_stderr_does_not_panic() {
+    if std::env::var(CHILD).as_deref() == Ok("broken") {
+        let config = JitConfig::builder()
+            .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+            .profile_at_exit(true)
+            .build()
+            .unwrap();
+        let jit = JitRuntime::new(config).unwrap();
+        // stderr a pipe whose reader left: writing to it fails (EPIPE).
+        rustix::stdio::dup2_stderr(pipe_without_reader()).unwrap();
+        drop(jit);
+        println!("dropped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let output = run_child(
+        "a_runtime_dropped_with_a_broken_stderr_does_not_panic",
+        "broken",
+        dir.path(),
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("dropped"));
+}
+
+/// The write end of a pipe whose read end is closed.
+fn pipe_without_reader() -> rustix::fd::OwnedFd {
+    let (reader, writer) = rustix::pipe::pipe().unwrap();
+    drop(reader);
+    writer
 }

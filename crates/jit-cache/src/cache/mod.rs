@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::byte_size::ByteSize;
+use crate::cached::CachedEntry;
 use crate::config::CacheConfig;
 use crate::dispatch::{Dispatch, FallbackReason, Provenance};
 use crate::error::{CompileFailure, ConfigError};
@@ -469,6 +470,39 @@ impl<E: Executable> JitCache<E> {
     /// snapshot: the executables stay alive while the caller holds them).
     pub fn entries(&self) -> Vec<(FunctionId, Signature, Arc<E>)> {
         self.lock().entries()
+    }
+
+    /// What the cache holds, one row per cached executable: function,
+    /// signature, bytes, hits and how recently it was used (see
+    /// [`CachedEntry`]); by function name, then most recently used first.
+    /// A snapshot: the executables stay alive while the caller holds them.
+    ///
+    /// ```
+    /// use jit_cache::{CompileFailure, DType, Executable, FunctionId, JitCache, Signature};
+    ///
+    /// struct Module;
+    /// impl Executable for Module {
+    ///     fn size_bytes(&self) -> usize {
+    ///         1000
+    ///     }
+    /// }
+    ///
+    /// let cache: JitCache<Module> = JitCache::default();
+    /// let f = FunctionId::new("f", 1);
+    /// let compile = |_: &Signature| Ok::<_, CompileFailure>(Module);
+    /// for n in [1, 2, 1, 1] {
+    ///     let sig = Signature::builder().arg(DType::F32, &[n]).build();
+    ///     let _ = cache.get_or_compile(&f, &sig, compile);
+    /// }
+    /// let rows: Vec<_> = cache
+    ///     .cached(None)
+    ///     .iter()
+    ///     .map(|e| (e.signature.to_string(), e.bytes, e.hits, e.calls_since_use))
+    ///     .collect();
+    /// assert_eq!(rows, [("(f32[1])".into(), 1000, 2, 0), ("(f32[2])".into(), 1000, 0, 2)]);
+    /// ```
+    pub fn cached(&self, only: Option<&FunctionId>) -> Vec<CachedEntry<E>> {
+        self.lock().cached(only)
     }
 
     /// A snapshot of the counters; `Display` prints a report table.

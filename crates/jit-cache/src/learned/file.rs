@@ -142,6 +142,25 @@ impl LearnedPolicy {
         text: &str,
         scope: &PolicyScope<'_>,
     ) -> Result<LearnedPolicy, PolicyFileError> {
+        let (owner, learned) = Self::read_text(text)?;
+        owner.check(scope)?;
+        Ok(learned)
+    }
+
+    /// The policy in `text`, the text of a policy file, and whose it is,
+    /// if it is whole, whoever it was written for: what a tool that lists
+    /// a cache's policy files reads (a process recalls a policy with
+    /// [`from_text`](Self::from_text), which checks its scope too).
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyFileError::TooLarge`] for a text over
+    /// [`MAX_TEXT_BYTES`](Self::MAX_TEXT_BYTES),
+    /// [`PolicyFileError::Damaged`] for one that is not a whole policy
+    /// file of this version, with records within the bounds, and
+    /// [`PolicyFileError::Stale`] for one with dims that are not dims of
+    /// their class.
+    pub fn read_text(text: &str) -> Result<(PolicyOwner, LearnedPolicy), PolicyFileError> {
         let damaged = PolicyFileError::Damaged;
         if text.len() > Self::MAX_TEXT_BYTES {
             return Err(PolicyFileError::TooLarge {
@@ -166,7 +185,7 @@ impl LearnedPolicy {
             .enumerate()
             .skip(1)
             .map(|(i, line)| (i + 1, line));
-        check_scope(&mut lines, scope)?;
+        let owner = read_owner(&mut lines)?;
         let mut learned = LearnedPolicy::new(Vec::new(), Vec::new(), 0);
         for (number, line) in lines {
             let fields: Vec<&str> = line.split('\t').collect();
@@ -212,7 +231,55 @@ impl LearnedPolicy {
                 Self::MAX_HOT
             )));
         }
-        Ok(learned)
+        Ok((owner, learned))
+    }
+}
+
+/// Whose policy a policy file holds, as its text names it
+/// ([`LearnedPolicy::read_text`]): the function, and hashes
+/// ([`stable_hash`]) of the compiler build and target it was learned for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PolicyOwner {
+    /// The function's name.
+    pub function: String,
+    /// The hash of its definition.
+    pub definition_hash: u64,
+    /// The [`stable_hash`] of the compiler build.
+    pub compiler_hash: u64,
+    /// The [`stable_hash`] of the target.
+    pub target_hash: u64,
+}
+
+impl PolicyOwner {
+    /// `Ok` when this is `scope`'s policy.
+    fn check(&self, scope: &PolicyScope<'_>) -> Result<(), PolicyFileError> {
+        let stale = |why: String| Err(PolicyFileError::Stale(why));
+        let name = &self.function;
+        if *name != scope.function {
+            return stale(format!(
+                "it is the policy of `{name}`, not of `{}`",
+                scope.function
+            ));
+        }
+        if self.definition_hash != scope.definition_hash {
+            return stale(format!(
+                "it was learned for another definition of `{name}` ({:016x}; this one is \
+                 {:016x})",
+                self.definition_hash, scope.definition_hash
+            ));
+        }
+        for (what, recorded, current) in [
+            ("compiler", self.compiler_hash, scope.compiler),
+            ("target", self.target_hash, scope.target),
+        ] {
+            if recorded != stable_hash(current.as_bytes()) {
+                return stale(format!(
+                    "it was learned with another {what} than this process's `{current}`"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -226,12 +293,10 @@ fn whole_body(text: &str) -> Option<&str> {
     (hash == stable_hash(body.as_bytes())).then_some(body)
 }
 
-/// Reads the `function`, `compiler` and `target` lines, which must name
-/// `scope`.
-fn check_scope<'t>(
+/// Reads the `function`, `compiler` and `target` lines.
+fn read_owner<'t>(
     lines: &mut impl Iterator<Item = (usize, &'t str)>,
-    scope: &PolicyScope<'_>,
-) -> Result<(), PolicyFileError> {
+) -> Result<PolicyOwner, PolicyFileError> {
     let mut field = |name: &str| -> Result<Vec<&'t str>, PolicyFileError> {
         let line = lines.next().map(|(_, line)| line).unwrap_or_default();
         let mut fields = line.split('\t');
@@ -242,7 +307,6 @@ fn check_scope<'t>(
             ))),
         }
     };
-    let stale = |why: String| Err(PolicyFileError::Stale(why));
     let function = field("function")?;
     let (name, definition) = match function[..] {
         [name, definition] => (
@@ -251,37 +315,24 @@ fn check_scope<'t>(
         ),
         _ => (None, None),
     };
-    let (Some(name), Some(definition)) = (name, definition) else {
+    let (Some(function), Some(definition_hash)) = (name, definition) else {
         return Err(PolicyFileError::Damaged("a bad `function` line".to_owned()));
     };
-    if name != scope.function {
-        return stale(format!(
-            "it is the policy of `{name}`, not of `{}`",
-            scope.function
-        ));
-    }
-    if definition != scope.definition_hash {
-        return stale(format!(
-            "it was learned for another definition of `{name}` ({definition:016x}; this one is \
-             {:016x})",
-            scope.definition_hash
-        ));
-    }
-    for (what, current) in [("compiler", scope.compiler), ("target", scope.target)] {
+    let mut hash = |what: &str| {
         let recorded = match field(what)?[..] {
             [hash] => hex::parse_u64(hash, 16..=16),
             _ => None,
         };
-        let Some(recorded) = recorded else {
-            return Err(PolicyFileError::Damaged(format!("a bad `{what}` line")));
-        };
-        if recorded != stable_hash(current.as_bytes()) {
-            return stale(format!(
-                "it was learned with another {what} than this process's `{current}`"
-            ));
-        }
-    }
-    Ok(())
+        recorded.ok_or_else(|| PolicyFileError::Damaged(format!("a bad `{what}` line")))
+    };
+    let compiler_hash = hash("compiler")?;
+    let target_hash = hash("target")?;
+    Ok(PolicyOwner {
+        function,
+        definition_hash,
+        compiler_hash,
+        target_hash,
+    })
 }
 
 /// `0.0,1.2`: (argument, dim) positions, at least one, none twice.

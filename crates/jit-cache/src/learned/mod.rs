@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustc_hash::FxHasher;
 
-pub use file::{PolicyFileError, PolicyScope};
+pub use file::{PolicyFileError, PolicyOwner, PolicyScope};
 pub(crate) use recalled::Recalled;
 
 use crate::function_id::FunctionId;

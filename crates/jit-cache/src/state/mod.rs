@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use crate::admission::Admit;
 use crate::budget::Budget;
+use crate::cached::CachedEntry;
 use crate::config::CacheConfig;
 use crate::function_cache::Evicted;
 use crate::function_id::FunctionId;
@@ -332,6 +333,30 @@ impl<E> CacheState<E> {
                     .cache
                     .iter()
                     .map(move |(sig, exe)| (id.clone(), sig.clone(), Arc::clone(exe)))
+            })
+            .collect()
+    }
+
+    /// What is cached, of `only` that function or of all: by function
+    /// name, then most recently used first.
+    pub(crate) fn cached(&self, only: Option<&FunctionId>) -> Vec<CachedEntry<E>> {
+        let mut functions: Vec<(&FunctionId, &FunctionState<E>)> = match only {
+            Some(func) => self.functions.map.get_key_value(func).into_iter().collect(),
+            None => self.functions.map.iter().collect(),
+        };
+        functions.sort_by_key(|(func, _)| *func);
+        functions
+            .into_iter()
+            .flat_map(|(func, state)| {
+                let calls = state.counters.calls;
+                state.cache.entries().map(move |(sig, entry)| CachedEntry {
+                    function: func.clone(),
+                    signature: sig.clone(),
+                    executable: Arc::clone(&entry.exe),
+                    bytes: entry.bytes,
+                    hits: entry.hits,
+                    calls_since_use: calls.saturating_sub(entry.last_call),
+                })
             })
             .collect()
     }

@@ -205,6 +205,11 @@ impl ArtifactStore {
         self.behind.remote_stats()
     }
 
+    /// The store's folder, when it has one (for `inspect.rs`).
+    pub(super) fn folder(&self) -> Option<&Folder> {
+        self.folder.as_ref()
+    }
+
     /// The folder holding the entries; `None` when disabled.
     pub fn directory(&self) -> Option<&Path> {
         self.folder.as_ref().map(|folder| folder.entries.as_path())

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 /// What the breaker of a remote tier lets through, in
 /// [`RemoteStats`](super::RemoteStats).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub enum BreakerState {
     /// Requests go out.

@@ -43,6 +43,7 @@ mod behind;
 mod breaker;
 mod entry;
 mod folder;
+mod inspect;
 mod key;
 mod listing;
 mod policy_files;
@@ -57,6 +58,7 @@ mod trust;
 mod verified;
 
 pub use artifact_store::{ArtifactStore, BuildError, Fetched, StoreConfig, MAX_ENTRY_BYTES};
+pub use inspect::{EntryCheck, Removed, StoredEntry, StoredPolicy};
 pub use key::{ArtifactKey, KeyParts};
 pub use policy_files::MAX_POLICY_FILES;
 pub use stats::StoreStats;

@@ -98,7 +98,9 @@ impl PolicyFiles {
             }
         }
         let path = folder.join(file_name(scope));
-        let read = read(&path, owners, scope)?;
+        let read = read(&path, owners, true, |text| {
+            LearnedPolicy::from_text(text, scope)
+        })?;
         match read {
             Ok(learned) => Some(learned),
             Err(why) => {
@@ -217,7 +219,7 @@ fn file_name(scope: &PolicyScope<'_>) -> String {
 
 /// Why a policy file is not used.
 #[derive(Debug)]
-enum Unusable {
+pub(super) enum Unusable {
     Insecure(String),
     Unreadable(io::Error),
     Text(PolicyFileError),
@@ -233,12 +235,14 @@ impl std::fmt::Display for Unusable {
     }
 }
 
-/// The policy in the file `path`; `None` when there is no file.
-fn read(
+/// The policy in the file `path`, as `parse` reads its text; `None` when
+/// there is no file. A file read whole is marked used when `touch` is set.
+pub(super) fn read<T>(
     path: &Path,
     owners: Owners,
-    scope: &PolicyScope<'_>,
-) -> Option<Result<LearnedPolicy, Unusable>> {
+    touch: bool,
+    parse: impl FnOnce(&str) -> Result<T, PolicyFileError>,
+) -> Option<Result<T, Unusable>> {
     let (mut file, metadata) = match open_file(path, owners, CLOSE_FILE) {
         Ok(opened) => opened,
         Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
@@ -260,14 +264,23 @@ fn read(
         return Some(Err(Unusable::Unreadable(error)));
     }
     let learned = match String::from_utf8(bytes) {
-        Ok(text) => LearnedPolicy::from_text(&text, scope),
+        Ok(text) => parse(&text),
         Err(_) => Err(PolicyFileError::Damaged("it is not UTF-8 text".to_owned())),
     };
-    if learned.is_ok() {
+    if touch && learned.is_ok() {
         // Best effort: a file we cannot touch just ages sooner.
         let _ = file.set_modified(SystemTime::now());
     }
     Some(learned.map_err(Unusable::Text))
+}
+
+/// The policy files of the store's folder `dir` (temporary files not
+/// included).
+pub(super) fn list(dir: &Path) -> Vec<listing::Listed> {
+    listing::list(&dir.join(POLICY_FOLDER), POLICY_EXTENSION)
+        .into_iter()
+        .filter(|file| !file.temporary)
+        .collect()
 }
 
 /// Writes `text` to `path` (inside `folder`) whole: a temporary file, mode

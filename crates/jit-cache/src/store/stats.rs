@@ -5,6 +5,7 @@
 counters! {
     /// Counters of a [`ArtifactStore`](super::ArtifactStore), from [`ArtifactStore::stats`](super::ArtifactStore::stats).
     #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    #[cfg_attr(feature = "serde", derive(serde::Serialize))]
     #[non_exhaustive]
     pub struct StoreStats counted in Counters {
         /// Artifacts served from disk.

@@ -14,6 +14,7 @@ mod open;
 mod precompile;
 mod variants;
 
+use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -26,6 +27,7 @@ use jit_cache::store::StoreStats;
 use jit_cache::{CacheStats, JitCache};
 
 use crate::batch_queue::BatchQueue;
+use crate::cached::CachedVariant;
 use crate::config::{CompileMode, UploadSettings};
 use crate::error::JitError;
 use crate::exit;
@@ -154,11 +156,13 @@ impl exit::Finish for Inner {
 }
 
 impl Inner {
-    /// Prints the profile to stderr, when asked to.
+    /// Prints the profile to stderr, when asked to. A stderr that cannot
+    /// be written (closed, a pipe whose reader left: likely at exit) is
+    /// not an error: the profile is lost, nothing panics.
     fn print_profile(&self) {
         if self.profile_at_exit {
             let report = self.profile.snapshot(self.cache.stats(), &self.pipeline);
-            eprintln!("{report}");
+            let _ = writeln!(std::io::stderr().lock(), "{report}");
         }
     }
 }
@@ -175,6 +179,62 @@ impl JitRuntime {
     /// starts from it.
     pub fn forget<M>(&self, function: &JitFunction<M>) -> usize {
         self.inner.cache.evict_function(function.id())
+    }
+
+    /// What the runtime holds: one row per compiled signature, with its
+    /// function, signature, where its artifact came from (compiler, disk
+    /// cache, remote cache, bundle, import), its bytes, hits and how
+    /// recently it was used; by function name, then most recently used
+    /// first. `Display` prints a row as one line.
+    ///
+    /// ```no_run
+    /// use sheaf_integration::{JitConfig, JitRuntime};
+    ///
+    /// let jit = JitRuntime::new(JitConfig::from_env()?)?;
+    /// // ... calls ...
+    /// for variant in jit.entries() {
+    ///     println!("{variant}"); // sigmoid (f32[1,5]) from disk cache, 9.9 KiB, 41 hits, ...
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn entries(&self) -> Vec<CachedVariant> {
+        self.inner
+            .cache
+            .cached(None)
+            .into_iter()
+            .map(CachedVariant::new)
+            .collect()
+    }
+
+    /// What the runtime holds of `function` ([`entries`](Self::entries)
+    /// of one function; [`forget`](Self::forget) drops them).
+    pub fn entries_of<M>(&self, function: &JitFunction<M>) -> Vec<CachedVariant> {
+        self.inner
+            .cache
+            .cached(Some(function.id()))
+            .into_iter()
+            .map(CachedVariant::new)
+            .collect()
+    }
+
+    /// Drops every compiled signature of every function ([`forget`](Self::forget)
+    /// for all of them); returns how many variants were dropped. Their
+    /// modules are unloaded as soon as no call running them holds them.
+    ///
+    /// What goes: the cached variants, each function's admission and
+    /// thrash state, remembered compile failures and reported interpreter
+    /// times, and its per-function counters; compiles queued in the
+    /// background are withdrawn, and one running is not cached. What
+    /// stays: the totals of [`stats`](Self::stats) and the
+    /// [`profile`](Self::profile) (they count what happened, cleared
+    /// functions included), the upload cache's device copies, the
+    /// compiler once loaded, and everything on disk: the disk cache's
+    /// entries and what the policy learned (its policy files), so the next
+    /// call of each signature loads its artifact from disk (or a bundle)
+    /// instead of compiling, and starts from the learned policy. To delete
+    /// the disk cache, use the `sheaf-jit-cache clear` command.
+    pub fn clear(&self) -> usize {
+        self.inner.cache.clear()
     }
 
     /// The compile mode of functions that do not

@@ -11,6 +11,7 @@ counters! {
     /// Counters of a [`RemoteTier`](super::RemoteTier), from
     /// [`ArtifactStore::remote_stats`](crate::store::ArtifactStore::remote_stats).
     #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    #[cfg_attr(feature = "serde", derive(serde::Serialize))]
     #[non_exhaustive]
     pub struct RemoteStats counted in Counters {
         /// Artifacts served from the remote store (and copied to disk).

@@ -1,0 +1,270 @@
+//! `sheaf-jit-cache`: shows, checks and trims the JIT's disk cache, and
+//! shows and checks artifact bundles (cargo feature `cli`).
+//!
+//! It finds the disk cache where the runtime does (`SHEAF_JIT_CACHE_DIR`,
+//! else `$XDG_CACHE_HOME/sheaf-jit` or `$HOME/.cache/sheaf-jit`; `--dir`
+//! overrides), opens it with the store's own checks (the folder's owner
+//! and mode, its `secret`), and reads every entry, policy file and bundle
+//! with the runtime's own code (`jit_cache::store`, `inspect_bundle`,
+//! `verify_bundle`): nothing here parses a file itself.
+//!
+//! - `main.rs`: the command line and what each command prints.
+//! - `disk.rs`: the disk-cache commands.
+//! - `bundle.rs`: the bundle commands.
+//! - `text.rs`: durations and ages, read and written.
+
+/// `println!`, but an error to return instead of a panic: stdout may be a
+/// pipe whose reader left (`sheaf-jit-cache list | head`).
+macro_rules! say {
+    ($($arg:tt)*) => {
+        std::io::Write::write_fmt(&mut std::io::stdout().lock(), format_args!("{}\n", format_args!($($arg)*)))?
+    };
+}
+
+mod bundle;
+mod disk;
+mod text;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use lexopt::prelude::*;
+use sheaf_integration::settings::ByteSize;
+use sheaf_integration::ErrorChain;
+
+const USAGE: &str = "\
+sheaf-jit-cache: show, check and trim the Sheaf JIT's disk cache and artifact bundles
+
+usage: sheaf-jit-cache [--dir DIR] COMMAND [OPTIONS]
+
+commands:
+  stats                 what the disk cache holds, in total
+  list                  every entry (key, size, last use) and every function's policy file
+                        (its signatures, and the compiler it was learned with)
+  verify                check every entry as the runtime does before loading it (owner, mode,
+                        format, authentication tag under the folder's secret) and every policy
+                        file; prints the reason for each refusal; exit status 1 if any
+  prune                 delete entries: --older-than DURATION (unused that long), then the least
+                        recently used down to --max-bytes N
+  clear                 delete every entry and policy file (the secret stays)
+  bundle inspect DIR    what an artifact bundle lists: compiler, runtime, variants
+  bundle verify DIR     check a bundle as this program's runtime would before serving it, and
+                        each of its entries; exit status 1 if anything is refused
+
+options:
+  --dir DIR             the disk cache's folder (default: where the runtime keeps it:
+                        SHEAF_JIT_CACHE_DIR, else $XDG_CACHE_HOME/sheaf-jit, else
+                        $HOME/.cache/sheaf-jit)
+  -h, --help            this text; `sheaf-jit-cache COMMAND --help` for a command's
+
+Nothing is loaded or run: entries are only read and checked.
+";
+
+/// A command's help text.
+fn command_help(command: &str) -> Option<&'static str> {
+    Some(match command {
+        "stats" => {
+            "usage: sheaf-jit-cache [--dir DIR] stats\n\n\
+             Prints the disk cache's folder, its size bound (SHEAF_JIT_CACHE_MAX_BYTES), the\n\
+             compiler build recorded for its entries, how many entries and bytes it holds,\n\
+             and how many policy files (one per function: what the cache's policy learned).\n"
+        }
+        "list" => {
+            "usage: sheaf-jit-cache [--dir DIR] list\n\n\
+             Lists every entry, most recently used first: its key (the SHA-256 of the\n\
+             program, compiler, runtime and target; `JitRuntime::entries` shows the key of\n\
+             each variant a process holds), its size and when it was last used; then every\n\
+             policy file: the function (name and definition hash), whether it was learned\n\
+             with the recorded compiler, its dynamic dims and the signatures it had cached.\n"
+        }
+        "verify" => {
+            "usage: sheaf-jit-cache [--dir DIR] verify\n\n\
+             Checks the folder (owner, mode, secret) as the runtime does when it opens it,\n\
+             then reads every entry as a lookup does before loading it: a regular file no\n\
+             other user can write, a well-formed header for its key, a size within the\n\
+             bound, an HMAC-SHA256 tag that verifies under the folder's secret. Each entry\n\
+             is printed with `ok` or the reason the runtime would refuse it (and delete it,\n\
+             then compile again); nothing is deleted here. Policy files that a process\n\
+             would not use are listed with the reason. Exit status 1 if anything is refused.\n"
+        }
+        "prune" => {
+            "usage: sheaf-jit-cache [--dir DIR] prune [--older-than DURATION] [--max-bytes N]\n\n\
+             --older-than DURATION  delete the entries not used for DURATION or longer\n\
+             \x20                      (`90s`, `30m`, `12h`, `7d`, `2w`)\n\
+             --max-bytes N          then delete the least recently used entries until the\n\
+             \x20                      rest take at most N bytes (`4096`, `64K`, `512M`, `2G`)\n\n\
+             At least one is needed. Policy files stay. A running process whose entry was\n\
+             deleted compiles it again.\n"
+        }
+        "clear" => {
+            "usage: sheaf-jit-cache [--dir DIR] clear\n\n\
+             Deletes every entry and every policy file. The folder, its secret and the\n\
+             recorded compiler stay. Running processes keep what they loaded and compile\n\
+             (then write) again what they miss.\n"
+        }
+        "bundle" => {
+            "usage: sheaf-jit-cache bundle inspect DIR\n\
+             \x20      sheaf-jit-cache bundle verify DIR\n\n\
+             inspect  prints the bundle's manifest: the compiler and runtime builds, each\n\
+             \x20        artifact (key, size) and each variant (function, definition hash,\n\
+             \x20        signature, entry symbol, artifact).\n\
+             verify   checks the bundle as this program's runtime checks it before serving\n\
+             \x20        it (every folder and file yours or root's and writable by no one else,\n\
+             \x20        the manifest, the runtime build, the entries' sizes), then each entry's\n\
+             \x20        format and tag; prints the reason for each refusal. Exit status 1 if\n\
+             \x20        anything is refused.\n"
+        }
+        _ => return None,
+    })
+}
+
+/// A parsed command line.
+#[derive(Debug)]
+enum Command {
+    Help(&'static str),
+    Stats,
+    List,
+    Verify,
+    Prune {
+        max_bytes: Option<u64>,
+        older_than: Option<Duration>,
+    },
+    Clear,
+    BundleInspect(PathBuf),
+    BundleVerify(PathBuf),
+}
+
+/// The command line after the program's name.
+#[derive(Debug)]
+struct Invocation {
+    dir: Option<PathBuf>,
+    command: Command,
+}
+
+fn parse(mut parser: lexopt::Parser) -> Result<Invocation, lexopt::Error> {
+    let mut dir = None;
+    let name =
+        loop {
+            match parser.next()? {
+                Some(Long("dir")) => dir = Some(PathBuf::from(parser.value()?)),
+                Some(Short('h') | Long("help")) => {
+                    return Ok(Invocation {
+                        dir,
+                        command: Command::Help(USAGE),
+                    })
+                }
+                Some(Value(name)) => break name.string()?,
+                Some(arg) => return Err(arg.unexpected()),
+                None => return Err(
+                    "a command is needed: stats, list, verify, prune, clear or bundle (see --help)"
+                        .into(),
+                ),
+            }
+        };
+    let help = command_help(&name).ok_or_else(|| {
+        lexopt::Error::from(format!(
+            "unknown command `{name}`: stats, list, verify, prune, clear or bundle (see --help)"
+        ))
+    })?;
+    let (mut max_bytes, mut older_than) = (None, None);
+    let mut operands: Vec<OsString> = Vec::new();
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Short('h') | Long("help") => {
+                return Ok(Invocation {
+                    dir,
+                    command: Command::Help(help),
+                })
+            }
+            Long("dir") => dir = Some(PathBuf::from(parser.value()?)),
+            Long("max-bytes") if name == "prune" => {
+                let value = parser.value()?.string()?;
+                let size: ByteSize = value
+                    .parse()
+                    .map_err(|e| format!("--max-bytes `{value}`: {e}"))?;
+                max_bytes = Some(size.0);
+            }
+            Long("older-than") if name == "prune" => {
+                let value = parser.value()?.string()?;
+                older_than = Some(
+                    text::parse_duration(&value)
+                        .map_err(|e| format!("--older-than `{value}`: {e}"))?,
+                );
+            }
+            Value(operand) => operands.push(operand),
+            arg => return Err(arg.unexpected()),
+        }
+    }
+    let no_operands = |command: Command| {
+        if let Some(extra) = operands.first() {
+            return Err(lexopt::Error::UnexpectedArgument(extra.clone()));
+        }
+        Ok(command)
+    };
+    let command = match name.as_str() {
+        "stats" => no_operands(Command::Stats)?,
+        "list" => no_operands(Command::List)?,
+        "verify" => no_operands(Command::Verify)?,
+        "clear" => no_operands(Command::Clear)?,
+        "prune" if max_bytes.is_none() && older_than.is_none() => {
+            return Err(
+                "prune needs --older-than DURATION or --max-bytes N (see prune --help)".into(),
+            )
+        }
+        "prune" => no_operands(Command::Prune {
+            max_bytes,
+            older_than,
+        })?,
+        _ => match &operands[..] {
+            [action, folder] if action == "inspect" => Command::BundleInspect(folder.into()),
+            [action, folder] if action == "verify" => Command::BundleVerify(folder.into()),
+            _ => {
+                return Err(
+                    "usage: sheaf-jit-cache bundle inspect|verify DIR (see bundle --help)".into(),
+                )
+            }
+        },
+    };
+    Ok(Invocation { dir, command })
+}
+
+fn main() -> ExitCode {
+    let invocation = match parse(lexopt::Parser::from_env()) {
+        Ok(invocation) => invocation,
+        Err(error) => {
+            eprintln!("sheaf-jit-cache: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = match invocation.command {
+        Command::Help(text) => {
+            // A reader that left (`| head`) has what it wanted.
+            let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
+            return ExitCode::SUCCESS;
+        }
+        Command::BundleInspect(dir) => bundle::inspect(&dir),
+        Command::BundleVerify(dir) => bundle::verify(&dir),
+        command => disk::run(invocation.dir, command),
+    };
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        // The reader of stdout left: it has what it wanted.
+        Err(error)
+            if error
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("sheaf-jit-cache: {}", ErrorChain(error.as_ref()));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// What a command returns: whether everything checked was good.
+type Outcome = Result<bool, Box<dyn std::error::Error>>;

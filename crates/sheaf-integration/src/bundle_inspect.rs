@@ -1,0 +1,143 @@
+//! What an artifact bundle holds and whether this program would serve it,
+//! for a tool (`sheaf-jit-cache bundle inspect|verify`) or a deployment
+//! check: [`inspect_bundle`] lists its manifest, [`verify_bundle`] runs
+//! every check the runtime runs on it (folders, secret, manifest, runtime
+//! build, entry sizes) and then each entry's own (a safe file whose tag
+//! verifies), with the reason for each refusal. Both use the runtime's own
+//! reader (`bundle.rs`) and the store's checks, nothing of their own.
+
+use std::path::Path;
+
+use jit_cache::store::{ArtifactKey, EntryCheck};
+use jit_cache::{FunctionId, Signature};
+
+use crate::bundle::{self, Bundle, BundleError};
+
+/// A bundle's manifest ([`inspect_bundle`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct BundleContents {
+    /// The compiler build its keys name.
+    pub compiler: String,
+    /// The IREE runtime build it was exported from (a program that links
+    /// another refuses it).
+    pub runtime: String,
+    /// Its artifacts: key and file size (the variants of a precompiled
+    /// batch share one).
+    pub artifacts: Vec<(ArtifactKey, u64)>,
+    /// Its variants, by function name and definition hash, then
+    /// signature text.
+    pub variants: Vec<BundledSignature>,
+}
+
+/// One variant a bundle lists.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct BundledSignature {
+    /// Its function (name and definition hash).
+    pub function: FunctionId,
+    /// The signature compiled (`?` for a dynamic dim).
+    pub signature: Signature,
+    /// The entry function's symbol in the module.
+    pub entry: String,
+    /// Its artifact's key.
+    pub key: ArtifactKey,
+    /// The [`stable_hash`](crate::lowering::stable_hash) of the target
+    /// identity it was compiled for (a process serves the variants of its
+    /// own device's target).
+    pub target_hash: u64,
+}
+
+/// What [`verify_bundle`] found: the runtime's verdict on the bundle, and
+/// each entry's.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct BundleVerdict {
+    /// `Ok` when this program opens the bundle
+    /// ([`JitConfigBuilder::artifact_bundle`](crate::JitConfigBuilder::artifact_bundle)
+    /// takes it); else why it refuses it whole.
+    pub opens: Result<(), BundleError>,
+    /// Each artifact the manifest lists, checked as a call that loads it
+    /// checks it (a safe file, of the size the manifest records, whose tag
+    /// verifies under the bundle's secret).
+    pub entries: Vec<(ArtifactKey, EntryCheck)>,
+}
+
+impl BundleVerdict {
+    /// Whether the bundle opens and every entry is authentic.
+    pub fn is_ok(&self) -> bool {
+        self.opens.is_ok() && self.entries.iter().all(|(_, check)| check.is_authentic())
+    }
+}
+
+/// The manifest of the bundle at `dir`, read as the runtime reads it (its
+/// folders and secret checked first), whichever runtime it was built for.
+///
+/// # Errors
+///
+/// The [`BundleError`] the runtime would refuse the bundle with for its
+/// folders, secret or manifest.
+pub fn inspect_bundle(dir: &Path) -> Result<BundleContents, BundleError> {
+    let (_, manifest) = bundle::read(dir)?;
+    let mut variants: Vec<BundledSignature> = manifest
+        .variants
+        .into_iter()
+        .flat_map(|((name, hash), variants)| {
+            let function = FunctionId::new(name, hash);
+            variants.into_iter().map(move |variant| BundledSignature {
+                function: function.clone(),
+                signature: variant.signature,
+                entry: variant.entry,
+                key: variant.key,
+                target_hash: variant.target,
+            })
+        })
+        .collect();
+    variants.sort_by(|a, b| {
+        (
+            a.function.name(),
+            a.function.definition_hash(),
+            a.signature.to_string(),
+        )
+            .cmp(&(
+                b.function.name(),
+                b.function.definition_hash(),
+                b.signature.to_string(),
+            ))
+    });
+    Ok(BundleContents {
+        compiler: manifest.compiler,
+        runtime: manifest.runtime,
+        artifacts: manifest.artifacts,
+        variants,
+    })
+}
+
+/// Checks the bundle at `dir` as this program would before serving it
+/// ([`BundleVerdict::opens`]), then every entry its manifest lists
+/// ([`BundleVerdict::entries`]), whatever the first found.
+///
+/// # Errors
+///
+/// The [`BundleError`] for a bundle whose folders, secret or manifest
+/// cannot be read at all (then no entry can be checked).
+pub fn verify_bundle(dir: &Path) -> Result<BundleVerdict, BundleError> {
+    let (store, manifest) = bundle::read(dir)?;
+    let opens = Bundle::open(dir).map(drop);
+    let entries = manifest
+        .artifacts
+        .iter()
+        .map(|&(key, recorded)| {
+            let check = match store.stored_entry(&key) {
+                None => EntryCheck::Missing,
+                Some(entry) if entry.bytes != recorded => EntryCheck::Corrupt(format!(
+                    "{} bytes, not the {recorded} the manifest records",
+                    entry.bytes
+                )),
+                Some(entry) => store.check_entry(&entry),
+            };
+            (key, check)
+        })
+        .collect();
+    Ok(BundleVerdict { opens, entries })
+}
