@@ -118,7 +118,7 @@ impl Pipeline {
                 let choice =
                     compiler::choose_compiler(self.preference.clone()).map_err(Arc::new)?;
                 tracing::info!(
-                    target: "sheaf_jit",
+                    target: jit_cache::log_targets::COMPILE,
                     compiler = %choice.kind,
                     reason = %choice.reason,
                     "loaded the {} IREE compiler ({})",
@@ -154,14 +154,14 @@ impl Pipeline {
                     let error = ErrorChain(&error);
                     match &recorded {
                         Some(identity) => tracing::info!(
-                            target: "sheaf_jit",
+                            target: jit_cache::log_targets::COMPILE,
                             %error,
                             compiler = %identity,
                             "cannot identify the IREE compiler ({error}); serving the artifacts \
                              of `{identity}` that the disk cache or a bundle holds"
                         ),
                         None => tracing::warn!(
-                            target: "sheaf_jit",
+                            target: jit_cache::log_targets::COMPILE,
                             %error,
                             "cannot identify the IREE compiler ({error}); compiled artifacts \
                              are not cached on disk"
@@ -306,7 +306,7 @@ impl Pipeline {
                 declaration::mismatch(&entry, &found.signature, found.outputs.as_ref())
             {
                 tracing::warn!(
-                    target: "sheaf_jit",
+                    target: jit_cache::log_targets::RUNTIME,
                     bundle = %bundle.dir().display(),
                     function = function.name(),
                     signature = %found.signature,

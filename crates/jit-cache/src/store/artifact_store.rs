@@ -358,7 +358,7 @@ impl ArtifactStore {
             Ok(outcome) => outcome,
             Err(reason) => {
                 tracing::warn!(
-                    target: "jit_cache",
+                    target: crate::log_targets::CACHE,
                     entry = %path.display(),
                     %reason,
                     "refusing a disk-cache entry that is not safe to read ({reason}): it was not \
@@ -377,7 +377,7 @@ impl ArtifactStore {
             Verdict::Missing => None,
             Verdict::Rejected(Rejection::Corrupt(reason)) => {
                 tracing::warn!(
-                    target: "jit_cache",
+                    target: crate::log_targets::CACHE,
                     entry = %path.display(),
                     %reason,
                     "ignoring a damaged disk-cache entry ({reason}); it is deleted and built again"
@@ -387,7 +387,7 @@ impl ArtifactStore {
             }
             Verdict::Rejected(Rejection::Unauthenticated) => {
                 tracing::warn!(
-                    target: "jit_cache",
+                    target: crate::log_targets::CACHE,
                     entry = %path.display(),
                     "a disk-cache entry failed authentication (forged, copied from another \
                      entry, or damaged): it was not loaded; it is deleted and built again"
@@ -397,7 +397,7 @@ impl ArtifactStore {
             }
             Verdict::Rejected(Rejection::Refused(reason)) => {
                 tracing::warn!(
-                    target: "jit_cache",
+                    target: crate::log_targets::CACHE,
                     entry = %path.display(),
                     %reason,
                     "ignoring a disk-cache entry the runtime refused ({reason})"
@@ -434,7 +434,7 @@ impl ArtifactStore {
             }
             Err(error) => {
                 tracing::debug!(
-                    target: "jit_cache",
+                    target: crate::log_targets::CACHE,
                     entry = %path.display(),
                     error = %ErrorChain(&error),
                     "cannot write a disk-cache entry"
@@ -471,7 +471,7 @@ impl ArtifactStore {
             });
         if let Err(error) = &written {
             tracing::debug!(
-                target: "jit_cache",
+                target: crate::log_targets::CACHE,
                 folder = %dir.display(),
                 %error,
                 "cannot record the builder of the disk cache's entries"

@@ -290,10 +290,21 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
         },
     },
     EnvVariable {
+        name: "SHEAF_JIT_LOG",
+        meaning: "the library's own log on stderr: a filter in `RUST_LOG` syntax (`sheaf_jit=debug`, `warn,sheaf_jit::remote=debug`), installed when a runtime starts unless the program has a `tracing` subscriber (then its filter decides); see \"Seeing inside\"",
+        default: "none",
+        // Read when a runtime starts (`logging::install_from_env`); checked
+        // here so that a typo is an error like any other.
+        apply: |_, var| {
+            let lookup = |name: &str| (name == var.name).then(|| var.value.to_owned());
+            crate::logging::requested_filter(lookup).map(drop)
+        },
+    },
+    EnvVariable {
         name: "SHEAF_JIT_TRACE",
-        meaning: "`1`: one line per miss, compile, eviction, fallback",
+        meaning: "deprecated: `1` is `SHEAF_JIT_LOG=warn,sheaf_jit=debug` (`SHEAF_JIT_LOG` wins)",
         default: "off",
-        // Read by `trace::init_from_env`; checked here so that a typo is an
+        // Read when a runtime starts; checked here so that a typo is an
         // error like any other.
         apply: |_, var| var.switch().map(drop),
     },
@@ -400,13 +411,14 @@ impl JitConfigBuilder {
     }
 }
 
-/// `SHEAF_JIT_TRACE` from the environment: `Some(true)` for `1`/`on`/...,
+/// `SHEAF_JIT_TRACE` from `lookup`: `Some(true)` for `1`/`on`/...,
 /// `Some(false)` for `0`/`off`/..., `None` when unset or empty; any other
 /// value is an error naming the variable.
-#[cfg(feature = "trace-subscriber")]
-pub(crate) fn trace_switch() -> Result<Option<bool>, ConfigError> {
+pub(crate) fn trace_switch(
+    lookup: impl Fn(&str) -> Option<OsString>,
+) -> Result<Option<bool>, ConfigError> {
     let name = crate::settings::TRACE_ENV;
-    let Some(value) = std::env::var_os(name).filter(|value| !value.is_empty()) else {
+    let Some(value) = lookup(name).filter(|value| !value.is_empty()) else {
         return Ok(None);
     };
     Var {

@@ -26,7 +26,6 @@ use crate::error::ConfigError;
 pub use crate::placement::{DeviceSettings, FloatSemantics};
 pub use compile::{CompileMode, CompileSettings};
 pub use disk::{DiskCacheFolder, DiskCacheSettings, DEFAULT_CACHE_FOLDER, PROJECT_CACHE_FOLDER};
-#[cfg(feature = "trace-subscriber")]
 pub(crate) use env::trace_switch;
 pub use env::{EnvVariable, ENV_VARIABLES};
 #[cfg(feature = "remote-cache")]

@@ -42,7 +42,7 @@ fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
     };
     let backend = RedisStore::new(url.as_str(), remote.timeouts)?;
     tracing::info!(
-        target: "sheaf_jit",
+        target: jit_cache::log_targets::REMOTE,
         store = ?backend,
         "sharing compiled artifacts through a remote cache"
     );
@@ -82,6 +82,7 @@ impl JitRuntime {
         // The configuration's fields are public: what `build` checked may
         // have been changed since.
         config.validate()?;
+        crate::logging::install_from_env()?;
         let devices = config.device.specs()?;
         let options = &config.compile.options;
         let target = config.compile.target.as_ref();
@@ -115,7 +116,7 @@ impl JitRuntime {
             if let Err(error) = iree_safe::compiler::remember_versions_in(&memos) {
                 let error = ErrorChain(&error);
                 tracing::warn!(
-                    target: "sheaf_jit",
+                    target: jit_cache::log_targets::CACHE,
                     %error,
                     "cannot keep the compiler's version in the disk cache ({error}); each \
                      process asks the compiler"
@@ -136,7 +137,7 @@ impl JitRuntime {
                     source,
                 })?;
                 tracing::info!(
-                    target: "sheaf_jit",
+                    target: jit_cache::log_targets::RUNTIME,
                     bundle = %bundle.dir().display(),
                     artifacts = bundle.len(),
                     "serving compiled artifacts from a bundle"

@@ -162,7 +162,7 @@ impl RemoteTier {
                 bump(&c.hits, 1);
                 bump(&c.bytes_fetched, bytes.len() as u64);
                 tracing::debug!(
-                    target: "jit_cache",
+                    target: crate::log_targets::REMOTE,
                     key = %name,
                     bytes = bytes.len(),
                     "served an artifact from the remote store"
@@ -184,7 +184,7 @@ impl RemoteTier {
         };
         bump(&c.rejected, 1);
         tracing::warn!(
-            target: "jit_cache",
+            target: crate::log_targets::REMOTE,
             key = %name,
             %reason,
             "ignoring a remote artifact-store entry: {reason}; it was not loaded, the artifact \
@@ -202,7 +202,7 @@ impl RemoteTier {
         if artifact.len() as u64 > max {
             bump(&c.oversized, 1);
             tracing::debug!(
-                target: "jit_cache",
+                target: crate::log_targets::REMOTE,
                 key = %self.shared.remote_key(key),
                 bytes = artifact.len(),
                 "not publishing an artifact of {} (over the remote bound of {})",
@@ -266,7 +266,7 @@ impl Shared {
                     RemoteValue::TooLarge(len) => {
                         bump(&c.oversized, 1);
                         tracing::debug!(
-                            target: "jit_cache",
+                            target: crate::log_targets::REMOTE,
                             key = %name,
                             bytes = len,
                             "not downloading a remote entry of {} (over the bound of {})",
@@ -286,7 +286,7 @@ impl Shared {
     fn failed(&self, request: Request, name: &str, error: &RemoteError) {
         bump(&self.counters.errors, 1);
         let error = ErrorChain(error);
-        tracing::debug!(target: "jit_cache", key = %name, %error, "remote artifact store: {error}");
+        tracing::debug!(target: crate::log_targets::REMOTE, key = %name, %error, "remote artifact store: {error}");
         self.breaker.failed(request, Instant::now(), &error);
     }
 
@@ -307,7 +307,7 @@ impl Shared {
                     bump(&c.publishes, 1);
                     bump(&c.bytes_published, value.len() as u64);
                     tracing::debug!(
-                        target: "jit_cache",
+                        target: crate::log_targets::REMOTE,
                         key = %name,
                         bytes = value.len(),
                         "published an artifact to the remote store"

@@ -52,6 +52,11 @@ const SAMPLES: &[(&str, &str, Option<&[u8]>)] = &[
     ("SHEAF_JIT_PARALLEL_WORKERS", "61", Some(b"0")),
     ("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "1M", Some(b"big")),
     ("SHEAF_JIT_BUNDLES", "/a:/b", None),
+    (
+        "SHEAF_JIT_LOG",
+        "warn,sheaf_jit::remote=debug",
+        Some(b"sheaf_jit=loud"),
+    ),
     (crate::settings::TRACE_ENV, "1", Some(b"verbose")),
     ("SHEAF_JIT_PROFILE", "on", Some(b"loud")),
     ("SHEAF_JIT_REMOTE_CACHE", "redis://cache", Some(b"\xff")),
@@ -80,8 +85,8 @@ fn every_variable_in_the_table_is_parsed_and_a_bad_value_names_it() {
     let defaults = format!("{:?}", JitConfig::default());
     for &(name, good, bad) in SAMPLES {
         let config = applied(name, good.into()).unwrap();
-        // The trace switch is read by `trace::init_from_env`.
-        if name != crate::settings::TRACE_ENV {
+        // The log's variables are read when a runtime starts.
+        if ![crate::settings::TRACE_ENV, "SHEAF_JIT_LOG"].contains(&name) {
             assert_ne!(
                 format!("{config:?}"),
                 defaults,
