@@ -54,6 +54,7 @@ mod batch_queue;
 mod bundle;
 mod config;
 mod declaration;
+mod dump;
 mod entry;
 mod error;
 mod exit;

@@ -33,6 +33,8 @@ use tracing_subscriber::EnvFilter;
 
 use crate::error::ConfigError;
 
+pub use crate::dump::MAX_DUMPS;
+
 /// `SHEAF_JIT_LOG`: a filter in `RUST_LOG` syntax for the library's stderr
 /// log.
 pub(crate) const LOG_ENV: &str = "SHEAF_JIT_LOG";

@@ -301,6 +301,15 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
         },
     },
     EnvVariable {
+        name: "SHEAF_JIT_DUMP_DIR",
+        meaning: "a folder where each compile writes its MLIR, exact flags and target, a runnable `iree-compile` command, and its artifact or diagnostics (at most 256 compiles per process; later ones are skipped)",
+        default: "none",
+        apply: |config, var| {
+            config.compile.dump_dir = Some(var.path());
+            Ok(())
+        },
+    },
+    EnvVariable {
         name: "SHEAF_JIT_TRACE",
         meaning: "deprecated: `1` is `SHEAF_JIT_LOG=warn,sheaf_jit=debug` (`SHEAF_JIT_LOG` wins)",
         default: "off",
@@ -462,13 +471,6 @@ impl Var<'_> {
     }
 
     /// The value as is, as a path.
-    #[cfg_attr(
-        not(any(feature = "disk-cache", feature = "remote-cache")),
-        allow(
-            dead_code,
-            reason = "read by the disk and remote caches' variables only"
-        )
-    )]
     fn path(&self) -> PathBuf {
         self.value.into()
     }

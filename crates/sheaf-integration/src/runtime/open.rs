@@ -9,6 +9,8 @@ use jit_cache::store::ArtifactStore;
 use jit_cache::store::{RedisStore, RemoteTier, Secret};
 use jit_cache::{ErrorChain, JitCache};
 
+use crate::dump::Dumps;
+
 use crate::batch_queue::BatchQueue;
 use crate::bundle::Bundle;
 use crate::config::JitConfig;
@@ -146,7 +148,16 @@ impl JitRuntime {
             })
             .collect::<Result<Vec<_>, JitError>>()?;
         let with_disk = store.directory().is_some();
-        let pipeline = Arc::new(Pipeline::new(config.compile.compiler, store, bundles));
+        let dumps = config
+            .compile
+            .dump_dir
+            .clone()
+            .map(|dir| Dumps::new(dir, &config.compile.compiler));
+        let pipeline = Arc::new(Pipeline::new(
+            config.compile.compiler,
+            (store, bundles),
+            dumps,
+        ));
         // With a disk cache, what the policy learns is kept in it, and a
         // function starts from what earlier processes learned.
         let float_semantics = config.compile.float_semantics;

@@ -1,0 +1,99 @@
+//! The dump folder (`CompileSettings::dump_dir`, `SHEAF_JIT_DUMP_DIR`): a
+//! compile's MLIR, exact flags and target, runnable command and artifact
+//! (or diagnostics); the command, run again, makes the same artifact.
+
+mod support;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ndarray::{ArrayD, IxDyn};
+use sheaf_integration::lowering::Lowered;
+use sheaf_integration::settings::{CompileMode, DiskCacheFolder};
+use sheaf_integration::{mlir, Dispatched, JitConfig, JitFunction, JitRuntime, Value};
+
+fn runtime(dump: &Path) -> JitRuntime {
+    let config = JitConfig::builder()
+        .compile(|compile| {
+            compile.mode = CompileMode::Blocking;
+            compile.dump_dir = Some(dump.to_owned());
+        })
+        .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+        .build()
+        .unwrap();
+    JitRuntime::new(config).unwrap()
+}
+
+/// The dumps in `dir`, in order.
+fn dumps(dir: &Path) -> Vec<PathBuf> {
+    let mut dumps: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    dumps.sort();
+    dumps
+}
+
+#[test]
+fn a_dumped_compile_recompiles_to_the_same_artifact() {
+    let dir = tempfile::tempdir().unwrap();
+    let jit = runtime(dir.path());
+    support::checked_sigmoid(&jit, &[2, 3], 5);
+    let dumps = dumps(dir.path());
+    assert_eq!(dumps.len(), 1, "{dumps:?}");
+    let dump = &dumps[0];
+    let name = dump.file_name().unwrap().to_string_lossy();
+    assert!(name.starts_with("0000-sigmoid-"), "{name}");
+    assert!(name.contains("f32[2,3]"), "{name}");
+    let mlir = fs::read_to_string(dump.join("input.mlir")).unwrap();
+    assert!(mlir.contains("stablehlo"), "{mlir}");
+    let flags = fs::read_to_string(dump.join("flags.txt")).unwrap();
+    assert!(flags.contains("--iree-hal-target-device="), "{flags}");
+    assert!(flags.contains("--iree-input-type=stablehlo"), "{flags}");
+    let target = fs::read_to_string(dump.join("target.txt")).unwrap();
+    assert!(!target.trim().is_empty());
+    let key = fs::read_to_string(dump.join("key.txt")).unwrap();
+    assert_eq!(key.trim().len(), 64, "{key}");
+    assert!(!dump.join("diagnostics.txt").exists());
+
+    // The command, run as written, makes the same bytes.
+    let status = Command::new(dump.join("command.sh")).status().unwrap();
+    assert!(status.success());
+    let artifact = fs::read(dump.join("artifact.vmfb")).unwrap();
+    let recompiled = fs::read(dump.join("recompiled.vmfb")).unwrap();
+    assert!(!artifact.is_empty());
+    assert!(
+        artifact == recompiled,
+        "the recorded command compiled other bytes"
+    );
+
+    // A hit is not a compile: nothing more is dumped.
+    support::checked_sigmoid(&jit, &[2, 3], 5);
+    assert_eq!(self::dumps(dir.path()).len(), 1);
+}
+
+#[test]
+fn a_failed_compile_leaves_its_diagnostics() {
+    let dir = tempfile::tempdir().unwrap();
+    let jit = runtime(dir.path());
+    let broken: JitFunction = JitFunction::new("broken", "(defn broken [x] ?)", |ctx| {
+        let ty = mlir::arg_type(&ctx.args()[0])?;
+        Ok(Lowered::new(format!(
+            "func.func @{}(%x: {ty}) -> {ty} {{
+               %y = stablehlo.no_such_op %x : {ty}
+               return %y : {ty}
+             }}",
+            ctx.entry_name()
+        )))
+    });
+    let x = Value::host(ArrayD::<f32>::ones(IxDyn(&[1, 5])));
+    let dispatched = jit.dispatch(&broken, &[x], &[]).unwrap();
+    assert!(matches!(dispatched, Dispatched::Interpret(_)));
+    let dumps = dumps(dir.path());
+    assert_eq!(dumps.len(), 1, "{dumps:?}");
+    let diagnostics = fs::read_to_string(dumps[0].join("diagnostics.txt")).unwrap();
+    assert!(diagnostics.contains("no_such_op"), "{diagnostics}");
+    assert!(!dumps[0].join("artifact.vmfb").exists());
+    assert!(dumps[0].join("command.sh").exists());
+}
