@@ -31,16 +31,10 @@ use std::sync::OnceLock;
 
 use tracing_subscriber::EnvFilter;
 
+use crate::config::{log_filter, LOG_ENV};
 use crate::error::ConfigError;
 
 pub use crate::dump::MAX_DUMPS;
-
-/// `SHEAF_JIT_LOG`: a filter in `RUST_LOG` syntax for the library's stderr
-/// log.
-pub(crate) const LOG_ENV: &str = "SHEAF_JIT_LOG";
-
-/// The filter `SHEAF_JIT_TRACE=1` stands for.
-const TRACE_FILTER: &str = "warn,sheaf_jit=debug";
 
 /// What became of the library's stderr log in this process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,36 +45,6 @@ pub(crate) enum StderrLog {
     Installed(String),
     /// Asked for, but the application had a `tracing` subscriber already.
     LeftToTheApplication,
-}
-
-/// The filter `SHEAF_JIT_LOG` (else the deprecated `SHEAF_JIT_TRACE`) asks
-/// for, checked; `None` when neither is set.
-///
-/// # Errors
-///
-/// [`ConfigError::Invalid`] for a filter that does not parse, or a
-/// `SHEAF_JIT_TRACE` that is not a switch.
-pub(crate) fn requested_filter(
-    lookup: impl Fn(&str) -> Option<std::ffi::OsString>,
-) -> Result<Option<String>, ConfigError> {
-    let set = |name: &str| lookup(name).filter(|value| !value.is_empty());
-    if let Some(value) = set(LOG_ENV) {
-        let text = value.to_string_lossy().trim().to_owned();
-        let invalid = |why: String| {
-            ConfigError::invalid(
-                LOG_ENV,
-                text.clone(),
-                format!("a filter in RUST_LOG syntax, such as `sheaf_jit=debug` ({why})"),
-            )
-        };
-        let utf8 = value.to_str().ok_or_else(|| invalid("not UTF-8".into()))?;
-        EnvFilter::builder()
-            .parse(utf8.trim())
-            .map_err(|error| invalid(error.to_string()))?;
-        return Ok(Some(utf8.trim().to_owned()));
-    }
-    let trace = crate::config::trace_switch(&lookup)?;
-    Ok(trace.unwrap_or(false).then(|| TRACE_FILTER.to_owned()))
 }
 
 /// Applies `SHEAF_JIT_LOG` (else the deprecated `SHEAF_JIT_TRACE`) now, as
@@ -113,12 +77,13 @@ static STDERR_LOG: OnceLock<StderrLog> = OnceLock::new();
 ///
 /// # Errors
 ///
-/// As [`requested_filter`].
+/// [`ConfigError::Invalid`] for a `SHEAF_JIT_LOG` that is not a filter, or
+/// a `SHEAF_JIT_TRACE` that is not a switch.
 pub(crate) fn install_from_env() -> Result<StderrLog, ConfigError> {
     if let Some(done) = STDERR_LOG.get() {
         return Ok(done.clone());
     }
-    let filter = requested_filter(|name| std::env::var_os(name))?;
+    let filter = log_filter(|name| std::env::var_os(name))?;
     Ok(install(filter))
 }
 

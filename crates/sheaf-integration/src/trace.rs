@@ -23,7 +23,7 @@ use crate::logging::{self, StderrLog};
     note = "set SHEAF_JIT_LOG (a RUST_LOG-style filter), which a runtime applies when it starts, or call `logging::apply_env`"
 )]
 pub fn init_from_env() -> Result<bool, ConfigError> {
-    let asked = logging::requested_filter(|name| std::env::var_os(name))?;
+    let asked = crate::config::log_filter(|name| std::env::var_os(name))?;
     let verbose = asked.is_some() || std::env::var_os("RUST_LOG").is_some();
     let filter = asked.unwrap_or_else(|| {
         EnvFilter::try_from_default_env()

@@ -97,3 +97,46 @@ fn a_failed_compile_leaves_its_diagnostics() {
     assert!(!dumps[0].join("artifact.vmfb").exists());
     assert!(dumps[0].join("command.sh").exists());
 }
+
+#[test]
+fn the_target_and_flags_from_the_environment_reach_the_compiler() {
+    let dir = tempfile::tempdir().unwrap();
+    let vars = |name: &str| match name {
+        "SHEAF_JIT_TARGET" => Some("cpu:generic".into()),
+        "SHEAF_JIT_COMPILER_FLAGS" => {
+            Some("--iree-opt-level=O1 '--iree-llvmcpu-loop-unrolling=false'".into())
+        }
+        "SHEAF_JIT_FUNCTION_CAPACITY" => Some("sigmoid=1".into()),
+        "SHEAF_JIT_DUMP_DIR" => Some(dir.path().as_os_str().to_owned()),
+        "SHEAF_JIT_COMPILE_MODE" => Some("blocking".into()),
+        "SHEAF_JIT_DISK_CACHE" => Some("off".into()),
+        _ => None,
+    };
+    let config = JitConfig::builder()
+        .apply_vars(vars)
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(config.cache.capacity_for("sigmoid"), 1);
+    let jit = JitRuntime::new(config).unwrap();
+    support::checked_sigmoid(&jit, &[2, 3], 5);
+    let dumps = dumps(dir.path());
+    let flags = fs::read_to_string(dumps[0].join("flags.txt")).unwrap();
+    let flags: Vec<&str> = flags.lines().collect();
+    assert!(
+        flags.contains(&"--iree-llvmcpu-target-cpu=generic"),
+        "{flags:?}"
+    );
+    // After the runtime's own flags, in the order given.
+    let opt = flags.iter().position(|f| *f == "--iree-opt-level=O1");
+    let unroll = flags
+        .iter()
+        .position(|f| *f == "--iree-llvmcpu-loop-unrolling=false");
+    assert!(opt.is_some() && unroll > opt, "{flags:?}");
+    let status = Command::new(dumps[0].join("command.sh")).status().unwrap();
+    assert!(status.success());
+    assert!(
+        fs::read(dumps[0].join("artifact.vmfb")).unwrap()
+            == fs::read(dumps[0].join("recompiled.vmfb")).unwrap()
+    );
+}
