@@ -202,6 +202,34 @@ mod tests {
     }
 
     #[test]
+    fn at_most_max_dumps_are_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let dumps = Dumps::new(dir.path().to_owned(), &CompilerPreference::Disabled);
+        let compile = Compile {
+            function: "f",
+            signature: "(f32[1])",
+            mlir: "module {}",
+            flags: &["--a".to_owned()],
+            target: "t",
+        };
+        let failed = Err(CompileError::Compilation {
+            diagnostics: Vec::new(),
+        });
+        for _ in 0..MAX_DUMPS + 2 {
+            dumps.record(&compile, &failed, None);
+        }
+        let written = fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(written, MAX_DUMPS);
+        let last = dir.path().join(format!("{:04}-f-_f32[1]_", MAX_DUMPS - 1));
+        assert!(last.join("diagnostics.txt").is_file(), "{}", last.display());
+        let command = fs::read_to_string(last.join("command.sh")).unwrap();
+        assert!(
+            command.contains("  '--a' \\\n  - -o recompiled.vmfb < input.mlir"),
+            "{command}"
+        );
+    }
+
+    #[test]
     fn flags_are_quoted_as_one_shell_word_each() {
         assert_eq!(quoted("--a=b c"), "'--a=b c'");
         assert_eq!(quoted("--it's"), r"'--it'\''s'");

@@ -24,6 +24,10 @@
 //! [`apply_env`] applies `SHEAF_JIT_LOG` at once, for a program that wants
 //! the log before its first runtime (or with none).
 //!
+//! The dump folder (`SHEAF_JIT_DUMP_DIR`) writes each compile's inputs and
+//! outputs, at most [`MAX_DUMPS`] per process (the README's "Seeing
+//! inside").
+//!
 //! `SHEAF_JIT_TRACE=1`, the older switch, is `SHEAF_JIT_LOG=warn,sheaf_jit=debug`
 //! (deprecated; `SHEAF_JIT_LOG` wins when both are set).
 
@@ -34,6 +38,8 @@ use tracing_subscriber::EnvFilter;
 use crate::config::{log_filter, LOG_ENV};
 use crate::error::ConfigError;
 
+/// The most compiles one process writes to the dump folder
+/// (`SHEAF_JIT_DUMP_DIR`); later ones are skipped, with one warning.
 pub use crate::dump::MAX_DUMPS;
 
 /// What became of the library's stderr log in this process.
