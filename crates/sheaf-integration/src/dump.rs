@@ -159,12 +159,9 @@ impl Dumps {
              # the input on stdin as the runtime gives it; writes recompiled.vmfb here.\n\
              # IREE_COMPILE names another iree-compile.\nset -e\ncd \"$(dirname \"$0\")\"\n",
         );
-        let executable = self.executable.to_string_lossy();
-        let _ = write!(
-            script,
-            "exec \"${{IREE_COMPILE:-{}}}\" \\\n",
-            executable.replace(['"', '\\', '$', '`'], "_")
-        );
+        let executable = quoted(&self.executable.to_string_lossy());
+        let _ = writeln!(script, "compiler=${{IREE_COMPILE:-{executable}}}");
+        script.push_str("exec \"$compiler\" \\\n");
         for flag in flags {
             let _ = writeln!(script, "  {} \\", quoted(flag));
         }
