@@ -8,16 +8,22 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use iree_safe::compiler::CompilerPreference;
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::lowering::Lowered;
 use sheaf_integration::settings::{CompileMode, DiskCacheFolder};
 use sheaf_integration::{mlir, Dispatched, JitConfig, JitFunction, JitRuntime, Value};
 
 fn runtime(dump: &Path) -> JitRuntime {
+    runtime_with(dump, CompilerPreference::Auto)
+}
+
+fn runtime_with(dump: &Path, compiler: CompilerPreference) -> JitRuntime {
     let config = JitConfig::builder()
         .compile(|compile| {
             compile.mode = CompileMode::Blocking;
             compile.dump_dir = Some(dump.to_owned());
+            compile.compiler = compiler;
         })
         .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
         .build()
@@ -37,8 +43,17 @@ fn dumps(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn a_dumped_compile_recompiles_to_the_same_artifact() {
+    recompiles_to_the_same_artifact(CompilerPreference::Auto);
+}
+
+#[test]
+fn an_in_process_compile_recompiles_to_the_same_artifact() {
+    recompiles_to_the_same_artifact(CompilerPreference::InProcess);
+}
+
+fn recompiles_to_the_same_artifact(compiler: CompilerPreference) {
     let dir = tempfile::tempdir().unwrap();
-    let jit = runtime(dir.path());
+    let jit = runtime_with(dir.path(), compiler);
     support::checked_sigmoid(&jit, &[2, 3], 5);
     let dumps = dumps(dir.path());
     assert_eq!(dumps.len(), 1, "{dumps:?}");
@@ -101,8 +116,11 @@ fn a_failed_compile_leaves_its_diagnostics() {
 #[test]
 fn the_target_and_flags_from_the_environment_reach_the_compiler() {
     let dir = tempfile::tempdir().unwrap();
+    // Portable code for this process's architecture (the compiler may run
+    // on another one: aarch64 under qemu-user).
+    let target = format!("cpu:generic:{}", iree_safe::compiler::process_triple());
     let vars = |name: &str| match name {
-        "SHEAF_JIT_TARGET" => Some("cpu:generic".into()),
+        "SHEAF_JIT_TARGET" => Some(target.clone().into()),
         "SHEAF_JIT_COMPILER_FLAGS" => {
             Some("--iree-opt-level=O1 '--iree-llvmcpu-loop-unrolling=false'".into())
         }
