@@ -79,7 +79,10 @@ impl JitRuntime {
     /// program, and [`JitError::Config`] for any setting that cannot work:
     /// `new` checks the whole configuration again as
     /// [`JitConfigBuilder::build`](crate::JitConfigBuilder::build) does,
-    /// since its fields are public and may have changed since.
+    /// since its fields are public and may have changed since, or for a
+    /// `SHEAF_JIT_LOG` (or `SHEAF_JIT_TRACE`) that does not parse: `new`
+    /// applies it, installing the library's stderr log (once per process;
+    /// the README's "Seeing inside").
     pub fn new(config: JitConfig) -> Result<JitRuntime, JitError> {
         // The configuration's fields are public: what `build` checked may
         // have been changed since.
