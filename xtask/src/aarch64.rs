@@ -105,10 +105,16 @@ const PACKAGES: &[Package] = &[
                  dynamic dims it relies on are tested by `dynamic` and `mlp_shapes`",
             ),
         ],
-        skipped: &[(
-            "host_copies_that_cannot_be_allocated_are_errors",
-            NO_RLIMIT_AS,
-        )],
+        skipped: &[
+            (
+                "host_copies_that_cannot_be_allocated_are_errors",
+                NO_RLIMIT_AS,
+            ),
+            (
+                "an_in_process_compile_recompiles_to_the_same_artifact",
+                IN_PROCESS,
+            ),
+        ],
     },
     Package {
         name: "sheaf-demos",

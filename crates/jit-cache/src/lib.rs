@@ -79,10 +79,12 @@
 //!   breaker). Without them the crate is the policy alone, with no I/O
 //!   dependency.
 //! - **Observability**: [`JitCache::stats`] (per function and total, with a
-//!   report table as `Display`) and `tracing` events under target `jit_cache`:
-//!   `debug` per miss with its explanation and admission decision, per
-//!   eviction and per refused signature, `warn` per policy mode change and
-//!   failed compile.
+//!   report table as `Display`) and `tracing` events under the targets of
+//!   [`log_targets`] (`sheaf_jit::recompiles`: `debug` per miss with its
+//!   explanation and admission decision, per eviction and per refused
+//!   signature, `warn` per failed compile; `sheaf_jit::policy`: `warn` per
+//!   policy mode change; the stores' under `sheaf_jit::cache` and
+//!   `sheaf_jit::remote`).
 //!
 //! # Example
 //!
@@ -148,6 +150,7 @@ mod hashing;
 mod hex;
 mod layout;
 mod learned;
+pub mod log_targets;
 mod pool;
 mod report;
 mod scalar_conversions;

@@ -229,7 +229,7 @@ impl Transition {
                 window,
                 cool_down,
             } => tracing::warn!(
-                target: "jit_cache",
+                target: crate::log_targets::POLICY,
                 function = %func,
                 last_miss = %last_miss,
                 setting = "CacheConfig::thrash_threshold",
@@ -240,7 +240,7 @@ impl Transition {
                  CacheConfig::thrash_threshold"
             ),
             Transition::ProbeStarted { probe_calls } => tracing::warn!(
-                target: "jit_cache",
+                target: crate::log_targets::POLICY,
                 function = %func,
                 last_miss = %last_miss,
                 setting = "CacheConfig::thrash_cool_down",
@@ -249,7 +249,7 @@ impl Transition {
                  the cool-down"
             ),
             Transition::Relapsed { cool_down, cap } => tracing::warn!(
-                target: "jit_cache",
+                target: crate::log_targets::POLICY,
                 function = %func,
                 last_miss = %last_miss,
                 setting = "CacheConfig::thrash_cool_down_cap",
@@ -259,7 +259,7 @@ impl Transition {
                  signatures are all needed, raise CacheConfig::function_capacity"
             ),
             Transition::Recovered => tracing::warn!(
-                target: "jit_cache",
+                target: crate::log_targets::POLICY,
                 function = %func,
                 last_miss = %last_miss,
                 setting = "CacheConfig::thrash_window",

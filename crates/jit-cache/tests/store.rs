@@ -379,3 +379,43 @@ fn an_unwritable_folder_does_not_fail_builds() {
         Err(StoreError::Io { .. })
     ));
 }
+
+#[test]
+fn each_disk_miss_is_counted_once_by_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let builder = Builder::new(10);
+    let reasons = |store: &ArtifactStore| {
+        let s = store.stats();
+        (s.absent, s.corrupt, s.refused, s.unauthenticated, s.misses)
+    };
+    // Absent: counted once per build, though the store looks twice (before
+    // and after claiming the build).
+    let first = store_at(dir.path());
+    fetch(&first, &builder, "absent");
+    assert_eq!(reasons(&first), (1, 0, 0, 0, 1));
+    assert_eq!(first.stats().hits, 0);
+    // A lookup without a build counts its reason too.
+    assert!(first.fetch(&key("nothing"), load).is_none());
+    assert_eq!(reasons(&first), (2, 0, 0, 0, 1));
+
+    // Refused by the caller's `load`: counted as refused, of corrupt.
+    store_at(dir.path())
+        .fetch_or_build(
+            Some(&key("refused")),
+            |artifact| Ok::<_, String>(artifact.bytes().to_vec()),
+            || Ok::<_, std::io::Error>(b"garbage".to_vec()),
+        )
+        .unwrap();
+    let second = store_at(dir.path());
+    fetch(&second, &builder, "refused");
+    assert_eq!(reasons(&second), (0, 1, 1, 0, 1));
+
+    // Unauthenticated: a flipped bit of the payload.
+    let entry = first.entry_path(&key("absent")).unwrap();
+    let mut bytes = fs::read(&entry).unwrap();
+    *bytes.last_mut().unwrap() ^= 1;
+    fs::write(&entry, bytes).unwrap();
+    let third = store_at(dir.path());
+    fetch(&third, &builder, "absent");
+    assert_eq!(reasons(&third), (0, 0, 0, 1, 1));
+}

@@ -3,17 +3,16 @@
 //! chain device results, read the profile.
 //!
 //! ```sh
-//! SHEAF_JIT_TRACE=1 cargo run -p sheaf-integration --features trace-subscriber --example quickstart
+//! SHEAF_JIT_LOG=sheaf_jit=debug cargo run -p sheaf-integration --example quickstart
 //! ```
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
-    lowering::Lowered, mlir, reference, trace, Dispatched, HostTensor, JitConfig, JitFunction,
-    JitRuntime, Value,
+    lowering::Lowered, mlir, reference, Dispatched, HostTensor, JitConfig, JitFunction, JitRuntime,
+    Value,
 };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    trace::init_from_env()?;
     let jit = JitRuntime::new(JitConfig::from_env()?)?;
 
     // A function: name, definition (hashed: a redefinition never reuses old

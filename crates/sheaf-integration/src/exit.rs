@@ -28,7 +28,7 @@ pub(crate) fn finish_at_exit(runtime: Weak<dyn Finish>) {
     let hooked = HOOKED.get_or_init(|| {
         iree_safe::at_exit(finish_all).map_err(|error| {
             tracing::warn!(
-                target: "sheaf_jit",
+                target: jit_cache::log_targets::RUNTIME,
                 %error,
                 "{error}: a process that exits with background compiles queued drops them, and \
                  SHEAF_JIT_PROFILE prints only when a runtime is dropped"

@@ -56,12 +56,14 @@ mod bundle_inspect;
 mod cached;
 mod config;
 mod declaration;
+mod dump;
 mod entry;
 mod error;
 mod exit;
 mod function;
 mod import;
 mod learned_policy;
+pub mod logging;
 pub mod lowering;
 pub mod mlir;
 mod outcome;
@@ -71,7 +73,6 @@ mod profile;
 pub mod reference;
 mod runtime;
 mod tensor;
-#[cfg(feature = "trace-subscriber")]
 pub mod trace;
 mod upload;
 mod value;
@@ -117,9 +118,9 @@ pub mod settings {
     pub use jit_cache::ConfigError as CacheConfigError;
     pub use jit_cache::{ByteSize, CacheConfig, CachePolicy, InFlightPolicy};
 
-    /// `SHEAF_JIT_TRACE`: `1` (or `on`) prints one line per miss, compile,
-    /// eviction and fallback transition (see `trace`, feature
-    /// `trace-subscriber`).
+    /// `SHEAF_JIT_TRACE`: deprecated; `1` (or `on`) is
+    /// `SHEAF_JIT_LOG=warn,sheaf_jit=debug` (see the README's "Seeing
+    /// inside").
     pub const TRACE_ENV: &str = "SHEAF_JIT_TRACE";
 }
 

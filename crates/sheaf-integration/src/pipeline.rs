@@ -23,6 +23,7 @@ use jit_cache::{ErrorChain, Signature};
 
 use crate::bundle::Bundle;
 use crate::declaration;
+use crate::dump::{self, Dumps};
 use crate::error::{LoweringError, VariantError};
 use crate::function::JitFunction;
 use crate::lowering::{Lowered, LoweredVariant, LoweringContext, Metadata};
@@ -44,6 +45,8 @@ pub(crate) struct Pipeline {
     identity: OnceLock<Option<String>>,
     store: ArtifactStore,
     bundles: Vec<Bundle>,
+    /// Where each compile is dumped (`SHEAF_JIT_DUMP_DIR`), if anywhere.
+    dumps: Option<Dumps>,
 }
 
 /// Why a compile produced no artifact.
@@ -99,8 +102,8 @@ pub(crate) fn lower<M: Send + Sync + 'static>(
 impl Pipeline {
     pub(crate) fn new(
         preference: CompilerPreference,
-        store: ArtifactStore,
-        bundles: Vec<Bundle>,
+        (store, bundles): (ArtifactStore, Vec<Bundle>),
+        dumps: Option<Dumps>,
     ) -> Self {
         Pipeline {
             preference,
@@ -108,6 +111,7 @@ impl Pipeline {
             identity: OnceLock::new(),
             store,
             bundles,
+            dumps,
         }
     }
 
@@ -118,7 +122,7 @@ impl Pipeline {
                 let choice =
                     compiler::choose_compiler(self.preference.clone()).map_err(Arc::new)?;
                 tracing::info!(
-                    target: "sheaf_jit",
+                    target: jit_cache::log_targets::COMPILE,
                     compiler = %choice.kind,
                     reason = %choice.reason,
                     "loaded the {} IREE compiler ({})",
@@ -154,14 +158,14 @@ impl Pipeline {
                     let error = ErrorChain(&error);
                     match &recorded {
                         Some(identity) => tracing::info!(
-                            target: "sheaf_jit",
+                            target: jit_cache::log_targets::COMPILE,
                             %error,
                             compiler = %identity,
                             "cannot identify the IREE compiler ({error}); serving the artifacts \
                              of `{identity}` that the disk cache or a bundle holds"
                         ),
                         None => tracing::warn!(
-                            target: "sheaf_jit",
+                            target: jit_cache::log_targets::COMPILE,
                             %error,
                             "cannot identify the IREE compiler ({error}); compiled artifacts \
                              are not cached on disk"
@@ -306,7 +310,7 @@ impl Pipeline {
                 declaration::mismatch(&entry, &found.signature, found.outputs.as_ref())
             {
                 tracing::warn!(
-                    target: "sheaf_jit",
+                    target: jit_cache::log_targets::RUNTIME,
                     bundle = %bundle.dir().display(),
                     function = function.name(),
                     signature = %found.signature,
@@ -434,12 +438,42 @@ impl Pipeline {
             .map(|compiler| self.key(module, compiler, target));
         let compile = || -> Result<Vec<u8>, Step> {
             let compiler = self.compiler().map_err(Step::NoCompiler)?;
-            let artifact = compiler
-                .compiler
-                .compile(module, &placement.options_for(module, semantics))
-                .map_err(Step::Compile)?;
-            Ok(artifact.into_bytes())
+            let options = placement.options_for(module, semantics);
+            let started = std::time::Instant::now();
+            let result = compiler.compiler.compile(module, &options);
+            tracing::debug!(
+                target: jit_cache::log_targets::COMPILE,
+                phase = "compile",
+                compiler = %compiler.kind,
+                ok = result.is_ok(),
+                "compiled {function}{signature} in {:.1?}",
+                started.elapsed()
+            );
+            if let Some(dumps) = &self.dumps {
+                // What the compilers pass (both call `checked_flags`).
+                let flags = options.checked_flags().unwrap_or_else(|_| options.flags());
+                let compile = dump::Compile {
+                    function,
+                    signature,
+                    mlir: module,
+                    flags: &flags,
+                    target,
+                };
+                dumps.record(&compile, &result, key.as_ref());
+            }
+            Ok(result.map_err(Step::Compile)?.into_bytes())
         };
+        // Only misses of the in-memory cache come here: the hit path has no
+        // span. Disabled, a span costs a check of the callsite's interest.
+        let span = tracing::debug_span!(
+            target: jit_cache::log_targets::COMPILE,
+            "compile",
+            function,
+            signature,
+            key = key.as_ref().map(ArtifactKey::hex),
+            source = tracing::field::Empty,
+        );
+        let _entered = span.enter();
         let (loaded, fetched) = self
             .store
             .fetch_or_build(key.as_ref(), load, compile)
@@ -465,6 +499,7 @@ impl Pipeline {
             Fetched::Remote => ArtifactSource::RemoteCache,
             Fetched::Built => ArtifactSource::Compiler,
         };
+        span.record("source", tracing::field::debug(source));
         Ok((loaded, source, key))
     }
 }

@@ -1,47 +1,35 @@
-//! Turning on the trace: one line per miss, compile, eviction and policy
-//! mode change, which together read as the ping-pong trace of
-//! docs/architecture.md ("The problem").
-//!
-//! The events come from `tracing`: the targets `jit_cache` (misses with
-//! their explanation and admission decision, compiles, evictions, mode
-//! changes, disk-cache entries refused; the remote cache's hits, publishes,
-//! rejected entries, failures and circuit breaker) and `sheaf_jit`
-//! (compiler choice, the remote cache in use, CPU
-//! fallback, the legacy mode of the ping-pong demo), and warnings of every
-//! other crate (`iree_safe` among them). Libraries only emit; a program
-//! chooses to print them by calling [`init_from_env`] (or installing its own
-//! subscriber).
+//! The older way to turn on the JIT's stderr log, kept for compatibility:
+//! [`init_from_env`] is deprecated in favour of `SHEAF_JIT_LOG`, which a
+//! runtime reads when it starts, with no call of the program's, or
+//! [`logging::apply_env`] reads at once (the README's "Seeing inside").
 
 use tracing_subscriber::EnvFilter;
 
 use crate::error::ConfigError;
+use crate::logging::{self, StderrLog};
 
-/// Installs a compact stderr subscriber: with `SHEAF_JIT_TRACE=1` (or `on`)
-/// the debug events of `jit_cache` and `sheaf_jit` and the warnings of every
-/// crate; with `RUST_LOG` set, its filter; otherwise the warnings of every
-/// crate (policy mode changes, failed compiles, refused cache entries).
-/// Each line has the event's level, message and fields. Does nothing if a
-/// subscriber is already installed. Returns whether the trace is on; an
-/// unknown `SHEAF_JIT_TRACE` value is an error naming it.
+/// Installs the library's stderr log now: with `SHEAF_JIT_LOG` (or
+/// `SHEAF_JIT_TRACE=1`) set, as a runtime would when it starts; otherwise
+/// with `RUST_LOG`'s filter, else the warnings of every crate. Does nothing
+/// if a `tracing` subscriber is already installed. Returns whether the
+/// log shows more than warnings (a filter was asked for).
 ///
 /// # Errors
 ///
-/// [`ConfigError::Invalid`] for a `SHEAF_JIT_TRACE` value that is not a
-/// switch.
+/// [`ConfigError::Invalid`] for a `SHEAF_JIT_LOG` that does not parse or a
+/// `SHEAF_JIT_TRACE` value that is not a switch.
+#[deprecated(
+    since = "0.3.0",
+    note = "set SHEAF_JIT_LOG (a RUST_LOG-style filter), which a runtime applies when it starts, or call `logging::apply_env`"
+)]
 pub fn init_from_env() -> Result<bool, ConfigError> {
-    let trace = crate::config::trace_switch()?.unwrap_or(false);
-    let filter = if trace {
-        EnvFilter::new("warn,jit_cache=debug,sheaf_jit=debug")
-    } else {
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"))
-    };
-    let verbose = trace || std::env::var_os("RUST_LOG").is_some();
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .without_time()
-        .with_target(true)
-        .try_init();
+    let asked = crate::config::log_filter(|name| std::env::var_os(name))?;
+    let verbose = asked.is_some() || std::env::var_os("RUST_LOG").is_some();
+    let filter = asked.unwrap_or_else(|| {
+        EnvFilter::try_from_default_env()
+            .map(|filter| filter.to_string())
+            .unwrap_or_else(|_| "warn".to_owned())
+    });
+    let _: StderrLog = logging::install(Some(filter));
     Ok(verbose)
 }

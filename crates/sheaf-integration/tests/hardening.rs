@@ -1,7 +1,7 @@
 //! The JIT's disk path under attack or misuse: mutated and planted entries
 //! never reach IREE's loader, a folder others can write is refused with an
-//! error that says what to do, and the trace shows every crate's warnings
-//! with their fields.
+//! error that says what to do. (What the log shows of them:
+//! `tests/logging.rs`.)
 
 mod support;
 
@@ -82,60 +82,4 @@ fn a_cache_folder_others_can_write_is_an_error_that_says_what_to_do() {
     ] {
         assert!(message.contains(hint), "{message}");
     }
-}
-
-const CHILD: &str = "SHEAF_JIT_HARDENING_CHILD";
-
-/// Runs this test binary's `test` in a child with `env`; returns its stderr.
-fn child(test: &str, env: &[(&str, &str)]) -> String {
-    let output = test_support::child::rerun(test)
-        .env(CHILD, "1")
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(output.status.success(), "{test} failed:\n{stderr}");
-    stderr
-}
-
-#[test]
-fn the_trace_shows_every_crates_warnings_with_their_fields() {
-    const TEST: &str = "the_trace_shows_every_crates_warnings_with_their_fields";
-    if std::env::var_os(CHILD).is_none() {
-        let stderr = child(TEST, &[("SHEAF_JIT_TRACE", "1")]);
-        assert!(
-            stderr.contains("WARN jit_cache") && stderr.contains("failed authentication"),
-            "{stderr}"
-        );
-        assert!(
-            stderr.contains("entry="),
-            "the fields are printed: {stderr}"
-        );
-        assert!(stderr.contains("DEBUG jit_cache"), "{stderr}");
-        return;
-    }
-    assert!(sheaf_integration::trace::init_from_env().unwrap());
-    assert!(tracing::enabled!(target: "iree_safe::compiler", tracing::Level::WARN));
-    assert!(!tracing::enabled!(target: "iree_safe::compiler", tracing::Level::DEBUG));
-    let dir = tempfile::tempdir().unwrap();
-    sigmoid_call(&runtime(dir.path()).unwrap());
-    let path = support::the_entry(dir.path());
-    let mut bytes = fs::read(&path).unwrap();
-    *bytes.last_mut().unwrap() ^= 1;
-    fs::write(&path, bytes).unwrap();
-    sigmoid_call(&runtime(dir.path()).unwrap());
-}
-
-#[test]
-fn an_unknown_trace_value_is_an_error() {
-    const TEST: &str = "an_unknown_trace_value_is_an_error";
-    if std::env::var_os(CHILD).is_none() {
-        child(TEST, &[("SHEAF_JIT_TRACE", "verbose")]);
-        return;
-    }
-    let error = sheaf_integration::trace::init_from_env().unwrap_err();
-    assert!(
-        error.to_string().contains("SHEAF_JIT_TRACE=verbose"),
-        "{error}"
-    );
 }

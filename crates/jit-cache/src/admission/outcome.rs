@@ -168,7 +168,7 @@ impl BudgetChange {
         let last_miss = last_miss.map_or_else(|| "none".to_owned(), ToString::to_string);
         match self {
             BudgetChange::Spent { wasted, every } => tracing::warn!(
-                target: "jit_cache",
+                target: crate::log_targets::POLICY,
                 function = %func,
                 last_miss = %last_miss,
                 wasted_compiles = wasted,
@@ -181,7 +181,7 @@ impl BudgetChange {
                  function_capacity_overrides[\"{func}\"])"
             ),
             BudgetChange::Restored => tracing::warn!(
-                target: "jit_cache",
+                target: crate::log_targets::POLICY,
                 function = %func,
                 last_miss = %last_miss,
                 "{func}: an admitted signature paid off; signatures called more often than the \

@@ -40,7 +40,7 @@ pub(super) fn log_compiled<E>(
     let elapsed = report.elapsed;
     match report.result {
         Ok((_, bytes)) => tracing::debug!(
-            target: "jit_cache",
+            target: crate::log_targets::RECOMPILES,
             function = %func,
             signature = %sig,
             "{func}: compiled {sig} in {elapsed:.1?} ({})",
@@ -55,7 +55,7 @@ pub(super) fn log_compiled<E>(
                 _ => sig,
             };
             tracing::debug!(
-                target: "jit_cache",
+                target: crate::log_targets::RECOMPILES,
                 function = %func,
                 signature = %sig,
                 "{func}: {sig} not compiled: {}. Calls with this signature run in the \
@@ -65,7 +65,7 @@ pub(super) fn log_compiled<E>(
             )
         }
         Err(error) if matches!(miss, MissReason::HotSize { .. }) => tracing::warn!(
-            target: "jit_cache",
+            target: crate::log_targets::RECOMPILES,
             function = %func,
             signature = %sig,
             setting = "CacheConfig::specialize_hot_sizes",
@@ -75,7 +75,7 @@ pub(super) fn log_compiled<E>(
             RetryAfter(config.failed_compile_retry_after)
         ),
         Err(error) => tracing::warn!(
-            target: "jit_cache",
+            target: crate::log_targets::RECOMPILES,
             function = %func,
             signature = %sig,
             setting = "CacheConfig::failed_compile_retry_after",
@@ -87,7 +87,7 @@ pub(super) fn log_compiled<E>(
     }
     if static_again {
         tracing::warn!(
-            target: "jit_cache",
+            target: crate::log_targets::RECOMPILES,
             function = %func,
             signature = %sig,
             setting = "CacheConfig::static_shape_functions",
@@ -129,13 +129,13 @@ pub(super) fn report_finished<E>(
 ) {
     match finished.not_cached {
         Some(NotCached::FunctionEvicted) => tracing::debug!(
-            target: "jit_cache",
+            target: crate::log_targets::RECOMPILES,
             function = %func,
             signature = %sig,
             "{func}: compiled {sig} after the function was evicted; not cached"
         ),
         Some(NotCached::TooLarge) => tracing::warn!(
-            target: "jit_cache",
+            target: crate::log_targets::RECOMPILES,
             function = %func,
             signature = %sig,
             setting = "CacheConfig::max_total_bytes",
@@ -161,7 +161,7 @@ pub(super) fn release<E>(evicted: Vec<(FunctionId, Evicted<E>)>) -> usize {
     let n = evicted.len();
     for (func, e) in evicted {
         tracing::debug!(
-            target: "jit_cache",
+            target: crate::log_targets::RECOMPILES,
             function = %func,
             signature = %e.sig,
             "{func}: evicted {} ({}, {})",
@@ -215,7 +215,7 @@ fn log_miss<E>(
     action: &MissAction<E>,
     may_wait: bool,
 ) {
-    if !tracing::enabled!(target: "jit_cache", tracing::Level::DEBUG) {
+    if !crate::log_targets::recompiles_debug_shown() {
         return;
     }
     let action = match action {
@@ -282,7 +282,7 @@ fn log_miss<E>(
         }
     };
     tracing::debug!(
-        target: "jit_cache",
+        target: crate::log_targets::RECOMPILES,
         function = %func,
         signature = %sig,
         "{func}: miss #{number} ({reason}) -> {action}"

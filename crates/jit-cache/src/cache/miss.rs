@@ -209,7 +209,7 @@ impl<E: Executable> JitCache<E> {
             reason,
         } = specialization;
         tracing::debug!(
-            target: "jit_cache",
+            target: crate::log_targets::RECOMPILES,
             function = %func,
             signature = %sig,
             "{func}: compiling {sig} in the background: {reason}"
@@ -252,7 +252,7 @@ impl<E: Executable> JitCache<E> {
         let threads = self.shared.pool.threads();
         let waits = estimates.waits(position, threads);
         tracing::debug!(
-            target: "jit_cache",
+            target: crate::log_targets::RECOMPILES,
             function = %func,
             signature = %sig,
             "{func}: {} for {sig}: interpreting takes about {:.1?}, the compile about {:.1?} more \

@@ -425,7 +425,7 @@ impl<E: Executable> JitCache<E> {
             return false;
         };
         tracing::debug!(
-            target: "jit_cache",
+            target: crate::log_targets::RECOMPILES,
             function = %func,
             signature = %sig,
             "{func}: inserted {sig} compiled ahead ({})",

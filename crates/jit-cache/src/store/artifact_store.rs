@@ -95,6 +95,15 @@ pub enum BuildError<B, L> {
     Rejected(#[source] L),
 }
 
+/// Why a lookup on disk served nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DiskMiss {
+    /// No entry for the key.
+    Absent,
+    /// An entry that was refused (counted and logged where it was).
+    Rejected,
+}
+
 /// A persistent, size-bounded, multi-process-safe store of built artifacts.
 ///
 /// A hit costs a file read and an HMAC; an entry that is damaged, forged (or
@@ -256,12 +265,13 @@ impl ArtifactStore {
         let path = folder.map(|folder| folder.entry_path(key));
         let on_disk = || {
             let (folder, path) = folder.zip(path.as_deref())?;
-            self.lookup(folder, path, key, &load)
+            Some(self.lookup(folder, path, key, &load))
         };
         loop {
-            if let Some(value) = on_disk() {
-                return Ok((value, Fetched::Disk));
-            }
+            let looked = match on_disk() {
+                Some(Ok(value)) => return Ok((value, Fetched::Disk)),
+                looked => looked.and_then(Result::err),
+            };
             // Held until the entry is written (or the build failed); only
             // a folder this store writes lets the waiters find the result.
             let builder = match writable {
@@ -274,10 +284,15 @@ impl ArtifactStore {
                 None => None,
             };
             // Another thread (or process) may have stored it since our lookup.
+            // (Its miss is not counted again: the first lookup's reason
+            // stands, and an entry it refused is gone now.)
             if builder.is_some() {
-                if let Some(value) = on_disk() {
+                if let Some(Ok(value)) = on_disk() {
                     return Ok((value, Fetched::Disk));
                 }
+            }
+            if let (Some(DiskMiss::Absent), Some(path)) = (looked, path.as_deref()) {
+                self.absent(path);
             }
             if let Some((value, artifact)) = self.behind.fetch(key, &load) {
                 if let Some((folder, path)) = writable.zip(path.as_deref()) {
@@ -305,7 +320,16 @@ impl ArtifactStore {
         load: impl Fn(VerifiedArtifact<'_>) -> Result<V, L>,
     ) -> Option<V> {
         let folder = self.folder.as_ref()?;
-        self.lookup(folder, &folder.entry_path(key), key, &load)
+        let path = folder.entry_path(key);
+        match self.lookup(folder, &path, key, &load) {
+            Ok(value) => Some(value),
+            Err(miss) => {
+                if miss == DiskMiss::Absent {
+                    self.absent(&path);
+                }
+                None
+            }
+        }
     }
 
     /// Where the entry of `key` lives (whether or not it exists); `None`
@@ -349,7 +373,7 @@ impl ArtifactStore {
         path: &Path,
         key: &ArtifactKey,
         load: &impl Fn(VerifiedArtifact<'_>) -> Result<V, L>,
-    ) -> Option<V> {
+    ) -> Result<V, DiskMiss> {
         let max_payload = folder.max_bytes.min(MAX_ENTRY_BYTES);
         let read = entry::read(
             path,
@@ -363,54 +387,67 @@ impl ArtifactStore {
             Ok(outcome) => outcome,
             Err(reason) => {
                 tracing::warn!(
-                    target: "jit_cache",
+                    target: crate::log_targets::CACHE,
                     entry = %path.display(),
                     %reason,
                     "refusing a disk-cache entry that is not safe to read ({reason}): it was not \
                      loaded"
                 );
                 self.discard(folder, path, &self.counters.insecure);
-                return None;
+                return Err(DiskMiss::Rejected);
             }
         };
         match entry::judge(outcome, load) {
             Verdict::Loaded { value, artifact } => {
                 bump(&self.counters.hits, 1);
                 bump(&self.counters.bytes_read, artifact.len() as u64);
-                Some(value)
+                Ok(value)
             }
-            Verdict::Missing => None,
+            Verdict::Missing => Err(DiskMiss::Absent),
             Verdict::Rejected(Rejection::Corrupt(reason)) => {
                 tracing::warn!(
-                    target: "jit_cache",
+                    target: crate::log_targets::CACHE,
                     entry = %path.display(),
                     %reason,
                     "ignoring a damaged disk-cache entry ({reason}); it is deleted and built again"
                 );
                 self.discard(folder, path, &self.counters.corrupt);
-                None
+                Err(DiskMiss::Rejected)
             }
             Verdict::Rejected(Rejection::Unauthenticated) => {
                 tracing::warn!(
-                    target: "jit_cache",
+                    target: crate::log_targets::CACHE,
                     entry = %path.display(),
                     "a disk-cache entry failed authentication (forged, copied from another \
                      entry, or damaged): it was not loaded; it is deleted and built again"
                 );
                 self.discard(folder, path, &self.counters.unauthenticated);
-                None
+                Err(DiskMiss::Rejected)
             }
             Verdict::Rejected(Rejection::Refused(reason)) => {
                 tracing::warn!(
-                    target: "jit_cache",
+                    target: crate::log_targets::CACHE,
                     entry = %path.display(),
                     %reason,
                     "ignoring a disk-cache entry the runtime refused ({reason})"
                 );
+                bump(&self.counters.refused, 1);
                 self.discard(folder, path, &self.counters.corrupt);
-                None
+                Err(DiskMiss::Rejected)
             }
         }
+    }
+
+    /// Counts and logs a lookup of `path` that found no entry.
+    fn absent(&self, path: &Path) {
+        bump(&self.counters.absent, 1);
+        tracing::debug!(
+            target: crate::log_targets::CACHE,
+            entry = %path.display(),
+            reason = "absent",
+            "disk-cache miss: no entry (never written here, evicted, or written by another \
+             compiler or configuration)"
+        );
     }
 
     /// Counts a bad entry in `counter`, and deletes it unless the folder is
@@ -439,7 +476,7 @@ impl ArtifactStore {
             }
             Err(error) => {
                 tracing::debug!(
-                    target: "jit_cache",
+                    target: crate::log_targets::CACHE,
                     entry = %path.display(),
                     error = %ErrorChain(&error),
                     "cannot write a disk-cache entry"
@@ -476,7 +513,7 @@ impl ArtifactStore {
             });
         if let Err(error) = &written {
             tracing::debug!(
-                target: "jit_cache",
+                target: crate::log_targets::CACHE,
                 folder = %dir.display(),
                 %error,
                 "cannot record the builder of the disk cache's entries"

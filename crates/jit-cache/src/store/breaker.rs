@@ -137,7 +137,7 @@ impl Breaker {
             State::Closed { failures } => failures[request.index()] = 0,
             State::Probing | State::Open { .. } => {
                 tracing::info!(
-                    target: "jit_cache",
+                    target: crate::log_targets::REMOTE,
                     "the remote artifact store answers again; using it"
                 );
                 *state = State::Closed { failures: [0; 2] };
@@ -155,7 +155,7 @@ impl Breaker {
                 *state = State::Open { retry_at };
                 self.opened.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
-                    target: "jit_cache",
+                    target: crate::log_targets::REMOTE,
                     %error,
                     failures = failed,
                     cool_down = ?self.cool_down,
@@ -169,7 +169,7 @@ impl Breaker {
             State::Probing => {
                 *state = State::Open { retry_at };
                 tracing::debug!(
-                    target: "jit_cache",
+                    target: crate::log_targets::REMOTE,
                     %error,
                     "the remote artifact store is still failing ({error})"
                 );

@@ -105,7 +105,7 @@ impl PolicyFiles {
             Ok(learned) => Some(learned),
             Err(why) => {
                 tracing::warn!(
-                    target: "jit_cache",
+                    target: crate::log_targets::CACHE,
                     function = scope.function,
                     file = %path.display(),
                     reason = %why,
@@ -153,7 +153,7 @@ impl PolicyFiles {
         let text = learned.to_text(scope);
         if let Err(error) = checked.and_then(|()| write(&folder, &path, &text)) {
             tracing::debug!(
-                target: "jit_cache",
+                target: crate::log_targets::CACHE,
                 function = scope.function,
                 file = %path.display(),
                 error = %ErrorChain(&error),
@@ -184,11 +184,11 @@ impl PolicyFiles {
     fn folder_unusable(&self, error: &StoreError) {
         let error = ErrorChain(error);
         if self.warned.swap(true, Ordering::Relaxed) {
-            tracing::debug!(target: "jit_cache", %error, "policy folder not used: {error}");
+            tracing::debug!(target: crate::log_targets::CACHE, %error, "policy folder not used: {error}");
             return;
         }
         tracing::warn!(
-            target: "jit_cache",
+            target: crate::log_targets::CACHE,
             %error,
             "not using the learned policies of this disk cache: {error}; nothing in that folder \
              is read or written, and every function starts as in a new cache until it is fixed"

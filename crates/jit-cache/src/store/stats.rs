@@ -36,6 +36,15 @@ counters! {
         pub bytes_read: u64,
         /// Entry bytes written (headers included).
         pub bytes_written: u64,
+        /// Lookups that found no entry for their key (never written, evicted,
+        /// deleted, or written by another compiler or configuration, whose
+        /// artifacts have other keys). Together with `corrupt`,
+        /// `unauthenticated` and `insecure`, each lookup that did not hit has
+        /// its reason counted once; `misses` counts the builds they led to.
+        pub absent: u64,
+        /// Of `corrupt`: authentic entries the caller's `load` refused (the
+        /// runtime could not load the artifact).
+        pub refused: u64,
         other {
             /// Size of all entries in the folder: exact after the last scan, plus
             /// this instance's writes since.

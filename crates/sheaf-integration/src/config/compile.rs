@@ -107,6 +107,13 @@ pub struct CompileSettings {
     /// cache waits. Default 10 s; zero never waits (the queued compiles
     /// are dropped). See [`JitRuntime`](crate::JitRuntime), "Exit".
     pub exit_wait: Duration,
+    /// A folder where each compile that runs the compiler writes what it
+    /// was given and gave: the MLIR, the exact flags and target, a runnable
+    /// `iree-compile` command, the artifact or the diagnostics (the
+    /// README's "Seeing inside"; at most
+    /// [`MAX_DUMPS`](crate::logging::MAX_DUMPS) per process). Default
+    /// `None`: nothing is dumped.
+    pub dump_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for CompileSettings {
@@ -123,6 +130,7 @@ impl Default for CompileSettings {
             target: None,
             batch_limit: 8,
             exit_wait: DEFAULT_EXIT_WAIT,
+            dump_dir: None,
         }
     }
 }

@@ -205,6 +205,35 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
         apply: |config, var| set(&mut config.compile.float_semantics, var.parse()),
     },
     EnvVariable {
+        name: "SHEAF_JIT_TARGET",
+        meaning: "what to compile for instead of the device's own target: `cpu:<llvm cpu>[:<triple>]` (`cpu:x86-64-v3` for a fleet of mixed x86-64 machines, `cpu:generic`), `cuda:<sm_XY>`, `vulkan:<target>`, `hip:<gfx...>` or `metal`",
+        default: "none",
+        apply: |config, var| {
+            config.compile.target = Some(var.with(values::target)?);
+            Ok(())
+        },
+    },
+    EnvVariable {
+        name: "SHEAF_JIT_COMPILER_FLAGS",
+        meaning: "extra compiler flags, after the code's own (a later flag wins; the target's cannot be changed): separated by blanks, single or double quotes around a flag with blanks (no escapes)",
+        default: "none",
+        apply: |config, var| {
+            let flags = var.with(values::flags)?;
+            config.compile.options.extra_flags.extend(flags);
+            Ok(())
+        },
+    },
+    EnvVariable {
+        name: "SHEAF_JIT_FUNCTION_CAPACITY",
+        meaning: "signatures cached per function, for the functions named (`softmax=2,mlp_layer=16`), over `SHEAF_JIT_CAPACITY`",
+        default: "none",
+        apply: |config, var| {
+            let capacities = var.with(values::capacities)?;
+            config.cache.function_capacity_overrides.extend(capacities);
+            Ok(())
+        },
+    },
+    EnvVariable {
         name: "SHEAF_JIT_CACHE_DIR",
         meaning: "artifact disk cache folder (feature `disk-cache`)",
         default: "`$XDG_CACHE_HOME/sheaf-jit`, else `$HOME/.cache/sheaf-jit`",
@@ -290,10 +319,30 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
         },
     },
     EnvVariable {
+        name: "SHEAF_JIT_LOG",
+        meaning: "the library's own log on stderr: a filter in `RUST_LOG` syntax (`sheaf_jit=debug`, `warn,sheaf_jit::remote=debug`), installed when a runtime starts unless the program has a `tracing` subscriber (then its filter decides)",
+        default: "none",
+        // Read when a runtime starts (`logging::install_from_env`); checked
+        // here so that a typo is an error like any other.
+        apply: |_, var| {
+            let lookup = |name: &str| (name == var.name).then(|| var.value.to_owned());
+            log_filter(lookup).map(drop)
+        },
+    },
+    EnvVariable {
+        name: "SHEAF_JIT_DUMP_DIR",
+        meaning: "a folder where each compile writes its MLIR, exact flags and target, a runnable `iree-compile` command, and its artifact or diagnostics (at most 256 compiles per process; later ones are skipped)",
+        default: "none",
+        apply: |config, var| {
+            config.compile.dump_dir = Some(var.path());
+            Ok(())
+        },
+    },
+    EnvVariable {
         name: "SHEAF_JIT_TRACE",
-        meaning: "`1`: one line per miss, compile, eviction, fallback",
+        meaning: "deprecated: `1` is `SHEAF_JIT_LOG=warn,sheaf_jit=debug` (`SHEAF_JIT_LOG` wins)",
         default: "off",
-        // Read by `trace::init_from_env`; checked here so that a typo is an
+        // Read when a runtime starts; checked here so that a typo is an
         // error like any other.
         apply: |_, var| var.switch().map(drop),
     },
@@ -400,13 +449,48 @@ impl JitConfigBuilder {
     }
 }
 
-/// `SHEAF_JIT_TRACE` from the environment: `Some(true)` for `1`/`on`/...,
+/// `SHEAF_JIT_LOG`: a filter in `RUST_LOG` syntax for the library's stderr
+/// log.
+pub(crate) const LOG_ENV: &str = "SHEAF_JIT_LOG";
+
+/// The filter `SHEAF_JIT_TRACE=1` stands for.
+const TRACE_FILTER: &str = "warn,sheaf_jit=debug";
+
+/// The filter `SHEAF_JIT_LOG` (else the deprecated `SHEAF_JIT_TRACE`) from
+/// `lookup` asks for, checked; `None` when neither is set.
+///
+/// # Errors
+///
+/// [`ConfigError::Invalid`] for a filter that does not parse, or a
+/// `SHEAF_JIT_TRACE` that is not a switch.
+pub(crate) fn log_filter(
+    lookup: impl Fn(&str) -> Option<OsString>,
+) -> Result<Option<String>, ConfigError> {
+    if let Some(value) = lookup(LOG_ENV).filter(|value| !value.is_empty()) {
+        let var = Var {
+            name: LOG_ENV,
+            value: &value,
+        };
+        let filter = var.text()?;
+        tracing_subscriber::EnvFilter::builder()
+            .parse(&filter)
+            .map_err(|error| {
+                var.invalid(format!(
+                    "a filter in RUST_LOG syntax, such as `sheaf_jit=debug` ({error})"
+                ))
+            })?;
+        return Ok(Some(filter));
+    }
+    let trace = trace_switch(&lookup)?;
+    Ok(trace.unwrap_or(false).then(|| TRACE_FILTER.to_owned()))
+}
+
+/// `SHEAF_JIT_TRACE` from `lookup`: `Some(true)` for `1`/`on`/...,
 /// `Some(false)` for `0`/`off`/..., `None` when unset or empty; any other
 /// value is an error naming the variable.
-#[cfg(feature = "trace-subscriber")]
-pub(crate) fn trace_switch() -> Result<Option<bool>, ConfigError> {
+fn trace_switch(lookup: impl Fn(&str) -> Option<OsString>) -> Result<Option<bool>, ConfigError> {
     let name = crate::settings::TRACE_ENV;
-    let Some(value) = std::env::var_os(name).filter(|value| !value.is_empty()) else {
+    let Some(value) = lookup(name).filter(|value| !value.is_empty()) else {
         return Ok(None);
     };
     Var {
@@ -449,14 +533,12 @@ impl Var<'_> {
         Ok(text.trim().to_owned())
     }
 
+    /// The text parsed by `parse`, whose error says what it may be.
+    fn with<T>(&self, parse: fn(&str) -> Result<T, String>) -> Result<T, ConfigError> {
+        parse(&self.text()?).map_err(|expected| self.invalid(expected))
+    }
+
     /// The value as is, as a path.
-    #[cfg_attr(
-        not(any(feature = "disk-cache", feature = "remote-cache")),
-        allow(
-            dead_code,
-            reason = "read by the disk and remote caches' variables only"
-        )
-    )]
     fn path(&self) -> PathBuf {
         self.value.into()
     }
@@ -537,3 +619,4 @@ impl Var<'_> {
 // theirs are errors, which `tests/no_default_features.rs` checks.
 #[cfg(all(test, feature = "disk-cache", feature = "remote-cache"))]
 mod tests;
+mod values;

@@ -75,7 +75,7 @@ impl ParallelCpu {
                     .inspect_err(|error| {
                         let error = ErrorChain(error);
                         tracing::warn!(
-                            target: "sheaf_jit",
+                            target: jit_cache::log_targets::RUNTIME,
                             workers = self.workers,
                             %error,
                             "cannot open a `local-task` device beside `local-sync` ({error}); \

@@ -137,14 +137,14 @@ impl exit::Finish for Inner {
             let start = Instant::now();
             let finished = self.cache.wait_for_compiles(self.exit_wait);
             tracing::debug!(
-                target: "sheaf_jit",
+                target: jit_cache::log_targets::RUNTIME,
                 finished,
                 waited = ?start.elapsed(),
                 "the process exits: waited for the background compiles"
             );
             if !finished {
                 tracing::warn!(
-                    target: "sheaf_jit",
+                    target: jit_cache::log_targets::RUNTIME,
                     "the process exits with background compiles still queued after waiting {:?} \
                      (SHEAF_JIT_EXIT_WAIT): they are dropped, and the next process compiles them",
                     self.exit_wait

@@ -9,6 +9,8 @@ use jit_cache::store::ArtifactStore;
 use jit_cache::store::{RedisStore, RemoteTier, Secret};
 use jit_cache::{ErrorChain, JitCache};
 
+use crate::dump::Dumps;
+
 use crate::batch_queue::BatchQueue;
 use crate::bundle::Bundle;
 use crate::config::JitConfig;
@@ -42,7 +44,7 @@ fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
     };
     let backend = RedisStore::new(url.as_str(), remote.timeouts)?;
     tracing::info!(
-        target: "sheaf_jit",
+        target: jit_cache::log_targets::REMOTE,
         store = ?backend,
         "sharing compiled artifacts through a remote cache"
     );
@@ -77,11 +79,15 @@ impl JitRuntime {
     /// program, and [`JitError::Config`] for any setting that cannot work:
     /// `new` checks the whole configuration again as
     /// [`JitConfigBuilder::build`](crate::JitConfigBuilder::build) does,
-    /// since its fields are public and may have changed since.
+    /// since its fields are public and may have changed since, or for a
+    /// `SHEAF_JIT_LOG` (or `SHEAF_JIT_TRACE`) that does not parse: `new`
+    /// applies it, installing the library's stderr log (once per process;
+    /// the README's "Seeing inside").
     pub fn new(config: JitConfig) -> Result<JitRuntime, JitError> {
         // The configuration's fields are public: what `build` checked may
         // have been changed since.
         config.validate()?;
+        crate::logging::install_from_env()?;
         let devices = config.device.specs()?;
         let options = &config.compile.options;
         let target = config.compile.target.as_ref();
@@ -115,7 +121,7 @@ impl JitRuntime {
             if let Err(error) = iree_safe::compiler::remember_versions_in(&memos) {
                 let error = ErrorChain(&error);
                 tracing::warn!(
-                    target: "sheaf_jit",
+                    target: jit_cache::log_targets::CACHE,
                     %error,
                     "cannot keep the compiler's version in the disk cache ({error}); each \
                      process asks the compiler"
@@ -136,7 +142,7 @@ impl JitRuntime {
                     source,
                 })?;
                 tracing::info!(
-                    target: "sheaf_jit",
+                    target: jit_cache::log_targets::RUNTIME,
                     bundle = %bundle.dir().display(),
                     artifacts = bundle.len(),
                     "serving compiled artifacts from a bundle"
@@ -145,7 +151,16 @@ impl JitRuntime {
             })
             .collect::<Result<Vec<_>, JitError>>()?;
         let with_disk = store.directory().is_some();
-        let pipeline = Arc::new(Pipeline::new(config.compile.compiler, store, bundles));
+        let dumps = config
+            .compile
+            .dump_dir
+            .clone()
+            .map(|dir| Dumps::new(dir, &config.compile.compiler));
+        let pipeline = Arc::new(Pipeline::new(
+            config.compile.compiler,
+            (store, bundles),
+            dumps,
+        ));
         // With a disk cache, what the policy learns is kept in it, and a
         // function starts from what earlier processes learned.
         let float_semantics = config.compile.float_semantics;

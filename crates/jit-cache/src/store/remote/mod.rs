@@ -157,12 +157,12 @@ impl RemoteTier {
             &shared.secret,
             max,
         );
-        let reason = match entry::judge(outcome, load) {
+        let (reason, counter) = match entry::judge(outcome, load) {
             Verdict::Loaded { value, artifact } => {
                 bump(&c.hits, 1);
                 bump(&c.bytes_fetched, bytes.len() as u64);
                 tracing::debug!(
-                    target: "jit_cache",
+                    target: crate::log_targets::REMOTE,
                     key = %name,
                     bytes = bytes.len(),
                     "served an artifact from the remote store"
@@ -175,16 +175,22 @@ impl RemoteTier {
                 return None;
             }
             Verdict::Rejected(Rejection::Refused(reason)) => {
-                format!("the caller refused it: {reason}")
+                (format!("the caller refused it: {reason}"), &c.refused)
             }
-            Verdict::Rejected(Rejection::Corrupt(reason)) => format!("malformed: {reason}"),
-            Verdict::Rejected(Rejection::Unauthenticated) => "it failed authentication (forged, \
-                 written with another secret, copied from another key, or damaged)"
-                .to_owned(),
+            Verdict::Rejected(Rejection::Corrupt(reason)) => {
+                (format!("malformed: {reason}"), &c.malformed)
+            }
+            Verdict::Rejected(Rejection::Unauthenticated) => (
+                "it failed authentication (forged, written with another secret, copied from \
+                 another key, or damaged)"
+                    .to_owned(),
+                &c.unauthenticated,
+            ),
         };
         bump(&c.rejected, 1);
+        bump(counter, 1);
         tracing::warn!(
-            target: "jit_cache",
+            target: crate::log_targets::REMOTE,
             key = %name,
             %reason,
             "ignoring a remote artifact-store entry: {reason}; it was not loaded, the artifact \
@@ -202,7 +208,7 @@ impl RemoteTier {
         if artifact.len() as u64 > max {
             bump(&c.oversized, 1);
             tracing::debug!(
-                target: "jit_cache",
+                target: crate::log_targets::REMOTE,
                 key = %self.shared.remote_key(key),
                 bytes = artifact.len(),
                 "not publishing an artifact of {} (over the remote bound of {})",
@@ -248,6 +254,12 @@ impl Shared {
         let start = Instant::now();
         if !self.breaker.admit(start) {
             bump(&c.skipped, 1);
+            tracing::debug!(
+                target: crate::log_targets::REMOTE,
+                key = %name,
+                reason = "unavailable",
+                "remote-cache miss: not asked, the circuit breaker is open after failures in a row"
+            );
             return None;
         }
         let max_value = self.options.max_entry_bytes + HEADER_LEN as u64;
@@ -262,14 +274,23 @@ impl Shared {
                 self.breaker.succeeded(Request::Fetch);
                 match value {
                     RemoteValue::Found(bytes) => return Some(bytes),
-                    RemoteValue::Missing => bump(&c.misses, 1),
+                    RemoteValue::Missing => {
+                        bump(&c.misses, 1);
+                        tracing::debug!(
+                            target: crate::log_targets::REMOTE,
+                            key = %name,
+                            reason = "absent",
+                            "remote-cache miss: no value under this key"
+                        );
+                    }
                     RemoteValue::TooLarge(len) => {
                         bump(&c.oversized, 1);
                         tracing::debug!(
-                            target: "jit_cache",
+                            target: crate::log_targets::REMOTE,
                             key = %name,
                             bytes = len,
-                            "not downloading a remote entry of {} (over the bound of {})",
+                            reason = "too large",
+                            "remote-cache miss: not downloading an entry of {} (over the bound of {})",
                             ByteSize(len),
                             ByteSize(max_value)
                         );
@@ -286,7 +307,13 @@ impl Shared {
     fn failed(&self, request: Request, name: &str, error: &RemoteError) {
         bump(&self.counters.errors, 1);
         let error = ErrorChain(error);
-        tracing::debug!(target: "jit_cache", key = %name, %error, "remote artifact store: {error}");
+        tracing::debug!(
+            target: crate::log_targets::REMOTE,
+            key = %name,
+            %error,
+            reason = "unavailable",
+            "remote artifact store: {error}"
+        );
         self.breaker.failed(request, Instant::now(), &error);
     }
 
@@ -307,7 +334,7 @@ impl Shared {
                     bump(&c.publishes, 1);
                     bump(&c.bytes_published, value.len() as u64);
                     tracing::debug!(
-                        target: "jit_cache",
+                        target: crate::log_targets::REMOTE,
                         key = %name,
                         bytes = value.len(),
                         "published an artifact to the remote store"

@@ -40,6 +40,14 @@ counters! {
         pub bytes_published: u64,
         /// Fetch requests sent (whatever their outcome).
         pub fetches: u64,
+        /// Of `rejected`: values whose authentication tag did not verify
+        /// (forged, written under another secret, copied from another key, or
+        /// damaged).
+        pub unauthenticated: u64,
+        /// Of `rejected`: values that are not well-formed entries for their key.
+        pub malformed: u64,
+        /// Of `rejected`: authentic values the caller's `load` refused.
+        pub refused: u64,
         other {
             /// Their total time.
             pub fetch_time: Duration,

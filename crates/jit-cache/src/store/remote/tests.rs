@@ -162,10 +162,13 @@ fn values_that_do_not_verify_are_counted_and_never_loaded() {
     let mut flipped = good.clone();
     *flipped.last_mut().unwrap() ^= 1;
     let foreign = entry::encode(&key("a"), &Secret::from_bytes([9; Secret::LEN]), b"evil");
-    for (what, value) in [
-        ("a flipped bit", flipped),
-        ("garbage", b"garbage".to_vec()),
-        ("another secret's entry", foreign),
+    // Each rejection is counted with its reason: (unauthenticated,
+    // malformed, refused).
+    let reasons = |stats: RemoteStats| (stats.unauthenticated, stats.malformed, stats.refused);
+    for (what, value, reason) in [
+        ("a flipped bit", flipped, (1, 0, 0)),
+        ("garbage", b"garbage".to_vec(), (0, 1, 0)),
+        ("another secret's entry", foreign, (1, 0, 0)),
     ] {
         backend.set_value("a", value);
         let store = store(&backend, RemoteOptions::default());
@@ -175,6 +178,7 @@ fn values_that_do_not_verify_are_counted_and_never_loaded() {
             "{what}"
         );
         assert_eq!(store.remote_stats().unwrap().rejected, 1, "{what}");
+        assert_eq!(reasons(store.remote_stats().unwrap()), reason, "{what}");
         drop(store);
         assert_eq!(backend.value("a").unwrap(), good, "{what}: republished");
     }
@@ -190,6 +194,7 @@ fn values_that_do_not_verify_are_counted_and_never_loaded() {
     );
     assert!(matches!(refused, Ok((_, Fetched::Built))));
     assert_eq!(store.remote_stats().unwrap().rejected, 1);
+    assert_eq!(reasons(store.remote_stats().unwrap()), (0, 0, 1));
 }
 
 #[test]

@@ -20,7 +20,9 @@ usage: pingpong [--iters 30,500,5000] [--driver local-sync|local-task]
                  kind `first_result` per mode, and one with kind `stopped` if
                  legacy hit the ceiling) instead of the table
 
-SHEAF_JIT_TRACE=1 prints one line per miss, compile, eviction and fallback.";
+SHEAF_JIT_LOG=sheaf_jit=debug prints one line per miss, compile, eviction and
+fallback (the runs print warnings by default); SHEAF_JIT_TRACE=1 does too
+and prints each run's statistics at its end.";
 
 /// Which design a child process runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -88,7 +88,7 @@ impl Legacy {
                 },
             );
             tracing::debug!(
-                target: "sheaf_jit",
+                target: "sheaf_jit::recompiles",
                 "legacy {name}{shapes:?}: {} -> compile -> runtime #{index} ({} orphaned)",
                 match &slot_shapes {
                     None => "slot empty".to_owned(),

@@ -66,7 +66,7 @@ fn main() -> ExitCode {
 
 /// Runs one mode in this process, printing records as JSON lines.
 fn run_child(mode: Mode, args: &Args) -> anyhow::Result<()> {
-    sheaf_integration::trace::init_from_env()?;
+    sheaf_integration::logging::apply_env()?;
     let mut emit = |record: &Record| {
         println!(
             "{}",
@@ -125,7 +125,15 @@ fn run_parent(args: &Args) -> anyhow::Result<()> {
 
 fn run_mode(mode: Mode, args: &Args) -> anyhow::Result<Vec<Record>> {
     let exe = std::env::current_exe().context("cannot find this program")?;
-    let mut child = Command::new(exe)
+    let mut child = Command::new(exe);
+    // The children print the JIT's warnings unless told otherwise.
+    if ["SHEAF_JIT_LOG", "SHEAF_JIT_TRACE"]
+        .iter()
+        .all(|name| std::env::var_os(name).is_none_or(|value| value.is_empty()))
+    {
+        child.env("SHEAF_JIT_LOG", "warn");
+    }
+    let mut child = child
         .args(args.child_args(mode))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -44,6 +44,17 @@ const SAMPLES: &[(&str, &str, Option<&[u8]>)] = &[
     ("SHEAF_JIT_EXIT_WAIT", "0", Some(b"10s")),
     ("SHEAF_JIT_COMPILER", "in-process", Some(b"gpu")),
     ("SHEAF_JIT_FLOAT_SEMANTICS", "reassociate", Some(b"fast")),
+    ("SHEAF_JIT_TARGET", "cpu:x86-64-v3", Some(b"x86-64-v3")),
+    (
+        "SHEAF_JIT_COMPILER_FLAGS",
+        "--iree-opt-level=O2 '--a=b c'",
+        Some(b"--a='b"),
+    ),
+    (
+        "SHEAF_JIT_FUNCTION_CAPACITY",
+        "softmax=2",
+        Some(b"softmax=two"),
+    ),
     ("SHEAF_JIT_CACHE_DIR", "/c", None),
     ("SHEAF_JIT_DISK_CACHE", "off", Some(b"bogus")),
     ("SHEAF_JIT_CACHE_MAX_BYTES", "64M", Some(b"1.5G")),
@@ -52,6 +63,12 @@ const SAMPLES: &[(&str, &str, Option<&[u8]>)] = &[
     ("SHEAF_JIT_PARALLEL_WORKERS", "61", Some(b"0")),
     ("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "1M", Some(b"big")),
     ("SHEAF_JIT_BUNDLES", "/a:/b", None),
+    (
+        "SHEAF_JIT_LOG",
+        "warn,sheaf_jit::remote=debug",
+        Some(b"sheaf_jit=loud"),
+    ),
+    ("SHEAF_JIT_DUMP_DIR", "/tmp/dumps", None),
     (crate::settings::TRACE_ENV, "1", Some(b"verbose")),
     ("SHEAF_JIT_PROFILE", "on", Some(b"loud")),
     ("SHEAF_JIT_REMOTE_CACHE", "redis://cache", Some(b"\xff")),
@@ -80,8 +97,8 @@ fn every_variable_in_the_table_is_parsed_and_a_bad_value_names_it() {
     let defaults = format!("{:?}", JitConfig::default());
     for &(name, good, bad) in SAMPLES {
         let config = applied(name, good.into()).unwrap();
-        // The trace switch is read by `trace::init_from_env`.
-        if name != crate::settings::TRACE_ENV {
+        // The log's variables are read when a runtime starts.
+        if ![crate::settings::TRACE_ENV, "SHEAF_JIT_LOG"].contains(&name) {
             assert_ne!(
                 format!("{config:?}"),
                 defaults,
