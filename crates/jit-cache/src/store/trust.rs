@@ -245,6 +245,21 @@ impl Secret {
         dir.join(SECRET_FILE)
     }
 
+    /// What tells this secret from others without revealing anything of
+    /// it: the first 8 bytes of an HMAC-SHA256 of a fixed label under it,
+    /// as 16 hex digits (a remote tier's keys carry it, so that deployments
+    /// with different secrets do not share entries).
+    pub(crate) fn identity(&self) -> String {
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
+        mac.update(b"sheaf-jit remote key namespace v1");
+        let digest = mac.finalize().into_bytes();
+        digest[..8]
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect()
+    }
+
     /// The tag of an entry: HMAC-SHA256 over its key, its payload's length
     /// and the payload.
     pub(crate) fn tag(&self, key: &ArtifactKey, payload: &[u8]) -> [u8; TAG_LEN] {
@@ -351,5 +366,15 @@ mod tests {
             "another secret"
         );
         assert_eq!(format!("{secret:?}"), "Secret(..)");
+    }
+
+    #[test]
+    fn identities_tell_secrets_apart_and_show_nothing_of_them() {
+        let (one, other) = (Secret([7; TAG_LEN]), Secret([8; TAG_LEN]));
+        assert_eq!(one.identity(), Secret([7; TAG_LEN]).identity(), "stable");
+        assert_ne!(one.identity(), other.identity());
+        assert_eq!(one.identity().len(), 16);
+        assert!(one.identity().bytes().all(|b| b.is_ascii_hexdigit()));
+        assert!(!one.identity().contains("0707"), "{}", one.identity());
     }
 }
