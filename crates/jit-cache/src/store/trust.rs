@@ -14,6 +14,8 @@
 //! only the folder's owners can write. The owner themselves, and root, are
 //! trusted: they can run code as this user anyway.
 
+mod mounted;
+
 use std::fs::{self, DirBuilder, File, Metadata, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -172,20 +174,41 @@ impl Secret {
         Secret(bytes)
     }
 
-    /// The secret in the file `path`: exactly 32 bytes, a regular file (not
-    /// a link) that belongs to this process's user and that no one else may
-    /// read or write (mode 0600 or 0400), checked as strictly as a disk
-    /// cache's own secret. Make one with
-    /// `(umask 077; head -c 32 /dev/urandom > FILE)`.
+    /// The secret in the file `path`: exactly 32 bytes, in a regular file
+    /// that nobody but its owner and root could have placed or could
+    /// change, as orchestrators mount secrets (Kubernetes' `..data`
+    /// links, Docker's `/run/secrets`):
+    ///
+    /// - symbolic links on the way are followed, and every folder in which
+    ///   a name is looked up (those on the file's real path, and those that
+    ///   hold the links) must belong to this process's user or root, with
+    ///   no write bit for group or others; a sticky folder that others may
+    ///   write (`/tmp`) is accepted when the entry looked up in it belongs
+    ///   to this user or root, since nobody else may rename or delete it;
+    /// - the file belongs to this user or root, and group and others may
+    ///   not write it;
+    /// - a file of this user's (not root's) must also be closed to reading
+    ///   by others (mode 0600 or 0400), as a disk cache's own secret; a
+    ///   file of root's may be readable by others (an orchestrator's mount,
+    ///   mode 0644 or 0444, read by the container's own users): on a host
+    ///   shared with other users, make it 0400 (Kubernetes:
+    ///   `defaultMode: 0400`).
+    ///
+    /// Make one with `(umask 077; head -c 32 /dev/urandom > FILE)`.
     ///
     /// # Errors
     ///
-    /// [`StoreError::Insecure`] for a file that is a link, not a regular file,
-    /// not this user's, readable or writable by others, or longer than 32
-    /// bytes, and [`StoreError::Io`] for one that cannot be opened or is
+    /// [`StoreError::Insecure`] naming what is wrong (the folder or link on
+    /// the way, the file's owner or mode, a length over 32 bytes) and what
+    /// to do, and [`StoreError::Io`] for a file that cannot be opened or is
     /// shorter.
     pub fn from_file(path: &Path) -> Result<Secret, StoreError> {
-        Self::load(path, Owners::User)
+        let (file, metadata) = mounted::open_secret_file(path)?;
+        let others_read = metadata.permissions().mode() & 0o044 != 0;
+        if others_read && metadata.uid() != 0 {
+            return Err(Self::readable_by_others(path));
+        }
+        Self::read(path, file)
     }
 
     /// The secret of the folder `dir`, made (32 random bytes, mode 0600)
@@ -218,16 +241,26 @@ impl Secret {
     /// The secret in the file `path`, which must be a regular file of 32
     /// bytes that only `owners` can read or write.
     pub(crate) fn load(path: &Path, owners: Owners) -> Result<Secret, StoreError> {
-        let (mut file, metadata) = open_file(path, owners, "chmod 600")?;
+        let (file, metadata) = open_file(path, owners, "chmod 600")?;
         if metadata.permissions().mode() & 0o044 != 0 && owners == Owners::User {
-            return Err(StoreError::insecure(
-                path,
-                format!(
-                    "others may read it, and forge entries with it; run `chmod 600 {}`",
-                    path.display()
-                ),
-            ));
+            return Err(Self::readable_by_others(path));
         }
+        Self::read(path, file)
+    }
+
+    fn readable_by_others(path: &Path) -> StoreError {
+        StoreError::insecure(
+            path,
+            format!(
+                "others may read it, and forge entries with it; run `chmod 600 {}`",
+                path.display()
+            ),
+        )
+    }
+
+    /// The 32 bytes of the secret file `file` (at `path`), which must have
+    /// no more.
+    fn read(path: &Path, mut file: File) -> Result<Secret, StoreError> {
         let mut bytes = [0u8; TAG_LEN];
         let mut extra = [0u8; 1];
         file.read_exact(&mut bytes).map_err(StoreError::io(path))?;
