@@ -230,26 +230,31 @@ fn a_remote_cache_without_a_private_secret_is_refused_with_what_to_do() {
     );
     let secrets = tempfile::tempdir().unwrap();
     let path = secret_file_in(secrets.path());
-    fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o606)).unwrap();
     let error =
         JitRuntime::new(settings(&url, secrets.path(), disk.path()).build().unwrap()).unwrap_err();
     let message = ErrorChain(&error).to_string();
     assert!(matches!(error, JitError::RemoteSecret(_)), "{message}");
-    assert!(message.contains("chmod 600"), "{message}");
+    assert!(
+        message.contains("others may write it") && message.contains("chmod go-w"),
+        "{message}"
+    );
     assert!(
         message.contains("SHEAF_JIT_REMOTE_SECRET_FILE"),
         "{message}"
     );
     fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+    let missing_ca = disk.path().join("missing-ca.pem");
     let tls = JitRuntime::new(
         settings("rediss://cache:6380", secrets.path(), disk.path())
+            .remote(|remote| remote.ca_file = Some(missing_ca))
             .build()
             .unwrap(),
     )
     .unwrap_err();
     let message = ErrorChain(&tls).to_string();
     assert!(matches!(tls, JitError::RemoteCache(_)), "{message}");
-    assert!(message.contains("not supported"), "{message}");
+    assert!(message.contains("cannot read the CA file"), "{message}");
 }
 
 #[test]
