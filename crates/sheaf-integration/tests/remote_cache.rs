@@ -351,7 +351,9 @@ fn a_tampered_remote_entry_is_rejected_counted_and_compiled_instead() {
         let republished = connection.get(&keys[0]);
         assert_eq!(republished, good, "{what}: replaced by the fresh compile");
     }
-    // A process with another secret: the entry does not verify for it.
+    // A process with another secret (another deployment): its keys are its
+    // own, so it misses (not a rejection), and publishes its own entry
+    // beside the first's, which it leaves alone.
     let disk = fresh();
     let jit = runtime(
         support::blocking()
@@ -367,7 +369,11 @@ fn a_tampered_remote_entry_is_rejected_counted_and_compiled_instead() {
         call(&jit, [2, 3]),
         Provenance::Compiled(Origin::CompiledNow { .. })
     ));
-    assert_eq!(remote(&jit).rejected, 1, "another secret's entry");
+    let stats = remote(&jit);
+    assert_eq!((stats.rejected, stats.misses), (0, 1), "{stats}");
+    drop(jit); // publishes
+    assert_eq!(remote_keys(&server).len(), 2);
+    assert_eq!(connection.get(&keys[0]), good, "the first secret's entry");
 }
 
 #[test]
