@@ -32,7 +32,10 @@
 //! - **Five commands.** The tier needs `STRLEN`, `GETRANGE`, `SET`,
 //!   `AUTH` and `SELECT`, so the client is small enough to bound every
 //!   wait and every byte of: this file, `resp.rs` and `redis/address.rs`
-//!   (the URL forms the old client accepted), on `std::net`.
+//!   (the URL forms the old client accepted), on `std::net`; with the
+//!   `remote-tls` feature, `redis/tls.rs` runs rustls over the same
+//!   deadline socket for `rediss://` (the handshake within the connect
+//!   deadline, every TLS record of a request within its deadline).
 //!
 //! Each request takes an idle connection, or opens one within the connect
 //! timeout: resolving the host name (on a helper thread, waited for until
