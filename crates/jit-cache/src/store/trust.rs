@@ -282,6 +282,7 @@ impl Secret {
     /// it: the first 8 bytes of an HMAC-SHA256 of a fixed label under it,
     /// as 16 hex digits (a remote tier's keys carry it, so that deployments
     /// with different secrets do not share entries).
+    #[cfg(feature = "remote")]
     pub(crate) fn identity(&self) -> String {
         let mut mac =
             Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
@@ -402,6 +403,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "remote")]
     fn identities_tell_secrets_apart_and_show_nothing_of_them() {
         let (one, other) = (Secret([7; TAG_LEN]), Secret([8; TAG_LEN]));
         assert_eq!(one.identity(), Secret([7; TAG_LEN]).identity(), "stable");

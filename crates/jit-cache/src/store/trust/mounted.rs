@@ -266,6 +266,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // file system
     fn a_kubernetes_shaped_mount_is_read_through_its_links() {
         let root = tempfile::tempdir().unwrap();
         let mount = folder(&root.path().join("etc/secret"), 0o755);
@@ -278,6 +279,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // file system
     fn a_docker_secret_is_read() {
         let root = tempfile::tempdir().unwrap();
         let secrets = folder(&root.path().join("run/secrets"), 0o755);
@@ -293,6 +295,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // file system
     fn a_folder_others_may_write_on_the_way_is_refused() {
         let root = tempfile::tempdir().unwrap();
         for mode in [0o775, 0o757] {
@@ -311,6 +314,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // file system
     fn a_file_others_may_write_is_refused() {
         let root = tempfile::tempdir().unwrap();
         let mount = folder(&root.path().join("secret"), 0o755);
@@ -323,6 +327,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // file system
     fn a_link_into_a_folder_others_may_write_is_refused() {
         let root = tempfile::tempdir().unwrap();
         let open = folder(&root.path().join("open"), 0o777);
@@ -344,6 +349,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // file system
     fn in_a_sticky_folder_only_entries_of_this_user_or_root_are_trusted() {
         let root = tempfile::tempdir().unwrap();
         let sticky = folder(&root.path().join("tmp"), 0o1777);
@@ -374,6 +380,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // file system
     fn a_file_or_folder_of_another_user_is_refused() {
         if !is_root() {
             return; // giving a file away needs root
@@ -401,6 +408,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // file system
     fn a_loop_of_links_and_a_folder_are_refused() {
         let root = tempfile::tempdir().unwrap();
         symlink("b", root.path().join("a")).unwrap();
