@@ -4,15 +4,18 @@
 //! that does not verify (self-signed, signed by another CA, issued for
 //! another host, or by a CA the system does not trust), or a server that
 //! does not speak TLS, fails the connect with the reason and becomes a
-//! miss of the tier, never a hang; a CA file that cannot serve is refused
-//! when the store is made.
+//! miss of the tier, never a hang; a server that drips the bytes of its
+//! reply's TLS record fails the request at its deadline; a CA file that cannot serve
+//! is refused when the store is made.
 
 #![cfg(not(miri))] // sockets, a server process
 
 use std::fs;
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
@@ -62,6 +65,22 @@ impl Certificates {
         let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
         fs::write(self.path(&format!("{name}.pem")), issuer.pem()).unwrap();
         Ca { issuer }
+    }
+
+    /// A certificate for `names` signed by `ca`, and its key, in DER.
+    fn signed_der(
+        ca: &Ca,
+        names: &[&str],
+    ) -> (
+        rustls::pki_types::CertificateDer<'static>,
+        rustls::pki_types::PrivateKeyDer<'static>,
+    ) {
+        let key = KeyPair::generate().unwrap();
+        let names: Vec<String> = names.iter().map(|&name| name.to_owned()).collect();
+        let params = CertificateParams::new(names).unwrap();
+        let certificate = params.signed_by(&key, &ca.issuer).unwrap();
+        let key = rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der());
+        (certificate.der().clone(), key.into())
     }
 
     /// A server certificate for `names`, signed by `ca` (else self-signed),
@@ -300,4 +319,65 @@ fn a_ca_file_that_cannot_serve_is_refused_when_the_store_is_made() {
     assert!(error.contains("holds no usable certificate"), "{error}");
     let error = tls_error("redis://cache", &certificates.path("ca.pem"));
     assert!(error.contains("is for a `rediss://` address"), "{error}");
+}
+
+#[test]
+fn a_server_that_drips_its_tls_record_fails_the_request_at_its_deadline() {
+    let certificates = Certificates::new();
+    let ca = certificates.ca("ca");
+    let (certificate, key) = Certificates::signed_der(&ca, &["localhost"]);
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![certificate], key)
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // One connection: the handshake, the command, then the reply in one
+    // TLS record (31 bytes), its bytes sent 30 ms apart (about 930 ms in
+    // all): every read of the socket is short, the record as a whole is
+    // not. It stops by itself.
+    let server = thread::spawn(move || {
+        let (socket, _) = listener.accept().unwrap();
+        let connection = rustls::ServerConnection::new(Arc::new(config)).unwrap();
+        let mut stream = rustls::StreamOwned::new(connection, socket);
+        let mut command = [0; 256];
+        let read = stream.read(&mut command).unwrap();
+        assert!(command[..read].starts_with(b"*2\r\n$6\r\nSTRLEN"));
+        let rustls::StreamOwned {
+            conn: mut connection,
+            sock: mut socket,
+        } = stream;
+        connection.writer().write_all(b":12345\r\n").unwrap();
+        let mut record = Vec::new();
+        while connection.wants_write() {
+            connection.write_tls(&mut record).unwrap();
+        }
+        for byte in record {
+            thread::sleep(Duration::from_millis(30));
+            if socket.write_all(&[byte]).is_err() {
+                break; // the client gave up
+            }
+        }
+    });
+    // Each read is far shorter than the request timeout; the request as a
+    // whole is longer.
+    let timeouts = RemoteTimeouts {
+        connect: Duration::from_secs(5),
+        request: Duration::from_millis(300),
+    };
+    let url = format!("rediss://localhost:{port}");
+    let backend = RedisStore::with_ca_file(&url, timeouts, &certificates.path("ca.pem")).unwrap();
+    let error = within_20s(move || backend.get("k", 1024))
+        .expect("the request ended")
+        .expect_err("a record dripped for 930 ms was accepted within a 300 ms request timeout");
+    let shown = ErrorChain(&error).to_string();
+    assert!(
+        matches!(&error, RemoteError::Unavailable { step: "STRLEN", .. })
+            && shown.contains("the request took longer than its 300ms timeout"),
+        "{shown}"
+    );
+    server.join().unwrap();
 }

@@ -430,7 +430,9 @@ impl Write for DeadlineSocket {
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.socket.flush()
+        // A TLS stream writes its pending records here.
+        self.socket.pass_on(self.deadline);
+        self.socket.flush().map_err(timeout_as_such)
     }
 }
 
