@@ -49,12 +49,17 @@ impl Address {
     /// The address `url` names; what is wrong with it otherwise, without
     /// its password.
     pub(super) fn parse(url: &str) -> Result<Address, String> {
+        Self::parse_in_a_build(url, cfg!(feature = "remote-tls"))
+    }
+
+    /// [`parse`](Self::parse) in a build with TLS (`remote-tls`) or without.
+    fn parse_in_a_build(url: &str, with_tls: bool) -> Result<Address, String> {
         let (scheme, rest) = url
             .split_once("://")
             .ok_or_else(|| format!("not a URL; {FORMS}"))?;
         match scheme {
             "redis" | "valkey" => Self::tcp(rest, false),
-            "rediss" | "valkeys" if cfg!(feature = "remote-tls") => Self::tcp(rest, true),
+            "rediss" | "valkeys" if with_tls => Self::tcp(rest, true),
             "rediss" | "valkeys" => Err(
                 "TLS (`rediss://`) needs jit-cache's `remote-tls` feature (sheaf-integration's \
                  `remote-cache-tls`), which this build leaves out; build with it, or use \
@@ -296,8 +301,8 @@ mod tests {
     }
 
     #[test]
-    #[cfg(feature = "remote-tls")]
     fn tls_addresses() {
+        let parsed = |url| Address::parse_in_a_build(url, true).unwrap();
         let tls = parsed("rediss://:s3cret@cache.internal:6380/1");
         assert_eq!(tls.endpoint, tcp("cache.internal", 6380));
         assert_eq!(
@@ -308,9 +313,10 @@ mod tests {
     }
 
     #[test]
-    #[cfg(not(feature = "remote-tls"))]
-    fn tls_addresses_name_the_feature_they_need() {
-        let error = Address::parse("rediss://:secret@cache").err().unwrap();
+    fn tls_addresses_name_the_feature_they_need_in_a_build_without_it() {
+        let error = Address::parse_in_a_build("rediss://:secret@cache", false)
+            .err()
+            .unwrap();
         assert!(error.contains("`remote-tls` feature"), "{error}");
         assert!(!error.contains("secret@"), "{error}");
     }
