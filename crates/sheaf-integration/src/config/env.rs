@@ -571,6 +571,27 @@ impl Var<'_> {
 }
 
 // Every variable applies here; without the caches' features, those of
-// theirs are errors, which `tests/no_default_features.rs` checks.
-#[cfg(all(test, feature = "disk-cache", feature = "remote-cache"))]
+// theirs are errors, which `tests/no_default_features.rs` checks (and,
+// for TLS alone, the test below).
+#[cfg(all(
+    test,
+    feature = "disk-cache",
+    feature = "remote-cache",
+    feature = "remote-cache-tls"
+))]
 mod tests;
+
+#[cfg(all(test, feature = "remote-cache", not(feature = "remote-cache-tls")))]
+#[test]
+fn a_ca_file_without_tls_names_the_feature() {
+    let vars = |name: &str| (name == "SHEAF_JIT_REMOTE_CA").then(|| "/etc/ca.pem".into());
+    let error = JitConfig::builder().apply_vars(vars).unwrap_err();
+    assert_eq!(
+        error,
+        ConfigError::FeatureDisabled {
+            setting: "SHEAF_JIT_REMOTE_CA",
+            part: "remote cache TLS",
+            feature: "remote-cache-tls",
+        }
+    );
+}
