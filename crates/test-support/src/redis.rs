@@ -158,7 +158,7 @@ pub struct TlsFiles<'a> {
     /// Its private key.
     pub key: &'a Path,
     /// The CA that the server would check client certificates against
-    /// (required by `redis-server`, though it asks for none).
+    /// (`--tls-ca-cert-file`; it asks for none).
     pub ca: &'a Path,
 }
 
