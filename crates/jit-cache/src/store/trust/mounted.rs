@@ -1,7 +1,7 @@
 //! A secret file as orchestrators mount it: Kubernetes puts a secret's key
 //! at `/etc/secret/key -> ..data/key`, `..data -> ..2026_12_02_.../`, all
-//! root's, the file mode 0644 (or its `defaultMode`), in folders of root's;
-//! Docker at `/run/secrets/NAME`. [`open_secret_file`] follows such links
+//! root's, the file mode 0644 (or its `defaultMode`), the volume's folder
+//! a tmpfs of mode 1777 (sticky); Docker at `/run/secrets/NAME`. [`open_secret_file`] follows such links
 //! and accepts the file when nobody but its owner and root could have
 //! placed it or could change it.
 //!
@@ -269,7 +269,9 @@ mod tests {
     #[cfg_attr(miri, ignore)] // file system
     fn a_kubernetes_shaped_mount_is_read_through_its_links() {
         let root = tempfile::tempdir().unwrap();
-        let mount = folder(&root.path().join("etc/secret"), 0o755);
+        // The kubelet's volume folder is a tmpfs of mode 1777; the links
+        // in it are root's.
+        let mount = folder(&root.path().join("etc/secret"), 0o1777);
         let key = kubernetes_mount(&mount, readable_mode());
         assert_eq!(Secret::from_file(&key).unwrap().0, [7; TAG_LEN]);
         // `defaultMode: 0444`, and a relative path with `..` in it.
