@@ -12,7 +12,10 @@
 //! bundle's manifest) meets the same rule, checked on the opened file before
 //! a byte of it is read ([`open_file`]): a regular file, not a link, that
 //! only the folder's owners can write. The owner themselves, and root, are
-//! trusted: they can run code as this user anyway.
+//! trusted: they can run code as this user anyway. One file is read
+//! through links: a remote tier's shared secret ([`Secret::from_file`]),
+//! which orchestrators mount behind links (`trust/mounted.rs` checks every
+//! folder on the way instead).
 
 mod mounted;
 
