@@ -1,15 +1,18 @@
 //! A real `redis-server` for the remote-cache tests and benchmarks: started
 //! on a free loopback port with a temporary folder and no persistence,
 //! waited for until it answers PING, killed when dropped; and a minimal
-//! client for the tests' own commands (`KEYS`, `GET`, `SET`).
+//! client for the tests' own commands (`KEYS`, `GET`, `SET`). A TLS server
+//! ([`RedisServer::start_tls`]) listens on its TLS port only, with the
+//! test's certificate.
 //!
 //! The binary is `$SHEAF_JIT_TEST_REDIS_SERVER`, else `redis-server` on the
 //! `PATH`; `cargo xtask test` installs Debian's package when it is missing.
 //! A missing server fails the test: it is never skipped.
 
+use std::ffi::OsString;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -36,10 +39,44 @@ impl RedisServer {
 
     /// A server on `port` (e.g. the port of one that was killed).
     pub fn start_on(port: u16) -> RedisServer {
+        let mut server = Self::spawn(port, &["--port".into(), port.to_string().into()]);
+        server.wait_until_it_answers();
+        server
+    }
+
+    /// A server on a free loopback port that speaks TLS only (`--port 0`),
+    /// presenting the certificate `files.cert` (key `files.key`), and
+    /// asking clients for none (`--tls-auth-clients no`). Waited for until
+    /// its port accepts connections (its PING would need TLS). Debian's
+    /// `redis-server` is built with TLS.
+    pub fn start_tls(files: &TlsFiles<'_>) -> RedisServer {
+        let port = free_port();
+        let args: Vec<OsString> = vec![
+            "--port".into(),
+            "0".into(),
+            "--tls-port".into(),
+            port.to_string().into(),
+            "--tls-cert-file".into(),
+            files.cert.into(),
+            "--tls-key-file".into(),
+            files.key.into(),
+            "--tls-ca-cert-file".into(),
+            files.ca.into(),
+            "--tls-auth-clients".into(),
+            "no".into(),
+        ];
+        let mut server = Self::spawn(port, &args);
+        server.wait_until_it_listens();
+        server
+    }
+
+    /// The server process, listening as `listen` says on `port`.
+    fn spawn(port: u16, listen: &[OsString]) -> RedisServer {
         let binary = binary();
         let dir = tempfile::tempdir().unwrap();
         let child = Command::new(&binary)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
+            .args(listen)
+            .args(["--bind", "127.0.0.1", "--dir"])
             .arg(dir.path())
             .args(["--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
@@ -52,13 +89,11 @@ impl RedisServer {
                     binary.display()
                 )
             });
-        let mut server = RedisServer {
+        RedisServer {
             child,
             port,
             _dir: dir,
-        };
-        server.wait_until_it_answers();
-        server
+        }
     }
 
     /// Its address, `redis://127.0.0.1:PORT`.
@@ -74,6 +109,22 @@ impl RedisServer {
     /// A client connection to it.
     pub fn connection(&self) -> Client {
         Client::connect(self.port, Duration::from_secs(5)).unwrap()
+    }
+
+    fn wait_until_it_listens(&mut self) {
+        let start = Instant::now();
+        let address = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+        while let Err(error) = TcpStream::connect_timeout(&address, Duration::from_millis(200)) {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("redis-server on TLS port {} exited ({status})", self.port);
+            }
+            assert!(
+                start.elapsed() < START_TIMEOUT,
+                "redis-server on TLS port {} does not accept connections: {error}",
+                self.port
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn wait_until_it_answers(&mut self) {
@@ -97,6 +148,18 @@ impl RedisServer {
             }
         }
     }
+}
+
+/// The certificate files of a TLS server (PEM).
+#[derive(Debug, Clone, Copy)]
+pub struct TlsFiles<'a> {
+    /// The server's certificate.
+    pub cert: &'a Path,
+    /// Its private key.
+    pub key: &'a Path,
+    /// The CA that the server would check client certificates against
+    /// (`--tls-ca-cert-file`; it asks for none).
+    pub ca: &'a Path,
 }
 
 impl Drop for RedisServer {

@@ -68,7 +68,10 @@ pub use verified::VerifiedArtifact;
 pub use {
     self::redis::{RedisStore, RemoteTimeouts},
     breaker::BreakerState,
-    remote::{RemoteError, RemoteOptions, RemoteStats, RemoteStore, RemoteTier, RemoteValue},
+    remote::{
+        Namespace, NamespaceError, RemoteError, RemoteOptions, RemoteStats, RemoteStore,
+        RemoteTier, RemoteValue,
+    },
 };
 
 /// Not part of the API: the Redis backend's reply reader, public for the

@@ -32,7 +32,10 @@
 //! - **Five commands.** The tier needs `STRLEN`, `GETRANGE`, `SET`,
 //!   `AUTH` and `SELECT`, so the client is small enough to bound every
 //!   wait and every byte of: this file, `resp.rs` and `redis/address.rs`
-//!   (the URL forms the old client accepted), on `std::net`.
+//!   (the URL forms the old client accepted), on `std::net`; with the
+//!   `remote-tls` feature, `redis/tls.rs` runs rustls over the same
+//!   deadline socket for `rediss://` (the handshake within the connect
+//!   deadline, every TLS record of a request within its deadline).
 //!
 //! Each request takes an idle connection, or opens one within the connect
 //! timeout: resolving the host name (on a helper thread, waited for until
@@ -62,6 +65,10 @@
 mod address;
 #[cfg(test)]
 mod tests;
+// Without `remote-tls`, a stand-in that is never made: `rediss://` is
+// refused when the address is parsed.
+#[cfg_attr(not(feature = "remote-tls"), path = "redis/tls_left_out.rs")]
+mod tls;
 
 use std::fmt;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -74,6 +81,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use self::address::{Address, Endpoint};
+use self::tls::TlsConfig;
 use super::remote::{RemoteError, RemoteStore, RemoteValue};
 use super::resp::{self, ReplyError};
 
@@ -120,6 +128,8 @@ impl Default for RemoteTimeouts {
 /// A [`RemoteStore`] on a Redis server (see the module docs).
 pub struct RedisStore {
     address: Address,
+    /// What a `rediss://` connection trusts; `None` for `redis://`.
+    tls: Option<TlsConfig>,
     /// The address without its password, for messages.
     shown: String,
     timeouts: RemoteTimeouts,
@@ -136,23 +146,70 @@ impl fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// The store at `url`: `redis://[user:password@]host[:port][/db]`, or
+    /// The store at `url`: `redis://[user:password@]host[:port][/db]`,
+    /// `rediss://...` (the same over TLS; the `remote-tls` feature), or
     /// `redis+unix:///path/to/socket[?db=N&pass=PASSWORD]`. Does not
     /// connect: the first request does, so a server that is down at start
-    /// costs nothing until then. TLS (`rediss://`) is not supported.
+    /// costs nothing until then. A `rediss://` server's certificate must be
+    /// issued for the address's host and signed by a root of the system's
+    /// store ([`with_ca_file`](Self::with_ca_file) names a CA instead).
     ///
     /// # Errors
     ///
     /// [`RemoteError::Address`] for an address that is not one of the above
-    /// (saying why, without the password).
+    /// (saying why, without the password; `rediss://` without the
+    /// `remote-tls` feature names it), and [`RemoteError::Tls`] for a
+    /// `rediss://` address on a system without root certificates.
     pub fn new(url: &str, timeouts: RemoteTimeouts) -> Result<RedisStore, RemoteError> {
+        Self::open(url, timeouts, None)
+    }
+
+    /// The store at the `rediss://` address `url`, as [`new`](Self::new),
+    /// whose server's certificate must be signed by a certificate of the
+    /// PEM file `ca_file` (read now), the system's roots left aside.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new), and [`RemoteError::Tls`] when `url` is not a
+    /// `rediss://` address or `ca_file` cannot be read or holds no
+    /// certificate.
+    #[cfg(feature = "remote-tls")]
+    pub fn with_ca_file(
+        url: &str,
+        timeouts: RemoteTimeouts,
+        ca_file: &Path,
+    ) -> Result<RedisStore, RemoteError> {
+        Self::open(url, timeouts, Some(ca_file))
+    }
+
+    /// The store at `url`; a `rediss://` one trusting `ca_file`, else the
+    /// system's roots.
+    fn open(
+        url: &str,
+        timeouts: RemoteTimeouts,
+        ca_file: Option<&Path>,
+    ) -> Result<RedisStore, RemoteError> {
         let shown = Self::redacted(url);
         let address = Address::parse(url).map_err(|reason| RemoteError::Address {
             url: shown.clone(),
             reason,
         })?;
+        let tls = match (address.tls, ca_file) {
+            (false, None) => None,
+            (true, None) => Some(TlsConfig::system_roots()),
+            (true, Some(ca_file)) => Some(TlsConfig::ca_file(ca_file)),
+            (false, Some(ca_file)) => Some(Err(format!(
+                "a CA file ({}) is for a `rediss://` address (TLS); this one is not",
+                ca_file.display()
+            ))),
+        };
+        let tls = tls.transpose().map_err(|reason| RemoteError::Tls {
+            url: shown.clone(),
+            reason,
+        })?;
         Ok(RedisStore {
             address,
+            tls,
             shown,
             timeouts,
             idle: Mutex::new(Vec::new()),
@@ -207,7 +264,7 @@ impl RedisStore {
 
     fn connect(&self) -> Result<Connection, RemoteError> {
         let deadline = deadline_after(self.timeouts.connect);
-        Connection::open(&self.address, deadline)
+        Connection::open(&self.address, self.tls.as_ref(), deadline)
             .map_err(|failed| self.error(failed, Phase::Connect))
     }
 
@@ -293,9 +350,14 @@ struct Connection {
 }
 
 impl Connection {
-    /// Connects to `address` and logs in (`AUTH`, `SELECT`), by `deadline`.
-    fn open(address: &Address, deadline: Instant) -> Result<Connection, Failed> {
-        let socket = Socket::connect(&address.endpoint, deadline, system_resolver)?;
+    /// Connects to `address` (through TLS with `tls`) and logs in (`AUTH`,
+    /// `SELECT`), by `deadline`.
+    fn open(
+        address: &Address,
+        tls: Option<&TlsConfig>,
+        deadline: Instant,
+    ) -> Result<Connection, Failed> {
+        let socket = Socket::connect(&address.endpoint, tls, deadline, system_resolver)?;
         let mut connection = Connection {
             socket: BufReader::with_capacity(READ_BUFFER, DeadlineSocket { socket, deadline }),
         };
@@ -352,19 +414,25 @@ struct DeadlineSocket {
 
 impl Read for DeadlineSocket {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.socket.set_read_timeout(time_left(self.deadline)?)?;
+        let left = time_left(self.deadline)?;
+        self.socket.pass_on(self.deadline);
+        self.socket.set_read_timeout(left)?;
         self.socket.read(buf).map_err(timeout_as_such)
     }
 }
 
 impl Write for DeadlineSocket {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.socket.set_write_timeout(time_left(self.deadline)?)?;
+        let left = time_left(self.deadline)?;
+        self.socket.pass_on(self.deadline);
+        self.socket.set_write_timeout(left)?;
         self.socket.write(buf).map_err(timeout_as_such)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.socket.flush()
+        // A TLS stream writes its pending records here.
+        self.socket.pass_on(self.deadline);
+        self.socket.flush().map_err(timeout_as_such)
     }
 }
 
@@ -393,17 +461,25 @@ fn timeout_as_such(error: io::Error) -> io::Error {
     }
 }
 
-/// A connected socket, TCP or Unix.
+/// A connected socket: TCP, Unix, or TLS over TCP.
 enum Socket {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// The TCP socket underneath has a deadline of its own, passed on from
+    /// the [`DeadlineSocket`] above before each read and write
+    /// ([`pass_on`](Self::pass_on)): every read and write of a TLS record
+    /// gets the time left.
+    #[cfg(feature = "remote-tls")]
+    Tls(Box<tls::TlsStream>),
 }
 
 impl Socket {
     /// A connection to `endpoint`, made by `deadline`, a host name resolved
-    /// by `resolver` (see [`resolve`]).
+    /// by `resolver` (see [`resolve`]); through TLS, handshake included,
+    /// with `tls`.
     fn connect(
         endpoint: &Endpoint,
+        tls: Option<&TlsConfig>,
         deadline: Instant,
         resolver: Resolver,
     ) -> Result<Socket, Failed> {
@@ -417,7 +493,14 @@ impl Socket {
             Endpoint::Tcp { host, port } => {
                 let addresses =
                     resolve(host, *port, deadline, resolver).map_err(failed("resolve"))?;
-                Self::connect_tcp(host, &addresses, deadline).map_err(failed("connect"))
+                let socket =
+                    Self::connect_tcp(host, &addresses, deadline).map_err(failed("connect"))?;
+                match tls {
+                    None => Ok(socket),
+                    Some(tls) => tls
+                        .handshake(host, DeadlineSocket { socket, deadline })
+                        .map_err(failed("TLS handshake")),
+                }
             }
             Endpoint::Unix(path) => connect_unix(path, deadline)
                 .map(Socket::Unix)
@@ -448,6 +531,9 @@ impl Socket {
         match self {
             Socket::Tcp(socket) => socket.set_read_timeout(Some(timeout)),
             Socket::Unix(socket) => socket.set_read_timeout(Some(timeout)),
+            // Set by the socket underneath, per read.
+            #[cfg(feature = "remote-tls")]
+            Socket::Tls(_) => Ok(()),
         }
     }
 
@@ -455,6 +541,23 @@ impl Socket {
         match self {
             Socket::Tcp(socket) => socket.set_write_timeout(Some(timeout)),
             Socket::Unix(socket) => socket.set_write_timeout(Some(timeout)),
+            // Set by the socket underneath, per write.
+            #[cfg(feature = "remote-tls")]
+            Socket::Tls(_) => Ok(()),
+        }
+    }
+
+    /// Gives the socket under a TLS stream `deadline` (nothing to do for
+    /// a plain one).
+    #[cfg_attr(
+        not(feature = "remote-tls"),
+        allow(unused_variables, reason = "only a TLS stream takes it")
+    )]
+    fn pass_on(&mut self, deadline: Instant) {
+        match self {
+            Socket::Tcp(_) | Socket::Unix(_) => {}
+            #[cfg(feature = "remote-tls")]
+            Socket::Tls(stream) => stream.sock.deadline = deadline,
         }
     }
 }
@@ -545,6 +648,8 @@ impl Read for Socket {
         match self {
             Socket::Tcp(socket) => socket.read(buf),
             Socket::Unix(socket) => socket.read(buf),
+            #[cfg(feature = "remote-tls")]
+            Socket::Tls(stream) => stream.read(buf),
         }
     }
 }
@@ -554,6 +659,8 @@ impl Write for Socket {
         match self {
             Socket::Tcp(socket) => socket.write(buf),
             Socket::Unix(socket) => socket.write(buf),
+            #[cfg(feature = "remote-tls")]
+            Socket::Tls(stream) => stream.write(buf),
         }
     }
 
@@ -561,6 +668,8 @@ impl Write for Socket {
         match self {
             Socket::Tcp(socket) => socket.flush(),
             Socket::Unix(socket) => socket.flush(),
+            #[cfg(feature = "remote-tls")]
+            Socket::Tls(stream) => stream.flush(),
         }
     }
 }

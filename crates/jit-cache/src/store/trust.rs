@@ -12,7 +12,12 @@
 //! bundle's manifest) meets the same rule, checked on the opened file before
 //! a byte of it is read ([`open_file`]): a regular file, not a link, that
 //! only the folder's owners can write. The owner themselves, and root, are
-//! trusted: they can run code as this user anyway.
+//! trusted: they can run code as this user anyway. One file is read
+//! through links: a remote tier's shared secret ([`Secret::from_file`]),
+//! which orchestrators mount behind links (`trust/mounted.rs` checks every
+//! folder on the way instead).
+
+mod mounted;
 
 use std::fs::{self, DirBuilder, File, Metadata, OpenOptions};
 use std::io::{self, Read};
@@ -172,20 +177,41 @@ impl Secret {
         Secret(bytes)
     }
 
-    /// The secret in the file `path`: exactly 32 bytes, a regular file (not
-    /// a link) that belongs to this process's user and that no one else may
-    /// read or write (mode 0600 or 0400), checked as strictly as a disk
-    /// cache's own secret. Make one with
-    /// `(umask 077; head -c 32 /dev/urandom > FILE)`.
+    /// The secret in the file `path`: exactly 32 bytes, in a regular file
+    /// that nobody but its owner and root could have placed or could
+    /// change, as orchestrators mount secrets (Kubernetes' `..data`
+    /// links, Docker's `/run/secrets`):
+    ///
+    /// - symbolic links on the way are followed, and every folder in which
+    ///   a name is looked up (those on the file's real path, and those that
+    ///   hold the links) must belong to this process's user or root, with
+    ///   no write bit for group or others; a sticky folder that others may
+    ///   write (`/tmp`) is accepted when the entry looked up in it belongs
+    ///   to this user or root, since nobody else may rename or delete it;
+    /// - the file belongs to this user or root, and group and others may
+    ///   not write it;
+    /// - a file of this user's (not root's) must also be closed to reading
+    ///   by others (mode 0600 or 0400), as a disk cache's own secret; a
+    ///   file of root's may be readable by others (an orchestrator's mount,
+    ///   mode 0644 or 0444, read by the container's own users): on a host
+    ///   shared with other users, make it 0400 (Kubernetes:
+    ///   `defaultMode: 0400`).
+    ///
+    /// Make one with `(umask 077; head -c 32 /dev/urandom > FILE)`.
     ///
     /// # Errors
     ///
-    /// [`StoreError::Insecure`] for a file that is a link, not a regular file,
-    /// not this user's, readable or writable by others, or longer than 32
-    /// bytes, and [`StoreError::Io`] for one that cannot be opened or is
+    /// [`StoreError::Insecure`] naming what is wrong (the folder or link on
+    /// the way, the file's owner or mode, a length over 32 bytes) and what
+    /// to do, and [`StoreError::Io`] for a file that cannot be opened or is
     /// shorter.
     pub fn from_file(path: &Path) -> Result<Secret, StoreError> {
-        Self::load(path, Owners::User)
+        let (file, metadata) = mounted::open_secret_file(path)?;
+        let others_read = metadata.permissions().mode() & 0o044 != 0;
+        if others_read && metadata.uid() != 0 {
+            return Err(Self::readable_by_others(path));
+        }
+        Self::read(path, file)
     }
 
     /// The secret of the folder `dir`, made (32 random bytes, mode 0600)
@@ -218,16 +244,26 @@ impl Secret {
     /// The secret in the file `path`, which must be a regular file of 32
     /// bytes that only `owners` can read or write.
     pub(crate) fn load(path: &Path, owners: Owners) -> Result<Secret, StoreError> {
-        let (mut file, metadata) = open_file(path, owners, "chmod 600")?;
+        let (file, metadata) = open_file(path, owners, "chmod 600")?;
         if metadata.permissions().mode() & 0o044 != 0 && owners == Owners::User {
-            return Err(StoreError::insecure(
-                path,
-                format!(
-                    "others may read it, and forge entries with it; run `chmod 600 {}`",
-                    path.display()
-                ),
-            ));
+            return Err(Self::readable_by_others(path));
         }
+        Self::read(path, file)
+    }
+
+    fn readable_by_others(path: &Path) -> StoreError {
+        StoreError::insecure(
+            path,
+            format!(
+                "others may read it, and forge entries with it; run `chmod 600 {}`",
+                path.display()
+            ),
+        )
+    }
+
+    /// The 32 bytes of the secret file `file` (at `path`), which must have
+    /// no more.
+    fn read(path: &Path, mut file: File) -> Result<Secret, StoreError> {
         let mut bytes = [0u8; TAG_LEN];
         let mut extra = [0u8; 1];
         file.read_exact(&mut bytes).map_err(StoreError::io(path))?;
@@ -243,6 +279,22 @@ impl Secret {
     /// Where the secret of the folder `dir` lives.
     pub(crate) fn path_in(dir: &Path) -> PathBuf {
         dir.join(SECRET_FILE)
+    }
+
+    /// What tells this secret from others without revealing anything of
+    /// it: the first 8 bytes of an HMAC-SHA256 of a fixed label under it,
+    /// as 16 hex digits (a remote tier's keys carry it, so that deployments
+    /// with different secrets do not share entries).
+    #[cfg(feature = "remote")]
+    pub(crate) fn identity(&self) -> String {
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
+        mac.update(b"sheaf-jit remote key namespace v1");
+        let digest = mac.finalize().into_bytes();
+        digest[..8]
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect()
     }
 
     /// The tag of an entry: HMAC-SHA256 over its key, its payload's length
@@ -351,5 +403,16 @@ mod tests {
             "another secret"
         );
         assert_eq!(format!("{secret:?}"), "Secret(..)");
+    }
+
+    #[test]
+    #[cfg(feature = "remote")]
+    fn identities_tell_secrets_apart_and_show_nothing_of_them() {
+        let (one, other) = (Secret([7; TAG_LEN]), Secret([8; TAG_LEN]));
+        assert_eq!(one.identity(), Secret([7; TAG_LEN]).identity(), "stable");
+        assert_ne!(one.identity(), other.identity());
+        assert_eq!(one.identity().len(), 16);
+        assert!(one.identity().bytes().all(|b| b.is_ascii_hexdigit()));
+        assert!(!one.identity().contains("0707"), "{}", one.identity());
     }
 }

@@ -48,6 +48,20 @@ macro_rules! remote_cache {
     }};
 }
 
+/// `$apply` in a build with the `remote-cache-tls` feature; without it, the
+/// variable is an error saying which feature to enable, never ignored.
+macro_rules! remote_cache_tls {
+    ($apply:expr) => {{
+        #[cfg(feature = "remote-cache-tls")]
+        let apply: Apply = $apply;
+        #[cfg(all(feature = "remote-cache", not(feature = "remote-cache-tls")))]
+        let apply: Apply = |_, var| Err(var.left_out("remote cache TLS", "remote-cache-tls"));
+        #[cfg(not(feature = "remote-cache"))]
+        let apply: Apply = |_, var| Err(var.left_out("remote cache", "remote-cache"));
+        apply
+    }};
+}
+
 /// One `SHEAF_JIT_*` variable of [`ENV_VARIABLES`]: its name, what it sets
 /// and its default (Markdown, as in the README's table), and how its value
 /// applies to a [`JitConfig`].
@@ -354,7 +368,7 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_REMOTE_CACHE",
-        meaning: "remote artifact cache shared by a cluster, `redis://[:password@]host[:port][/db]` (no TLS; feature `remote-cache`)",
+        meaning: "remote artifact cache shared by a cluster, `redis://[:password@]host[:port][/db]`, or `rediss://...` over TLS (feature `remote-cache`; TLS: `remote-cache-tls`); see `docs/cluster.md`",
         default: "none",
         apply: remote_cache!(|config, var| {
                 config.remote.url = Some(RemoteCacheUrl::new(var.text()?));
@@ -363,10 +377,25 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_REMOTE_SECRET_FILE",
-        meaning: "the cluster's shared secret: 32 random bytes, owner-only file (required with a remote cache)",
+        meaning: "the cluster's shared secret: a file of 32 random bytes, this user's or root's, that nobody else may write, in folders nobody else may write (symbolic links followed: Kubernetes and Docker secret mounts); required with a remote cache",
         default: "none",
         apply: remote_cache!(|config, var| {
                 config.remote.secret = Some(RemoteSecret::File(var.path()));
+                Ok(())
+            }),
+    },
+    EnvVariable {
+        name: "SHEAF_JIT_REMOTE_NAMESPACE",
+        meaning: "the deployment's namespace in the remote keys (1 to 64 of `A-Z a-z 0-9 . _ -`): deployments sharing a Redis database but not their artifacts choose different ones",
+        default: "`default`",
+        apply: remote_cache!(|config, var| set(&mut config.remote.options.namespace, var.namespace())),
+    },
+    EnvVariable {
+        name: "SHEAF_JIT_REMOTE_CA",
+        meaning: "PEM file of the CA that signs a `rediss://` server's certificate; unset: the system's root certificates (feature `remote-cache-tls`)",
+        default: "none",
+        apply: remote_cache_tls!(|config, var| {
+                config.remote.ca_file = Some(var.path());
                 Ok(())
             }),
     },
@@ -603,6 +632,14 @@ impl Var<'_> {
         }
     }
 
+    /// A namespace of the remote cache's keys.
+    #[cfg(feature = "remote-cache")]
+    fn namespace(&self) -> Result<jit_cache::store::Namespace, ConfigError> {
+        self.text()?
+            .parse()
+            .map_err(|error: jit_cache::store::NamespaceError| self.invalid(error.reason))
+    }
+
     /// A compiler preference.
     fn compiler(&self) -> Result<CompilerPreference, ConfigError> {
         match self.text()?.as_str() {
@@ -616,7 +653,28 @@ impl Var<'_> {
 }
 
 // Every variable applies here; without the caches' features, those of
-// theirs are errors, which `tests/no_default_features.rs` checks.
-#[cfg(all(test, feature = "disk-cache", feature = "remote-cache"))]
+// theirs are errors, which `tests/no_default_features.rs` checks (and,
+// for TLS alone, the test below).
+#[cfg(all(
+    test,
+    feature = "disk-cache",
+    feature = "remote-cache",
+    feature = "remote-cache-tls"
+))]
 mod tests;
 mod values;
+
+#[cfg(all(test, feature = "remote-cache", not(feature = "remote-cache-tls")))]
+#[test]
+fn a_ca_file_without_tls_names_the_feature() {
+    let vars = |name: &str| (name == "SHEAF_JIT_REMOTE_CA").then(|| "/etc/ca.pem".into());
+    let error = JitConfig::builder().apply_vars(vars).unwrap_err();
+    assert_eq!(
+        error,
+        ConfigError::FeatureDisabled {
+            setting: "SHEAF_JIT_REMOTE_CA",
+            part: "remote cache TLS",
+            feature: "remote-cache-tls",
+        }
+    );
+}

@@ -1,6 +1,6 @@
 //! The remote artifact cache shared by a cluster: its address, the secret
-//! that authenticates its entries, its timeouts, size bound and circuit
-//! breaker.
+//! that authenticates its entries, the CA that signs a TLS server's
+//! certificate, its timeouts, namespace, size bound and circuit breaker.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -15,8 +15,8 @@ use crate::error::ConfigError;
 pub struct RemoteCacheUrl(String);
 
 impl RemoteCacheUrl {
-    /// The cache at `url` (`redis://[:password@]host[:port][/db]`; checked
-    /// when the runtime starts).
+    /// The cache at `url` (`redis://[:password@]host[:port][/db]`, or
+    /// `rediss://...` over TLS; checked when the runtime starts).
     pub fn new(url: impl Into<String>) -> Self {
         RemoteCacheUrl(url.into())
     }
@@ -45,8 +45,11 @@ impl fmt::Display for RemoteCacheUrl {
 pub enum RemoteSecret {
     /// These bytes (the same 32 on every machine).
     Key(Secret),
-    /// A file of 32 bytes that only this user can read and write, read
-    /// when the runtime starts.
+    /// A file of 32 bytes, read when the runtime starts: this user's or
+    /// root's, that nobody else may write, in folders nobody else may
+    /// write, reached through symbolic links or not (a Kubernetes or
+    /// Docker secret mount); see
+    /// [`Secret::from_file`](jit_cache::store::Secret::from_file).
     File(PathBuf),
 }
 
@@ -63,6 +66,7 @@ pub enum RemoteSecret {
 ///         remote.url = Some(RemoteCacheUrl::new("redis://cache:6379"));
 ///         remote.secret = Some(RemoteSecret::File("/etc/sheaf/jit-secret".into()));
 ///         remote.options.max_entry_bytes = 8 << 20;
+///         remote.options.namespace = "staging".parse().expect("a namespace");
 ///     })
 ///     .build()?;
 /// assert_eq!(config.remote.url.unwrap().to_string(), "redis://cache:6379");
@@ -71,25 +75,39 @@ pub enum RemoteSecret {
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct RemoteSettings {
-    /// The Redis server (`redis://[:password@]host[:port][/db]`, no TLS);
-    /// `None` (the default): no remote cache.
+    /// The Redis server (`redis://[:password@]host[:port][/db]`, or
+    /// `rediss://...` over TLS with the `remote-cache-tls` feature); `None`
+    /// (the default): no remote cache.
     pub url: Option<RemoteCacheUrl>,
     /// The secret that authenticates the entries, shared by every process
     /// that uses the cache; required with a remote cache.
     pub secret: Option<RemoteSecret>,
+    /// The PEM file of the CA that signs a `rediss://` server's
+    /// certificate (read when the runtime starts); `None`: the system's
+    /// root certificates. Needs the `remote-cache-tls` feature.
+    pub ca_file: Option<PathBuf>,
     /// How long the server may take to connect, and to answer a whole
     /// request, all its reads and writes together (200 ms and 500 ms by
     /// default).
     pub timeouts: RemoteTimeouts,
-    /// The largest artifact published or fetched, and the circuit breaker:
-    /// after `failure_threshold` failed requests in a row the cache is left
-    /// alone for `cool_down`, then probed once.
+    /// The largest artifact published or fetched, the deployment's
+    /// `namespace` in the keys (see `docs/cluster.md`), and the circuit
+    /// breaker: after `failure_threshold` failed requests in a row the
+    /// cache is left alone for `cool_down`, then probed once.
     pub options: RemoteOptions,
 }
 
 impl RemoteSettings {
-    /// Checks that a remote cache has a secret and timeouts that can work.
+    /// Checks that a remote cache has a secret and timeouts that can work,
+    /// and that a CA file comes with the feature that reads it.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.ca_file.is_some() && !cfg!(feature = "remote-cache-tls") {
+            return Err(ConfigError::FeatureDisabled {
+                setting: "remote.ca_file",
+                part: "remote cache TLS",
+                feature: "remote-cache-tls",
+            });
+        }
         if self.url.is_none() {
             return Ok(());
         }
@@ -149,5 +167,15 @@ mod tests {
         };
         let error = zero.validate().unwrap_err().to_string();
         assert!(error.contains("remote.timeouts"), "{error}");
+        let with_ca = RemoteSettings {
+            ca_file: Some("/etc/sheaf/ca.pem".into()),
+            ..with_secret()
+        };
+        if cfg!(feature = "remote-cache-tls") {
+            assert_eq!(with_ca.validate(), Ok(()));
+        } else {
+            let error = with_ca.validate().unwrap_err().to_string();
+            assert!(error.contains("remote-cache-tls"), "{error}");
+        }
     }
 }

@@ -42,19 +42,28 @@ fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
         }
         None => return Err(ConfigError::RemoteSecretMissing.into()),
     };
+    #[cfg(feature = "remote-cache-tls")]
+    let backend = match &remote.ca_file {
+        Some(ca_file) => RedisStore::with_ca_file(url.as_str(), remote.timeouts, ca_file)?,
+        None => RedisStore::new(url.as_str(), remote.timeouts)?,
+    };
+    // `validate` refused a CA file.
+    #[cfg(not(feature = "remote-cache-tls"))]
     let backend = RedisStore::new(url.as_str(), remote.timeouts)?;
-    tracing::info!(
-        target: jit_cache::log_targets::REMOTE,
-        store = ?backend,
-        "sharing compiled artifacts through a remote cache"
-    );
-    RemoteTier::new(Box::new(backend), secret, remote.options.clone())
-        .map(Some)
-        .map_err(|error| {
+    let tier =
+        RemoteTier::new(Box::new(backend), secret, remote.options.clone()).map_err(|error| {
             JitError::Internal(format!(
                 "cannot start the remote cache's publisher thread: {error}"
             ))
-        })
+        })?;
+    tracing::info!(
+        target: jit_cache::log_targets::REMOTE,
+        store = %url,
+        keys = %tier.key_prefix(),
+        "sharing compiled artifacts through a remote cache (keys `{}*`)",
+        tier.key_prefix()
+    );
+    Ok(Some(tier))
 }
 
 /// The disk cache's folder of `iree-compile --version` answers

@@ -1,10 +1,13 @@
-//! A Redis server's address, from a URL: `redis://[user:password@]host[:port][/db]`
-//! or `redis+unix:///path/to/socket[?db=N&user=USER&pass=PASSWORD]`
-//! (`valkey` for `redis` and `unix` for `redis+unix` are accepted too); and
-//! the URL with its password hidden, for messages.
+//! A Redis server's address, from a URL: `redis://[user:password@]host[:port][/db]`,
+//! `rediss://...` (the same over TLS, with the `remote-tls` feature) or
+//! `redis+unix:///path/to/socket[?db=N&user=USER&pass=PASSWORD]`
+//! (`valkey` for `redis`, `valkeys` for `rediss` and `unix` for
+//! `redis+unix` are accepted too); and the URL with its password hidden,
+//! for messages.
 //!
 //! User, password and socket path are percent-decoded (`%40` for `@`);
-//! `rediss://` (TLS) is refused with what to do instead.
+//! `rediss://` in a build without `remote-tls` is refused, naming the
+//! feature.
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
@@ -14,8 +17,8 @@ use std::path::PathBuf;
 const DEFAULT_PORT: u16 = 6379;
 
 /// The forms accepted, for messages.
-const FORMS: &str = "expected `redis://[user:password@]host[:port][/db]` or \
-                     `redis+unix:///path/to/socket[?db=N&pass=PASSWORD]`";
+const FORMS: &str = "expected `redis://[user:password@]host[:port][/db]`, `rediss://...` \
+                     (TLS) or `redis+unix:///path/to/socket[?db=N&pass=PASSWORD]`";
 
 /// Where the server is, and what to send after connecting.
 pub(super) struct Address {
@@ -24,6 +27,8 @@ pub(super) struct Address {
     pub(super) login: Option<Login>,
     /// For `SELECT`, when not 0.
     pub(super) database: u64,
+    /// Whether the connection is TLS (`rediss://`; TCP only).
+    pub(super) tls: bool,
 }
 
 /// Where the server listens.
@@ -44,24 +49,31 @@ impl Address {
     /// The address `url` names; what is wrong with it otherwise, without
     /// its password.
     pub(super) fn parse(url: &str) -> Result<Address, String> {
+        Self::parse_in_a_build(url, cfg!(feature = "remote-tls"))
+    }
+
+    /// [`parse`](Self::parse) in a build with TLS (`remote-tls`) or without.
+    fn parse_in_a_build(url: &str, with_tls: bool) -> Result<Address, String> {
         let (scheme, rest) = url
             .split_once("://")
             .ok_or_else(|| format!("not a URL; {FORMS}"))?;
         match scheme {
-            "redis" | "valkey" => Self::tcp(rest),
-            "redis+unix" | "valkey+unix" | "unix" => Self::unix(rest),
+            "redis" | "valkey" => Self::tcp(rest, false),
+            "rediss" | "valkeys" if with_tls => Self::tcp(rest, true),
             "rediss" | "valkeys" => Err(
-                "TLS (`rediss://`) is not supported by this build; use `redis://` on a network \
-                 you trust, or a TLS tunnel to the server (stunnel, ssh -L)"
+                "TLS (`rediss://`) needs jit-cache's `remote-tls` feature (sheaf-integration's \
+                 `remote-cache-tls`), which this build leaves out; build with it, or use \
+                 `redis://` on a network you trust"
                     .to_owned(),
             ),
+            "redis+unix" | "valkey+unix" | "unix" => Self::unix(rest),
             _ => Err(format!("unknown scheme `{scheme}`; {FORMS}")),
         }
     }
 
     /// `[user:password@]host[:port][/db]`. The user information ends at
     /// the last `@`, as in [`redacted`].
-    fn tcp(rest: &str) -> Result<Address, String> {
+    fn tcp(rest: &str, tls: bool) -> Result<Address, String> {
         let (user_info, location) = match rest.rsplit_once('@') {
             Some((user_info, location)) => (Some(user_info), location),
             None => (None, rest),
@@ -92,6 +104,7 @@ impl Address {
             endpoint: host_and_port(host_port)?,
             login,
             database: database(path.trim_matches('/'))?,
+            tls,
         })
     }
 
@@ -129,6 +142,7 @@ impl Address {
             endpoint: Endpoint::Unix(path.into()),
             login,
             database: database_number,
+            tls: false,
         })
     }
 }
@@ -283,6 +297,28 @@ mod tests {
 
         assert_eq!(parsed("redis://[::1]:7000").endpoint, tcp("::1", 7000));
         assert_eq!(parsed("valkey://[::1]/2").database, 2);
+        assert!(!full.tls && !plain.tls);
+    }
+
+    #[test]
+    fn tls_addresses() {
+        let parsed = |url| Address::parse_in_a_build(url, true).unwrap();
+        let tls = parsed("rediss://:s3cret@cache.internal:6380/1");
+        assert_eq!(tls.endpoint, tcp("cache.internal", 6380));
+        assert_eq!(
+            (login(&tls), tls.database, tls.tls),
+            (":s3cret".to_owned(), 1, true)
+        );
+        assert!(parsed("valkeys://cache").tls);
+    }
+
+    #[test]
+    fn tls_addresses_name_the_feature_they_need_in_a_build_without_it() {
+        let error = Address::parse_in_a_build("rediss://:secret@cache", false)
+            .err()
+            .unwrap();
+        assert!(error.contains("`remote-tls` feature"), "{error}");
+        assert!(!error.contains("secret@"), "{error}");
     }
 
     #[test]
@@ -301,7 +337,6 @@ mod tests {
         for (url, reason) in [
             ("cache:6379", "not a URL"),
             ("http://cache", "unknown scheme `http`"),
-            ("rediss://:secret@cache", "TLS"),
             ("redis://", "no host"),
             ("redis://:secret@:6379", "no host"),
             (

@@ -53,13 +53,24 @@ pub enum RemoteError {
         /// What is wrong, and what to do about it.
         reason: String,
     },
+    /// TLS cannot be set up for the store (a `rediss://` address): its CA
+    /// file cannot be read or holds no certificate, or the system has no
+    /// root certificates.
+    #[error("remote artifact store `{url}`: {reason}")]
+    Tls {
+        /// The address, without its password.
+        url: String,
+        /// What is wrong, and what to do about it.
+        reason: String,
+    },
     /// The store cannot be reached, or did not answer in time.
     #[error("cannot reach the remote artifact store `{url}` ({step})")]
     Unavailable {
         /// The address, without its password.
         url: String,
         /// What failed: `resolve` (the host name), `connect` (for Redis,
-        /// `AUTH` and `SELECT` too), or the request (for Redis, its
+        /// `AUTH` and `SELECT` too), `TLS handshake` (the server's
+        /// certificate did not verify, saying why), or the request (for Redis, its
         /// command: `STRLEN`, `GETRANGE`, `SET`, ...).
         step: &'static str,
         /// Why: the operating system's error, a timeout

@@ -17,6 +17,17 @@
 //!   that built.
 //! - **A size bound** per artifact: larger artifacts are not published, and
 //!   larger values are not downloaded.
+//! - **Keys of the deployment's own**: an entry's key is
+//!   `<prefix><namespace>:<secret id>:<artifact key>`, e.g.
+//!   `sheaf-jit:v1:default:5d1c0e9a7b3f4c21:<64 hex digits>`:
+//!   [`key_prefix`](RemoteOptions::key_prefix) (the entry format's
+//!   version), the deployment's [`Namespace`], the first 8 bytes (16 hex
+//!   digits) of an HMAC-SHA256 of a fixed label under the secret (which
+//!   tells secrets apart without revealing anything of them), and the
+//!   [`ArtifactKey`]'s hex. Two deployments on one Redis database with
+//!   different secrets or namespaces never read or overwrite each other's
+//!   entries: each misses on the other's artifacts (a miss, not an
+//!   authentication failure) and keeps its own.
 //!
 //! [`RedisStore`]: super::RedisStore
 
@@ -42,7 +53,7 @@ use super::verified::VerifiedArtifact;
 use crate::{ByteSize, ErrorChain};
 
 pub use backend::{RemoteError, RemoteStore, RemoteValue};
-pub use options::RemoteOptions;
+pub use options::{Namespace, NamespaceError, RemoteOptions};
 use stats::Counters;
 pub use stats::RemoteStats;
 
@@ -65,6 +76,8 @@ struct Shared {
     backend: Box<dyn RemoteStore>,
     secret: Secret,
     options: RemoteOptions,
+    /// What every key of this tier starts with (see the module docs).
+    key_prefix: String,
     breaker: Breaker,
     counters: Counters,
     /// The fetches' total time, and the longest.
@@ -93,8 +106,15 @@ impl RemoteTier {
         options: RemoteOptions,
     ) -> std::io::Result<Self> {
         let (queue, jobs) = mpsc::sync_channel(options.queue);
+        let key_prefix = format!(
+            "{}{}:{}:",
+            options.key_prefix,
+            options.namespace,
+            secret.identity()
+        );
         let shared = Arc::new(Shared {
             backend,
+            key_prefix,
             secret,
             breaker: Breaker::new(options.failure_threshold, options.cool_down),
             options,
@@ -118,6 +138,13 @@ impl RemoteTier {
     /// The settings.
     pub fn options(&self) -> &RemoteOptions {
         &self.shared.options
+    }
+
+    /// What the name of every entry of this tier starts with:
+    /// `<key_prefix><namespace>:<secret id>:` (see the module docs), e.g.
+    /// for `redis-cli --scan --pattern '<it>*'`.
+    pub fn key_prefix(&self) -> &str {
+        &self.shared.key_prefix
     }
 
     /// The name of `key`'s value in the store.
@@ -245,7 +272,7 @@ impl Drop for RemoteTier {
 
 impl Shared {
     fn remote_key(&self, key: &ArtifactKey) -> String {
-        format!("{}{}", self.options.key_prefix, key.hex())
+        format!("{}{}", self.key_prefix, key.hex())
     }
 
     /// The value under `name`, through the breaker, timed and counted.

@@ -1,5 +1,8 @@
-//! [`RemoteOptions`]: the settings of a [`RemoteTier`](super::RemoteTier).
+//! [`RemoteOptions`]: the settings of a [`RemoteTier`](super::RemoteTier),
+//! and the deployment's [`Namespace`] in its keys.
 
+use std::fmt;
+use std::str::FromStr;
 use std::time::Duration;
 
 /// Settings of a [`RemoteTier`](super::RemoteTier).
@@ -19,8 +22,14 @@ pub struct RemoteOptions {
     /// Publishes waiting for the background thread, at most; more are
     /// dropped.
     pub queue: usize,
-    /// Prepended to the hex of an [`ArtifactKey`](crate::store::ArtifactKey) to name its value.
+    /// The start of every key, which names the entry format's version;
+    /// the [`namespace`](Self::namespace) and the secret's identity follow
+    /// (see [`RemoteTier::key_prefix`](super::RemoteTier::key_prefix)).
     pub key_prefix: String,
+    /// The deployment's namespace in the keys: deployments that share one
+    /// Redis database but not their artifacts (staging and production, two
+    /// teams) choose different ones. `default` unless set.
+    pub namespace: Namespace,
 }
 
 impl RemoteOptions {
@@ -45,6 +54,130 @@ impl Default for RemoteOptions {
             cool_down: Self::DEFAULT_COOL_DOWN,
             queue: Self::DEFAULT_QUEUE,
             key_prefix: Self::DEFAULT_KEY_PREFIX.to_owned(),
+            namespace: Namespace::default(),
         }
+    }
+}
+
+/// A deployment's namespace in the remote keys: 1 to
+/// [`MAX_LEN`](Self::MAX_LEN) ASCII letters, digits, `.`, `_` and `-`
+/// (no `:`, which separates the key's parts, and nothing a `SCAN` pattern
+/// would read as a wildcard).
+///
+/// ```
+/// use jit_cache::store::Namespace;
+///
+/// let namespace: Namespace = "prod-eu.1".parse()?;
+/// assert_eq!(namespace.as_str(), "prod-eu.1");
+/// assert!("prod:eu".parse::<Namespace>().is_err());
+/// # Ok::<(), jit_cache::store::NamespaceError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Namespace(String);
+
+/// Why a text is not a [`Namespace`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{namespace}` is not a remote cache namespace: {reason}")]
+pub struct NamespaceError {
+    /// The text refused (at most its first 100 characters).
+    pub namespace: String,
+    /// What is wrong, and what a namespace may be.
+    pub reason: String,
+}
+
+impl Namespace {
+    /// The longest namespace, in bytes.
+    pub const MAX_LEN: usize = 64;
+    /// The namespace of a tier that sets none.
+    pub const DEFAULT: &'static str = "default";
+
+    /// `namespace`, when it is one (see the type's docs).
+    ///
+    /// # Errors
+    ///
+    /// [`NamespaceError`] saying what is wrong: empty, too long, or a
+    /// character outside `A-Z a-z 0-9 . _ -` (named).
+    pub fn new(namespace: &str) -> Result<Namespace, NamespaceError> {
+        let refused = |reason: String| NamespaceError {
+            namespace: namespace.chars().take(100).collect(),
+            reason,
+        };
+        const ALLOWED: &str = "1 to 64 ASCII letters, digits, `.`, `_` and `-`";
+        if namespace.is_empty() {
+            return Err(refused(format!("it is empty; expected {ALLOWED}")));
+        }
+        if let Some(bad) = namespace
+            .chars()
+            .find(|&c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        {
+            return Err(refused(format!(
+                "{bad:?} is not allowed; expected {ALLOWED}"
+            )));
+        }
+        if namespace.len() > Self::MAX_LEN {
+            return Err(refused(format!(
+                "it is {} characters long; expected {ALLOWED}",
+                namespace.len()
+            )));
+        }
+        Ok(Namespace(namespace.to_owned()))
+    }
+
+    /// The namespace.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for Namespace {
+    /// [`Namespace::DEFAULT`].
+    fn default() -> Self {
+        Namespace(Self::DEFAULT.to_owned())
+    }
+}
+
+impl FromStr for Namespace {
+    type Err = NamespaceError;
+
+    fn from_str(namespace: &str) -> Result<Self, Self::Err> {
+        Namespace::new(namespace)
+    }
+}
+
+impl fmt::Display for Namespace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_are_short_and_of_safe_characters() {
+        for good in [
+            "default",
+            "prod",
+            "staging-eu.2",
+            "team_a",
+            "A9",
+            &"x".repeat(64),
+        ] {
+            assert_eq!(Namespace::new(good).unwrap().as_str(), good);
+        }
+        for (bad, reason) in [
+            ("", "it is empty"),
+            ("prod:eu", "':' is not allowed"),
+            ("prod*", "'*' is not allowed"),
+            ("with space", "' ' is not allowed"),
+            ("café", "'é' is not allowed"),
+            (&"x".repeat(65), "65 characters long"),
+        ] {
+            let error = bad.parse::<Namespace>().unwrap_err().to_string();
+            assert!(error.contains(reason), "{bad}: {error}");
+            assert!(error.contains("ASCII letters, digits"), "{bad}: {error}");
+        }
+        assert_eq!(Namespace::default().as_str(), "default");
     }
 }

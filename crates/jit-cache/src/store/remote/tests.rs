@@ -82,20 +82,12 @@ impl Shared {
     }
 
     fn value(&self, program: &str) -> Option<Vec<u8>> {
-        let name = format!(
-            "{}{}",
-            RemoteOptions::DEFAULT_KEY_PREFIX,
-            key(program).hex()
-        );
+        let name = format!("{}{}", default_prefix(), key(program).hex());
         self.0.values.lock().unwrap().get(&name).cloned()
     }
 
     fn set_value(&self, program: &str, value: Vec<u8>) {
-        let name = format!(
-            "{}{}",
-            RemoteOptions::DEFAULT_KEY_PREFIX,
-            key(program).hex()
-        );
+        let name = format!("{}{}", default_prefix(), key(program).hex());
         self.0.values.lock().unwrap().insert(name, value);
     }
 
@@ -110,6 +102,13 @@ impl Shared {
             hold = self.0.changed.wait(hold).unwrap();
         }
     }
+}
+
+/// The keys' prefix of a tier with the default options and the tests'
+/// secret.
+fn default_prefix() -> String {
+    let id = secret().identity();
+    format!("{}default:{id}:", RemoteOptions::DEFAULT_KEY_PREFIX)
 }
 
 fn tier(backend: &Shared, options: RemoteOptions) -> RemoteTier {
@@ -353,4 +352,44 @@ fn the_order_is_disk_then_remote_then_build() {
     let store = open();
     assert_eq!(fetch(&store, "a").1, Fetched::Disk);
     assert_eq!(store.remote_stats().unwrap().fetches, 0);
+}
+
+#[test]
+fn deployments_with_other_secrets_or_namespaces_keep_apart() {
+    let backend = Shared::default();
+    let with = |secret: Secret, namespace: &str| {
+        let options = RemoteOptions {
+            namespace: namespace.parse().unwrap(),
+            ..RemoteOptions::default()
+        };
+        let tier = RemoteTier::new(Box::new(backend.clone()), secret, options).unwrap();
+        ArtifactStore::disabled().with_remote(tier)
+    };
+    let other_secret = Secret::from_bytes([9; Secret::LEN]);
+    let deployments = [
+        with(secret(), "default"),
+        with(other_secret.clone(), "default"),
+        with(secret(), "staging"),
+    ];
+    for store in &deployments {
+        assert_eq!(fetch(store, "a"), (artifact("a"), Fetched::Built));
+    }
+    drop(deployments);
+    assert_eq!(backend.0.values.lock().unwrap().len(), 3, "three entries");
+    // Each finds its own again, none the others'.
+    for (secret, namespace) in [(secret(), "default"), (other_secret, "default")] {
+        let store = with(secret, namespace);
+        assert_eq!(fetch(&store, "a").1, Fetched::Remote);
+        assert_eq!(fetch(&store, "b").1, Fetched::Built);
+        let stats = store.remote_stats().unwrap();
+        assert_eq!((stats.hits, stats.misses, stats.rejected), (1, 1, 0));
+    }
+    let key_prefix = tier(&backend, RemoteOptions::default())
+        .key_prefix()
+        .to_owned();
+    assert_eq!(key_prefix, default_prefix());
+    assert!(
+        key_prefix.starts_with("sheaf-jit:v1:default:") && key_prefix.len() == 38,
+        "{key_prefix}"
+    );
 }

@@ -73,6 +73,8 @@ const SAMPLES: &[(&str, &str, Option<&[u8]>)] = &[
     ("SHEAF_JIT_PROFILE", "on", Some(b"loud")),
     ("SHEAF_JIT_REMOTE_CACHE", "redis://cache", Some(b"\xff")),
     ("SHEAF_JIT_REMOTE_SECRET_FILE", "/etc/secret", None),
+    ("SHEAF_JIT_REMOTE_NAMESPACE", "staging", Some(b"prod:eu")),
+    ("SHEAF_JIT_REMOTE_CA", "/etc/ca.pem", None),
     ("SHEAF_JIT_REMOTE_TIMEOUT", "50", Some(b"1s")),
     ("SHEAF_JIT_REMOTE_CONNECT_TIMEOUT", "20", Some(b"-5")),
     ("SHEAF_JIT_REMOTE_MAX_ENTRY", "8M", Some(b"big")),
@@ -218,6 +220,8 @@ fn the_remote_cache_needs_a_secret_and_takes_its_settings_from_variables() {
     let config = from(&[
         ("SHEAF_JIT_REMOTE_CACHE", "redis://cache:6379"),
         ("SHEAF_JIT_REMOTE_SECRET_FILE", "/etc/sheaf/secret"),
+        ("SHEAF_JIT_REMOTE_NAMESPACE", "staging-eu"),
+        ("SHEAF_JIT_REMOTE_CA", "/etc/sheaf/ca.pem"),
         ("SHEAF_JIT_REMOTE_TIMEOUT", "50"),
         ("SHEAF_JIT_REMOTE_CONNECT_TIMEOUT", "20"),
         ("SHEAF_JIT_REMOTE_MAX_ENTRY", "8M"),
@@ -237,6 +241,11 @@ fn the_remote_cache_needs_a_secret_and_takes_its_settings_from_variables() {
     );
     assert_eq!(remote.options.max_entry_bytes, 8 << 20);
     assert_eq!(remote.options.cool_down, Duration::from_millis(1500));
+    assert_eq!(remote.options.namespace.as_str(), "staging-eu");
+    assert_eq!(
+        remote.ca_file.as_deref(),
+        Some(Path::new("/etc/sheaf/ca.pem"))
+    );
     assert!(from(&[]).unwrap().remote.url.is_none(), "off by default");
 }
 
@@ -281,6 +290,21 @@ fn a_bad_value_names_the_variable_and_what_it_may_be() {
             "a whole number of milliseconds (invalid digit",
         ),
         ("SHEAF_JIT_REMOTE_MAX_ENTRY", "big", "binary units"),
+        (
+            "SHEAF_JIT_REMOTE_NAMESPACE",
+            "prod:eu",
+            "':' is not allowed; expected 1 to 64 ASCII letters, digits, `.`, `_` and `-`",
+        ),
+        (
+            "SHEAF_JIT_REMOTE_NAMESPACE",
+            "x".repeat(65).as_str(),
+            "65 characters long",
+        ),
+        (
+            "SHEAF_JIT_REMOTE_NAMESPACE",
+            "prod eu",
+            "' ' is not allowed",
+        ),
         ("SHEAF_JIT_TRACE", "verbose", "`on` or `off`"),
         (
             "SHEAF_JIT_COMPILE_MODE",
