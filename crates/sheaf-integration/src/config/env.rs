@@ -525,7 +525,12 @@ impl Var<'_> {
     fn compiler(&self) -> Result<CompilerPreference, ConfigError> {
         match self.text()?.as_str() {
             "auto" => Ok(CompilerPreference::Auto),
-            "in-process" => Ok(CompilerPreference::InProcess),
+            "in-process" if cfg!(feature = "in-process-compiler") => {
+                Ok(CompilerPreference::InProcess)
+            }
+            "in-process" => {
+                Err(self.left_out(super::compile::IN_PROCESS_COMPILER, "in-process-compiler"))
+            }
             "subprocess" => Ok(CompilerPreference::Subprocess),
             "none" => Ok(CompilerPreference::Disabled),
             _ => Err(self.invalid("`auto`, `in-process`, `subprocess` or `none`")),
