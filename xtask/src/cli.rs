@@ -19,12 +19,19 @@ pub(crate) const COMMANDS: &[Command] = &[
     Command {
         name: "build-iree",
         usage: "\
-  build-iree [--source DIR] [--drivers LIST] [--target TRIPLE] [--force]
+  build-iree [--source DIR] [--drivers LIST] [--target TRIPLE]
+             [--tracing[=tracy|console]] [--force]
       Install the tools (CMake, Ninja, libclang, iree-base-compiler) into
       target/venv, build the IREE runtime from source in Release and install
       it under target/iree/. LIST is comma separated, default
-      `local-sync,local-task,vulkan,cuda` (no GPU needed to build: the CUDA
-      headers come from a toolkit, else from NVIDIA's wheels in the venv).
+      `local-sync,local-task,vulkan,cuda` on Linux (no GPU needed to build:
+      the CUDA headers come from a toolkit, else from NVIDIA's wheels in the
+      venv) and `local-sync,local-task,metal` on macOS (Apple Silicon;
+      never run there yet). --tracing builds with IREE's runtime tracing
+      into an install of its own, used through IREE_DIR (printed), never
+      the current one; Tracy (the default) needs an IREE checkout with its
+      third_party/tracy submodule as --source, `console` prints zones to
+      stderr (docs/profiling.md).
       IREE_SOURCE_DIR is the same as --source. `--target
       aarch64-unknown-linux-gnu` cross-builds the runtime (CPU drivers only,
       `local-sync,local-task` by default) with Debian's

@@ -14,6 +14,7 @@ mod cross;
 mod cuda;
 mod debian;
 mod fuzz;
+mod host;
 mod manifest;
 mod miri;
 mod msrv;
@@ -28,6 +29,7 @@ mod source;
 mod test;
 mod tidy;
 mod tools;
+mod tracing;
 mod vulkan;
 
 use std::process::ExitCode;
