@@ -111,6 +111,17 @@ pub(crate) const COMMANDS: &[Command] = &[
 ",
     },
     Command {
+        name: "macos-check",
+        usage: "\
+  macos-check
+      Type-check the library crates for macOS on Apple Silicon
+      (aarch64-apple-darwin) with --all-features, from Linux: `rustup
+      target add` it if missing, then `IREE_SYS_BINDINGS_ONLY=1 cargo check
+      --target aarch64-apple-darwin` (no IREE built or linked; nothing
+      runs). `cargo xtask test` runs this.
+",
+    },
+    Command {
         name: "fuzz",
         usage: "\
   fuzz [SECONDS]

@@ -15,6 +15,7 @@ mod cuda;
 mod debian;
 mod fuzz;
 mod host;
+mod macos;
 mod manifest;
 mod miri;
 mod msrv;
@@ -74,6 +75,7 @@ fn run(parser: &mut lexopt::Parser) -> Result<bool> {
         "miri" => cli::no_arguments("miri", parser)?.map(|()| miri::run()),
         "package-check" => cli::no_arguments("package-check", parser)?.map(|()| package::run()),
         "semver" => semver::parse(parser)?.map(semver::run),
+        "macos-check" => cli::no_arguments("macos-check", parser)?.map(|()| macos::run()),
         "offline-check" => cli::no_arguments("offline-check", parser)?.map(|()| offline::run()),
         "fuzz" => cli::seconds("fuzz", fuzz::TEST_SECONDS, parser)?.map(fuzz::run),
         "soak" => cli::seconds("soak", soak::TEST_SECONDS, parser)?.map(soak::run),
