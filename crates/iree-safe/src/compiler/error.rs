@@ -39,8 +39,8 @@ pub enum CompileError {
     /// leaves it out (its cargo feature `in-process-compiler` is off).
     #[error(
         "the in-process compiler was asked for, but this build leaves it out: enable the cargo \
-         feature `in-process-compiler` (of iree-safe, or sheaf-integration's of the same \
-         name), or use the subprocess compiler (CompilerPreference::Subprocess or Auto, with \
+         feature `in-process-compiler` (of iree-safe, or the feature of the crate above it that \
+         forwards it), or use the subprocess compiler (CompilerPreference::Subprocess or Auto, with \
          IREE_COMPILER_LIB unset)"
     )]
     InProcessDisabled,
