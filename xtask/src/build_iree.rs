@@ -163,7 +163,7 @@ pub(crate) fn run(options: &Options) -> Result<Manifest> {
                     prefix.display(),
                     started.elapsed().as_secs_f64()
                 );
-                announce_tracing(options.tracing, &prefix);
+                announce_tracing(&existing);
                 return Ok(existing);
             }
         }
@@ -259,18 +259,17 @@ pub(crate) fn run(options: &Options) -> Result<Manifest> {
         prefix.display(),
         started.elapsed().as_secs_f64()
     );
-    announce_tracing(options.tracing, &prefix);
+    announce_tracing(&manifest);
     Ok(manifest)
 }
 
 /// Tells how to use a tracing build, which never becomes the current install.
-fn announce_tracing(tracing: Option<Tracing>, prefix: &Path) {
-    if let Some(tracing) = tracing {
+fn announce_tracing(manifest: &Manifest) {
+    if let Some(provider) = manifest.tracing_provider() {
         eprintln!(
-            "[xtask] a {} tracing runtime; build against it with IREE_DIR={} \
+            "[xtask] a {provider} tracing runtime; build against it with IREE_DIR={} \
              (docs/profiling.md)",
-            tracing.name(),
-            prefix.display()
+            manifest.prefix.display()
         );
     }
 }
@@ -369,4 +368,35 @@ fn copy_headers(from: &Path, to: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tracing_replaces_the_off_switch_and_changes_the_options() {
+        let drivers = ["local-task".to_owned()];
+        let plain = cmake_options(&drivers, None, None);
+        let traced = cmake_options(&drivers, None, Some(Tracing::Console));
+        assert!(plain.contains(&"-DIREE_ENABLE_RUNTIME_TRACING=OFF".to_owned()));
+        assert!(!traced.contains(&"-DIREE_ENABLE_RUNTIME_TRACING=OFF".to_owned()));
+        for option in [
+            "-DIREE_ENABLE_RUNTIME_TRACING=ON",
+            "-DIREE_TRACING_PROVIDER=console",
+        ] {
+            assert!(traced.contains(&option.to_owned()), "{traced:?}");
+        }
+    }
+
+    #[test]
+    fn macos_drivers_parse_only_on_macos() {
+        let parsed = Options::from_args(&["--drivers", "local-task,metal"]);
+        assert_eq!(parsed.is_ok(), cfg!(target_os = "macos"), "{parsed:?}");
+        let error = Options::from_args(&["--tracing=perfetto"]).unwrap_err();
+        assert!(
+            format!("{error:#}").contains("tracy or console"),
+            "{error:#}"
+        );
+    }
 }

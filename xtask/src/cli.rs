@@ -43,11 +43,13 @@ pub(crate) const COMMANDS: &[Command] = &[
     Command {
         name: "bindgen",
         usage: "\
-  bindgen [--check]
+  bindgen [--check] [--target aarch64-apple-darwin]
       Regenerate crates/iree-sys/src/bindings.rs (what x86_64 and aarch64
       Linux declare alike) and bindings_<arch>.rs (what differs) from the
       installed headers (installs the aarch64 C library headers if missing);
-      with --check, fail if a committed file is stale.
+      with --check, fail if a committed file is stale. With --target
+      aarch64-apple-darwin, on a Mac only (it needs the macOS SDK's
+      headers): macOS's bindings, bindings_aarch64_apple_darwin.rs.
 ",
     },
     Command {
@@ -57,7 +59,9 @@ pub(crate) const COMMANDS: &[Command] = &[
       Ensure IREE is built, check the bindings, check the workspace with the
       declared rust-version, install redis-server and Mesa's lavapipe (a
       software Vulkan device) if missing, run the workspace tests (the
-      device suite on the CPU and on Vulkan), package-check, a 30 s
+      device suite on the CPU and on Vulkan), sheaf-integration without
+      default features, macos-check, a console tracing runtime (built, and
+      iree-safe's example run on it), package-check, a 30 s
       soak, the Linux-aarch64 tests, the miri tests and each fuzz target for
       20 s. With --aarch64, only the Linux-aarch64 tests: install the cross
       toolchain, qemu-user and the Rust target if missing, cross-build IREE,

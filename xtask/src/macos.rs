@@ -45,7 +45,7 @@ pub(crate) fn run() -> Result<()> {
         ),
         || {
             process::run(
-                std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
+                std::process::Command::new("cargo")
                     .current_dir(process::workspace_root())
                     .args(check_args())
                     .env("IREE_SYS_BINDINGS_ONLY", "1")

@@ -70,7 +70,7 @@ fn run(parser: &mut lexopt::Parser) -> Result<bool> {
         "build-iree" => {
             build_iree::Options::parse(parser)?.map(|options| build_iree::run(&options).map(drop))
         }
-        "bindgen" => bindings::parse(parser)?.map(bindings::run),
+        "bindgen" => bindings::parse(parser)?.map(bindings::run_request),
         "test" => test::parse(parser)?.map(test::run),
         "miri" => cli::no_arguments("miri", parser)?.map(|()| miri::run()),
         "package-check" => cli::no_arguments("package-check", parser)?.map(|()| package::run()),

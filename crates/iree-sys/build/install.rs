@@ -173,6 +173,10 @@ impl Install {
         }
         println!("cargo:rustc-env=IREE_SYS_RUNTIME_BUILD={}", self.build_id);
         if let Some((path, manifest)) = &self.manifest {
+            if let Some(provider) = manifest.tracing_provider() {
+                // `iree_trace_app_enter` starts it (`src/inline.rs`).
+                println!("cargo:rustc-cfg=iree_sys_tracing=\"{provider}\"");
+            }
             println!("cargo:manifest={}", path.display());
             println!("cargo:rustc-env=IREE_SYS_MANIFEST={}", path.display());
             println!(

@@ -49,6 +49,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     println!("cargo:rerun-if-changed=build");
     println!("cargo::rustc-check-cfg=cfg(iree_sys_linux_layouts)");
+    println!("cargo::rustc-check-cfg=cfg(iree_sys_tracing, values(\"console\", \"tracy\"))");
     let bindings_only = env::cfg_is_set("CARGO_CFG_MIRI")
         || env::is_set("DOCS_RS")
         || env::is_set("IREE_SYS_BINDINGS_ONLY");

@@ -60,6 +60,19 @@ pub(crate) struct Manifest {
 }
 
 impl Manifest {
+    /// The tracing provider the runtime was built with
+    /// (`cargo xtask build-iree --tracing`: `console` or `tracy`), if any.
+    pub(crate) fn tracing_provider(&self) -> Option<&str> {
+        let option = |name: &str| {
+            self.cmake_options
+                .iter()
+                .find_map(|option| option.strip_prefix(&format!("-D{name}=")))
+        };
+        (option("IREE_ENABLE_RUNTIME_TRACING") == Some("ON"))
+            .then(|| option("IREE_TRACING_PROVIDER"))
+            .flatten()
+    }
+
     /// Reads and parses the manifest at `path`.
     pub(crate) fn read(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)

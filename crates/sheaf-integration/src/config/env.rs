@@ -194,7 +194,7 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_COMPILER",
-        meaning: "`auto`, `in-process`, `subprocess`, or `none` (serve bundles and the disk cache only)",
+        meaning: "`auto`, `in-process` (feature `in-process-compiler`), `subprocess`, or `none` (serve bundles and the disk cache only)",
         default: "`auto`",
         apply: |config, var| set(&mut config.compile.compiler, var.compiler()),
     },
