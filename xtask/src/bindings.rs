@@ -28,7 +28,6 @@ use anyhow::{anyhow, bail, Context, Result};
 
 use crate::manifest::{self, Manifest};
 
-#[path = "bindings/darwin.rs"]
 mod darwin;
 use crate::{cross, process};
 

@@ -308,7 +308,10 @@ fn cmake_options(
         .map(String::from)
         .collect();
     options.extend(tracing.map(Tracing::cmake_options).unwrap_or_default());
-    for driver in KNOWN_DRIVERS {
+    // The host's drivers only (IREE_HAL_DRIVER_DEFAULTS=OFF leaves the
+    // others out), so that Linux's options, and so its install keys, are
+    // what they were before macOS's `metal`.
+    for driver in host::Os::current().buildable_drivers() {
         let option = driver.replace('-', "_").to_uppercase();
         options.push(format!("IREE_HAL_DRIVER_{option}={}", on_off(has(driver))));
     }

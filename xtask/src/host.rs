@@ -53,7 +53,7 @@ impl Os {
     }
 
     /// The drivers IREE builds on this system.
-    fn buildable_drivers(self) -> &'static [&'static str] {
+    pub(crate) fn buildable_drivers(self) -> &'static [&'static str] {
         match self {
             Os::Linux => &["local-sync", "local-task", "vulkan", "cuda"],
             Os::Macos => &["local-sync", "local-task", "metal"],
