@@ -16,12 +16,19 @@
 //! installs when missing. `--check` (also run by the test below and by
 //! `cargo xtask test`) fails when a committed file no longer matches what
 //! the headers produce.
+//!
+//! `--target aarch64-apple-darwin` generates macOS's bindings, whole, into
+//! `bindings_aarch64_apple_darwin.rs` (`darwin.rs`): on a Mac only, since
+//! IREE's headers include the macOS SDK's (`<pthread.h>`, `<os/lock.h>`),
+//! whose layouts differ from Linux's, and the SDK is not on Linux.
 
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context, Result};
 
 use crate::manifest::{self, Manifest};
+
+mod darwin;
 use crate::{cross, process};
 
 /// Items whose C definition differs between x86_64 and aarch64 Linux (as
@@ -94,23 +101,60 @@ fn committed(file: &str) -> PathBuf {
 /// The generated files: (file name, contents).
 type Files = Vec<(String, String)>;
 
-/// The arguments of `bindgen`: whether to `--check`; `None` for `--help`.
-pub(crate) fn parse(parser: &mut lexopt::Parser) -> Result<Option<bool>> {
-    let mut check = false;
+/// What `bindgen` was asked for.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Request {
+    /// Only check the committed files.
+    pub check: bool,
+    /// macOS's bindings (`--target aarch64-apple-darwin`) instead of Linux's.
+    pub darwin: bool,
+}
+
+/// The arguments of `bindgen`; `None` for `--help`.
+pub(crate) fn parse(parser: &mut lexopt::Parser) -> Result<Option<Request>> {
+    let mut request = Request {
+        check: false,
+        darwin: false,
+    };
     while let Some(arg) = parser.next()? {
         match arg {
             arg if crate::cli::is_help(&arg) => return Ok(None),
-            lexopt::Arg::Long("check") => check = true,
+            lexopt::Arg::Long("check") => request.check = true,
+            lexopt::Arg::Long("target") => {
+                let triple = crate::cli::text(parser.value().context("--target needs a triple")?)?;
+                if triple != darwin::TARGET {
+                    bail!(
+                        "bindgen --target: `{triple}` is not a target of its own; the Linux \
+                         bindings (x86_64 and aarch64) are generated without --target, macOS's \
+                         with --target {}",
+                        darwin::TARGET
+                    );
+                }
+                request.darwin = true;
+            }
             arg => return Err(crate::cli::unexpected("bindgen", arg)),
         }
     }
-    Ok(Some(check))
+    Ok(Some(request))
 }
 
-/// Writes the bindings, or with `check` fails if a committed file is stale.
+/// Runs a [`Request`].
+pub(crate) fn run_request(request: Request) -> Result<()> {
+    let manifest = Manifest::read(&manifest::current_path())
+        .map_err(anyhow::Error::msg)
+        .context("no IREE install to read the headers of: run `cargo xtask build-iree` first")?;
+    if request.darwin {
+        let file = darwin::generate(&manifest)?;
+        return write_or_check(&[file], request.check);
+    }
+    run(request.check)
+}
+
+/// Writes the Linux bindings, or with `check` fails if a committed file is
+/// stale.
 pub(crate) fn run(check: bool) -> Result<()> {
-    if std::env::consts::ARCH != "x86_64" {
-        bail!("the bindings are generated on x86_64 Linux");
+    if std::env::consts::ARCH != "x86_64" || std::env::consts::OS != "linux" {
+        bail!("the Linux bindings are generated on x86_64 Linux");
     }
     let manifest = Manifest::read(&manifest::current_path())
         .map_err(anyhow::Error::msg)
@@ -119,9 +163,13 @@ pub(crate) fn run(check: bool) -> Result<()> {
         "the aarch64 C library headers (installing the cross toolchain if missing)",
         || cross::AARCH64.ensure_toolchain(),
     )?;
-    let files = generate(&manifest)?;
+    write_or_check(&generate(&manifest)?, check)
+}
+
+/// Writes `files`, or with `check` fails if a committed one differs.
+fn write_or_check(files: &[(String, String)], check: bool) -> Result<()> {
     if check {
-        let stale = stale(&files);
+        let stale = stale(files);
         if !stale.is_empty() {
             return Err(anyhow!(
                 "{} stale; run `cargo xtask bindgen` and commit the result",
@@ -130,7 +178,7 @@ pub(crate) fn run(check: bool) -> Result<()> {
         }
         eprintln!("[xtask] the bindings of crates/iree-sys/src are up to date");
     } else {
-        for (file, text) in &files {
+        for (file, text) in files {
             let path = committed(file);
             std::fs::write(&path, text)
                 .with_context(|| format!("cannot write {}", path.display()))?;
@@ -141,7 +189,7 @@ pub(crate) fn run(check: bool) -> Result<()> {
 }
 
 /// The committed files that differ from `files`, as `crates/…` paths.
-fn stale(files: &Files) -> Vec<String> {
+fn stale(files: &[(String, String)]) -> Vec<String> {
     files
         .iter()
         .filter(|(file, text)| std::fs::read_to_string(committed(file)).ok().as_ref() != Some(text))
@@ -196,6 +244,23 @@ enum Part {
     Arch,
 }
 
+/// The options every target's bindings share: the wrapper header, the
+/// installed headers, clang's `--target`.
+fn base_builder(manifest: &Manifest, clang_target: &str) -> bindgen::Builder {
+    bindgen::Builder::default()
+        .header(wrapper_header().to_string_lossy())
+        .clang_arg(format!("--target={clang_target}"))
+        .clang_arg(format!("-I{}", manifest.include_dir.display()))
+        // Declares the system allocator's control function, which the
+        // static-inline `iree_allocator_system()` refers to.
+        .clang_arg("-DIREE_ALLOCATOR_SYSTEM_CTL=iree_allocator_libc_ctl")
+        .prepend_enum_name(false)
+        .size_t_is_usize(true)
+        .derive_default(true)
+        .layout_tests(false)
+        .generate_comments(false)
+}
+
 /// One part of the bindings for `arch`.
 fn bindgen(manifest: &Manifest, arch: &Arch, part: Part) -> Result<String> {
     let compiler_headers =
@@ -206,19 +271,8 @@ fn bindgen(manifest: &Manifest, arch: &Arch, part: Part) -> Result<String> {
                     arch.name, arch.gcc
                 )
             })?;
-    let mut builder = bindgen::Builder::default()
-        .header(wrapper_header().to_string_lossy())
-        .clang_arg(format!("--target={}", arch.clang_target))
-        .clang_arg(format!("-I{}", manifest.include_dir.display()))
-        .clang_arg(format!("-isystem{}", compiler_headers.trim()))
-        // Declares the system allocator's control function, which the
-        // static-inline `iree_allocator_system()` refers to.
-        .clang_arg("-DIREE_ALLOCATOR_SYSTEM_CTL=iree_allocator_libc_ctl")
-        .prepend_enum_name(false)
-        .size_t_is_usize(true)
-        .derive_default(true)
-        .layout_tests(false)
-        .generate_comments(false);
+    let mut builder = base_builder(manifest, arch.clang_target)
+        .clang_arg(format!("-isystem{}", compiler_headers.trim()));
     if let Some(include) = &arch.libc_include {
         if !include.join("stdio.h").is_file() {
             return Err(anyhow!(

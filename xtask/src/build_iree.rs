@@ -8,7 +8,9 @@
 //! `install/` and `build.log` (CMake's and Ninja's output; the terminal gets
 //! one line per phase and the compile counter); a second run with nothing
 //! changed only checks the manifest. `--target` cross-builds for another
-//! Linux architecture (`cross.rs`).
+//! Linux architecture (`cross.rs`); `--tracing` builds a profiling runtime
+//! beside the normal one (`tracing.rs`). On macOS the default drivers are
+//! the CPU ones and Metal (`host.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,14 +23,12 @@ use crate::build_log::BuildLog;
 use crate::cuda::CudaHeaders;
 use crate::manifest::{self, Manifest};
 use crate::process::{self, step};
-use crate::{cli, cross, source, tools};
+use crate::tracing::Tracing;
+use crate::{cli, cross, host, source, tools};
 
-/// Every driver Sheaf ships on Linux: the two CPU drivers, Vulkan (which
-/// loads `libvulkan.so.1` when a device is opened) and CUDA (`libcuda.so`,
-/// likewise): none needs a GPU to build, and a machine without one simply
-/// fails to open those devices.
-const DEFAULT_DRIVERS: &[&str] = &["local-sync", "local-task", "vulkan", "cuda"];
-const KNOWN_DRIVERS: &[&str] = DEFAULT_DRIVERS;
+/// Every driver `--drivers` may name; which are the default, and which the
+/// host can build, is `host.rs`'s.
+const KNOWN_DRIVERS: &[&str] = &["local-sync", "local-task", "vulkan", "cuda", "metal"];
 
 /// Command-line options of `build-iree`.
 #[derive(Debug, Default)]
@@ -38,13 +38,18 @@ pub(crate) struct Options {
     pub force: bool,
     /// Cross-build for this target instead of the host.
     pub target: Option<&'static cross::Target>,
+    /// Build with IREE's runtime tracing, into an install of its own.
+    pub tracing: Option<Tracing>,
 }
 
 impl Options {
     /// The options `parser` gives; `None` for `--help`.
     pub(crate) fn parse(parser: &mut lexopt::Parser) -> Result<Option<Self>> {
         let mut options = Options {
-            drivers: DEFAULT_DRIVERS.iter().map(|d| d.to_string()).collect(),
+            drivers: host::default_drivers()
+                .iter()
+                .map(|d| d.to_string())
+                .collect(),
             ..Options::default()
         };
         let mut drivers_named = false;
@@ -66,6 +71,10 @@ impl Options {
                     drivers_named = true;
                 }
                 Long("force") => options.force = true,
+                Long("tracing") => {
+                    let provider = parser.optional_value().map(cli::text).transpose()?;
+                    options.tracing = Some(Tracing::parse(provider.as_deref())?);
+                }
                 Long("target") => {
                     let triple = parser.value().context("--target needs a target triple")?;
                     options.target = Some(cross::Target::parse(&cli::text(triple)?)?);
@@ -84,6 +93,8 @@ impl Options {
         if let Some(target) = options.target {
             let named = std::mem::take(&mut options.drivers);
             options.drivers = target.drivers(drivers_named.then_some(named))?;
+        } else {
+            host::check_drivers(&options.drivers)?;
         }
         options.drivers.sort();
         options.drivers.dedup();
@@ -111,13 +122,16 @@ pub(crate) fn run(options: &Options) -> Result<Manifest> {
         tools::ensure,
     )?;
     let source = source::resolve(options.source.as_deref())?;
+    if let Some(tracing) = options.tracing {
+        tracing.check_source(&source.dir)?;
+    }
     let cuda = options
         .drivers
         .iter()
         .any(|d| d == "cuda")
         .then(|| step("finding the CUDA headers", CudaHeaders::locate))
         .transpose()?;
-    let mut cmake_options = cmake_options(&options.drivers, cuda.as_ref());
+    let mut cmake_options = cmake_options(&options.drivers, cuda.as_ref(), options.tracing);
     let mut key_parts = vec![source.version.as_str(), source.dir.to_str().unwrap_or("")];
     key_parts.extend(cmake_options.iter().map(String::as_str));
     if let Some(cuda) = &cuda {
@@ -128,9 +142,11 @@ pub(crate) fn run(options: &Options) -> Result<Manifest> {
     let root = process::workspace_root().join("target/iree").join(&key);
     let (build_dir, prefix) = (root.join("build"), root.join("install"));
     // A cross build records its manifest apart: the host's stays current.
+    // A tracing build records none: it is selected by IREE_DIR alone.
     let current = options
         .target
         .map_or_else(manifest::current_path, |target| target.manifest_path());
+    let current = options.tracing.is_none().then_some(current);
 
     if !options.force {
         if let Ok(existing) = Manifest::read(&prefix.join("manifest.json")) {
@@ -138,13 +154,16 @@ pub(crate) fn run(options: &Options) -> Result<Manifest> {
                 && existing.is_complete()
                 && existing.compiler_version == tools.compiler_version
             {
-                existing.write(&current)?;
+                if let Some(current) = &current {
+                    existing.write(current)?;
+                }
                 eprintln!(
                     "[xtask] IREE {} is up to date in {} ({:.1}s)",
                     existing.iree_version,
                     prefix.display(),
                     started.elapsed().as_secs_f64()
                 );
+                announce_tracing(&existing);
                 return Ok(existing);
             }
         }
@@ -180,6 +199,8 @@ pub(crate) fn run(options: &Options) -> Result<Manifest> {
             log.run(&mut cmake)
         })?;
     }
+    let (tracing_libs, tracing_system_libs) =
+        options.tracing.map(Tracing::extra_libs).unwrap_or_default();
     step(
         "building iree_runtime_unified (Release; ~20-40 s on 2 cores)",
         || {
@@ -188,12 +209,14 @@ pub(crate) fn run(options: &Options) -> Result<Manifest> {
                 Command::new(&tools.cmake)
                     .arg("--build")
                     .arg(&build_dir)
-                    .args(["--target", "iree_runtime_unified"]),
+                    .args(["--target", "iree_runtime_unified"])
+                    .args(tracing_libs.iter().flat_map(|(name, _)| ["--target", name])),
             )
         },
     )?;
+    let static_libs: Vec<(&str, &str)> = runtime_libs("static").chain(tracing_libs).collect();
     let manifest = step("installing headers, libraries and the manifest", || {
-        install(&source, &build_dir, &prefix)?;
+        install(&source, &build_dir, &prefix, &static_libs)?;
         let manifest = Manifest {
             key,
             iree_version: source.version.clone(),
@@ -204,12 +227,16 @@ pub(crate) fn run(options: &Options) -> Result<Manifest> {
             include_dir: prefix.join("include"),
             lib_dir: prefix.join("lib"),
             prefix: prefix.clone(),
-            static_libs: runtime_libs("static")
-                .map(|(name, _)| name.to_owned())
+            static_libs: static_libs
+                .iter()
+                .map(|(name, _)| (*name).to_owned())
                 .collect(),
             system_libs: runtime_libs("system")
-                .map(|(name, _)| name.to_owned())
+                .map(|(name, _)| name)
+                .chain(tracing_system_libs.iter().copied())
+                .map(str::to_owned)
                 .collect(),
+            frameworks: host::frameworks(&options.drivers),
             compiler_version: tools.compiler_version.clone(),
             iree_compile: tools.iree_compile.clone(),
             libiree_compiler: tools.libiree_compiler.clone(),
@@ -221,7 +248,9 @@ pub(crate) fn run(options: &Options) -> Result<Manifest> {
             }),
         };
         manifest.write(&prefix.join("manifest.json"))?;
-        manifest.write(&current)?;
+        if let Some(current) = &current {
+            manifest.write(current)?;
+        }
         Ok(manifest)
     })?;
     eprintln!(
@@ -230,7 +259,19 @@ pub(crate) fn run(options: &Options) -> Result<Manifest> {
         prefix.display(),
         started.elapsed().as_secs_f64()
     );
+    announce_tracing(&manifest);
     Ok(manifest)
+}
+
+/// Tells how to use a tracing build, which never becomes the current install.
+fn announce_tracing(manifest: &Manifest) {
+    if let Some(provider) = manifest.tracing_provider() {
+        eprintln!(
+            "[xtask] a {provider} tracing runtime; build against it with IREE_DIR={} \
+             (docs/profiling.md)",
+            manifest.prefix.display()
+        );
+    }
 }
 
 /// The link recipe, shared with the iree-sys build script: `static NAME
@@ -253,15 +294,24 @@ fn runtime_libs(kind: &str) -> impl Iterator<Item = (&'static str, &'static str)
 /// The driver-independent CMake options, shared with the iree-sys build script.
 const RUNTIME_OPTIONS: &str = include_str!("../../crates/iree-sys/build/runtime-options.txt");
 
-fn cmake_options(drivers: &[String], cuda: Option<&CudaHeaders>) -> Vec<String> {
+fn cmake_options(
+    drivers: &[String],
+    cuda: Option<&CudaHeaders>,
+    tracing: Option<Tracing>,
+) -> Vec<String> {
     let on_off = |on: bool| if on { "ON" } else { "OFF" };
     let has = |name: &str| drivers.iter().any(|d| d == name);
     let mut options: Vec<String> = RUNTIME_OPTIONS
         .lines()
         .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .filter(|line| tracing.is_none() || !line.starts_with("IREE_ENABLE_RUNTIME_TRACING="))
         .map(String::from)
         .collect();
-    for driver in KNOWN_DRIVERS {
+    options.extend(tracing.map(Tracing::cmake_options).unwrap_or_default());
+    // The host's drivers only (IREE_HAL_DRIVER_DEFAULTS=OFF leaves the
+    // others out), so that Linux's options, and so its install keys, are
+    // what they were before macOS's `metal`.
+    for driver in host::Os::current().buildable_drivers() {
         let option = driver.replace('-', "_").to_uppercase();
         options.push(format!("IREE_HAL_DRIVER_{option}={}", on_off(has(driver))));
     }
@@ -272,9 +322,14 @@ fn cmake_options(drivers: &[String], cuda: Option<&CudaHeaders>) -> Vec<String> 
 }
 
 /// Copies the public headers (source, generated, flatcc's and the compiler's
-/// embedding API) and the static libraries
+/// embedding API) and the `static_libs` (link name, path in the build)
 /// into `prefix`.
-fn install(source: &source::Source, build_dir: &Path, prefix: &Path) -> Result<()> {
+fn install(
+    source: &source::Source,
+    build_dir: &Path,
+    prefix: &Path,
+    static_libs: &[(&str, &str)],
+) -> Result<()> {
     let include = prefix.join("include");
     let _ = std::fs::remove_dir_all(prefix);
     copy_headers(&source.dir.join("runtime/src"), &include)?;
@@ -284,7 +339,7 @@ fn install(source: &source::Source, build_dir: &Path, prefix: &Path) -> Result<(
     copy_headers(&source.dir.join("third_party/flatcc/include"), &include)?;
     let lib = prefix.join("lib");
     std::fs::create_dir_all(&lib).with_context(|| format!("cannot create {}", lib.display()))?;
-    for (name, relative) in runtime_libs("static") {
+    for (name, relative) in static_libs {
         let from = build_dir.join(relative);
         std::fs::copy(&from, lib.join(format!("lib{name}.a")))
             .with_context(|| format!("cannot copy {}", from.display()))?;
@@ -316,4 +371,35 @@ fn copy_headers(from: &Path, to: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tracing_replaces_the_off_switch_and_changes_the_options() {
+        let drivers = ["local-task".to_owned()];
+        let plain = cmake_options(&drivers, None, None);
+        let traced = cmake_options(&drivers, None, Some(Tracing::Console));
+        assert!(plain.contains(&"-DIREE_ENABLE_RUNTIME_TRACING=OFF".to_owned()));
+        assert!(!traced.contains(&"-DIREE_ENABLE_RUNTIME_TRACING=OFF".to_owned()));
+        for option in [
+            "-DIREE_ENABLE_RUNTIME_TRACING=ON",
+            "-DIREE_TRACING_PROVIDER=console",
+        ] {
+            assert!(traced.contains(&option.to_owned()), "{traced:?}");
+        }
+    }
+
+    #[test]
+    fn macos_drivers_parse_only_on_macos() {
+        let parsed = Options::from_args(&["--drivers", "local-task,metal"]);
+        assert_eq!(parsed.is_ok(), cfg!(target_os = "macos"), "{parsed:?}");
+        let error = Options::from_args(&["--tracing=perfetto"]).unwrap_err();
+        assert!(
+            format!("{error:#}").contains("tracy or console"),
+            "{error:#}"
+        );
+    }
 }

@@ -19,12 +19,19 @@ pub(crate) const COMMANDS: &[Command] = &[
     Command {
         name: "build-iree",
         usage: "\
-  build-iree [--source DIR] [--drivers LIST] [--target TRIPLE] [--force]
+  build-iree [--source DIR] [--drivers LIST] [--target TRIPLE]
+             [--tracing[=tracy|console]] [--force]
       Install the tools (CMake, Ninja, libclang, iree-base-compiler) into
       target/venv, build the IREE runtime from source in Release and install
       it under target/iree/. LIST is comma separated, default
-      `local-sync,local-task,vulkan,cuda` (no GPU needed to build: the CUDA
-      headers come from a toolkit, else from NVIDIA's wheels in the venv).
+      `local-sync,local-task,vulkan,cuda` on Linux (no GPU needed to build:
+      the CUDA headers come from a toolkit, else from NVIDIA's wheels in the
+      venv) and `local-sync,local-task,metal` on macOS (Apple Silicon;
+      never run there yet). --tracing builds with IREE's runtime tracing
+      into an install of its own, used through IREE_DIR (printed), never
+      the current one; Tracy (the default) needs an IREE checkout with its
+      third_party/tracy submodule as --source, `console` prints zones to
+      stderr (docs/profiling.md).
       IREE_SOURCE_DIR is the same as --source. `--target
       aarch64-unknown-linux-gnu` cross-builds the runtime (CPU drivers only,
       `local-sync,local-task` by default) with Debian's
@@ -36,11 +43,13 @@ pub(crate) const COMMANDS: &[Command] = &[
     Command {
         name: "bindgen",
         usage: "\
-  bindgen [--check]
+  bindgen [--check] [--target aarch64-apple-darwin]
       Regenerate crates/iree-sys/src/bindings.rs (what x86_64 and aarch64
       Linux declare alike) and bindings_<arch>.rs (what differs) from the
       installed headers (installs the aarch64 C library headers if missing);
-      with --check, fail if a committed file is stale.
+      with --check, fail if a committed file is stale. With --target
+      aarch64-apple-darwin, on a Mac only (it needs the macOS SDK's
+      headers): macOS's bindings, bindings_aarch64_apple_darwin.rs.
 ",
     },
     Command {
@@ -50,7 +59,9 @@ pub(crate) const COMMANDS: &[Command] = &[
       Ensure IREE is built, check the bindings, check the workspace with the
       declared rust-version, install redis-server and Mesa's lavapipe (a
       software Vulkan device) if missing, run the workspace tests (the
-      device suite on the CPU and on Vulkan), package-check, a 30 s
+      device suite on the CPU and on Vulkan), sheaf-integration without
+      default features, macos-check, a console tracing runtime (built, and
+      iree-safe's example run on it), package-check, a 30 s
       soak, the Linux-aarch64 tests, the miri tests and each fuzz target for
       20 s. With --aarch64, only the Linux-aarch64 tests: install the cross
       toolchain, qemu-user and the Rust target if missing, cross-build IREE,
@@ -101,6 +112,17 @@ pub(crate) const COMMANDS: &[Command] = &[
       target/offline-check/vendor and build the library crates from them
       with --offline, checking that iree-sys finds the pinned IREE sources
       in the vendor folder. `cargo xtask test` runs this.
+",
+    },
+    Command {
+        name: "macos-check",
+        usage: "\
+  macos-check
+      Type-check the library crates for macOS on Apple Silicon
+      (aarch64-apple-darwin) with --all-features, from Linux: `rustup
+      target add` it if missing, then `IREE_SYS_BINDINGS_ONLY=1 cargo check
+      --target aarch64-apple-darwin` (no IREE built or linked; nothing
+      runs). `cargo xtask test` runs this.
 ",
     },
     Command {

@@ -14,6 +14,8 @@ mod cross;
 mod cuda;
 mod debian;
 mod fuzz;
+mod host;
+mod macos;
 mod manifest;
 mod miri;
 mod msrv;
@@ -28,6 +30,7 @@ mod source;
 mod test;
 mod tidy;
 mod tools;
+mod tracing;
 mod vulkan;
 
 use std::process::ExitCode;
@@ -67,11 +70,12 @@ fn run(parser: &mut lexopt::Parser) -> Result<bool> {
         "build-iree" => {
             build_iree::Options::parse(parser)?.map(|options| build_iree::run(&options).map(drop))
         }
-        "bindgen" => bindings::parse(parser)?.map(bindings::run),
+        "bindgen" => bindings::parse(parser)?.map(bindings::run_request),
         "test" => test::parse(parser)?.map(test::run),
         "miri" => cli::no_arguments("miri", parser)?.map(|()| miri::run()),
         "package-check" => cli::no_arguments("package-check", parser)?.map(|()| package::run()),
         "semver" => semver::parse(parser)?.map(semver::run),
+        "macos-check" => cli::no_arguments("macos-check", parser)?.map(|()| macos::run()),
         "offline-check" => cli::no_arguments("offline-check", parser)?.map(|()| offline::run()),
         "fuzz" => cli::seconds("fuzz", fuzz::TEST_SECONDS, parser)?.map(fuzz::run),
         "soak" => cli::seconds("soak", soak::TEST_SECONDS, parser)?.map(soak::run),

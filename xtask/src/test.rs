@@ -14,8 +14,12 @@
 //! 6. `sheaf-integration` without its default features (no disk cache, no
 //!    remote cache: the build an application that wants neither gets): its
 //!    `no_default_features` test, which runs a compile in memory and checks
-//!    that asking for a left-out cache is an error naming the feature, and
-//!    clippy on that build;
+//!    that asking for a left-out cache or the in-process compiler (the
+//!    subprocess one compiles) is an error naming the feature, and clippy
+//!    on that build; then the library crates type-checked for macOS on
+//!    Apple Silicon (`macos.rs`: `cargo xtask macos-check`); and a console
+//!    tracing runtime built (CPU drivers) and iree-safe's example run on it
+//!    (`tracing.rs`);
 //! 7. the packaged library crates, used by a crate outside the workspace
 //!    (`package.rs`), and built offline from `cargo vendor`'s copy of their
 //!    dependencies (`offline.rs`); their API against `HEAD~1`'s
@@ -81,7 +85,8 @@ pub(crate) fn run(aarch64: bool) -> Result<()> {
         },
     )?;
     step(
-        "sheaf-integration with --no-default-features (memory cache only): its test and clippy",
+        "sheaf-integration with --no-default-features (memory cache, subprocess compiler): its \
+         test and clippy",
         || {
             let cargo = |subcommand: &str| {
                 let mut cargo = process::cargo_with_iree(&manifest.prefix);
@@ -93,6 +98,8 @@ pub(crate) fn run(aarch64: bool) -> Result<()> {
             process::run(cargo("clippy").args(["--all-targets", "--", "-D", "warnings"]))
         },
     )?;
+    crate::macos::run()?;
+    crate::tracing::check()?;
     crate::package::check(&manifest.prefix)?;
     crate::offline::check(&manifest.prefix)?;
     crate::semver::check(&manifest.prefix, crate::semver::DEFAULT_BASELINE)?;

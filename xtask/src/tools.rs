@@ -11,6 +11,7 @@ use std::process::Command;
 
 use anyhow::{anyhow, Context, Result};
 
+use crate::host::Os;
 use crate::process::{self, step};
 
 /// The IREE compiler release whose artifacts the runtime built here loads.
@@ -49,9 +50,14 @@ pub(crate) fn ensure() -> Result<Tools> {
     install_once(&requirements, ".xtask-requirements")?;
 
     let site_packages = site_packages()?;
-    let libiree_compiler = site_packages.join("iree/compiler/_mlir_libs/libIREECompiler.so");
+    let dylib = Os::current().dylib_extension();
+    let libiree_compiler =
+        site_packages.join(format!("iree/compiler/_mlir_libs/libIREECompiler.{dylib}"));
     let libclang_dir = site_packages.join("clang/native");
-    for required in [&libiree_compiler, &libclang_dir.join("libclang.so")] {
+    for required in [
+        &libiree_compiler,
+        &libclang_dir.join(format!("libclang.{dylib}")),
+    ] {
         if !required.exists() {
             // A half-finished install: forget the stamp so the next run repairs it.
             let _ = std::fs::remove_file(venv.join(".xtask-requirements"));
@@ -99,7 +105,8 @@ fn install_once(requirements: &[String], stamp: &str) -> Result<()> {
     if !venv.join("bin/python").exists() {
         step("creating the Python venv target/venv", || {
             process::run(Command::new("python3").args(["-m", "venv"]).arg(&venv)).context(
-                "install Python 3 with venv support (`apt-get install python3 python3-venv`)",
+                "install Python 3 with venv support (`apt-get install python3 python3-venv`; \
+                 on macOS `brew install python`)",
             )
         })?;
     }

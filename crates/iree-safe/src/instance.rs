@@ -48,6 +48,9 @@ impl Instance {
     }
 
     fn create() -> Result<Instance> {
+        // A runtime built with tracing starts its provider first (a no-op
+        // otherwise).
+        sys::iree_trace_app_enter();
         // SAFETY: `iree_vm_instance_create` stores one new instance reference
         // in its out-parameter on success.
         let vm = unsafe {

@@ -99,6 +99,7 @@ fn register_handler() -> Result<(), AtExitError> {
 /// it to run `last` after the hooks on every run. Only the first `last`
 /// handed over is kept: the in-process compiler's exit gate is the only
 /// caller.
+#[cfg(feature = "in-process-compiler")]
 pub(crate) fn register_handler_then(last: fn()) -> Result<(), AtExitError> {
     LAST.get_or_init(|| last);
     register_handler()

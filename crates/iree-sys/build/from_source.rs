@@ -155,6 +155,7 @@ fn build(source: &Path, tools: &CmakeTools, origin: &str) -> Result<Install, Str
             .collect(),
         static_libs: default_static_libs(),
         system_libs: default_system_libs(),
+        frameworks: Vec::new(),
         manifest: None,
         build_id: format!("source {}", source.display()),
     };

@@ -43,6 +43,8 @@ pub(crate) struct Install {
     pub(crate) lib_dirs: Vec<PathBuf>,
     pub(crate) static_libs: Vec<String>,
     pub(crate) system_libs: Vec<String>,
+    /// Apple frameworks (the Metal driver's), from the manifest.
+    pub(crate) frameworks: Vec<String>,
     /// The `manifest.json` written by `cargo xtask build-iree`, if any, and
     /// its contents.
     pub(crate) manifest: Option<(PathBuf, Manifest)>,
@@ -70,6 +72,7 @@ impl Install {
             lib_dirs: vec![prefix.join("lib")],
             static_libs: default_static_libs(),
             system_libs: default_system_libs(),
+            frameworks: Vec::new(),
             manifest: None,
             build_id: format!("install {}", prefix.display()),
         };
@@ -107,6 +110,7 @@ impl Install {
             lib_dirs: vec![manifest.lib_dir.clone()],
             static_libs: manifest.static_libs.clone(),
             system_libs: manifest.system_libs.clone(),
+            frameworks: manifest.frameworks.clone(),
             build_id: manifest.key.clone(),
             manifest: Some((
                 path.canonicalize().unwrap_or_else(|_| path.to_path_buf()),
@@ -157,6 +161,9 @@ impl Install {
         for lib in &self.system_libs {
             println!("cargo:rustc-link-lib=dylib={lib}");
         }
+        for framework in &self.frameworks {
+            println!("cargo:rustc-link-lib=framework={framework}");
+        }
         println!("cargo:root={}", self.prefix.display());
         // A build from source links from its build folder: no headers
         // were installed.
@@ -166,6 +173,10 @@ impl Install {
         }
         println!("cargo:rustc-env=IREE_SYS_RUNTIME_BUILD={}", self.build_id);
         if let Some((path, manifest)) = &self.manifest {
+            if let Some(provider) = manifest.tracing_provider() {
+                // `iree_trace_app_enter` starts it (`src/inline.rs`).
+                println!("cargo:rustc-cfg=iree_sys_tracing=\"{provider}\"");
+            }
             println!("cargo:manifest={}", path.display());
             println!("cargo:rustc-env=IREE_SYS_MANIFEST={}", path.display());
             println!(

@@ -37,13 +37,17 @@ pub(crate) struct Manifest {
     pub(crate) static_libs: Vec<String>,
     /// System libraries they need.
     pub(crate) system_libs: Vec<String>,
+    /// Apple frameworks they need (the Metal driver's, on macOS); none
+    /// elsewhere, and in manifests written before macOS builds existed.
+    #[serde(default)]
+    pub(crate) frameworks: Vec<String>,
     /// `iree-compile --version`'s build string (`3.13.0rc… @ <revision>`).
     pub(crate) compiler_version: String,
     /// The `iree-compile` launcher installed by pip.
     pub(crate) iree_compile: PathBuf,
-    /// `libIREECompiler.so`, for the in-process compiler.
+    /// `libIREECompiler.so` (`.dylib` on macOS), for the in-process compiler.
     pub(crate) libiree_compiler: PathBuf,
-    /// The folder holding the `libclang.so` bindgen uses.
+    /// The folder holding the `libclang.so` (`.dylib`) bindgen uses.
     pub(crate) libclang_dir: PathBuf,
     /// Wall time of the build that produced this install, in seconds.
     pub(crate) build_seconds: f64,
@@ -56,6 +60,19 @@ pub(crate) struct Manifest {
 }
 
 impl Manifest {
+    /// The tracing provider the runtime was built with
+    /// (`cargo xtask build-iree --tracing`: `console` or `tracy`), if any.
+    pub(crate) fn tracing_provider(&self) -> Option<&str> {
+        let option = |name: &str| {
+            self.cmake_options
+                .iter()
+                .find_map(|option| option.strip_prefix(&format!("-D{name}=")))
+        };
+        (option("IREE_ENABLE_RUNTIME_TRACING") == Some("ON"))
+            .then(|| option("IREE_TRACING_PROVIDER"))
+            .flatten()
+    }
+
     /// Reads and parses the manifest at `path`.
     pub(crate) fn read(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)

@@ -15,6 +15,37 @@ pub fn iree_allocator_system() -> iree_allocator_t {
     }
 }
 
+/// `IREE_TRACE_APP_ENTER()`: starts the tracing provider of a runtime built
+/// with tracing (`cargo xtask build-iree --tracing`, docs/profiling.md),
+/// which IREE's tools do first in `main`: the console provider writes to a
+/// null stream until then. Does nothing for a runtime without tracing (the
+/// build script sets cfg `iree_sys_tracing` from the install's manifest).
+/// Idempotent; call it before any other IREE function.
+pub fn iree_trace_app_enter() {
+    #[cfg(iree_sys_tracing = "console")]
+    {
+        extern "C" {
+            // iree/base/tracing/console.h
+            fn iree_tracing_console_initialize();
+        }
+        // SAFETY: sets the provider's output stream (stderr) once; a later
+        // call returns at once (`console.c`, `iree_tracing_console_initialize`).
+        unsafe { iree_tracing_console_initialize() }
+    }
+    #[cfg(iree_sys_tracing = "tracy")]
+    {
+        extern "C" {
+            // iree/base/tracing/tracy.h
+            fn iree_tracing_tracy_initialize();
+        }
+        // SAFETY: registers IREE's source-file callback with Tracy's
+        // profiler, which starts with the process (`tracy.cc`,
+        // `iree_tracing_tracy_initialize`); registering again replaces it
+        // with the same callback.
+        unsafe { iree_tracing_tracy_initialize() }
+    }
+}
+
 /// `iree_allocator_null()`: an allocator that fails every request. Passed as
 /// a buffer's "deallocator" it means "borrowed, never freed by IREE".
 pub const fn iree_allocator_null() -> iree_allocator_t {

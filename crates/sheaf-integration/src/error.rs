@@ -201,7 +201,8 @@ pub enum ConfigError {
     RemoteSecretMissing,
     /// A setting asks for a part of the crate that this build leaves out:
     /// the disk cache without the `disk-cache` feature, the remote cache
-    /// without `remote-cache`.
+    /// without `remote-cache`, the in-process compiler without
+    /// `in-process-compiler`.
     #[error(
         "{setting} asks for the {part}, which this build of sheaf-integration leaves out: \
          enable its `{feature}` cargo feature, or unset {setting}"

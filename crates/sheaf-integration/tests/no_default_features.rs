@@ -123,3 +123,72 @@ fn a_disk_cache_folder_is_refused_by_build_and_by_new() {
         Ok(_) => panic!("a disk cache folder was ignored"),
     }
 }
+
+/// Without `in-process-compiler` (`--no-default-features` leaves it out
+/// too), compiles run `iree-compile`, and asking for the in-process
+/// compiler, by variable or by field, is an error naming the feature.
+#[cfg(not(feature = "in-process-compiler"))]
+mod without_the_in_process_compiler {
+    use super::*;
+    use iree_safe::compiler::{
+        choose_compiler, CompileError, CompilerKind, CompilerPreference, TrustedCompilerLibrary,
+    };
+
+    fn left_out(setting: &'static str) -> ConfigError {
+        ConfigError::FeatureDisabled {
+            setting,
+            part: "in-process compiler",
+            feature: "in-process-compiler",
+        }
+    }
+
+    #[test]
+    fn the_variable_that_asks_for_it_names_the_feature() {
+        let error = refused("SHEAF_JIT_COMPILER", "in-process");
+        assert_eq!(error, left_out("SHEAF_JIT_COMPILER"));
+        assert!(
+            error.to_string().contains("`in-process-compiler`"),
+            "{error}"
+        );
+        for taken in ["auto", "subprocess", "none"] {
+            let value = OsString::from(taken);
+            let lookup = |name: &str| (name == "SHEAF_JIT_COMPILER").then(|| value.clone());
+            assert!(JitConfig::builder().apply_vars(lookup).is_ok(), "{taken}");
+        }
+    }
+
+    #[test]
+    fn a_field_that_asks_for_it_is_refused_by_build_and_by_new() {
+        // SAFETY: never loaded: the build without the feature refuses it
+        // before anything is loaded (that is what this test checks).
+        let library = unsafe { TrustedCompilerLibrary::new_unchecked("/nonexistent.so") };
+        for preference in [
+            CompilerPreference::InProcess,
+            CompilerPreference::Library(library),
+        ] {
+            let error = JitConfig::builder()
+                .compile(|compile| compile.compiler = preference.clone())
+                .build()
+                .unwrap_err();
+            assert_eq!(error, left_out("compile.compiler"));
+            let mut config = JitConfig::builder().build().unwrap();
+            config.compile.compiler = preference.clone();
+            match JitRuntime::new(config) {
+                Err(JitError::Config(error)) => assert_eq!(error, left_out("compile.compiler")),
+                Err(error) => panic!("another error: {error}"),
+                Ok(_) => panic!("{preference:?} was taken by a build without it"),
+            }
+            // iree-safe alone says the same, in its words.
+            assert!(matches!(
+                choose_compiler(preference),
+                Err(CompileError::InProcessDisabled)
+            ));
+        }
+    }
+
+    #[test]
+    fn auto_compiles_with_iree_compile() {
+        let choice = choose_compiler(CompilerPreference::Auto).unwrap();
+        assert_eq!(choice.kind, CompilerKind::Subprocess, "{}", choice.reason);
+    }
+}

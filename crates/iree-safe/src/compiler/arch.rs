@@ -107,6 +107,7 @@ fn foreign_compiler(preference: &CompilerPreference) -> Option<(PathBuf, String)
 
 /// The architecture of the ELF file at `path`, when it is known and not
 /// this process's (`None` when it is this one's, or cannot be told).
+#[cfg(any(test, feature = "in-process-compiler"))]
 pub(crate) fn foreign_arch(path: &Path) -> Option<ElfArch> {
     let arch = ElfArch::of(&read_head(path)?)?;
     arch.is_foreign().then_some(arch)

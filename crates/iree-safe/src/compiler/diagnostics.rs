@@ -31,6 +31,7 @@ impl Severity {
 
     /// From `enum iree_compiler_diagnostic_severity_t`; unknown values count
     /// as errors, as the compiler itself does.
+    #[cfg(feature = "in-process-compiler")]
     pub(crate) fn from_c(severity: u32) -> Self {
         match severity {
             0 => Severity::Note,
@@ -99,6 +100,7 @@ impl Diagnostic {
 
     /// One message from the embedding API's diagnostic callback, which
     /// formats it as `file:line:col: message` (no severity word).
+    #[cfg(any(test, feature = "in-process-compiler"))]
     pub(crate) fn from_callback(severity: Severity, text: &str) -> Self {
         let text = text.trim_end();
         match split_location(text) {

@@ -111,6 +111,17 @@ pub enum CompileError {
         #[source]
         source: io::Error,
     },
+
+    /// The in-process compiler was asked for (`CompilerPreference::InProcess`
+    /// or `Library`, or `IREE_COMPILER_LIB`), but this build of iree-safe
+    /// leaves it out (its cargo feature `in-process-compiler` is off).
+    #[error(
+        "the in-process compiler was asked for, but this build leaves it out: enable the cargo \
+         feature `in-process-compiler` (of iree-safe, or the feature of the crate above it that \
+         forwards it), or use the subprocess compiler (CompilerPreference::Subprocess or Auto, with \
+         IREE_COMPILER_LIB unset)"
+    )]
+    InProcessDisabled,
 }
 
 impl CompileError {

@@ -46,7 +46,8 @@ use super::locate::locate_compiler_library;
 use super::options::CompileOptions;
 use super::session::{DiagnosticSink, Output, Session};
 use super::version::{ApiVersion, CompilerVersion};
-use super::{Artifact, Compiler};
+use super::{Artifact, Compiler, CompilerChoice, CompilerKind, TrustedCompilerLibrary};
+use std::sync::Arc;
 
 /// The name the MLIR text has in diagnostics. `iree-compile` reads it from
 /// standard input under this name, so both compilers report the same
@@ -213,40 +214,29 @@ impl InProcessCompiler {
     }
 }
 
-/// The path of a `libIREECompiler.so` that may be loaded into this process,
-/// for [`CompilerPreference::Library`](super::CompilerPreference::Library).
-///
-/// Loading a library runs its initializers, and the compiler then calls
-/// its `ireeCompiler*` symbols with the embedding API's signatures: like
-/// `dlopen` (and `libloading::Library::new`), that is sound only for a
-/// library that really is IREE's compiler. This type marks that trust; only
-/// the `unsafe` [`new_unchecked`](Self::new_unchecked) makes one. (The
-/// `IREE_COMPILER_LIB` variable and the install are trusted as the dynamic
-/// linker trusts `LD_LIBRARY_PATH`: see [`InProcessCompiler::load`].)
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TrustedCompilerLibrary {
-    path: PathBuf,
+/// [`choose_compiler`](super::choose_compiler)'s answer with the library
+/// of `IREE_COMPILER_LIB` or the install, `reason` saying why.
+pub(super) fn choose(reason: &str) -> Result<CompilerChoice, CompileError> {
+    Ok(chosen(InProcessCompiler::load()?, reason))
 }
 
-impl TrustedCompilerLibrary {
-    /// Marks the library at `path` as one that may be loaded. Nothing is
-    /// checked or loaded here: a path that does not exist, or a library
-    /// that does not load, is an error of
-    /// [`choose_compiler`](super::choose_compiler).
-    ///
-    /// # Safety
-    ///
-    /// As [`InProcessCompiler::load_from`]: whenever it is loaded, the file
-    /// at `path`, if there is one, must be a build of IREE's
-    /// `libIREECompiler` (of any version: the embedding API's version is
-    /// checked at load). A missing file is an error, not a hazard.
-    pub unsafe fn new_unchecked(path: impl Into<PathBuf>) -> Self {
-        TrustedCompilerLibrary { path: path.into() }
-    }
+/// [`choose_compiler`](super::choose_compiler)'s answer with the library
+/// the program named.
+pub(super) fn choose_library(
+    library: TrustedCompilerLibrary,
+) -> Result<CompilerChoice, CompileError> {
+    // SAFETY: a `TrustedCompilerLibrary` names a build of IREE's compiler
+    // library; whoever made it vouched for that (its `new_unchecked`
+    // contract is `load_from`'s).
+    let compiler = unsafe { InProcessCompiler::load_from(library.path()) }?;
+    Ok(chosen(compiler, "in-process compiler named by the program"))
+}
 
-    /// The library's path, as given.
-    pub fn path(&self) -> &Path {
-        &self.path
+fn chosen(compiler: InProcessCompiler, reason: &str) -> CompilerChoice {
+    CompilerChoice {
+        reason: format!("{reason}: {}", compiler.library_path().display()),
+        compiler: Arc::new(compiler),
+        kind: CompilerKind::InProcess,
     }
 }
 

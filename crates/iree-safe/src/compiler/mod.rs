@@ -65,15 +65,20 @@
 
 mod arch;
 mod diagnostics;
+#[cfg(feature = "in-process-compiler")]
 mod embedding_api;
 mod error;
+#[cfg(feature = "in-process-compiler")]
 mod exit_gate;
+#[cfg(feature = "in-process-compiler")]
 mod in_process;
 mod locate;
 mod options;
+#[cfg(feature = "in-process-compiler")]
 mod session;
 mod subprocess;
 mod target;
+mod trusted_library;
 mod version;
 mod version_memo;
 
@@ -86,7 +91,8 @@ use std::sync::Arc;
 pub use arch::{process_triple, GENERIC_CPU};
 pub use diagnostics::{Diagnostic, Location, Severity};
 pub use error::CompileError;
-pub use in_process::{InProcessCompiler, TrustedCompilerLibrary};
+#[cfg(feature = "in-process-compiler")]
+pub use in_process::InProcessCompiler;
 pub use locate::{
     compiler_identity, compiler_library_is_explicit, locate_compiler_library, locate_iree_compile,
     COMPILER_LIB_ENV, IREE_COMPILE_ENV,
@@ -94,6 +100,7 @@ pub use locate::{
 pub use options::{CompileOptions, CompileTarget, InputType};
 pub use subprocess::SubprocessCompiler;
 pub use target::host_cpu;
+pub use trusted_library::TrustedCompilerLibrary;
 pub use version::{ApiVersion, CompilerVersion};
 pub use version_memo::remember_versions_in;
 
@@ -272,64 +279,78 @@ pub struct CompilerChoice {
 /// [`SubprocessCompiler::new`] ([`CompileError::BadExecutable`]);
 /// [`CompileError::Disabled`] for [`CompilerPreference::Disabled`].
 pub fn choose_compiler(preference: CompilerPreference) -> Result<CompilerChoice, CompileError> {
-    let loaded = |compiler: InProcessCompiler, reason: &str| CompilerChoice {
-        reason: format!("{reason}: {}", compiler.library_path().display()),
-        compiler: Arc::new(compiler),
-        kind: CompilerKind::InProcess,
-    };
     let started = |compiler: SubprocessCompiler, reason: &str| CompilerChoice {
         reason: format!("{reason}: {}", compiler.path().display()),
         compiler: Arc::new(compiler),
         kind: CompilerKind::Subprocess,
     };
-    let in_process =
-        |reason: &str| Ok::<_, CompileError>(loaded(InProcessCompiler::load()?, reason));
     let subprocess =
         |reason: &str| Ok::<_, CompileError>(started(SubprocessCompiler::locate()?, reason));
     match preference {
-        CompilerPreference::InProcess => in_process("in-process compiler asked for"),
+        CompilerPreference::InProcess => in_process::choose("in-process compiler asked for"),
         CompilerPreference::Subprocess => subprocess("subprocess compiler asked for"),
-        CompilerPreference::Library(library) => {
-            // SAFETY: a `TrustedCompilerLibrary` names a build of IREE's
-            // compiler library; whoever made it vouched for that (its
-            // `new_unchecked` contract is `load_from`'s).
-            let compiler = unsafe { InProcessCompiler::load_from(library.path()) }?;
-            Ok(loaded(compiler, "in-process compiler named by the program"))
-        }
+        CompilerPreference::Library(library) => in_process::choose_library(library),
         CompilerPreference::Executable(path) => Ok(started(
             SubprocessCompiler::new(path)?,
             "iree-compile named by the program",
         )),
         CompilerPreference::Disabled => Err(CompileError::Disabled),
         CompilerPreference::Auto if compiler_library_is_explicit() => {
-            in_process("in-process compiler named by IREE_COMPILER_LIB")
+            in_process::choose("in-process compiler named by IREE_COMPILER_LIB")
         }
         CompilerPreference::Auto if locate::iree_compile_is_explicit() => {
             subprocess("iree-compile named by IREE_COMPILE")
         }
         CompilerPreference::Auto => match subprocess("iree-compile of the install") {
             Ok(choice) => Ok(choice),
+            // Without the in-process compiler there is nothing to fall
+            // back on: the subprocess's error says what to install.
+            Err(error) if !cfg!(feature = "in-process-compiler") => Err(error),
             Err(error) => {
                 tracing::info!(
                     %error,
                     "no iree-compile ({error}); compiling in-process instead"
                 );
-                in_process(&format!("no iree-compile ({error})"))
+                in_process::choose(&format!("no iree-compile ({error})"))
             }
         },
     }
 }
 
+/// Without the `in-process-compiler` feature: every way to the in-process
+/// compiler is [`CompileError::InProcessDisabled`].
+#[cfg(not(feature = "in-process-compiler"))]
+mod in_process {
+    use super::{CompileError, CompilerChoice, TrustedCompilerLibrary};
+
+    pub(super) fn choose(_reason: &str) -> Result<CompilerChoice, CompileError> {
+        Err(CompileError::InProcessDisabled)
+    }
+
+    pub(super) fn choose_library(
+        _library: TrustedCompilerLibrary,
+    ) -> Result<CompilerChoice, CompileError> {
+        Err(CompileError::InProcessDisabled)
+    }
+}
+
 mod thread_safety {
     use super::*;
-    use static_assertions::{assert_impl_all, assert_not_impl_any};
+    use static_assertions::assert_impl_all;
 
+    #[cfg(feature = "in-process-compiler")]
     assert_impl_all!(InProcessCompiler: Send, Sync, Clone);
     assert_impl_all!(SubprocessCompiler: Send, Sync, Clone);
     assert_impl_all!(Artifact: Send, Sync);
     assert_impl_all!(CompileError: Send, Sync, std::error::Error);
     // A compilation's embedding-API objects stay on the compiling thread.
-    assert_not_impl_any!(session::Session: Send, Sync);
-    assert_not_impl_any!(session::Invocation<'static>: Send, Sync);
-    assert_not_impl_any!(session::Output: Send, Sync);
+    #[cfg(feature = "in-process-compiler")]
+    mod in_process {
+        use super::super::session;
+        use static_assertions::assert_not_impl_any;
+
+        assert_not_impl_any!(session::Session: Send, Sync);
+        assert_not_impl_any!(session::Invocation<'static>: Send, Sync);
+        assert_not_impl_any!(session::Output: Send, Sync);
+    }
 }

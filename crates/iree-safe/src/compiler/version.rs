@@ -18,6 +18,7 @@ impl ApiVersion {
 
     /// Decodes `ireeCompilerGetAPIVersion`'s value: major in the upper bits,
     /// minor in the lower 16.
+    #[cfg(any(test, feature = "in-process-compiler"))]
     pub(crate) fn from_packed(packed: i32) -> Self {
         let packed = packed as u32;
         ApiVersion {

@@ -63,8 +63,8 @@ pub(crate) use iree_sys::{
     iree_allocator_system, iree_async_frontier_tracker_options_default,
     iree_hal_device_create_params_default, iree_hal_element_bit_count,
     iree_hal_element_dense_byte_count, iree_infinite_timeout, iree_make_const_byte_span,
-    iree_make_string_view, iree_status_code, iree_status_is_ok, iree_vm_value_make_f32,
-    iree_vm_value_make_f64, iree_vm_value_make_i32, iree_vm_value_make_i64,
+    iree_make_string_view, iree_status_code, iree_status_is_ok, iree_trace_app_enter,
+    iree_vm_value_make_f32, iree_vm_value_make_f64, iree_vm_value_make_i32, iree_vm_value_make_i64,
 };
 
 // The mock's own unit tests pass a null allocator where IREE takes one.

@@ -617,12 +617,29 @@ fn connect_unix(path: &Path, deadline: Instant) -> io::Result<UnixStream> {
     use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
     let address = SocketAddrUnix::new(path)?;
+    // Linux sets both flags as it creates the socket.
+    #[cfg(not(target_vendor = "apple"))]
     let socket = rustix::net::socket_with(
         AddressFamily::UNIX,
         SocketType::STREAM,
         SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
         None,
     )?;
+    // Apple's `socket` takes no flags: they are set right after, as std's
+    // own sockets do there (a fork and exec on another thread in between
+    // would inherit the descriptor).
+    #[cfg(target_vendor = "apple")]
+    let socket = {
+        let socket = rustix::net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::empty(),
+            None,
+        )?;
+        rustix::io::fcntl_setfd(&socket, rustix::io::FdFlags::CLOEXEC)?;
+        rustix::io::ioctl_fionbio(&socket, true)?;
+        socket
+    };
     let mut pause = Duration::from_millis(1);
     loop {
         match rustix::net::connect(&socket, &address) {

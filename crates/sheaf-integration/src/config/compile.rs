@@ -116,6 +116,9 @@ pub struct CompileSettings {
     pub dump_dir: Option<std::path::PathBuf>,
 }
 
+/// The in-process compiler, in words ([`crate::ConfigError::FeatureDisabled`]).
+pub(super) const IN_PROCESS_COMPILER: &str = "in-process compiler";
+
 impl Default for CompileSettings {
     fn default() -> Self {
         let mut options = CompileOptions::stablehlo();
@@ -136,8 +139,21 @@ impl Default for CompileSettings {
 }
 
 impl CompileSettings {
-    /// Checks that a batch can hold a signature.
+    /// Checks that a batch can hold a signature, and that a build without
+    /// the `in-process-compiler` feature is not asked for that compiler.
     pub(super) fn validate(&self) -> Result<(), crate::ConfigError> {
+        if !cfg!(feature = "in-process-compiler")
+            && matches!(
+                self.compiler,
+                CompilerPreference::InProcess | CompilerPreference::Library(_)
+            )
+        {
+            return Err(crate::ConfigError::FeatureDisabled {
+                setting: "compile.compiler",
+                part: IN_PROCESS_COMPILER,
+                feature: "in-process-compiler",
+            });
+        }
         if self.batch_limit == 0 {
             return Err(crate::ConfigError::invalid(
                 "compile.batch_limit",

@@ -208,7 +208,7 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_COMPILER",
-        meaning: "`auto`, `in-process`, `subprocess`, or `none` (serve bundles and the disk cache only)",
+        meaning: "`auto`, `in-process` (feature `in-process-compiler`), `subprocess`, or `none` (serve bundles and the disk cache only)",
         default: "`auto`",
         apply: |config, var| set(&mut config.compile.compiler, var.compiler()),
     },
@@ -644,7 +644,12 @@ impl Var<'_> {
     fn compiler(&self) -> Result<CompilerPreference, ConfigError> {
         match self.text()?.as_str() {
             "auto" => Ok(CompilerPreference::Auto),
-            "in-process" => Ok(CompilerPreference::InProcess),
+            "in-process" if cfg!(feature = "in-process-compiler") => {
+                Ok(CompilerPreference::InProcess)
+            }
+            "in-process" => {
+                Err(self.left_out(super::compile::IN_PROCESS_COMPILER, "in-process-compiler"))
+            }
             "subprocess" => Ok(CompilerPreference::Subprocess),
             "none" => Ok(CompilerPreference::Disabled),
             _ => Err(self.invalid("`auto`, `in-process`, `subprocess` or `none`")),

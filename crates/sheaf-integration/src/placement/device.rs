@@ -7,7 +7,7 @@ use crate::error::ConfigError;
 /// [`DeviceSettings::cpu_fallback`](crate::settings::DeviceSettings::cpu_fallback)
 /// may name, in words (for errors).
 pub(crate) const EXPECTED: &str =
-    "`auto`, `local-sync`, `local-task`, `vulkan`, `cuda` or a device URI";
+    "`auto`, `local-sync`, `local-task`, `vulkan`, `cuda`, `metal` or a device URI";
 
 /// A device the configuration names: `auto`, a CPU driver, or any other
 /// IREE driver or device URI (opened as given).

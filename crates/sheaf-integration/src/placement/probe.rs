@@ -1,9 +1,9 @@
 //! The `auto` device: the first GPU this process can run on, in Sheaf's
 //! order, else the CPU.
 //!
-//! Sheaf probes CUDA, then Metal, then Vulkan, then the CPU. This runtime
-//! is built for Linux (no Metal driver: see `CompileTarget::Metal` for
-//! compiling Metal code here), so `auto` tries:
+//! Sheaf probes CUDA, then Metal, then Vulkan, then the CPU; each platform
+//! has the drivers its runtime is built with (`cargo xtask build-iree`'s
+//! defaults). On Linux `auto` tries:
 //!
 //! 1. `cuda`: the driver's first device (the driver loads `libcuda.so`; a
 //!    machine without NVIDIA's driver fails here, cheaply);
@@ -11,6 +11,10 @@
 //!    lavapipe or SwiftShader run "GPU" code on the CPU, slower than the
 //!    CPU driver: they are used only when asked for by name, `vulkan`);
 //! 3. the CPU: the configured CPU fallback, else `local-sync`.
+//!
+//! On macOS (Apple Silicon) it tries `metal`, the system's default Metal
+//! device, then the CPU as above. That path is type-checked only
+//! (`cargo xtask macos-check`): it has never run on a Mac.
 //!
 //! The probe runs once per process (opening drivers and listing devices
 //! costs milliseconds); each runtime then opens the device it chose. When
@@ -21,8 +25,12 @@ use std::sync::OnceLock;
 
 use iree_safe::Device;
 
-/// The GPU drivers `auto` tries, in order.
-const GPU_DRIVERS: [&str; 2] = ["cuda", "vulkan"];
+/// The GPU drivers `auto` tries, in order: Linux's.
+#[cfg(not(target_os = "macos"))]
+const GPU_DRIVERS: &[&str] = &["cuda", "vulkan"];
+/// The GPU drivers `auto` tries, in order: macOS's.
+#[cfg(target_os = "macos")]
+const GPU_DRIVERS: &[&str] = &["metal"];
 
 /// What the probe found: a GPU's URI, or why each GPU driver was passed over.
 #[derive(Debug, Clone, PartialEq, Eq)]
