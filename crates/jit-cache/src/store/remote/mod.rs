@@ -17,10 +17,16 @@
 //!   that built.
 //! - **A size bound** per artifact: larger artifacts are not published, and
 //!   larger values are not downloaded.
+//! - **One compile per artifact across the cluster**: a miss takes the
+//!   artifact's compile lease before it compiles, and a miss that finds
+//!   another process's lease waits for its publish, at most as long as
+//!   compiling would take (`lease.rs`). Backends without leases compile
+//!   every miss.
 //!
 //! [`RedisStore`]: super::RedisStore
 
 mod backend;
+mod lease;
 mod options;
 mod stats;
 #[cfg(test)]
@@ -41,7 +47,8 @@ use super::trust::Secret;
 use super::verified::VerifiedArtifact;
 use crate::{ByteSize, ErrorChain};
 
-pub use backend::{RemoteError, RemoteStore, RemoteValue};
+pub use backend::{LeaseAnswer, RemoteError, RemoteStore, RemoteValue};
+pub(crate) use lease::HeldLease;
 pub use options::RemoteOptions;
 use stats::Counters;
 pub use stats::RemoteStats;
@@ -70,12 +77,37 @@ struct Shared {
     /// The fetches' total time, and the longest.
     fetch_nanos: AtomicU64,
     max_fetch_nanos: AtomicU64,
+    /// The longest build this process measured (for the wait bound).
+    longest_build_nanos: AtomicU64,
 }
 
-/// An artifact waiting to be published.
+/// An artifact waiting to be published, and the compile lease its build
+/// held, released once it is published (or dropped).
 struct Publish {
     key: ArtifactKey,
     artifact: Vec<u8>,
+    lease: Option<HeldLease>,
+}
+
+/// What the store answered for a key.
+enum Lookup<V> {
+    /// A good value.
+    Found(V),
+    /// Nothing: a miss that may take the compile lease.
+    Missing,
+    /// A value not used (rejected, oversized), a failure, or the breaker
+    /// open: the caller compiles, without a lease.
+    Unusable,
+}
+
+/// What [`RemoteTier::fetch_or_lease`] found: the artifact, or that the
+/// caller compiles (with the compile lease when it took one).
+pub(crate) enum Fetch<V> {
+    /// The artifact turned into a `V`, and its bytes.
+    Found(V, Vec<u8>),
+    /// The caller compiles, and hands the lease to
+    /// [`publish`](RemoteTier::publish).
+    Compile(Option<HeldLease>),
 }
 
 impl RemoteTier {
@@ -101,6 +133,7 @@ impl RemoteTier {
             counters: Counters::default(),
             fetch_nanos: AtomicU64::new(0),
             max_fetch_nanos: AtomicU64::new(0),
+            longest_build_nanos: AtomicU64::new(0),
         });
         let publisher = {
             let shared = Arc::clone(&shared);
@@ -138,65 +171,112 @@ impl RemoteTier {
     }
 
     /// The artifact of `key` from the store, turned into a `V` by `load`,
-    /// with its bytes; `None` when the store has no good value that `load`
-    /// accepts, is over the bound, fails, or is skipped by the breaker.
-    pub(crate) fn fetch<V, L: fmt::Display>(
+    /// with its bytes; else [`Fetch::Compile`]: the store has no good value
+    /// that `load` accepts, is over the bound, fails, or is skipped by the
+    /// breaker. A miss takes the artifact's compile lease (then the caller
+    /// compiles holding it), or, when another process holds it, waits for
+    /// that process's artifact (see `lease.rs`).
+    pub(crate) fn fetch_or_lease<V, L: fmt::Display>(
         &self,
         key: &ArtifactKey,
         load: impl Fn(VerifiedArtifact<'_>) -> Result<V, L>,
-    ) -> Option<(V, Vec<u8>)> {
-        let shared = &*self.shared;
-        let c = &shared.counters;
+    ) -> Fetch<V> {
+        let shared = &self.shared;
         let name = shared.remote_key(key);
-        let bytes = shared.fetch_value(&name)?;
-        let max = shared.options.max_entry_bytes;
-        let outcome = entry::parse(
-            &mut &bytes[..],
-            bytes.len() as u64,
-            key,
-            &shared.secret,
-            max,
-        );
-        let reason = match entry::judge(outcome, load) {
-            Verdict::Loaded { value, artifact } => {
-                bump(&c.hits, 1);
-                bump(&c.bytes_fetched, bytes.len() as u64);
+        match shared.lookup(&name, key, &load) {
+            Lookup::Found((value, artifact)) => return Fetch::Found(value, artifact),
+            Lookup::Unusable => return Fetch::Compile(None),
+            Lookup::Missing => {}
+        }
+        let Some(ttl) = shared.options.lease_ttl else {
+            return Fetch::Compile(None);
+        };
+        let c = &shared.counters;
+        let lease_name = format!("{name}:lease");
+        let mut polls: Option<lease::Polls> = None;
+        // Counts how a wait ended, if there was one.
+        let ended = |polls: &Option<lease::Polls>, counter: &AtomicU64| {
+            if polls.is_some() {
+                bump(counter, 1);
+            }
+        };
+        loop {
+            let owner = lease::owner_name();
+            match shared.take_lease(&lease_name, &owner, ttl) {
+                Some(LeaseAnswer::Taken) => {
+                    let held =
+                        match HeldLease::start(shared, lease_name.clone(), owner.clone(), ttl) {
+                            Ok(held) => held,
+                            Err(_) => {
+                                shared.release(&lease_name, &owner);
+                                ended(&polls, &c.waits_compiled);
+                                return Fetch::Compile(None);
+                            }
+                        };
+                    // Its owner may have published and released since our
+                    // look: look once more before compiling.
+                    if let Lookup::Found((value, artifact)) = shared.lookup(&name, key, &load) {
+                        drop(held);
+                        ended(&polls, &c.waits_found);
+                        return Fetch::Found(value, artifact);
+                    }
+                    bump(&c.leases_taken, 1);
+                    ended(&polls, &c.waits_compiled);
+                    return Fetch::Compile(Some(held));
+                }
+                Some(LeaseAnswer::Held) => {}
+                Some(LeaseAnswer::Unsupported) | None => {
+                    ended(&polls, &c.waits_compiled);
+                    return Fetch::Compile(None);
+                }
+            }
+            let polls = polls.get_or_insert_with(|| {
+                bump(&c.lease_waits, 1);
                 tracing::debug!(
                     target: "jit_cache",
                     key = %name,
-                    bytes = bytes.len(),
-                    "served an artifact from the remote store"
+                    "another process compiles this artifact: waiting for it"
                 );
-                return Some((value, artifact));
+                lease::Polls::new(Instant::now(), shared.wait_bound())
+            });
+            let Some(pause) = polls.next(Instant::now()) else {
+                bump(&c.waits_compiled, 1);
+                tracing::debug!(
+                    target: "jit_cache",
+                    key = %name,
+                    "another process's compile took longer than compiling here would: compiling"
+                );
+                return Fetch::Compile(None);
+            };
+            std::thread::sleep(pause);
+            match shared.lookup(&name, key, &load) {
+                Lookup::Found((value, artifact)) => {
+                    bump(&c.waits_found, 1);
+                    return Fetch::Found(value, artifact);
+                }
+                Lookup::Unusable => {
+                    bump(&c.waits_compiled, 1);
+                    return Fetch::Compile(None);
+                }
+                Lookup::Missing => {}
             }
-            // Only for lack of memory.
-            Verdict::Missing => {
-                bump(&c.misses, 1);
-                return None;
-            }
-            Verdict::Rejected(Rejection::Refused(reason)) => {
-                format!("the caller refused it: {reason}")
-            }
-            Verdict::Rejected(Rejection::Corrupt(reason)) => format!("malformed: {reason}"),
-            Verdict::Rejected(Rejection::Unauthenticated) => "it failed authentication (forged, \
-                 written with another secret, copied from another key, or damaged)"
-                .to_owned(),
-        };
-        bump(&c.rejected, 1);
-        tracing::warn!(
-            target: "jit_cache",
-            key = %name,
-            %reason,
-            "ignoring a remote artifact-store entry: {reason}; it was not loaded, the artifact \
-             is built and published again"
-        );
-        None
+        }
     }
 
-    /// Queues `artifact`, just built, to be published as the entry of
-    /// `key`; returns at once. Dropped when it is over the bound or the
-    /// queue is full.
-    pub(crate) fn publish(&self, key: &ArtifactKey, artifact: &[u8]) {
+    /// Queues `artifact`, just built in `took`, to be published as the
+    /// entry of `key`, then `lease` released; returns at once. Dropped (and
+    /// the lease released) when it is over the bound or the queue is full.
+    pub(crate) fn publish(
+        &self,
+        key: &ArtifactKey,
+        artifact: &[u8],
+        took: Duration,
+        lease: Option<HeldLease>,
+    ) {
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.shared
+            .longest_build_nanos
+            .fetch_max(nanos, Ordering::Relaxed);
         let c = &self.shared.counters;
         let max = self.shared.options.max_entry_bytes;
         if artifact.len() as u64 > max {
@@ -217,6 +297,7 @@ impl RemoteTier {
         let job = Publish {
             key: *key,
             artifact: artifact.to_vec(),
+            lease,
         };
         match queue.try_send(job) {
             Ok(()) => {}
@@ -242,13 +323,92 @@ impl Shared {
         format!("{}{}", self.options.key_prefix, key.hex())
     }
 
+    /// The artifact of `key` (named `name`) from the store, turned into a
+    /// `V` by `load`, with its bytes.
+    fn lookup<V, L: fmt::Display>(
+        &self,
+        name: &str,
+        key: &ArtifactKey,
+        load: impl Fn(VerifiedArtifact<'_>) -> Result<V, L>,
+    ) -> Lookup<(V, Vec<u8>)> {
+        let c = &self.counters;
+        let bytes = match self.fetch_value(name) {
+            Lookup::Found(bytes) => bytes,
+            Lookup::Missing => return Lookup::Missing,
+            Lookup::Unusable => return Lookup::Unusable,
+        };
+        let max = self.options.max_entry_bytes;
+        let outcome = entry::parse(&mut &bytes[..], bytes.len() as u64, key, &self.secret, max);
+        let reason = match entry::judge(outcome, load) {
+            Verdict::Loaded { value, artifact } => {
+                bump(&c.hits, 1);
+                bump(&c.bytes_fetched, bytes.len() as u64);
+                tracing::debug!(
+                    target: "jit_cache",
+                    key = %name,
+                    bytes = bytes.len(),
+                    "served an artifact from the remote store"
+                );
+                return Lookup::Found((value, artifact));
+            }
+            // Only for lack of memory.
+            Verdict::Missing => {
+                bump(&c.misses, 1);
+                return Lookup::Unusable;
+            }
+            Verdict::Rejected(Rejection::Refused(reason)) => {
+                format!("the caller refused it: {reason}")
+            }
+            Verdict::Rejected(Rejection::Corrupt(reason)) => format!("malformed: {reason}"),
+            Verdict::Rejected(Rejection::Unauthenticated) => "it failed authentication (forged, \
+                 written with another secret, copied from another key, or damaged)"
+                .to_owned(),
+        };
+        bump(&c.rejected, 1);
+        tracing::warn!(
+            target: "jit_cache",
+            key = %name,
+            %reason,
+            "ignoring a remote artifact-store entry: {reason}; it was not loaded, the artifact \
+             is built and published again"
+        );
+        Lookup::Unusable
+    }
+
+    /// Asks the backend for `lease` for `owner`, through the breaker;
+    /// `None` when skipped or failed (counted and logged: the caller
+    /// compiles).
+    fn take_lease(&self, lease: &str, owner: &str, ttl: Duration) -> Option<LeaseAnswer> {
+        if !self.breaker.admit(Instant::now()) {
+            bump(&self.counters.skipped, 1);
+            return None;
+        }
+        match self.backend.take_lease(lease, owner, ttl) {
+            Ok(answer) => {
+                self.breaker.succeeded(Request::Fetch);
+                Some(answer)
+            }
+            Err(error) => {
+                self.failed(Request::Fetch, lease, &error);
+                None
+            }
+        }
+    }
+
+    /// The longest a miss waits for another process's compile.
+    fn wait_bound(&self) -> Duration {
+        let longest = load(&self.longest_build_nanos);
+        let longest = (longest > 0).then(|| Duration::from_nanos(longest));
+        lease::wait_bound(longest, self.options.compile_estimate)
+    }
+
     /// The value under `name`, through the breaker, timed and counted.
-    fn fetch_value(&self, name: &str) -> Option<Vec<u8>> {
+    fn fetch_value(&self, name: &str) -> Lookup<Vec<u8>> {
         let c = &self.counters;
         let start = Instant::now();
         if !self.breaker.admit(start) {
             bump(&c.skipped, 1);
-            return None;
+            return Lookup::Unusable;
         }
         let max_value = self.options.max_entry_bytes + HEADER_LEN as u64;
         let answer = self.backend.get(name, max_value);
@@ -261,8 +421,11 @@ impl Shared {
             Ok(value) => {
                 self.breaker.succeeded(Request::Fetch);
                 match value {
-                    RemoteValue::Found(bytes) => return Some(bytes),
-                    RemoteValue::Missing => bump(&c.misses, 1),
+                    RemoteValue::Found(bytes) => return Lookup::Found(bytes),
+                    RemoteValue::Missing => {
+                        bump(&c.misses, 1);
+                        return Lookup::Missing;
+                    }
                     RemoteValue::TooLarge(len) => {
                         bump(&c.oversized, 1);
                         tracing::debug!(
@@ -278,7 +441,7 @@ impl Shared {
             }
             Err(error) => self.failed(Request::Fetch, name, &error),
         }
-        None
+        Lookup::Unusable
     }
 
     /// Counts and logs a `request` of `name` that failed with `error`, for
@@ -293,7 +456,13 @@ impl Shared {
     /// The publisher thread: publishes each queued artifact until the tier
     /// is dropped and the queue drained.
     fn publish_all(&self, jobs: &Receiver<Publish>) {
-        for Publish { key, artifact } in jobs {
+        // A job's lease is released when the job is dropped: after its put.
+        for Publish {
+            key,
+            artifact,
+            lease: _lease,
+        } in jobs
+        {
             let c = &self.counters;
             if !self.breaker.admit(Instant::now()) {
                 bump(&c.skipped, 1);

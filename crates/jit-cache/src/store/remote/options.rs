@@ -21,6 +21,16 @@ pub struct RemoteOptions {
     pub queue: usize,
     /// Prepended to the hex of an [`ArtifactKey`](crate::store::ArtifactKey) to name its value.
     pub key_prefix: String,
+    /// How long a compile lease lives unless renewed (its owner renews it
+    /// every third of this while it compiles): a dead owner's lease ends
+    /// this long after its last renewal at most. `None`: no leases, every
+    /// process that misses compiles (as with a backend without leases).
+    pub lease_ttl: Option<Duration>,
+    /// The compile time a waiter assumes for another process's compile
+    /// before this process measured one of its own, and the least it
+    /// waits: the wait bound is the longest build this process measured,
+    /// at least this (then it compiles itself).
+    pub compile_estimate: Duration,
 }
 
 impl RemoteOptions {
@@ -35,6 +45,12 @@ impl RemoteOptions {
     pub const DEFAULT_QUEUE: usize = 32;
     /// The default key prefix, which names the entry format's version.
     pub const DEFAULT_KEY_PREFIX: &'static str = "sheaf-jit:v1:";
+    /// The default time to live of a compile lease: 10 s (renewed every
+    /// 3.3 s while compiling).
+    pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
+    /// The default compile estimate of a waiter: 2 s, an IREE compile of a
+    /// small layer on a busy machine.
+    pub const DEFAULT_COMPILE_ESTIMATE: Duration = Duration::from_secs(2);
 }
 
 impl Default for RemoteOptions {
@@ -45,6 +61,8 @@ impl Default for RemoteOptions {
             cool_down: Self::DEFAULT_COOL_DOWN,
             queue: Self::DEFAULT_QUEUE,
             key_prefix: Self::DEFAULT_KEY_PREFIX.to_owned(),
+            lease_ttl: Some(Self::DEFAULT_LEASE_TTL),
+            compile_estimate: Self::DEFAULT_COMPILE_ESTIMATE,
         }
     }
 }
