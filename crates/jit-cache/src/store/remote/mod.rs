@@ -158,6 +158,13 @@ impl RemoteTier {
         self.shared.remote_key(key)
     }
 
+    /// The name of `key`'s compile lease in the store: its value's name
+    /// and `:lease` (held while one process of the cluster compiles the
+    /// artifact; deleting it by hand makes the waiters compile too).
+    pub fn lease_key(&self, key: &ArtifactKey) -> String {
+        Shared::lease_key(&self.shared.remote_key(key))
+    }
+
     /// The counters so far.
     pub fn stats(&self) -> RemoteStats {
         let shared = &*self.shared;
@@ -192,7 +199,7 @@ impl RemoteTier {
             return Fetch::Compile(None);
         };
         let c = &shared.counters;
-        let lease_name = format!("{name}:lease");
+        let lease_name = Shared::lease_key(&name);
         let mut polls: Option<lease::Polls> = None;
         // Counts how a wait ended, if there was one.
         let ended = |polls: &Option<lease::Polls>, counter: &AtomicU64| {
@@ -321,6 +328,11 @@ impl Drop for RemoteTier {
 impl Shared {
     fn remote_key(&self, key: &ArtifactKey) -> String {
         format!("{}{}", self.options.key_prefix, key.hex())
+    }
+
+    /// The lease of the value named `name`.
+    fn lease_key(name: &str) -> String {
+        format!("{name}:lease")
     }
 
     /// The artifact of `key` (named `name`) from the store, turned into a
