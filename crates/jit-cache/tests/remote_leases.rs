@@ -273,7 +273,9 @@ fn redis_a_store_that_died_is_a_miss() {
     assert_eq!(fetched, Fetched::Built);
     assert!(took < BUILD + Duration::from_secs(10), "no hang: {took:?}");
     let s = stats(&store);
-    assert_eq!((s.errors, s.leases_taken, s.lease_waits), (1, 0, 0), "{s}");
+    // The fetch failed (and the publish, in the background, may have).
+    assert_eq!((s.fetches, s.leases_taken, s.lease_waits), (1, 0, 0), "{s}");
+    assert!(s.errors >= 1, "{s}");
 }
 
 #[test]

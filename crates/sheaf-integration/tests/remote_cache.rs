@@ -159,6 +159,28 @@ fn a_second_process_serves_every_signature_from_the_remote_cache_without_compili
 }
 
 #[test]
+fn a_shared_folder_serves_a_second_process_like_a_server() {
+    const TEST: &str = "a_shared_folder_serves_a_second_process_like_a_server";
+    if let Ok(role) = std::env::var(ROLE) {
+        return child(&role);
+    }
+    let shared = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", shared.path().display());
+    let secrets = tempfile::tempdir().unwrap();
+    wait(TEST, spawn(TEST, "publish", &url, secrets.path()));
+    let entries: Vec<_> = fs::read_dir(shared.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(
+        entries.len(),
+        SHAPES.len(),
+        "one file per entry, no lease left: {entries:?}"
+    );
+    wait(TEST, spawn(TEST, "serve", &url, secrets.path()));
+}
+
+#[test]
 fn concurrent_publishers_of_the_same_keys_leave_valid_entries() {
     const TEST: &str = "concurrent_publishers_of_the_same_keys_leave_valid_entries";
     if let Ok(role) = std::env::var(ROLE) {

@@ -305,7 +305,7 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_REMOTE_CACHE",
-        meaning: "remote artifact cache shared by a cluster, `redis://[:password@]host[:port][/db]` (no TLS; feature `remote-cache`)",
+        meaning: "remote artifact cache shared by a cluster, `redis://[:password@]host[:port][/db]` (no TLS) or `file:///shared/folder` (feature `remote-cache`)",
         default: "none",
         apply: remote_cache!(|config, var| {
                 config.remote.url = Some(RemoteCacheUrl::new(var.text()?));
@@ -344,6 +344,16 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
         meaning: "milliseconds the remote cache is left alone after 3 failures in a row",
         default: "30000",
         apply: remote_cache!(|config, var| set(&mut config.remote.options.cool_down, var.millis())),
+    },
+    EnvVariable {
+        name: "SHEAF_JIT_REMOTE_LEASE",
+        meaning: "milliseconds a compile lease lives unless renewed (one process compiles what several miss at once; `0`: no leases)",
+        default: "10000",
+        apply: remote_cache!(|config, var| {
+                let ttl = var.millis()?;
+                config.remote.options.lease_ttl = (!ttl.is_zero()).then_some(ttl);
+                Ok(())
+            }),
     },
 ];
 

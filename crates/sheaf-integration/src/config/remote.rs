@@ -1,22 +1,24 @@
-//! The remote artifact cache shared by a cluster: its address, the secret
-//! that authenticates its entries, its timeouts, size bound and circuit
-//! breaker.
+//! The remote artifact cache shared by a cluster: its address (or a
+//! backend of the caller's own), the secret that authenticates its
+//! entries, its timeouts, size bound, compile leases and circuit breaker.
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use jit_cache::store::{RedisStore, RemoteOptions, RemoteTimeouts, Secret};
+use jit_cache::store::{RedisStore, RemoteOptions, RemoteStore, RemoteTimeouts, Secret};
 
 use crate::error::ConfigError;
 
-/// The address of a remote artifact cache (`redis://[:password@]host...`);
-/// `Debug` and `Display` hide its password.
+/// The address of a remote artifact cache (`redis://[:password@]host...`,
+/// or `file:///path` for a folder the cluster shares); `Debug` and
+/// `Display` hide its password.
 #[derive(Clone, PartialEq, Eq)]
 pub struct RemoteCacheUrl(String);
 
 impl RemoteCacheUrl {
-    /// The cache at `url` (`redis://[:password@]host[:port][/db]`; checked
-    /// when the runtime starts).
+    /// The cache at `url` (`redis://[:password@]host[:port][/db]`, or
+    /// `file:///path/to/shared/folder`; checked when the runtime starts).
     pub fn new(url: impl Into<String>) -> Self {
         RemoteCacheUrl(url.into())
     }
@@ -51,9 +53,10 @@ pub enum RemoteSecret {
 }
 
 /// The remote artifact cache behind the disk cache: a miss on disk asks it
-/// before compiling, a compile is published to it. Off unless `url` is set;
-/// then `secret` is required: whoever can write the server could otherwise
-/// run code in this process.
+/// before compiling, a compile is published to it, and processes that miss
+/// one artifact at once compile it once (compile leases). Off unless `url`
+/// or `store` is set; then `secret` is required: whoever can write the
+/// store could otherwise run code in this process.
 ///
 /// ```
 /// use sheaf_integration::{settings::{RemoteCacheUrl, RemoteSecret}, JitConfig};
@@ -71,9 +74,15 @@ pub enum RemoteSecret {
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct RemoteSettings {
-    /// The Redis server (`redis://[:password@]host[:port][/db]`, no TLS);
-    /// `None` (the default): no remote cache.
+    /// The Redis server (`redis://[:password@]host[:port][/db]`, no TLS),
+    /// or a folder the cluster shares (`file:///path`, see
+    /// [`SharedFolderStore`](jit_cache::store::SharedFolderStore)); `None`
+    /// (the default): no remote cache, unless `store` is set.
     pub url: Option<RemoteCacheUrl>,
+    /// A backend of the caller's own instead of `url` (see
+    /// [`JitConfigBuilder::remote_store`](crate::JitConfigBuilder::remote_store));
+    /// the tier's trust, bounds, breaker and leases apply to it alike.
+    pub store: Option<Arc<dyn RemoteStore>>,
     /// The secret that authenticates the entries, shared by every process
     /// that uses the cache; required with a remote cache.
     pub secret: Option<RemoteSecret>,
@@ -81,17 +90,26 @@ pub struct RemoteSettings {
     /// request, all its reads and writes together (200 ms and 500 ms by
     /// default).
     pub timeouts: RemoteTimeouts,
-    /// The largest artifact published or fetched, and the circuit breaker:
-    /// after `failure_threshold` failed requests in a row the cache is left
-    /// alone for `cool_down`, then probed once.
+    /// The largest artifact published or fetched, the circuit breaker
+    /// (after `failure_threshold` failed requests in a row the cache is left
+    /// alone for `cool_down`, then probed once), and the compile leases
+    /// (`lease_ttl`, `None` for none; `compile_estimate`, the least a miss
+    /// waits for another process's compile).
     pub options: RemoteOptions,
 }
 
 impl RemoteSettings {
     /// Checks that a remote cache has a secret and timeouts that can work.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if self.url.is_none() {
+        if self.url.is_none() && self.store.is_none() {
             return Ok(());
+        }
+        if let (Some(url), Some(store)) = (&self.url, &self.store) {
+            return Err(ConfigError::invalid(
+                "remote.url",
+                format!("{url} and the store {store:?}"),
+                "either an address or a store of your own, not both",
+            ));
         }
         if self.secret.is_none() {
             return Err(ConfigError::RemoteSecretMissing);
@@ -102,6 +120,13 @@ impl RemoteSettings {
                 "remote.timeouts",
                 format!("{:?}", self.timeouts),
                 "positive durations",
+            ));
+        }
+        if self.options.lease_ttl.is_some_and(|ttl| ttl.is_zero()) {
+            return Err(ConfigError::invalid(
+                "remote.options.lease_ttl",
+                "0 ms".to_owned(),
+                "a positive duration, or none (no compile leases)",
             ));
         }
         Ok(())

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use jit_cache::store::ArtifactStore;
 #[cfg(feature = "remote-cache")]
-use jit_cache::store::{RedisStore, RemoteTier, Secret};
+use jit_cache::store::{RedisStore, RemoteStore, RemoteTier, Secret, SharedFolderStore};
 use jit_cache::{ErrorChain, JitCache};
 
 use crate::batch_queue::BatchQueue;
@@ -30,8 +30,13 @@ use super::{Inner, JitRuntime};
 #[cfg(feature = "remote-cache")]
 fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
     let remote = &config.remote;
-    let Some(url) = &remote.url else {
-        return Ok(None);
+    let backend: Box<dyn RemoteStore> = match (&remote.url, &remote.store) {
+        (_, Some(store)) => Box::new(Arc::clone(store)),
+        (Some(url), None) if url.as_str().starts_with(SharedFolderStore::SCHEME) => {
+            Box::new(SharedFolderStore::from_url(url.as_str())?)
+        }
+        (Some(url), None) => Box::new(RedisStore::new(url.as_str(), remote.timeouts)?),
+        (None, None) => return Ok(None),
     };
     let secret = match &remote.secret {
         Some(RemoteSecret::Key(secret)) => secret.clone(),
@@ -40,13 +45,12 @@ fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
         }
         None => return Err(ConfigError::RemoteSecretMissing.into()),
     };
-    let backend = RedisStore::new(url.as_str(), remote.timeouts)?;
     tracing::info!(
         target: "sheaf_jit",
         store = ?backend,
         "sharing compiled artifacts through a remote cache"
     );
-    RemoteTier::new(Box::new(backend), secret, remote.options.clone())
+    RemoteTier::new(backend, secret, remote.options.clone())
         .map(Some)
         .map_err(|error| {
             JitError::Internal(format!(

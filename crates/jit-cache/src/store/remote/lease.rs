@@ -7,11 +7,13 @@
 //! compiles; a [`HeldLease`] renews it every third of its time to live on a
 //! thread of its own, and releases it once the artifact is published (or
 //! the compile failed), so a lease outlives its owner by at most one time
-//! to live. The others [poll](Polls) the store with back-off for the
-//! artifact, trying the lease again each time it is still missing (so a
-//! released or expired lease is taken over at once), until the wait bound:
-//! the time compiling it themselves would take, as estimated by
-//! [`wait_bound`]. Then they compile, as without leases.
+//! to live. The others [poll](Polls) the lease with back-off (one request
+//! each), and once they take it (its owner released it after publishing,
+//! or it expired) look for the artifact: found, they release the lease and
+//! use it; missing (the owner's build failed, or it died), they compile
+//! holding the lease. They wait at most the wait bound, the time compiling
+//! it themselves would take as estimated by [`wait_bound`]; then they
+//! compile, as without leases.
 //!
 //! A lease is an optimisation, never a lock anything depends on: a lost
 //! lease (expired while its owner was stopped) or two owners (a backend's

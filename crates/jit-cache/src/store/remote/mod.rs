@@ -182,7 +182,9 @@ impl RemoteTier {
     /// that `load` accepts, is over the bound, fails, or is skipped by the
     /// breaker. A miss takes the artifact's compile lease (then the caller
     /// compiles holding it), or, when another process holds it, waits for
-    /// that process's artifact (see `lease.rs`).
+    /// that process's artifact (see `lease.rs`): it tries the lease again
+    /// after each pause, and looks for the artifact once the lease is
+    /// free (its owner publishes before it releases).
     pub(crate) fn fetch_or_lease<V, L: fmt::Display>(
         &self,
         key: &ArtifactKey,
@@ -201,39 +203,43 @@ impl RemoteTier {
         let c = &shared.counters;
         let lease_name = Shared::lease_key(&name);
         let mut polls: Option<lease::Polls> = None;
-        // Counts how a wait ended, if there was one.
-        let ended = |polls: &Option<lease::Polls>, counter: &AtomicU64| {
-            if polls.is_some() {
-                bump(counter, 1);
-            }
-        };
         loop {
             let owner = lease::owner_name();
             match shared.take_lease(&lease_name, &owner, ttl) {
                 Some(LeaseAnswer::Taken) => {
-                    let held =
-                        match HeldLease::start(shared, lease_name.clone(), owner.clone(), ttl) {
-                            Ok(held) => held,
-                            Err(_) => {
-                                shared.release(&lease_name, &owner);
-                                ended(&polls, &c.waits_compiled);
-                                return Fetch::Compile(None);
-                            }
-                        };
-                    // Its owner may have published and released since our
-                    // look: look once more before compiling.
-                    if let Lookup::Found((value, artifact)) = shared.lookup(&name, key, &load) {
-                        drop(held);
-                        ended(&polls, &c.waits_found);
-                        return Fetch::Found(value, artifact);
+                    let held = HeldLease::start(shared, lease_name.clone(), owner.clone(), ttl);
+                    let Ok(held) = held else {
+                        shared.release(&lease_name, &owner);
+                        if polls.is_some() {
+                            bump(&c.waits_compiled, 1);
+                        }
+                        return Fetch::Compile(None);
+                    };
+                    if polls.is_none() {
+                        bump(&c.leases_taken, 1);
+                        return Fetch::Compile(Some(held));
                     }
-                    bump(&c.leases_taken, 1);
-                    ended(&polls, &c.waits_compiled);
-                    return Fetch::Compile(Some(held));
+                    // The lease we waited on ended: its owner published
+                    // before releasing it, unless its build failed or it
+                    // died.
+                    return match shared.lookup(&name, key, &load) {
+                        Lookup::Found((value, artifact)) => {
+                            drop(held);
+                            bump(&c.waits_found, 1);
+                            Fetch::Found(value, artifact)
+                        }
+                        Lookup::Missing | Lookup::Unusable => {
+                            bump(&c.leases_taken, 1);
+                            bump(&c.waits_compiled, 1);
+                            Fetch::Compile(Some(held))
+                        }
+                    };
                 }
                 Some(LeaseAnswer::Held) => {}
                 Some(LeaseAnswer::Unsupported) | None => {
-                    ended(&polls, &c.waits_compiled);
+                    if polls.is_some() {
+                        bump(&c.waits_compiled, 1);
+                    }
                     return Fetch::Compile(None);
                 }
             }
@@ -256,17 +262,6 @@ impl RemoteTier {
                 return Fetch::Compile(None);
             };
             std::thread::sleep(pause);
-            match shared.lookup(&name, key, &load) {
-                Lookup::Found((value, artifact)) => {
-                    bump(&c.waits_found, 1);
-                    return Fetch::Found(value, artifact);
-                }
-                Lookup::Unusable => {
-                    bump(&c.waits_compiled, 1);
-                    return Fetch::Compile(None);
-                }
-                Lookup::Missing => {}
-            }
         }
     }
 

@@ -321,7 +321,7 @@ struct WriteOnly {
     puts: AtomicU64,
 }
 
-impl RemoteStore for Arc<WriteOnly> {
+impl RemoteStore for WriteOnly {
     fn get(&self, _: &str, _: u64) -> Result<RemoteValue, RemoteError> {
         Err(down())
     }

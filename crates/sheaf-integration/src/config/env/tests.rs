@@ -60,6 +60,7 @@ const SAMPLES: &[(&str, &str, Option<&[u8]>)] = &[
     ("SHEAF_JIT_REMOTE_CONNECT_TIMEOUT", "20", Some(b"-5")),
     ("SHEAF_JIT_REMOTE_MAX_ENTRY", "8M", Some(b"big")),
     ("SHEAF_JIT_REMOTE_COOL_DOWN", "1500", Some(b"30s")),
+    ("SHEAF_JIT_REMOTE_LEASE", "0", Some(b"10s")),
 ];
 
 /// The variable's value applied to the defaults, unvalidated (a remote
@@ -205,6 +206,7 @@ fn the_remote_cache_needs_a_secret_and_takes_its_settings_from_variables() {
         ("SHEAF_JIT_REMOTE_CONNECT_TIMEOUT", "20"),
         ("SHEAF_JIT_REMOTE_MAX_ENTRY", "8M"),
         ("SHEAF_JIT_REMOTE_COOL_DOWN", "1500"),
+        ("SHEAF_JIT_REMOTE_LEASE", "2500"),
     ])
     .unwrap();
     let remote = &config.remote;
@@ -220,6 +222,9 @@ fn the_remote_cache_needs_a_secret_and_takes_its_settings_from_variables() {
     );
     assert_eq!(remote.options.max_entry_bytes, 8 << 20);
     assert_eq!(remote.options.cool_down, Duration::from_millis(1500));
+    assert_eq!(remote.options.lease_ttl, Some(Duration::from_millis(2500)));
+    let no_leases = from(&[("SHEAF_JIT_REMOTE_LEASE", "0")]).unwrap();
+    assert_eq!(no_leases.remote.options.lease_ttl, None);
     assert!(from(&[]).unwrap().remote.url.is_none(), "off by default");
 }
 
