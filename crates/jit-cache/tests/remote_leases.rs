@@ -177,6 +177,7 @@ fn a_dead_owners_lease_bounds_the_wait(url: &str) {
     let tier_options = |estimate| {
         let mut options = RemoteOptions::default();
         options.compile_estimate = estimate;
+        options.lease_ttl = Some(Duration::from_millis(100));
         options
     };
     let name = RemoteTier::new(
@@ -189,6 +190,13 @@ fn a_dead_owners_lease_bounds_the_wait(url: &str) {
     let dead = backend(url);
     let taken = dead.take_lease(&name, "dead:1:0", Duration::from_secs(3600));
     assert_eq!(taken.unwrap(), LeaseAnswer::Taken);
+    let held = dead.take_lease(&name, "another:2:0", Duration::from_secs(1));
+    assert_eq!(
+        held.unwrap(),
+        LeaseAnswer::Held {
+            owner: "dead:1:0".to_owned()
+        }
+    );
 
     let estimate = Duration::from_millis(300);
     let waiter = store(url, tier_options(estimate));

@@ -1,6 +1,6 @@
 //! [`RedisStore`]: the remote tier's backend on a Redis server (or anything
 //! that speaks its protocol: Valkey, KeyDB, Dragonfly), with a client of its
-//! own: the six commands it sends, over `resp.rs`.
+//! own: the seven commands it sends, over `resp.rs`.
 //!
 //! # Why a client of its own, not the `redis` crate
 //!
@@ -19,9 +19,9 @@
 //!   allocated once (`try_reserve_exact`), header and error lines have a
 //!   length limit, and arrays and RESP3 types are refused at their first
 //!   byte (`resp.rs`; fuzzed by the `redis_reply` target).
-//! - **Only the replies each command can give.** `:` for `STRLEN`, `$`
-//!   within the bound for `GETRANGE`, `+OK` for `SET`, `AUTH` and
-//!   `SELECT`, `-` from any; anything else is a
+//! - **Only the replies each command can give.** `:` for `STRLEN` and
+//!   `EVAL`, `$` within the bound for `GETRANGE` and `GET`, `+OK` for
+//!   `SET`, `AUTH` and `SELECT` (or `$-1` for `SET ... NX`), `-` from any; anything else is a
 //!   [`RemoteError::Protocol`](super::RemoteError::Protocol) and the
 //!   connection is closed.
 //! - **No handshake.** Its connect sent `CLIENT SETINFO` and waited for the
@@ -29,9 +29,9 @@
 //!   for about twice the connect timeout; here a connect is the TCP (or
 //!   Unix) connect, plus `AUTH` and `SELECT` only when the address names
 //!   them.
-//! - **Six commands.** The tier needs `STRLEN`, `GETRANGE`, `SET`,
-//!   `AUTH`, `SELECT`, and `EVAL` of two fixed scripts for the compile
-//!   leases, so the client is small enough to bound every
+//! - **Seven commands.** The tier needs `STRLEN`, `GETRANGE`, `SET`,
+//!   `AUTH`, `SELECT`, and for the compile leases `GET` (a lease's owner,
+//!   bounded) and `EVAL` of two fixed scripts, so the client is small enough to bound every
 //!   wait and every byte of: this file, `resp.rs` and `redis/address.rs`
 //!   (the URL forms the old client accepted), on `std::net`.
 //!
@@ -62,7 +62,7 @@
 //!
 //! A compile lease is a key holding its owner's name with a time to live:
 //! taken with `SET lease owner NX PX ttl` (`+OK`, or `$-1` when another
-//! holds it), renewed and released by two `EVAL` scripts that compare the
+//! holds it: then `GET lease` names the holder), renewed and released by two `EVAL` scripts that compare the
 //! owner first ([`RENEW_SCRIPT`], [`RELEASE_SCRIPT`]; Redis runs a script
 //! atomically), so an owner whose lease expired and was taken by another
 //! never extends or deletes the new owner's.
@@ -100,6 +100,10 @@ const WRITE_BUFFER: usize = 8 << 10;
 /// The longest pause between two tries of a Unix connect whose server's
 /// backlog is full (the first is 1 ms; each doubles).
 const MAX_CONNECT_PAUSE: Duration = Duration::from_millis(20);
+
+/// The longest lease owner read (a host name, a process id, 16 hex
+/// digits).
+const MAX_OWNER_BYTES: u64 = 1024;
 
 /// Extends a lease (`KEYS[1]`) to `ARGV[2]` ms if `ARGV[1]` holds it:
 /// answers 1, else 0.
@@ -303,12 +307,15 @@ impl RemoteStore for RedisStore {
             b"PX",
             ttl.as_bytes(),
         ];
-        let taken =
-            self.with_connection(|connection| connection.call("SET", &args, resp::read_ok_or_nil))?;
-        Ok(if taken {
-            LeaseAnswer::Taken
-        } else {
-            LeaseAnswer::Held
+        self.with_connection(|connection| {
+            if connection.call("SET", &args, resp::read_ok_or_nil)? {
+                return Ok(LeaseAnswer::Taken);
+            }
+            let holder = connection.call("GET", &[lease.as_bytes()], |reply| {
+                resp::read_bulk(reply, MAX_OWNER_BYTES)
+            })?;
+            let owner = String::from_utf8_lossy(&holder.unwrap_or_default()).into_owned();
+            Ok(LeaseAnswer::Held { owner })
         })
     }
 

@@ -6,7 +6,7 @@
 //! A reply starts with a type byte, and each reader accepts only what its
 //! command can answer: an integer (`:`) for `STRLEN` and `EVAL` (the lease
 //! scripts answer 0 or 1), a bulk string (`$`; `$-1` for none) for
-//! `GETRANGE`, `+OK` for `SET`, `AUTH` and `SELECT`, `+OK` or `$-1` for
+//! `GETRANGE` and `GET`, `+OK` for `SET`, `AUTH` and `SELECT`, `+OK` or `$-1` for
 //! `SET ... NX` (a lease), and an error (`-`) from any of them
 //! ([`ReplyError::Server`]). Anything else
 //! (an array, a RESP3 map or push, ...) is a [protocol

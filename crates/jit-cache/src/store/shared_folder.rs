@@ -214,16 +214,22 @@ impl RemoteStore for SharedFolderStore {
                     Err(error) => return Err(error),
                 }
                 match self.read_lock(&path)? {
-                    Some(held) if !held.expired(SystemTime::now()) => return Ok(LeaseAnswer::Held),
+                    Some(held) if !held.expired(SystemTime::now()) => {
+                        return Ok(LeaseAnswer::Held { owner: held.owner })
+                    }
                     Some(stale) => {
                         if !self.break_stale(&path, &stale)? {
-                            return Ok(LeaseAnswer::Held);
+                            return Ok(LeaseAnswer::Held {
+                                owner: String::new(),
+                            });
                         }
                     }
                     None => {} // released meanwhile
                 }
             }
-            Ok(LeaseAnswer::Held)
+            Ok(LeaseAnswer::Held {
+                owner: String::new(),
+            })
         };
         take().map_err(self.error("take a lease"))
     }
@@ -334,6 +340,12 @@ mod tests {
 
     const TTL: Duration = Duration::from_secs(60);
 
+    fn held(owner: &str) -> LeaseAnswer {
+        LeaseAnswer::Held {
+            owner: owner.to_owned(),
+        }
+    }
+
     fn store() -> (tempfile::TempDir, SharedFolderStore) {
         let dir = tempfile::tempdir().unwrap();
         let store = SharedFolderStore::new(dir.path()).unwrap();
@@ -381,11 +393,11 @@ mod tests {
     fn a_lease_has_one_owner_who_alone_renews_and_releases_it() {
         let (_dir, store) = store();
         assert_eq!(store.take_lease("l", "a", TTL).unwrap(), LeaseAnswer::Taken);
-        assert_eq!(store.take_lease("l", "b", TTL).unwrap(), LeaseAnswer::Held);
+        assert_eq!(store.take_lease("l", "b", TTL).unwrap(), held("a"));
         assert!(!store.renew_lease("l", "b", TTL).unwrap());
         assert!(store.renew_lease("l", "a", TTL).unwrap());
         store.release_lease("l", "b").unwrap();
-        assert_eq!(store.take_lease("l", "b", TTL).unwrap(), LeaseAnswer::Held);
+        assert_eq!(store.take_lease("l", "b", TTL).unwrap(), held("a"));
         store.release_lease("l", "a").unwrap();
         assert_eq!(store.take_lease("l", "b", TTL).unwrap(), LeaseAnswer::Taken);
     }
@@ -398,7 +410,7 @@ mod tests {
         fs::write(store.path("l"), stale.text()).unwrap();
         assert_eq!(store.take_lease("l", "b", TTL).unwrap(), LeaseAnswer::Taken);
         assert!(!store.renew_lease("l", "dead", TTL).unwrap());
-        assert_eq!(store.take_lease("l", "c", TTL).unwrap(), LeaseAnswer::Held);
+        assert_eq!(store.take_lease("l", "c", TTL).unwrap(), held("b"));
         assert_eq!(
             fs::read_dir(dir.path()).unwrap().count(),
             1,

@@ -348,7 +348,7 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     EnvVariable {
         name: "SHEAF_JIT_REMOTE_LEASE",
         meaning: "milliseconds a compile lease lives unless renewed (one process compiles what several miss at once; `0`: no leases)",
-        default: "10000",
+        default: "2000",
         apply: remote_cache!(|config, var| {
                 let ttl = var.millis()?;
                 config.remote.options.lease_ttl = (!ttl.is_zero()).then_some(ttl);

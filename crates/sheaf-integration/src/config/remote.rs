@@ -175,4 +175,28 @@ mod tests {
         let error = zero.validate().unwrap_err().to_string();
         assert!(error.contains("remote.timeouts"), "{error}");
     }
+
+    #[test]
+    fn a_store_of_ones_own_excludes_an_address_and_leases_live_a_while() {
+        let store: Arc<dyn RemoteStore> =
+            Arc::new(jit_cache::store::SharedFolderStore::new(std::env::temp_dir()).unwrap());
+        let own = RemoteSettings {
+            url: None,
+            store: Some(store),
+            ..with_secret()
+        };
+        assert_eq!(own.validate(), Ok(()));
+        let both = RemoteSettings {
+            url: with_secret().url,
+            ..own.clone()
+        };
+        let error = both.validate().unwrap_err().to_string();
+        assert!(error.contains("not both"), "{error}");
+        let mut zero = with_secret();
+        zero.options.lease_ttl = Some(Duration::ZERO);
+        let error = zero.validate().unwrap_err().to_string();
+        assert!(error.contains("lease_ttl"), "{error}");
+        zero.options.lease_ttl = None;
+        assert_eq!(zero.validate(), Ok(()));
+    }
 }

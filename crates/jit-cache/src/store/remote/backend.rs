@@ -101,13 +101,18 @@ impl<S: RemoteStore + ?Sized> RemoteStore for std::sync::Arc<S> {
 }
 
 /// What [`RemoteStore::take_lease`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LeaseAnswer {
     /// The lease is the caller's now: it compiles, and publishes.
     Taken,
     /// Another owner holds it: the caller waits for its artifact.
-    Held,
+    Held {
+        /// The holder's name, as it took the lease (empty when the store
+        /// cannot say, e.g. it ended meanwhile): a waiter that sees it
+        /// change knows that another compile started.
+        owner: String,
+    },
     /// The backend has no leases: the caller compiles.
     Unsupported,
 }

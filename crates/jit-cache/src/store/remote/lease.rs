@@ -11,9 +11,9 @@
 //! each), and once they take it (its owner released it after publishing,
 //! or it expired) look for the artifact: found, they release the lease and
 //! use it; missing (the owner's build failed, or it died), they compile
-//! holding the lease. They wait at most the wait bound, the time compiling
-//! it themselves would take as estimated by [`wait_bound`]; then they
-//! compile, as without leases.
+//! holding the lease. They wait for each owner at most the wait bound, the
+//! time compiling it themselves would take as estimated by [`wait_bound`];
+//! then they compile, as without leases.
 //!
 //! A lease is an optimisation, never a lock anything depends on: a lost
 //! lease (expired while its owner was stopped) or two owners (a backend's
@@ -54,16 +54,24 @@ pub(super) fn owner_name() -> String {
     )
 }
 
-/// The longest a waiter waits for another process's compile before it
-/// compiles itself: the time its own compile would take, estimated as the
-/// longest build this process measured, and at least `floor` (the
-/// estimate before any build, [`RemoteOptions::compile_estimate`]), so
-/// that a process that compiled only small functions does not give up on
-/// a larger one.
+/// The longest a waiter waits for one owner's compile before it compiles
+/// itself: the time its own compile would take, estimated as the longest
+/// build this process measured, and at least `floor` (the estimate before
+/// any build, [`RemoteOptions::compile_estimate`]), so that a process that
+/// compiled only small functions does not give up on a larger one; and at
+/// least the lease's time to live `ttl` and one poll, so that a dead
+/// owner's lease expires (and is taken over by one waiter) before the
+/// waiters give up. The wait starts again when the lease changes owner:
+/// the new owner's compile is as long as the waiter's own would be.
 ///
 /// [`RemoteOptions::compile_estimate`]: super::RemoteOptions::compile_estimate
-pub(super) fn wait_bound(longest_build: Option<Duration>, floor: Duration) -> Duration {
-    longest_build.map_or(floor, |longest| longest.max(floor))
+pub(super) fn wait_bound(
+    longest_build: Option<Duration>,
+    floor: Duration,
+    ttl: Duration,
+) -> Duration {
+    let estimate = longest_build.map_or(floor, |longest| longest.max(floor));
+    estimate.max(ttl.saturating_add(MAX_POLL))
 }
 
 /// A waiter's looks at the store: after [`FIRST_POLL`], each pause twice
@@ -218,11 +226,20 @@ mod tests {
     }
 
     #[test]
-    fn the_wait_bound_is_the_longest_build_at_least_the_estimate() {
+    fn the_wait_bound_is_the_longest_build_at_least_the_estimate_and_a_lease() {
         let (floor, long) = (Duration::from_secs(2), Duration::from_secs(5));
-        assert_eq!(wait_bound(None, floor), floor);
-        assert_eq!(wait_bound(Some(Duration::from_millis(300)), floor), floor);
-        assert_eq!(wait_bound(Some(long), floor), long);
+        let ttl = Duration::from_secs(1);
+        assert_eq!(wait_bound(None, floor, ttl), floor);
+        assert_eq!(
+            wait_bound(Some(Duration::from_millis(300)), floor, ttl),
+            floor
+        );
+        assert_eq!(wait_bound(Some(long), floor, ttl), long);
+        let long_lease = Duration::from_secs(10);
+        assert_eq!(
+            wait_bound(Some(long), floor, long_lease),
+            long_lease + MAX_POLL
+        );
     }
 
     #[test]

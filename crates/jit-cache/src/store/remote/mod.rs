@@ -203,6 +203,8 @@ impl RemoteTier {
         let c = &shared.counters;
         let lease_name = Shared::lease_key(&name);
         let mut polls: Option<lease::Polls> = None;
+        // The holder of the lease when last seen.
+        let mut holder: Option<String> = None;
         loop {
             let owner = lease::owner_name();
             match shared.take_lease(&lease_name, &owner, ttl) {
@@ -235,7 +237,31 @@ impl RemoteTier {
                         }
                     };
                 }
-                Some(LeaseAnswer::Held) => {}
+                Some(LeaseAnswer::Held { owner: held_by }) => {
+                    let now = Instant::now();
+                    let bound = shared.wait_bound(ttl);
+                    match &mut polls {
+                        None => {
+                            bump(&c.lease_waits, 1);
+                            tracing::debug!(
+                                target: "jit_cache",
+                                key = %name,
+                                owner = %held_by,
+                                "another process compiles this artifact: waiting for it"
+                            );
+                            polls = Some(lease::Polls::new(now, bound));
+                        }
+                        // Taken over: a new compile started, as long as ours
+                        // would be.
+                        Some(polls) if holder.as_ref() != Some(&held_by) && !held_by.is_empty() => {
+                            *polls = lease::Polls::new(now, bound);
+                        }
+                        Some(_) => {}
+                    }
+                    if !held_by.is_empty() {
+                        holder = Some(held_by);
+                    }
+                }
                 Some(LeaseAnswer::Unsupported) | None => {
                     if polls.is_some() {
                         bump(&c.waits_compiled, 1);
@@ -243,15 +269,9 @@ impl RemoteTier {
                     return Fetch::Compile(None);
                 }
             }
-            let polls = polls.get_or_insert_with(|| {
-                bump(&c.lease_waits, 1);
-                tracing::debug!(
-                    target: "jit_cache",
-                    key = %name,
-                    "another process compiles this artifact: waiting for it"
-                );
-                lease::Polls::new(Instant::now(), shared.wait_bound())
-            });
+            let Some(polls) = polls.as_mut() else {
+                continue;
+            };
             let Some(pause) = polls.next(Instant::now()) else {
                 bump(&c.waits_compiled, 1);
                 tracing::debug!(
@@ -402,11 +422,12 @@ impl Shared {
         }
     }
 
-    /// The longest a miss waits for another process's compile.
-    fn wait_bound(&self) -> Duration {
+    /// The longest a miss waits for one owner's compile, with leases that
+    /// live `ttl`.
+    fn wait_bound(&self, ttl: Duration) -> Duration {
         let longest = load(&self.longest_build_nanos);
         let longest = (longest > 0).then(|| Duration::from_nanos(longest));
-        lease::wait_bound(longest, self.options.compile_estimate)
+        lease::wait_bound(longest, self.options.compile_estimate, ttl)
     }
 
     /// The value under `name`, through the breaker, timed and counted.

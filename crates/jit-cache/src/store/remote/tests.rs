@@ -91,8 +91,11 @@ impl RemoteStore for Shared {
         }
         let now = Instant::now();
         let mut leases = memory.leases.lock().unwrap();
-        if leases.get(lease).is_some_and(|(_, expiry)| *expiry > now) {
-            return Ok(LeaseAnswer::Held);
+        if let Some((owner, expiry)) = leases.get(lease).filter(|(_, e)| *e > now) {
+            let _ = expiry;
+            return Ok(LeaseAnswer::Held {
+                owner: owner.clone(),
+            });
         }
         leases.insert(lease.to_owned(), (owner.to_owned(), now + ttl));
         Ok(LeaseAnswer::Taken)
@@ -550,4 +553,44 @@ fn without_leases_every_miss_builds() {
     assert_eq!(fetch(&store, "a").1, Fetched::Built);
     assert_eq!(backend.leases(), 0);
     assert_eq!(store.remote_stats().unwrap().leases_taken, 0);
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // sleeps for real time
+fn a_waiter_waits_anew_for_an_owner_that_took_the_lease_over() {
+    let backend = Shared::leasing();
+    let options = RemoteOptions {
+        lease_ttl: Some(Duration::from_millis(100)),
+        compile_estimate: Duration::from_millis(300),
+        ..RemoteOptions::default()
+    };
+    let name = format!("{}{}:lease", options.key_prefix, key("a").hex());
+    let hour = Duration::from_secs(3600);
+    assert_eq!(
+        backend.take_lease(&name, "a", hour).unwrap(),
+        LeaseAnswer::Taken
+    );
+    let store = store(&backend, options);
+    let took_over = backend.clone();
+    let owners = std::thread::spawn(move || {
+        // "a" dies after 200 ms and "b" takes over; "b" publishes 200 ms
+        // later: 400 ms after the wait began, past one bound of 300 ms.
+        std::thread::sleep(Duration::from_millis(200));
+        took_over.release_lease(&name, "a").unwrap();
+        assert_eq!(
+            took_over.take_lease(&name, "b", hour).unwrap(),
+            LeaseAnswer::Taken
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        took_over.set_value("a", entry::encode(&key("a"), &secret(), &artifact("a")));
+        took_over.release_lease(&name, "b").unwrap();
+    });
+    assert_eq!(fetch(&store, "a"), (artifact("a"), Fetched::Remote));
+    owners.join().unwrap();
+    let stats = store.remote_stats().unwrap();
+    assert_eq!(
+        (stats.lease_waits, stats.waits_found, stats.waits_compiled),
+        (1, 1, 0),
+        "{stats}"
+    );
 }
