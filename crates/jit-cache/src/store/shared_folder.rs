@@ -213,18 +213,16 @@ impl RemoteStore for SharedFolderStore {
                     Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
                     Err(error) => return Err(error),
                 }
-                match self.read_lock(&path)? {
-                    Some(held) if !held.expired(SystemTime::now()) => {
-                        return Ok(LeaseAnswer::Held { owner: held.owner })
-                    }
-                    Some(stale) => {
-                        if !self.break_stale(&path, &stale)? {
-                            return Ok(LeaseAnswer::Held {
-                                owner: String::new(),
-                            });
-                        }
-                    }
-                    None => {} // released meanwhile
+                let Some(lock) = self.read_lock(&path)? else {
+                    continue; // released meanwhile
+                };
+                if !lock.expired(SystemTime::now()) {
+                    return Ok(LeaseAnswer::Held { owner: lock.owner });
+                }
+                if !self.break_stale(&path, &lock)? {
+                    return Ok(LeaseAnswer::Held {
+                        owner: String::new(),
+                    });
                 }
             }
             Ok(LeaseAnswer::Held {

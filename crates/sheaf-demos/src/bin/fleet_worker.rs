@@ -62,8 +62,11 @@ struct Signature {
     function: JitFunction,
     args: Vec<Value>,
     captured: Vec<CapturedScalar>,
-    interpret: Box<dyn Fn(&[Value]) -> Result<Vec<Value>, ReferenceError>>,
+    interpret: Box<Interpreter>,
 }
+
+/// A reference interpreter, its captures bound.
+type Interpreter = dyn Fn(&[Value]) -> Result<Vec<Value>, ReferenceError>;
 
 fn signatures() -> Vec<Signature> {
     let mut out = Vec::new();
