@@ -475,6 +475,11 @@ fn processes_missing_one_key_at_once_build_it_once() {
         (1, 1, 1),
         "{stats:?}"
     );
+    let shown: String = stats.iter().map(ToString::to_string).collect();
+    assert!(
+        shown.contains("leases 1 taken, 0 lost") && shown.contains("1 waits (1 found, 0 compiled)"),
+        "{shown}"
+    );
     drop(stores); // the publisher released the lease once published
     assert_eq!(backend.leases(), 0);
 }
