@@ -14,9 +14,11 @@ use std::time::Duration;
 
 use sheaf_integration::{
     artifacts::ArtifactSource,
-    settings::{DiskCacheFolder, RemoteCacheUrl, RemoteSecret},
+    settings::{
+        DiskCacheFolder, LeaseAnswer, RemoteCacheUrl, RemoteSecret, RemoteStore, RemoteValue,
+    },
     stats::{BreakerState, Origin, RemoteStats},
-    ErrorChain, JitConfigBuilder, JitError, JitRuntime, Provenance,
+    ErrorChain, JitConfigBuilder, JitError, JitRuntime, Provenance, RemoteError,
 };
 use test_support::redis::{free_port, url_of, RedisServer};
 
@@ -424,4 +426,71 @@ fn an_oversized_artifact_is_neither_published_nor_downloaded() {
         (2, 0, 0),
         "{stats}"
     );
+}
+
+/// A backend of the test's own: a map in memory, with leases that are
+/// always granted and counted.
+#[derive(Debug, Default)]
+struct InMemory {
+    values: std::sync::Mutex<std::collections::HashMap<String, Vec<u8>>>,
+    leases: std::sync::atomic::AtomicU64,
+}
+
+impl RemoteStore for InMemory {
+    fn get(&self, key: &str, max_bytes: u64) -> Result<RemoteValue, RemoteError> {
+        Ok(match self.values.lock().unwrap().get(key) {
+            None => RemoteValue::Missing,
+            Some(value) if value.len() as u64 > max_bytes => {
+                RemoteValue::TooLarge(value.len() as u64)
+            }
+            Some(value) => RemoteValue::Found(value.clone()),
+        })
+    }
+
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), RemoteError> {
+        let mut values = self.values.lock().unwrap();
+        values.insert(key.to_owned(), value.to_vec());
+        Ok(())
+    }
+
+    fn take_lease(&self, _: &str, _: &str, _: Duration) -> Result<LeaseAnswer, RemoteError> {
+        self.leases
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(LeaseAnswer::Taken)
+    }
+}
+
+#[test]
+fn a_store_of_ones_own_is_used_like_a_server_leases_included() {
+    let store = std::sync::Arc::new(InMemory::default());
+    let secrets = tempfile::tempdir().unwrap();
+    let own = |dir: &Path| {
+        support::blocking()
+            .cache(|cache| cache.dynamic_dims = false)
+            .disk(|disk| disk.folder = DiskCacheFolder::Dir(dir.into()))
+            .remote_store(store.clone())
+            .remote(|remote| {
+                remote.secret = Some(RemoteSecret::File(secret_file_in(secrets.path())))
+            })
+    };
+    let first = tempfile::tempdir().unwrap();
+    let jit = runtime(own(first.path()));
+    for shape in SHAPES {
+        call(&jit, shape);
+    }
+    assert_eq!(remote(&jit).leases_taken, SHAPES.len() as u64);
+    drop(jit); // publishes
+    assert_eq!(store.values.lock().unwrap().len(), SHAPES.len());
+    assert_eq!(
+        store.leases.load(std::sync::atomic::Ordering::Relaxed),
+        SHAPES.len() as u64
+    );
+
+    let second = tempfile::tempdir().unwrap();
+    let jit = runtime(own(second.path()));
+    for shape in SHAPES {
+        call(&jit, shape);
+    }
+    let stats = remote(&jit);
+    assert_eq!((stats.hits, stats.leases_taken), (3, 0), "{stats}");
 }

@@ -31,7 +31,7 @@ use super::{Inner, JitRuntime};
 fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
     let remote = &config.remote;
     let backend: Box<dyn RemoteStore> = match (&remote.url, &remote.store) {
-        (_, Some(store)) => Box::new(Arc::clone(store)),
+        (_, Some(store)) => Box::new(CallersStore(Arc::clone(store))),
         (Some(url), None) if url.as_str().starts_with(SharedFolderStore::SCHEME) => {
             Box::new(SharedFolderStore::from_url(url.as_str())?)
         }
@@ -57,6 +57,51 @@ fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
                 "cannot start the remote cache's publisher thread: {error}"
             ))
         })
+}
+
+/// A backend of the caller's own ([`JitConfigBuilder::remote_store`]),
+/// shared with the configuration that holds it.
+///
+/// [`JitConfigBuilder::remote_store`]: crate::JitConfigBuilder::remote_store
+#[cfg(feature = "remote-cache")]
+#[derive(Debug)]
+struct CallersStore(Arc<dyn RemoteStore>);
+
+#[cfg(feature = "remote-cache")]
+impl RemoteStore for CallersStore {
+    fn get(
+        &self,
+        key: &str,
+        max_bytes: u64,
+    ) -> Result<jit_cache::store::RemoteValue, jit_cache::store::RemoteError> {
+        self.0.get(key, max_bytes)
+    }
+
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), jit_cache::store::RemoteError> {
+        self.0.put(key, value)
+    }
+
+    fn take_lease(
+        &self,
+        lease: &str,
+        owner: &str,
+        ttl: std::time::Duration,
+    ) -> Result<jit_cache::store::LeaseAnswer, jit_cache::store::RemoteError> {
+        self.0.take_lease(lease, owner, ttl)
+    }
+
+    fn renew_lease(
+        &self,
+        lease: &str,
+        owner: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool, jit_cache::store::RemoteError> {
+        self.0.renew_lease(lease, owner, ttl)
+    }
+
+    fn release_lease(&self, lease: &str, owner: &str) -> Result<(), jit_cache::store::RemoteError> {
+        self.0.release_lease(lease, owner)
+    }
 }
 
 /// The disk cache's folder of `iree-compile --version` answers

@@ -72,34 +72,6 @@ pub trait RemoteStore: Send + Sync + fmt::Debug {
     }
 }
 
-/// A shared backend (e.g. one a configuration holds) is a backend.
-impl<S: RemoteStore + ?Sized> RemoteStore for std::sync::Arc<S> {
-    fn get(&self, key: &str, max_bytes: u64) -> Result<RemoteValue, RemoteError> {
-        (**self).get(key, max_bytes)
-    }
-
-    fn put(&self, key: &str, value: &[u8]) -> Result<(), RemoteError> {
-        (**self).put(key, value)
-    }
-
-    fn take_lease(
-        &self,
-        lease: &str,
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<LeaseAnswer, RemoteError> {
-        (**self).take_lease(lease, owner, ttl)
-    }
-
-    fn renew_lease(&self, lease: &str, owner: &str, ttl: Duration) -> Result<bool, RemoteError> {
-        (**self).renew_lease(lease, owner, ttl)
-    }
-
-    fn release_lease(&self, lease: &str, owner: &str) -> Result<(), RemoteError> {
-        (**self).release_lease(lease, owner)
-    }
-}
-
 /// What [`RemoteStore::take_lease`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -324,7 +324,7 @@ struct WriteOnly {
     puts: AtomicU64,
 }
 
-impl RemoteStore for WriteOnly {
+impl RemoteStore for Arc<WriteOnly> {
     fn get(&self, _: &str, _: u64) -> Result<RemoteValue, RemoteError> {
         Err(down())
     }
