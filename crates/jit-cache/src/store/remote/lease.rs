@@ -40,8 +40,7 @@ pub(super) const MAX_POLL: Duration = Duration::from_millis(100);
 /// lease is renewed and released only by the try that took it (another
 /// thread of the same process included).
 pub(super) fn owner_name() -> String {
-    let host = rustix::system::uname();
-    let host = host.nodename().to_string_lossy();
+    let host = host_name();
     let mut random = [0u8; 8];
     // Without randomness the host and process still tell owners apart; two
     // threads of one process would share a name, and could renew each
@@ -52,6 +51,22 @@ pub(super) fn owner_name() -> String {
         std::process::id(),
         u64::from_le_bytes(random)
     )
+}
+
+/// This machine's name (`uname`'s node name).
+#[cfg(not(miri))]
+fn host_name() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Under miri, whose `uname` leaves fields uninitialised: a fixed name
+/// (the process id and the random part still tell owners apart).
+#[cfg(miri)]
+fn host_name() -> String {
+    "miri".to_owned()
 }
 
 /// The longest a waiter waits for one owner's compile before it compiles
