@@ -30,11 +30,11 @@ use super::Shared;
 use crate::ErrorChain;
 
 /// The first pause of a waiter between two looks at the store.
-pub(super) const FIRST_POLL: Duration = Duration::from_millis(10);
+const FIRST_POLL: Duration = Duration::from_millis(10);
 
 /// The longest pause between two looks (each pause doubles until then):
 /// a waiter finds a published artifact at most this late.
-pub(super) const MAX_POLL: Duration = Duration::from_millis(100);
+const MAX_POLL: Duration = Duration::from_millis(100);
 
 /// The name of a lease unique to this try: `host:pid:random`, so that a
 /// lease is renewed and released only by the try that took it (another
