@@ -206,7 +206,10 @@ impl JitConfigBuilder {
     /// # Ok::<(), sheaf_integration::ConfigError>(())
     /// ```
     #[cfg(feature = "remote-cache")]
-    pub fn remote_store(mut self, store: Arc<dyn jit_cache::store::RemoteStore>) -> Self {
+    pub fn remote_store(
+        mut self,
+        store: Arc<dyn jit_cache::store::RemoteStore + std::panic::RefUnwindSafe>,
+    ) -> Self {
         self.config.remote.store = Some(store);
         self
     }

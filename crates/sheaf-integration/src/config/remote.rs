@@ -3,6 +3,7 @@
 //! entries, its timeouts, size bound, compile leases and circuit breaker.
 
 use std::fmt;
+use std::panic::RefUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -82,7 +83,9 @@ pub struct RemoteSettings {
     /// A backend of the caller's own instead of `url` (see
     /// [`JitConfigBuilder::remote_store`](crate::JitConfigBuilder::remote_store));
     /// the tier's trust, bounds, breaker and leases apply to it alike.
-    pub store: Option<Arc<dyn RemoteStore>>,
+    /// (`RefUnwindSafe` keeps the configuration unwind-safe, as its other
+    /// settings are.)
+    pub store: Option<Arc<dyn RemoteStore + RefUnwindSafe>>,
     /// The secret that authenticates the entries, shared by every process
     /// that uses the cache; required with a remote cache.
     pub secret: Option<RemoteSecret>,
@@ -178,7 +181,7 @@ mod tests {
 
     #[test]
     fn a_store_of_ones_own_excludes_an_address_and_leases_live_a_while() {
-        let store: Arc<dyn RemoteStore> =
+        let store: Arc<dyn RemoteStore + RefUnwindSafe> =
             Arc::new(jit_cache::store::SharedFolderStore::new(std::env::temp_dir()).unwrap());
         let own = RemoteSettings {
             url: None,

@@ -31,7 +31,7 @@ use super::{Inner, JitRuntime};
 fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
     let remote = &config.remote;
     let backend: Box<dyn RemoteStore> = match (&remote.url, &remote.store) {
-        (_, Some(store)) => Box::new(CallersStore(Arc::clone(store))),
+        (_, Some(store)) => Box::new(CallersStore(store.clone())),
         (Some(url), None) if url.as_str().starts_with(SharedFolderStore::SCHEME) => {
             Box::new(SharedFolderStore::from_url(url.as_str())?)
         }
