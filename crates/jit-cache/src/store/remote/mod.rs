@@ -197,7 +197,7 @@ impl RemoteTier {
             Lookup::Unusable => return Fetch::Compile(None),
             Lookup::Missing => {}
         }
-        let Some(ttl) = shared.options.lease_ttl else {
+        let Some(ttl) = shared.options.lease_ttl.filter(|ttl| !ttl.is_zero()) else {
             return Fetch::Compile(None);
         };
         let c = &shared.counters;

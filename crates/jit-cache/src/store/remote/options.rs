@@ -26,8 +26,8 @@ pub struct RemoteOptions {
     /// this long after its last renewal at most, and a waiter waits at
     /// least this long (plus one poll), so that one waiter takes a dead
     /// owner's lease over before the others give up. Keep it at or under
-    /// a compile. `None`: no leases, every process that misses compiles
-    /// (as with a backend without leases).
+    /// a compile. `None` (or zero): no leases, every process that misses
+    /// compiles (as with a backend without leases).
     pub lease_ttl: Option<Duration>,
     /// The compile time a waiter assumes for another process's compile
     /// before this process measured one of its own: a waiter waits for one

@@ -556,8 +556,15 @@ fn without_leases_every_miss_builds() {
     };
     let store = store(&backend, options);
     assert_eq!(fetch(&store, "a").1, Fetched::Built);
+    let zero = RemoteOptions {
+        lease_ttl: Some(Duration::ZERO),
+        ..short_leases()
+    };
+    let zero = self::store(&backend, zero);
+    assert_eq!(fetch(&zero, "b").1, Fetched::Built);
     assert_eq!(backend.leases(), 0);
     assert_eq!(store.remote_stats().unwrap().leases_taken, 0);
+    assert_eq!(zero.remote_stats().unwrap().leases_taken, 0);
 }
 
 #[test]
