@@ -9,7 +9,7 @@ use std::fmt::Debug;
 use std::io::{BufRead, BufReader};
 
 use jit_cache::store::redis_reply::{
-    read_bulk, read_length, read_ok, ReplyError, MAX_ERROR_LINE, MAX_HEADER_LINE,
+    read_bulk, read_length, read_ok, read_ok_or_nil, ReplyError, MAX_ERROR_LINE, MAX_HEADER_LINE,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -35,6 +35,7 @@ const MAX_CONSUMED: u64 = {
 fuzz_target!(|reply: &[u8]| {
     let _ = check(reply, |mut reader| read_length(&mut reader));
     let _ = check(reply, |mut reader| read_ok(&mut reader));
+    let _ = check(reply, |mut reader| read_ok_or_nil(&mut reader));
     if let Ok(Some(bulk)) = check(reply, |mut reader| read_bulk(&mut reader, MAX_BULK)) {
         assert!(bulk.len() as u64 <= MAX_BULK, "{} bytes", bulk.len());
     }

@@ -153,6 +153,23 @@ pub(crate) const COMMANDS: &[Command] = &[
 ",
     },
     Command {
+        name: "fleet",
+        usage: "\
+  fleet [--backend redis|folder] [--workers N] [--leases both|on|off]
+      Ensure IREE is built (and redis-server installed), build the
+      fleet_worker demo, then run N workers (default 6; each six signatures
+      in Blocking mode, a fresh disk cache, results checked against the
+      interpreter) against a fresh shared store (a redis-server on loopback,
+      or a temporary folder): all at once, one after another, and at once
+      with the first lease owner killed mid-compile; with compile leases and
+      without (`--leases`, default both). Prints a table (compiles in all,
+      each worker's wall time, remote hits, lease waits, wrong results) and
+      checks the targets: one compile per signature at once, the slowest
+      worker within 1.5 x the lone first one, a killed owner costing at most
+      a lease's time to live and one compile.
+",
+    },
+    Command {
         name: "bench-vs-jax",
         usage: "\
   bench-vs-jax [--driver local-sync|local-task] [--quick] [--out FILE]

@@ -13,6 +13,7 @@ mod cli;
 mod cross;
 mod cuda;
 mod debian;
+mod fleet;
 mod fuzz;
 mod host;
 mod macos;
@@ -80,6 +81,7 @@ fn run(parser: &mut lexopt::Parser) -> Result<bool> {
         "fuzz" => cli::seconds("fuzz", fuzz::TEST_SECONDS, parser)?.map(fuzz::run),
         "soak" => cli::seconds("soak", soak::TEST_SECONDS, parser)?.map(soak::run),
         "pingpong" => pingpong::parse(parser)?.map(pingpong::run),
+        "fleet" => fleet::Options::parse(parser)?.map(fleet::run),
         "bench-vs-jax" => bench_vs_jax::Options::parse(parser)?.map(bench_vs_jax::run),
         "help" => {
             print!("{}", cli::usage());

@@ -113,6 +113,14 @@ pub mod settings {
     #[cfg(feature = "remote-cache")]
     pub use crate::config::{RemoteCacheUrl, RemoteSecret, RemoteSettings};
     pub use jit_cache::store::Secret;
+    /// What a remote cache backend of your own implements
+    /// ([`JitConfigBuilder::remote_store`](crate::JitConfigBuilder::remote_store)),
+    /// and the two built in.
+    #[cfg(feature = "remote-cache")]
+    pub use jit_cache::store::{
+        LeaseAnswer, RedisStore, RemoteOptions, RemoteStore, RemoteTimeouts, RemoteValue,
+        SharedFolderStore,
+    };
     /// `jit-cache`'s error for a [`CacheConfig`] that cannot work, held by
     /// [`ConfigError::Cache`](crate::ConfigError::Cache).
     pub use jit_cache::ConfigError as CacheConfigError;

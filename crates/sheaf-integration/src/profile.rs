@@ -125,8 +125,8 @@ pub struct ProfileReport {
     /// calls, live entries and bytes), per function and in total.
     pub cache: CacheStats,
     /// The remote artifact cache's counters (hits, misses, publishes,
-    /// rejected entries, errors, bytes, fetch times, breaker state); `None`
-    /// without a remote cache.
+    /// rejected entries, errors, bytes, fetch times, compile leases and
+    /// waits, breaker state); `None` without a remote cache.
     #[cfg(feature = "remote-cache")]
     pub remote: Option<RemoteStats>,
 }

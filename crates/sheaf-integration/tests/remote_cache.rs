@@ -14,9 +14,11 @@ use std::time::Duration;
 
 use sheaf_integration::{
     artifacts::ArtifactSource,
-    settings::{DiskCacheFolder, RemoteCacheUrl, RemoteSecret},
+    settings::{
+        DiskCacheFolder, LeaseAnswer, RemoteCacheUrl, RemoteSecret, RemoteStore, RemoteValue,
+    },
     stats::{BreakerState, Origin, RemoteStats},
-    ErrorChain, JitConfigBuilder, JitError, JitRuntime, Provenance,
+    ErrorChain, JitConfigBuilder, JitError, JitRuntime, Provenance, RemoteError,
 };
 use test_support::redis::{free_port, url_of, RedisServer};
 
@@ -156,6 +158,28 @@ fn a_second_process_serves_every_signature_from_the_remote_cache_without_compili
     wait(TEST, spawn(TEST, "publish", &server.url(), secrets.path()));
     assert_eq!(remote_keys(&server).len(), SHAPES.len());
     wait(TEST, spawn(TEST, "serve", &server.url(), secrets.path()));
+}
+
+#[test]
+fn a_shared_folder_serves_a_second_process_like_a_server() {
+    const TEST: &str = "a_shared_folder_serves_a_second_process_like_a_server";
+    if let Ok(role) = std::env::var(ROLE) {
+        return child(&role);
+    }
+    let shared = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", shared.path().display());
+    let secrets = tempfile::tempdir().unwrap();
+    wait(TEST, spawn(TEST, "publish", &url, secrets.path()));
+    let entries: Vec<_> = fs::read_dir(shared.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(
+        entries.len(),
+        SHAPES.len(),
+        "one file per entry, no lease left: {entries:?}"
+    );
+    wait(TEST, spawn(TEST, "serve", &url, secrets.path()));
 }
 
 #[test]
@@ -413,4 +437,71 @@ fn an_oversized_artifact_is_neither_published_nor_downloaded() {
         (2, 0, 0),
         "{stats}"
     );
+}
+
+/// A backend of the test's own: a map in memory, with leases that are
+/// always granted and counted.
+#[derive(Debug, Default)]
+struct InMemory {
+    values: std::sync::Mutex<std::collections::HashMap<String, Vec<u8>>>,
+    leases: std::sync::atomic::AtomicU64,
+}
+
+impl RemoteStore for InMemory {
+    fn get(&self, key: &str, max_bytes: u64) -> Result<RemoteValue, RemoteError> {
+        Ok(match self.values.lock().unwrap().get(key) {
+            None => RemoteValue::Missing,
+            Some(value) if value.len() as u64 > max_bytes => {
+                RemoteValue::TooLarge(value.len() as u64)
+            }
+            Some(value) => RemoteValue::Found(value.clone()),
+        })
+    }
+
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), RemoteError> {
+        let mut values = self.values.lock().unwrap();
+        values.insert(key.to_owned(), value.to_vec());
+        Ok(())
+    }
+
+    fn take_lease(&self, _: &str, _: &str, _: Duration) -> Result<LeaseAnswer, RemoteError> {
+        self.leases
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(LeaseAnswer::Taken)
+    }
+}
+
+#[test]
+fn a_store_of_ones_own_is_used_like_a_server_leases_included() {
+    let store = std::sync::Arc::new(InMemory::default());
+    let secrets = tempfile::tempdir().unwrap();
+    let own = |dir: &Path| {
+        support::blocking()
+            .cache(|cache| cache.dynamic_dims = false)
+            .disk(|disk| disk.folder = DiskCacheFolder::Dir(dir.into()))
+            .remote_store(store.clone())
+            .remote(|remote| {
+                remote.secret = Some(RemoteSecret::File(secret_file_in(secrets.path())))
+            })
+    };
+    let first = tempfile::tempdir().unwrap();
+    let jit = runtime(own(first.path()));
+    for shape in SHAPES {
+        call(&jit, shape);
+    }
+    assert_eq!(remote(&jit).leases_taken, SHAPES.len() as u64);
+    drop(jit); // publishes
+    assert_eq!(store.values.lock().unwrap().len(), SHAPES.len());
+    assert_eq!(
+        store.leases.load(std::sync::atomic::Ordering::Relaxed),
+        SHAPES.len() as u64
+    );
+
+    let second = tempfile::tempdir().unwrap();
+    let jit = runtime(own(second.path()));
+    for shape in SHAPES {
+        call(&jit, shape);
+    }
+    let stats = remote(&jit);
+    assert_eq!((stats.hits, stats.leases_taken), (3, 0), "{stats}");
 }

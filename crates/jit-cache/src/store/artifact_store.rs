@@ -21,8 +21,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
-use super::behind::Behind;
+use super::behind::{Behind, Found};
 use super::counters::bump;
 use super::entry::{self, Rejection, Verdict, HEADER_LEN, TEMP_PREFIX};
 use super::folder::Folder;
@@ -120,7 +121,11 @@ enum DiskMiss {
 ///
 /// With a `RemoteTier` (`with_remote`, with the `remote` feature) the order is
 /// disk, remote, build; `load` also receives entries whose tag verified
-/// under the remote tier's shared secret. The remote tier also works without
+/// under the remote tier's shared secret. Concurrent misses of one key in
+/// several processes sharing the remote tier build once too: the first
+/// takes the key's compile lease, the others wait for its publish, at most
+/// as long as building would take them (the remote tier's module docs).
+/// The remote tier also works without
 /// a folder ([`disabled`](Self::disabled)): then every process fetches from
 /// it on each first use, and concurrent misses of one key are not merged.
 #[derive(Debug)]
@@ -294,18 +299,25 @@ impl ArtifactStore {
             if let (Some(DiskMiss::Absent), Some(path)) = (looked, path.as_deref()) {
                 self.absent(path);
             }
-            if let Some((value, artifact)) = self.behind.fetch(key, &load) {
-                if let Some((folder, path)) = writable.zip(path.as_deref()) {
-                    self.store(folder, path, key, &artifact);
+            // Held until published (or the build failed): the other
+            // processes of a cluster wait for this build meanwhile.
+            let lease = match self.behind.fetch(key, &load) {
+                Found::Artifact(value, artifact) => {
+                    if let Some((folder, path)) = writable.zip(path.as_deref()) {
+                        self.store(folder, path, key, &artifact);
+                    }
+                    return Ok((value, Fetched::Remote));
                 }
-                return Ok((value, Fetched::Remote));
-            }
+                Found::Build(lease) => lease,
+            };
             bump(&self.counters.misses, 1);
+            let start = Instant::now();
             let (value, bytes) = Self::build_and_load(build, &load)?;
+            let took = start.elapsed();
             if let Some((folder, path)) = writable.zip(path.as_deref()) {
                 self.store(folder, path, key, &bytes);
             }
-            self.behind.publish(key, &bytes);
+            self.behind.publish(key, &bytes, took, lease);
             drop(builder);
             return Ok((value, Fetched::Built));
         }

@@ -3,11 +3,32 @@
 //! it the same questions either way, so its lookup order is written once.
 
 use std::fmt;
+use std::time::Duration;
 
 use super::key::ArtifactKey;
 #[cfg(feature = "remote")]
-use super::remote::{RemoteStats, RemoteTier};
+use super::remote::{Fetch, HeldLease, RemoteStats, RemoteTier};
 use super::verified::VerifiedArtifact;
+
+/// A compile lease of the tier behind, held while the caller compiles
+/// (see the remote tier's `lease.rs`); nothing without the `remote`
+/// feature.
+#[cfg(feature = "remote")]
+pub(crate) type Lease = Option<HeldLease>;
+/// A compile lease of the tier behind: nothing without the `remote`
+/// feature.
+#[cfg(not(feature = "remote"))]
+pub(crate) type Lease = ();
+
+/// What the tier behind a store's folder found for a key.
+pub(crate) enum Found<V> {
+    /// The artifact turned into a `V`, with its bytes (to store in the
+    /// folder).
+    Artifact(V, Vec<u8>),
+    /// Nothing: the caller builds, holding the lease (if any) until it
+    /// hands the artifact to [`Behind::publish`].
+    Build(Lease),
+}
 
 /// The tier behind a store's folder, if any.
 #[derive(Debug, Default)]
@@ -40,29 +61,37 @@ impl Behind {
     }
 
     /// The artifact of `key` from behind the folder, turned into a `V` by
-    /// `load`, with its bytes (to store in the folder).
+    /// `load`; or that the caller builds it (the remote tier may have made
+    /// it wait for another process's build first).
     pub(crate) fn fetch<V, L: fmt::Display>(
         &self,
         key: &ArtifactKey,
         load: &impl Fn(VerifiedArtifact<'_>) -> Result<V, L>,
-    ) -> Option<(V, Vec<u8>)> {
+    ) -> Found<V> {
         #[cfg(feature = "remote")]
-        return self.remote.as_ref()?.fetch(key, load);
+        return match &self.remote {
+            Some(remote) => match remote.fetch_or_lease(key, load) {
+                Fetch::Found(value, artifact) => Found::Artifact(value, artifact),
+                Fetch::Compile(lease) => Found::Build(lease),
+            },
+            None => Found::Build(None),
+        };
         #[cfg(not(feature = "remote"))]
         {
             let _ = (key, load);
-            None
+            Found::Build(())
         }
     }
 
-    /// Hands a freshly built artifact to the tier behind (in the
-    /// background).
-    pub(crate) fn publish(&self, key: &ArtifactKey, artifact: &[u8]) {
+    /// Hands a freshly built artifact (built in `took`, holding `lease`) to
+    /// the tier behind, which publishes it in the background and then
+    /// releases the lease.
+    pub(crate) fn publish(&self, key: &ArtifactKey, artifact: &[u8], took: Duration, lease: Lease) {
         #[cfg(feature = "remote")]
         if let Some(remote) = &self.remote {
-            remote.publish(key, artifact);
+            remote.publish(key, artifact, took, lease);
         }
         #[cfg(not(feature = "remote"))]
-        let _ = (key, artifact);
+        let _ = (key, artifact, took, lease);
     }
 }

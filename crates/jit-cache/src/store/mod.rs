@@ -8,9 +8,10 @@
 //! single-flight primitive as the in-memory cache), and the policy files
 //! that keep what the cache's policy learned, all without unsafe code
 //! (this crate forbids it). With the `remote` feature, an optional
-//! `RemoteTier` stands behind the folder, shared by a cluster (`RedisStore`
-//! backend, entries authenticated under a shared [`Secret`], a circuit
-//! breaker, a background publisher). What an artifact *is* and how it is
+//! `RemoteTier` stands behind the folder, shared by a cluster (a
+//! `RedisStore` or `SharedFolderStore` backend, or your own `RemoteStore`;
+//! entries authenticated under a shared [`Secret`], compile leases, a
+//! circuit breaker, a background publisher). What an artifact *is* and how it is
 //! loaded stays with the caller: [`ArtifactStore::fetch_or_build`] hands a
 //! [`VerifiedArtifact`] to the caller's `load` and returns whatever it
 //! returns.
@@ -53,6 +54,8 @@ mod redis;
 mod remote;
 #[cfg(feature = "remote")]
 mod resp;
+#[cfg(feature = "remote")]
+mod shared_folder;
 mod stats;
 mod trust;
 mod verified;
@@ -69,9 +72,10 @@ pub use {
     self::redis::{RedisStore, RemoteTimeouts},
     breaker::BreakerState,
     remote::{
-        Namespace, NamespaceError, RemoteError, RemoteOptions, RemoteStats, RemoteStore,
-        RemoteTier, RemoteValue,
+        LeaseAnswer, Namespace, NamespaceError, RemoteError, RemoteOptions, RemoteStats,
+        RemoteStore, RemoteTier, RemoteValue,
     },
+    shared_folder::SharedFolderStore,
 };
 
 /// Not part of the API: the Redis backend's reply reader, public for the
@@ -80,6 +84,7 @@ pub use {
 #[doc(hidden)]
 pub mod redis_reply {
     pub use super::resp::{
-        read_bulk, read_length, read_ok, ReplyError, MAX_ERROR_LINE, MAX_HEADER_LINE,
+        read_bulk, read_length, read_ok, read_ok_or_nil, ReplyError, MAX_ERROR_LINE,
+        MAX_HEADER_LINE,
     };
 }

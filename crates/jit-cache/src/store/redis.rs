@@ -1,6 +1,6 @@
 //! [`RedisStore`]: the remote tier's backend on a Redis server (or anything
 //! that speaks its protocol: Valkey, KeyDB, Dragonfly), with a client of its
-//! own: the five commands it sends, over `resp.rs`.
+//! own: the seven commands it sends, over `resp.rs`.
 //!
 //! # Why a client of its own, not the `redis` crate
 //!
@@ -19,9 +19,9 @@
 //!   allocated once (`try_reserve_exact`), header and error lines have a
 //!   length limit, and arrays and RESP3 types are refused at their first
 //!   byte (`resp.rs`; fuzzed by the `redis_reply` target).
-//! - **Only the replies each command can give.** `:` for `STRLEN`, `$`
-//!   within the bound for `GETRANGE`, `+OK` for `SET`, `AUTH` and
-//!   `SELECT`, `-` from any; anything else is a
+//! - **Only the replies each command can give.** `:` for `STRLEN` and
+//!   `EVAL`, `$` within the bound for `GETRANGE` and `GET`, `+OK` for
+//!   `SET`, `AUTH` and `SELECT` (or `$-1` for `SET ... NX`), `-` from any; anything else is a
 //!   [`RemoteError::Protocol`](super::RemoteError::Protocol) and the
 //!   connection is closed.
 //! - **No handshake.** Its connect sent `CLIENT SETINFO` and waited for the
@@ -29,8 +29,9 @@
 //!   for about twice the connect timeout; here a connect is the TCP (or
 //!   Unix) connect, plus `AUTH` and `SELECT` only when the address names
 //!   them.
-//! - **Five commands.** The tier needs `STRLEN`, `GETRANGE`, `SET`,
-//!   `AUTH` and `SELECT`, so the client is small enough to bound every
+//! - **Seven commands.** The tier needs `STRLEN`, `GETRANGE`, `SET`,
+//!   `AUTH`, `SELECT`, and for the compile leases `GET` (a lease's owner,
+//!   bounded) and `EVAL` of two fixed scripts, so the client is small enough to bound every
 //!   wait and every byte of: this file, `resp.rs` and `redis/address.rs`
 //!   (the URL forms the old client accepted), on `std::net`; with the
 //!   `remote-tls` feature, `redis/tls.rs` runs rustls over the same
@@ -61,6 +62,13 @@
 //! process allocate past the bound. `put` is a plain `SET`: concurrent
 //! publishers of one key write complete, self-authenticating values, and
 //! Redis keeps one of them whole.
+//!
+//! A compile lease is a key holding its owner's name with a time to live:
+//! taken with `SET lease owner NX PX ttl` (`+OK`, or `$-1` when another
+//! holds it: then `GET lease` names the holder), renewed and released by two `EVAL` scripts that compare the
+//! owner first ([`RENEW_SCRIPT`], [`RELEASE_SCRIPT`]; Redis runs a script
+//! atomically), so an owner whose lease expired and was taken by another
+//! never extends or deletes the new owner's.
 
 mod address;
 #[cfg(test)]
@@ -82,7 +90,7 @@ use std::time::{Duration, Instant};
 
 use self::address::{Address, Endpoint};
 use self::tls::TlsConfig;
-use super::remote::{RemoteError, RemoteStore, RemoteValue};
+use super::remote::{LeaseAnswer, RemoteError, RemoteStore, RemoteValue};
 use super::resp::{self, ReplyError};
 
 /// Idle connections kept for later requests, at most (the compile threads
@@ -100,6 +108,19 @@ const WRITE_BUFFER: usize = 8 << 10;
 /// The longest pause between two tries of a Unix connect whose server's
 /// backlog is full (the first is 1 ms; each doubles).
 const MAX_CONNECT_PAUSE: Duration = Duration::from_millis(20);
+
+/// The longest lease owner read (a host name, a process id, 16 hex
+/// digits).
+const MAX_OWNER_BYTES: u64 = 1024;
+
+/// Extends a lease (`KEYS[1]`) to `ARGV[2]` ms if `ARGV[1]` holds it:
+/// answers 1, else 0.
+const RENEW_SCRIPT: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
+     return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+
+/// Deletes a lease (`KEYS[1]`) if `ARGV[1]` holds it: answers 1, else 0.
+const RELEASE_SCRIPT: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
+     return redis.call('del', KEYS[1]) else return 0 end";
 
 /// How long a [`RedisStore`] waits for the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -328,6 +349,65 @@ impl RemoteStore for RedisStore {
             connection.call("SET", &[key.as_bytes(), value], resp::read_ok)
         })
     }
+
+    fn take_lease(
+        &self,
+        lease: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<LeaseAnswer, RemoteError> {
+        let ttl = millis(ttl);
+        let args = [
+            lease.as_bytes(),
+            owner.as_bytes(),
+            b"NX",
+            b"PX",
+            ttl.as_bytes(),
+        ];
+        self.with_connection(|connection| {
+            if connection.call("SET", &args, resp::read_ok_or_nil)? {
+                return Ok(LeaseAnswer::Taken);
+            }
+            let holder = connection.call("GET", &[lease.as_bytes()], |reply| {
+                resp::read_bulk(reply, MAX_OWNER_BYTES)
+            })?;
+            let owner = String::from_utf8_lossy(&holder.unwrap_or_default()).into_owned();
+            Ok(LeaseAnswer::Held { owner })
+        })
+    }
+
+    fn renew_lease(&self, lease: &str, owner: &str, ttl: Duration) -> Result<bool, RemoteError> {
+        let ttl = millis(ttl);
+        let args = [
+            RENEW_SCRIPT.as_bytes(),
+            b"1",
+            lease.as_bytes(),
+            owner.as_bytes(),
+            ttl.as_bytes(),
+        ];
+        let renewed =
+            self.with_connection(|connection| connection.call("EVAL", &args, resp::read_length))?;
+        Ok(renewed == 1)
+    }
+
+    fn release_lease(&self, lease: &str, owner: &str) -> Result<(), RemoteError> {
+        let args = [
+            RELEASE_SCRIPT.as_bytes(),
+            b"1",
+            lease.as_bytes(),
+            owner.as_bytes(),
+        ];
+        self.with_connection(|connection| connection.call("EVAL", &args, resp::read_length))
+            .map(drop)
+    }
+}
+
+/// `duration` in whole milliseconds, at least 1 (`PX 0` is an error).
+fn millis(duration: Duration) -> String {
+    duration
+        .as_millis()
+        .clamp(1, u128::from(u64::MAX))
+        .to_string()
 }
 
 /// What a failure happened in: which timeout applied.

@@ -4,9 +4,11 @@
 //!
 //! A command is an array of bulk strings (`*2\r\n$6\r\nSTRLEN\r\n$1\r\nk\r\n`).
 //! A reply starts with a type byte, and each reader accepts only what its
-//! command can answer: an integer (`:`) for `STRLEN`, a bulk string (`$`;
-//! `$-1` for none) for `GETRANGE`, `+OK` for `SET`, `AUTH` and `SELECT`, and
-//! an error (`-`) from any of them ([`ReplyError::Server`]). Anything else
+//! command can answer: an integer (`:`) for `STRLEN` and `EVAL` (the lease
+//! scripts answer 0 or 1), a bulk string (`$`; `$-1` for none) for
+//! `GETRANGE` and `GET`, `+OK` for `SET`, `AUTH` and `SELECT`, `+OK` or `$-1` for
+//! `SET ... NX` (a lease), and an error (`-`) from any of them
+//! ([`ReplyError::Server`]). Anything else
 //! (an array, a RESP3 map or push, ...) is a [protocol
 //! violation](ReplyError::Protocol), reported without reading further.
 //!
@@ -115,6 +117,25 @@ pub fn read_ok(reader: &mut impl BufRead) -> Result<(), ReplyError> {
             "`+{}` where `+OK` was expected",
             printable(&other)
         ))),
+    }
+}
+
+/// Reads the answer to `SET ... NX`: `+OK` when it set the value (true),
+/// the null bulk string `$-1` when the key existed (false).
+///
+/// # Errors
+///
+/// As [`read_length`]; a bulk string that is not null is a violation.
+pub fn read_ok_or_nil(reader: &mut impl BufRead) -> Result<bool, ReplyError> {
+    let first = reader.fill_buf()?.first().copied();
+    match first {
+        Some(b'$') => match read_bulk(reader, 0)? {
+            None => Ok(false),
+            Some(_) => Err(protocol(
+                "an empty bulk string where `+OK` or `$-1` was expected".to_owned(),
+            )),
+        },
+        _ => read_ok(reader).map(|()| true),
     }
 }
 
@@ -239,6 +260,20 @@ mod tests {
 
     fn bulk(reply: &[u8], max_len: u64) -> Result<Option<Vec<u8>>, ReplyError> {
         read_bulk(&mut &reply[..], max_len)
+    }
+
+    #[test]
+    fn set_nx_answers_ok_or_null() {
+        assert!(read_ok_or_nil(&mut &b"+OK\r\n"[..]).unwrap());
+        assert!(!read_ok_or_nil(&mut &b"$-1\r\n"[..]).unwrap());
+        for other in [&b"$0\r\n\r\n"[..], b"$3\r\nabc\r\n", b":1\r\n", b"*1\r\n"] {
+            let error = read_ok_or_nil(&mut &other[..]).unwrap_err();
+            assert!(matches!(error, ReplyError::Protocol(_)), "{error}");
+        }
+        let error = read_ok_or_nil(&mut &b"-ERR no\r\n"[..]).unwrap_err();
+        assert!(matches!(error, ReplyError::Server(_)), "{error}");
+        let error = read_ok_or_nil(&mut &b""[..]).unwrap_err();
+        assert!(matches!(error, ReplyError::Closed), "{error}");
     }
 
     fn ok(reply: &[u8]) -> Result<(), ReplyError> {

@@ -368,7 +368,7 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_REMOTE_CACHE",
-        meaning: "remote artifact cache shared by a cluster, `redis://[:password@]host[:port][/db]`, or `rediss://...` over TLS (feature `remote-cache`; TLS: `remote-cache-tls`); see `docs/cluster.md`",
+        meaning: "remote artifact cache shared by a cluster, `redis://[:password@]host[:port][/db]`, `rediss://...` over TLS (feature `remote-cache-tls`), or `file:///shared/folder` (feature `remote-cache`); see `docs/cluster.md`",
         default: "none",
         apply: remote_cache!(|config, var| {
                 config.remote.url = Some(RemoteCacheUrl::new(var.text()?));
@@ -422,6 +422,16 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
         meaning: "milliseconds the remote cache is left alone after 3 failures in a row",
         default: "30000",
         apply: remote_cache!(|config, var| set(&mut config.remote.options.cool_down, var.millis())),
+    },
+    EnvVariable {
+        name: "SHEAF_JIT_REMOTE_LEASE",
+        meaning: "milliseconds a compile lease lives unless renewed (one process compiles what several miss at once; `0`: no leases)",
+        default: "2000",
+        apply: remote_cache!(|config, var| {
+                let ttl = var.millis()?;
+                config.remote.options.lease_ttl = (!ttl.is_zero()).then_some(ttl);
+                Ok(())
+            }),
     },
 ];
 

@@ -18,6 +18,8 @@ mod remote;
 mod uploads;
 
 use std::path::PathBuf;
+#[cfg(feature = "remote-cache")]
+use std::sync::Arc;
 
 use jit_cache::CacheConfig;
 
@@ -151,6 +153,63 @@ impl JitConfigBuilder {
     #[cfg(feature = "remote-cache")]
     pub fn remote(mut self, edit: impl FnOnce(&mut RemoteSettings)) -> Self {
         edit(&mut self.config.remote);
+        self
+    }
+
+    /// Shares compiled artifacts through `store`, a backend of your own,
+    /// instead of a Redis server or a shared folder named by
+    /// [`RemoteSettings::url`] (which must then be unset). Everything else
+    /// is as with the built-in backends: the entries are authenticated
+    /// with [`RemoteSettings::secret`] (required), a store that fails is a
+    /// miss, and the leases that make a cluster compile each artifact once
+    /// work if the store implements them (its provided lease methods mean
+    /// none: every process that misses compiles).
+    ///
+    /// A backend on a map in memory (one process; a real one talks to a
+    /// shared service, bounding each request with a timeout):
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// use sheaf_integration::settings::{RemoteSecret, RemoteStore, RemoteValue, Secret};
+    /// use sheaf_integration::{JitConfig, RemoteError};
+    ///
+    /// #[derive(Debug, Default)]
+    /// struct InMemory(Mutex<HashMap<String, Vec<u8>>>);
+    ///
+    /// impl RemoteStore for InMemory {
+    ///     fn get(&self, key: &str, max_bytes: u64) -> Result<RemoteValue, RemoteError> {
+    ///         Ok(match self.0.lock().unwrap().get(key) {
+    ///             None => RemoteValue::Missing,
+    ///             Some(value) if value.len() as u64 > max_bytes => {
+    ///                 RemoteValue::TooLarge(value.len() as u64)
+    ///             }
+    ///             Some(value) => RemoteValue::Found(value.clone()),
+    ///         })
+    ///     }
+    ///
+    ///     fn put(&self, key: &str, value: &[u8]) -> Result<(), RemoteError> {
+    ///         self.0.lock().unwrap().insert(key.to_owned(), value.to_vec());
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let config = JitConfig::builder()
+    ///     .remote_store(Arc::new(InMemory::default()))
+    ///     .remote(|remote| {
+    ///         remote.secret = Some(RemoteSecret::Key(Secret::from_bytes([7; Secret::LEN])));
+    ///     })
+    ///     .build()?;
+    /// assert!(config.remote.store.is_some());
+    /// # Ok::<(), sheaf_integration::ConfigError>(())
+    /// ```
+    #[cfg(feature = "remote-cache")]
+    pub fn remote_store(
+        mut self,
+        store: Arc<dyn jit_cache::store::RemoteStore + std::panic::RefUnwindSafe>,
+    ) -> Self {
+        self.config.remote.store = Some(store);
         self
     }
 

@@ -1,22 +1,27 @@
-//! The remote artifact cache shared by a cluster: its address, the secret
-//! that authenticates its entries, the CA that signs a TLS server's
-//! certificate, its timeouts, namespace, size bound and circuit breaker.
+//! The remote artifact cache shared by a cluster: its address (or a
+//! backend of the caller's own), the secret that authenticates its
+//! entries, the CA that signs a TLS server's certificate, its timeouts,
+//! namespace, size bound, compile leases and circuit breaker.
 
 use std::fmt;
+use std::panic::RefUnwindSafe;
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use jit_cache::store::{RedisStore, RemoteOptions, RemoteTimeouts, Secret};
+use jit_cache::store::{RedisStore, RemoteOptions, RemoteStore, RemoteTimeouts, Secret};
 
 use crate::error::ConfigError;
 
-/// The address of a remote artifact cache (`redis://[:password@]host...`);
-/// `Debug` and `Display` hide its password.
+/// The address of a remote artifact cache (`redis://[:password@]host...`,
+/// or `file:///path` for a folder the cluster shares); `Debug` and
+/// `Display` hide its password.
 #[derive(Clone, PartialEq, Eq)]
 pub struct RemoteCacheUrl(String);
 
 impl RemoteCacheUrl {
     /// The cache at `url` (`redis://[:password@]host[:port][/db]`, or
-    /// `rediss://...` over TLS; checked when the runtime starts).
+    /// `rediss://...` over TLS, or `file:///path/to/shared/folder`; checked
+    /// when the runtime starts).
     pub fn new(url: impl Into<String>) -> Self {
         RemoteCacheUrl(url.into())
     }
@@ -54,9 +59,10 @@ pub enum RemoteSecret {
 }
 
 /// The remote artifact cache behind the disk cache: a miss on disk asks it
-/// before compiling, a compile is published to it. Off unless `url` is set;
-/// then `secret` is required: whoever can write the server could otherwise
-/// run code in this process.
+/// before compiling, a compile is published to it, and processes that miss
+/// one artifact at once compile it once (compile leases). Off unless `url`
+/// or `store` is set; then `secret` is required: whoever can write the
+/// store could otherwise run code in this process.
 ///
 /// ```
 /// use sheaf_integration::{settings::{RemoteCacheUrl, RemoteSecret}, JitConfig};
@@ -76,9 +82,17 @@ pub enum RemoteSecret {
 #[non_exhaustive]
 pub struct RemoteSettings {
     /// The Redis server (`redis://[:password@]host[:port][/db]`, or
-    /// `rediss://...` over TLS with the `remote-cache-tls` feature); `None`
-    /// (the default): no remote cache.
+    /// `rediss://...` over TLS with the `remote-cache-tls` feature), or a
+    /// folder the cluster shares (`file:///path`, see
+    /// [`SharedFolderStore`](jit_cache::store::SharedFolderStore)); `None`
+    /// (the default): no remote cache, unless `store` is set.
     pub url: Option<RemoteCacheUrl>,
+    /// A backend of the caller's own instead of `url` (see
+    /// [`JitConfigBuilder::remote_store`](crate::JitConfigBuilder::remote_store));
+    /// the tier's trust, bounds, breaker and leases apply to it alike.
+    /// (`RefUnwindSafe` keeps the configuration unwind-safe, as its other
+    /// settings are.)
+    pub store: Option<Arc<dyn RemoteStore + RefUnwindSafe>>,
     /// The secret that authenticates the entries, shared by every process
     /// that uses the cache; required with a remote cache.
     pub secret: Option<RemoteSecret>,
@@ -91,9 +105,11 @@ pub struct RemoteSettings {
     /// default).
     pub timeouts: RemoteTimeouts,
     /// The largest artifact published or fetched, the deployment's
-    /// `namespace` in the keys (see `docs/cluster.md`), and the circuit
-    /// breaker: after `failure_threshold` failed requests in a row the
-    /// cache is left alone for `cool_down`, then probed once.
+    /// `namespace` in the keys (see `docs/cluster.md`), the circuit breaker
+    /// (after `failure_threshold` failed requests in a row the cache is left
+    /// alone for `cool_down`, then probed once), and the compile leases
+    /// (`lease_ttl`, `None` for none; `compile_estimate`, the least a miss
+    /// waits for another process's compile).
     pub options: RemoteOptions,
 }
 
@@ -108,8 +124,15 @@ impl RemoteSettings {
                 feature: "remote-cache-tls",
             });
         }
-        if self.url.is_none() {
+        if self.url.is_none() && self.store.is_none() {
             return Ok(());
+        }
+        if let (Some(url), Some(store)) = (&self.url, &self.store) {
+            return Err(ConfigError::invalid(
+                "remote.url",
+                format!("{url} and the store {store:?}"),
+                "either an address or a store of your own, not both",
+            ));
         }
         if self.secret.is_none() {
             return Err(ConfigError::RemoteSecretMissing);
@@ -120,6 +143,13 @@ impl RemoteSettings {
                 "remote.timeouts",
                 format!("{:?}", self.timeouts),
                 "positive durations",
+            ));
+        }
+        if self.options.lease_ttl.is_some_and(|ttl| ttl.is_zero()) {
+            return Err(ConfigError::invalid(
+                "remote.options.lease_ttl",
+                "0 ms".to_owned(),
+                "a positive duration, or none (no compile leases)",
             ));
         }
         Ok(())
@@ -177,5 +207,29 @@ mod tests {
             let error = with_ca.validate().unwrap_err().to_string();
             assert!(error.contains("remote-cache-tls"), "{error}");
         }
+    }
+
+    #[test]
+    fn a_store_of_ones_own_excludes_an_address_and_leases_live_a_while() {
+        let store: Arc<dyn RemoteStore + RefUnwindSafe> =
+            Arc::new(jit_cache::store::SharedFolderStore::new(std::env::temp_dir()).unwrap());
+        let own = RemoteSettings {
+            url: None,
+            store: Some(store),
+            ..with_secret()
+        };
+        assert_eq!(own.validate(), Ok(()));
+        let both = RemoteSettings {
+            url: with_secret().url,
+            ..own.clone()
+        };
+        let error = both.validate().unwrap_err().to_string();
+        assert!(error.contains("not both"), "{error}");
+        let mut zero = with_secret();
+        zero.options.lease_ttl = Some(Duration::ZERO);
+        let error = zero.validate().unwrap_err().to_string();
+        assert!(error.contains("lease_ttl"), "{error}");
+        zero.options.lease_ttl = None;
+        assert_eq!(zero.validate(), Ok(()));
     }
 }

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use jit_cache::store::ArtifactStore;
 #[cfg(feature = "remote-cache")]
-use jit_cache::store::{RedisStore, RemoteTier, Secret};
+use jit_cache::store::{RedisStore, RemoteStore, RemoteTier, Secret, SharedFolderStore};
 use jit_cache::{ErrorChain, JitCache};
 
 use crate::dump::Dumps;
@@ -15,7 +15,7 @@ use crate::batch_queue::BatchQueue;
 use crate::bundle::Bundle;
 use crate::config::JitConfig;
 #[cfg(feature = "remote-cache")]
-use crate::config::RemoteSecret;
+use crate::config::{RemoteSecret, RemoteSettings};
 use crate::error::{ConfigError, JitError};
 use crate::exit;
 use crate::learned_policy::DiskPolicy;
@@ -32,8 +32,13 @@ use super::{Inner, JitRuntime};
 #[cfg(feature = "remote-cache")]
 fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
     let remote = &config.remote;
-    let Some(url) = &remote.url else {
-        return Ok(None);
+    let backend: Box<dyn RemoteStore> = match (&remote.url, &remote.store) {
+        (_, Some(store)) => Box::new(CallersStore(store.clone())),
+        (Some(url), None) if url.as_str().starts_with(SharedFolderStore::SCHEME) => {
+            Box::new(SharedFolderStore::from_url(url.as_str())?)
+        }
+        (Some(url), None) => Box::new(redis_store(url.as_str(), remote)?),
+        (None, None) => return Ok(None),
     };
     let secret = match &remote.secret {
         Some(RemoteSecret::Key(secret)) => secret.clone(),
@@ -42,28 +47,77 @@ fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
         }
         None => return Err(ConfigError::RemoteSecretMissing.into()),
     };
-    #[cfg(feature = "remote-cache-tls")]
-    let backend = match &remote.ca_file {
-        Some(ca_file) => RedisStore::with_ca_file(url.as_str(), remote.timeouts, ca_file)?,
-        None => RedisStore::new(url.as_str(), remote.timeouts)?,
-    };
-    // `validate` refused a CA file.
-    #[cfg(not(feature = "remote-cache-tls"))]
-    let backend = RedisStore::new(url.as_str(), remote.timeouts)?;
-    let tier =
-        RemoteTier::new(Box::new(backend), secret, remote.options.clone()).map_err(|error| {
+    let store = format!("{backend:?}");
+    let tier = RemoteTier::new(backend, secret, remote.options.clone()).map_err(|error| {
             JitError::Internal(format!(
                 "cannot start the remote cache's publisher thread: {error}"
             ))
         })?;
     tracing::info!(
         target: jit_cache::log_targets::REMOTE,
-        store = %url,
+        %store,
         keys = %tier.key_prefix(),
         "sharing compiled artifacts through a remote cache (keys `{}*`)",
         tier.key_prefix()
     );
     Ok(Some(tier))
+}
+
+/// The Redis store at `url`, trusting `remote`'s CA file for a `rediss://`
+/// server when one is set.
+#[cfg(feature = "remote-cache")]
+fn redis_store(url: &str, remote: &RemoteSettings) -> Result<RedisStore, JitError> {
+    #[cfg(feature = "remote-cache-tls")]
+    if let Some(ca_file) = &remote.ca_file {
+        return Ok(RedisStore::with_ca_file(url, remote.timeouts, ca_file)?);
+    }
+    // Without TLS, `validate` refused a CA file.
+    Ok(RedisStore::new(url, remote.timeouts)?)
+}
+
+/// A backend of the caller's own ([`JitConfigBuilder::remote_store`]),
+/// shared with the configuration that holds it.
+///
+/// [`JitConfigBuilder::remote_store`]: crate::JitConfigBuilder::remote_store
+#[cfg(feature = "remote-cache")]
+#[derive(Debug)]
+struct CallersStore(Arc<dyn RemoteStore>);
+
+#[cfg(feature = "remote-cache")]
+impl RemoteStore for CallersStore {
+    fn get(
+        &self,
+        key: &str,
+        max_bytes: u64,
+    ) -> Result<jit_cache::store::RemoteValue, jit_cache::store::RemoteError> {
+        self.0.get(key, max_bytes)
+    }
+
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), jit_cache::store::RemoteError> {
+        self.0.put(key, value)
+    }
+
+    fn take_lease(
+        &self,
+        lease: &str,
+        owner: &str,
+        ttl: std::time::Duration,
+    ) -> Result<jit_cache::store::LeaseAnswer, jit_cache::store::RemoteError> {
+        self.0.take_lease(lease, owner, ttl)
+    }
+
+    fn renew_lease(
+        &self,
+        lease: &str,
+        owner: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool, jit_cache::store::RemoteError> {
+        self.0.renew_lease(lease, owner, ttl)
+    }
+
+    fn release_lease(&self, lease: &str, owner: &str) -> Result<(), jit_cache::store::RemoteError> {
+        self.0.release_lease(lease, owner)
+    }
 }
 
 /// The disk cache's folder of `iree-compile --version` answers

@@ -1,8 +1,9 @@
 //! [`RemoteStore`]: what the tier needs of a backend, and what a backend
-//! answers ([`RemoteValue`], [`RemoteError`]).
+//! answers ([`RemoteValue`], [`LeaseAnswer`], [`RemoteError`]).
 
 use std::fmt;
 use std::io;
+use std::time::Duration;
 
 /// A remote key-value store of artifact entries: what [`RemoteTier`](super::RemoteTier) needs
 /// of a backend. Implementations bound every request with timeouts (the
@@ -26,6 +27,66 @@ pub trait RemoteStore: Send + Sync + fmt::Debug {
     ///
     /// As [`get`](Self::get).
     fn put(&self, key: &str, value: &[u8]) -> Result<(), RemoteError>;
+
+    /// Takes the compile lease `lease` for `owner` (a name unique to this
+    /// lease: host, process, random) for `ttl`, unless another owner holds
+    /// it: the store keeps it at most `ttl` unless
+    /// [renewed](Self::renew_lease), so that a dead owner's lease ends by
+    /// itself. The default answers [`LeaseAnswer::Unsupported`]: a backend
+    /// without leases compiles every miss, as before leases existed.
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get).
+    fn take_lease(
+        &self,
+        lease: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<LeaseAnswer, RemoteError> {
+        let _ = (lease, owner, ttl);
+        Ok(LeaseAnswer::Unsupported)
+    }
+
+    /// Extends `lease` to `ttl` from now if `owner` still holds it; false
+    /// when it does not (it expired, and perhaps another took it). The
+    /// default (no leases) answers false.
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get).
+    fn renew_lease(&self, lease: &str, owner: &str, ttl: Duration) -> Result<bool, RemoteError> {
+        let _ = (lease, owner, ttl);
+        Ok(false)
+    }
+
+    /// Ends `lease` if `owner` still holds it (another owner's is left
+    /// alone). The default (no leases) does nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get).
+    fn release_lease(&self, lease: &str, owner: &str) -> Result<(), RemoteError> {
+        let _ = (lease, owner);
+        Ok(())
+    }
+}
+
+/// What [`RemoteStore::take_lease`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaseAnswer {
+    /// The lease is the caller's now: it compiles, and publishes.
+    Taken,
+    /// Another owner holds it: the caller waits for its artifact.
+    Held {
+        /// The holder's name, as it took the lease (empty when the store
+        /// cannot say, e.g. it ended meanwhile): a waiter that sees it
+        /// change knows that another compile started.
+        owner: String,
+    },
+    /// The backend has no leases: the caller compiles.
+    Unsupported,
 }
 
 /// What [`RemoteStore::get`] found.

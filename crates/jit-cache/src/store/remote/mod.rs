@@ -28,10 +28,16 @@
 //!   different secrets or namespaces never read or overwrite each other's
 //!   entries: each misses on the other's artifacts (a miss, not an
 //!   authentication failure) and keeps its own.
+//! - **One compile per artifact across the cluster**: a miss takes the
+//!   artifact's compile lease before it compiles, and a miss that finds
+//!   another process's lease waits for its publish, at most as long as
+//!   compiling would take (`lease.rs`). Backends without leases compile
+//!   every miss.
 //!
 //! [`RedisStore`]: super::RedisStore
 
 mod backend;
+mod lease;
 mod options;
 mod stats;
 #[cfg(test)]
@@ -52,7 +58,8 @@ use super::trust::Secret;
 use super::verified::VerifiedArtifact;
 use crate::{ByteSize, ErrorChain};
 
-pub use backend::{RemoteError, RemoteStore, RemoteValue};
+pub use backend::{LeaseAnswer, RemoteError, RemoteStore, RemoteValue};
+pub(crate) use lease::HeldLease;
 pub use options::{Namespace, NamespaceError, RemoteOptions};
 use stats::Counters;
 pub use stats::RemoteStats;
@@ -83,12 +90,37 @@ struct Shared {
     /// The fetches' total time, and the longest.
     fetch_nanos: AtomicU64,
     max_fetch_nanos: AtomicU64,
+    /// The longest build this process measured (for the wait bound).
+    longest_build_nanos: AtomicU64,
 }
 
-/// An artifact waiting to be published.
+/// An artifact waiting to be published, and the compile lease its build
+/// held, released once it is published (or dropped).
 struct Publish {
     key: ArtifactKey,
     artifact: Vec<u8>,
+    lease: Option<HeldLease>,
+}
+
+/// What the store answered for a key.
+enum Lookup<V> {
+    /// A good value.
+    Found(V),
+    /// Nothing: a miss that may take the compile lease.
+    Missing,
+    /// A value not used (rejected, oversized), a failure, or the breaker
+    /// open: the caller compiles, without a lease.
+    Unusable,
+}
+
+/// What [`RemoteTier::fetch_or_lease`] found: the artifact, or that the
+/// caller compiles (with the compile lease when it took one).
+pub(crate) enum Fetch<V> {
+    /// The artifact turned into a `V`, and its bytes.
+    Found(V, Vec<u8>),
+    /// The caller compiles, and hands the lease to
+    /// [`publish`](RemoteTier::publish).
+    Compile(Option<HeldLease>),
 }
 
 impl RemoteTier {
@@ -121,6 +153,7 @@ impl RemoteTier {
             counters: Counters::default(),
             fetch_nanos: AtomicU64::new(0),
             max_fetch_nanos: AtomicU64::new(0),
+            longest_build_nanos: AtomicU64::new(0),
         });
         let publisher = {
             let shared = Arc::clone(&shared);
@@ -152,6 +185,13 @@ impl RemoteTier {
         self.shared.remote_key(key)
     }
 
+    /// The name of `key`'s compile lease in the store: its value's name
+    /// and `:lease` (held while one process of the cluster compiles the
+    /// artifact; deleting it by hand makes the waiters compile too).
+    pub fn lease_key(&self, key: &ArtifactKey) -> String {
+        Shared::lease_key(&self.shared.remote_key(key))
+    }
+
     /// The counters so far.
     pub fn stats(&self) -> RemoteStats {
         let shared = &*self.shared;
@@ -165,71 +205,127 @@ impl RemoteTier {
     }
 
     /// The artifact of `key` from the store, turned into a `V` by `load`,
-    /// with its bytes; `None` when the store has no good value that `load`
-    /// accepts, is over the bound, fails, or is skipped by the breaker.
-    pub(crate) fn fetch<V, L: fmt::Display>(
+    /// with its bytes; else [`Fetch::Compile`]: the store has no good value
+    /// that `load` accepts, is over the bound, fails, or is skipped by the
+    /// breaker. A miss takes the artifact's compile lease (then the caller
+    /// compiles holding it), or, when another process holds it, waits for
+    /// that process's artifact (see `lease.rs`): it tries the lease again
+    /// after each pause, and looks for the artifact once the lease is
+    /// free (its owner publishes before it releases).
+    pub(crate) fn fetch_or_lease<V, L: fmt::Display>(
         &self,
         key: &ArtifactKey,
         load: impl Fn(VerifiedArtifact<'_>) -> Result<V, L>,
-    ) -> Option<(V, Vec<u8>)> {
-        let shared = &*self.shared;
-        let c = &shared.counters;
+    ) -> Fetch<V> {
+        let shared = &self.shared;
         let name = shared.remote_key(key);
-        let bytes = shared.fetch_value(&name)?;
-        let max = shared.options.max_entry_bytes;
-        let outcome = entry::parse(
-            &mut &bytes[..],
-            bytes.len() as u64,
-            key,
-            &shared.secret,
-            max,
-        );
-        let (reason, counter) = match entry::judge(outcome, load) {
-            Verdict::Loaded { value, artifact } => {
-                bump(&c.hits, 1);
-                bump(&c.bytes_fetched, bytes.len() as u64);
+        match shared.lookup(&name, key, &load) {
+            Lookup::Found((value, artifact)) => return Fetch::Found(value, artifact),
+            Lookup::Unusable => return Fetch::Compile(None),
+            Lookup::Missing => {}
+        }
+        let Some(ttl) = shared.options.lease_ttl.filter(|ttl| !ttl.is_zero()) else {
+            return Fetch::Compile(None);
+        };
+        let c = &shared.counters;
+        let lease_name = Shared::lease_key(&name);
+        let mut polls: Option<lease::Polls> = None;
+        // The holder of the lease when last seen.
+        let mut holder: Option<String> = None;
+        loop {
+            let owner = lease::owner_name();
+            match shared.take_lease(&lease_name, &owner, ttl) {
+                Some(LeaseAnswer::Taken) => {
+                    let held = HeldLease::start(shared, lease_name.clone(), owner.clone(), ttl);
+                    let Ok(held) = held else {
+                        shared.release(&lease_name, &owner);
+                        if polls.is_some() {
+                            bump(&c.waits_compiled, 1);
+                        }
+                        return Fetch::Compile(None);
+                    };
+                    if polls.is_none() {
+                        bump(&c.leases_taken, 1);
+                        return Fetch::Compile(Some(held));
+                    }
+                    // The lease we waited on ended: its owner published
+                    // before releasing it, unless its build failed or it
+                    // died.
+                    return match shared.lookup(&name, key, &load) {
+                        Lookup::Found((value, artifact)) => {
+                            drop(held);
+                            bump(&c.waits_found, 1);
+                            Fetch::Found(value, artifact)
+                        }
+                        Lookup::Missing | Lookup::Unusable => {
+                            bump(&c.leases_taken, 1);
+                            bump(&c.waits_compiled, 1);
+                            Fetch::Compile(Some(held))
+                        }
+                    };
+                }
+                Some(LeaseAnswer::Held { owner: held_by }) => {
+                    let now = Instant::now();
+                    let bound = shared.wait_bound(ttl);
+                    match &mut polls {
+                        None => {
+                            bump(&c.lease_waits, 1);
+                            tracing::debug!(
+                                target: crate::log_targets::REMOTE,
+                                key = %name,
+                                owner = %held_by,
+                                "another process compiles this artifact: waiting for it"
+                            );
+                            polls = Some(lease::Polls::new(now, bound));
+                        }
+                        // Taken over: a new compile started, as long as ours
+                        // would be.
+                        Some(polls) if holder.as_ref() != Some(&held_by) && !held_by.is_empty() => {
+                            *polls = lease::Polls::new(now, bound);
+                        }
+                        Some(_) => {}
+                    }
+                    if !held_by.is_empty() {
+                        holder = Some(held_by);
+                    }
+                }
+                Some(LeaseAnswer::Unsupported) | None => {
+                    if polls.is_some() {
+                        bump(&c.waits_compiled, 1);
+                    }
+                    return Fetch::Compile(None);
+                }
+            }
+            let Some(polls) = polls.as_mut() else {
+                continue;
+            };
+            let Some(pause) = polls.next(Instant::now()) else {
+                bump(&c.waits_compiled, 1);
                 tracing::debug!(
                     target: crate::log_targets::REMOTE,
                     key = %name,
-                    bytes = bytes.len(),
-                    "served an artifact from the remote store"
+                    "another process's compile took longer than compiling here would: compiling"
                 );
-                return Some((value, artifact));
-            }
-            // Only for lack of memory.
-            Verdict::Missing => {
-                bump(&c.misses, 1);
-                return None;
-            }
-            Verdict::Rejected(Rejection::Refused(reason)) => {
-                (format!("the caller refused it: {reason}"), &c.refused)
-            }
-            Verdict::Rejected(Rejection::Corrupt(reason)) => {
-                (format!("malformed: {reason}"), &c.malformed)
-            }
-            Verdict::Rejected(Rejection::Unauthenticated) => (
-                "it failed authentication (forged, written with another secret, copied from \
-                 another key, or damaged)"
-                    .to_owned(),
-                &c.unauthenticated,
-            ),
-        };
-        bump(&c.rejected, 1);
-        bump(counter, 1);
-        tracing::warn!(
-            target: crate::log_targets::REMOTE,
-            key = %name,
-            %reason,
-            "ignoring a remote artifact-store entry: {reason}; it was not loaded, the artifact \
-             is built and published again"
-        );
-        None
+                return Fetch::Compile(None);
+            };
+            std::thread::sleep(pause);
+        }
     }
 
-    /// Queues `artifact`, just built, to be published as the entry of
-    /// `key`; returns at once. Dropped when it is over the bound or the
-    /// queue is full.
-    pub(crate) fn publish(&self, key: &ArtifactKey, artifact: &[u8]) {
+    /// Queues `artifact`, just built in `took`, to be published as the
+    /// entry of `key`, then `lease` released; returns at once. Dropped (and
+    /// the lease released) when it is over the bound or the queue is full.
+    pub(crate) fn publish(
+        &self,
+        key: &ArtifactKey,
+        artifact: &[u8],
+        took: Duration,
+        lease: Option<HeldLease>,
+    ) {
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.shared
+            .longest_build_nanos
+            .fetch_max(nanos, Ordering::Relaxed);
         let c = &self.shared.counters;
         let max = self.shared.options.max_entry_bytes;
         if artifact.len() as u64 > max {
@@ -250,6 +346,7 @@ impl RemoteTier {
         let job = Publish {
             key: *key,
             artifact: artifact.to_vec(),
+            lease,
         };
         match queue.try_send(job) {
             Ok(()) => {}
@@ -275,8 +372,99 @@ impl Shared {
         format!("{}{}", self.key_prefix, key.hex())
     }
 
+    /// The lease of the value named `name`.
+    fn lease_key(name: &str) -> String {
+        format!("{name}:lease")
+    }
+
+    /// The artifact of `key` (named `name`) from the store, turned into a
+    /// `V` by `load`, with its bytes.
+    fn lookup<V, L: fmt::Display>(
+        &self,
+        name: &str,
+        key: &ArtifactKey,
+        load: impl Fn(VerifiedArtifact<'_>) -> Result<V, L>,
+    ) -> Lookup<(V, Vec<u8>)> {
+        let c = &self.counters;
+        let bytes = match self.fetch_value(name) {
+            Lookup::Found(bytes) => bytes,
+            Lookup::Missing => return Lookup::Missing,
+            Lookup::Unusable => return Lookup::Unusable,
+        };
+        let max = self.options.max_entry_bytes;
+        let outcome = entry::parse(&mut &bytes[..], bytes.len() as u64, key, &self.secret, max);
+        let (reason, counter) = match entry::judge(outcome, load) {
+            Verdict::Loaded { value, artifact } => {
+                bump(&c.hits, 1);
+                bump(&c.bytes_fetched, bytes.len() as u64);
+                tracing::debug!(
+                    target: crate::log_targets::REMOTE,
+                    key = %name,
+                    bytes = bytes.len(),
+                    "served an artifact from the remote store"
+                );
+                return Lookup::Found((value, artifact));
+            }
+            // Only for lack of memory.
+            Verdict::Missing => {
+                bump(&c.misses, 1);
+                return Lookup::Unusable;
+            }
+            Verdict::Rejected(Rejection::Refused(reason)) => {
+                (format!("the caller refused it: {reason}"), &c.refused)
+            }
+            Verdict::Rejected(Rejection::Corrupt(reason)) => {
+                (format!("malformed: {reason}"), &c.malformed)
+            }
+            Verdict::Rejected(Rejection::Unauthenticated) => (
+                "it failed authentication (forged, written with another secret, copied from \
+                 another key, or damaged)"
+                    .to_owned(),
+                &c.unauthenticated,
+            ),
+        };
+        bump(&c.rejected, 1);
+        bump(counter, 1);
+        tracing::warn!(
+            target: crate::log_targets::REMOTE,
+            key = %name,
+            %reason,
+            "ignoring a remote artifact-store entry: {reason}; it was not loaded, the artifact \
+             is built and published again"
+        );
+        Lookup::Unusable
+    }
+
+    /// Asks the backend for `lease` for `owner`, through the breaker;
+    /// `None` when skipped or failed (counted and logged: the caller
+    /// compiles).
+    fn take_lease(&self, lease: &str, owner: &str, ttl: Duration) -> Option<LeaseAnswer> {
+        if !self.breaker.admit(Instant::now()) {
+            bump(&self.counters.skipped, 1);
+            return None;
+        }
+        match self.backend.take_lease(lease, owner, ttl) {
+            Ok(answer) => {
+                self.breaker.succeeded(Request::Fetch);
+                Some(answer)
+            }
+            Err(error) => {
+                self.failed(Request::Fetch, lease, &error);
+                None
+            }
+        }
+    }
+
+    /// The longest a miss waits for one owner's compile, with leases that
+    /// live `ttl`.
+    fn wait_bound(&self, ttl: Duration) -> Duration {
+        let longest = load(&self.longest_build_nanos);
+        let longest = (longest > 0).then(|| Duration::from_nanos(longest));
+        lease::wait_bound(longest, self.options.compile_estimate, ttl)
+    }
+
     /// The value under `name`, through the breaker, timed and counted.
-    fn fetch_value(&self, name: &str) -> Option<Vec<u8>> {
+    fn fetch_value(&self, name: &str) -> Lookup<Vec<u8>> {
         let c = &self.counters;
         let start = Instant::now();
         if !self.breaker.admit(start) {
@@ -287,7 +475,7 @@ impl Shared {
                 reason = "unavailable",
                 "remote-cache miss: not asked, the circuit breaker is open after failures in a row"
             );
-            return None;
+            return Lookup::Unusable;
         }
         let max_value = self.options.max_entry_bytes + HEADER_LEN as u64;
         let answer = self.backend.get(name, max_value);
@@ -300,7 +488,7 @@ impl Shared {
             Ok(value) => {
                 self.breaker.succeeded(Request::Fetch);
                 match value {
-                    RemoteValue::Found(bytes) => return Some(bytes),
+                    RemoteValue::Found(bytes) => return Lookup::Found(bytes),
                     RemoteValue::Missing => {
                         bump(&c.misses, 1);
                         tracing::debug!(
@@ -309,6 +497,7 @@ impl Shared {
                             reason = "absent",
                             "remote-cache miss: no value under this key"
                         );
+                        return Lookup::Missing;
                     }
                     RemoteValue::TooLarge(len) => {
                         bump(&c.oversized, 1);
@@ -326,7 +515,7 @@ impl Shared {
             }
             Err(error) => self.failed(Request::Fetch, name, &error),
         }
-        None
+        Lookup::Unusable
     }
 
     /// Counts and logs a `request` of `name` that failed with `error`, for
@@ -347,7 +536,13 @@ impl Shared {
     /// The publisher thread: publishes each queued artifact until the tier
     /// is dropped and the queue drained.
     fn publish_all(&self, jobs: &Receiver<Publish>) {
-        for Publish { key, artifact } in jobs {
+        // A job's lease is released when the job is dropped: after its put.
+        for Publish {
+            key,
+            artifact,
+            lease: _lease,
+        } in jobs
+        {
             let c = &self.counters;
             if !self.breaker.admit(Instant::now()) {
                 bump(&c.skipped, 1);

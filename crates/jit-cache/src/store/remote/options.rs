@@ -30,6 +30,19 @@ pub struct RemoteOptions {
     /// Redis database but not their artifacts (staging and production, two
     /// teams) choose different ones. `default` unless set.
     pub namespace: Namespace,
+    /// How long a compile lease lives unless renewed (its owner renews it
+    /// every third of this while it compiles): a dead owner's lease ends
+    /// this long after its last renewal at most, and a waiter waits at
+    /// least this long (plus one poll), so that one waiter takes a dead
+    /// owner's lease over before the others give up. Keep it at or under
+    /// a compile. `None` (or zero): no leases, every process that misses
+    /// compiles (as with a backend without leases).
+    pub lease_ttl: Option<Duration>,
+    /// The compile time a waiter assumes for another process's compile
+    /// before this process measured one of its own: a waiter waits for one
+    /// owner at most the longest build this process measured, at least
+    /// this (and the lease's time to live), then compiles itself.
+    pub compile_estimate: Duration,
 }
 
 impl RemoteOptions {
@@ -44,6 +57,13 @@ impl RemoteOptions {
     pub const DEFAULT_QUEUE: usize = 32;
     /// The default key prefix, which names the entry format's version.
     pub const DEFAULT_KEY_PREFIX: &'static str = "sheaf-jit:v1:";
+    /// The default time to live of a compile lease: 2 s (renewed every
+    /// 0.67 s while compiling; a loopback or LAN request takes well under a
+    /// millisecond).
+    pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(2);
+    /// The default compile estimate of a waiter: 2 s, an IREE compile of a
+    /// small layer on a busy machine.
+    pub const DEFAULT_COMPILE_ESTIMATE: Duration = Duration::from_secs(2);
 }
 
 impl Default for RemoteOptions {
@@ -55,6 +75,8 @@ impl Default for RemoteOptions {
             queue: Self::DEFAULT_QUEUE,
             key_prefix: Self::DEFAULT_KEY_PREFIX.to_owned(),
             namespace: Namespace::default(),
+            lease_ttl: Some(Self::DEFAULT_LEASE_TTL),
+            compile_estimate: Self::DEFAULT_COMPILE_ESTIMATE,
         }
     }
 }

@@ -48,6 +48,19 @@ counters! {
         pub malformed: u64,
         /// Of `rejected`: authentic values the caller's `load` refused.
         pub refused: u64,
+        /// Compile leases taken: this process compiled a missing artifact
+        /// while the others of the cluster waited for it.
+        pub leases_taken: u64,
+        /// Leases lost before their compile ended (not renewed in time, or
+        /// the store failed): another process may have compiled too.
+        pub leases_lost: u64,
+        /// Misses that found another process's lease, and waited.
+        pub lease_waits: u64,
+        /// Waits that ended with the artifact from the store.
+        pub waits_found: u64,
+        /// Waits that ended compiling here: the wait bound passed, the
+        /// lease was released without an artifact, or the store failed.
+        pub waits_compiled: u64,
         other {
             /// Their total time.
             pub fetch_time: Duration,
@@ -72,7 +85,8 @@ impl fmt::Display for RemoteStats {
             f,
             "remote: {} hits, {} misses, {} publishes, {} rejected, {} oversized, {} errors, \
              {} skipped, {} dropped; {} fetched, {} published; {} fetches, {:.3?} mean, \
-             {:.3?} max; breaker {} (opened {} times)",
+             {:.3?} max; leases {} taken, {} lost; {} waits ({} found, {} compiled); \
+             breaker {} (opened {} times)",
             self.hits,
             self.misses,
             self.publishes,
@@ -86,6 +100,11 @@ impl fmt::Display for RemoteStats {
             self.fetches,
             mean,
             self.max_fetch_time,
+            self.leases_taken,
+            self.leases_lost,
+            self.lease_waits,
+            self.waits_found,
+            self.waits_compiled,
             self.breaker,
             self.breaker_opened,
         )

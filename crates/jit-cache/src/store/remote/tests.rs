@@ -20,6 +20,10 @@ struct Memory {
     /// While set, puts wait; `entered` counts the puts that started.
     hold: Mutex<(bool, u64)>,
     changed: Condvar,
+    /// Whether it has leases (else the trait's defaults: none).
+    leasing: std::sync::atomic::AtomicBool,
+    /// Each lease's owner and expiry.
+    leases: Mutex<HashMap<String, (String, Instant)>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -70,9 +74,68 @@ impl RemoteStore for Shared {
             .insert(key.to_owned(), value.to_vec());
         Ok(())
     }
+
+    fn take_lease(
+        &self,
+        lease: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<LeaseAnswer, RemoteError> {
+        let memory = &self.0;
+        if !memory.leasing.load(Ordering::Relaxed) {
+            return Ok(LeaseAnswer::Unsupported);
+        }
+        memory.requests.fetch_add(1, Ordering::Relaxed);
+        if memory.down.load(Ordering::Relaxed) {
+            return Err(down());
+        }
+        let now = Instant::now();
+        let mut leases = memory.leases.lock().unwrap();
+        if let Some((owner, expiry)) = leases.get(lease).filter(|(_, e)| *e > now) {
+            let _ = expiry;
+            return Ok(LeaseAnswer::Held {
+                owner: owner.clone(),
+            });
+        }
+        leases.insert(lease.to_owned(), (owner.to_owned(), now + ttl));
+        Ok(LeaseAnswer::Taken)
+    }
+
+    fn renew_lease(&self, lease: &str, owner: &str, ttl: Duration) -> Result<bool, RemoteError> {
+        let mut leases = self.0.leases.lock().unwrap();
+        match leases.get_mut(lease) {
+            Some((holder, expiry)) if holder == owner && *expiry > Instant::now() => {
+                *expiry = Instant::now() + ttl;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    fn release_lease(&self, lease: &str, owner: &str) -> Result<(), RemoteError> {
+        let mut leases = self.0.leases.lock().unwrap();
+        if leases.get(lease).is_some_and(|(holder, _)| holder == owner) {
+            leases.remove(lease);
+        }
+        Ok(())
+    }
 }
 
 impl Shared {
+    /// A backend with leases.
+    fn leasing() -> Self {
+        let backend = Shared::default();
+        backend.0.leasing.store(true, Ordering::Relaxed);
+        backend
+    }
+
+    /// The leases held now.
+    fn leases(&self) -> usize {
+        let now = Instant::now();
+        let leases = self.0.leases.lock().unwrap();
+        leases.values().filter(|(_, expiry)| *expiry > now).count()
+    }
+
     fn set_down(&self, down: bool) {
         self.0.down.store(down, Ordering::Relaxed);
     }
@@ -109,6 +172,15 @@ impl Shared {
 fn default_prefix() -> String {
     let id = secret().identity();
     format!("{}default:{id}:", RemoteOptions::DEFAULT_KEY_PREFIX)
+}
+
+/// Whether `tier` answers that the caller compiles `key`.
+fn compiles<L: fmt::Display>(
+    tier: &RemoteTier,
+    key: &ArtifactKey,
+    load: impl Fn(VerifiedArtifact<'_>) -> Result<Vec<u8>, L>,
+) -> bool {
+    matches!(tier.fetch_or_lease(key, load), Fetch::Compile(_))
 }
 
 fn tier(backend: &Shared, options: RemoteOptions) -> RemoteTier {
@@ -230,7 +302,7 @@ fn failures_open_the_breaker_and_calls_keep_working() {
     let tier = tier(&backend, options.clone());
     let load = |artifact: VerifiedArtifact<'_>| Ok::<_, String>(artifact.bytes().to_vec());
     for program in ["a", "b", "c", "d"] {
-        assert!(tier.fetch(&key(program), load).is_none());
+        assert!(compiles(&tier, &key(program), load));
     }
     let stats = tier.stats();
     assert_eq!(stats.breaker, BreakerState::Open);
@@ -238,7 +310,7 @@ fn failures_open_the_breaker_and_calls_keep_working() {
         (stats.errors, stats.skipped, stats.breaker_opened),
         (2, 2, 1)
     );
-    tier.publish(&key("a"), b"a");
+    tier.publish(&key("a"), b"a", Duration::ZERO, None);
     drop(tier);
     assert_eq!(backend.requests(), 2, "nothing is sent while it is open");
 
@@ -280,13 +352,13 @@ fn fetches_that_all_fail_open_the_breaker_whatever_publishes_succeed() {
     // A publish that succeeds between each two fetches that fail.
     for n in 0..3 {
         if n > 0 {
-            tier.publish(&key("built"), b"built");
+            tier.publish(&key("built"), b"built", Duration::ZERO, None);
             // Counted once the breaker heard of it.
             while tier.stats().publishes < n {
                 std::thread::yield_now();
             }
         }
-        assert!(tier.fetch(&key("a"), load).is_none());
+        assert!(compiles(&tier, &key("a"), load));
     }
     let stats = tier.stats();
     assert_eq!(
@@ -297,8 +369,8 @@ fn fetches_that_all_fail_open_the_breaker_whatever_publishes_succeed() {
     assert_eq!(stats.breaker, BreakerState::Open, "{stats}");
     assert_eq!(stats.breaker_opened, 1);
     // Skipped from now on, both kinds.
-    assert!(tier.fetch(&key("a"), load).is_none());
-    tier.publish(&key("built"), b"built");
+    assert!(compiles(&tier, &key("a"), load));
+    tier.publish(&key("built"), b"built", Duration::ZERO, None);
     drop(tier);
     assert_eq!(backend.puts.load(Ordering::Relaxed), 2);
 }
@@ -312,10 +384,10 @@ fn a_full_queue_drops_publishes_instead_of_waiting() {
     };
     let tier = tier(&backend, options);
     backend.hold_puts(true);
-    tier.publish(&key("a"), b"a");
+    tier.publish(&key("a"), b"a", Duration::ZERO, None);
     backend.wait_for_puts(1); // the publisher holds "a"
-    tier.publish(&key("b"), b"b"); // queued
-    tier.publish(&key("c"), b"c"); // dropped
+    tier.publish(&key("b"), b"b", Duration::ZERO, None); // queued
+    tier.publish(&key("c"), b"c", Duration::ZERO, None); // dropped
     assert_eq!(tier.stats().dropped, 1);
     backend.hold_puts(false);
     drop(tier); // waits for "a" and "b"
@@ -391,5 +463,190 @@ fn deployments_with_other_secrets_or_namespaces_keep_apart() {
     assert!(
         key_prefix.starts_with("sheaf-jit:v1:default:") && key_prefix.len() == 38,
         "{key_prefix}"
+    );
+}
+
+/// Options with leases that a test can wait out: a 300 ms time to live,
+/// a 200 ms compile estimate.
+fn short_leases() -> RemoteOptions {
+    RemoteOptions {
+        lease_ttl: Some(Duration::from_millis(300)),
+        compile_estimate: Duration::from_millis(200),
+        ..RemoteOptions::default()
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // threads sleeping for real time
+fn processes_missing_one_key_at_once_build_it_once() {
+    let backend = Shared::leasing();
+    // Two stores: two processes (no folder, so nothing merges them locally).
+    let stores = [
+        store(&backend, short_leases()),
+        store(&backend, short_leases()),
+    ];
+    let builds = AtomicU64::new(0);
+    let build = || {
+        builds.fetch_add(1, Ordering::Relaxed);
+        // Longer than a first poll, shorter than the wait bound.
+        std::thread::sleep(Duration::from_millis(50));
+        Ok::<_, String>(artifact("a"))
+    };
+    let load = |artifact: VerifiedArtifact<'_>| Ok::<_, String>(artifact.bytes().to_vec());
+    let fetched: Vec<_> = std::thread::scope(|scope| {
+        let threads: Vec<_> = stores
+            .iter()
+            .map(|store| scope.spawn(|| store.fetch_or_build(Some(&key("a")), load, build)))
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().unwrap().unwrap())
+            .collect()
+    });
+    assert_eq!(builds.load(Ordering::Relaxed), 1, "built once");
+    assert!(fetched.iter().all(|(bytes, _)| *bytes == artifact("a")));
+    let mut sources: Vec<_> = fetched.iter().map(|(_, source)| *source).collect();
+    sources.sort_by_key(|source| *source == Fetched::Remote);
+    assert_eq!(sources, [Fetched::Built, Fetched::Remote]);
+    let stats: Vec<_> = stores.iter().map(|s| s.remote_stats().unwrap()).collect();
+    let sum = |field: fn(&RemoteStats) -> u64| stats.iter().map(field).sum::<u64>();
+    assert_eq!(
+        (
+            sum(|s| s.leases_taken),
+            sum(|s| s.lease_waits),
+            sum(|s| s.waits_found)
+        ),
+        (1, 1, 1),
+        "{stats:?}"
+    );
+    let shown: String = stats.iter().map(ToString::to_string).collect();
+    assert!(
+        shown.contains("leases 1 taken, 0 lost") && shown.contains("1 waits (1 found, 0 compiled)"),
+        "{shown}"
+    );
+    drop(stores); // the publisher released the lease once published
+    assert_eq!(backend.leases(), 0);
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // sleeps for real time
+fn a_dead_owners_lease_makes_a_waiter_build_after_the_wait_bound() {
+    let backend = Shared::leasing();
+    let options = short_leases();
+    let name = format!("{}{}:lease", options.key_prefix, key("a").hex());
+    // Taken by a process that died: never renewed, never released.
+    let taken = backend.take_lease(&name, "dead:1:0", Duration::from_secs(3600));
+    assert_eq!(taken.unwrap(), LeaseAnswer::Taken);
+    let store = store(&backend, options);
+    let start = Instant::now();
+    assert_eq!(fetch(&store, "a"), (artifact("a"), Fetched::Built));
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(200),
+        "waits the compile estimate first: {waited:?}"
+    );
+    let stats = store.remote_stats().unwrap();
+    assert_eq!(
+        (stats.lease_waits, stats.waits_compiled, stats.leases_taken),
+        (1, 1, 0),
+        "{stats}"
+    );
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // sleeps for real time
+fn an_expired_lease_is_taken_over_by_a_waiter() {
+    let backend = Shared::leasing();
+    let options = RemoteOptions {
+        compile_estimate: Duration::from_secs(3600),
+        ..short_leases()
+    };
+    let name = format!("{}{}:lease", options.key_prefix, key("a").hex());
+    let ttl = Duration::from_millis(100);
+    assert_eq!(
+        backend.take_lease(&name, "dead:1:0", ttl).unwrap(),
+        LeaseAnswer::Taken
+    );
+    let store = store(&backend, options);
+    // Bounded by the lease's time to live, not the (hour-long) estimate.
+    assert_eq!(fetch(&store, "a"), (artifact("a"), Fetched::Built));
+    let stats = store.remote_stats().unwrap();
+    assert_eq!(
+        (stats.lease_waits, stats.waits_compiled, stats.leases_taken),
+        (1, 1, 1),
+        "{stats}"
+    );
+}
+
+#[test]
+fn a_lease_on_a_failing_store_is_a_miss() {
+    let backend = Shared::leasing();
+    backend.set_down(true);
+    let store = store(&backend, short_leases());
+    assert_eq!(fetch(&store, "a"), (artifact("a"), Fetched::Built));
+    let stats = store.remote_stats().unwrap();
+    assert_eq!(
+        (stats.errors, stats.lease_waits, stats.leases_taken),
+        (1, 0, 0)
+    );
+}
+
+#[test]
+fn without_leases_every_miss_builds() {
+    let backend = Shared::leasing();
+    let options = RemoteOptions {
+        lease_ttl: None,
+        ..short_leases()
+    };
+    let store = store(&backend, options);
+    assert_eq!(fetch(&store, "a").1, Fetched::Built);
+    let zero = RemoteOptions {
+        lease_ttl: Some(Duration::ZERO),
+        ..short_leases()
+    };
+    let zero = self::store(&backend, zero);
+    assert_eq!(fetch(&zero, "b").1, Fetched::Built);
+    assert_eq!(backend.leases(), 0);
+    assert_eq!(store.remote_stats().unwrap().leases_taken, 0);
+    assert_eq!(zero.remote_stats().unwrap().leases_taken, 0);
+}
+
+#[test]
+#[cfg_attr(miri, ignore)] // sleeps for real time
+fn a_waiter_waits_anew_for_an_owner_that_took_the_lease_over() {
+    let backend = Shared::leasing();
+    let options = RemoteOptions {
+        lease_ttl: Some(Duration::from_millis(100)),
+        compile_estimate: Duration::from_millis(300),
+        ..RemoteOptions::default()
+    };
+    let name = format!("{}{}:lease", options.key_prefix, key("a").hex());
+    let hour = Duration::from_secs(3600);
+    assert_eq!(
+        backend.take_lease(&name, "a", hour).unwrap(),
+        LeaseAnswer::Taken
+    );
+    let store = store(&backend, options);
+    let took_over = backend.clone();
+    let owners = std::thread::spawn(move || {
+        // "a" dies after 200 ms and "b" takes over; "b" publishes 200 ms
+        // later: 400 ms after the wait began, past one bound of 300 ms.
+        std::thread::sleep(Duration::from_millis(200));
+        took_over.release_lease(&name, "a").unwrap();
+        assert_eq!(
+            took_over.take_lease(&name, "b", hour).unwrap(),
+            LeaseAnswer::Taken
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        took_over.set_value("a", entry::encode(&key("a"), &secret(), &artifact("a")));
+        took_over.release_lease(&name, "b").unwrap();
+    });
+    assert_eq!(fetch(&store, "a"), (artifact("a"), Fetched::Remote));
+    owners.join().unwrap();
+    let stats = store.remote_stats().unwrap();
+    assert_eq!(
+        (stats.lease_waits, stats.waits_found, stats.waits_compiled),
+        (1, 1, 0),
+        "{stats}"
     );
 }

@@ -79,6 +79,7 @@ const SAMPLES: &[(&str, &str, Option<&[u8]>)] = &[
     ("SHEAF_JIT_REMOTE_CONNECT_TIMEOUT", "20", Some(b"-5")),
     ("SHEAF_JIT_REMOTE_MAX_ENTRY", "8M", Some(b"big")),
     ("SHEAF_JIT_REMOTE_COOL_DOWN", "1500", Some(b"30s")),
+    ("SHEAF_JIT_REMOTE_LEASE", "0", Some(b"10s")),
 ];
 
 /// The variable's value applied to the defaults, unvalidated (a remote
@@ -226,6 +227,7 @@ fn the_remote_cache_needs_a_secret_and_takes_its_settings_from_variables() {
         ("SHEAF_JIT_REMOTE_CONNECT_TIMEOUT", "20"),
         ("SHEAF_JIT_REMOTE_MAX_ENTRY", "8M"),
         ("SHEAF_JIT_REMOTE_COOL_DOWN", "1500"),
+        ("SHEAF_JIT_REMOTE_LEASE", "2500"),
     ])
     .unwrap();
     let remote = &config.remote;
@@ -246,6 +248,9 @@ fn the_remote_cache_needs_a_secret_and_takes_its_settings_from_variables() {
         remote.ca_file.as_deref(),
         Some(Path::new("/etc/sheaf/ca.pem"))
     );
+    assert_eq!(remote.options.lease_ttl, Some(Duration::from_millis(2500)));
+    let no_leases = from(&[("SHEAF_JIT_REMOTE_LEASE", "0")]).unwrap();
+    assert_eq!(no_leases.remote.options.lease_ttl, None);
     assert!(from(&[]).unwrap().remote.url.is_none(), "off by default");
 }
 
