@@ -49,10 +49,10 @@ fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
     };
     let store = format!("{backend:?}");
     let tier = RemoteTier::new(backend, secret, remote.options.clone()).map_err(|error| {
-            JitError::Internal(format!(
-                "cannot start the remote cache's publisher thread: {error}"
-            ))
-        })?;
+        JitError::Internal(format!(
+            "cannot start the remote cache's publisher thread: {error}"
+        ))
+    })?;
     tracing::info!(
         target: jit_cache::log_targets::REMOTE,
         %store,

@@ -533,7 +533,7 @@ fn processes_missing_one_key_at_once_build_it_once() {
 fn a_dead_owners_lease_makes_a_waiter_build_after_the_wait_bound() {
     let backend = Shared::leasing();
     let options = short_leases();
-    let name = format!("{}{}:lease", options.key_prefix, key("a").hex());
+    let name = format!("{}{}:lease", default_prefix(), key("a").hex());
     // Taken by a process that died: never renewed, never released.
     let taken = backend.take_lease(&name, "dead:1:0", Duration::from_secs(3600));
     assert_eq!(taken.unwrap(), LeaseAnswer::Taken);
@@ -561,7 +561,7 @@ fn an_expired_lease_is_taken_over_by_a_waiter() {
         compile_estimate: Duration::from_secs(3600),
         ..short_leases()
     };
-    let name = format!("{}{}:lease", options.key_prefix, key("a").hex());
+    let name = format!("{}{}:lease", default_prefix(), key("a").hex());
     let ttl = Duration::from_millis(100);
     assert_eq!(
         backend.take_lease(&name, "dead:1:0", ttl).unwrap(),
@@ -620,7 +620,7 @@ fn a_waiter_waits_anew_for_an_owner_that_took_the_lease_over() {
         compile_estimate: Duration::from_millis(300),
         ..RemoteOptions::default()
     };
-    let name = format!("{}{}:lease", options.key_prefix, key("a").hex());
+    let name = format!("{}{}:lease", default_prefix(), key("a").hex());
     let hour = Duration::from_secs(3600);
     assert_eq!(
         backend.take_lease(&name, "a", hour).unwrap(),
