@@ -63,7 +63,7 @@ fn a_variable_that_asks_for_a_left_out_cache_names_the_feature() {
         .map(|variable| variable.name)
         .filter(|name| name.starts_with("SHEAF_JIT_REMOTE_"))
         .collect();
-    assert_eq!(remote.len(), 8, "{remote:?}");
+    assert_eq!(remote.len(), 9, "{remote:?}");
     let asks = disk
         .iter()
         .map(|name| (*name, "disk cache", "disk-cache"))
