@@ -11,8 +11,9 @@
 //! | `sheaf_jit::remote` | the remote cache: `debug` per fetch with its outcome (served, absent, over the size bound, request failed, skipped by the open breaker) and per publish; `warn` per entry refused and when the breaker opens |
 //! | `sheaf_jit::compile` | the compiler chosen and why, the compile span (function, signature, artifact key, phases), batched compiles, the dump folder (`SHEAF_JIT_DUMP_DIR`), compile threads |
 //! | `sheaf_jit::runtime` | the device opened and its fallbacks, bundles served, the process's exit |
+//! | `sheaf_jit::call` | `trace`: a span per call (function, signature, outcome: compiled and where the code came from, or interpreted and why), around the events of its miss; off unless asked for by name or at `trace`, since it is on every cache hit |
 //!
-//! Before 0.3 the `jit-cache` events used the target `jit_cache`, and the
+//! Before 0.2 the `jit-cache` events used the target `jit_cache`, and the
 //! others `sheaf_jit`; a filter on `sheaf_jit` covers them all now.
 
 /// Misses of the in-memory cache explained, compile results, evictions.
@@ -27,6 +28,8 @@ pub const REMOTE: &str = "sheaf_jit::remote";
 pub const COMPILE: &str = "sheaf_jit::compile";
 /// The runtime: devices, bundles, the process's exit.
 pub const RUNTIME: &str = "sheaf_jit::runtime";
+/// A span per call, at `trace` level (the hit path's only instrumentation).
+pub const CALL: &str = "sheaf_jit::call";
 
 /// Whether a `debug` event of [`RECOMPILES`] is shown: by the `tracing`
 /// subscriber, or, with none installed, by the `log` crate's logger (which

@@ -33,6 +33,7 @@
 
 use std::sync::OnceLock;
 
+use tracing_subscriber::fmt::format::FmtSpan;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{log_filter, LOG_ENV};
@@ -109,6 +110,9 @@ fn install_now(filter: Option<String>) -> StderrLog {
         .with_ansi(false)
         .without_time()
         .with_target(true)
+        // A span's line when it closes, with its fields: a call's
+        // (`sheaf_jit::call=trace`), a compile's (`sheaf_jit::compile=debug`).
+        .with_span_events(FmtSpan::CLOSE)
         .finish();
     // Not `try_init`: that would also take the `log` crate's logger, which
     // is the application's to set.

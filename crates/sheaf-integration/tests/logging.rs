@@ -91,6 +91,30 @@ fn sheaf_jit_log_prints_the_filtered_events_to_stderr() {
 }
 
 #[test]
+fn each_call_is_a_span_with_its_signature_and_outcome() {
+    const TEST: &str = "each_call_is_a_span_with_its_signature_and_outcome";
+    if !in_child() {
+        let output = child(TEST, &[("SHEAF_JIT_LOG", "sheaf_jit::call=trace")]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let calls: Vec<_> = stderr
+            .lines()
+            .filter(|line| line.contains("call{function=\"sigmoid\" signature=(f32[2,3]) outcome="))
+            .collect();
+        // Two calls (compiled, then, after a restart on a damaged entry,
+        // compiled again), each closed once with its outcome.
+        assert_eq!(calls.len(), 2, "{stderr}");
+        for line in &calls {
+            assert!(line.contains("outcome=\"compiled (Compiled("), "{line}");
+            assert!(line.ends_with("sheaf_jit::call: close"), "{line}");
+        }
+        // Nothing but the calls: the filter names their target alone.
+        assert!(!stderr.contains("sheaf_jit::recompiles"), "{stderr}");
+        return;
+    }
+    misses_and_a_damaged_entry();
+}
+
+#[test]
 fn sheaf_jit_trace_is_still_the_debug_filter() {
     const TEST: &str = "sheaf_jit_trace_is_still_the_debug_filter";
     if !in_child() {

@@ -121,7 +121,20 @@ impl JitRuntime {
     ) -> Result<Dispatched<M>, JitError> {
         let inner = &*self.inner;
         let start = Instant::now();
+        // Disabled (the default), the span costs a check of its callsite's
+        // interest, and its fields are never formatted.
+        let span = tracing::trace_span!(
+            target: jit_cache::log_targets::CALL,
+            "call",
+            function = function.name(),
+            signature = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        let _entered = span.enter();
         let (signature, flat) = value::flatten_call(args, captured)?;
+        if !span.is_disabled() {
+            span.record("signature", tracing::field::display(&signature));
+        }
         // When this call prepared a compile: its lowering and compile are
         // recorded as such, the lookup up to then as the lookup.
         let mut missed_at = None;
@@ -171,17 +184,21 @@ impl JitRuntime {
         let looked_up = Instant::now();
         let lookup_end = missed_at.unwrap_or(looked_up);
         inner.profile.record(Phase::KeyLookup, lookup_end - start);
-        match dispatch {
+        let outcome = match dispatch {
             Dispatch::Compiled { exe, origin } => {
                 let outputs = self.run(&exe, &flat, looked_up)?;
-                Ok(Dispatched::Compiled(Compiled::new(
-                    outputs,
-                    Provenance::Compiled(origin),
-                    exe,
-                )?))
+                Dispatched::Compiled(Compiled::new(outputs, Provenance::Compiled(origin), exe)?)
             }
-            Dispatch::Interpret { reason } => Ok(Dispatched::Interpret(reason)),
+            Dispatch::Interpret { reason } => Dispatched::Interpret(reason),
+        };
+        if !span.is_disabled() {
+            let described = match &outcome {
+                Dispatched::Compiled(compiled) => format!("compiled ({:?})", compiled.provenance),
+                Dispatched::Interpret(reason) => format!("interpret ({reason:?})"),
+            };
+            span.record("outcome", described);
         }
+        Ok(outcome)
     }
 
     /// Tells the runtime how long interpreting a call of `function` took,
