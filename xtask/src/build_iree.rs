@@ -121,9 +121,9 @@ pub(crate) fn run(options: &Options) -> Result<Manifest> {
         "checking tools (CMake, Ninja, libclang, IREE compiler)",
         tools::ensure,
     )?;
-    let source = source::resolve(options.source.as_deref())?;
+    let mut source = source::resolve(options.source.as_deref())?;
     if let Some(tracing) = options.tracing {
-        tracing.check_source(&source.dir)?;
+        source = tracing.prepare_source(source)?;
     }
     let cuda = options
         .drivers
@@ -199,8 +199,10 @@ pub(crate) fn run(options: &Options) -> Result<Manifest> {
             log.run(&mut cmake)
         })?;
     }
-    let (tracing_libs, tracing_system_libs) =
-        options.tracing.map(Tracing::extra_libs).unwrap_or_default();
+    let tracing_system_libs = options
+        .tracing
+        .map(Tracing::system_libs)
+        .unwrap_or_default();
     step(
         "building iree_runtime_unified (Release; ~20-40 s on 2 cores)",
         || {
@@ -209,12 +211,11 @@ pub(crate) fn run(options: &Options) -> Result<Manifest> {
                 Command::new(&tools.cmake)
                     .arg("--build")
                     .arg(&build_dir)
-                    .args(["--target", "iree_runtime_unified"])
-                    .args(tracing_libs.iter().flat_map(|(name, _)| ["--target", name])),
+                    .args(["--target", "iree_runtime_unified"]),
             )
         },
     )?;
-    let static_libs: Vec<(&str, &str)> = runtime_libs("static").chain(tracing_libs).collect();
+    let static_libs: Vec<(&str, &str)> = runtime_libs("static").collect();
     let manifest = step("installing headers, libraries and the manifest", || {
         install(&source, &build_dir, &prefix, &static_libs)?;
         let manifest = Manifest {

@@ -29,9 +29,11 @@ pub(crate) const COMMANDS: &[Command] = &[
       venv) and `local-sync,local-task,metal` on macOS (Apple Silicon;
       never run there yet). --tracing builds with IREE's runtime tracing
       into an install of its own, used through IREE_DIR (printed), never
-      the current one; Tracy (the default) needs an IREE checkout with its
-      third_party/tracy submodule as --source, `console` prints zones to
-      stderr (docs/profiling.md).
+      the current one. Tracy (the default) streams to Tracy 0.11.1's
+      profiler GUI; its client comes from the crates.io package
+      tracy-client-sys 0.24.3 (xtask's pinned dependency) unless the IREE
+      sources have their third_party/tracy submodule. `console` prints
+      zones to stderr (docs/profiling.md).
       IREE_SOURCE_DIR is the same as --source. `--target
       aarch64-unknown-linux-gnu` cross-builds the runtime (CPU drivers only,
       `local-sync,local-task` by default) with Debian's
@@ -60,8 +62,9 @@ pub(crate) const COMMANDS: &[Command] = &[
       declared rust-version, install redis-server and Mesa's lavapipe (a
       software Vulkan device) if missing, run the workspace tests (the
       device suite on the CPU and on Vulkan), sheaf-integration without
-      default features, macos-check, a console tracing runtime (built, and
-      iree-safe's example run on it), package-check, a 30 s
+      default features, macos-check, a Tracy tracing runtime (built, and
+      iree-safe's example run on it, connected to as Tracy's profiler),
+      package-check, a 30 s
       soak, the Linux-aarch64 tests, the miri tests and each fuzz target for
       20 s. With --aarch64, only the Linux-aarch64 tests: install the cross
       toolchain, qemu-user and the Rust target if missing, cross-build IREE,

@@ -32,6 +32,8 @@ mod test;
 mod tidy;
 mod tools;
 mod tracing;
+mod tracy_capture;
+mod tracy_client;
 mod vulkan;
 
 use std::process::ExitCode;

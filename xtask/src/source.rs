@@ -65,6 +65,19 @@ pub(crate) fn resolve(explicit: Option<&Path>) -> Result<Source> {
 /// The pinned package's `iree/` folder, found (and downloaded and
 /// checksum-verified on first use) by Cargo.
 fn registry_package() -> Result<(PathBuf, String)> {
+    let package_dir = registry_package_dir(pinned::PACKAGE, pinned::VERSION)?;
+    let pinned = pinned::at(&package_dir).map_err(anyhow::Error::msg)?;
+    let origin = format!(
+        "crates.io package {} (iree-sys's build-dependency, checksum in Cargo.lock)",
+        pinned.package
+    );
+    Ok((pinned.dir, origin))
+}
+
+/// The folder where Cargo unpacked the registry package `name` `version`, a
+/// dependency of a workspace member, from the workspace's `cargo metadata`
+/// (which downloads it, and checks it against `Cargo.lock`, on first use).
+pub(crate) fn registry_package_dir(name: &str, version: &str) -> Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let json = process::output(
         std::process::Command::new(cargo)
@@ -78,23 +91,12 @@ fn registry_package() -> Result<(PathBuf, String)> {
         .and_then(|packages| {
             packages
                 .iter()
-                .find(|p| p["name"] == pinned::PACKAGE && p["version"] == pinned::VERSION)
+                .find(|p| p["name"] == name && p["version"] == version)
         })
         .and_then(|package| package["manifest_path"].as_str())
-        .with_context(|| {
-            format!(
-                "cargo metadata lists no {} {}",
-                pinned::PACKAGE,
-                pinned::VERSION
-            )
-        })?;
-    let package_dir = Path::new(manifest)
+        .with_context(|| format!("cargo metadata lists no {name} {version}"))?;
+    Ok(Path::new(manifest)
         .parent()
-        .context("a manifest path has no folder")?;
-    let pinned = pinned::at(package_dir).map_err(anyhow::Error::msg)?;
-    let origin = format!(
-        "crates.io package {} (iree-sys's build-dependency, checksum in Cargo.lock)",
-        pinned.package
-    );
-    Ok((pinned.dir, origin))
+        .context("a manifest path has no folder")?
+        .to_path_buf())
 }

@@ -17,9 +17,9 @@
 //!    that asking for a left-out cache or the in-process compiler (the
 //!    subprocess one compiles) is an error naming the feature, and clippy
 //!    on that build; then the library crates type-checked for macOS on
-//!    Apple Silicon (`macos.rs`: `cargo xtask macos-check`); and a console
-//!    tracing runtime built (CPU drivers) and iree-safe's example run on it
-//!    (`tracing.rs`);
+//!    Apple Silicon (`macos.rs`: `cargo xtask macos-check`); and a Tracy
+//!    tracing runtime built (CPU drivers) and iree-safe's example run on
+//!    it, connected to as Tracy's profiler (`tracing.rs`);
 //! 7. the packaged library crates, used by a crate outside the workspace
 //!    (`package.rs`), and built offline from `cargo vendor`'s copy of their
 //!    dependencies (`offline.rs`); their API against `HEAD~1`'s

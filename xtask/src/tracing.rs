@@ -9,17 +9,19 @@
 //!
 //! - `tracy` (the default): Tracy's client, streaming to the Tracy GUI. IREE
 //!   builds it from its `third_party/tracy` submodule, which the pinned
-//!   sources (the crates.io package eerie-sys 0.5.0) do not carry: it needs
-//!   an IREE checkout with that submodule (`--source`, `IREE_SOURCE_DIR`).
-//! - `console`: IREE's own provider, which prints zones to stderr; it builds
-//!   from the pinned sources.
+//!   sources (the crates.io package eerie-sys 0.5.0) do not carry: then the
+//!   client comes from the pinned crates.io package tracy-client-sys, put
+//!   where IREE's CMake looks by an overlay of the sources
+//!   (`tracy_client.rs`). An IREE checkout with the submodule (`--source`,
+//!   `IREE_SOURCE_DIR`) is used as it is.
+//! - `console`: IREE's own provider, which prints zones to stderr.
 
-use std::path::Path;
-
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
 use crate::build_iree::{self, Options};
 use crate::process::{self, step};
+use crate::source::Source;
+use crate::{tracy_capture, tracy_client};
 
 /// The tracing provider a runtime is built with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,91 +69,86 @@ impl Tracing {
         ]
     }
 
-    /// Fails, saying where to get them, when the IREE sources at `source`
-    /// lack what the provider builds from.
-    pub(crate) fn check_source(self, source: &Path) -> Result<()> {
-        if self == Tracing::Tracy && !source.join("third_party/tracy/CMakeLists.txt").is_file() {
-            bail!(
-                "--tracing=tracy builds Tracy's client from IREE's third_party/tracy submodule, \
-                 which {} lacks (the pinned crates.io sources, eerie-sys 0.5.0, do not carry \
-                 it); pass --source (or IREE_SOURCE_DIR) an IREE 3.13 checkout after `git \
-                 submodule update --init third_party/tracy`, or use --tracing=console, which \
-                 builds from the pinned sources",
-                source.display()
-            );
+    /// The IREE source tree to configure: `source` itself, unless the
+    /// provider is Tracy and `source` lacks IREE's `third_party/tracy`
+    /// submodule (the pinned sources do), then an overlay of it under
+    /// `target/iree/` with Tracy's client from the pinned crates.io package
+    /// tracy-client-sys (`tracy_client.rs`).
+    pub(crate) fn prepare_source(self, mut source: Source) -> Result<Source> {
+        if self == Tracing::Console
+            || source
+                .dir
+                .join("third_party/tracy/CMakeLists.txt")
+                .is_file()
+        {
+            return Ok(source);
         }
-        Ok(())
-    }
-
-    /// The static libraries, beyond the runtime's, that a program linking
-    /// this build needs, as (link name, path inside the CMake build folder),
-    /// and the system libraries.
-    pub(crate) fn extra_libs(self) -> (Vec<(&'static str, &'static str)>, Vec<&'static str>) {
-        match self {
-            // Tracy's client is C++: IREE builds it as a library of its own.
-            Tracing::Tracy => (
-                vec![("TracyClient", "third_party/tracy/libTracyClient.a")],
-                vec!["stdc++"],
+        let dir = source.dir.to_str().unwrap_or_default();
+        let root = process::workspace_root()
+            .join("target/iree/tracy-overlay")
+            .join(process::short_hash(&[dir, tracy_client::VERSION]));
+        source.dir = step(
+            &format!(
+                "adding Tracy {}'s client ({} {}) to the IREE sources",
+                tracy_client::TRACY_VERSION,
+                tracy_client::PACKAGE,
+                tracy_client::VERSION
             ),
-            Tracing::Console => (Vec::new(), Vec::new()),
+            || tracy_client::overlay(&source.dir, &root),
+        )?;
+        source.origin = format!(
+            "{}, with Tracy {}'s client from crates.io package {} {} (checksum in Cargo.lock)",
+            source.origin,
+            tracy_client::TRACY_VERSION,
+            tracy_client::PACKAGE,
+            tracy_client::VERSION
+        );
+        Ok(source)
+    }
+
+    /// The system libraries, beyond the runtime's, that a program linking
+    /// this build needs. Tracy's client is C++ (IREE compiles it into the
+    /// runtime library, `tracy.cc`).
+    pub(crate) fn system_libs(self) -> &'static [&'static str] {
+        match self {
+            Tracing::Tracy if cfg!(target_os = "macos") => &["c++"],
+            Tracing::Tracy => &["stdc++"],
+            Tracing::Console => &[],
         }
     }
 }
 
-/// What `cargo xtask test` checks: a console tracing runtime (CPU drivers
-/// only) builds and links, and iree-safe's `load_call_drop` example runs
-/// on it, with the provider's zones on stderr (the provider started by
-/// `iree_trace_app_enter`). Its own target folder: the IREE_DIR differs.
+/// What `cargo xtask test` checks: a Tracy tracing runtime (CPU drivers
+/// only) builds from the pinned sources and links, and iree-safe's
+/// `load_call_drop` example, built on it, runs and streams its trace to a
+/// Tracy 0.11.1 profiler's handshake (`tracy_capture.rs`). Its own target
+/// folder: the IREE_DIR differs.
 pub(crate) fn check() -> Result<()> {
-    let options = Options::from_args(&["--tracing=console", "--drivers", "local-sync,local-task"])?;
+    let options = Options::from_args(&["--tracing=tracy", "--drivers", "local-sync,local-task"])?;
     let manifest = build_iree::run(&options)?;
+    let target_dir = process::workspace_root().join("target/tracing-check");
     step(
-        "iree-safe's load_call_drop example on the console tracing runtime",
+        "building iree-safe's load_call_drop example on the Tracy runtime",
         || {
-            let mut cargo = process::cargo_with_iree(&manifest.prefix);
-            cargo
-                .args([
-                    "run",
-                    "--quiet",
-                    "-p",
-                    "iree-safe",
-                    "--example",
-                    "load_call_drop",
-                ])
-                .env(
-                    "CARGO_TARGET_DIR",
-                    process::workspace_root().join("target/tracing-check"),
-                );
-            let out = cargo
-                .output()
-                .with_context(|| format!("cannot start {}", process::describe(&cargo)))?;
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let zones = stderr.lines().filter(|line| line.contains('►')).count();
-            if !out.status.success() {
-                bail!(
-                    "{} failed with {}; the last lines:\n{}",
-                    process::describe(&cargo),
-                    out.status,
-                    last_lines(&stderr, 20)
-                );
-            }
-            if !stderr.contains("► iree_vm_instance_create") {
-                bail!(
-                    "the example ran on the tracing runtime but traced no instance creation \
-                     ({zones} zones); the last lines:\n{}",
-                    last_lines(&stderr, 20)
-                );
-            }
-            eprintln!("[xtask]   {zones} zones traced");
-            Ok(())
+            process::run(
+                process::cargo_with_iree(&manifest.prefix)
+                    .args([
+                        "build",
+                        "--quiet",
+                        "-p",
+                        "iree-safe",
+                        "--example",
+                        "load_call_drop",
+                    ])
+                    .env("CARGO_TARGET_DIR", &target_dir),
+            )
         },
-    )
-}
-
-/// The last `count` lines of `text`.
-fn last_lines(text: &str, count: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(count)..].join("\n")
+    )?;
+    step("running it, connected to as Tracy's profiler", || {
+        let bytes = tracy_capture::capture(&target_dir.join("debug/examples/load_call_drop"))?;
+        eprintln!("[xtask]   {bytes} bytes of trace received");
+        Ok(())
+    })
 }
 
 #[cfg(test)]
@@ -176,13 +173,21 @@ mod tests {
     }
 
     #[test]
-    fn tracy_needs_the_submodule_the_pinned_sources_lack() {
-        let empty = tempfile::tempdir().unwrap();
-        let error = Tracing::Tracy
-            .check_source(empty.path())
-            .unwrap_err()
-            .to_string();
-        assert!(error.contains("third_party/tracy"), "{error}");
-        assert!(Tracing::Console.check_source(empty.path()).is_ok());
+    fn a_checkout_with_the_tracy_submodule_is_used_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("third_party/tracy")).unwrap();
+        std::fs::write(dir.path().join("third_party/tracy/CMakeLists.txt"), "").unwrap();
+        let source = Source {
+            dir: dir.path().to_path_buf(),
+            version: "3.13.0".to_owned(),
+            origin: "user checkout".to_owned(),
+        };
+        for tracing in [Tracing::Tracy, Tracing::Console] {
+            let prepared = tracing.prepare_source(source.clone()).unwrap();
+            assert_eq!(prepared.dir, source.dir);
+            assert_eq!(prepared.origin, source.origin);
+        }
+        assert_eq!(Tracing::Tracy.system_libs().len(), 1);
+        assert!(Tracing::Console.system_libs().is_empty());
     }
 }
