@@ -5,7 +5,7 @@ use std::path::PathBuf;
 pub(crate) const USAGE: &str = "\
 usage: pingpong [--iters 30,500,5000] [--driver local-sync|local-task]
                 [--ceiling-mib 2048] [--plot FILE.svg] [--json]
-                [--ragged [--calls 2000]]
+                [--ragged [--calls 2000]] [--cache-dir DIR]
 
   --iters        checkpoints; the run lasts until the largest
   --ragged       the ragged-batch scenario instead: mlp_layer with a batch
@@ -13,6 +13,11 @@ usage: pingpong [--iters 30,500,5000] [--driver local-sync|local-task]
                  cache vs dynamic dims, then a restart: a new process on the
                  dynamic run's disk cache (plot: target/pingpong/ragged-rss.svg)
   --calls        calls in the ragged scenario (default 2000)
+  --cache-dir    a disk cache to fill and keep: the shared mode's (without
+                 it the ping-pong has none), or the dynamic and restart
+                 modes' (--ragged; without it, a temporary folder); look
+                 inside with `sheaf-jit-cache --dir DIR list`. A second run
+                 on it loads what the first compiled
   --driver       IREE driver for every mode (default local-sync)
   --ceiling-mib  the legacy mode stops when its RSS passes this (default 2048)
   --plot         where to write the SVG plot (default target/pingpong/rss.svg)
@@ -80,8 +85,9 @@ pub(crate) struct Args {
     pub ragged_calls: usize,
     /// Set in the child processes only.
     pub child: Option<Mode>,
-    /// The disk cache of the ragged scenario's dynamic and restart modes
-    /// (the parent makes it, and passes it to those children).
+    /// The disk cache of the shared mode, or of the ragged scenario's
+    /// dynamic and restart modes (given, or a temporary folder the parent
+    /// makes for the ragged scenario), passed to those children.
     pub cache_dir: Option<PathBuf>,
 }
 
@@ -199,7 +205,7 @@ impl Args {
                 self.ragged_calls.to_string(),
             ]);
         }
-        if let (Some(dir), Mode::Dynamic | Mode::Restart) = (&self.cache_dir, mode) {
+        if let (Some(dir), Mode::Shared | Mode::Dynamic | Mode::Restart) = (&self.cache_dir, mode) {
             args.push("--cache-dir".into());
             args.push(dir.display().to_string());
         }

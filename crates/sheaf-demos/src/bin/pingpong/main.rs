@@ -88,10 +88,16 @@ fn run_child(mode: Mode, args: &Args) -> anyhow::Result<()> {
 /// Runs each mode as a child process and reports side by side.
 fn run_parent(args: &Args) -> anyhow::Result<()> {
     // The ragged scenario's dynamic run fills a disk cache of its own, on
-    // which the restart runs.
-    let cache = tempfile::tempdir().context("cannot make a disk cache folder")?;
+    // which the restart runs: the one given, or a temporary one.
+    let temporary = match (&args.cache_dir, args.ragged) {
+        (None, true) => Some(tempfile::tempdir().context("cannot make a disk cache folder")?),
+        _ => None,
+    };
     let args = &Args {
-        cache_dir: Some(cache.path().to_path_buf()),
+        cache_dir: temporary
+            .as_ref()
+            .map(|cache| cache.path().to_path_buf())
+            .or_else(|| args.cache_dir.clone()),
         ..args.clone()
     };
     let mut records = Vec::new();

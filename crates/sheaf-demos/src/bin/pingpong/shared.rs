@@ -17,10 +17,15 @@ pub(crate) fn run(
     mode: CompileMode,
     emit: &mut dyn FnMut(&Record),
 ) -> anyhow::Result<()> {
-    // No disk cache: every signature is compiled for real, once.
+    // No disk cache unless one is given (to the shared mode only): every
+    // signature is compiled for real, once.
+    let folder = match (&args.cache_dir, mode) {
+        (Some(dir), CompileMode::Blocking) => DiskCacheFolder::Dir(dir.clone()),
+        _ => DiskCacheFolder::Disabled,
+    };
     let config = JitConfig::builder()
         .device(|device| device.driver.clone_from(&args.driver))
-        .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
+        .disk(|disk| disk.folder = folder)
         .compile(|compile| compile.mode = mode)
         .build()?;
     let jit = JitRuntime::new(config)?;
