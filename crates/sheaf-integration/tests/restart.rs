@@ -199,7 +199,7 @@ fn a_damaged_or_stale_policy_file_is_ignored_with_one_warning() {
             mlp_call(&jit, batch, batch as u32);
         }
     });
-    assert!(!logs.contains("WARN jit_cache"), "{logs}");
+    assert!(!logs.contains("WARN sheaf_jit::cache"), "{logs}");
     let file = the_policy_file(dir.path());
     let learned = fs::read_to_string(&file).unwrap();
     assert!(learned.contains("\ndynamic\t0.0\t"), "{learned}");
@@ -242,7 +242,7 @@ fn a_damaged_or_stale_policy_file_is_ignored_with_one_warning() {
         });
         let warnings: Vec<&str> = logs
             .lines()
-            .filter(|l| l.contains("WARN jit_cache"))
+            .filter(|l| l.contains("WARN sheaf_jit::cache"))
             .collect();
         assert_eq!(warnings.len(), 1, "{what}: {logs}");
         assert!(

@@ -189,7 +189,7 @@ impl Shared {
             Ok(false) => {
                 bump(&self.counters.leases_lost, 1);
                 tracing::debug!(
-                    target: "jit_cache",
+                    target: crate::log_targets::REMOTE,
                     %lease,
                     "lost a compile lease (it expired, and perhaps another process compiles \
                      too)"
@@ -200,7 +200,7 @@ impl Shared {
                 bump(&self.counters.errors, 1);
                 bump(&self.counters.leases_lost, 1);
                 let error = ErrorChain(&error);
-                tracing::debug!(target: "jit_cache", %lease, %error, "cannot renew a compile lease: {error}");
+                tracing::debug!(target: crate::log_targets::REMOTE, %lease, %error, "cannot renew a compile lease: {error}");
                 false
             }
         }
@@ -212,7 +212,7 @@ impl Shared {
             bump(&self.counters.errors, 1);
             let error = ErrorChain(&error);
             tracing::debug!(
-                target: "jit_cache",
+                target: crate::log_targets::REMOTE,
                 %lease,
                 %error,
                 "cannot release a compile lease (it expires by itself): {error}"
