@@ -18,12 +18,17 @@ pub(crate) type Lease = Option<HeldLease>;
 /// A compile lease of the tier behind: nothing without the `remote`
 /// feature.
 #[cfg(not(feature = "remote"))]
-pub(crate) type Lease = ();
+pub(crate) type Lease = NoLease;
+
+/// The lease of a store with nothing behind its folder.
+#[cfg(not(feature = "remote"))]
+pub(crate) struct NoLease;
 
 /// What the tier behind a store's folder found for a key.
 pub(crate) enum Found<V> {
     /// The artifact turned into a `V`, with its bytes (to store in the
-    /// folder).
+    /// folder). Only a remote tier finds one.
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     Artifact(V, Vec<u8>),
     /// Nothing: the caller builds, holding the lease (if any) until it
     /// hands the artifact to [`Behind::publish`].
@@ -79,7 +84,7 @@ impl Behind {
         #[cfg(not(feature = "remote"))]
         {
             let _ = (key, load);
-            Found::Build(())
+            Found::Build(NoLease)
         }
     }
 
