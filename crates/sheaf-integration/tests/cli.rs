@@ -19,7 +19,7 @@ use sheaf_integration::{
 
 /// Runs the command with `args`; its output.
 fn run(args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_sheaf-jit-cache"))
+    test_support::child::command(env!("CARGO_BIN_EXE_sheaf-jit-cache"))
         .args(args)
         .output()
         .unwrap()
@@ -275,7 +275,7 @@ fn a_reader_that_leaves_ends_the_command_quietly() {
     let (reader, writer) = rustix::pipe::pipe().unwrap();
     drop(reader);
     for command in ["list", "--help"] {
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_sheaf-jit-cache"))
+        let output = test_support::child::command(env!("CARGO_BIN_EXE_sheaf-jit-cache"))
             .args(["--dir", dir.to_str().unwrap(), command])
             .stdout(std::process::Stdio::from(writer.try_clone().unwrap()))
             .output()
