@@ -511,6 +511,17 @@ pub(crate) fn log_filter(
             value: &value,
         };
         let filter = var.text()?;
+        // tracing-subscriber 0.3 panics on some non-ASCII whitespace (it
+        // slices inside a `\u{85}`); a filter names ASCII targets anyway.
+        if let Some(bad) = filter
+            .chars()
+            .find(|c| !c.is_ascii() || c.is_ascii_control())
+        {
+            return Err(var.invalid(format!(
+                "a filter in RUST_LOG syntax, such as `sheaf_jit=debug`, of printable ASCII \
+                 ({bad:?} is not)"
+            )));
+        }
         tracing_subscriber::EnvFilter::builder()
             .parse(&filter)
             .map_err(|error| {

@@ -343,3 +343,14 @@ fn a_bad_value_names_the_variable_and_what_it_may_be() {
     let error = from(&[("SHEAF_JIT_CAPACITY", "0")]).unwrap_err();
     assert!(error.to_string().contains("function_capacity"), "{error}");
 }
+
+#[test]
+fn a_log_filter_of_other_than_printable_ascii_is_an_error_not_a_panic() {
+    // Found by the `config` fuzz target: tracing-subscriber slices inside
+    // a `\u{85}` (NEL) and panics.
+    for filter in ["a,\u{85}b=6", "sheaf_jit\r=debug"] {
+        let vars = |name: &str| (name == "SHEAF_JIT_LOG").then(|| filter.into());
+        let error = log_filter(vars).unwrap_err();
+        assert!(error.to_string().contains("SHEAF_JIT_LOG"), "{error}");
+    }
+}
