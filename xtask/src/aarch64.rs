@@ -15,18 +15,21 @@
 //!    the kernel, which runs it natively. The compiler is told to emit
 //!    aarch64 code (`CompileTarget::process_cpu`). Tests that start the test
 //!    binary again go through qemu-user too (`SHEAF_JIT_TEST_RUNNER`): the
-//!    kernel cannot start an aarch64 executable itself.
+//!    kernel cannot start an aarch64 executable itself. The test
+//!    executables run as many at a time as there are cores, each from its
+//!    package's folder as `cargo test` would run it (one long executable,
+//!    such as `restart`'s, no longer holds up the rest).
 //!
 //! What is left out, and why, is listed in [`PACKAGES`] and printed. Each
 //! step prints its time, and the run its total.
 
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
 
-use crate::cross::AARCH64;
+use crate::cross::{Target, AARCH64};
 use crate::process::{self, step};
 use crate::{build_iree, cross, debian};
 
@@ -159,17 +162,6 @@ pub(crate) fn run() -> Result<()> {
     ])?)?;
     let iree_seconds = iree_started.elapsed().as_secs_f64();
     let runner = format!("{} -L {}", qemu.display(), target.sysroot().display());
-    let cargo = |args: &[String]| {
-        let mut command = process::cargo_with_iree(&manifest.prefix);
-        command
-            .arg("test")
-            .args(["--target", target.triple])
-            .args(args)
-            .env(target.cargo_env("LINKER"), &gcc)
-            .env(target.cargo_env("RUNNER"), &runner)
-            .env("SHEAF_JIT_TEST_RUNNER", &runner);
-        command
-    };
     let metadata = process::output(
         Command::new("cargo")
             .current_dir(process::workspace_root())
@@ -177,22 +169,32 @@ pub(crate) fn run() -> Result<()> {
     )?;
     let metadata: serde_json::Value =
         serde_json::from_str(&metadata).context("cargo metadata printed invalid JSON")?;
-    let runs = PACKAGES
+    let selections = PACKAGES
         .iter()
         .map(|package| package.cargo_args(&metadata))
         .collect::<Result<Vec<_>, _>>()?;
     let build_started = Instant::now();
-    step(
+    let executables = step(
         &format!("cross-compiling the tests for {}", target.triple),
         || {
-            for (tests, examples) in &runs {
+            let mut executables = Vec::new();
+            for (package, (tests, examples)) in PACKAGES.iter().zip(&selections) {
                 for args in [tests, examples] {
-                    if !args.is_empty() {
-                        process::run(cargo(args).arg("--no-run"))?;
+                    if args.is_empty() {
+                        continue;
                     }
+                    let messages = process::output(
+                        process::cargo_with_iree(&manifest.prefix)
+                            .args(["test", "--no-run", "--target", target.triple])
+                            .arg("--message-format=json-render-diagnostics")
+                            .args(args)
+                            .env(target.cargo_env("LINKER"), &gcc)
+                            .stderr(Stdio::inherit()),
+                    )?;
+                    executables.extend(TestExecutable::built(package, &messages));
                 }
             }
-            Ok(())
+            Ok(executables)
         },
     )?;
     let build_seconds = build_started.elapsed().as_secs_f64();
@@ -211,21 +213,18 @@ pub(crate) fn run() -> Result<()> {
         }
     }
     let tests_started = Instant::now();
-    step(&format!("the tests under {runner}"), || {
-        for (package, (tests, examples)) in PACKAGES.iter().zip(&runs) {
-            let mut run = cargo(tests);
-            run.arg("--");
-            for (name, _) in package.skipped {
-                run.args(["--skip", name]);
-            }
-            process::run(&mut run)?;
-            // Examples run as tests take no test-harness arguments.
-            if !examples.is_empty() {
-                process::run(&mut cargo(examples))?;
-            }
-        }
-        Ok(())
-    })?;
+    step(
+        &format!(
+            "{} test executables under {runner}, {} at a time",
+            executables.len(),
+            process::workers_for(executables.len())
+        ),
+        || {
+            process::on_every_core(&executables, |executable| {
+                executable.run(&qemu, target, &manifest.prefix, &runner)
+            })
+        },
+    )?;
     eprintln!(
         "[xtask] aarch64: IREE cross build {iree_seconds:.1}s, cross-compiling the tests \
          {build_seconds:.1}s, the tests under qemu-user {:.1}s; {:.1}s in all",
@@ -233,6 +232,95 @@ pub(crate) fn run() -> Result<()> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// One cross-compiled test executable, run under qemu-user the way
+/// `cargo test` would run it: from its package's folder, with the package's
+/// skipped tests skipped.
+struct TestExecutable {
+    package: &'static Package,
+    /// The target's name (`--lib` targets are named as the library).
+    name: String,
+    path: PathBuf,
+    /// The package's folder, the working directory `cargo test` gives.
+    folder: PathBuf,
+    /// Whether it was built with the test harness and takes its arguments
+    /// (an example run as a test is not and does not).
+    harness: bool,
+}
+
+impl TestExecutable {
+    /// The executables cargo's JSON `messages` (of `cargo test --no-run`)
+    /// say it built for `package`.
+    fn built(package: &'static Package, messages: &str) -> Vec<TestExecutable> {
+        messages
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|message| message["reason"] == "compiler-artifact")
+            .filter_map(|message| {
+                let path = PathBuf::from(message["executable"].as_str()?);
+                let folder = Path::new(message["manifest_path"].as_str()?)
+                    .parent()?
+                    .to_path_buf();
+                let target = &message["target"];
+                // Built with the test harness, or an example run as a test;
+                // not the binaries built for the integration tests to start.
+                let harness = message["profile"]["test"] == true;
+                if !harness && target["kind"][0] != "example" {
+                    return None;
+                }
+                Some(TestExecutable {
+                    package,
+                    name: target["name"].as_str()?.to_owned(),
+                    path,
+                    folder,
+                    harness,
+                })
+            })
+            .collect()
+    }
+
+    /// Runs it under `qemu` to its end, then prints its output and how long
+    /// it took, in one write.
+    fn run(&self, qemu: &Path, target: &Target, prefix: &Path, runner: &str) -> Result<()> {
+        let mut command = Command::new(qemu);
+        command
+            .arg("-L")
+            .arg(target.sysroot())
+            .arg(&self.path)
+            .current_dir(&self.folder)
+            .env("CARGO_MANIFEST_DIR", &self.folder)
+            .env("IREE_DIR", prefix)
+            .env_remove("IREE_SOURCE_DIR")
+            .env("SHEAF_JIT_TEST_RUNNER", runner);
+        if self.harness {
+            for (name, _) in self.package.skipped {
+                command.args(["--skip", name]);
+            }
+        }
+        let start = Instant::now();
+        let out = command
+            .output()
+            .with_context(|| format!("cannot start {}", process::describe(&command)))?;
+        let status = if out.status.success() { "ok" } else { "FAILED" };
+        eprintln!(
+            "{}{}[xtask]   qemu {} {}: {status} in {:.1}s",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.package.name,
+            self.name,
+            start.elapsed().as_secs_f64()
+        );
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(anyhow!(
+                "{} failed with {}",
+                process::describe(&command),
+                out.status
+            ))
+        }
+    }
 }
 
 impl Package {
@@ -280,5 +368,64 @@ impl Package {
             }
         }
         Ok((tests, examples))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line of `cargo test --no-run --message-format=json`, trimmed to
+    /// the fields read here.
+    fn artifact(kind: &str, name: &str, test: bool, executable: Option<&str>) -> String {
+        serde_json::json!({
+            "reason": "compiler-artifact",
+            "manifest_path": "/w/crates/sheaf-integration/Cargo.toml",
+            "target": { "kind": [kind], "name": name },
+            "profile": { "test": test },
+            "executable": executable,
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn the_test_executables_and_examples_run_as_tests_are_run() {
+        let messages = [
+            "Compiling (not JSON)".to_owned(),
+            artifact("lib", "sheaf_integration", false, None),
+            artifact(
+                "lib",
+                "sheaf_integration",
+                true,
+                Some("/t/sheaf_integration-1"),
+            ),
+            artifact("bin", "sheaf-jit-cache", false, Some("/t/sheaf-jit-cache")),
+            artifact("test", "restart", true, Some("/t/restart-2")),
+            artifact(
+                "example",
+                "sheaf_port",
+                false,
+                Some("/t/examples/sheaf_port"),
+            ),
+            r#"{"reason":"build-finished","success":true}"#.to_owned(),
+        ]
+        .join("\n");
+        let package = &PACKAGES[2];
+        let built = TestExecutable::built(package, &messages);
+        let listed: Vec<(&str, &str, bool)> = built
+            .iter()
+            .map(|e| (e.name.as_str(), e.path.to_str().unwrap(), e.harness))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("sheaf_integration", "/t/sheaf_integration-1", true),
+                ("restart", "/t/restart-2", true),
+                ("sheaf_port", "/t/examples/sheaf_port", false),
+            ]
+        );
+        assert!(built
+            .iter()
+            .all(|e| e.folder == Path::new("/w/crates/sheaf-integration")));
     }
 }

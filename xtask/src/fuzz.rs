@@ -1,6 +1,7 @@
 //! `cargo xtask fuzz [SECONDS]`: the cargo-fuzz targets of `fuzz/`, each run
 //! for a bounded time from its committed seeds (also the last step of
-//! `cargo xtask test`).
+//! `cargo xtask test`). The targets are built together first, then run as
+//! many at a time as there are cores (libFuzzer runs on one).
 //!
 //! The seeds in `fuzz/seeds/<target>/` are copied to
 //! `target/fuzz-corpus/<target>/` first, so a run grows its corpus there and
@@ -40,13 +41,25 @@ pub(crate) fn run(seconds: u64) -> Result<()> {
 /// Installs cargo-fuzz if needed, then runs every target for `seconds`.
 pub(crate) fn run_bounded(iree_prefix: &Path, seconds: u64) -> Result<()> {
     step("installing cargo-fuzz (if missing)", ensure_cargo_fuzz)?;
-    for target in TARGETS {
-        step(
-            &format!("fuzzing `{target}` for {seconds}s from fuzz/seeds/{target}"),
-            || fuzz(iree_prefix, target, seconds),
-        )?;
-    }
-    Ok(())
+    step("building the fuzz targets", || {
+        process::run(&mut cargo_fuzz(iree_prefix, "build"))
+    })?;
+    step(
+        &format!(
+            "fuzzing {} targets for {seconds}s each from fuzz/seeds/, {} at a time",
+            TARGETS.len(),
+            process::workers_for(TARGETS.len())
+        ),
+        || process::on_every_core(TARGETS, |target| fuzz(iree_prefix, target, seconds)),
+    )
+}
+
+/// `cargo +nightly fuzz SUBCOMMAND` of the build every target runs in: no
+/// sanitizer, optimized.
+fn cargo_fuzz(iree_prefix: &Path, subcommand: &str) -> Command {
+    let mut command = process::cargo_with_iree(iree_prefix);
+    command.args(["+nightly", "fuzz", subcommand, "--sanitizer", "none", "-O"]);
+    command
 }
 
 fn ensure_cargo_fuzz() -> Result<()> {
@@ -70,16 +83,8 @@ fn fuzz(iree_prefix: &Path, target: &str, seconds: u64) -> Result<()> {
         fs::copy(seed.path(), corpus.join(seed.file_name()))
             .with_context(|| format!("cannot copy {}", seed.path().display()))?;
     }
-    let output = process::cargo_with_iree(iree_prefix)
-        .args([
-            "+nightly",
-            "fuzz",
-            "run",
-            "--sanitizer",
-            "none",
-            "-O",
-            target,
-        ])
+    let output = cargo_fuzz(iree_prefix, "run")
+        .arg(target)
         .arg(&corpus)
         .args(["--", &format!("-max_total_time={seconds}"), "-seed=1"])
         .output()
@@ -95,12 +100,12 @@ fn fuzz(iree_prefix: &Path, target: &str, seconds: u64) -> Result<()> {
         ));
     }
     // libFuzzer's last words: `Done N runs in S second(s)`, and the
-    // coverage line before them.
-    for line in stderr
+    // coverage line before them; in one write, as other targets run beside.
+    let summary: String = stderr
         .lines()
         .filter(|line| line.starts_with("Done ") || line.contains("DONE"))
-    {
-        eprintln!("[xtask]   {target}: {line}");
-    }
+        .map(|line| format!("[xtask]   {target}: {line}\n"))
+        .collect();
+    eprint!("{summary}");
     Ok(())
 }

@@ -12,8 +12,6 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::thread;
 use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
@@ -71,13 +69,13 @@ pub(crate) fn test_all(prefix: &Path) -> Result<()> {
             target,
         }));
     }
-    let workers = thread::available_parallelism().map_or(1, usize::from);
     step(
         &format!(
-            "cargo +nightly miri test: {} test targets on {workers} workers",
-            jobs.len()
+            "cargo +nightly miri test: {} test targets on {} workers",
+            jobs.len(),
+            process::workers_for(jobs.len())
         ),
-        || run_jobs(prefix, &jobs, workers),
+        || process::on_every_core(&jobs, |job| run_job(prefix, job)).context("under miri"),
     )
 }
 
@@ -138,41 +136,6 @@ fn targets_built(messages: &str, manifest: &Path) -> Option<Vec<Vec<String>>> {
     }
     targets.push(vec!["--doc".to_owned()]);
     has_lib.then_some(targets)
-}
-
-/// Runs `jobs` on `workers` threads, printing each job's output when it
-/// ends; fails naming every job that failed.
-fn run_jobs(prefix: &Path, jobs: &[Job], workers: usize) -> Result<()> {
-    let next = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
-    let failures: Vec<String> = thread::scope(|scope| {
-        let workers: Vec<_> = (0..workers.clamp(1, jobs.len().max(1)))
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut failures = Vec::new();
-                    while !failed.load(Ordering::Relaxed) {
-                        let Some(job) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                            break;
-                        };
-                        if let Err(why) = run_job(prefix, job) {
-                            failed.store(true, Ordering::Relaxed);
-                            failures.push(format!("{why:#}"));
-                        }
-                    }
-                    failures
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|worker| worker.join().expect("a miri worker panicked"))
-            .collect()
-    });
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(anyhow!("under miri: {}", failures.join("; ")))
-    }
 }
 
 /// Runs one job to its end, then prints its output and how long it took.

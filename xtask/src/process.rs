@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread;
 use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
@@ -85,6 +87,54 @@ pub(crate) fn step<T>(what: &str, step: impl FnOnce() -> Result<T>) -> Result<T>
         start.elapsed().as_secs_f64()
     );
     Ok(value)
+}
+
+/// Runs `run` on each of `jobs`, taken from one queue by as many worker
+/// threads as there are cores; after a failed job no new one starts. Fails
+/// naming every job that failed. For jobs that each keep one core busy
+/// (miri, a fuzzer): a job should print its output in one write when it
+/// ends, so that the workers' outputs do not interleave.
+pub(crate) fn on_every_core<T: Sync>(
+    jobs: &[T],
+    run: impl Fn(&T) -> Result<()> + Sync,
+) -> Result<()> {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let failures: Vec<String> = thread::scope(|scope| {
+        let workers: Vec<_> = (0..workers_for(jobs.len()))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut failures = Vec::new();
+                    while !failed.load(Ordering::Relaxed) {
+                        let Some(job) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                            break;
+                        };
+                        if let Err(why) = run(job) {
+                            failed.store(true, Ordering::Relaxed);
+                            failures.push(format!("{why:#}"));
+                        }
+                    }
+                    failures
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| worker.join().expect("a worker panicked"))
+            .collect()
+    });
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow!("{}", failures.join("; ")))
+    }
+}
+
+/// The number of workers `on_every_core` runs `jobs` jobs on.
+pub(crate) fn workers_for(jobs: usize) -> usize {
+    thread::available_parallelism()
+        .map_or(1, usize::from)
+        .clamp(1, jobs.max(1))
 }
 
 /// The first 16 hex digits of the SHA-256 of `parts` (each followed by a

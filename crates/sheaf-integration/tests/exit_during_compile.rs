@@ -26,6 +26,9 @@ const CHILD: &str = "SHEAF_JIT_TEST_EXIT_CASE";
 /// overrides it.
 const CHILDREN_PER_MODE: usize = 96;
 
+/// How many children run at once.
+const CHILDREN_AT_ONCE: usize = 4;
+
 /// The latest a child ends, after its runtime is up: past the compiler's
 /// load and the first compiles.
 const LATEST_END_MS: u64 = 1_500;
@@ -97,34 +100,44 @@ fn a_process_ending_during_compiles_exits_with_its_own_status() {
     }
     let started = Instant::now();
     let mut failures = Vec::new();
-    // Four children at a time (they mostly sleep). Their stderr goes to a file, not a pipe: an
-    // `iree-compile` a child started may outlive it, holding a pipe open.
-    for group in cases.chunks(4) {
-        let children: Vec<_> = group
-            .iter()
-            .map(|case| {
-                let stderr = tempfile::tempfile().unwrap();
-                let child = test_support::child::rerun(
-                    "a_process_ending_during_compiles_exits_with_its_own_status",
-                )
-                .env(CHILD, case)
-                .stdout(Stdio::null())
-                .stderr(stderr.try_clone().unwrap())
-                .spawn()
-                .unwrap();
-                (case, child, stderr)
-            })
-            .collect();
-        for (case, mut child, mut stderr) in children {
-            let status = child.wait().unwrap();
-            let end = End::parse(case.split(' ').nth(1).unwrap());
-            if status.code() != Some(end.status()) {
-                let mut text = String::new();
-                stderr.seek(SeekFrom::Start(0)).unwrap();
-                stderr.read_to_string(&mut text).unwrap();
-                let last: Vec<&str> = text.lines().rev().take(4).collect();
-                failures.push(format!("{case}: {status:?} ({})", last.join(" | ")));
-            }
+    // Four children at a time (they mostly sleep), a new one started as soon as one ends. Their
+    // stderr goes to a file, not a pipe: an `iree-compile` a child started may outlive it,
+    // holding a pipe open.
+    let mut waiting = cases.iter();
+    let mut running = Vec::new();
+    loop {
+        while running.len() < CHILDREN_AT_ONCE {
+            let Some(case) = waiting.next() else { break };
+            let stderr = tempfile::tempfile().unwrap();
+            let child = test_support::child::rerun(
+                "a_process_ending_during_compiles_exits_with_its_own_status",
+            )
+            .env(CHILD, case)
+            .stdout(Stdio::null())
+            .stderr(stderr.try_clone().unwrap())
+            .spawn()
+            .unwrap();
+            running.push((case, child, stderr));
+        }
+        if running.is_empty() {
+            break;
+        }
+        let Some(ended) = running
+            .iter_mut()
+            .position(|(_, child, _)| child.try_wait().unwrap().is_some())
+        else {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        let (case, mut child, mut stderr) = running.swap_remove(ended);
+        let status = child.wait().unwrap();
+        let end = End::parse(case.split(' ').nth(1).unwrap());
+        if status.code() != Some(end.status()) {
+            let mut text = String::new();
+            stderr.seek(SeekFrom::Start(0)).unwrap();
+            stderr.read_to_string(&mut text).unwrap();
+            let last: Vec<&str> = text.lines().rev().take(4).collect();
+            failures.push(format!("{case}: {status:?} ({})", last.join(" | ")));
         }
     }
     println!(
