@@ -281,7 +281,7 @@ impl TestExecutable {
     }
 
     /// Runs it under `qemu` to its end, then prints its output and how long
-    /// it took, in one write.
+    /// it took (`process::run_and_report`).
     fn run(&self, qemu: &Path, target: &Target, prefix: &Path, runner: &str) -> Result<()> {
         let mut command = Command::new(qemu);
         command
@@ -298,28 +298,10 @@ impl TestExecutable {
                 command.args(["--skip", name]);
             }
         }
-        let start = Instant::now();
-        let out = command
-            .output()
-            .with_context(|| format!("cannot start {}", process::describe(&command)))?;
-        let status = if out.status.success() { "ok" } else { "FAILED" };
-        eprintln!(
-            "{}{}[xtask]   qemu {} {}: {status} in {:.1}s",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-            self.package.name,
-            self.name,
-            start.elapsed().as_secs_f64()
-        );
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(anyhow!(
-                "{} failed with {}",
-                process::describe(&command),
-                out.status
-            ))
-        }
+        process::run_and_report(
+            &mut command,
+            &format!("qemu {} {}", self.package.name, self.name),
+        )
     }
 }
 

@@ -12,9 +12,8 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 
 use crate::process::{self, step};
 
@@ -75,7 +74,12 @@ pub(crate) fn test_all(prefix: &Path) -> Result<()> {
             jobs.len(),
             process::workers_for(jobs.len())
         ),
-        || process::on_every_core(&jobs, |job| run_job(prefix, job)).context("under miri"),
+        || {
+            process::on_every_core(&jobs, |job| {
+                process::run_and_report(&mut job.command(prefix), &format!("miri {}", job.name()))
+            })
+            .context("under miri")
+        },
     )
 }
 
@@ -136,33 +140,6 @@ fn targets_built(messages: &str, manifest: &Path) -> Option<Vec<Vec<String>>> {
     }
     targets.push(vec!["--doc".to_owned()]);
     has_lib.then_some(targets)
-}
-
-/// Runs one job to its end, then prints its output and how long it took.
-fn run_job(prefix: &Path, job: &Job) -> Result<()> {
-    let start = Instant::now();
-    let mut command = job.command(prefix);
-    let out = command
-        .output()
-        .with_context(|| format!("cannot start {}", process::describe(&command)))?;
-    let took = start.elapsed().as_secs_f64();
-    let status = if out.status.success() { "ok" } else { "FAILED" };
-    // One write per job, so that workers' outputs do not interleave.
-    eprintln!(
-        "{}{}[xtask]   miri {}: {status} in {took:.1}s",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        job.name(),
-    );
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(anyhow!(
-            "{} failed with {}",
-            process::describe(&command),
-            out.status
-        ))
-    }
 }
 
 #[cfg(test)]

@@ -130,6 +130,28 @@ pub(crate) fn on_every_core<T: Sync>(
     }
 }
 
+/// Runs `command` to its end with its output captured, then prints that
+/// output and `[xtask]   LABEL: ok in Ns` (or `FAILED`) in one write, so
+/// that jobs running beside it (`on_every_core`) do not interleave.
+pub(crate) fn run_and_report(command: &mut Command, label: &str) -> Result<()> {
+    let start = Instant::now();
+    let out = command
+        .output()
+        .with_context(|| format!("cannot start {}", describe(command)))?;
+    let status = if out.status.success() { "ok" } else { "FAILED" };
+    eprintln!(
+        "{}{}[xtask]   {label}: {status} in {:.1}s",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        start.elapsed().as_secs_f64()
+    );
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(anyhow!("{} failed with {}", describe(command), out.status))
+    }
+}
+
 /// The number of workers `on_every_core` runs `jobs` jobs on.
 pub(crate) fn workers_for(jobs: usize) -> usize {
     thread::available_parallelism()
