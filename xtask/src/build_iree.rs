@@ -26,10 +26,6 @@ use crate::process::{self, step};
 use crate::tracing::Tracing;
 use crate::{cli, cross, host, source, tools};
 
-/// Every driver `--drivers` may name; which are the default, and which the
-/// host can build, is `host.rs`'s.
-const KNOWN_DRIVERS: &[&str] = &["local-sync", "local-task", "vulkan", "cuda", "metal"];
-
 /// Command-line options of `build-iree`.
 #[derive(Debug, Default)]
 pub(crate) struct Options {
@@ -83,10 +79,10 @@ impl Options {
             }
         }
         for driver in &options.drivers {
-            if !KNOWN_DRIVERS.contains(&driver.as_str()) {
+            if !host::ALL_DRIVERS.contains(&driver.as_str()) {
                 return Err(anyhow!(
                     "unknown driver `{driver}`; choose from {}",
-                    KNOWN_DRIVERS.join(", ")
+                    host::ALL_DRIVERS.join(", ")
                 ));
             }
         }
@@ -129,7 +125,7 @@ pub(crate) fn run(options: &Options) -> Result<Manifest> {
         .drivers
         .iter()
         .any(|d| d == "cuda")
-        .then(|| step("finding the CUDA headers", CudaHeaders::locate))
+        .then(|| step("finding the CUDA headers", crate::cuda::locate))
         .transpose()?;
     let mut cmake_options = cmake_options(&options.drivers, cuda.as_ref(), options.tracing);
     let mut key_parts = vec![source.version.as_str(), source.dir.to_str().unwrap_or("")];
@@ -193,8 +189,8 @@ pub(crate) fn run(options: &Options) -> Result<Manifest> {
                 .arg(&build_dir);
             cmake.arg(format!("-DCMAKE_MAKE_PROGRAM={}", tools.ninja.display()));
             cmake.args(&cmake_options);
-            if let Some(CudaHeaders::Wheels(root)) = &cuda {
-                cmake.env("IREE_CUDA_DEPS_DIR", root);
+            if let Some((name, value)) = cuda.as_ref().and_then(CudaHeaders::configure_env) {
+                cmake.env(name, value);
             }
             log.run(&mut cmake)
         })?;
@@ -300,8 +296,6 @@ fn cmake_options(
     cuda: Option<&CudaHeaders>,
     tracing: Option<Tracing>,
 ) -> Vec<String> {
-    let on_off = |on: bool| if on { "ON" } else { "OFF" };
-    let has = |name: &str| drivers.iter().any(|d| d == name);
     let mut options: Vec<String> = RUNTIME_OPTIONS
         .lines()
         .filter(|line| !line.is_empty() && !line.starts_with('#'))
@@ -312,13 +306,8 @@ fn cmake_options(
     // The host's drivers only (IREE_HAL_DRIVER_DEFAULTS=OFF leaves the
     // others out), so that Linux's options, and so its install keys, are
     // what they were before macOS's `metal`.
-    for driver in host::Os::current().buildable_drivers() {
-        let option = driver.replace('-', "_").to_uppercase();
-        options.push(format!("IREE_HAL_DRIVER_{option}={}", on_off(has(driver))));
-    }
-    if let Some(CudaHeaders::Toolkit(root)) = cuda {
-        options.push(format!("CUDAToolkit_ROOT={}", root.display()));
-    }
+    options.extend(host::Os::current().driver_defines(drivers));
+    options.extend(cuda.and_then(CudaHeaders::cmake_define));
     options.into_iter().map(|o| format!("-D{o}")).collect()
 }
 

@@ -1,9 +1,10 @@
 //! The CUDA headers the runtime's `cuda` HAL driver is compiled against.
 //!
 //! The driver loads `libcuda.so` when a device is opened, so building it
-//! needs headers only, never a GPU or a driver. They come from an installed
-//! CUDA toolkit when there is one (`CUDA_PATH`, else `/usr/local/cuda`),
-//! else from NVIDIA's PyPI wheels installed into the project venv:
+//! needs headers only, never a GPU or a driver. They come from where the
+//! iree-sys build script looks (`crates/iree-sys/build/cuda_headers.rs`:
+//! `IREE_CUDA_DEPS_DIR`, an installed toolkit at `CUDA_PATH` or
+//! `/usr/local/cuda`), else from NVIDIA's PyPI wheels installed into the project venv:
 //! `cuda.h` and the runtime headers (`nvidia-cuda-runtime-cu12`), the
 //! `crt/` headers they include and `libdevice` (`nvidia-cuda-nvcc-cu12`),
 //! and `nv/target` (`nvidia-cuda-cccl-cu12`). The wheels install into three
@@ -26,46 +27,34 @@ pub(crate) const WHEELS: &[&str] = &[
     "nvidia-cuda-cccl-cu12==12.9.27",
 ];
 
-/// Where the CUDA headers come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CudaHeaders {
-    /// An installed toolkit: passed to CMake as `CUDAToolkit_ROOT`.
-    Toolkit(PathBuf),
-    /// The wheels' headers joined under one root: passed to CMake's
-    /// configure as the environment variable `IREE_CUDA_DEPS_DIR`.
-    Wheels(PathBuf),
-}
+pub(crate) use headers::CudaHeaders;
 
-impl CudaHeaders {
-    /// Finds an installed toolkit, else installs the wheels (once) and
-    /// joins their headers.
-    pub(crate) fn locate() -> Result<CudaHeaders> {
-        if let Some(toolkit) = installed_toolkit() {
-            return Ok(CudaHeaders::Toolkit(toolkit));
-        }
-        tools::ensure_requirements(WHEELS)?;
-        let nvidia = tools::site_packages()?.join("nvidia");
-        let root = process::workspace_root().join("target/iree/cuda-headers");
-        join_wheels(&nvidia, &root)?;
-        Ok(CudaHeaders::Wheels(root))
+/// The toolkit lookup shared with the iree-sys build script.
+#[path = "../../crates/iree-sys/build/cuda_headers.rs"]
+mod headers;
+
+/// Finds installed headers (`IREE_CUDA_DEPS_DIR`, `CUDA_PATH`,
+/// `/usr/local/cuda`, as the iree-sys build script does), else installs the
+/// wheels (once) and joins their headers into a folder handed to CMake as
+/// `IREE_CUDA_DEPS_DIR`.
+pub(crate) fn locate() -> Result<CudaHeaders> {
+    let var = |name| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(found) = headers::find(var("IREE_CUDA_DEPS_DIR"), var("CUDA_PATH")) {
+        return Ok(found);
     }
-
-    /// The root, for the build key and the log.
-    pub(crate) fn root(&self) -> &Path {
-        match self {
-            CudaHeaders::Toolkit(root) | CudaHeaders::Wheels(root) => root,
-        }
-    }
-}
-
-/// A toolkit with `include/cuda.h` and `nvcc` (CMake's `FindCUDAToolkit`
-/// needs both), from `CUDA_PATH` or the usual install location.
-fn installed_toolkit() -> Option<PathBuf> {
-    std::env::var_os("CUDA_PATH")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([PathBuf::from("/usr/local/cuda")])
-        .find(|root| root.join("include/cuda.h").is_file() && root.join("bin/nvcc").is_file())
+    eprintln!(
+        "[xtask] no CUDA headers in {}: using NVIDIA's wheels",
+        headers::SEARCHED
+    );
+    tools::ensure_requirements(WHEELS)?;
+    let nvidia = tools::site_packages()?.join("nvidia");
+    let root = process::workspace_root().join("target/iree/cuda-headers");
+    join_wheels(&nvidia, &root)?;
+    Ok(CudaHeaders::DepsDir(root))
 }
 
 /// Makes `root/include/*` link to every entry of the wheels' `include`

@@ -40,29 +40,42 @@ impl Os {
         }
     }
 
-    /// The HAL drivers `build-iree` builds when `--drivers` is not given:
-    /// on Linux every driver Sheaf ships there (the two CPU drivers, Vulkan,
-    /// which loads `libvulkan.so.1` when a device is opened, and CUDA,
-    /// `libcuda.so`, likewise: none needs a GPU to build); on macOS the CPU
-    /// drivers and Metal.
-    pub(crate) fn default_drivers(self) -> &'static [&'static str] {
+    /// Rust's `target_os` of the system.
+    fn target_os(self) -> &'static str {
         match self {
-            Os::Linux => &["local-sync", "local-task", "vulkan", "cuda"],
-            Os::Macos => &["local-sync", "local-task", "metal"],
+            Os::Linux => "linux",
+            Os::Macos => "macos",
         }
+    }
+
+    /// The HAL drivers `build-iree` builds when `--drivers` is not given:
+    /// the CPU drivers and every GPU driver Sheaf ships on the system (on
+    /// Linux Vulkan and CUDA, whose headers `build-iree` installs when
+    /// missing; on macOS Metal). The list is the iree-sys build script's
+    /// (`crates/iree-sys/build/drivers.rs`), whose `platform-gpu` feature
+    /// builds the same.
+    pub(crate) fn default_drivers(self) -> Vec<&'static str> {
+        let mut list = drivers::CPU.to_vec();
+        list.extend(drivers::platform_gpu(self.target_os()));
+        list
     }
 
     /// The drivers IREE builds on this system.
     pub(crate) fn buildable_drivers(self) -> &'static [&'static str] {
-        match self {
-            Os::Linux => &["local-sync", "local-task", "vulkan", "cuda"],
-            Os::Macos => &["local-sync", "local-task", "metal"],
-        }
+        drivers::buildable(self.target_os())
+    }
+
+    /// The CMake definitions that build exactly `drivers` on this system.
+    pub(crate) fn driver_defines(self, drivers: &[String]) -> Vec<String> {
+        drivers::cmake_defines(self.target_os(), drivers)
     }
 }
 
+/// Every driver `--drivers` may name.
+pub(crate) const ALL_DRIVERS: [&str; 5] = drivers::ALL;
+
 /// The host's default drivers.
-pub(crate) fn default_drivers() -> &'static [&'static str] {
+pub(crate) fn default_drivers() -> Vec<&'static str> {
     Os::current().default_drivers()
 }
 
@@ -83,24 +96,15 @@ fn check_drivers_on(os: Os, drivers: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The Apple frameworks the runtime with `drivers` links: what IREE's
-/// CMake links the Metal driver with
-/// (`runtime/src/iree/hal/drivers/metal/CMakeLists.txt`), as listed in
-/// `crates/iree-sys/build/runtime-libs.txt`.
+/// The Apple frameworks the runtime with `drivers` links.
 pub(crate) fn frameworks(drivers: &[String]) -> Vec<String> {
-    RUNTIME_LIBS
-        .lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            (words.next() == Some("framework")).then_some(())?;
-            let (driver, name) = (words.next()?, words.next()?);
-            drivers.iter().any(|d| d == driver).then(|| name.to_owned())
-        })
-        .collect()
+    drivers::frameworks(drivers)
 }
 
-/// The link recipe shared with the iree-sys build script.
-const RUNTIME_LIBS: &str = include_str!("../../crates/iree-sys/build/runtime-libs.txt");
+/// The driver list and CMake driver options, shared with the iree-sys build
+/// script.
+#[path = "../../crates/iree-sys/build/drivers.rs"]
+mod drivers;
 
 #[cfg(test)]
 mod tests {

@@ -7,32 +7,40 @@
 use std::path::{Path, PathBuf};
 
 use crate::cmake_tools::{self, CmakeTools};
+use crate::features::{SourceDrivers, Wanted};
 use crate::install::{default_static_libs, default_system_libs, runtime_libs, Install};
-use crate::{iree_source, target};
+use crate::{drivers, iree_source, release, target};
 
 /// The driver-independent options, shared with `cargo xtask build-iree`.
 const RUNTIME_OPTIONS: &str = include_str!("runtime-options.txt");
 
-/// Builds the IREE checkout named by `IREE_SOURCE_DIR`.
-pub(crate) fn build_checkout(source: &Path) -> Result<Install, String> {
+/// Builds the IREE checkout named by `IREE_SOURCE_DIR` with the drivers
+/// `wanted`.
+pub(crate) fn build_checkout(source: &Path, wanted: &Wanted) -> Result<Install, String> {
     let origin = format!("IREE_SOURCE_DIR={}", source.display());
     target::refuse_cross_build_from_source(&origin)?;
-    if !source.join("runtime/version.json").is_file() {
+    let version_json = source.join("runtime/version.json");
+    if !version_json.is_file() {
         return Err(format!(
             "iree-sys: {origin} is not an IREE checkout (no runtime/version.json)"
         ));
     }
+    println!("cargo:rerun-if-changed={}", version_json.display());
+    release::check(&release::read_version_json(&version_json)?, &origin)?;
+    let drivers = wanted.for_source()?;
     let tools = cmake_tools::find().map_err(|e| format!("iree-sys: building {origin}: {e}"))?;
-    build(source, &tools, &origin)
+    build(source, &tools, &origin, &drivers)
 }
 
 /// Builds the sources of the pinned registry package, the build-dependency
-/// `eerie-sys`. The last resort: no install was found.
-pub(crate) fn build_pinned() -> Result<Install, String> {
+/// `eerie-sys`, with the drivers `wanted`. The last resort: no install was
+/// found.
+pub(crate) fn build_pinned(wanted: &Wanted) -> Result<Install, String> {
     let what = "no IREE runtime found (IREE_DIR and IREE_SOURCE_DIR are unset, and no \
         `cargo xtask build-iree` install), so iree-sys builds one from the IREE sources of the \
         crates.io package eerie-sys 0.5.0";
     target::refuse_cross_build_from_source("the pinned IREE sources")?;
+    let drivers = wanted.for_source()?;
     let tools =
         cmake_tools::find().map_err(|e| format!("iree-sys: {what}, which needs CMake: {e}"))?;
     let source = locate_pinned().map_err(|e| format!("iree-sys: {what}: {e}"))?;
@@ -40,6 +48,7 @@ pub(crate) fn build_pinned() -> Result<Install, String> {
         &source.dir,
         &tools,
         &format!("the sources of {}", source.package),
+        &drivers,
     )
 }
 
@@ -120,9 +129,14 @@ fn dep_info_paths(record: &str) -> Vec<PathBuf> {
     paths
 }
 
-/// Configures and builds `iree_runtime_unified` from `source`; `origin`
-/// names the sources in errors and in `build_info::RUNTIME_BUILD`.
-fn build(source: &Path, tools: &CmakeTools, origin: &str) -> Result<Install, String> {
+/// Configures and builds `iree_runtime_unified` with `drivers` from
+/// `source`; `origin` names the sources in errors.
+fn build(
+    source: &Path,
+    tools: &CmakeTools,
+    origin: &str,
+    drivers: &SourceDrivers,
+) -> Result<Install, String> {
     // The `cmake` crate runs `$CMAKE`: make it the CMake that was checked.
     std::env::set_var("CMAKE", &tools.cmake);
     let mut config = cmake::Config::new(source);
@@ -143,9 +157,20 @@ fn build(source: &Path, tools: &CmakeTools, origin: &str) -> Result<Install, Str
             config.define(key, value);
         }
     }
-    config
-        .define("IREE_HAL_DRIVER_LOCAL_SYNC", "ON")
-        .define("IREE_HAL_DRIVER_LOCAL_TASK", "ON");
+    let target_os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+    for define in drivers::cmake_defines(&target_os, &drivers.drivers) {
+        let (key, value) = define.split_once('=').unwrap_or((&define, ""));
+        config.define(key, value);
+    }
+    if let Some(cuda) = &drivers.cuda {
+        if let Some(define) = cuda.cmake_define() {
+            let (key, value) = define.split_once('=').unwrap_or((&define, ""));
+            config.define(key, value);
+        }
+        if let Some((name, value)) = cuda.configure_env() {
+            config.env(name, value);
+        }
+    }
     let out = config.build();
     let build = out.join("build");
     let install = Install {
@@ -155,10 +180,20 @@ fn build(source: &Path, tools: &CmakeTools, origin: &str) -> Result<Install, Str
             .collect(),
         static_libs: default_static_libs(),
         system_libs: default_system_libs(),
-        frameworks: Vec::new(),
+        frameworks: drivers::frameworks(&drivers.drivers),
         manifest: None,
-        build_id: format!("source {}", source.display()),
+        build_id: format!(
+            "source {} ({}{})",
+            source.display(),
+            drivers.drivers.join(","),
+            match &drivers.cuda {
+                Some(cuda) => format!("; CUDA headers {}", cuda.root().display()),
+                None => String::new(),
+            }
+        ),
+        drivers: Some(drivers.drivers.iter().map(|d| d.to_string()).collect()),
+        origin: format!("the build of {origin}"),
     };
-    install.check(&format!("the build of {origin}"))?;
+    install.check(&install.origin)?;
     Ok(install)
 }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::manifest::Manifest;
-use crate::target;
+use crate::{features, release, target};
 
 /// The link recipe, shared with `cargo xtask build-iree`.
 const RUNTIME_LIBS: &str = include_str!("runtime-libs.txt");
@@ -51,6 +51,11 @@ pub(crate) struct Install {
     /// What identifies this build (`build_info::RUNTIME_BUILD`): the
     /// manifest's key, else the folder it came from.
     pub(crate) build_id: String,
+    /// The HAL drivers compiled in, when known (an install without a
+    /// manifest does not say).
+    pub(crate) drivers: Option<Vec<String>>,
+    /// Where it came from, in words, for errors (`IREE_DIR=…`).
+    pub(crate) origin: String,
 }
 
 impl Install {
@@ -67,6 +72,18 @@ impl Install {
         if manifest.is_file() {
             return Self::from_manifest(&manifest);
         }
+        let origin = format!("IREE_DIR={}", prefix.display());
+        let version_json = prefix.join("version.json");
+        if !version_json.is_file() {
+            return Err(format!(
+                "iree-sys: {origin} has neither a manifest.json (`cargo xtask build-iree`) nor a \
+                 version.json, so its IREE release is unknown; copy runtime/version.json of the \
+                 IREE {} sources it was built from into it",
+                release::RELEASE
+            ));
+        }
+        println!("cargo:rerun-if-changed={}", version_json.display());
+        release::check(&release::read_version_json(&version_json)?, &origin)?;
         let install = Install {
             prefix: prefix.to_path_buf(),
             lib_dirs: vec![prefix.join("lib")],
@@ -75,8 +92,10 @@ impl Install {
             frameworks: Vec::new(),
             manifest: None,
             build_id: format!("install {}", prefix.display()),
+            drivers: None,
+            origin,
         };
-        install.check(&format!("IREE_DIR={}", prefix.display()))?;
+        install.check(&install.origin)?;
         Ok(install)
     }
 
@@ -104,6 +123,8 @@ impl Install {
     pub(crate) fn from_manifest(path: &Path) -> Result<Self, String> {
         println!("cargo:rerun-if-changed={}", path.display());
         let manifest = Manifest::read(path).map_err(|e| format!("iree-sys: {e}"))?;
+        let origin = format!("the install of {}", path.display());
+        release::check(&manifest.iree_version, &origin)?;
         target::check(manifest.target.as_deref(), path)?;
         let install = Install {
             prefix: manifest.prefix.clone(),
@@ -112,12 +133,14 @@ impl Install {
             system_libs: manifest.system_libs.clone(),
             frameworks: manifest.frameworks.clone(),
             build_id: manifest.key.clone(),
+            drivers: Some(manifest.drivers.clone()),
+            origin,
             manifest: Some((
                 path.canonicalize().unwrap_or_else(|_| path.to_path_buf()),
                 manifest,
             )),
         };
-        install.check(&format!("the manifest {}", path.display()))?;
+        install.check(&install.origin)?;
         Ok(install)
     }
 
@@ -172,6 +195,9 @@ impl Install {
             println!("cargo:include={}", include.display());
         }
         println!("cargo:rustc-env=IREE_SYS_RUNTIME_BUILD={}", self.build_id);
+        if let Some(drivers) = &self.drivers {
+            features::emit(drivers);
+        }
         if let Some((path, manifest)) = &self.manifest {
             if let Some(provider) = manifest.tracing_provider() {
                 // `iree_trace_app_enter` starts it (`src/inline.rs`).

@@ -35,11 +35,15 @@
 //! never link.
 
 mod cmake_tools;
+mod cuda_headers;
+mod drivers;
 mod env;
+mod features;
 mod from_source;
 mod install;
 mod iree_source;
 mod manifest;
+mod release;
 mod target;
 
 use std::path::Path;
@@ -63,26 +67,32 @@ fn main() -> ExitCode {
     if let Ok(source) = from_source::locate_pinned() {
         println!("cargo:pinned_source={}", source.dir.display());
     }
-    let found = if let Some(dir) = env::path("IREE_DIR") {
-        install::Install::from_prefix(&dir)
-    } else if let Some(source) = env::path("IREE_SOURCE_DIR") {
-        from_source::build_checkout(&source)
-    } else if let Some(manifest) = install::Install::workspace_manifest() {
-        install::Install::from_manifest(&manifest)
-    } else {
-        from_source::build_pinned()
-    };
-    match found {
-        Ok(install) => {
-            install.emit_link_instructions();
-            ExitCode::SUCCESS
-        }
+    match link() {
+        Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             // Cargo shows `cargo::error` as one line under the failing crate.
             println!("cargo::error={message}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Finds or builds the runtime with the drivers the features ask for, and
+/// tells Cargo how to link it.
+fn link() -> Result<(), String> {
+    let wanted = features::Wanted::from_features();
+    let install = if let Some(dir) = env::path("IREE_DIR") {
+        install::Install::from_prefix(&dir)?
+    } else if let Some(source) = env::path("IREE_SOURCE_DIR") {
+        from_source::build_checkout(&source, &wanted)?
+    } else if let Some(manifest) = install::Install::workspace_manifest() {
+        install::Install::from_manifest(&manifest)?
+    } else {
+        from_source::build_pinned(&wanted)?
+    };
+    wanted.check_install(&install.drivers, &install.origin)?;
+    install.emit_link_instructions();
+    Ok(())
 }
 
 /// The committed bindings of macOS on Apple Silicon.

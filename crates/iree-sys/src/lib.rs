@@ -70,6 +70,12 @@ pub mod build_info {
     /// --version` prints it (`3.13.0rc… @ <revision>`).
     pub const COMPILER_VERSION: Option<&str> = option_env!("IREE_SYS_COMPILER_VERSION");
 
+    /// The HAL drivers compiled into the linked runtime, comma-separated
+    /// (`local-sync,local-task,vulkan`), as chosen by the crate's features
+    /// for a build from source or recorded in an install's manifest; `None`
+    /// for an install without a manifest, which does not say.
+    pub const DRIVERS: Option<&str> = option_env!("IREE_SYS_DRIVERS");
+
     /// Identifies the linked runtime build: the install key of
     /// `cargo xtask build-iree` (version + hash of the source and options),
     /// or the install prefix or source folder it was built from. Caches of

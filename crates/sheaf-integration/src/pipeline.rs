@@ -12,7 +12,9 @@
 use std::cell::RefCell;
 use std::sync::{Arc, OnceLock};
 
-use iree_safe::compiler::{self, CompileError, CompilerChoice, CompilerPreference};
+use iree_safe::compiler::{
+    self, CompileError, CompilerChoice, CompilerPreference, CompilerVersion,
+};
 use iree_safe::{Function, TrustedVmfb};
 #[cfg(feature = "remote-cache")]
 use jit_cache::store::RemoteStats;
@@ -133,6 +135,19 @@ impl Pipeline {
             })
             .as_ref()
             .map_err(Arc::clone)
+    }
+
+    /// Fails when the compiler this pipeline would use is of another IREE
+    /// release than the linked runtime: asked when the runtime opens, from
+    /// the compiler's identity (its `--version`, run once per executable and
+    /// kept in the disk cache), so that no artifact of it is ever compiled
+    /// or loaded. No compiler, or one that does not say its release, is no
+    /// refusal: a compile then says what is wrong.
+    pub(crate) fn refuse_another_release(&self) -> Result<(), CompileError> {
+        match compiler::compiler_identity(self.preference.clone()) {
+            Ok(identity) => compiler::check_release(&CompilerVersion::new(&identity, None)),
+            Err(_) => Ok(()),
+        }
     }
 
     /// The compiler, if it has been loaded.

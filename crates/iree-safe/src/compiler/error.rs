@@ -122,6 +122,27 @@ pub enum CompileError {
          IREE_COMPILER_LIB unset)"
     )]
     InProcessDisabled,
+
+    /// The compiler is of another IREE release than the linked runtime,
+    /// whose VM and HAL would refuse or misread its artifacts
+    /// ([`choose_compiler`](super::choose_compiler) checks it before
+    /// anything is compiled or loaded).
+    #[error(
+        "the {compiler} is of IREE release {found}, but this program links the IREE {runtime} \
+         runtime, which cannot load its artifacts; use an IREE {runtime} compiler (`pip install \
+         iree-base-compiler=={runtime}.0`, then name its iree-compile with IREE_COMPILE or \
+         CompilerPreference::Executable)"
+    )]
+    ReleaseMismatch {
+        /// The compiler, as [`CompilerVersion`](super::CompilerVersion)
+        /// displays it.
+        compiler: String,
+        /// Its release (`major.minor`).
+        found: String,
+        /// The runtime's release (`major.minor` of
+        /// [`IREE_RUNTIME_VERSION`](crate::IREE_RUNTIME_VERSION)).
+        runtime: String,
+    },
 }
 
 impl CompileError {

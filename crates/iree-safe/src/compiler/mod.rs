@@ -277,8 +277,46 @@ pub struct CompilerChoice {
 /// [`InProcessCompiler::load_from`] ([`CompileError::Load`] naming a
 /// library that does not exist or does not load) and of
 /// [`SubprocessCompiler::new`] ([`CompileError::BadExecutable`]);
-/// [`CompileError::Disabled`] for [`CompilerPreference::Disabled`].
+/// [`CompileError::Disabled`] for [`CompilerPreference::Disabled`];
+/// [`CompileError::ReleaseMismatch`] for a compiler of another IREE release
+/// than the linked runtime's (a development build that records no version
+/// is taken as it is).
 pub fn choose_compiler(preference: CompilerPreference) -> Result<CompilerChoice, CompileError> {
+    let choice = choose_any_release(preference)?;
+    check_release(choice.compiler.version())?;
+    Ok(choice)
+}
+
+/// Fails when `compiler` is of another IREE release than the linked
+/// runtime ([`IREE_RUNTIME_VERSION`](crate::IREE_RUNTIME_VERSION)), whose
+/// artifacts that runtime could not load; a development build that records
+/// no version passes.
+///
+/// # Errors
+///
+/// [`CompileError::ReleaseMismatch`], naming both releases.
+pub fn check_release(compiler: &CompilerVersion) -> Result<(), CompileError> {
+    check_release_against(compiler, crate::IREE_RUNTIME_VERSION)
+}
+
+/// [`check_release`] against the runtime version `runtime_version`.
+fn check_release_against(
+    compiler: &CompilerVersion,
+    runtime_version: &str,
+) -> Result<(), CompileError> {
+    let runtime = version::release_of(runtime_version).unwrap_or(runtime_version);
+    match compiler.release() {
+        Some(found) if found != runtime => Err(CompileError::ReleaseMismatch {
+            compiler: compiler.to_string(),
+            found: found.to_owned(),
+            runtime: runtime.to_owned(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// [`choose_compiler`] before the release check.
+fn choose_any_release(preference: CompilerPreference) -> Result<CompilerChoice, CompileError> {
     let started = |compiler: SubprocessCompiler, reason: &str| CompilerChoice {
         reason: format!("{reason}: {}", compiler.path().display()),
         compiler: Arc::new(compiler),
@@ -352,5 +390,28 @@ mod thread_safety {
         assert_not_impl_any!(session::Session: Send, Sync);
         assert_not_impl_any!(session::Invocation<'static>: Send, Sync);
         assert_not_impl_any!(session::Output: Send, Sync);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_compiler_of_another_release_is_refused_naming_both() {
+        let old = CompilerVersion::new("3.10.0rc20251104 @ 0123abcd", None);
+        let error = check_release_against(&old, "3.13.0.dev")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("IREE release 3.10")
+                && error.contains("links the IREE 3.13 runtime")
+                && error.contains("iree-base-compiler==3.13.0"),
+            "{error}"
+        );
+        let same = CompilerVersion::new("3.13.0rc20261016 @ 89ece87b", None);
+        assert!(check_release_against(&same, "3.13.0.dev").is_ok());
+        // A development build records no version: nothing to compare.
+        assert!(check_release_against(&CompilerVersion::new("", None), "3.13.0.dev").is_ok());
     }
 }

@@ -97,11 +97,27 @@ impl CompilerVersion {
         self.api
     }
 
+    /// The IREE release, `major.minor` (`3.13` of `3.13.0rc20261016`);
+    /// `None` for a development build that records no version.
+    pub fn release(&self) -> Option<&str> {
+        release_of(self.version())
+    }
+
     /// True when the build string identifies the compiler (it is not empty),
     /// so that its artifacts can be cached on disk.
     pub fn is_identified(&self) -> bool {
         !self.build.is_empty()
     }
+}
+
+/// The `major.minor` of an IREE version (`3.13.0.dev`, `3.13.0rc2026…`).
+pub(crate) fn release_of(version: &str) -> Option<&str> {
+    let mut dots = version.match_indices('.').map(|(at, _)| at);
+    let (_, second) = (dots.next()?, dots.next());
+    let release = &version[..second.unwrap_or(version.len())];
+    let numbers = release.split('.');
+    (numbers.clone().count() == 2 && numbers.clone().all(|n| n.parse::<u32>().is_ok()))
+        .then_some(release)
 }
 
 impl fmt::Display for CompilerVersion {
@@ -142,6 +158,19 @@ mod tests {
             Some(ApiVersion { major: 1, minor: 4 })
         );
         assert!(library.to_string().ends_with("(embedding API 1.4)"));
+    }
+
+    #[test]
+    fn releases_are_major_dot_minor() {
+        assert_eq!(release_of("3.13.0rc20261016"), Some("3.13"));
+        assert_eq!(release_of("3.13.0.dev"), Some("3.13"));
+        assert_eq!(release_of("3.10"), Some("3.10"));
+        assert_eq!(release_of(""), None);
+        assert_eq!(release_of("3"), None);
+        assert_eq!(release_of("x.13.0"), None);
+        let version = CompilerVersion::new(BUILD, None);
+        assert_eq!(version.release(), Some("3.13"));
+        assert_eq!(CompilerVersion::new("", None).release(), None);
     }
 
     #[test]

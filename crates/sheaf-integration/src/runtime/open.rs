@@ -139,7 +139,11 @@ impl JitRuntime {
     /// [`JitError::RemoteCache`], [`JitError::RemoteSecret`] or
     /// [`JitError::Config`] for a remote cache that cannot be set up,
     /// [`JitError::Bundle`] for an artifact bundle that cannot serve this
-    /// program, and [`JitError::Config`] for any setting that cannot work:
+    /// program, [`JitError::Compiler`] with
+    /// [`CompileError::ReleaseMismatch`](crate::compiler::CompileError::ReleaseMismatch)
+    /// for a compiler of another IREE release than the linked runtime (its
+    /// `--version` is asked here, once per executable), and
+    /// [`JitError::Config`] for any setting that cannot work:
     /// `new` checks the whole configuration again as
     /// [`JitConfigBuilder::build`](crate::JitConfigBuilder::build) does,
     /// since its fields are public and may have changed since, or for a
@@ -224,6 +228,7 @@ impl JitRuntime {
             (store, bundles),
             dumps,
         ));
+        pipeline.refuse_another_release()?;
         // With a disk cache, what the policy learns is kept in it, and a
         // function starts from what earlier processes learned.
         let float_semantics = config.compile.float_semantics;
