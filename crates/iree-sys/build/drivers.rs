@@ -1,5 +1,5 @@
 //! The HAL drivers of a runtime build: which exist, which each operating
-//! system builds, which GPU drivers Sheaf ships there, and the CMake options
+//! system builds, which are its GPU drivers by default, and the CMake options
 //! that select them.
 //!
 //! This file is the one list: the iree-sys build script includes it as a
@@ -29,7 +29,7 @@ pub(crate) fn buildable(target_os: &str) -> &'static [&'static str] {
     }
 }
 
-/// The GPU drivers Sheaf ships on `target_os` (iree-sys's default feature
+/// The GPU drivers of `target_os`'s platform (iree-sys's default feature
 /// `platform-gpu`, and `cargo xtask build-iree` without `--drivers`):
 /// Vulkan and CUDA on Linux, Metal on macOS. CUDA needs its headers at
 /// build time; a build from source without them leaves it out (`cuda`, the

@@ -1,7 +1,7 @@
 //! The HAL drivers this build links, from the crate's cargo features
 //! (README.md, "Cargo features"):
 //!
-//! - `platform-gpu` (default): the GPU drivers Sheaf ships on the target
+//! - `platform-gpu` (default): the GPU drivers of the target's platform
 //!   (`drivers::platform_gpu`: Vulkan and, when its headers are found, CUDA
 //!   on Linux; Metal on macOS);
 //! - `vulkan`, `cuda`, `metal`: that driver, required: a build that cannot

@@ -43,6 +43,16 @@ const PATH_INCLUDES: &[(&str, &str)] = &[
         "includes crates/iree-sys/build/manifest.rs, the install manifest's format, for the \
          same reason: the build script reads what xtask writes",
     ),
+    (
+        "xtask/src/host.rs",
+        "includes crates/iree-sys/build/drivers.rs, the HAL driver list and its CMake options, \
+         so that build-iree and a dependent's build from source build the same drivers",
+    ),
+    (
+        "xtask/src/cuda.rs",
+        "includes crates/iree-sys/build/cuda_headers.rs: build-iree finds the CUDA headers \
+         where the build script does before it falls back to NVIDIA's wheels",
+    ),
 ];
 
 /// The crates that must not name Sheaf.
