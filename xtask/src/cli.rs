@@ -89,10 +89,15 @@ pub(crate) const COMMANDS: &[Command] = &[
   package-check
       Use IREE_DIR's install, else ensure IREE is built; check with `cargo
       info` that the library crates' names are free on crates.io or ours,
-      `cargo publish --dry-run` them in dependency order (no registry
-      patch), then build and run a crate outside the workspace that depends
-      on the packaged sheaf-integration (xtask/package-check/): one compiled
-      sigmoid call.
+      `cargo publish --dry-run` them (verified) in dependency order (no
+      registry patch); then put their .crate files and `cargo vendor`'s copy
+      of their dependencies into a directory source, and build offline from
+      it alone a crate outside the workspace that depends on
+      sheaf-integration 0.2 with default features
+      (xtask/package-check/; IREE built from the packaged sources, no
+      IREE_DIR): one compiled sigmoid call on local-sync and one on Vulkan
+      (lavapipe), then the same crate vendored and built --offline --frozen
+      from its own vendor folder.
 ",
     },
     Command {
@@ -104,17 +109,6 @@ pub(crate) const COMMANDS: &[Command] = &[
       missing: a breaking change fails unless the crate's version allows
       it. A package REV does not have under its current name is skipped.
       `cargo xtask test` runs this.
-",
-    },
-    Command {
-        name: "offline-check",
-        usage: "\
-  offline-check
-      Use IREE_DIR's install, else ensure IREE is built; `cargo vendor` the
-      workspace's dependencies into
-      target/offline-check/vendor and build the library crates from them
-      with --offline, checking that iree-sys finds the pinned IREE sources
-      in the vendor folder. `cargo xtask test` runs this.
 ",
     },
     Command {

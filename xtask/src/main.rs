@@ -20,7 +20,6 @@ mod macos;
 mod manifest;
 mod miri;
 mod msrv;
-mod offline;
 mod package;
 mod pingpong;
 mod process;
@@ -79,7 +78,6 @@ fn run(parser: &mut lexopt::Parser) -> Result<bool> {
         "package-check" => cli::no_arguments("package-check", parser)?.map(|()| package::run()),
         "semver" => semver::parse(parser)?.map(semver::run),
         "macos-check" => cli::no_arguments("macos-check", parser)?.map(|()| macos::run()),
-        "offline-check" => cli::no_arguments("offline-check", parser)?.map(|()| offline::run()),
         "fuzz" => cli::seconds("fuzz", fuzz::TEST_SECONDS, parser)?.map(fuzz::run),
         "soak" => cli::seconds("soak", soak::TEST_SECONDS, parser)?.map(soak::run),
         "pingpong" => pingpong::parse(parser)?.map(pingpong::run),

@@ -34,6 +34,15 @@ pub(crate) fn venv_dir() -> PathBuf {
     process::workspace_root().join("target/venv")
 }
 
+/// `PATH` with the venv's `bin/` first: where a dependent's build finds
+/// CMake, Ninja and `iree-compile` once it has pip-installed them.
+pub(crate) fn path_with_venv() -> std::ffi::OsString {
+    let venv_bin = venv_dir().join("bin");
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(venv_bin).chain(std::env::split_paths(&rest)))
+        .unwrap_or(rest)
+}
+
 /// Makes sure every tool exists, installing what is missing; fast when
 /// nothing is.
 pub(crate) fn ensure() -> Result<Tools> {

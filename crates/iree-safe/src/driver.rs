@@ -260,14 +260,20 @@ impl Drop for DeviceList {
     }
 }
 
-/// What to say after a failure to create a driver or open a device: how to
-/// build a driver in, when the failure is that it is not built in.
-pub(crate) fn missing_driver_hint<T>(result: &Result<T>) -> &'static str {
+/// What to say after a failure to create a driver or open a device: which
+/// drivers are built in and how to build one in, when the failure is that
+/// it is not.
+pub(crate) fn missing_driver_hint<T>(result: &Result<T>) -> String {
     match result {
-        Err(error) if error.code() == StatusCode::NotFound => {
-            " (the drivers built in are chosen by `cargo xtask build-iree --drivers`)"
-        }
-        _ => "",
+        Err(error) if error.code() == StatusCode::NotFound => format!(
+            " ({}a GPU driver is built in by the `vulkan`, `cuda` or `metal` cargo feature of \
+             iree-safe or sheaf-integration, or, for an install, by `cargo xtask build-iree \
+             --drivers`)",
+            crate::IREE_RUNTIME_DRIVERS
+                .map(|drivers| format!("this runtime has the drivers {drivers}; "))
+                .unwrap_or_default()
+        ),
+        _ => String::new(),
     }
 }
 

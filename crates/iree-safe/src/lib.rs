@@ -89,6 +89,12 @@ pub use vmfb::TrustedVmfb;
 /// The IREE runtime version these wrappers are built against.
 pub const IREE_RUNTIME_VERSION: &str = iree_sys::build_info::IREE_VERSION;
 
+/// The HAL drivers built into the linked runtime, comma-separated
+/// (`local-sync,local-task,vulkan`): what iree-runtime-sys's driver features
+/// chose for a build from source, or what the install's manifest records;
+/// `None` for an install without a manifest.
+pub const IREE_RUNTIME_DRIVERS: Option<&str> = iree_sys::build_info::DRIVERS;
+
 /// What identifies the linked runtime build beyond its version (the install
 /// key of `cargo xtask build-iree`): caches of compiled artifacts key on it.
 pub const IREE_RUNTIME_BUILD: &str = iree_sys::build_info::RUNTIME_BUILD;

@@ -1,17 +1,26 @@
 //! The consumer of `cargo xtask package-check`: one call of the reference
-//! sigmoid through `JitRuntime::call`, which must run compiled code and
-//! agree with the reference interpreter.
+//! sigmoid through `JitRuntime::dispatch` on the HAL driver named by its one
+//! argument (`local-sync`, `vulkan`, ...), which must run compiled code on
+//! that driver, with no fallback to the CPU, and agree with the reference
+//! interpreter.
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
     reference,
     settings::{CompileMode, DiskCacheFolder},
-    HostTensor, JitConfig, JitRuntime, Value,
+    Dispatched, HostTensor, JitConfig, JitRuntime, Value,
 };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let driver = std::env::args()
+        .nth(1)
+        .ok_or("name a HAL driver: local-sync, vulkan, ...")?;
     // No disk cache: the call compiles, so the compiler is found and runs.
     let config = JitConfig::builder()
+        .device(|device| {
+            device.driver = driver.clone();
+            device.cpu_fallback = None;
+        })
         .compile(|compile| compile.mode = CompileMode::Blocking)
         .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
         .build()?;
@@ -20,19 +29,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         IxDyn(&[1, 5]),
         vec![-3.0f32, -1.0, 0.0, 1.0, 3.0],
     )?)];
-    let result = jit.call(&reference::sigmoid(), &x, &[], |args, _, _| {
-        reference::interpret_sigmoid(args)
-    })?;
-    if !result.provenance.is_compiled() {
-        return Err(format!(
-            "the call did not run compiled code: {:?}",
-            result.provenance
-        )
-        .into());
+    let compiled = match jit.dispatch(&reference::sigmoid(), &x, &[])? {
+        Dispatched::Compiled(compiled) => compiled,
+        Dispatched::Interpret(why) => {
+            return Err(format!("the call did not run compiled code: {why}").into())
+        }
+    };
+    if !compiled.device().starts_with(driver.as_str()) {
+        return Err(format!("asked for {driver}, ran on {}", compiled.device()).into());
     }
     let expected = reference::interpret_sigmoid(&x)?;
     let (HostTensor::F32(actual), HostTensor::F32(expected)) =
-        (result.outputs[0].to_host()?, expected[0].to_host()?)
+        (compiled.outputs[0].to_host()?, expected[0].to_host()?)
     else {
         return Err("sigmoid returned a tensor that is not f32".into());
     };
@@ -47,9 +55,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!(
-        "sigmoid{:?} ran compiled ({:?}) and matches the interpreter: {actual}",
+        "{driver}: sigmoid{:?} ran compiled on {} ({:?}) and matches the interpreter: {actual}",
         actual.shape(),
-        result.provenance
+        compiled.device(),
+        compiled.provenance,
     );
     Ok(())
 }
