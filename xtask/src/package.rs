@@ -19,16 +19,17 @@
 //!    unpacked beside them with its checksum, as a registry serves it;
 //! 5. the crate of `xtask/package-check/`, which depends on
 //!    `sheaf-integration = "0.2"` with its default features, copied to
-//!    `target/package-check/consumer`, resolved afresh and built
-//!    `--offline` with crates.io replaced by that folder: no path into the
-//!    workspace, no `IREE_DIR`, no `[patch]`, so iree-runtime-sys builds the
-//!    IREE runtime from the packaged sources with its default drivers; the
-//!    build script's record says which drivers (Vulkan among them) and
-//!    where it found the sources (inside the directory source);
-//! 6. the consumer runs one compiled sigmoid on `local-sync` and one on
-//!    `vulkan` (Mesa's lavapipe), each checked against the interpreter;
-//! 7. `cargo vendor` of the consumer (what a project that builds offline
-//!    does) and `cargo build --offline --frozen` from that copy alone.
+//!    `target/package-check/consumer`, resolved afresh with crates.io
+//!    replaced by that folder (`generate-lockfile --offline`), then
+//!    vendored (`cargo vendor`, what a project that builds offline does);
+//! 6. the consumer built `--offline --frozen` from its vendored copy alone:
+//!    no path into the workspace, no `IREE_DIR`, no `[patch]`, so
+//!    iree-runtime-sys builds the IREE runtime from the vendored sources
+//!    with its default drivers; the build script's record says which
+//!    drivers (Vulkan among them) and where it found the sources (inside
+//!    the vendored copy);
+//! 7. the consumer runs one compiled sigmoid on `local-sync` and one on
+//!    `vulkan` (Mesa's lavapipe), each checked against the interpreter.
 //!
 //! The consumer gets a target folder of its own,
 //! `target/package-check/target`, kept between runs; the tools a dependent
@@ -63,7 +64,7 @@ pub(crate) fn run() -> Result<()> {
 
 /// The IREE install to use: `IREE_DIR` when set (another checkout's, say),
 /// else this workspace's, built by `build-iree` if needed.
-pub(crate) fn iree_prefix() -> Result<PathBuf> {
+fn iree_prefix() -> Result<PathBuf> {
     match std::env::var_os("IREE_DIR").filter(|dir| !dir.is_empty() && dir != "0") {
         Some(dir) => {
             eprintln!(
@@ -119,20 +120,33 @@ pub(crate) fn check(prefix: &Path) -> Result<()> {
         crate::vulkan::ensure,
     )?;
     let consumer = Consumer::create(&root)?;
+    let vendor = consumer.dir.join("vendor");
     step(
-        "building the consumer offline from the directory source alone (sheaf-integration = \
-         \"0.2\", default features; IREE built from the packaged sources)",
+        "the consumer resolved afresh against the directory source, then vendored (cargo \
+         vendor), as a project that builds offline does",
         || {
             let _ = std::fs::remove_file(consumer.dir.join("Cargo.lock"));
-            process::run(&mut consumer.cargo(&registry, &["build", "--offline"]))
+            process::run(&mut consumer.cargo(&registry, &["generate-lockfile", "--offline"]))?;
+            let mut vendoring = consumer.cargo(&registry, &["vendor", "--offline", "--locked"]);
+            process::run(
+                vendoring
+                    .args(["--respect-source-config", "--quiet"])
+                    .arg(&vendor)
+                    .stdout(std::process::Stdio::null()),
+            )
         },
     )?;
+    step(
+        "building the consumer --offline --frozen from its vendored copy alone \
+         (sheaf-integration 0.2, default features; IREE built from the packaged sources)",
+        || process::run(&mut consumer.cargo(&vendor, &["build", "--offline", "--frozen"])),
+    )?;
     let record = BuildRecord::newest(&consumer.target_dir.join("debug/build"))?;
-    if !record.pinned_source.starts_with(&registry) {
+    if !record.pinned_source.starts_with(&vendor) {
         bail!(
-            "the consumer's build found the IREE sources at {}, not in the directory source {}",
+            "the consumer's build found the IREE sources at {}, not in its vendored copy {}",
             record.pinned_source.display(),
-            registry.display()
+            vendor.display()
         );
     }
     eprintln!(
@@ -140,6 +154,7 @@ pub(crate) fn check(prefix: &Path) -> Result<()> {
         record.drivers,
         record.pinned_source.display()
     );
+    let program = consumer.target_dir.join("debug/package-check");
     for driver in CONSUMER_DRIVERS {
         if !record.drivers.split(',').any(|d| d == *driver) {
             bail!(
@@ -149,24 +164,13 @@ pub(crate) fn check(prefix: &Path) -> Result<()> {
         }
         step(&format!("the consumer's call on {driver}"), || {
             process::run(
-                &mut consumer.cargo(&registry, &["run", "--offline", "--quiet", "--", driver]),
+                Command::new(&program)
+                    .arg(driver)
+                    .env("PATH", crate::tools::path_with_venv()),
             )
         })?;
     }
-    let vendor = consumer.dir.join("vendor");
-    step(
-        "cargo vendor of the consumer, then cargo build --offline --frozen from that copy alone",
-        || {
-            let mut vendoring = consumer.cargo(&registry, &["vendor", "--offline", "--locked"]);
-            process::run(
-                vendoring
-                    .args(["--respect-source-config", "--quiet"])
-                    .arg(&vendor)
-                    .stdout(std::process::Stdio::null()),
-            )?;
-            process::run(&mut consumer.cargo(&vendor, &["build", "--offline", "--frozen"]))
-        },
-    )
+    Ok(())
 }
 
 /// Fills `dir` with the workspace's crates.io dependencies (`cargo vendor`)
