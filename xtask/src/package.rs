@@ -64,7 +64,7 @@ pub(crate) fn run() -> Result<()> {
 
 /// The IREE install to use: `IREE_DIR` when set (another checkout's, say),
 /// else this workspace's, built by `build-iree` if needed.
-fn iree_prefix() -> Result<PathBuf> {
+pub(crate) fn iree_prefix() -> Result<PathBuf> {
     match std::env::var_os("IREE_DIR").filter(|dir| !dir.is_empty() && dir != "0") {
         Some(dir) => {
             eprintln!(
