@@ -267,8 +267,8 @@ pub(crate) fn missing_driver_hint<T>(result: &Result<T>) -> String {
     match result {
         Err(error) if error.code() == StatusCode::NotFound => format!(
             " ({}a GPU driver is built in by the `vulkan`, `cuda` or `metal` cargo feature of \
-             iree-safe or sheaf-integration, or, for an install, by `cargo xtask build-iree \
-             --drivers`)",
+             iree-safe (and the crates that forward it), or, for an install, by `cargo xtask \
+             build-iree --drivers`)",
             crate::IREE_RUNTIME_DRIVERS
                 .map(|drivers| format!("this runtime has the drivers {drivers}; "))
                 .unwrap_or_default()
