@@ -132,8 +132,9 @@ impl Wanted {
         rebuild.extend(&missing);
         Err(format!(
             "iree-sys: the `{}` feature asks for a driver that {origin} was built without (it \
-             has {}); build an install with it (`cargo xtask build-iree --drivers {}`), or \
-             unset IREE_DIR to build one from source",
+             has {}); build an install with it (`cargo xtask build-iree --drivers {}` in this \
+             crate's repository, which also makes it the workspace's install), point IREE_DIR \
+             at one, or leave the feature off",
             missing.join("`, `"),
             drivers.join(", "),
             rebuild.join(",")
