@@ -172,13 +172,7 @@ pub(crate) fn run() -> Result<()> {
     ])?)?;
     let iree_seconds = iree_started.elapsed().as_secs_f64();
     let runner = format!("{} -L {}", qemu.display(), target.sysroot().display());
-    let metadata = process::output(
-        Command::new("cargo")
-            .current_dir(process::workspace_root())
-            .args(["metadata", "--no-deps", "--format-version", "1"]),
-    )?;
-    let metadata: serde_json::Value =
-        serde_json::from_str(&metadata).context("cargo metadata printed invalid JSON")?;
+    let metadata = process::workspace_metadata()?;
     let selections = PACKAGES
         .iter()
         .map(|package| package.cargo_args(&metadata))

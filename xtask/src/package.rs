@@ -348,13 +348,7 @@ fn check_names() -> Result<()> {
 
 /// Each workspace package's name and `description` (`cargo metadata`).
 fn descriptions() -> Result<Vec<(String, String)>> {
-    let metadata = process::output(
-        Command::new("cargo")
-            .current_dir(process::workspace_root())
-            .args(["metadata", "--no-deps", "--format-version", "1"]),
-    )?;
-    let metadata: serde_json::Value =
-        serde_json::from_str(&metadata).context("cargo metadata printed no JSON")?;
+    let metadata = process::workspace_metadata()?;
     Ok(metadata["packages"]
         .as_array()
         .context("cargo metadata lists no packages")?

@@ -41,6 +41,16 @@ pub(crate) fn run(command: &mut Command) -> Result<()> {
     }
 }
 
+/// `cargo metadata --no-deps` of the workspace, parsed.
+pub(crate) fn workspace_metadata() -> Result<serde_json::Value> {
+    let metadata = output(
+        Command::new("cargo")
+            .current_dir(workspace_root())
+            .args(["metadata", "--no-deps", "--format-version", "1"]),
+    )?;
+    serde_json::from_str(&metadata).context("cargo metadata printed no JSON")
+}
+
 /// The host's target triple, as `rustc -vV` names it.
 pub(crate) fn host_triple() -> Result<String> {
     output(Command::new("rustc").arg("-vV"))?
