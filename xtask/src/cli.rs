@@ -47,11 +47,13 @@ pub(crate) const COMMANDS: &[Command] = &[
         usage: "\
   bindgen [--check] [--target aarch64-apple-darwin]
       Regenerate crates/iree-sys/src/bindings.rs (what x86_64 and aarch64
-      Linux declare alike) and bindings_<arch>.rs (what differs) from the
-      installed headers (installs the aarch64 C library headers if missing);
-      with --check, fail if a committed file is stale. With --target
-      aarch64-apple-darwin, on a Mac only (it needs the macOS SDK's
-      headers): macOS's bindings, bindings_aarch64_apple_darwin.rs.
+      Linux declare alike), bindings_<arch>.rs (what differs) and
+      bindings_aarch64_apple_darwin.rs (macOS on Apple Silicon, with layout
+      tests) from the installed headers, on x86_64 Linux (installs the
+      aarch64 C library headers and the pinned ziglang, whose macOS libc
+      headers stand in for Apple's SDK, if missing); with --check, fail if a
+      committed file is stale. With --target aarch64-apple-darwin, macOS's
+      file alone.
 ",
     },
     Command {

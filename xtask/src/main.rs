@@ -35,6 +35,7 @@ mod tracing;
 mod tracy_capture;
 mod tracy_client;
 mod vulkan;
+mod zig;
 
 use std::process::ExitCode;
 
