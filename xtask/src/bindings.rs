@@ -68,7 +68,7 @@ struct Arch {
 
 /// The architectures, the host's (x86_64) first.
 fn arches() -> [Arch; 2] {
-    let aarch64 = &cross::AARCH64;
+    let aarch64 = &cross::AARCH64_GNU;
     [
         Arch {
             name: "x86_64",

@@ -37,9 +37,11 @@ pub(crate) const COMMANDS: &[Command] = &[
       IREE_SOURCE_DIR is the same as --source. `--target
       aarch64-unknown-linux-gnu` cross-builds the runtime (CPU drivers only,
       `local-sync,local-task` by default) with Debian's
-      gcc-aarch64-linux-gnu (installed if missing), into a folder of its own
-      recorded in target/iree/manifest-<TRIPLE>.json; the host's
-      target/iree/manifest.json is left as it is.
+      gcc-aarch64-linux-gnu (installed if missing); `--target
+      aarch64-apple-darwin` with zig (the pinned ziglang, installed into
+      target/venv if missing; no `metal`: it needs Apple's SDK). Either goes
+      into a folder of its own recorded in target/iree/manifest-<TRIPLE>.json;
+      the host's target/iree/manifest.json is left as it is.
 ",
     },
     Command {
@@ -64,7 +66,7 @@ pub(crate) const COMMANDS: &[Command] = &[
       declared rust-version, install redis-server and Mesa's lavapipe (a
       software Vulkan device) if missing, run the workspace tests (the
       device suite on the CPU and on Vulkan), sheaf-integration without
-      default features, macos-check, a Tracy tracing runtime (built, and
+      default features, darwin-link, a Tracy tracing runtime (built, and
       iree-safe's example run on it, connected to as Tracy's profiler),
       package-check, a 30 s
       soak, the Linux-aarch64 tests, the miri tests and each fuzz target for
@@ -120,14 +122,17 @@ pub(crate) const COMMANDS: &[Command] = &[
 ",
     },
     Command {
-        name: "macos-check",
+        name: "darwin-link",
         usage: "\
-  macos-check
-      Type-check the library crates for macOS on Apple Silicon
-      (aarch64-apple-darwin) with --all-features, from Linux: `rustup
-      target add` it if missing, then `IREE_SYS_BINDINGS_ONLY=1 cargo check
-      --target aarch64-apple-darwin` (no IREE built or linked; nothing
-      runs). `cargo xtask test` runs this.
+  darwin-link
+      Link sheaf-integration's library test executable for macOS on Apple
+      Silicon (aarch64-apple-darwin) from Linux, never run: `rustup target
+      add` it, install the pinned ziglang and cargo-zigbuild into
+      target/venv, cross-build IREE's CPU drivers with zig (`build-iree
+      --target aarch64-apple-darwin`), `cargo zigbuild test --no-run --lib`
+      with every feature but remote-cache-tls (Apple's Security framework,
+      which zig lacks) into target/darwin-link, and print `file`'s line for
+      the executable. `cargo xtask test` runs this.
 ",
     },
     Command {

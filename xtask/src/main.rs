@@ -12,11 +12,11 @@ mod build_log;
 mod cli;
 mod cross;
 mod cuda;
+mod darwin_link;
 mod debian;
 mod fleet;
 mod fuzz;
 mod host;
-mod macos;
 mod manifest;
 mod miri;
 mod msrv;
@@ -79,7 +79,7 @@ fn run(parser: &mut lexopt::Parser) -> Result<bool> {
         "miri" => cli::no_arguments("miri", parser)?.map(|()| miri::run()),
         "package-check" => cli::no_arguments("package-check", parser)?.map(|()| package::run()),
         "semver" => semver::parse(parser)?.map(semver::run),
-        "macos-check" => cli::no_arguments("macos-check", parser)?.map(|()| macos::run()),
+        "darwin-link" => cli::no_arguments("darwin-link", parser)?.map(|()| darwin_link::run()),
         "offline-check" => cli::no_arguments("offline-check", parser)?.map(|()| offline::run()),
         "fuzz" => cli::seconds("fuzz", fuzz::TEST_SECONDS, parser)?.map(fuzz::run),
         "soak" => cli::seconds("soak", soak::TEST_SECONDS, parser)?.map(soak::run),
