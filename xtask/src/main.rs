@@ -43,6 +43,11 @@ use anyhow::{bail, Result};
 use lexopt::prelude::*;
 
 fn main() -> ExitCode {
+    // Before any thread starts: Homebrew's programs on macOS (`host.rs`).
+    std::env::set_var(
+        "PATH",
+        host::path_with_tool_dirs(host::Os::current(), std::env::var_os("PATH")),
+    );
     let mut parser = lexopt::Parser::from_env();
     match run(&mut parser) {
         Ok(true) => ExitCode::SUCCESS,
