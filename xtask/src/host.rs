@@ -1,7 +1,7 @@
 //! What differs between the hosts `cargo xtask build-iree` runs on: Linux
 //! (x86_64, the project's machines) and macOS on Apple Silicon (Sheaf's
-//! other platform; this code has been type-checked only, never run on a
-//! Mac: README.md, "Platforms").
+//! other platform; xtask has never run on a Mac, its macOS branches are
+//! unit-tested on Linux through [`Os::Macos`]: README.md, "Platforms").
 //!
 //! On macOS the default HAL drivers are the two CPU drivers and Metal (IREE
 //! builds its Metal driver only for Apple Silicon); Vulkan and CUDA are

@@ -22,6 +22,9 @@
 //!    graphs, no library file over 800 lines, no `#[path]` includes but
 //!    xtask's two, no Sheaf names in iree-safe and iree-sys.
 //!
+//! 10. The README's `xtask` row names every command of `cargo xtask
+//!     --help` (`cli.rs`'s `COMMANDS`), and no other.
+//!
 //! Rules 1 and 2 cover the crates, xtask and the fuzz targets.
 
 #![cfg(test)]
@@ -440,4 +443,29 @@ fn the_checks_see_what_they_look_for() {
     assert!(rust_files()
         .iter()
         .any(|p| p.starts_with("fuzz/fuzz_targets")));
+}
+
+#[test]
+fn the_readme_lists_every_xtask_command() {
+    let readme = read(Path::new("README.md"));
+    let row = readme
+        .lines()
+        .find(|line| line.starts_with("| `xtask` |"))
+        .expect("README.md's table of crates has an `xtask` row");
+    let cell = row
+        .trim_end_matches('|')
+        .rsplit('|')
+        .next()
+        .unwrap_or_default();
+    let listed: BTreeSet<&str> = cell
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|name| name.trim_start_matches("cargo xtask "))
+        .collect();
+    let commands: BTreeSet<&str> = crate::cli::COMMANDS.iter().map(|c| c.name).collect();
+    assert_eq!(
+        listed, commands,
+        "README.md's `xtask` row lists other commands than `cargo xtask --help` (xtask/src/cli.rs)"
+    );
 }
