@@ -13,7 +13,7 @@
 //!
 //! What differs from aarch64 Linux, as generated (bindgen's layout tests;
 //! `cargo xtask bindgen --target aarch64-apple-darwin`, 2026-12-03, on
-//! commit da80098 plus this change):
+//! commit 14cdefe, which committed the file):
 //!
 //! - `pthread_mutex_t` (in `iree_mutex_t`) is `_opaque_pthread_mutex_t`, a
 //!   `long __sig` and 56 bytes: 64 bytes, align 8 (glibc aarch64: 48);
