@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
 
-use crate::cross::{Target, AARCH64};
+use crate::cross::{AARCH64, AARCH64_GNU};
 use crate::process::{self, step};
 use crate::{build_iree, cross, debian};
 
@@ -145,10 +145,11 @@ const PACKAGES: &[Package] = &[
 pub(crate) fn run() -> Result<()> {
     let started = Instant::now();
     let target = &AARCH64;
-    let (gcc, _) = step(
+    let gcc = step(
         "the aarch64 cross compilers (installing Debian's packages if missing)",
         || target.ensure_toolchain(),
-    )?;
+    )?
+    .cc;
     let qemu = step("qemu-user (installing Debian's package if missing)", || {
         debian::ensure(
             &["qemu-user"],
@@ -171,7 +172,7 @@ pub(crate) fn run() -> Result<()> {
         target.triple,
     ])?)?;
     let iree_seconds = iree_started.elapsed().as_secs_f64();
-    let runner = format!("{} -L {}", qemu.display(), target.sysroot().display());
+    let runner = format!("{} -L {}", qemu.display(), AARCH64_GNU.sysroot().display());
     let metadata = process::workspace_metadata()?;
     let selections = PACKAGES
         .iter()
@@ -225,7 +226,7 @@ pub(crate) fn run() -> Result<()> {
         ),
         || {
             process::on_every_core(&executables, |executable| {
-                executable.run(&qemu, target, &manifest.prefix, &runner)
+                executable.run(&qemu, &manifest.prefix, &runner)
             })
         },
     )?;
@@ -286,11 +287,11 @@ impl TestExecutable {
 
     /// Runs it under `qemu` to its end, then prints its output and how long
     /// it took (`process::run_and_report`).
-    fn run(&self, qemu: &Path, target: &Target, prefix: &Path, runner: &str) -> Result<()> {
+    fn run(&self, qemu: &Path, prefix: &Path, runner: &str) -> Result<()> {
         let mut command = Command::new(qemu);
         command
             .arg("-L")
-            .arg(target.sysroot())
+            .arg(AARCH64_GNU.sysroot())
             .arg(&self.path)
             .current_dir(&self.folder)
             .env("CARGO_MANIFEST_DIR", &self.folder)

@@ -3,9 +3,9 @@
 //! The bindings are generated once from the installed headers and committed,
 //! so building `iree-sys` needs neither libclang nor the IREE headers, and
 //! miri and docs.rs builds get the same declarations. They are generated for
-//! each architecture the crate supports (x86_64 and aarch64 Linux, both
-//! LP64): what both architectures declare alike goes into
-//! `crates/iree-sys/src/bindings.rs`; the few items whose C definition
+//! each target the crate supports (x86_64 and aarch64 Linux, macOS on Apple
+//! Silicon, all LP64). For Linux, what both architectures declare alike goes
+//! into `crates/iree-sys/src/bindings.rs`; the few items whose C definition
 //! differs ([`ARCH_ITEMS`]: `va_list`, glibc's mutex, IREE's architecture
 //! name) go into `bindings_<arch>.rs`, which `iree-sys` includes for its
 //! target. Generating checks that the shared part really is the same for
@@ -13,14 +13,13 @@
 //!
 //! The aarch64 part is generated against the C library headers of Debian's
 //! cross toolchain (`/usr/aarch64-linux-gnu/include`), which the command
-//! installs when missing. `--check` (also run by the test below and by
-//! `cargo xtask test`) fails when a committed file no longer matches what
-//! the headers produce.
-//!
-//! `--target aarch64-apple-darwin` generates macOS's bindings, whole, into
-//! `bindings_aarch64_apple_darwin.rs` (`darwin.rs`): on a Mac only, since
-//! IREE's headers include the macOS SDK's (`<pthread.h>`, `<os/lock.h>`),
-//! whose layouts differ from Linux's, and the SDK is not on Linux.
+//! installs when missing. macOS's bindings are a file of their own,
+//! `bindings_aarch64_apple_darwin.rs` (`darwin.rs`), generated on Linux from
+//! the macOS libc headers that zig ships (`zig.rs`, installed into the venv
+//! when missing). `--check` (also run by the test below and by `cargo xtask
+//! test`) fails when a committed file, Linux's or macOS's, no longer matches
+//! what the headers produce; `--target aarch64-apple-darwin` limits the
+//! command to macOS's file.
 
 use std::path::PathBuf;
 
@@ -69,7 +68,7 @@ struct Arch {
 
 /// The architectures, the host's (x86_64) first.
 fn arches() -> [Arch; 2] {
-    let aarch64 = &cross::AARCH64;
+    let aarch64 = &cross::AARCH64_GNU;
     [
         Arch {
             name: "x86_64",
@@ -106,7 +105,7 @@ type Files = Vec<(String, String)>;
 pub(crate) struct Request {
     /// Only check the committed files.
     pub check: bool,
-    /// macOS's bindings (`--target aarch64-apple-darwin`) instead of Linux's.
+    /// macOS's bindings alone (`--target aarch64-apple-darwin`).
     pub darwin: bool,
 }
 
@@ -150,11 +149,11 @@ pub(crate) fn run_request(request: Request) -> Result<()> {
     run(request.check)
 }
 
-/// Writes the Linux bindings, or with `check` fails if a committed file is
-/// stale.
+/// Writes the bindings of every target, or with `check` fails if a
+/// committed file is stale.
 pub(crate) fn run(check: bool) -> Result<()> {
     if std::env::consts::ARCH != "x86_64" || std::env::consts::OS != "linux" {
-        bail!("the Linux bindings are generated on x86_64 Linux");
+        bail!("the bindings are generated on x86_64 Linux (the aarch64 and macOS headers are cross headers there)");
     }
     let manifest = Manifest::read(&manifest::current_path())
         .map_err(anyhow::Error::msg)
@@ -163,7 +162,9 @@ pub(crate) fn run(check: bool) -> Result<()> {
         "the aarch64 C library headers (installing the cross toolchain if missing)",
         || cross::AARCH64.ensure_toolchain(),
     )?;
-    write_or_check(&generate(&manifest)?, check)
+    let mut files = generate(&manifest)?;
+    files.push(darwin::generate(&manifest)?);
+    write_or_check(&files, check)
 }
 
 /// Writes `files`, or with `check` fails if a committed one differs.
@@ -334,12 +335,13 @@ mod tests {
     fn committed_bindings_are_fresh() {
         let manifest = Manifest::read(&manifest::current_path())
             .unwrap_or_else(|e| panic!("{e}\nrun `cargo xtask build-iree` first"));
-        let files = generate(&manifest).expect("bindgen runs over the installed headers");
+        let mut files = generate(&manifest).expect("bindgen runs over the installed headers");
         assert_eq!(
             files.len(),
             3,
             "the shared bindings and one per architecture"
         );
+        files.push(darwin::generate(&manifest).expect("bindgen runs over zig's macOS headers"));
         let stale = stale(&files);
         assert!(
             stale.is_empty(),

@@ -133,7 +133,8 @@ pub(crate) fn run(options: &Options) -> Result<Manifest> {
     if let Some(cuda) = &cuda {
         key_parts.push(cuda.root().to_str().unwrap_or(""));
     }
-    key_parts.extend(options.target.map(|target| target.triple));
+    let target_key = options.target.map(cross::Target::key);
+    key_parts.extend(target_key.as_deref());
     let key = format!("{}-{}", source.version, process::short_hash(&key_parts));
     let root = process::workspace_root().join("target/iree").join(&key);
     let (build_dir, prefix) = (root.join("build"), root.join("install"));

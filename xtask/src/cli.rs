@@ -37,9 +37,11 @@ pub(crate) const COMMANDS: &[Command] = &[
       IREE_SOURCE_DIR is the same as --source. `--target
       aarch64-unknown-linux-gnu` cross-builds the runtime (CPU drivers only,
       `local-sync,local-task` by default) with Debian's
-      gcc-aarch64-linux-gnu (installed if missing), into a folder of its own
-      recorded in target/iree/manifest-<TRIPLE>.json; the host's
-      target/iree/manifest.json is left as it is.
+      gcc-aarch64-linux-gnu (installed if missing); `--target
+      aarch64-apple-darwin` with zig (the pinned ziglang, installed into
+      target/venv if missing; no `metal`: it needs Apple's SDK). Either goes
+      into a folder of its own recorded in target/iree/manifest-<TRIPLE>.json;
+      the host's target/iree/manifest.json is left as it is.
 ",
     },
     Command {
@@ -47,11 +49,13 @@ pub(crate) const COMMANDS: &[Command] = &[
         usage: "\
   bindgen [--check] [--target aarch64-apple-darwin]
       Regenerate crates/iree-sys/src/bindings.rs (what x86_64 and aarch64
-      Linux declare alike) and bindings_<arch>.rs (what differs) from the
-      installed headers (installs the aarch64 C library headers if missing);
-      with --check, fail if a committed file is stale. With --target
-      aarch64-apple-darwin, on a Mac only (it needs the macOS SDK's
-      headers): macOS's bindings, bindings_aarch64_apple_darwin.rs.
+      Linux declare alike), bindings_<arch>.rs (what differs) and
+      bindings_aarch64_apple_darwin.rs (macOS on Apple Silicon, with layout
+      tests) from the installed headers, on x86_64 Linux (installs the
+      aarch64 C library headers and the pinned ziglang, whose macOS libc
+      headers stand in for Apple's SDK, if missing); with --check, fail if a
+      committed file is stale. With --target aarch64-apple-darwin, macOS's
+      file alone.
 ",
     },
     Command {
@@ -62,7 +66,7 @@ pub(crate) const COMMANDS: &[Command] = &[
       declared rust-version, install redis-server and Mesa's lavapipe (a
       software Vulkan device) if missing, run the workspace tests (the
       device suite on the CPU and on Vulkan), sheaf-integration without
-      default features, macos-check, a Tracy tracing runtime (built, and
+      default features, darwin-link, a Tracy tracing runtime (built, and
       iree-safe's example run on it, connected to as Tracy's profiler),
       package-check, a 30 s
       soak, the Linux-aarch64 tests, the miri tests and each fuzz target for
@@ -112,14 +116,17 @@ pub(crate) const COMMANDS: &[Command] = &[
 ",
     },
     Command {
-        name: "macos-check",
+        name: "darwin-link",
         usage: "\
-  macos-check
-      Type-check the library crates for macOS on Apple Silicon
-      (aarch64-apple-darwin) with --all-features, from Linux: `rustup
-      target add` it if missing, then `IREE_SYS_BINDINGS_ONLY=1 cargo check
-      --target aarch64-apple-darwin` (no IREE built or linked; nothing
-      runs). `cargo xtask test` runs this.
+  darwin-link
+      Link sheaf-integration's library test executable for macOS on Apple
+      Silicon (aarch64-apple-darwin) from Linux, never run: `rustup target
+      add` it, install the pinned ziglang and cargo-zigbuild into
+      target/venv, cross-build IREE's CPU drivers with zig (`build-iree
+      --target aarch64-apple-darwin`), `cargo zigbuild test --no-run --lib`
+      with every feature but remote-cache-tls (Apple's Security framework,
+      which zig lacks) into target/darwin-link, and print `file`'s line for
+      the executable. `cargo xtask test` runs this.
 ",
     },
     Command {

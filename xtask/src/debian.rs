@@ -2,7 +2,8 @@
 //! Vulkan device), installed with `apt-get` when missing: CI runs on a
 //! fresh Debian machine as root. macOS has no `apt-get`: there the error
 //! names the Homebrew formula to install instead ([`BREW`]), or says that
-//! the step is Linux's.
+//! the step is Linux's; what Homebrew installed is found in
+//! `/opt/homebrew/bin` even when that is not on the `PATH` (`host.rs`).
 
 use std::process::Command;
 

@@ -1,12 +1,17 @@
 //! What differs between the hosts `cargo xtask build-iree` runs on: Linux
 //! (x86_64, the project's machines) and macOS on Apple Silicon (Sheaf's
-//! other platform; this code has been type-checked only, never run on a
-//! Mac: README.md, "Platforms").
+//! other platform; xtask has never run on a Mac, its macOS branches are
+//! unit-tested on Linux through [`Os::Macos`]: README.md, "Platforms").
 //!
 //! On macOS the default HAL drivers are the two CPU drivers and Metal (IREE
 //! builds its Metal driver only for Apple Silicon); Vulkan and CUDA are
 //! Linux's. The tools come from Homebrew instead of Debian's packages
-//! (`debian.rs` says which), and shared libraries end in `.dylib`.
+//! (`debian.rs` says which), and Homebrew's folders of programs are
+//! searched after the `PATH` ([`path_with_tool_dirs`]); shared libraries
+//! end in `.dylib`.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 
@@ -74,6 +79,33 @@ impl Os {
 /// Every driver `--drivers` may name.
 pub(crate) const ALL_DRIVERS: [&str; 5] = drivers::ALL;
 
+/// The CPU drivers, which every build has.
+pub(crate) const CPU_DRIVERS: [&str; 2] = drivers::CPU;
+
+/// Homebrew's folders of programs, on Apple Silicon and on Intel Macs: a
+/// shell that has not run `brew shellenv` (a CI job, an IDE's terminal)
+/// lacks them.
+const HOMEBREW_BIN: &[&str] = &["/opt/homebrew/bin", "/usr/local/bin"];
+
+/// `path` (the `PATH`) with the folders where `os`'s package manager puts
+/// programs appended, those it lacks (on Linux it is left as it is).
+/// xtask sets its own `PATH` to this at start-up, so that its lookups and
+/// the programs it starts (tests that look for `redis-server`) agree.
+pub(crate) fn path_with_tool_dirs(os: Os, path: Option<OsString>) -> OsString {
+    let mut dirs: Vec<PathBuf> = path
+        .as_deref()
+        .map(|path| std::env::split_paths(path).collect())
+        .unwrap_or_default();
+    if os == Os::Macos {
+        for dir in HOMEBREW_BIN.iter().map(PathBuf::from) {
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+    }
+    std::env::join_paths(dirs).unwrap_or_else(|_| path.unwrap_or_default())
+}
+
 /// The host's default drivers.
 pub(crate) fn default_drivers() -> Vec<&'static str> {
     Os::current().default_drivers()
@@ -126,6 +158,23 @@ mod tests {
         );
         assert!(check_drivers_on(Os::Macos, &names(&["cuda"])).is_err());
         assert_eq!(Os::of("macos").dylib_extension(), "dylib");
+    }
+
+    #[test]
+    fn homebrew_is_searched_after_the_path_on_macos_only() {
+        let path = Some(OsString::from("/usr/bin:/opt/homebrew/bin"));
+        assert_eq!(
+            path_with_tool_dirs(Os::Macos, path.clone()),
+            "/usr/bin:/opt/homebrew/bin:/usr/local/bin"
+        );
+        assert_eq!(
+            path_with_tool_dirs(Os::Linux, path),
+            "/usr/bin:/opt/homebrew/bin"
+        );
+        assert_eq!(
+            path_with_tool_dirs(Os::Macos, None),
+            "/opt/homebrew/bin:/usr/local/bin"
+        );
     }
 
     #[test]

@@ -12,11 +12,11 @@ mod build_log;
 mod cli;
 mod cross;
 mod cuda;
+mod darwin_link;
 mod debian;
 mod fleet;
 mod fuzz;
 mod host;
-mod macos;
 mod manifest;
 mod miri;
 mod msrv;
@@ -34,6 +34,7 @@ mod tracing;
 mod tracy_capture;
 mod tracy_client;
 mod vulkan;
+mod zig;
 
 use std::process::ExitCode;
 
@@ -41,6 +42,11 @@ use anyhow::{bail, Result};
 use lexopt::prelude::*;
 
 fn main() -> ExitCode {
+    // Before any thread starts: Homebrew's programs on macOS (`host.rs`).
+    std::env::set_var(
+        "PATH",
+        host::path_with_tool_dirs(host::Os::current(), std::env::var_os("PATH")),
+    );
     let mut parser = lexopt::Parser::from_env();
     match run(&mut parser) {
         Ok(true) => ExitCode::SUCCESS,
@@ -77,7 +83,7 @@ fn run(parser: &mut lexopt::Parser) -> Result<bool> {
         "miri" => cli::no_arguments("miri", parser)?.map(|()| miri::run()),
         "package-check" => cli::no_arguments("package-check", parser)?.map(|()| package::run()),
         "semver" => semver::parse(parser)?.map(semver::run),
-        "macos-check" => cli::no_arguments("macos-check", parser)?.map(|()| macos::run()),
+        "darwin-link" => cli::no_arguments("darwin-link", parser)?.map(|()| darwin_link::run()),
         "fuzz" => cli::seconds("fuzz", fuzz::TEST_SECONDS, parser)?.map(fuzz::run),
         "soak" => cli::seconds("soak", soak::TEST_SECONDS, parser)?.map(soak::run),
         "pingpong" => pingpong::parse(parser)?.map(pingpong::run),

@@ -43,11 +43,12 @@ pub(crate) fn run(command: &mut Command) -> Result<()> {
 
 /// `cargo metadata --no-deps` of the workspace, parsed.
 pub(crate) fn workspace_metadata() -> Result<serde_json::Value> {
-    let metadata = output(
-        Command::new("cargo")
-            .current_dir(workspace_root())
-            .args(["metadata", "--no-deps", "--format-version", "1"]),
-    )?;
+    let metadata = output(Command::new("cargo").current_dir(workspace_root()).args([
+        "metadata",
+        "--no-deps",
+        "--format-version",
+        "1",
+    ]))?;
     serde_json::from_str(&metadata).context("cargo metadata printed no JSON")
 }
 

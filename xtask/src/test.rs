@@ -16,8 +16,9 @@
 //!    `no_default_features` test, which runs a compile in memory and checks
 //!    that asking for a left-out cache or the in-process compiler (the
 //!    subprocess one compiles) is an error naming the feature, and clippy
-//!    on that build; then the library crates type-checked for macOS on
-//!    Apple Silicon (`macos.rs`: `cargo xtask macos-check`); and a Tracy
+//!    on that build; then sheaf-integration's library test executable
+//!    linked for macOS on Apple Silicon with zig (`darwin_link.rs`: `cargo
+//!    xtask darwin-link`; never run); and a Tracy
 //!    tracing runtime built (CPU drivers) and iree-safe's example run on
 //!    it, connected to as Tracy's profiler (`tracing.rs`);
 //! 7. the packaged library crates, published `--dry-run`, then used by a
@@ -61,7 +62,7 @@ pub(crate) fn run(aarch64: bool) -> Result<()> {
     }
     let manifest = build_iree::ensure()?;
     step(
-        "checking that crates/iree-sys/src/bindings.rs is current",
+        "checking that the bindings of crates/iree-sys/src (Linux and macOS) are current",
         || bindings::run(true),
     )?;
     crate::msrv::check(&manifest.prefix)?;
@@ -99,7 +100,7 @@ pub(crate) fn run(aarch64: bool) -> Result<()> {
             process::run(cargo("clippy").args(["--all-targets", "--", "-D", "warnings"]))
         },
     )?;
-    crate::macos::run()?;
+    crate::darwin_link::run()?;
     crate::tracing::check()?;
     crate::package::check(&manifest.prefix)?;
     crate::semver::check(&manifest.prefix, crate::semver::DEFAULT_BASELINE)?;

@@ -20,19 +20,13 @@
 //! install whose manifest was built for another target than Cargo's is
 //! refused, and so is a build from source for another target (`target.rs`).
 //! Under miri, on docs.rs and with `IREE_SYS_BINDINGS_ONLY` set (the
-//! bindings alone, for `cargo check`: `cargo xtask macos-check` type-checks
-//! the crates for macOS from Linux with it) nothing native is built or
-//! linked.
+//! bindings alone, for `cargo check` with no IREE runtime at hand) nothing
+//! native is built or linked.
 //!
-//! Which bindings the crate compiles is the target's (`bindings.rs`): for
+//! Which bindings the crate compiles is the target's (`src/lib.rs`): for
 //! macOS on Apple Silicon, `src/bindings_aarch64_apple_darwin.rs`, generated
-//! on a Mac (`cargo xtask bindgen --target aarch64-apple-darwin`) since it
-//! needs the macOS SDK's headers. Until that file is committed, a macOS
-//! build fails here saying so, except in a bindings-only build, which
-//! type-checks against the aarch64 Linux declarations (cfg
-//! `iree_sys_linux_layouts`): the same items, but Linux's layouts of
-//! `pthread_mutex_t`, `va_list` and IREE's mutexes, so such a build must
-//! never link.
+//! on Linux from zig's macOS headers (`cargo xtask bindgen`); other targets
+//! are refused here with one line.
 
 mod cmake_tools;
 mod cuda_headers;
@@ -46,18 +40,15 @@ mod manifest;
 mod release;
 mod target;
 
-use std::path::Path;
-
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     println!("cargo:rerun-if-changed=build");
-    println!("cargo::rustc-check-cfg=cfg(iree_sys_linux_layouts)");
     println!("cargo::rustc-check-cfg=cfg(iree_sys_tracing, values(\"console\", \"tracy\"))");
     let bindings_only = env::cfg_is_set("CARGO_CFG_MIRI")
         || env::is_set("DOCS_RS")
         || env::is_set("IREE_SYS_BINDINGS_ONLY");
-    if let Err(message) = choose_bindings(bindings_only) {
+    if let Err(message) = choose_bindings() {
         println!("cargo::error={message}");
         return ExitCode::FAILURE;
     }
@@ -95,35 +86,15 @@ fn link() -> Result<(), String> {
     Ok(())
 }
 
-/// The committed bindings of macOS on Apple Silicon.
-const DARWIN_BINDINGS: &str = "src/bindings_aarch64_apple_darwin.rs";
-
-/// Checks that the target has bindings; for macOS without its own yet,
-/// allows the aarch64 Linux ones in a `bindings_only` build (cfg
-/// `iree_sys_linux_layouts`) and fails otherwise.
-fn choose_bindings(bindings_only: bool) -> Result<(), String> {
+/// Fails unless the target is one the crate has bindings for.
+fn choose_bindings() -> Result<(), String> {
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     match (os.as_str(), arch.as_str()) {
-        ("linux", "x86_64" | "aarch64") => Ok(()),
-        ("macos", "aarch64") => {
-            println!("cargo:rerun-if-changed={DARWIN_BINDINGS}");
-            if Path::new(DARWIN_BINDINGS).is_file() {
-                Ok(())
-            } else if bindings_only {
-                println!("cargo:rustc-cfg=iree_sys_linux_layouts");
-                Ok(())
-            } else {
-                Err(format!(
-                    "iree-sys: no bindings for aarch64-apple-darwin yet ({DARWIN_BINDINGS}); on a \
-                     Mac, run `cargo xtask build-iree`, then `cargo xtask bindgen --target \
-                     aarch64-apple-darwin`, and commit the file"
-                ))
-            }
-        }
+        ("linux", "x86_64" | "aarch64") | ("macos", "aarch64") => Ok(()),
         _ => Err(format!(
             "iree-sys: no bindings for {arch} {os}: it has them for x86_64 and aarch64 Linux \
-             and for macOS on Apple Silicon (`cargo xtask bindgen`)"
+             and for macOS on Apple Silicon (to add a target, extend `cargo xtask bindgen`)"
         )),
     }
 }

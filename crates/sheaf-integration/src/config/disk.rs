@@ -20,8 +20,10 @@ pub const PROJECT_CACHE_FOLDER: &str = "__sheaf__/jit-cache";
 #[non_exhaustive]
 pub enum DiskCacheFolder {
     /// The user's cache directory: `$XDG_CACHE_HOME/sheaf-jit`, else
-    /// `$HOME/.cache/sheaf-jit`; none when neither is set. The default
-    /// with the `disk-cache` feature.
+    /// `$HOME/.cache/sheaf-jit`; on macOS `$HOME/Library/Caches/sheaf-jit`
+    /// (Apple's place for caches; `XDG_CACHE_HOME` is not read there). None
+    /// when the variables it needs are not set. The default with the
+    /// `disk-cache` feature.
     #[cfg_attr(feature = "disk-cache", default)]
     UserCache,
     /// This folder.
@@ -87,19 +89,32 @@ impl Default for DiskCacheSettings {
 impl DiskCacheSettings {
     /// Where the disk cache lives under these settings, if anywhere: `None`
     /// when it is disabled, or when it should be in the user's cache
-    /// directory and neither `XDG_CACHE_HOME` nor `HOME` is set.
+    /// directory and neither `XDG_CACHE_HOME` nor `HOME` is set (on macOS,
+    /// `HOME`).
     pub fn store_config(&self) -> Option<StoreConfig> {
-        self.store_config_with(|name| std::env::var_os(name))
+        self.store_config_on(std::env::consts::OS, |name| std::env::var_os(name))
     }
 
-    fn store_config_with(&self, var: impl Fn(&str) -> Option<OsString>) -> Option<StoreConfig> {
-        let set = |name: &str| var(name).filter(|value| !value.is_empty());
+    /// [`Self::store_config`] on the system `os` (`std::env::consts::OS`)
+    /// with the environment `var`.
+    fn store_config_on(
+        &self,
+        os: &str,
+        var: impl Fn(&str) -> Option<OsString>,
+    ) -> Option<StoreConfig> {
+        let set = |name: &str| {
+            var(name)
+                .filter(|value| !value.is_empty())
+                .map(PathBuf::from)
+        };
         let directory = match &self.folder {
             DiskCacheFolder::Disabled => return None,
             DiskCacheFolder::Dir(dir) => dir.clone(),
+            DiskCacheFolder::UserCache if os == "macos" => set("HOME")?
+                .join("Library/Caches")
+                .join(DEFAULT_CACHE_FOLDER),
             DiskCacheFolder::UserCache => set("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| set("HOME").map(|home| PathBuf::from(home).join(".cache")))?
+                .or_else(|| set("HOME").map(|home| home.join(".cache")))?
                 .join(DEFAULT_CACHE_FOLDER),
         };
         Some(StoreConfig {
@@ -148,14 +163,26 @@ mod tests {
             folder: DiskCacheFolder::UserCache,
             ..DiskCacheSettings::default()
         };
-        let xdg = default.store_config_with(vars(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]));
+        let both = vars(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]);
+        let xdg = default.store_config_on("linux", both);
         assert_eq!(xdg.unwrap().directory, PathBuf::from("/x/sheaf-jit"));
-        let home = default.store_config_with(vars(&[("XDG_CACHE_HOME", ""), ("HOME", "/h")]));
+        let home_only = vars(&[("XDG_CACHE_HOME", ""), ("HOME", "/h")]);
+        let home = default.store_config_on("linux", home_only);
         assert_eq!(
             home.unwrap().directory,
             PathBuf::from("/h/.cache/sheaf-jit")
         );
-        assert_eq!(default.store_config_with(vars(&[])), None);
+        assert_eq!(default.store_config_on("linux", vars(&[])), None);
+        // macOS: Apple's folder of caches, whatever XDG_CACHE_HOME says.
+        for env in [both, home_only] {
+            let mac = default.store_config_on("macos", env);
+            assert_eq!(
+                mac.unwrap().directory,
+                PathBuf::from("/h/Library/Caches/sheaf-jit")
+            );
+        }
+        let xdg_only = vars(&[("XDG_CACHE_HOME", "/x")]);
+        assert_eq!(default.store_config_on("macos", xdg_only), None);
         let dir = DiskCacheSettings {
             folder: DiskCacheFolder::project("/p"),
             ..DiskCacheSettings::default()

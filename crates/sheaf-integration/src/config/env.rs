@@ -250,7 +250,7 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     EnvVariable {
         name: "SHEAF_JIT_CACHE_DIR",
         meaning: "artifact disk cache folder (feature `disk-cache`)",
-        default: "`$XDG_CACHE_HOME/sheaf-jit`, else `$HOME/.cache/sheaf-jit`",
+        default: "`$XDG_CACHE_HOME/sheaf-jit`, else `$HOME/.cache/sheaf-jit`; on macOS `$HOME/Library/Caches/sheaf-jit`",
         apply: disk_cache!(|config, var| {
                 config.disk.folder = DiskCacheFolder::Dir(var.path());
                 Ok(())

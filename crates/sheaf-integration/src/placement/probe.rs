@@ -13,8 +13,8 @@
 //! 3. the CPU: the configured CPU fallback, else `local-sync`.
 //!
 //! On macOS (Apple Silicon) it tries `metal`, the system's default Metal
-//! device, then the CPU as above. That path is type-checked only
-//! (`cargo xtask macos-check`): it has never run on a Mac.
+//! device, then the CPU as above. That path is compiled and linked for
+//! macOS from Linux (`cargo xtask darwin-link`): it has never run on a Mac.
 //!
 //! The probe runs once per process (opening drivers and listing devices
 //! costs milliseconds); each runtime then opens the device it chose. When

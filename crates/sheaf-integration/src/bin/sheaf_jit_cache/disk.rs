@@ -24,7 +24,7 @@ fn store_config(dir: Option<PathBuf>) -> Result<StoreConfig, Box<dyn std::error:
         }),
         None => config.disk.store_config().ok_or_else(|| {
             "the disk cache is off here (SHEAF_JIT_DISK_CACHE=off, or neither XDG_CACHE_HOME nor \
-             HOME is set): name its folder with --dir DIR"
+             HOME is set; on macOS HOME): name its folder with --dir DIR"
                 .into()
         }),
     }

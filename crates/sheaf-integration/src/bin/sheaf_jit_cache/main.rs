@@ -2,8 +2,8 @@
 //! shows and checks artifact bundles (cargo feature `cli`).
 //!
 //! It finds the disk cache where the runtime does (`SHEAF_JIT_CACHE_DIR`,
-//! else `$XDG_CACHE_HOME/sheaf-jit` or `$HOME/.cache/sheaf-jit`; `--dir`
-//! overrides), opens it with the store's own checks (the folder's owner
+//! else `$XDG_CACHE_HOME/sheaf-jit` or `$HOME/.cache/sheaf-jit`, on macOS
+//! `$HOME/Library/Caches/sheaf-jit`; `--dir` overrides), opens it with the store's own checks (the folder's owner
 //! and mode, its `secret`), and reads every entry, policy file and bundle
 //! with the runtime's own code (`jit_cache::store`, `inspect_bundle`,
 //! `verify_bundle`): nothing here parses a file itself.
@@ -56,7 +56,7 @@ commands:
 options:
   --dir DIR             the disk cache's folder (default: where the runtime keeps it:
                         SHEAF_JIT_CACHE_DIR, else $XDG_CACHE_HOME/sheaf-jit, else
-                        $HOME/.cache/sheaf-jit)
+                        $HOME/.cache/sheaf-jit; on macOS $HOME/Library/Caches/sheaf-jit)
   -h, --help            this text; `sheaf-jit-cache COMMAND --help` for a command's
 
 Nothing is loaded or run: entries are only read and checked.
