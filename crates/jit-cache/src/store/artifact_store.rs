@@ -25,7 +25,8 @@ use std::time::Instant;
 
 use super::behind::{Behind, Found};
 use super::counters::bump;
-use super::entry::{self, Rejection, Verdict, HEADER_LEN, TEMP_PREFIX};
+use super::entry::{self, Rejection, Verdict, HEADER_LEN};
+use super::file_io;
 use super::folder::Folder;
 use super::key::ArtifactKey;
 use super::policy_files::PolicyFiles;
@@ -516,13 +517,7 @@ impl ArtifactStore {
             return true;
         }
         let dir = folder.dir();
-        let written = tempfile::Builder::new()
-            .prefix(TEMP_PREFIX)
-            .tempfile_in(dir)
-            .and_then(|mut file| {
-                io::Write::write_all(&mut file, identity.as_bytes())?;
-                file.persist(dir.join(BUILDER_FILE)).map_err(|e| e.error)
-            });
+        let written = file_io::write_whole(&dir.join(BUILDER_FILE), identity.as_bytes());
         if let Err(error) = &written {
             tracing::debug!(
                 target: crate::log_targets::CACHE,
