@@ -36,6 +36,8 @@
 //!
 //! [`RedisStore`]: super::RedisStore
 
+#[cfg(test)]
+mod adversary_tests;
 mod backend;
 mod lease;
 mod options;
@@ -229,9 +231,8 @@ impl RemoteTier {
         };
         let c = &shared.counters;
         let lease_name = Shared::lease_key(&name);
+        // Set at the first answer `Held`, never again: one bound in all.
         let mut polls: Option<lease::Polls> = None;
-        // The holder of the lease when last seen.
-        let mut holder: Option<String> = None;
         loop {
             let owner = lease::owner_name();
             match shared.take_lease(&lease_name, &owner, ttl) {
@@ -265,28 +266,18 @@ impl RemoteTier {
                     };
                 }
                 Some(LeaseAnswer::Held { owner: held_by }) => {
-                    let now = Instant::now();
-                    let bound = shared.wait_bound(ttl);
-                    match &mut polls {
-                        None => {
-                            bump(&c.lease_waits, 1);
-                            tracing::debug!(
-                                target: crate::log_targets::REMOTE,
-                                key = %name,
-                                owner = %held_by,
-                                "another process compiles this artifact: waiting for it"
-                            );
-                            polls = Some(lease::Polls::new(now, bound));
-                        }
-                        // Taken over: a new compile started, as long as ours
-                        // would be.
-                        Some(polls) if holder.as_ref() != Some(&held_by) && !held_by.is_empty() => {
-                            *polls = lease::Polls::new(now, bound);
-                        }
-                        Some(_) => {}
-                    }
-                    if !held_by.is_empty() {
-                        holder = Some(held_by);
+                    if polls.is_none() {
+                        let bound = shared.wait_bound(ttl);
+                        bump(&c.lease_waits, 1);
+                        tracing::debug!(
+                            target: crate::log_targets::REMOTE,
+                            key = %name,
+                            owner = %held_by,
+                            bound = ?bound,
+                            "another process compiles this artifact: waiting for it, {bound:?} \
+                             at most"
+                        );
+                        polls = Some(lease::Polls::new(Instant::now(), bound));
                     }
                 }
                 Some(LeaseAnswer::Unsupported) | None => {
@@ -304,7 +295,8 @@ impl RemoteTier {
                 tracing::debug!(
                     target: crate::log_targets::REMOTE,
                     key = %name,
-                    "another process's compile took longer than compiling here would: compiling"
+                    "another process's compile took longer than compiling here would (or its lease \
+                     changed owner until then): compiling"
                 );
                 return Fetch::Compile(None);
             };
