@@ -220,6 +220,24 @@ impl ArtifactStore {
         self.behind.remote_stats()
     }
 
+    /// Queues `artifact` to be published as the entry of `key` to the tier
+    /// behind the folder (the remote tier, in the background), as a build
+    /// of [`fetch_or_build`](Self::fetch_or_build) is: for an artifact that
+    /// also serves another key (a batch's module under each member's key,
+    /// say). Nothing without a remote tier; see also
+    /// [`insert`](Self::insert) for the folder.
+    pub fn publish(&self, key: &ArtifactKey, artifact: &[u8]) {
+        self.behind
+            .publish(key, artifact, std::time::Duration::ZERO, Default::default());
+    }
+
+    /// Blocks until the publishes queued so far are done (see
+    /// `RemoteTier::wait_for_publishes`), and returns true (at once without
+    /// a remote tier); false once `timeout` has passed first.
+    pub fn wait_for_publishes(&self, timeout: std::time::Duration) -> bool {
+        self.behind.wait_for_publishes(timeout)
+    }
+
     /// The store's folder, when it has one (for `inspect.rs`).
     pub(super) fn folder(&self) -> Option<&Folder> {
         self.folder.as_ref()

@@ -389,9 +389,15 @@ fn a_full_queue_drops_publishes_instead_of_waiting() {
     tier.publish(&key("b"), b"b", Duration::ZERO, None); // queued
     tier.publish(&key("c"), b"c", Duration::ZERO, None); // dropped
     assert_eq!(tier.stats().dropped, 1);
+    assert!(
+        !tier.wait_for_publishes(Duration::from_millis(50)),
+        "\"a\" is held"
+    );
     backend.hold_puts(false);
-    drop(tier); // waits for "a" and "b"
+    assert!(tier.wait_for_publishes(Duration::from_secs(30)));
     assert!(backend.value("a").is_some() && backend.value("b").is_some());
+    assert!(tier.wait_for_publishes(Duration::ZERO), "none pending");
+    drop(tier);
     assert_eq!(backend.value("c"), None);
 }
 
