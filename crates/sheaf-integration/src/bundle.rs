@@ -51,12 +51,13 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::fs;
-use std::io::{self, Read, Write as _};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use jit_cache::store::{
-    open_read_only_file, ArtifactKey, ArtifactStore, StoreConfig, StoreError, VerifiedArtifact,
+    file_io, open_read_only_file, ArtifactKey, ArtifactStore, StoreConfig, StoreError,
+    VerifiedArtifact,
 };
 use jit_cache::{stable_hash, FunctionId, Layout, Signature};
 
@@ -541,13 +542,7 @@ pub(crate) fn write(
     // never writable by others, which would have it refused), then renamed
     // over the old one.
     let path = dir.join(MANIFEST);
-    tempfile::Builder::new()
-        .prefix(".tmp-manifest-")
-        .tempfile_in(dir)
-        .and_then(|mut file| {
-            file.write_all(manifest.as_bytes())?;
-            file.persist(&path).map_err(|e| e.error)
-        })
+    file_io::write_whole(&path, manifest.as_bytes())
         .map_err(|source| BundleError::Write { path, source })?;
     Ok(summary)
 }

@@ -3,9 +3,11 @@
 //! compile, so that a compile can be read, and rerun, outside the runtime.
 //!
 //! Each compile that runs the compiler (not a hit of a bundle, the disk
-//! cache or the remote cache) writes `<dir>/<NNNN>-<function>-<signature>/`
-//! (`NNNN` counts this process's dumps; unusual characters of the names
-//! become `_`):
+//! cache or the remote cache) writes
+//! `<dir>/<pid>-<random>/<NNNN>-<function>-<signature>/` (a folder of this
+//! process's own, made fresh at its first dump and never reused by
+//! another; `NNNN` counts this process's dumps; unusual characters of the
+//! names become `_`):
 //!
 //! | file | what it holds |
 //! | --- | --- |
@@ -18,20 +20,32 @@
 //!
 //! The folder is bounded: at most [`MAX_DUMPS`] compiles per process; later
 //! ones are not dumped (one warning says so). A dump that cannot be
-//! written is logged (target `sheaf_jit::compile`) and never fails the
-//! compile.
+//! written is logged (target `sheaf_jit::compile`), said once per process
+//! on stderr, and never fails the compile.
+//!
+//! The folder is owned and written like the cache folders, since a dump
+//! holds a script its user runs: `<dir>` is made with mode 0700 when
+//! missing and refused when it is a link, another user's, or writable by
+//! group or others (jit-cache's [`create_private_folder`], the cache
+//! folders' own check); the process's folder and each dump's are made new
+//! (mode 0700, failing if the name exists), and every file is written as
+//! [`file_io`] says (a temporary file renamed into place: nothing planted
+//! at a name, a link or a FIFO, is followed or waited on).
+//!
+//! [`create_private_folder`]: jit_cache::store::create_private_folder
 //!
 //! [`CompileSettings::dump_dir`]: crate::settings::CompileSettings::dump_dir
 
 use std::fmt::Write as _;
-use std::fs;
+use std::fs::{self, DirBuilder};
 use std::io;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use iree_safe::compiler::{self, Artifact, CompileError, CompilerPreference};
-use jit_cache::store::ArtifactKey;
+use jit_cache::store::{create_private_folder, file_io, ArtifactKey};
 use jit_cache::ErrorChain;
 
 /// The most compiles one process dumps; later ones are skipped.
@@ -48,7 +62,14 @@ pub(crate) struct Dumps {
     executable: PathBuf,
     /// Dumps started (written or not).
     next: AtomicUsize,
+    /// This process's own folder in `dir`, made at the first dump (or why
+    /// it could not be).
+    own: OnceLock<Result<PathBuf, String>>,
 }
+
+/// Whether a dump that could not be written was said on stderr (once per
+/// process).
+static SAID_ON_STDERR: AtomicBool = AtomicBool::new(false);
 
 /// One compile to dump: what the compiler was given.
 pub(crate) struct Compile<'a> {
@@ -71,7 +92,30 @@ impl Dumps {
             dir,
             executable,
             next: AtomicUsize::new(0),
+            own: OnceLock::new(),
         }
+    }
+
+    /// This process's folder in `dir`: `<pid>-<random>`, made new (see the
+    /// module docs) at the first call.
+    fn own_folder(&self) -> Result<&Path, &str> {
+        let made = self.own.get_or_init(|| {
+            create_private_folder(&self.dir).map_err(|error| ErrorChain(&error).to_string())?;
+            tempfile::Builder::new()
+                .prefix(&format!("{}-", std::process::id()))
+                .rand_bytes(8)
+                .permissions(fs::Permissions::from_mode(0o700))
+                .tempdir_in(&self.dir)
+                .map(tempfile::TempDir::keep)
+                .map_err(|error| {
+                    format!(
+                        "cannot make this process's folder in {} ({error}); check that it is \
+                         yours and writable",
+                        self.dir.display()
+                    )
+                })
+        });
+        made.as_deref().map_err(String::as_str)
     }
 
     /// Records `compile` and its `result` (with the artifact's `key`).
@@ -99,9 +143,14 @@ impl Dumps {
             file_name(compile.function),
             file_name(compile.signature)
         );
-        let folder = self.dir.join(name);
-        match self.write(&folder, compile, result, key) {
-            Ok(()) => tracing::debug!(
+        let written = self.own_folder().map_err(str::to_owned).and_then(|own| {
+            let folder = own.join(name);
+            self.write(&folder, compile, result, key)
+                .map(|()| folder.clone())
+                .map_err(|error| format!("cannot write {} ({error})", folder.display()))
+        });
+        match written {
+            Ok(folder) => tracing::debug!(
                 target: jit_cache::log_targets::COMPILE,
                 dump = %folder.display(),
                 "dumped the compile of {}{} to {}",
@@ -109,15 +158,24 @@ impl Dumps {
                 compile.signature,
                 folder.display()
             ),
-            Err(error) => tracing::warn!(
-                target: jit_cache::log_targets::COMPILE,
-                dump = %folder.display(),
-                %error,
-                "cannot dump the compile of {}{} to {} ({error}); the compile is not affected",
-                compile.function,
-                compile.signature,
-                folder.display()
-            ),
+            Err(error) => {
+                tracing::warn!(
+                    target: jit_cache::log_targets::COMPILE,
+                    dir = %self.dir.display(),
+                    %error,
+                    "cannot dump the compile of {}{}: {error}; the compile is not affected",
+                    compile.function,
+                    compile.signature,
+                );
+                if !SAID_ON_STDERR.swap(true, Ordering::Relaxed) {
+                    eprintln!(
+                        "sheaf-jit: SHEAF_JIT_DUMP_DIR: cannot dump the compile of {}{}: {error}; \
+                         compiles are not affected, later failures to dump are only logged \
+                         (target sheaf_jit::compile)",
+                        compile.function, compile.signature
+                    );
+                }
+            }
         }
     }
 
@@ -128,25 +186,29 @@ impl Dumps {
         result: &Result<Artifact, CompileError>,
         key: Option<&ArtifactKey>,
     ) -> io::Result<()> {
-        fs::create_dir_all(folder)?;
-        fs::write(folder.join("input.mlir"), compile.mlir)?;
+        // New, never an existing folder (not recursive: the process's
+        // folder is there).
+        DirBuilder::new().mode(0o700).create(folder)?;
+        let write = |name: &str, bytes: &[u8]| file_io::write_whole(&folder.join(name), bytes);
+        write("input.mlir", compile.mlir.as_bytes())?;
         let mut flags = compile.flags.join("\n");
         flags.push('\n');
-        fs::write(folder.join("flags.txt"), flags)?;
-        fs::write(folder.join("target.txt"), format!("{}\n", compile.target))?;
-        let command = folder.join("command.sh");
-        fs::write(&command, self.command(compile.flags))?;
-        fs::set_permissions(&command, fs::Permissions::from_mode(0o755))?;
+        write("flags.txt", flags.as_bytes())?;
+        write("target.txt", format!("{}\n", compile.target).as_bytes())?;
+        let command = self.command(compile.flags);
+        file_io::write_whole_with_mode(&folder.join("command.sh"), command.as_bytes(), 0o755)?;
         match result {
             Ok(artifact) => {
-                fs::write(folder.join("artifact.vmfb"), artifact.as_bytes())?;
+                write("artifact.vmfb", artifact.as_bytes())?;
                 if let Some(key) = key {
-                    fs::write(folder.join("key.txt"), format!("{}\n", key.hex()))?;
+                    write("key.txt", format!("{}\n", key.hex()).as_bytes())?;
                 }
             }
             Err(error) => {
-                let text = format!("{}\n", ErrorChain(error));
-                fs::write(folder.join("diagnostics.txt"), text)?;
+                write(
+                    "diagnostics.txt",
+                    format!("{}\n", ErrorChain(error)).as_bytes(),
+                )?;
             }
         }
         Ok(())
@@ -189,7 +251,60 @@ fn file_name(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::{symlink, MetadataExt};
+    use std::process::Command;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
     use super::*;
+
+    /// Set in the child of [`a_dump_that_cannot_be_written_says_so_once_on_stderr`]:
+    /// the folder to dump into.
+    const CHILD_DIR: &str = "SHEAF_JIT_DUMP_TEST_CHILD_DIR";
+
+    fn compile() -> Compile<'static> {
+        Compile {
+            function: "f",
+            signature: "(f32[1])",
+            mlir: "module {}",
+            flags: &[],
+            target: "t",
+        }
+    }
+
+    fn failed() -> Result<Artifact, CompileError> {
+        Err(CompileError::Compilation {
+            diagnostics: Vec::new(),
+        })
+    }
+
+    /// Records one failed compile into `dir`, on a thread: fails if that
+    /// takes over 10 s (a FIFO waited on).
+    fn record_within_bound(dumps: Dumps) -> Dumps {
+        let (done, finished) = mpsc::channel();
+        std::thread::spawn(move || {
+            dumps.record(&compile(), &failed(), None);
+            let _ = done.send(dumps);
+        });
+        finished
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a dump returns promptly")
+    }
+
+    /// The folders in `dir`.
+    fn folders(dir: &Path) -> Vec<PathBuf> {
+        let mut found: Vec<PathBuf> = fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .collect();
+        found.sort();
+        found
+    }
+
+    fn mkfifo(path: &Path) {
+        let made = Command::new("mkfifo").arg(path).status().unwrap();
+        assert!(made.success(), "mkfifo {}", path.display());
+    }
 
     #[test]
     fn names_keep_to_safe_characters_and_a_bound() {
@@ -199,31 +314,134 @@ mod tests {
     }
 
     #[test]
-    fn at_most_max_dumps_are_written() {
+    fn at_most_max_dumps_are_written_in_a_folder_of_this_process() {
         let dir = tempfile::tempdir().unwrap();
-        let dumps = Dumps::new(dir.path().to_owned(), &CompilerPreference::Disabled);
         let compile = Compile {
-            function: "f",
-            signature: "(f32[1])",
-            mlir: "module {}",
             flags: &["--a".to_owned()],
-            target: "t",
+            ..compile()
         };
-        let failed = Err(CompileError::Compilation {
-            diagnostics: Vec::new(),
-        });
-        for _ in 0..MAX_DUMPS + 2 {
-            dumps.record(&compile, &failed, None);
+        let mut made = Vec::new();
+        for _ in 0..2 {
+            let dumps = Dumps::new(dir.path().to_owned(), &CompilerPreference::Disabled);
+            for _ in 0..MAX_DUMPS + 2 {
+                dumps.record(&compile, &failed(), None);
+            }
+            made.push(dumps.own_folder().unwrap().to_owned());
         }
-        let written = fs::read_dir(dir.path()).unwrap().count();
-        assert_eq!(written, MAX_DUMPS);
-        let last = dir.path().join(format!("{:04}-f-_f32[1]_", MAX_DUMPS - 1));
+        assert_ne!(made[0], made[1], "a fresh folder each time, never reused");
+        assert_eq!(folders(dir.path()), {
+            let mut sorted = made.clone();
+            sorted.sort();
+            sorted
+        });
+        let own = &made[0];
+        let name = own.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with(&format!("{}-", std::process::id())),
+            "{name}"
+        );
+        assert_eq!(fs::metadata(own).unwrap().mode() & 0o777, 0o700);
+        assert_eq!(folders(own).len(), MAX_DUMPS);
+        let last = own.join(format!("{:04}-f-_f32[1]_", MAX_DUMPS - 1));
         assert!(last.join("diagnostics.txt").is_file(), "{}", last.display());
-        let command = fs::read_to_string(last.join("command.sh")).unwrap();
+        let command = last.join("command.sh");
+        assert_eq!(fs::metadata(&command).unwrap().mode() & 0o777, 0o755);
+        let command = fs::read_to_string(command).unwrap();
         assert!(
             command.contains("  '--a' \\\n  - -o recompiled.vmfb < input.mlir"),
             "{command}"
         );
+    }
+
+    #[test]
+    fn another_users_planted_folder_is_refused_and_its_links_never_followed() {
+        let victim_dir = tempfile::tempdir().unwrap();
+        let victim = victim_dir.path().join("victim");
+        fs::write(&victim, "the victim's own\n").unwrap();
+        fs::set_permissions(&victim, fs::Permissions::from_mode(0o600)).unwrap();
+        let plant = |dir: &Path| {
+            // What the issue's attacker left: the first dump's name, with
+            // `command.sh` a link to the victim's file.
+            let planted = dir.join("0000-f-_f32[1]_");
+            fs::create_dir(&planted).unwrap();
+            fs::set_permissions(&planted, fs::Permissions::from_mode(0o777)).unwrap();
+            symlink(&victim, planted.join("command.sh")).unwrap();
+        };
+        let open = tempfile::tempdir().unwrap();
+        fs::set_permissions(open.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        let others = tempfile::tempdir().unwrap();
+        std::os::unix::fs::chown(others.path(), Some(65534), Some(65534)).unwrap();
+        let own = tempfile::tempdir().unwrap();
+        for dir in [open.path(), others.path(), own.path()] {
+            plant(dir);
+            let dumps =
+                record_within_bound(Dumps::new(dir.to_owned(), &CompilerPreference::Disabled));
+            let refused = dir != own.path();
+            assert_eq!(dumps.own_folder().is_err(), refused, "{}", dir.display());
+            assert_eq!(folders(dir).len(), if refused { 1 } else { 2 });
+            assert_eq!(fs::read_to_string(&victim).unwrap(), "the victim's own\n");
+            assert_eq!(fs::metadata(&victim).unwrap().mode() & 0o777, 0o600);
+        }
+        let link = victim_dir.path().join("link");
+        symlink(own.path(), &link).unwrap();
+        let dumps = Dumps::new(link, &CompilerPreference::Disabled);
+        let error = dumps.own_folder().unwrap_err();
+        assert!(error.contains("symbolic link"), "{error}");
+    }
+
+    #[test]
+    fn a_fifo_planted_at_a_dump_file_is_never_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let dumps = Dumps::new(dir.path().to_owned(), &CompilerPreference::Disabled);
+        let own = dumps.own_folder().unwrap().to_owned();
+        // Planted where the first dump goes (as one who could write there
+        // would), and in a folder written by `file_io`.
+        let first = own.join("0000-f-_f32[1]_");
+        fs::create_dir(&first).unwrap();
+        mkfifo(&first.join("input.mlir"));
+        let dumps = record_within_bound(dumps);
+        assert!(first.join("input.mlir").exists());
+        assert_eq!(folders(&first).len(), 1, "an existing folder is not used");
+        let fifo = dir.path().join("fifo");
+        mkfifo(&fifo);
+        let (done, finished) = mpsc::channel();
+        let written = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = done.send(file_io::write_whole(&written, b"module {}").is_ok());
+        });
+        let replaced = finished.recv_timeout(Duration::from_secs(10));
+        assert_eq!(replaced, Ok(true), "written promptly, over the FIFO");
+        assert!(fs::metadata(&fifo).unwrap().is_file());
+        drop(dumps);
+    }
+
+    /// The child of [`a_dump_that_cannot_be_written_says_so_once_on_stderr`].
+    #[test]
+    fn child_dumps_into_a_refused_folder() {
+        let Some(dir) = std::env::var_os(CHILD_DIR) else {
+            return;
+        };
+        let dumps = Dumps::new(dir.into(), &CompilerPreference::Disabled);
+        for _ in 0..3 {
+            dumps.record(&compile(), &failed(), None);
+        }
+    }
+
+    #[test]
+    fn a_dump_that_cannot_be_written_says_so_once_on_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        let output = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "dump::tests::child_dumps_into_a_refused_folder"])
+            .args(["--nocapture", "--test-threads=1"])
+            .env(CHILD_DIR, dir.path())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let said = stderr.matches("SHEAF_JIT_DUMP_DIR: cannot dump").count();
+        assert_eq!(said, 1, "{stderr}");
+        assert!(stderr.contains("chmod"), "says what to do: {stderr}");
     }
 
     #[test]

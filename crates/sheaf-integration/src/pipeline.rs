@@ -363,10 +363,10 @@ impl Pipeline {
     /// the module, which is unloaded with the last of them, and the
     /// artifact's key (exported to bundles as one entry that serves them
     /// all). A batch just compiled is also stored under each member's own
-    /// key: the module holds each member's function as its own compile
-    /// would, so a later process that misses one signature alone loads it
-    /// from disk rather than compiling it (loading the whole batch's
-    /// module for it).
+    /// key, on disk and in the remote cache: the module holds each
+    /// member's function as its own compile would, so a later process that
+    /// misses one signature alone loads it from either rather than
+    /// compiling it (loading the whole batch's module for it).
     pub(crate) fn batch(
         &self,
         lowerings: &[LoweredVariant],
@@ -387,7 +387,7 @@ impl Pipeline {
         // The artifact, kept to store under each member's key.
         let artifact_bytes = RefCell::new(None);
         let load = |artifact: VerifiedArtifact<'_>| -> Result<Vec<Function>, iree_safe::Error> {
-            if self.store.directory().is_some() && lowerings.len() > 1 {
+            if self.keeps_artifacts() && lowerings.len() > 1 {
                 artifact_bytes.replace(Some(artifact.bytes().to_vec()));
             }
             let module = placement.runtime.load(trusted(artifact))?;
@@ -409,8 +409,9 @@ impl Pipeline {
         {
             let target = &placement.code(semantics).target_identity;
             for lowering in lowerings {
-                self.store
-                    .insert(&self.key(&lowering.module, compiler, target), &bytes);
+                let member = self.key(&lowering.module, compiler, target);
+                self.store.insert(&member, &bytes);
+                self.store.publish(&member, &bytes);
             }
         }
         let share = loaded

@@ -31,14 +31,27 @@ fn runtime_with(dump: &Path, compiler: CompilerPreference) -> JitRuntime {
     JitRuntime::new(config).unwrap()
 }
 
-/// The dumps in `dir`, in order.
-fn dumps(dir: &Path) -> Vec<PathBuf> {
-    let mut dumps: Vec<PathBuf> = fs::read_dir(dir)
+/// The folders in `dir`, in order.
+fn folders(dir: &Path) -> Vec<PathBuf> {
+    let mut folders: Vec<PathBuf> = fs::read_dir(dir)
         .unwrap()
         .map(|entry| entry.unwrap().path())
         .collect();
-    dumps.sort();
-    dumps
+    folders.sort();
+    folders
+}
+
+/// The dumps in `dir`, in order: in the one folder of this process's
+/// runtime (`<pid>-<random>`).
+fn dumps(dir: &Path) -> Vec<PathBuf> {
+    let own = folders(dir);
+    assert_eq!(own.len(), 1, "one folder per process: {own:?}");
+    let name = own[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with(&format!("{}-", std::process::id())),
+        "{name}"
+    );
+    folders(&own[0])
 }
 
 #[test]

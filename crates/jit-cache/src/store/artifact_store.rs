@@ -25,7 +25,8 @@ use std::time::Instant;
 
 use super::behind::{Behind, Found};
 use super::counters::bump;
-use super::entry::{self, Rejection, Verdict, HEADER_LEN, TEMP_PREFIX};
+use super::entry::{self, Rejection, Verdict, HEADER_LEN};
+use super::file_io;
 use super::folder::Folder;
 use super::key::ArtifactKey;
 use super::policy_files::PolicyFiles;
@@ -217,6 +218,24 @@ impl ArtifactStore {
     #[cfg(feature = "remote")]
     pub fn remote_stats(&self) -> Option<RemoteStats> {
         self.behind.remote_stats()
+    }
+
+    /// Queues `artifact` to be published as the entry of `key` to the tier
+    /// behind the folder (the remote tier, in the background), as a build
+    /// of [`fetch_or_build`](Self::fetch_or_build) is: for an artifact that
+    /// also serves another key (a batch's module under each member's key,
+    /// say). Nothing without a remote tier; see also
+    /// [`insert`](Self::insert) for the folder.
+    pub fn publish(&self, key: &ArtifactKey, artifact: &[u8]) {
+        self.behind
+            .publish(key, artifact, std::time::Duration::ZERO, Default::default());
+    }
+
+    /// Blocks until the publishes queued so far are done (see
+    /// `RemoteTier::wait_for_publishes`), and returns true (at once without
+    /// a remote tier); false once `timeout` has passed first.
+    pub fn wait_for_publishes(&self, timeout: std::time::Duration) -> bool {
+        self.behind.wait_for_publishes(timeout)
     }
 
     /// The store's folder, when it has one (for `inspect.rs`).
@@ -516,13 +535,7 @@ impl ArtifactStore {
             return true;
         }
         let dir = folder.dir();
-        let written = tempfile::Builder::new()
-            .prefix(TEMP_PREFIX)
-            .tempfile_in(dir)
-            .and_then(|mut file| {
-                io::Write::write_all(&mut file, identity.as_bytes())?;
-                file.persist(dir.join(BUILDER_FILE)).map_err(|e| e.error)
-            });
+        let written = file_io::write_whole(&dir.join(BUILDER_FILE), identity.as_bytes());
         if let Err(error) = &written {
             tracing::debug!(
                 target: crate::log_targets::CACHE,

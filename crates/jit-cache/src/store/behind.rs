@@ -22,6 +22,7 @@ pub(crate) type Lease = NoLease;
 
 /// The lease of a store with nothing behind its folder.
 #[cfg(not(feature = "remote"))]
+#[derive(Default)]
 pub(crate) struct NoLease;
 
 /// What the tier behind a store's folder found for a key.
@@ -55,6 +56,17 @@ impl Behind {
     #[cfg(feature = "remote")]
     pub(crate) fn remote_stats(&self) -> Option<RemoteStats> {
         self.remote.as_ref().map(RemoteTier::stats)
+    }
+
+    /// Waits for the publishes queued so far, at most `timeout`; true when
+    /// they are done (at once with nothing behind).
+    pub(crate) fn wait_for_publishes(&self, timeout: Duration) -> bool {
+        #[cfg(feature = "remote")]
+        if let Some(remote) = &self.remote {
+            return remote.wait_for_publishes(timeout);
+        }
+        let _ = timeout;
+        true
     }
 
     /// True when nothing stands behind the folder.

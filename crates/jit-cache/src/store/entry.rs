@@ -27,10 +27,11 @@
 //! old or the new file, each complete. Nothing is `fsync`ed: after a power
 //! loss an entry may be truncated or zeroed, which its tag detects.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::Path;
 use std::time::SystemTime;
 
+use super::file_io;
 use super::key::ArtifactKey;
 use super::trust::{open_file, Owners, Secret, StoreError, CLOSE_FILE, TAG_LEN};
 use super::verified::VerifiedArtifact;
@@ -42,7 +43,7 @@ const FORMAT_VERSION: u32 = 2;
 pub(crate) const HEADER_LEN: usize = 8 + 4 + 4 + 8 + TAG_LEN + 32;
 
 /// Prefix of temporary files; they never end in [`ENTRY_EXTENSION`].
-pub(crate) const TEMP_PREFIX: &str = ".tmp-";
+pub(crate) use super::file_io::TEMP_PREFIX;
 
 /// Extension of entry files.
 pub(crate) const ENTRY_EXTENSION: &str = "sjit";
@@ -241,14 +242,9 @@ pub(crate) fn write(
     secret: &Secret,
     payload: &[u8],
 ) -> io::Result<u64> {
-    let mut temporary = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .tempfile_in(dir)?;
-    temporary.write_all(&encode_header(key, secret, payload))?;
-    temporary.write_all(payload)?;
-    // `persist` renames over any existing entry; on failure the temporary
-    // file is deleted when the error is dropped.
-    temporary.persist(path).map_err(|e| e.error)?;
+    debug_assert_eq!(path.parent(), Some(dir));
+    let header = encode_header(key, secret, payload);
+    file_io::write_parts(path, &[&header, payload], 0o600)?;
     Ok((HEADER_LEN + payload.len()) as u64)
 }
 

@@ -43,6 +43,7 @@ mod behind;
 #[cfg(feature = "remote")]
 mod breaker;
 mod entry;
+pub mod file_io;
 mod folder;
 mod inspect;
 mod key;
@@ -65,7 +66,7 @@ pub use inspect::{EntryCheck, Removed, StoredEntry, StoredPolicy};
 pub use key::{ArtifactKey, KeyParts};
 pub use policy_files::MAX_POLICY_FILES;
 pub use stats::StoreStats;
-pub use trust::{open_read_only_file, Secret, StoreError};
+pub use trust::{create_private_folder, open_read_only_file, Secret, StoreError};
 pub use verified::VerifiedArtifact;
 #[cfg(feature = "remote")]
 pub use {

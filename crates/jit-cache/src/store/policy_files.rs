@@ -30,7 +30,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -38,7 +38,7 @@ use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 
-use super::entry::TEMP_PREFIX;
+use super::file_io;
 use super::listing;
 use super::trust::{self, open_file, Owners, StoreError, CLOSE_FILE};
 use crate::error::ErrorChain;
@@ -286,12 +286,8 @@ pub(super) fn list(dir: &Path) -> Vec<listing::Listed> {
 /// Writes `text` to `path` (inside `folder`) whole: a temporary file, mode
 /// 0600, renamed over it.
 fn write(folder: &Path, path: &Path, text: &str) -> io::Result<()> {
-    let mut temporary = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .tempfile_in(folder)?;
-    temporary.write_all(text.as_bytes())?;
-    temporary.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    debug_assert_eq!(path.parent(), Some(folder));
+    file_io::write_whole(path, text.as_bytes())
 }
 
 /// The policy files in `folder`, with when each was last used; deletes

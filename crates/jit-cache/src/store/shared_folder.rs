@@ -25,14 +25,18 @@
 //!
 //! Every machine must use the folder as the same user: files are made
 //! with mode 0600. The entries are authenticated by the tier, so a file
-//! the folder's other writers damage or forge is never loaded.
+//! the folder's other writers damage or forge is never loaded. Every file
+//! is opened as `file_io.rs` says (no link followed, no FIFO waited on,
+//! sizes bounded): a value's name that is not a regular file is a miss
+//! (logged; the next publish replaces it), and a lock that is not one is
+//! stale (taken over).
 
-use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::entry::TEMP_PREFIX;
+use super::file_io::{self, Bounded, OpenError};
 use super::remote::{LeaseAnswer, RemoteError, RemoteStore, RemoteValue};
 
 /// The longest lock file read: an owner name and a number.
@@ -126,20 +130,7 @@ impl SharedFolderStore {
     /// Writes `bytes` to a temporary file in the folder, kept unless
     /// persisted.
     fn temporary(&self, bytes: &[u8]) -> io::Result<tempfile::NamedTempFile> {
-        let mut file = tempfile::Builder::new()
-            .prefix(TEMP_PREFIX)
-            .tempfile_in(&self.folder)?;
-        file.write_all(bytes)?;
-        Ok(file)
-    }
-
-    /// The lock at `path`: its owner and expiry; `None` when there is none.
-    fn read_lock(&self, path: &Path) -> io::Result<Option<Lock>> {
-        match read_at_most(path, MAX_LOCK_BYTES) {
-            Ok(Some(bytes)) => Ok(Some(Lock::parse(&bytes))),
-            Ok(None) => Ok(None),
-            Err(error) => Err(error),
-        }
+        file_io::temporary_file(&self.folder, &[bytes], 0o600)
     }
 
     /// Moves the stale lock `stale` at `path` aside and deletes it; true
@@ -152,7 +143,7 @@ impl SharedFolderStore {
             Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(true),
             Err(error) => return Err(error),
         }
-        let moved = read_at_most(&aside, MAX_LOCK_BYTES)?.map(|bytes| Lock::parse(&bytes));
+        let moved = read_lock(&aside)?;
         if moved.as_ref() == Some(stale) {
             return Ok(true); // `aside` is deleted when dropped
         }
@@ -166,34 +157,29 @@ impl SharedFolderStore {
 impl RemoteStore for SharedFolderStore {
     fn get(&self, key: &str, max_bytes: u64) -> Result<RemoteValue, RemoteError> {
         let path = self.path(key);
-        let read = || -> io::Result<RemoteValue> {
-            let mut file = match File::open(&path) {
-                Ok(file) => file,
-                Err(error) if error.kind() == io::ErrorKind::NotFound => {
-                    return Ok(RemoteValue::Missing)
-                }
-                Err(error) => return Err(error),
-            };
-            let len = file.metadata()?.len();
-            if len > max_bytes {
-                return Ok(RemoteValue::TooLarge(len));
-            }
-            let mut bytes = Vec::new();
-            (&mut file).take(max_bytes).read_to_end(&mut bytes)?;
-            Ok(if bytes.is_empty() {
+        let value = match file_io::read_file(&path, max_bytes) {
+            Ok(None) => RemoteValue::Missing,
+            Ok(Some(Bounded::Whole(bytes))) if bytes.is_empty() => RemoteValue::Missing,
+            Ok(Some(Bounded::Whole(bytes))) => RemoteValue::Found(bytes),
+            Ok(Some(Bounded::TooLarge(len))) => RemoteValue::TooLarge(len),
+            Err(OpenError::Io(error)) => return Err(self.error("read")(error)),
+            Err(refused) => {
+                tracing::warn!(
+                    target: crate::log_targets::REMOTE,
+                    path = %path.display(),
+                    reason = %refused,
+                    "a remote-cache miss: the shared folder's {} is not read ({refused}); the \
+                     artifact is compiled, and its publish replaces the name",
+                    path.display()
+                );
                 RemoteValue::Missing
-            } else {
-                RemoteValue::Found(bytes)
-            })
+            }
         };
-        read().map_err(self.error("read"))
+        Ok(value)
     }
 
     fn put(&self, key: &str, value: &[u8]) -> Result<(), RemoteError> {
-        self.temporary(value)
-            .and_then(|file| file.persist(self.path(key)).map_err(|e| e.error))
-            .map(drop)
-            .map_err(self.error("write"))
+        file_io::write_whole(&self.path(key), value).map_err(self.error("write"))
     }
 
     fn take_lease(
@@ -213,7 +199,7 @@ impl RemoteStore for SharedFolderStore {
                     Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
                     Err(error) => return Err(error),
                 }
-                let Some(lock) = self.read_lock(&path)? else {
+                let Some(lock) = read_lock(&path)? else {
                     continue; // released meanwhile
                 };
                 if !lock.expired(SystemTime::now()) {
@@ -235,13 +221,12 @@ impl RemoteStore for SharedFolderStore {
     fn renew_lease(&self, lease: &str, owner: &str, ttl: Duration) -> Result<bool, RemoteError> {
         let path = self.path(lease);
         let renew = || -> io::Result<bool> {
-            match self.read_lock(&path)? {
+            match read_lock(&path)? {
                 Some(lock) if lock.owner == owner => {}
                 _ => return Ok(false),
             }
             let lock = Lock::new(owner, ttl, SystemTime::now());
-            let file = self.temporary(lock.text().as_bytes())?;
-            file.persist(&path).map_err(|e| e.error)?;
+            file_io::write_whole(&path, lock.text().as_bytes())?;
             Ok(true)
         };
         renew().map_err(self.error("renew a lease"))
@@ -250,7 +235,7 @@ impl RemoteStore for SharedFolderStore {
     fn release_lease(&self, lease: &str, owner: &str) -> Result<(), RemoteError> {
         let path = self.path(lease);
         let release = || -> io::Result<()> {
-            if let Some(lock) = self.read_lock(&path)? {
+            if let Some(lock) = read_lock(&path)? {
                 if lock.owner == owner {
                     match fs::remove_file(&path) {
                         Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
@@ -320,16 +305,18 @@ fn file_name(key: &str) -> String {
     name
 }
 
-/// The first `max` bytes of the file at `path`; `None` when it is missing.
-fn read_at_most(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
-    let file = match File::open(path) {
-        Ok(file) => file,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(error),
-    };
-    let mut bytes = Vec::new();
-    file.take(max).read_to_end(&mut bytes)?;
-    Ok(Some(bytes))
+/// The lock file at `path`; `None` when there is none. One that is not a
+/// regular file of at most [`MAX_LOCK_BYTES`] (a link, a FIFO, a device,
+/// anything longer) is not read: it is a stale lock (see [`Lock::parse`]).
+fn read_lock(path: &Path) -> io::Result<Option<Lock>> {
+    match file_io::read_file(path, MAX_LOCK_BYTES) {
+        Ok(None) => Ok(None),
+        Ok(Some(Bounded::Whole(bytes))) => Ok(Some(Lock::parse(&bytes))),
+        Ok(Some(Bounded::TooLarge(_))) | Err(OpenError::Link | OpenError::NotRegular) => {
+            Ok(Some(Lock::parse(b"")))
+        }
+        Err(OpenError::Io(error)) => Err(error),
+    }
 }
 
 #[cfg(test)]

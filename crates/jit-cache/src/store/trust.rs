@@ -19,14 +19,15 @@
 
 mod mounted;
 
-use std::fs::{self, DirBuilder, File, Metadata, OpenOptions};
+use std::fs::{self, DirBuilder, File, Metadata};
 use std::io::{self, Read};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use super::file_io::{self, OpenError};
 use super::key::ArtifactKey;
 
 /// Length of the secret and of an entry's authentication tag.
@@ -92,6 +93,21 @@ pub(crate) fn create_folder(path: &Path) -> Result<(), StoreError> {
         Ok(()) => check_folder(path, Owners::User),
         Err(source) => Err(StoreError::io(path)(source)),
     }
+}
+
+/// Makes the folder `path` (and missing parents) with mode 0700 when it
+/// does not exist, then checks it as the store checks its own folders: a
+/// folder, not a symbolic link to one, that belongs to this process's user
+/// and that group and others may not write (a folder the library writes
+/// files into that its user later reads or runs, a dump folder say).
+///
+/// # Errors
+///
+/// [`StoreError::Insecure`] naming what is wrong (a link, another user's
+/// folder, a mode open to others) and the command that fixes it, and
+/// [`StoreError::Io`] when it cannot be made or read.
+pub fn create_private_folder(path: &Path) -> Result<(), StoreError> {
+    create_folder(path)
 }
 
 /// Checks that `path` is a folder (not a symbolic link to one) that only
@@ -227,17 +243,10 @@ impl Secret {
             .map_err(|e| StoreError::io(&path)(io::Error::other(e.to_string())))?;
         // Written whole under a temporary name (mode 0600), then linked in
         // only if no other process made one meanwhile: all agree on one.
-        let mut temporary = tempfile::Builder::new()
-            .prefix(".tmp-secret-")
-            .tempfile_in(dir)
-            .map_err(StoreError::io(dir))?;
-        io::Write::write_all(&mut temporary, &bytes).map_err(StoreError::io(&path))?;
-        match temporary.persist_noclobber(&path) {
-            Ok(_) => Ok(Secret(bytes)),
-            Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => {
-                Self::load(&path, Owners::User)
-            }
-            Err(e) => Err(StoreError::io(&path)(e.error)),
+        match file_io::write_new(&path, &bytes) {
+            Ok(true) => Ok(Secret(bytes)),
+            Ok(false) => Self::load(&path, Owners::User),
+            Err(e) => Err(StoreError::io(&path)(e)),
         }
     }
 
@@ -332,30 +341,11 @@ pub(crate) fn open_file(
     owners: Owners,
     fix: &str,
 ) -> Result<(File, Metadata), StoreError> {
-    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits() as i32)
-        .open(path)
-    {
-        Ok(file) => file,
-        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
-            return Err(StoreError::insecure(
-                path,
-                "it is a symbolic link, which is not followed (whoever controls its target \
-                 could change it); put the file itself there"
-                    .to_owned(),
-            ));
-        }
-        Err(e) => return Err(StoreError::io(path)(e)),
+    let (file, metadata) = match file_io::open_regular(path) {
+        Ok(opened) => opened,
+        Err(OpenError::Io(e)) => return Err(StoreError::io(path)(e)),
+        Err(refused) => return Err(StoreError::insecure(path, refused.to_string())),
     };
-    let metadata = file.metadata().map_err(StoreError::io(path))?;
-    if !metadata.is_file() {
-        return Err(StoreError::insecure(
-            path,
-            "it is not a regular file".to_owned(),
-        ));
-    }
     check_owner_and_mode(path, &metadata, owners, fix)?;
     Ok((file, metadata))
 }

@@ -128,7 +128,9 @@ impl Drop for Inner {
 
 impl exit::Finish for Inner {
     /// At exit: waits for the queued background compiles, so that they
-    /// reach the disk (and remote) cache, then prints the profile.
+    /// reach the disk (and remote) cache, then for the remote publishes
+    /// they and the blocking compiles queued, within the same exit wait
+    /// (one bound for both), then prints the profile.
     fn finish(&self) {
         if self.finished.swap(true, Ordering::AcqRel) {
             return;
@@ -147,6 +149,16 @@ impl exit::Finish for Inner {
                     target: jit_cache::log_targets::RUNTIME,
                     "the process exits with background compiles still queued after waiting {:?} \
                      (SHEAF_JIT_EXIT_WAIT): they are dropped, and the next process compiles them",
+                    self.exit_wait
+                );
+            }
+            let left = self.exit_wait.saturating_sub(start.elapsed());
+            let published = self.pipeline.store().wait_for_publishes(left);
+            if !published {
+                tracing::warn!(
+                    target: jit_cache::log_targets::RUNTIME,
+                    "the process exits with remote publishes still queued after waiting {:?} \
+                     (SHEAF_JIT_EXIT_WAIT): other processes compile those artifacts again",
                     self.exit_wait
                 );
             }

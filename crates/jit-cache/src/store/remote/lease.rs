@@ -11,9 +11,12 @@
 //! each), and once they take it (its owner released it after publishing,
 //! or it expired) look for the artifact: found, they release the lease and
 //! use it; missing (the owner's build failed, or it died), they compile
-//! holding the lease. They wait for each owner at most the wait bound, the
-//! time compiling it themselves would take as estimated by [`wait_bound`];
-//! then they compile, as without leases.
+//! holding the lease. They wait at most the wait bound in all, the time
+//! compiling it themselves would take as estimated by [`wait_bound`] and
+//! never more than [`RemoteOptions::MAX_LEASE_WAIT`], counted from the first time they
+//! found the lease held: a lease that changes owner (renewed, taken over,
+//! or rewritten by anyone who can write the store's keys) never starts it
+//! again. Then they compile, as without leases.
 //!
 //! A lease is an optimisation, never a lock anything depends on: a lost
 //! lease (expired while its owner was stopped) or two owners (a backend's
@@ -26,7 +29,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use super::super::counters::bump;
-use super::Shared;
+use super::{RemoteOptions, Shared};
 use crate::ErrorChain;
 
 /// The first pause of a waiter between two looks at the store.
@@ -35,6 +38,12 @@ const FIRST_POLL: Duration = Duration::from_millis(10);
 /// The longest pause between two looks (each pause doubles until then):
 /// a waiter finds a published artifact at most this late.
 const MAX_POLL: Duration = Duration::from_millis(100);
+
+/// See [`RemoteOptions::MAX_TTL_WAIT`].
+const MAX_TTL_WAIT: Duration = RemoteOptions::MAX_TTL_WAIT;
+
+/// See [`RemoteOptions::MAX_LEASE_WAIT`].
+const MAX_LEASE_WAIT: Duration = RemoteOptions::MAX_LEASE_WAIT;
 
 /// The name of a lease unique to this try: `host:pid:random`, so that a
 /// lease is renewed and released only by the try that took it (another
@@ -69,15 +78,17 @@ fn host_name() -> String {
     "miri".to_owned()
 }
 
-/// The longest a waiter waits for one owner's compile before it compiles
-/// itself: the time its own compile would take, estimated as the longest
-/// build this process measured, and at least `floor` (the estimate before
-/// any build, [`RemoteOptions::compile_estimate`]), so that a process that
-/// compiled only small functions does not give up on a larger one; and at
-/// least the lease's time to live `ttl` and one poll, so that a dead
-/// owner's lease expires (and is taken over by one waiter) before the
-/// waiters give up. The wait starts again when the lease changes owner:
-/// the new owner's compile is as long as the waiter's own would be.
+/// The longest a waiter waits, in all, before it compiles itself: the time
+/// its own compile would take, estimated as the longest build this process
+/// measured, and at least `floor` (the estimate before any build,
+/// [`RemoteOptions::compile_estimate`]), so that a process that compiled
+/// only small functions does not give up on a larger one; and at least the
+/// lease's time to live `ttl` (counted up to [`RemoteOptions::MAX_TTL_WAIT`]) and one
+/// poll, so that a dead owner's lease expires (and is taken over by one
+/// waiter) before the waiters give up. Never more than
+/// [`RemoteOptions::MAX_LEASE_WAIT`].
+/// The bound is set when the wait starts and never started again (see the
+/// module docs).
 ///
 /// [`RemoteOptions::compile_estimate`]: super::RemoteOptions::compile_estimate
 pub(super) fn wait_bound(
@@ -86,7 +97,8 @@ pub(super) fn wait_bound(
     ttl: Duration,
 ) -> Duration {
     let estimate = longest_build.map_or(floor, |longest| longest.max(floor));
-    estimate.max(ttl.saturating_add(MAX_POLL))
+    let expiry = ttl.min(MAX_TTL_WAIT).saturating_add(MAX_POLL);
+    estimate.max(expiry).min(MAX_LEASE_WAIT)
 }
 
 /// A waiter's looks at the store: after [`FIRST_POLL`], each pause twice
@@ -254,6 +266,17 @@ mod tests {
         assert_eq!(
             wait_bound(Some(long), floor, long_lease),
             long_lease + MAX_POLL
+        );
+        let hour = Duration::from_secs(3600);
+        assert_eq!(
+            wait_bound(None, floor, hour),
+            MAX_TTL_WAIT + MAX_POLL,
+            "a huge lease is not waited out"
+        );
+        assert_eq!(
+            wait_bound(Some(hour), hour, hour),
+            MAX_LEASE_WAIT,
+            "never above the maximum"
         );
     }
 

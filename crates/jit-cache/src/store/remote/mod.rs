@@ -36,6 +36,8 @@
 //!
 //! [`RedisStore`]: super::RedisStore
 
+#[cfg(test)]
+mod adversary_tests;
 mod backend;
 mod lease;
 mod options;
@@ -46,7 +48,7 @@ mod tests;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -92,6 +94,10 @@ struct Shared {
     max_fetch_nanos: AtomicU64,
     /// The longest build this process measured (for the wait bound).
     longest_build_nanos: AtomicU64,
+    /// Publishes queued or running (their leases not yet released), and
+    /// its signal when it drops to zero.
+    pending: Mutex<usize>,
+    drained: Condvar,
 }
 
 /// An artifact waiting to be published, and the compile lease its build
@@ -154,6 +160,8 @@ impl RemoteTier {
             fetch_nanos: AtomicU64::new(0),
             max_fetch_nanos: AtomicU64::new(0),
             longest_build_nanos: AtomicU64::new(0),
+            pending: Mutex::new(0),
+            drained: Condvar::new(),
         });
         let publisher = {
             let shared = Arc::clone(&shared);
@@ -229,9 +237,8 @@ impl RemoteTier {
         };
         let c = &shared.counters;
         let lease_name = Shared::lease_key(&name);
+        // Set at the first answer `Held`, never again: one bound in all.
         let mut polls: Option<lease::Polls> = None;
-        // The holder of the lease when last seen.
-        let mut holder: Option<String> = None;
         loop {
             let owner = lease::owner_name();
             match shared.take_lease(&lease_name, &owner, ttl) {
@@ -265,28 +272,18 @@ impl RemoteTier {
                     };
                 }
                 Some(LeaseAnswer::Held { owner: held_by }) => {
-                    let now = Instant::now();
-                    let bound = shared.wait_bound(ttl);
-                    match &mut polls {
-                        None => {
-                            bump(&c.lease_waits, 1);
-                            tracing::debug!(
-                                target: crate::log_targets::REMOTE,
-                                key = %name,
-                                owner = %held_by,
-                                "another process compiles this artifact: waiting for it"
-                            );
-                            polls = Some(lease::Polls::new(now, bound));
-                        }
-                        // Taken over: a new compile started, as long as ours
-                        // would be.
-                        Some(polls) if holder.as_ref() != Some(&held_by) && !held_by.is_empty() => {
-                            *polls = lease::Polls::new(now, bound);
-                        }
-                        Some(_) => {}
-                    }
-                    if !held_by.is_empty() {
-                        holder = Some(held_by);
+                    if polls.is_none() {
+                        let bound = shared.wait_bound(ttl);
+                        bump(&c.lease_waits, 1);
+                        tracing::debug!(
+                            target: crate::log_targets::REMOTE,
+                            key = %name,
+                            owner = %held_by,
+                            bound = ?bound,
+                            "another process compiles this artifact: waiting for it, {bound:?} \
+                             at most"
+                        );
+                        polls = Some(lease::Polls::new(Instant::now(), bound));
                     }
                 }
                 Some(LeaseAnswer::Unsupported) | None => {
@@ -304,7 +301,8 @@ impl RemoteTier {
                 tracing::debug!(
                     target: crate::log_targets::REMOTE,
                     key = %name,
-                    "another process's compile took longer than compiling here would: compiling"
+                    "another process's compile took longer than compiling here would (or its lease \
+                     changed owner until then): compiling"
                 );
                 return Fetch::Compile(None);
             };
@@ -348,12 +346,33 @@ impl RemoteTier {
             artifact: artifact.to_vec(),
             lease,
         };
+        self.shared.pending_changed(1, 0);
         match queue.try_send(job) {
             Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+            Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
+                drop(job); // its lease released
+                self.shared.pending_changed(0, 1);
                 bump(&c.dropped, 1);
             }
         }
+    }
+
+    /// Blocks until every publish queued so far is done (written, failed
+    /// or skipped, and its compile lease released), and returns true; or
+    /// returns false once `timeout` has passed first. Each publish is
+    /// bounded by the backend's timeouts; a process that exits right after
+    /// a compile calls this so that its artifact reaches the store.
+    pub fn wait_for_publishes(&self, timeout: Duration) -> bool {
+        let shared = &*self.shared;
+        let pending = shared
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (pending, _) = shared
+            .drained
+            .wait_timeout_while(pending, timeout, |pending| *pending > 0)
+            .unwrap_or_else(PoisonError::into_inner);
+        *pending == 0
     }
 }
 
@@ -536,34 +555,51 @@ impl Shared {
     /// The publisher thread: publishes each queued artifact until the tier
     /// is dropped and the queue drained.
     fn publish_all(&self, jobs: &Receiver<Publish>) {
-        // A job's lease is released when the job is dropped: after its put.
         for Publish {
             key,
             artifact,
-            lease: _lease,
+            lease,
         } in jobs
         {
-            let c = &self.counters;
-            if !self.breaker.admit(Instant::now()) {
-                bump(&c.skipped, 1);
-                continue;
+            self.put(&key, &artifact);
+            // Released after the put, then counted done.
+            drop(lease);
+            self.pending_changed(0, 1);
+        }
+    }
+
+    /// Adds `queued` to the publishes pending and takes `done` from them,
+    /// waking the waiters of [`RemoteTier::wait_for_publishes`] at zero.
+    fn pending_changed(&self, queued: usize, done: usize) {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        *pending = (*pending + queued).saturating_sub(done);
+        if *pending == 0 {
+            self.drained.notify_all();
+        }
+    }
+
+    /// Publishes `artifact` as the entry of `key`, through the breaker.
+    fn put(&self, key: &ArtifactKey, artifact: &[u8]) {
+        let c = &self.counters;
+        if !self.breaker.admit(Instant::now()) {
+            bump(&c.skipped, 1);
+            return;
+        }
+        let name = self.remote_key(key);
+        let value = entry::encode(key, &self.secret, artifact);
+        match self.backend.put(&name, &value) {
+            Ok(()) => {
+                self.breaker.succeeded(Request::Publish);
+                bump(&c.publishes, 1);
+                bump(&c.bytes_published, value.len() as u64);
+                tracing::debug!(
+                    target: crate::log_targets::REMOTE,
+                    key = %name,
+                    bytes = value.len(),
+                    "published an artifact to the remote store"
+                );
             }
-            let name = self.remote_key(&key);
-            let value = entry::encode(&key, &self.secret, &artifact);
-            match self.backend.put(&name, &value) {
-                Ok(()) => {
-                    self.breaker.succeeded(Request::Publish);
-                    bump(&c.publishes, 1);
-                    bump(&c.bytes_published, value.len() as u64);
-                    tracing::debug!(
-                        target: crate::log_targets::REMOTE,
-                        key = %name,
-                        bytes = value.len(),
-                        "published an artifact to the remote store"
-                    );
-                }
-                Err(error) => self.failed(Request::Publish, &name, &error),
-            }
+            Err(error) => self.failed(Request::Publish, &name, &error),
         }
     }
 }

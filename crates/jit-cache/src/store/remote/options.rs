@@ -33,15 +33,18 @@ pub struct RemoteOptions {
     /// How long a compile lease lives unless renewed (its owner renews it
     /// every third of this while it compiles): a dead owner's lease ends
     /// this long after its last renewal at most, and a waiter waits at
-    /// least this long (plus one poll), so that one waiter takes a dead
-    /// owner's lease over before the others give up. Keep it at or under
-    /// a compile. `None` (or zero): no leases, every process that misses
+    /// least this long (plus one poll; counted up to
+    /// [`MAX_TTL_WAIT`](Self::MAX_TTL_WAIT)), so that one waiter takes a
+    /// dead owner's lease over before the others give up. Keep it at or
+    /// under a compile. `None` (or zero): no leases, every process that misses
     /// compiles (as with a backend without leases).
     pub lease_ttl: Option<Duration>,
     /// The compile time a waiter assumes for another process's compile
-    /// before this process measured one of its own: a waiter waits for one
-    /// owner at most the longest build this process measured, at least
-    /// this (and the lease's time to live), then compiles itself.
+    /// before this process measured one of its own: a waiter waits at most
+    /// the longest build this process measured, at least this (and the
+    /// lease's time to live), in all (never started again when the lease
+    /// changes owner) and never over
+    /// [`MAX_LEASE_WAIT`](Self::MAX_LEASE_WAIT), then compiles itself.
     pub compile_estimate: Duration,
 }
 
@@ -64,6 +67,14 @@ impl RemoteOptions {
     /// The default compile estimate of a waiter: 2 s, an IREE compile of a
     /// small layer on a busy machine.
     pub const DEFAULT_COMPILE_ESTIMATE: Duration = Duration::from_secs(2);
+    /// The most a lease's time to live adds to a waiter's bound: 30 s. A
+    /// dead owner's lease that lives longer is not waited out (the waiter
+    /// compiles without it).
+    pub const MAX_TTL_WAIT: Duration = Duration::from_secs(30);
+    /// The longest a miss ever waits for another process's compile,
+    /// whatever the settings, the builds measured and the store's answers:
+    /// 10 minutes (plus one request's timeout); then it compiles itself.
+    pub const MAX_LEASE_WAIT: Duration = Duration::from_secs(600);
 }
 
 impl Default for RemoteOptions {
