@@ -43,6 +43,7 @@ mod behind;
 #[cfg(feature = "remote")]
 mod breaker;
 mod entry;
+mod escaped;
 mod folder;
 mod inspect;
 mod key;
@@ -61,6 +62,7 @@ mod trust;
 mod verified;
 
 pub use artifact_store::{ArtifactStore, BuildError, Fetched, StoreConfig, MAX_ENTRY_BYTES};
+pub use escaped::Escaped;
 pub use inspect::{EntryCheck, Removed, StoredEntry, StoredPolicy};
 pub use key::{ArtifactKey, KeyParts};
 pub use policy_files::MAX_POLICY_FILES;

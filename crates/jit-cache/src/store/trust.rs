@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use super::escaped::Escaped;
 use super::key::ArtifactKey;
 
 /// Length of the secret and of an entry's authentication tag.
@@ -41,7 +42,7 @@ const SECRET_FILE: &str = "secret";
 pub enum StoreError {
     /// The folder (or a file the store relies on) could be changed by
     /// someone else, who could then plant code this process would run.
-    #[error("{} is not safe to use: {reason}", path.display())]
+    #[error("{} is not safe to use: {reason}", Escaped::new(path))]
     Insecure {
         /// The folder or file.
         path: PathBuf,
@@ -49,7 +50,7 @@ pub enum StoreError {
         reason: String,
     },
     /// The folder or its secret cannot be created or read.
-    #[error("cannot create or read {}", path.display())]
+    #[error("cannot create or read {}", Escaped::new(path))]
     Io {
         /// The folder or file.
         path: PathBuf,
@@ -145,7 +146,7 @@ fn check_owner_and_mode(
             path,
             format!(
                 "group or others may write it (mode {mode:o}); run `{fix} {}`",
-                path.display()
+                Escaped::new(path)
             ),
         ));
     }
@@ -256,7 +257,7 @@ impl Secret {
             path,
             format!(
                 "others may read it, and forge entries with it; run `chmod 600 {}`",
-                path.display()
+                Escaped::new(path)
             ),
         )
     }
