@@ -113,6 +113,14 @@ pub(crate) fn check_folder(path: &Path, owners: Owners) -> Result<(), StoreError
     check_owner_and_mode(path, &metadata, owners, "chmod 700")
 }
 
+/// Deletes the file `path` of `folder` (a link is deleted itself, never
+/// what it points to) when `folder` is still safe to use as
+/// [`check_folder`] checks it: a folder replaced by a link since it was
+/// checked has nothing deleted through it. Whether it was deleted.
+pub(crate) fn remove_file_in(folder: &Path, path: &Path, owners: Owners) -> bool {
+    check_folder(folder, owners).is_ok() && fs::remove_file(path).is_ok()
+}
+
 /// Checks that only `owners` can change what `metadata` describes: it
 /// belongs to them and group and others may not write it (`fix` is the
 /// command that closes it, run on `path`).
