@@ -420,3 +420,67 @@ fn the_recorded_builder_is_read_back_only_from_a_safe_file() {
     assert_eq!(again.recorded_builder(), None);
     assert!(!ArtifactStore::disabled().record_builder("iree"));
 }
+
+/// The names and bytes of the files in `dir`.
+fn files_in(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .map(|item| {
+            let path = item.unwrap().path();
+            let bytes = fs::read(&path).unwrap();
+            (path, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn nothing_is_deleted_through_a_linked_policy_or_entries_folder() {
+    let (dir, store, _, _) = with_sigmoid();
+    let outside = tempfile::tempdir().unwrap();
+    // The user's files elsewhere, named as the store names its own: a
+    // policy file, a damaged entry of `sigmoid`'s key, a writer's
+    // temporary file two hours old.
+    fs::write(
+        outside.path().join(format!("{}.policy", "ab".repeat(32))),
+        b"x",
+    )
+    .unwrap();
+    let damaged = outside
+        .path()
+        .join(entry_path(&store, "sigmoid").file_name().unwrap());
+    fs::write(&damaged, b"not an entry").unwrap();
+    let temporary = outside.path().join(".tmp-old");
+    fs::write(&temporary, b"half").unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&temporary)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(7200))
+        .unwrap();
+    let before = files_in(outside.path());
+
+    // `policy/` a link: clearing and pruning delete nothing through it.
+    symlink(outside.path(), dir.path().join("policy")).unwrap();
+    assert_eq!(store.clear().policies, 0);
+    assert_eq!(store.prune(Some(0), None).entries, 0, "cleared already");
+    assert_eq!(files_in(outside.path()), before);
+
+    // `vmfb/` replaced by a link after the store opened it: a lookup that
+    // finds the damaged file there, an invalidation, a listing, clearing
+    // and pruning delete nothing through it.
+    fs::rename(dir.path().join("vmfb"), dir.path().join("vmfb-moved")).unwrap();
+    symlink(outside.path(), dir.path().join("vmfb")).unwrap();
+    assert!(store
+        .fetch(&key("sigmoid"), |_| Ok::<_, String>(()))
+        .is_none());
+    assert!(!store.invalidate(&key("sigmoid")));
+    assert!(
+        store.stored_entries().is_empty(),
+        "nothing listed through it"
+    );
+    store.clear();
+    store.prune(Some(0), Some(Duration::ZERO));
+    assert_eq!(files_in(outside.path()), before);
+}

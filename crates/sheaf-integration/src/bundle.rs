@@ -56,7 +56,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use jit_cache::store::{
-    file_io, open_read_only_file, ArtifactKey, ArtifactStore, StoreConfig, StoreError,
+    file_io, open_read_only_file, ArtifactKey, ArtifactStore, Escaped, StoreConfig, StoreError,
     VerifiedArtifact,
 };
 use jit_cache::{stable_hash, FunctionId, Layout, Signature};
@@ -79,7 +79,7 @@ pub enum BundleError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// The manifest could not be read.
-    #[error("cannot read {}", path.display())]
+    #[error("cannot read {}", Escaped::new(path))]
     Read {
         /// The manifest.
         path: PathBuf,
@@ -90,7 +90,7 @@ pub enum BundleError {
     /// The manifest is over 16 MiB: refused before (or while) it is read.
     #[error(
         "{} has {bytes} bytes or more, over the {} MiB a manifest may have",
-        path.display(),
+        Escaped::new(path),
         MAX_MANIFEST_BYTES >> 20
     )]
     ManifestTooLarge {
@@ -109,7 +109,7 @@ pub enum BundleError {
     /// fields of the module docs (a key of 64 lowercase hex digits, a size,
     /// a definition hash of 16 hex digits, a signature's exact text,
     /// outputs, metadata).
-    #[error("malformed entry line `{line}` in {MANIFEST}")]
+    #[error("malformed entry line `{}` in {MANIFEST}", Escaped::new(line))]
     MalformedEntry {
         /// The line.
         line: String,
@@ -120,8 +120,9 @@ pub enum BundleError {
     /// The bundle was built for another IREE runtime than the one this
     /// program links.
     #[error(
-        "it was built for the IREE runtime `{bundle}`, and this program links `{linked}`; \
-         export it again from this build"
+        "it was built for the IREE runtime `{}`, and this program links `{linked}`; export it \
+         again from this build",
+        Escaped::new(bundle)
     )]
     RuntimeMismatch {
         /// The runtime the manifest names.
@@ -130,7 +131,10 @@ pub enum BundleError {
         linked: &'static str,
     },
     /// An entry's file has another size than the manifest records.
-    #[error("{} has {bytes} bytes, not the {recorded} the manifest records", path.display())]
+    #[error(
+        "{} has {bytes} bytes, not the {recorded} the manifest records",
+        Escaped::new(path)
+    )]
     EntrySize {
         /// The entry's file.
         path: PathBuf,
@@ -144,7 +148,7 @@ pub enum BundleError {
     #[error("the compiler cannot be identified, so its artifacts have no keys")]
     UnidentifiedCompiler,
     /// Exporting: the manifest could not be written.
-    #[error("cannot write {}", path.display())]
+    #[error("cannot write {}", Escaped::new(path))]
     Write {
         /// The manifest.
         path: PathBuf,

@@ -3,14 +3,21 @@
 //! exports a bundle; each subcommand then runs on them, and what it
 //! prints, its exit status and what is left on disk are checked, a
 //! tampered entry (refused, with its reason) and the pruning and clearing
-//! included.
+//! included. Then, on folders made by hand, what the command must never
+//! do: follow a link out of the cache, print a name that forges a line or
+//! drives the terminal, write anything in a read-only command, or delete
+//! what is not provably the cache's own.
 
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{symlink, DirBuilderExt, MetadataExt};
 use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, SystemTime};
 
+use jit_cache::store::{ArtifactKey, ArtifactStore, KeyParts, StoreConfig};
 use ndarray::{ArrayD, IxDyn};
+use sheaf_integration::lowering::stable_hash;
 use sheaf_integration::{
     reference,
     settings::{CompileMode, DiskCacheFolder},
@@ -166,21 +173,26 @@ fn every_subcommand_on_a_cache_the_runtime_filled() {
     assert!(!files[2].exists() && files[3].exists());
     let (code, pruned) = run_in(&dir, &["prune", "--max-bytes", "1K"]);
     assert_eq!(code, 0);
-    // The two whole entries go, the least recently used first; the 40-byte
-    // stub, used last, fits.
+    // Only what is provably the cache's own goes: the whole entry; the
+    // forged one and the 40-byte stub stay, and are said to.
     assert!(
-        pruned.contains("deleted 2 entries") && pruned.contains("1 left (40 B)"),
+        pruned.contains("deleted 1 entries") && pruned.contains("2 left ("),
         "{pruned}"
     );
-    assert_eq!(entry_files(&dir), [files[1].clone()]);
+    assert!(pruned.contains("left 2 files that are not provably the cache's own"));
+    assert_eq!(entry_files(&dir), [files[0].clone(), files[1].clone()]);
 
     let (code, cleared) = run_in(&dir, &["clear"]);
     assert_eq!(code, 0);
     assert!(
-        cleared.starts_with("deleted 1 entries (40 B) and 2 policy files"),
+        cleared.starts_with("deleted 0 entries (0 B) and 2 policy files"),
         "{cleared}"
     );
-    assert!(entry_files(&dir).is_empty());
+    assert!(cleared.contains("left 2 files"), "{cleared}");
+    assert_eq!(entry_files(&dir), [files[0].clone(), files[1].clone()]);
+    for file in &files[..2] {
+        fs::remove_file(file).unwrap();
+    }
     assert!(dir.join("secret").exists(), "the secret stays");
     let (_, stats) = run_in(&dir, &["stats"]);
     assert!(stats.contains("entries      0 ("), "{stats}");
@@ -284,4 +296,312 @@ fn a_reader_that_leaves_ends_the_command_quietly() {
         assert_eq!(output.status.code(), Some(0), "{command}: {stderr}");
         assert!(!stderr.contains("panicked"), "{command}: {stderr}");
     }
+}
+
+/// Runs the command in `dir` with `args`, stdout read as bytes (a name
+/// may not be UTF-8); its exit code, stdout and stderr.
+fn run_raw(dir: &Path, args: &[&str]) -> (i32, Vec<u8>, String) {
+    let mut all = vec!["--dir".as_ref(), dir.as_os_str()];
+    all.extend(args.iter().map(std::ffi::OsStr::new));
+    let output = test_support::child::command(env!("CARGO_BIN_EXE_sheaf-jit-cache"))
+        .args(&all)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    println!(
+        "$ sheaf-jit-cache {args:?}\n{}{stderr}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    (output.status.code().unwrap(), output.stdout, stderr)
+}
+
+/// The key of the test entry `program`.
+fn test_key(program: &str) -> ArtifactKey {
+    ArtifactKey::new(&KeyParts {
+        program,
+        compiler: "c",
+        runtime: "r",
+        target: "t",
+    })
+}
+
+/// A disk cache at `dir`, made and written as the runtime does, with an
+/// authentic entry of `bytes` bytes for each program.
+fn cache_with(dir: &Path, programs: &[(&str, usize)]) {
+    let store = ArtifactStore::open(StoreConfig::at(dir)).unwrap();
+    for &(program, bytes) in programs {
+        assert!(store.insert(&test_key(program), &vec![7; bytes]));
+    }
+}
+
+/// The text of a whole policy file of `function` (no records).
+fn policy_text(function: &str) -> String {
+    let name: String = function.bytes().map(|b| format!("{b:02x}")).collect();
+    let body = format!(
+        "sheaf-jit policy 2\nfunction\t{name}\t0000000000000001\ncompiler\t0000000000000002\n\
+         target\t0000000000000003\n"
+    );
+    format!("{body}end\t{:016x}\n", stable_hash(body.as_bytes()))
+}
+
+/// A name the runtime could give a policy file.
+fn policy_name(seed: &str) -> String {
+    format!("{}.policy", test_key(seed).hex())
+}
+
+/// Makes the folder `path`, mode 0700 (as the store makes its own).
+fn private_folder(path: &Path) {
+    fs::DirBuilder::new().mode(0o700).create(path).unwrap();
+}
+
+/// Everything under `dir` (itself included): each path, its type, mode,
+/// size, modification time and bytes (a link's target), in order.
+fn snapshot(dir: &Path) -> Vec<String> {
+    fn walk(root: &Path, path: &Path, out: &mut Vec<String>) {
+        let meta = fs::symlink_metadata(path).unwrap();
+        let what = if meta.file_type().is_symlink() {
+            format!("link to {:?}", fs::read_link(path).unwrap())
+        } else if meta.is_dir() {
+            "folder".to_owned()
+        } else {
+            format!("file {:?}", fs::read(path).unwrap())
+        };
+        out.push(format!(
+            "{:?} {:o} {} {:?} {what}",
+            path.strip_prefix(root).unwrap(),
+            meta.mode(),
+            meta.len(),
+            meta.modified().unwrap()
+        ));
+        if meta.is_dir() {
+            let mut items: Vec<_> = fs::read_dir(path)
+                .unwrap()
+                .map(|item| item.unwrap().path())
+                .collect();
+            items.sort();
+            for item in items {
+                walk(root, &item, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+#[test]
+fn clear_and_prune_follow_no_link_out_of_the_cache() {
+    let root = tempfile::tempdir().unwrap();
+    let (dir, outside) = (root.path().join("cache"), root.path().join("outside"));
+    cache_with(&dir, &[("a", 100), ("b", 200)]);
+    private_folder(&outside);
+    // Files of the user's elsewhere, named as the cache names its own.
+    let victim = outside.join(policy_name("victim"));
+    fs::write(&victim, policy_text("victim")).unwrap();
+    let artifact = outside.join(format!("{}.sjit", test_key("x").hex()));
+    fs::write(&artifact, b"not the cache's").unwrap();
+    let before = snapshot(&outside);
+
+    // `policy/` a link to the outside folder: refused, nothing deleted.
+    symlink(&outside, dir.join("policy")).unwrap();
+    for args in [&["clear"][..], &["prune", "--max-bytes", "0"]] {
+        let (code, _, stderr) = run_raw(&dir, args);
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("policy is not safe to use: it is a symbolic link"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(
+            snapshot(&outside),
+            before,
+            "{args:?}: nothing outside changes"
+        );
+        assert_eq!(entry_files(&dir).len(), 2, "{args:?}");
+    }
+
+    // Links inside `vmfb/` and `policy/` to outside files: neither
+    // deleted nor followed; the cache's own entries go.
+    fs::remove_file(dir.join("policy")).unwrap();
+    private_folder(&dir.join("policy"));
+    let policy_link = dir.join("policy").join(policy_name("link"));
+    symlink(&victim, &policy_link).unwrap();
+    let entry_link = dir
+        .join("vmfb")
+        .join(format!("{}.sjit", test_key("y").hex()));
+    symlink(&artifact, &entry_link).unwrap();
+    let (code, out, stderr) = run_raw(&dir, &["prune", "--max-bytes", "0"]);
+    let out = String::from_utf8_lossy(&out);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(out.starts_with("deleted 2 entries"), "{out}");
+    let (code, out, stderr) = run_raw(&dir, &["clear"]);
+    let out = String::from_utf8_lossy(&out);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        out.starts_with("deleted 0 entries (0 B) and 0 policy files"),
+        "{out}"
+    );
+    assert_eq!(snapshot(&outside), before, "nothing outside changes");
+    for link in [&policy_link, &entry_link] {
+        assert!(fs::symlink_metadata(link).unwrap().file_type().is_symlink());
+    }
+}
+
+#[test]
+fn names_are_printed_escaped() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("cache");
+    cache_with(&dir, &[("a", 9)]);
+    let policy = dir.join("policy");
+    private_folder(&policy);
+    // A file name that forges a line of `verify`, one that clears the
+    // screen, one that is not UTF-8, and a policy whose function's name
+    // does the same.
+    let forged = format!(
+        "evil\n  ok       {}  authentic (9-byte artifact, tag verified)\n.policy",
+        test_key("z").hex()
+    );
+    fs::write(policy.join(&forged), b"garbage").unwrap();
+    fs::write(policy.join("\x1b[2J\x1b[31mred.policy"), b"garbage").unwrap();
+    fs::write(
+        policy.join(std::ffi::OsStr::from_bytes(b"\xff\xfe.policy")),
+        b"garbage",
+    )
+    .unwrap();
+    let function = "f\x1b]0;title\x07\n  ok       forged";
+    fs::write(policy.join(policy_name("f")), policy_text(function)).unwrap();
+
+    for command in ["verify", "list", "stats"] {
+        let (_, out, stderr) = run_raw(&dir, &[command]);
+        let out = String::from_utf8(out).expect("escaped output is UTF-8");
+        assert!(
+            !out.contains('\x1b') && !out.contains('\x07'),
+            "{command}: {out:?}"
+        );
+        let oks = out.lines().filter(|line| line.starts_with("  ok")).count();
+        let expected = if command == "verify" { 2 } else { 0 };
+        assert_eq!(
+            oks, expected,
+            "{command}: only the real entry and policy: {out}"
+        );
+        assert!(!stderr.contains('\x1b'), "{command}: {stderr:?}");
+        if command != "stats" {
+            assert!(
+                out.contains(r#"f\x1b]0;title\x07\n  ok       forged""#),
+                "{command}: {out}"
+            );
+        }
+        if command == "verify" {
+            assert!(out.contains(r#"evil\n  ok       "#), "{out}");
+            assert!(out.contains(r#"\x1b[2J\x1b[31mred.policy""#), "{out}");
+            assert!(out.contains(r#"\xff\xfe.policy""#), "{out}");
+        }
+    }
+}
+
+#[test]
+fn read_only_commands_write_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    // A folder that is not a cache, with a file of its own.
+    let foreign = root.path().join("foreign");
+    private_folder(&foreign);
+    fs::write(foreign.join("notes.txt"), b"mine").unwrap();
+    // A cache with an entry, a policy file and a writer's temporary file
+    // left two hours ago (a runtime would delete it).
+    let cache = root.path().join("cache");
+    cache_with(&cache, &[("a", 9)]);
+    private_folder(&cache.join("policy"));
+    fs::write(
+        cache.join("policy").join(policy_name("f")),
+        policy_text("f"),
+    )
+    .unwrap();
+    let temporary = cache.join("vmfb").join(".tmp-crashed");
+    fs::write(&temporary, b"half").unwrap();
+    set_unused_for(&temporary, 7200);
+    // A cache whose secret is gone.
+    let no_secret = root.path().join("no-secret");
+    cache_with(&no_secret, &[("a", 9)]);
+    fs::remove_file(no_secret.join("secret")).unwrap();
+
+    for dir in [&foreign, &cache, &no_secret] {
+        let before = snapshot(dir);
+        for command in ["stats", "list", "verify"] {
+            let (code, out, stderr) = run_raw(dir, &[command]);
+            assert!(code == 0 || command == "verify", "{command}: {stderr}");
+            assert_eq!(snapshot(dir), before, "{command} in {dir:?} changed it");
+            let out = String::from_utf8_lossy(&out);
+            if dir != &cache && command != "list" {
+                assert!(
+                    out.contains("no secret: no entry can be authenticated"),
+                    "{out}"
+                );
+            }
+            if dir == &no_secret && command == "verify" {
+                assert_eq!(code, 1);
+                assert!(
+                    out.contains("cannot be authenticated: no secret in this folder"),
+                    "{out}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn clear_and_prune_leave_what_is_not_the_caches_own() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("cache");
+    cache_with(&dir, &[("a", 100), ("b", 200), ("c", 300)]);
+    let vmfb = dir.join("vmfb");
+    // Not the cache's: a file named as an entry that is none (`verify`:
+    // corrupt), an entry copied under another key (unauthenticated),
+    // another name; in `policy/`, a file that is not a policy file (two
+    // names), a policy file under a name the runtime never gives.
+    let corrupt = vmfb.join(format!("{}.sjit", test_key("d").hex()));
+    fs::write(&corrupt, b"a file of someone's").unwrap();
+    let copied = vmfb.join(format!("{}.sjit", test_key("e").hex()));
+    fs::copy(vmfb.join(format!("{}.sjit", test_key("a").hex())), &copied).unwrap();
+    fs::write(vmfb.join("readme.txt"), b"notes").unwrap();
+    let policy = dir.join("policy");
+    private_folder(&policy);
+    let foreign_policies = [
+        (policy.join("notes.policy"), "notes".to_owned()),
+        (policy.join(policy_name("g")), "garbage".to_owned()),
+        (policy.join("other-name.policy"), policy_text("h")),
+    ];
+    for (path, text) in &foreign_policies {
+        fs::write(path, text).unwrap();
+    }
+    let own_policy = policy.join(policy_name("f"));
+    fs::write(&own_policy, policy_text("f")).unwrap();
+    let foreign = |dir: &Path| {
+        let mut left: Vec<_> = [&corrupt, &copied, &vmfb.join("readme.txt")]
+            .into_iter()
+            .chain(foreign_policies.iter().map(|(path, _)| path))
+            .map(|path| (path.clone(), fs::read(path).unwrap()))
+            .collect();
+        left.push((dir.to_path_buf(), Vec::new()));
+        left
+    };
+    let before = foreign(&dir);
+
+    let (code, out, stderr) = run_raw(&dir, &["prune", "--max-bytes", "0"]);
+    let out = String::from_utf8_lossy(&out);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(out.starts_with("deleted 3 entries"), "{out}");
+    assert!(
+        out.contains("left 2 files that are not provably the cache's own"),
+        "{out}"
+    );
+    assert_eq!(foreign(&dir), before);
+    let (code, out, stderr) = run_raw(&dir, &["clear"]);
+    let out = String::from_utf8_lossy(&out);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        out.starts_with("deleted 0 entries (0 B) and 1 policy files"),
+        "{out}"
+    );
+    assert!(out.contains("left 5 files"), "{out}");
+    assert_eq!(foreign(&dir), before, "what is not the cache's stays");
+    assert!(!own_policy.exists(), "the runtime's own policy file goes");
 }

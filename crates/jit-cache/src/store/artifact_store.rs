@@ -16,7 +16,6 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,9 +26,9 @@ use super::behind::{Behind, Found};
 use super::counters::bump;
 use super::entry::{self, Rejection, Verdict, HEADER_LEN};
 use super::file_io;
-use super::folder::Folder;
+use super::folder::{Access, Folder};
 use super::key::ArtifactKey;
-use super::policy_files::PolicyFiles;
+use super::policy_files::{self, PolicyFiles};
 #[cfg(feature = "remote")]
 use super::remote::{RemoteStats, RemoteTier};
 use super::stats::{Counters, StoreStats};
@@ -156,11 +155,63 @@ impl ArtifactStore {
         let secret = Secret::load_or_create(&config.directory)?;
         Ok(Self::with_folder(Some(Folder {
             entries,
-            secret,
+            secret: Some(secret),
             max_bytes: config.max_bytes,
-            read_only: false,
+            access: Access::ReadWrite,
             bytes_on_disk: Mutex::new(None),
         })))
+    }
+
+    /// The store configured by `config` as a tool that shows, checks and
+    /// trims it finds it (`sheaf-jit-cache`), changing nothing: the folder
+    /// must exist and is checked as [`open`](Self::open) checks it, and so
+    /// are `vmfb/` and `policy/` when they exist, but nothing is created —
+    /// a missing `vmfb/` holds no entries, and a missing secret is not
+    /// made ([`has_secret`](Self::has_secret) is false, and
+    /// [`check_entry`](Self::check_entry) says
+    /// [`EntryCheck::NoSecret`](super::EntryCheck::NoSecret)). Lookups
+    /// neither refresh, delete nor add entries, nothing is recorded or
+    /// kept, and writers' temporary files are left alone: only
+    /// [`prune`](Self::prune) and [`clear`](Self::clear) delete, and
+    /// only what is provably the cache's own.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Insecure`] for a folder (the store's, `vmfb/` or
+    /// `policy/`) or secret that is a link, that another user owns or that
+    /// others may write (or read, for the secret), and [`StoreError::Io`]
+    /// when the folder is missing or one of them cannot be read.
+    pub fn open_for_inspection(config: StoreConfig) -> Result<Self, StoreError> {
+        let directory = &config.directory;
+        trust::check_folder(directory, Owners::User)?;
+        let entries = directory.join("vmfb");
+        for folder in [entries.clone(), policy_files::folder(directory)] {
+            match trust::check_folder(&folder, Owners::User) {
+                Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
+                checked => checked?,
+            }
+        }
+        let secret = match Secret::load(&Secret::path_in(directory), Owners::User) {
+            Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => None,
+            loaded => Some(loaded?),
+        };
+        Ok(Self::with_folder(Some(Folder {
+            entries,
+            secret,
+            max_bytes: config.max_bytes,
+            access: Access::Inspect,
+            bytes_on_disk: Mutex::new(None),
+        })))
+    }
+
+    /// Whether the store's folder has its secret, which authenticates its
+    /// entries (false only for a folder
+    /// [opened for inspection](Self::open_for_inspection) without one,
+    /// and for a disabled store).
+    pub fn has_secret(&self) -> bool {
+        self.folder
+            .as_ref()
+            .is_some_and(|folder| folder.secret.is_some())
     }
 
     /// A store over the entries in `directory` that it only reads: lookups
@@ -183,9 +234,9 @@ impl ArtifactStore {
         let secret = Secret::load(&Secret::path_in(&directory), Owners::UserOrRoot)?;
         Ok(Self::with_folder(Some(Folder {
             entries,
-            secret,
+            secret: Some(secret),
             max_bytes: u64::MAX,
-            read_only: true,
+            access: Access::ReadOnly,
             bytes_on_disk: Mutex::new(None),
         })))
     }
@@ -285,7 +336,7 @@ impl ArtifactStore {
             return Self::build_and_load(build, &load).map(|(value, _)| (value, Fetched::Built));
         };
         let folder = self.folder.as_ref();
-        let writable = folder.filter(|folder| !folder.read_only);
+        let writable = folder.filter(|folder| !folder.read_only());
         let path = folder.map(|folder| folder.entry_path(key));
         let on_disk = || {
             let (folder, path) = folder.zip(path.as_deref())?;
@@ -373,7 +424,7 @@ impl ArtifactStore {
     /// another store, read back with [`fetch`](Self::fetch)); true when it
     /// was written. Nothing is written to a read-only or disabled store.
     pub fn insert(&self, key: &ArtifactKey, artifact: &[u8]) -> bool {
-        let Some(folder) = self.folder.as_ref().filter(|f| !f.read_only) else {
+        let Some(folder) = self.folder.as_ref().filter(|f| !f.read_only()) else {
             return false;
         };
         let before = self.counters.write_errors.load(Ordering::Relaxed);
@@ -382,11 +433,13 @@ impl ArtifactStore {
     }
 
     /// Deletes the entry of `key`, if any (for instance after the runtime
-    /// refused to run it); true when there was one.
+    /// refused to run it); true when there was one. Nothing is deleted in
+    /// a read-only store, nor in a `vmfb/` that is no longer safe to use.
     pub fn invalidate(&self, key: &ArtifactKey) -> bool {
         self.folder
             .as_ref()
-            .is_some_and(|folder| fs::remove_file(folder.entry_path(key)).is_ok())
+            .filter(|folder| !folder.read_only())
+            .is_some_and(|folder| folder.delete(&folder.entry_path(key)))
     }
 
     fn build_and_load<V, B, L>(
@@ -405,14 +458,18 @@ impl ArtifactStore {
         key: &ArtifactKey,
         load: &impl Fn(VerifiedArtifact<'_>) -> Result<V, L>,
     ) -> Result<V, DiskMiss> {
+        // Without a secret (a folder inspected) nothing is authentic.
+        let Some(secret) = &folder.secret else {
+            return Err(DiskMiss::Absent);
+        };
         let max_payload = folder.max_bytes.min(MAX_ENTRY_BYTES);
         let read = entry::read(
             path,
             key,
-            &folder.secret,
+            secret,
             folder.owners(),
             max_payload,
-            !folder.read_only,
+            !folder.read_only(),
         );
         let outcome = match read {
             Ok(outcome) => outcome,
@@ -482,10 +539,10 @@ impl ArtifactStore {
     }
 
     /// Counts a bad entry in `counter`, and deletes it unless the folder is
-    /// read-only.
+    /// read-only (or no longer safe to use).
     fn discard(&self, folder: &Folder, path: &Path, counter: &AtomicU64) {
-        if !folder.read_only {
-            let _ = fs::remove_file(path);
+        if !folder.read_only() {
+            folder.delete(path);
         }
         bump(counter, 1);
     }
@@ -494,11 +551,14 @@ impl ArtifactStore {
         if (HEADER_LEN + artifact.len()) as u64 > folder.max_bytes {
             return; // would evict everything, itself included
         }
+        let Some(secret) = &folder.secret else {
+            return; // a folder inspected, never written
+        };
         // The folder is checked again: it may have been removed (and made by
         // someone else) since the store opened.
         let written = trust::create_folder(&folder.entries)
             .map_err(io::Error::other)
-            .and_then(|()| entry::write(&folder.entries, path, key, &folder.secret, artifact));
+            .and_then(|()| entry::write(&folder.entries, path, key, secret, artifact));
         match written {
             Ok(bytes) => {
                 bump(&self.counters.bytes_written, bytes);
@@ -525,7 +585,7 @@ impl ArtifactStore {
     /// from the one recorded; a read-only or disabled store, or an identity
     /// over 4 KiB, records nothing. Returns whether `identity` is recorded.
     pub fn record_builder(&self, identity: &str) -> bool {
-        let Some(folder) = self.folder.as_ref().filter(|folder| !folder.read_only) else {
+        let Some(folder) = self.folder.as_ref().filter(|folder| !folder.read_only()) else {
             return false;
         };
         if identity.len() as u64 > MAX_BUILDER_BYTES {
@@ -535,7 +595,11 @@ impl ArtifactStore {
             return true;
         }
         let dir = folder.dir();
-        let written = file_io::write_whole(&dir.join(BUILDER_FILE), identity.as_bytes());
+        // Checked again, as before every write: it may have been replaced
+        // since the store opened it.
+        let written = trust::check_folder(dir, Owners::User)
+            .map_err(io::Error::other)
+            .and_then(|()| file_io::write_whole(&dir.join(BUILDER_FILE), identity.as_bytes()));
         if let Err(error) = &written {
             tracing::debug!(
                 target: crate::log_targets::CACHE,
@@ -575,7 +639,7 @@ impl ArtifactStore {
     /// function, definition, compiler build or target) is logged at warn
     /// level, deleted, and `None` returned.
     pub fn recall_policy(&self, scope: &PolicyScope<'_>) -> Option<LearnedPolicy> {
-        let folder = self.folder.as_ref().filter(|folder| !folder.read_only)?;
+        let folder = self.folder.as_ref().filter(|folder| !folder.read_only())?;
         self.policies.recall(folder.dir(), folder.owners(), scope)
     }
 
@@ -589,7 +653,7 @@ impl ArtifactStore {
     /// store wrote last for `scope` is older, and dropped. Returns whether
     /// it was written; a read-only or disabled store writes nothing.
     pub fn keep_policy(&self, scope: &PolicyScope<'_>, learned: &LearnedPolicy) -> bool {
-        let Some(folder) = self.folder.as_ref().filter(|folder| !folder.read_only) else {
+        let Some(folder) = self.folder.as_ref().filter(|folder| !folder.read_only()) else {
             return false;
         };
         self.policies.keep(folder.dir(), scope, learned)

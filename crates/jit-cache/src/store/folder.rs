@@ -2,29 +2,54 @@
 //! entries: where an entry lives, who may own it, and the size bound kept
 //! by pruning the least recently used entries.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use super::entry::ENTRY_EXTENSION;
 use super::key::ArtifactKey;
 use super::listing::{self, Listed};
-use super::trust::{Owners, Secret};
+use super::trust::{self, Owners, Secret};
 
 /// The folder of an [`ArtifactStore`](super::ArtifactStore), with its
 /// secret and bound.
 #[derive(Debug)]
 pub(super) struct Folder {
     pub(super) entries: PathBuf,
-    pub(super) secret: Secret,
+    /// `None` only for a folder inspected without one ([`Access::Inspect`]):
+    /// no entry can be authenticated then.
+    pub(super) secret: Option<Secret>,
     pub(super) max_bytes: u64,
-    /// Never written, touched or pruned (an exported bundle).
-    pub(super) read_only: bool,
+    pub(super) access: Access,
     /// Bytes in `entries`; `None` until the first scan.
     pub(super) bytes_on_disk: Mutex<Option<u64>>,
 }
 
+/// What a store does to its folder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Access {
+    /// The runtime's own folder: read, written, refreshed and trimmed.
+    ReadWrite,
+    /// Only read: never written, touched or trimmed (an exported bundle,
+    /// perhaps installed by root).
+    ReadOnly,
+    /// This user's folder, opened by a tool that shows and trims it: never
+    /// written or touched; only `prune` and `clear` delete, and only what
+    /// is provably the cache's own.
+    Inspect,
+}
+
 impl Folder {
+    /// Whether nothing is written, touched or deleted on the store's own
+    /// account (lookups, inserts, the size bound, cleaning temporaries).
+    pub(super) fn read_only(&self) -> bool {
+        self.access != Access::ReadWrite
+    }
+
+    /// Whether `prune` and `clear` may delete here.
+    pub(super) fn trimmed(&self) -> bool {
+        self.access != Access::ReadOnly
+    }
+
     /// Who may own the folder's files. Entries are held to their folder's
     /// rule in every folder: in a read-only one (a bundle, perhaps
     /// installed by root) a file others could write would be served
@@ -33,7 +58,7 @@ impl Folder {
     /// file's metadata is read anyway), so one rule holds everywhere and an
     /// entry that breaks it is deleted and built again.
     pub(super) fn owners(&self) -> Owners {
-        if self.read_only {
+        if self.access == Access::ReadOnly {
             Owners::UserOrRoot
         } else {
             Owners::User
@@ -84,7 +109,7 @@ impl Folder {
             if remaining <= low_water {
                 break;
             }
-            if fs::remove_file(&entry.path).is_ok() {
+            if self.delete(&entry.path) {
                 evicted += 1;
             }
             // Gone either way (another process may have deleted it).
@@ -96,8 +121,22 @@ impl Folder {
 
     /// Every entry in the folder, and the temporary files of writers at
     /// work (they take space too); deletes those left by crashed writers on
-    /// the way.
+    /// the way, unless the store is read-only.
+    /// A `vmfb/` that is not safe to use (a link, another user's, open to
+    /// others) lists nothing, and nothing in it is deleted.
     pub(super) fn scan(&self) -> Vec<Listed> {
-        listing::list(&self.entries, ENTRY_EXTENSION)
+        listing::list(
+            &self.entries,
+            ENTRY_EXTENSION,
+            self.owners(),
+            !self.read_only(),
+        )
+    }
+
+    /// Deletes the file `path` of `vmfb/` (not what it links to: a link
+    /// is deleted itself) when `vmfb/` is still safe to use, the check
+    /// the store made when it opened it; whether it was deleted.
+    pub(super) fn delete(&self, path: &Path) -> bool {
+        trust::remove_file_in(&self.entries, path, self.owners())
     }
 }

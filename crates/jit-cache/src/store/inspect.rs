@@ -9,7 +9,10 @@
 //! same checks (no link followed, no special file opened, only files no
 //! other user can write, sizes checked before allocating) and its tag
 //! verified under the folder's secret, but it is neither loaded, touched
-//! nor deleted when it fails: the caller decides.
+//! nor deleted when it fails. `prune` and `clear` delete only what is
+//! provably the cache's own — authentic entries, and policy files that
+//! read as one under the name the store gives them — in folders checked
+//! before each deletion; they leave, and count, everything else.
 
 use std::fmt;
 use std::fs;
@@ -62,6 +65,11 @@ pub enum EntryCheck {
     Insecure(String),
     /// Gone since it was listed.
     Missing,
+    /// The folder has no secret (it was
+    /// [opened for inspection](ArtifactStore::open_for_inspection)): no
+    /// entry can be authenticated. A runtime that opens the folder makes a
+    /// new secret, under which no entry there verifies.
+    NoSecret,
 }
 
 impl EntryCheck {
@@ -87,6 +95,10 @@ impl fmt::Display for EntryCheck {
             ),
             EntryCheck::Insecure(reason) => write!(f, "not safe to read: {reason}"),
             EntryCheck::Missing => f.write_str("gone since it was listed"),
+            EntryCheck::NoSecret => f.write_str(
+                "cannot be authenticated: no secret in this folder (a runtime that opens it \
+                 makes a new one, under which no entry here verifies)",
+            ),
         }
     }
 }
@@ -107,7 +119,8 @@ pub struct StoredPolicy {
     pub policy: Result<(PolicyOwner, LearnedPolicy), String>,
 }
 
-/// What [`ArtifactStore::prune`] or [`ArtifactStore::clear`] deleted.
+/// What [`ArtifactStore::prune`] or [`ArtifactStore::clear`] deleted, and
+/// what it left because it is not provably the cache's own.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Removed {
@@ -117,6 +130,11 @@ pub struct Removed {
     pub bytes: u64,
     /// Policy files deleted ([`clear`](ArtifactStore::clear) only).
     pub policies: usize,
+    /// Files that would have been deleted but were left: entries that are
+    /// not authentic, policy files that are not usable or not named as the
+    /// store names them ([`check_entry`](ArtifactStore::check_entry) and
+    /// [`stored_policies`](ArtifactStore::stored_policies) say why).
+    pub left: usize,
 }
 
 impl ArtifactStore {
@@ -172,11 +190,14 @@ impl ArtifactStore {
         let Some(folder) = self.folder() else {
             return EntryCheck::Missing;
         };
+        let Some(secret) = &folder.secret else {
+            return EntryCheck::NoSecret;
+        };
         let max_payload = folder.max_bytes.min(MAX_ENTRY_BYTES);
         let read = entry::read(
             &entry.path,
             &entry.key,
-            &folder.secret,
+            secret,
             folder.owners(),
             max_payload,
             false,
@@ -195,30 +216,32 @@ impl ArtifactStore {
     /// The policy files of the store's folder (`policy/`), most recently
     /// used first, each read as a recall reads it (a safe file, within
     /// [`LearnedPolicy::MAX_TEXT_BYTES`], whole) but for any function, and
-    /// neither touched nor deleted. Empty for a disabled or read-only
-    /// store, or one whose `policy/` is missing.
+    /// neither touched nor deleted. Empty for a disabled store, or one
+    /// whose `policy/` is missing or not safe to use (a symbolic link,
+    /// another user's, open to others: never followed).
     pub fn stored_policies(&self) -> Vec<StoredPolicy> {
-        let Some(folder) = self.folder().filter(|folder| !folder.read_only) else {
+        let Some(folder) = self.folder() else {
             return Vec::new();
         };
-        let mut policies: Vec<StoredPolicy> = policy_files::list(folder.dir())
-            .into_iter()
-            .map(|file| {
-                let policy = policy_files::read(&file.path, folder.owners(), false, |text| {
-                    LearnedPolicy::read_text(text)
-                });
-                StoredPolicy {
-                    policy: match policy {
-                        Some(Ok(read)) => Ok(read),
-                        Some(Err(why)) => Err(why.to_string()),
-                        None => Err("gone since it was listed".to_owned()),
-                    },
-                    bytes: file.len,
-                    last_used: file.used,
-                    path: file.path,
-                }
-            })
-            .collect();
+        let mut policies: Vec<StoredPolicy> =
+            policy_files::list(folder.dir(), folder.owners(), !folder.read_only())
+                .into_iter()
+                .map(|file| {
+                    let policy = policy_files::read(&file.path, folder.owners(), false, |text| {
+                        LearnedPolicy::read_text(text)
+                    });
+                    StoredPolicy {
+                        policy: match policy {
+                            Some(Ok(read)) => Ok(read),
+                            Some(Err(why)) => Err(why.to_string()),
+                            None => Err("gone since it was listed".to_owned()),
+                        },
+                        bytes: file.len,
+                        last_used: file.used,
+                        path: file.path,
+                    }
+                })
+                .collect();
         policies.sort_by_key(|policy| std::cmp::Reverse(policy.last_used));
         policies
     }
@@ -226,11 +249,15 @@ impl ArtifactStore {
     /// Deletes the entries not used for `unused_for` or longer, then the
     /// least recently used ones until the entries take at most `max_bytes`
     /// (as the store's own bound does, but to exactly that size); returns
-    /// what it deleted. Policy files stay. A read-only or disabled store
-    /// deletes nothing. Processes using the folder meanwhile are safe: an
-    /// entry deleted under them is built again.
+    /// what it deleted. Only what is provably the cache's own is deleted:
+    /// an entry that checks authentic under the folder's secret
+    /// ([`check_entry`](Self::check_entry)), a regular file in a `vmfb/`
+    /// that is still safe to use; any other is left in place and counted
+    /// in [`Removed::left`]. Policy files stay. A read-only or disabled
+    /// store deletes nothing. Processes using the folder meanwhile are
+    /// safe: an entry deleted under them is built again.
     pub fn prune(&self, max_bytes: Option<u64>, unused_for: Option<Duration>) -> Removed {
-        let Some(folder) = self.folder().filter(|folder| !folder.read_only) else {
+        let Some(folder) = self.folder().filter(|folder| folder.trimmed()) else {
             return Removed::default();
         };
         let mut entries = self.stored_entries();
@@ -247,12 +274,7 @@ impl ArtifactStore {
         let mut removed = Removed::default();
         for entry in &entries {
             let over = max_bytes.is_some_and(|max| remaining > max);
-            if !(over || stale(entry)) {
-                continue;
-            }
-            if fs::remove_file(&entry.path).is_ok() {
-                removed.entries += 1;
-                removed.bytes += entry.bytes;
+            if (over || stale(entry)) && self.delete_entry(folder, entry, &mut removed) {
                 remaining -= entry.bytes;
             }
         }
@@ -261,26 +283,48 @@ impl ArtifactStore {
     }
 
     /// Deletes every entry and every policy file of the store's folder
-    /// (the secret, the recorded builder and the folders stay); returns
-    /// what it deleted. A read-only or disabled store deletes nothing.
+    /// that is provably the cache's own (the secret, the recorded builder
+    /// and the folders stay); returns what it deleted. An entry goes when
+    /// it checks authentic under the folder's secret, a policy file when
+    /// it reads as one ([`stored_policies`](Self::stored_policies)) and
+    /// has the name the store gives it; both must be regular files (a link
+    /// is never followed) in a `vmfb/` or `policy/` that is safe to use
+    /// (not a link, this user's, closed to others). Anything else is left
+    /// in place and counted in [`Removed::left`]. A read-only or disabled
+    /// store deletes nothing.
     pub fn clear(&self) -> Removed {
-        let Some(folder) = self.folder().filter(|folder| !folder.read_only) else {
+        let Some(folder) = self.folder().filter(|folder| folder.trimmed()) else {
             return Removed::default();
         };
         let mut removed = Removed::default();
         for entry in self.stored_entries() {
-            if fs::remove_file(&entry.path).is_ok() {
-                removed.entries += 1;
-                removed.bytes += entry.bytes;
-            }
+            self.delete_entry(folder, &entry, &mut removed);
         }
-        for file in policy_files::list(folder.dir()) {
-            if fs::remove_file(&file.path).is_ok() {
+        for file in self.stored_policies() {
+            let own = file.policy.is_ok() && policy_files::is_policy_file_name(&file.path);
+            if own && policy_files::delete(folder.dir(), &file.path, folder.owners()) {
                 removed.policies += 1;
+            } else if !own {
+                removed.left += 1;
             }
         }
         forget_size(folder);
         removed
+    }
+
+    /// Deletes `entry` when it is authentic, else counts it as left;
+    /// whether it was deleted.
+    fn delete_entry(&self, folder: &Folder, entry: &StoredEntry, removed: &mut Removed) -> bool {
+        if !self.check_entry(entry).is_authentic() {
+            removed.left += 1;
+            return false;
+        }
+        let deleted = folder.delete(&entry.path);
+        if deleted {
+            removed.entries += 1;
+            removed.bytes += entry.bytes;
+        }
+        deleted
     }
 }
 
@@ -345,18 +389,22 @@ mod tests {
         );
         assert!(listed[0].path.exists(), "checking deletes nothing");
 
-        // Unused for an hour: `a` goes; then down to 0 bytes: all.
+        // Unused for an hour: `a` goes; then down to 0 bytes: the two
+        // damaged entries are not provably the cache's own, and stay.
         let pruned = store.prune(None, Some(Duration::from_secs(3600)));
         assert_eq!((pruned.entries, pruned.bytes), (1, 188));
         assert!(!a.exists());
         let pruned = store.prune(Some(0), None);
-        assert_eq!(pruned.entries, 2);
-        assert!(store.stored_entries().is_empty());
+        assert_eq!((pruned.entries, pruned.left), (0, 2));
+        for entry in store.stored_entries() {
+            fs::remove_file(entry.path).unwrap();
+        }
         // Rescanned: the stray file alone is left.
         assert_eq!(store.stats().bytes_on_disk, 1);
 
         assert!(store.insert(&key("d"), &[1; 10]));
-        assert_eq!(store.clear().entries, 1);
+        let cleared = store.clear();
+        assert_eq!((cleared.entries, cleared.left), (1, 0));
         assert!(store.stored_entries().is_empty());
         assert!(dir.path().join("secret").exists(), "the secret stays");
     }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::entry::TEMP_PREFIX;
+use super::trust::{self, Owners};
 
 /// Keep temporary files of crashed writers at most this long.
 const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
@@ -22,10 +23,16 @@ pub(crate) struct Listed {
 }
 
 /// The regular files of `folder` named `*.{extension}`, and writers'
-/// temporary files; deletes the temporary files older than an hour (left
-/// by crashed writers) on the way. Links and other non-regular files are
-/// skipped; a folder that cannot be read lists nothing.
-pub(crate) fn list(folder: &Path, extension: &str) -> Vec<Listed> {
+/// temporary files; when `clean` is set, deletes the temporary files older
+/// than an hour (left by crashed writers) on the way. Links and other
+/// non-regular files are skipped, never followed. A folder that is not
+/// safe to use (a symbolic link, not `owners`', open to others: the check
+/// the store makes of its folders, `trust::check_folder`), or that cannot
+/// be read, lists nothing and has nothing deleted.
+pub(crate) fn list(folder: &Path, extension: &str, owners: Owners, clean: bool) -> Vec<Listed> {
+    if trust::check_folder(folder, owners).is_err() {
+        return Vec::new();
+    }
     let Ok(listing) = fs::read_dir(folder) else {
         return Vec::new();
     };
@@ -42,12 +49,13 @@ pub(crate) fn list(folder: &Path, extension: &str) -> Vec<Listed> {
         let used = metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH);
         let path = item.path();
         let temporary = item.file_name().to_string_lossy().starts_with(TEMP_PREFIX);
-        if temporary
+        if clean
+            && temporary
             && now
                 .duration_since(used)
                 .is_ok_and(|age| age > STALE_TEMPORARY)
         {
-            let _ = fs::remove_file(&path);
+            trust::remove_file_in(folder, &path, owners);
             continue;
         }
         if temporary || path.extension().is_some_and(|e| e == extension) {
@@ -83,7 +91,10 @@ mod tests {
             .unwrap();
         fs::create_dir(dir.path().join("c.entry")).unwrap();
         std::os::unix::fs::symlink(dir.path().join("a.entry"), dir.path().join("d.entry")).unwrap();
-        let mut listed: Vec<(String, u64, bool)> = list(dir.path(), "entry")
+        let kept = list(dir.path(), "entry", Owners::User, false);
+        assert_eq!(kept.len(), 3, "not cleaning: the stale temporary is listed");
+        assert!(dir.path().join(format!("{TEMP_PREFIX}stale")).exists());
+        let mut listed: Vec<(String, u64, bool)> = list(dir.path(), "entry", Owners::User, true)
             .into_iter()
             .map(|f| {
                 let name = f.path.file_name().unwrap().to_string_lossy().into_owned();
@@ -99,6 +110,6 @@ mod tests {
             ]
         );
         assert!(!dir.path().join(format!("{TEMP_PREFIX}stale")).exists());
-        assert!(list(&dir.path().join("missing"), "entry").is_empty());
+        assert!(list(&dir.path().join("missing"), "entry", Owners::User, true).is_empty());
     }
 }

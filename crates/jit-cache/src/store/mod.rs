@@ -43,6 +43,7 @@ mod behind;
 #[cfg(feature = "remote")]
 mod breaker;
 mod entry;
+mod escaped;
 pub mod file_io;
 mod folder;
 mod inspect;
@@ -62,6 +63,7 @@ mod trust;
 mod verified;
 
 pub use artifact_store::{ArtifactStore, BuildError, Fetched, StoreConfig, MAX_ENTRY_BYTES};
+pub use escaped::Escaped;
 pub use inspect::{EntryCheck, Removed, StoredEntry, StoredPolicy};
 pub use key::{ArtifactKey, KeyParts};
 pub use policy_files::MAX_POLICY_FILES;

@@ -86,7 +86,7 @@ impl PolicyFiles {
         owners: Owners,
         scope: &PolicyScope<'_>,
     ) -> Option<LearnedPolicy> {
-        let folder = dir.join(POLICY_FOLDER);
+        let folder = folder(dir);
         match trust::check_folder(&folder, owners) {
             Ok(()) => {}
             Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
@@ -115,7 +115,7 @@ impl PolicyFiles {
                     scope.function,
                     path.display()
                 );
-                let _ = fs::remove_file(&path);
+                trust::remove_file_in(&folder, &path, owners);
                 None
             }
         }
@@ -138,7 +138,7 @@ impl PolicyFiles {
         if last.is_some_and(|&last| last >= learned.sequence()) {
             return false;
         }
-        let folder = dir.join(POLICY_FOLDER);
+        let folder = folder(dir);
         let path = folder.join(&name);
         // Checked before each write: it may have been replaced since the
         // last one.
@@ -194,6 +194,11 @@ impl PolicyFiles {
              is read or written, and every function starts as in a new cache until it is fixed"
         );
     }
+}
+
+/// The folder of the policy files in the store's folder `dir`.
+pub(super) fn folder(dir: &Path) -> PathBuf {
+    dir.join(POLICY_FOLDER)
 }
 
 /// The file name of the policy of `scope`: the SHA-256 of its parts, each
@@ -275,12 +280,36 @@ pub(super) fn read<T>(
 }
 
 /// The policy files of the store's folder `dir` (temporary files not
-/// included).
-pub(super) fn list(dir: &Path) -> Vec<listing::Listed> {
-    listing::list(&dir.join(POLICY_FOLDER), POLICY_EXTENSION)
+/// included), as `owners`' folder; stale temporaries are deleted on the
+/// way when `clean` is set. A `policy/` that is not safe to use lists
+/// nothing (see `listing::list`).
+pub(super) fn list(dir: &Path, owners: Owners, clean: bool) -> Vec<listing::Listed> {
+    listing::list(&folder(dir), POLICY_EXTENSION, owners, clean)
         .into_iter()
         .filter(|file| !file.temporary)
         .collect()
+}
+
+/// Deletes the policy file `path` of the store's folder `dir` while
+/// `policy/` is safe to use (`trust::remove_file_in`); whether it was.
+pub(super) fn delete(dir: &Path, path: &Path, owners: Owners) -> bool {
+    trust::remove_file_in(&folder(dir), path, owners)
+}
+
+/// Whether `path` has the name this store gives a policy file (see
+/// [`file_name`]): 64 lowercase hex digits and `.policy`.
+pub(super) fn is_policy_file_name(path: &Path) -> bool {
+    let Some(name) = path.file_name().and_then(|name| name.to_str()) else {
+        return false;
+    };
+    name.strip_suffix(POLICY_EXTENSION)
+        .and_then(|stem| stem.strip_suffix('.'))
+        .is_some_and(|digits| {
+            digits.len() == 64
+                && digits
+                    .bytes()
+                    .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        })
 }
 
 /// Writes `text` to `path` (inside `folder`) whole: a temporary file, mode
@@ -293,7 +322,7 @@ fn write(folder: &Path, path: &Path, text: &str) -> io::Result<()> {
 /// The policy files in `folder`, with when each was last used; deletes
 /// the temporary files of killed writers on the way.
 fn scan(folder: &Path) -> Vec<(SystemTime, PathBuf)> {
-    listing::list(folder, POLICY_EXTENSION)
+    listing::list(folder, POLICY_EXTENSION, Owners::User, true)
         .into_iter()
         .filter(|file| !file.temporary)
         .map(|file| (file.used, file.path))
@@ -311,7 +340,7 @@ fn prune(folder: &Path) -> usize {
     files.sort();
     let excess = files.len() - keep;
     for (_, path) in files.drain(..excess) {
-        let _ = fs::remove_file(path);
+        trust::remove_file_in(folder, &path, Owners::User);
     }
     files.len()
 }

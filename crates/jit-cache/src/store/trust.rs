@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use super::escaped::Escaped;
 use super::file_io::{self, OpenError};
 use super::key::ArtifactKey;
 
@@ -42,7 +43,7 @@ const SECRET_FILE: &str = "secret";
 pub enum StoreError {
     /// The folder (or a file the store relies on) could be changed by
     /// someone else, who could then plant code this process would run.
-    #[error("{} is not safe to use: {reason}", path.display())]
+    #[error("{} is not safe to use: {reason}", Escaped::new(path))]
     Insecure {
         /// The folder or file.
         path: PathBuf,
@@ -50,7 +51,7 @@ pub enum StoreError {
         reason: String,
     },
     /// The folder or its secret cannot be created or read.
-    #[error("cannot create or read {}", path.display())]
+    #[error("cannot create or read {}", Escaped::new(path))]
     Io {
         /// The folder or file.
         path: PathBuf,
@@ -128,6 +129,14 @@ pub(crate) fn check_folder(path: &Path, owners: Owners) -> Result<(), StoreError
     check_owner_and_mode(path, &metadata, owners, "chmod 700")
 }
 
+/// Deletes the file `path` of `folder` (a link is deleted itself, never
+/// what it points to) when `folder` is still safe to use as
+/// [`check_folder`] checks it: a folder replaced by a link since it was
+/// checked has nothing deleted through it. Whether it was deleted.
+pub(crate) fn remove_file_in(folder: &Path, path: &Path, owners: Owners) -> bool {
+    check_folder(folder, owners).is_ok() && fs::remove_file(path).is_ok()
+}
+
 /// Checks that only `owners` can change what `metadata` describes: it
 /// belongs to them and group and others may not write it (`fix` is the
 /// command that closes it, run on `path`).
@@ -161,7 +170,7 @@ fn check_owner_and_mode(
             path,
             format!(
                 "group or others may write it (mode {mode:o}); run `{fix} {}`",
-                path.display()
+                Escaped::new(path)
             ),
         ));
     }
@@ -265,7 +274,7 @@ impl Secret {
             path,
             format!(
                 "others may read it, and forge entries with it; run `chmod 600 {}`",
-                path.display()
+                Escaped::new(path)
             ),
         )
     }

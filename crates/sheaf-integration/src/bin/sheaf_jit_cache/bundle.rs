@@ -1,19 +1,23 @@
 //! The bundle commands: `bundle inspect` and `bundle verify`, over the
-//! runtime's own reader and checks (`inspect_bundle`, `verify_bundle`).
+//! runtime's own reader and checks (`inspect_bundle`, `verify_bundle`);
+//! every name printed escaped ([`shown`]).
 
 use std::path::Path;
+
+use jit_cache::store::Escaped;
 
 use sheaf_integration::artifacts::{inspect_bundle, verify_bundle};
 use sheaf_integration::settings::ByteSize;
 use sheaf_integration::ErrorChain;
 
+use crate::disk::shown;
 use crate::Outcome;
 
 pub(crate) fn inspect(dir: &Path) -> Outcome {
     let contents = inspect_bundle(dir)?;
-    say!("bundle    {}", dir.display());
-    say!("compiler  {}", contents.compiler);
-    say!("runtime   {}", contents.runtime);
+    say!("bundle    {}", Escaped::new(dir));
+    say!("compiler  {}", Escaped::new(&contents.compiler));
+    say!("runtime   {}", Escaped::new(&contents.runtime));
     let bytes: u64 = contents.artifacts.iter().map(|(_, bytes)| bytes).sum();
     say!(
         "{} artifacts ({}), {} variants:",
@@ -23,10 +27,10 @@ pub(crate) fn inspect(dir: &Path) -> Outcome {
     );
     for variant in &contents.variants {
         say!(
-            "  {:#} {}  entry {}, artifact {}, target {:016x}",
-            variant.function,
-            variant.signature,
-            variant.entry,
+            "  {} {}  entry {}, artifact {}, target {:016x}",
+            shown(format_args!("{:#}", variant.function)),
+            shown(&variant.signature),
+            Escaped::new(&variant.entry),
             variant.key.hex(),
             variant.target_hash
         );
@@ -37,10 +41,13 @@ pub(crate) fn inspect(dir: &Path) -> Outcome {
 pub(crate) fn verify(dir: &Path) -> Outcome {
     let verdict = verify_bundle(dir)?;
     match &verdict.opens {
-        Ok(()) => say!("bundle {}: this program's runtime opens it", dir.display()),
+        Ok(()) => say!(
+            "bundle {}: this program's runtime opens it",
+            Escaped::new(dir)
+        ),
         Err(error) => say!(
             "bundle {}: REFUSED by this program's runtime: {}",
-            dir.display(),
+            Escaped::new(dir),
             ErrorChain(error)
         ),
     }

@@ -1,10 +1,14 @@
 //! The disk-cache commands: `stats`, `list`, `verify`, `prune`, `clear`,
 //! over the store's own listing, checks and deletions
-//! (`jit_cache::store::ArtifactStore`).
+//! (`jit_cache::store::ArtifactStore`), on a folder opened for inspection:
+//! nothing is created or written, and the deleting commands delete only
+//! what is provably the cache's own. Every name printed is escaped
+//! ([`shown`]).
 
+use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
-use jit_cache::store::{ArtifactStore, StoreConfig, StoredPolicy};
+use jit_cache::store::{ArtifactStore, Escaped, Removed, StoreConfig, StoredPolicy};
 use sheaf_integration::lowering::stable_hash;
 use sheaf_integration::settings::ByteSize;
 use sheaf_integration::JitConfig;
@@ -30,6 +34,13 @@ fn store_config(dir: Option<PathBuf>) -> Result<StoreConfig, Box<dyn std::error:
     }
 }
 
+/// A name or text read from disk (a file name, a function's name, a
+/// signature), escaped as [`Escaped`] prints it: one line, no control
+/// reaching the terminal.
+pub(crate) fn shown(text: impl Display) -> String {
+    Escaped::new(&text.to_string()).to_string()
+}
+
 /// Runs a disk-cache command.
 pub(crate) fn run(dir: Option<PathBuf>, command: Command) -> Outcome {
     let config = store_config(dir)?;
@@ -37,12 +48,14 @@ pub(crate) fn run(dir: Option<PathBuf>, command: Command) -> Outcome {
     if !directory.exists() {
         say!(
             "no disk cache at {} (no runtime has written one there)",
-            directory.display()
+            Escaped::new(&directory)
         );
         return Ok(true);
     }
-    // The runtime's own opening: the folder's owner and mode, its secret.
-    let store = ArtifactStore::open(config.clone())?;
+    // The runtime's checks (the folder's owner and mode, those of `vmfb/`,
+    // `policy/` and the secret), but nothing created: not the folders, not
+    // a secret.
+    let store = ArtifactStore::open_for_inspection(config.clone())?;
     match command {
         Command::Stats => stats(&store, &config),
         Command::List => list(&store, &directory),
@@ -60,7 +73,7 @@ pub(crate) fn run(dir: Option<PathBuf>, command: Command) -> Outcome {
                 left.len(),
                 ByteSize(left.iter().map(|entry| entry.bytes).sum())
             );
-            Ok(true)
+            say_left(&removed)
         }
         Command::Clear => {
             let removed = store.clear();
@@ -69,9 +82,9 @@ pub(crate) fn run(dir: Option<PathBuf>, command: Command) -> Outcome {
                 removed.entries,
                 ByteSize(removed.bytes),
                 removed.policies,
-                directory.display()
+                Escaped::new(&directory)
             );
-            Ok(true)
+            say_left(&removed)
         }
         Command::Help(_) | Command::BundleInspect(_) | Command::BundleVerify(_) => {
             unreachable!("not a disk-cache command")
@@ -79,16 +92,40 @@ pub(crate) fn run(dir: Option<PathBuf>, command: Command) -> Outcome {
     }
 }
 
+/// Says what a deletion left because it is not provably the cache's own.
+fn say_left(removed: &Removed) -> Outcome {
+    if removed.left > 0 {
+        say!(
+            "left {} files that are not provably the cache's own (not authentic, not a policy \
+             file, or not named as the runtime names them): `sheaf-jit-cache verify` says what \
+             each is; delete them yourself if they are not wanted",
+            removed.left
+        );
+    }
+    Ok(true)
+}
+
+/// Says that the folder has no secret, when it has none.
+fn say_no_secret(store: &ArtifactStore) -> Outcome {
+    if !store.has_secret() {
+        say!(
+            "no secret: no entry can be authenticated (a runtime that opens the folder makes a \
+             new one, under which no entry here verifies)"
+        );
+    }
+    Ok(true)
+}
+
 fn stats(store: &ArtifactStore, config: &StoreConfig) -> Outcome {
     let entries = store.stored_entries();
     let bytes: u64 = entries.iter().map(|entry| entry.bytes).sum();
     let policies = store.stored_policies();
-    say!("disk cache   {}", config.directory.display());
+    say!("disk cache   {}", Escaped::new(&config.directory));
     say!(
         "compiler     {}",
         store
             .recorded_builder()
-            .unwrap_or_else(|| "none recorded".to_owned())
+            .map_or_else(|| "none recorded".to_owned(), shown)
     );
     say!(
         "entries      {} ({} of the {} bound, {:.1}%)",
@@ -110,7 +147,7 @@ fn stats(store: &ArtifactStore, config: &StoreConfig) -> Outcome {
         policies.len() - unusable,
         unusable
     );
-    Ok(true)
+    say_no_secret(store)
 }
 
 fn list(store: &ArtifactStore, directory: &Path) -> Outcome {
@@ -120,7 +157,7 @@ fn list(store: &ArtifactStore, directory: &Path) -> Outcome {
         "{} entries in {}, {} (most recently used first; named by key, the SHA-256 of \
          program, compiler, runtime and target):",
         entries.len(),
-        directory.join("vmfb").display(),
+        Escaped::new(&directory.join("vmfb")),
         ByteSize(total)
     );
     for entry in &entries {
@@ -137,7 +174,9 @@ fn list(store: &ArtifactStore, directory: &Path) -> Outcome {
     say!(
         "{} functions with a learned policy (their signatures as last cached; compiler: {}):",
         policies.len(),
-        builder.as_deref().unwrap_or("none recorded")
+        builder
+            .as_deref()
+            .map_or_else(|| "none recorded".to_owned(), shown)
     );
     for policy in &policies {
         print_policy(policy, this_compiler)?;
@@ -149,7 +188,7 @@ fn print_policy(policy: &StoredPolicy, this_compiler: Option<u64>) -> std::io::R
     let (owner, learned) = match &policy.policy {
         Ok(read) => read,
         Err(why) => {
-            say!("  {}: unusable: {why}", policy.path.display());
+            say!("  {}: unusable: {why}", Escaped::new(&policy.path));
             return Ok(());
         }
     };
@@ -160,7 +199,7 @@ fn print_policy(policy: &StoredPolicy, this_compiler: Option<u64>) -> std::io::R
     };
     say!(
         "  {} #{:016x}: learned {} with {compiler}, target {:016x}",
-        owner.function,
+        Escaped::new(&owner.function),
         owner.definition_hash,
         age(policy.last_used),
         owner.target_hash
@@ -170,16 +209,24 @@ fn print_policy(policy: &StoredPolicy, this_compiler: Option<u64>) -> std::io::R
             .iter()
             .map(|(a, d)| format!("arg {a} dim {d}"))
             .collect();
-        say!("    dynamic  {class}: {}", dims.join(", "));
+        say!("    dynamic  {}: {}", shown(class), dims.join(", "));
     }
     for (signature, count) in learned.hot() {
-        say!("    cached   {signature} ({count} recent calls)");
+        say!("    cached   {} ({count} recent calls)", shown(signature));
     }
     Ok(())
 }
 
 fn verify(store: &ArtifactStore, directory: &Path) -> Outcome {
-    say!("folder {}: owner, mode and secret ok", directory.display());
+    if store.has_secret() {
+        say!(
+            "folder {}: owner, mode and secret ok",
+            Escaped::new(directory)
+        );
+    } else {
+        say!("folder {}: owner and mode ok", Escaped::new(directory));
+        say_no_secret(store)?;
+    }
     let entries = store.stored_entries();
     let mut refused = 0;
     for entry in &entries {
@@ -188,7 +235,7 @@ fn verify(store: &ArtifactStore, directory: &Path) -> Outcome {
             say!("  ok       {}  {check}", entry.key.hex());
         } else {
             refused += 1;
-            say!("  REFUSED  {}  {check}", entry.path.display());
+            say!("  REFUSED  {}  {check}", Escaped::new(&entry.path));
         }
     }
     let policies = store.stored_policies();
@@ -197,12 +244,12 @@ fn verify(store: &ArtifactStore, directory: &Path) -> Outcome {
         match &policy.policy {
             Ok((owner, _)) => say!(
                 "  ok       {}  policy of {}",
-                policy.path.display(),
-                owner.function
+                Escaped::new(&policy.path),
+                Escaped::new(&owner.function)
             ),
             Err(why) => {
                 unusable += 1;
-                say!("  REFUSED  {}  {why}", policy.path.display());
+                say!("  REFUSED  {}  {why}", Escaped::new(&policy.path));
             }
         }
     }

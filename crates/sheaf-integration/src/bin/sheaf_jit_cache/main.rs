@@ -4,9 +4,13 @@
 //! It finds the disk cache where the runtime does (`SHEAF_JIT_CACHE_DIR`,
 //! else `$XDG_CACHE_HOME/sheaf-jit` or `$HOME/.cache/sheaf-jit`, on macOS
 //! `$HOME/Library/Caches/sheaf-jit`; `--dir` overrides), opens it with the store's own checks (the folder's owner
-//! and mode, its `secret`), and reads every entry, policy file and bundle
-//! with the runtime's own code (`jit_cache::store`, `inspect_bundle`,
-//! `verify_bundle`): nothing here parses a file itself.
+//! and mode, its `secret`) but creates nothing
+//! (`ArtifactStore::open_for_inspection`), and reads every entry, policy
+//! file and bundle with the runtime's own code (`jit_cache::store`,
+//! `inspect_bundle`, `verify_bundle`): nothing here parses a file itself.
+//! `stats`, `list` and `verify` write nothing; `prune` and `clear` delete
+//! only what is provably the cache's own. Names are printed escaped
+//! (`jit_cache::store::Escaped`): a file name cannot forge a line.
 //!
 //! - `main.rs`: the command line and what each command prints.
 //! - `disk.rs`: the disk-cache commands.
@@ -48,7 +52,8 @@ commands:
                         file; prints the reason for each refusal; exit status 1 if any
   prune                 delete entries: --older-than DURATION (unused that long), then the least
                         recently used down to --max-bytes N
-  clear                 delete every entry and policy file (the secret stays)
+  clear                 delete every entry and policy file that is the cache's own (the secret
+                        stays)
   bundle inspect DIR    what an artifact bundle lists: compiler, runtime, variants
   bundle verify DIR     check a bundle as this program's runtime would before serving it, and
                         each of its entries; exit status 1 if anything is refused
@@ -59,7 +64,9 @@ options:
                         $HOME/.cache/sheaf-jit; on macOS $HOME/Library/Caches/sheaf-jit)
   -h, --help            this text; `sheaf-jit-cache COMMAND --help` for a command's
 
-Nothing is loaded or run: entries are only read and checked.
+Nothing is loaded or run: entries are only read and checked. stats, list and verify write
+nothing; prune and clear delete only authentic entries and the runtime's policy files, and
+say what they left.
 ";
 
 /// A command's help text.
@@ -95,14 +102,19 @@ fn command_help(command: &str) -> Option<&'static str> {
              \x20                      (`90s`, `30m`, `12h`, `7d`, `2w`)\n\
              --max-bytes N          then delete the least recently used entries until the\n\
              \x20                      rest take at most N bytes (`4096`, `64K`, `512M`, `2G`)\n\n\
-             At least one is needed. Policy files stay. A running process whose entry was\n\
-             deleted compiles it again.\n"
+             At least one is needed. Only entries that verify (authentic under the folder's\n\
+             secret) are deleted; any other file is left, and counted. Policy files stay. A\n\
+             running process whose entry was deleted compiles it again.\n"
         }
         "clear" => {
             "usage: sheaf-jit-cache [--dir DIR] clear\n\n\
-             Deletes every entry and every policy file. The folder, its secret and the\n\
-             recorded compiler stay. Running processes keep what they loaded and compile\n\
-             (then write) again what they miss.\n"
+             Deletes every entry and every policy file that is provably the cache's own:\n\
+             entries that verify (authentic under the folder's secret) and policy files that\n\
+             read as one and carry the name the runtime gives them, regular files in a vmfb/\n\
+             or policy/ that is no link, this user's and closed to others. Anything else\n\
+             (what `verify` refuses, links, other names) is left, and counted. The folder,\n\
+             its secret and the recorded compiler stay. Running processes keep what they\n\
+             loaded and compile (then write) again what they miss.\n"
         }
         "bundle" => {
             "usage: sheaf-jit-cache bundle inspect DIR\n\
