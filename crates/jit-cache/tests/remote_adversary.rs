@@ -17,10 +17,13 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jit_cache::store::{
-    ArtifactKey, ArtifactStore, Fetched, KeyParts, RedisStore, RemoteOptions, RemoteStats,
-    RemoteStore, RemoteTier, RemoteTimeouts, Secret, SharedFolderStore,
+    ArtifactKey, ArtifactStore, Fetched, RemoteOptions, RemoteStats, RemoteStore, RemoteTier,
+    Secret,
 };
 use test_support::redis::RedisServer;
+
+mod remote_support;
+use remote_support::backend;
 
 /// How long a build takes here.
 const BUILD: Duration = Duration::from_millis(100);
@@ -30,28 +33,11 @@ const BUILD: Duration = Duration::from_millis(100);
 const LIMIT: Duration = Duration::from_secs(20);
 
 fn key() -> ArtifactKey {
-    ArtifactKey::new(&KeyParts {
-        program: "module @adversary {}",
-        compiler: "test",
-        runtime: "test",
-        target: "test",
-    })
+    remote_support::key_of("module @adversary {}")
 }
 
 fn artifact() -> Vec<u8> {
     b"native code of @adversary".to_vec()
-}
-
-fn backend(url: &str) -> Box<dyn RemoteStore> {
-    if url.starts_with(SharedFolderStore::SCHEME) {
-        Box::new(SharedFolderStore::from_url(url).unwrap())
-    } else {
-        let timeouts = RemoteTimeouts {
-            connect: Duration::from_secs(2),
-            request: Duration::from_secs(2),
-        };
-        Box::new(RedisStore::new(url, timeouts).unwrap())
-    }
 }
 
 fn tier(url: &str, options: RemoteOptions) -> RemoteTier {

@@ -11,10 +11,13 @@ use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jit_cache::store::{
-    ArtifactKey, ArtifactStore, Fetched, KeyParts, LeaseAnswer, RedisStore, RemoteOptions,
-    RemoteStats, RemoteStore, RemoteTier, RemoteTimeouts, Secret, SharedFolderStore,
+    ArtifactKey, ArtifactStore, Fetched, KeyParts, LeaseAnswer, RemoteOptions, RemoteStats,
+    RemoteTier, Secret,
 };
 use test_support::redis::RedisServer;
+
+mod remote_support;
+use remote_support::backend;
 
 /// Set in a child process: the store's address.
 const URL: &str = "JIT_CACHE_LEASE_TEST_URL";
@@ -31,29 +34,11 @@ const BUILD: Duration = Duration::from_millis(400);
 const CHILD: &str = "child_fetches_the_key";
 
 fn key() -> ArtifactKey {
-    ArtifactKey::new(&KeyParts {
-        program: "module @leases {}",
-        compiler: "test",
-        runtime: "test",
-        target: "test",
-    })
+    remote_support::key_of("module @leases {}")
 }
 
 fn artifact() -> Vec<u8> {
     b"native code of @leases".to_vec()
-}
-
-/// The backend at `url`: a shared folder (`file://`) or a Redis server.
-fn backend(url: &str) -> Box<dyn RemoteStore> {
-    if url.starts_with(SharedFolderStore::SCHEME) {
-        Box::new(SharedFolderStore::from_url(url).unwrap())
-    } else {
-        let timeouts = RemoteTimeouts {
-            connect: Duration::from_secs(2),
-            request: Duration::from_secs(2),
-        };
-        Box::new(RedisStore::new(url, timeouts).unwrap())
-    }
 }
 
 /// A store with no folder over the backend at `url`, with `options`.
