@@ -17,8 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jit_cache::store::{
-    ArtifactKey, ArtifactStore, Fetched, RemoteOptions, RemoteStats, RemoteStore, RemoteTier,
-    Secret,
+    ArtifactKey, ArtifactStore, Fetched, RemoteOptions, RemoteStats, RemoteTier, Secret,
 };
 use test_support::redis::RedisServer;
 
