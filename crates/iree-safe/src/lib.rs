@@ -48,6 +48,7 @@
 mod artifact;
 mod calling_convention;
 pub mod compiler;
+mod cpu_features;
 mod device;
 mod driver;
 mod element;
