@@ -185,6 +185,14 @@ mod main_thread {
     static ARM: extern "C" fn() = arm;
 }
 
+/// Runs the exit work now (the hooks, if they have not run, then the
+/// function handed over), as an exit would: the signal handlers of
+/// `signals.rs` do before the signal ends the process.
+#[cfg(all(target_os = "linux", not(iree_mock)))]
+pub(crate) fn run_exit_work() {
+    on_exit();
+}
+
 /// The `atexit` handler: the hooks (first run only), then the function
 /// handed over with [`register_handler_then`], if any. Also run by the
 /// main thread's exit guard (`main_thread`), before it.

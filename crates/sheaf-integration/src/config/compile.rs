@@ -107,6 +107,14 @@ pub struct CompileSettings {
     /// cache waits. Default 10 s; zero never waits (the queued compiles
     /// are dropped). See [`JitRuntime`](crate::JitRuntime), "Exit".
     pub exit_wait: Duration,
+    /// Whether SIGTERM and SIGINT finish the runtime as an exit does (the
+    /// wait above, the profile) before they end the process, by the same
+    /// signal (`iree_safe::exit_on_signals`; Linux). Taken only for a
+    /// signal whose action is the default when the runtime starts: a
+    /// program's own handler, or `SIG_IGN`, is left alone. Default on;
+    /// `false` (`SHEAF_JIT_EXIT_ON_SIGNALS=off`) leaves both signals as
+    /// they are.
+    pub exit_on_signals: bool,
     /// A folder where each compile that runs the compiler writes what it
     /// was given and gave: the MLIR, the exact flags and target, a runnable
     /// `iree-compile` command, the artifact or the diagnostics (the
@@ -133,6 +141,7 @@ impl Default for CompileSettings {
             target: None,
             batch_limit: 8,
             exit_wait: DEFAULT_EXIT_WAIT,
+            exit_on_signals: true,
             dump_dir: None,
         }
     }

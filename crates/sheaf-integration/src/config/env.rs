@@ -206,6 +206,12 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
         apply: |config, var| set(&mut config.compile.exit_wait, var.millis_in(&ranges::EXIT_WAIT)),
     },
     EnvVariable {
+        name: "SHEAF_JIT_EXIT_ON_SIGNALS",
+        meaning: "`on`: SIGTERM and SIGINT (when their action is the default) first finish the runtime as an exit does (the exit wait, the profile), then end the process by the same signal (Linux); `off`: they end it at once",
+        default: "`on`",
+        apply: |config, var| set(&mut config.compile.exit_on_signals, var.switch()),
+    },
+    EnvVariable {
         name: "SHEAF_JIT_COMPILER",
         meaning: "`auto`, `in-process` (feature `in-process-compiler`), `subprocess`, or `none` (serve bundles and the disk cache only)",
         default: "`auto`",

@@ -42,6 +42,7 @@ const SAMPLES: &[(&str, &str, Option<&[u8]>)] = &[
     ("SHEAF_JIT_SPECIALIZE_HOT_SIZES", "off", Some(b"sometimes")),
     ("SHEAF_JIT_STATIC_SHAPES", "softmax", Some(b"soft\xffmax")),
     ("SHEAF_JIT_EXIT_WAIT", "0", Some(b"10s")),
+    ("SHEAF_JIT_EXIT_ON_SIGNALS", "off", Some(b"later")),
     ("SHEAF_JIT_COMPILER", "in-process", Some(b"gpu")),
     ("SHEAF_JIT_FLOAT_SEMANTICS", "reassociate", Some(b"fast")),
     ("SHEAF_JIT_TARGET", "cpu:x86-64-v3", Some(b"x86-64-v3")),
