@@ -124,6 +124,42 @@ pub struct CompileSettings {
     pub dump_dir: Option<std::path::PathBuf>,
 }
 
+/// Why a CPU target can never run here, if it cannot: a triple of another
+/// architecture than this process's (its code does not load), or a CPU
+/// name LLVM does not know for the architecture (every compile fails:
+/// `iree_safe::compiler::known_cpus`).
+fn cpu_target_problem(target: &CompileTarget) -> Option<String> {
+    let CompileTarget::Cpu { cpu, triple } = target else {
+        return None;
+    };
+    let canonical = |arch: &str| match arch {
+        "amd64" => "x86_64".to_owned(),
+        "arm64" => "aarch64".to_owned(),
+        arch => arch.to_owned(),
+    };
+    let this = std::env::consts::ARCH;
+    let arch = match triple {
+        Some(triple) => canonical(triple.split('-').next().unwrap_or_default()),
+        None => this.to_owned(),
+    };
+    if arch != this {
+        return Some(format!(
+            "a CPU target this {this} process can run: {arch} code does not load here (name \
+             this process's triple, {}, or none)",
+            iree_safe::compiler::process_triple()
+        ));
+    }
+    let known = iree_safe::compiler::known_cpus(&arch)?;
+    let named = ["host", "generic"].contains(&cpu.as_str()) || known.contains(&cpu.as_str());
+    (!named).then(|| {
+        format!(
+            "a CPU LLVM knows for {arch}: `host`, `generic` or one of {} (`{cpu}` is not; \
+             LLVM would compile for no CPU and fail every compile)",
+            known.join(", ")
+        )
+    })
+}
+
 /// The in-process compiler, in words ([`crate::ConfigError::FeatureDisabled`]).
 pub(super) const IN_PROCESS_COMPILER: &str = "in-process compiler";
 
@@ -162,6 +198,27 @@ impl CompileSettings {
                 part: IN_PROCESS_COMPILER,
                 feature: "in-process-compiler",
             });
+        }
+        if let Err(error) = self.options.check_extra_flags() {
+            let why = match error {
+                iree_safe::compiler::CompileError::InvalidFlags { message, .. } => message,
+                other => other.to_string(),
+            };
+            return Err(crate::ConfigError::invalid(
+                "compile.options.extra_flags",
+                format!("{:?}", self.options.extra_flags),
+                format!("flags with which the compiler writes a module ({why})"),
+            ));
+        }
+        if let Some(why) = self.target.as_ref().and_then(cpu_target_problem) {
+            return Err(crate::ConfigError::invalid(
+                "compile.target",
+                self.target
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default(),
+                why,
+            ));
         }
         if self.batch_limit == 0 {
             return Err(crate::ConfigError::invalid(

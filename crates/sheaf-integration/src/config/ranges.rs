@@ -289,6 +289,8 @@ const VARIABLES: &[(&str, &str)] = &[
     ("device.driver", "SHEAF_JIT_DRIVER"),
     ("device.cpu_fallback", "SHEAF_JIT_CPU_FALLBACK"),
     ("compile.compiler", "SHEAF_JIT_COMPILER"),
+    ("compile.target", "SHEAF_JIT_TARGET"),
+    ("compile.options.extra_flags", "SHEAF_JIT_COMPILER_FLAGS"),
     ("disk.folder", "SHEAF_JIT_CACHE_DIR"),
     ("remote.ca_file", "SHEAF_JIT_REMOTE_CA"),
 ];

@@ -485,3 +485,35 @@ fn a_log_filter_of_other_than_printable_ascii_is_an_error_not_a_panic() {
         assert!(error.to_string().contains("SHEAF_JIT_LOG"), "{error}");
     }
 }
+
+#[test]
+fn targets_and_flags_with_which_nothing_can_compile_or_load_are_refused() {
+    // Each was taken, and then every call was interpreted.
+    let foreign = if cfg!(target_arch = "aarch64") {
+        "cpu:generic:x86_64-unknown-linux-gnu"
+    } else {
+        "cpu:generic:aarch64-unknown-linux-gnu"
+    };
+    for (name, value, expected) in [
+        ("SHEAF_JIT_TARGET", "cpu:not-a-cpu", "`not-a-cpu` is not"),
+        ("SHEAF_JIT_TARGET", foreign, "does not load here"),
+        ("SHEAF_JIT_COMPILER_FLAGS", "--help", "print and exit"),
+        (
+            "SHEAF_JIT_COMPILER_FLAGS",
+            "--compile-to=input",
+            "stops the compile",
+        ),
+    ] {
+        let error = from(&[(name, value)]).unwrap_err().to_string();
+        assert!(error.starts_with(&format!("{name}=")), "{error}");
+        assert!(error.contains(expected), "{error}");
+    }
+    for good in ["cpu:host", "cpu:generic", "cpu:x86-64-v3", "cuda:sm_80"] {
+        if good == "cpu:x86-64-v3" && !cfg!(target_arch = "x86_64") {
+            continue;
+        }
+        assert!(from(&[("SHEAF_JIT_TARGET", good)]).is_ok(), "{good}");
+    }
+    let native = format!("cpu:generic:{}", iree_safe::compiler::process_triple());
+    assert!(from(&[("SHEAF_JIT_TARGET", &native)]).is_ok(), "{native}");
+}
