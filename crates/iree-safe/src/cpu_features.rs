@@ -25,6 +25,13 @@
 //! that LLVM's CPUID reading sees, such as `pku`), so a `host` module
 //! would be refused for them. On other systems and architectures nothing
 //! is checked.
+//!
+//! `IREE_SAFE_ASSUME_CPU_LACKS` (LLVM feature names, `,`-separated, such
+//! as `avx512f,avx512bw`) makes this machine count as lacking those
+//! features too: a machine that stands for a fleet's weakest refuses what
+//! the weakest could not run, and a test can play the machine of a fleet
+//! that lacks what another has. It can only refuse more, never make code
+//! for a feature this CPU lacks load.
 
 use std::sync::OnceLock;
 
@@ -97,7 +104,14 @@ fn host_flags() -> Option<&'static [String]> {
                 return None;
             }
             let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-            flags_of(&cpuinfo)
+            let mut flags = flags_of(&cpuinfo)?;
+            let lacks = std::env::var("IREE_SAFE_ASSUME_CPU_LACKS").unwrap_or_default();
+            for feature in lacks.split(',').map(str::trim) {
+                if let Some((_, kernel)) = CHECKED.iter().find(|(llvm, _)| *llvm == feature) {
+                    flags.retain(|flag| flag != kernel);
+                }
+            }
+            Some(flags)
         })
         .as_deref()
 }

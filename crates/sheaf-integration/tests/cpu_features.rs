@@ -139,3 +139,87 @@ fn a_module_for_a_cpu_this_one_is_not_is_refused_from_elsewhere() {
         "{shown}"
     );
 }
+
+/// Set in a child of the fleet test: `publish` or `fetch`.
+const ROLE: &str = "SHEAF_JIT_TEST_FLEET_ROLE";
+
+/// A fleet's portable target set too high: every machine compiles
+/// `cpu:x86-64-v4` (AVX-512) into one shared folder, and one machine lacks
+/// AVX-512 (played by a child told `IREE_SAFE_ASSUME_CPU_LACKS=avx512f`).
+/// The first machine's artifact is keyed for the target, not the CPU, so
+/// the second one finds it: it must refuse it (and its own compile), not
+/// run it. Skipped where this CPU lacks AVX-512 itself.
+#[test]
+fn a_shared_artifact_for_a_cpu_this_one_is_not_is_refused() {
+    const TEST: &str = "a_shared_artifact_for_a_cpu_this_one_is_not_is_refused";
+    if let Ok(role) = std::env::var(ROLE) {
+        fleet_machine(&role);
+        return;
+    }
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    if !cfg!(target_arch = "x86_64") || !cpuinfo.split_whitespace().any(|f| f == "avx512f") {
+        println!("skipped: the publishing machine needs AVX-512, which this CPU lacks");
+        return;
+    }
+    let shared = tempfile::tempdir().unwrap();
+    let secrets = tempfile::tempdir().unwrap();
+    let secret = secrets.path().join("secret");
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&secret)
+            .unwrap();
+        std::io::Write::write_all(&mut file, &[0x5a; 32]).unwrap();
+    }
+    for (role, lacks) in [("publish", ""), ("fetch", "avx512f")] {
+        let disk = tempfile::tempdir().unwrap();
+        let output = test_support::child::rerun(TEST)
+            .env(ROLE, role)
+            .env("IREE_SAFE_ASSUME_CPU_LACKS", lacks)
+            .env(
+                "SHEAF_JIT_REMOTE_CACHE",
+                format!("file://{}", shared.path().display()),
+            )
+            .env("SHEAF_JIT_REMOTE_SECRET_FILE", &secret)
+            .env("SHEAF_JIT_CACHE_DIR", disk.path())
+            .env("SHEAF_JIT_TARGET", "cpu:x86-64-v4")
+            .env("SHEAF_JIT_COMPILE_MODE", "blocking")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{role}: {:?}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+fn fleet_machine(role: &str) {
+    let jit = JitRuntime::new(JitConfig::from_env().unwrap()).unwrap();
+    let sigmoid = reference::sigmoid();
+    let x = [Value::from(array(&[1, 5], 3))];
+    let dispatched = jit.dispatch(&sigmoid, &x, &[]).unwrap();
+    let remote = jit.remote_cache_stats().unwrap();
+    match (role, dispatched) {
+        ("publish", Dispatched::Compiled(_)) => {
+            // Published when the runtime goes.
+            drop(jit);
+        }
+        ("fetch", Dispatched::Interpret(reason)) => {
+            let why = reason.to_string();
+            assert!(why.contains("avx512f"), "{why}");
+            assert!(
+                remote.rejected >= 1,
+                "the shared artifact was refused: {remote:?}"
+            );
+        }
+        (role, Dispatched::Compiled(compiled)) => {
+            panic!("{role}: ran code from {:?}", compiled.source())
+        }
+        (role, Dispatched::Interpret(reason)) => panic!("{role}: interpreted: {reason}"),
+    }
+}
