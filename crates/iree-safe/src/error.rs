@@ -90,6 +90,22 @@ pub enum Error {
         /// The size asked for.
         bytes: usize,
     },
+    /// A module's CPU code is compiled for a CPU whose features this
+    /// machine's CPU lacks: running it would die of SIGILL, so it was not
+    /// loaded (see `cpu_features.rs`).
+    #[error(
+        "the module's code is compiled for the CPU `{cpu}`, which has features this machine's \
+         CPU lacks ({}): it would die of an illegal instruction, so it is not loaded; compile \
+         for this machine (`host`) or for a CPU every machine that loads it has (such as \
+         `x86-64-v3`)",
+        missing.join(", ")
+    )]
+    UnsupportedCpu {
+        /// The CPU the code is compiled for, as the module names it.
+        cpu: String,
+        /// The LLVM names of the features it needs that this CPU lacks.
+        missing: Vec<String>,
+    },
     /// IREE broke one of its own documented contracts (such as returning OK
     /// without an object). A bug in IREE or in this crate: please report it.
     #[error("internal error: {0}")]
@@ -105,6 +121,7 @@ impl Error {
             Error::InvalidArgument(_) => StatusCode::InvalidArgument,
             Error::Unsupported(_) => StatusCode::Unimplemented,
             Error::HostAllocation { .. } => StatusCode::ResourceExhausted,
+            Error::UnsupportedCpu { .. } => StatusCode::FailedPrecondition,
             Error::Internal(_) => StatusCode::Internal,
         }
     }

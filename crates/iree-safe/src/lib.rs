@@ -48,6 +48,7 @@
 mod artifact;
 mod calling_convention;
 pub mod compiler;
+mod cpu_features;
 mod device;
 mod driver;
 mod element;
@@ -64,6 +65,8 @@ pub mod mock;
 mod module;
 mod process_exit;
 mod runtime;
+#[cfg(all(target_os = "linux", not(iree_mock)))]
+mod signals;
 mod strings;
 mod sys;
 mod tensor;
@@ -82,6 +85,8 @@ pub use memory::MemoryStatistics;
 pub use module::{Module, WeakModule};
 pub use process_exit::{at_exit, AtExitError};
 pub use runtime::Runtime;
+#[cfg(all(target_os = "linux", not(iree_mock)))]
+pub use signals::{exit_on_signals, SignalsError};
 pub use tensor::Tensor;
 pub use value::VmValue;
 pub use vmfb::TrustedVmfb;

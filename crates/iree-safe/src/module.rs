@@ -78,9 +78,18 @@ impl Runtime {
     /// [`Error::Iree`](crate::Error::Iree) when IREE refuses the artifact
     /// (not a `.vmfb`, compiled for another device or runtime version), and
     /// [`Error::HostAllocation`](crate::Error::HostAllocation) when its copy
-    /// cannot be allocated.
+    /// cannot be allocated, and
+    /// [`Error::UnsupportedCpu`](crate::Error::UnsupportedCpu) when its CPU
+    /// code needs a feature this machine's CPU lacks (it would die of
+    /// SIGILL; checked before anything is handed to IREE).
     #[doc(alias = "iree_vm_bytecode_module_create")]
     pub fn load(&self, vmfb: TrustedVmfb<'_>) -> Result<Module> {
+        if let Some(unsupported) = crate::cpu_features::unsupported(vmfb.as_bytes()) {
+            return Err(crate::Error::UnsupportedCpu {
+                cpu: unsupported.cpu,
+                missing: unsupported.missing,
+            });
+        }
         let artifact = AlignedArtifact::copy_of(vmfb.as_bytes())?;
         let allocator = sys::iree_allocator_system();
         let instance = self.instance().as_ptr();

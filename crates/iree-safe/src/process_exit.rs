@@ -21,6 +21,24 @@
 //! Rust runs no destructor of its own at exit: a hook is how a library
 //! that lives in a `static` finishes its work (a JIT runtime kept in a
 //! `static`, say).
+//!
+//! An `atexit` handler cannot run before the destructors of statics that
+//! are first constructed after its last registration: those of the
+//! compiler library that a process's first in-process compile constructs
+//! while `main` returns ran first, under the compile (SIGSEGV in LLVM). So
+//! on Linux with glibc the same work also runs earlier, when the **main
+//! thread's** thread-locals are destroyed: glibc's `exit` destroys the
+//! exiting thread's thread-locals (`__call_tls_dtors`) before it calls
+//! any `atexit` handler (glibc `stdlib/exit.c`, `__run_exit_handlers`),
+//! and returning from `main`, `exit` on the main thread and a panic that
+//! ends `main` all exit there. A thread-local of the main thread, made at
+//! load time (`.init_array`, `main_thread` below), runs `on_exit` from its
+//! destructor, on a thread of its own that it joins (the main thread's
+//! other thread-locals, a `tracing` subscriber's buffer among them, may be
+//! gone by then). `exit` called on another thread still relies on the
+//! `atexit` order above. (A main thread that ends with `pthread_exit`
+//! while the process goes on would run the exit work early: later
+//! in-process compiles are then refused as at exit.)
 
 #[cfg(not(iree_mock))]
 use std::ffi::c_int;
@@ -123,8 +141,63 @@ fn register() -> Result<(), AtExitError> {
     Ok(())
 }
 
+/// The exit work, run first when the main thread exits (see the module's
+/// docs); the `atexit` handler, registered as before, finds it done.
+#[cfg(all(target_os = "linux", target_env = "gnu", not(iree_mock)))]
+mod main_thread {
+    /// Runs [`on_exit`](super::on_exit) when dropped.
+    struct ExitGuard;
+
+    impl Drop for ExitGuard {
+        /// Runs the exit work on a thread of its own (this thread's other
+        /// thread-locals may be gone), or here if none can be started.
+        fn drop(&mut self) {
+            match std::thread::Builder::new()
+                .name("exit hooks".into())
+                .spawn(|| super::on_exit())
+            {
+                Ok(thread) => drop(thread.join()),
+                Err(_) => super::on_exit(),
+            }
+        }
+    }
+
+    std::thread_local! {
+        static GUARD: ExitGuard = const { ExitGuard };
+    }
+
+    /// Makes the main thread's guard, so that its destructor is
+    /// registered (glibc's `__cxa_thread_atexit_impl`): run at load time
+    /// by the dynamic loader, on the thread that loads the program (or
+    /// this library), which is the main thread when its id is the
+    /// process's. Uses no `std::thread` state, which `main` sets up later.
+    extern "C" fn arm() {
+        if rustix::thread::gettid() == rustix::process::getpid() {
+            GUARD.with(|_| ());
+        }
+    }
+
+    // SAFETY: not `unsafe` code, but code run before `main`: an
+    // `.init_array` entry is called once by the dynamic loader after the
+    // C library is initialized (System V gABI, "Initialization and
+    // Termination Functions"); `arm` only reads two ids and makes a
+    // thread-local with a `const` initializer.
+    #[used]
+    #[link_section = ".init_array"]
+    static ARM: extern "C" fn() = arm;
+}
+
+/// Runs the exit work now (the hooks, if they have not run, then the
+/// function handed over), as an exit would: the signal handlers of
+/// `signals.rs` do before the signal ends the process.
+#[cfg(all(target_os = "linux", not(iree_mock)))]
+pub(crate) fn run_exit_work() {
+    on_exit();
+}
+
 /// The `atexit` handler: the hooks (first run only), then the function
-/// handed over with [`register_handler_then`], if any.
+/// handed over with [`register_handler_then`], if any. Also run by the
+/// main thread's exit guard (`main_thread`), before it.
 #[cfg_attr(iree_mock, allow(dead_code))]
 extern "C" fn on_exit() {
     if !HOOKS_RAN.swap(true, Ordering::AcqRel) {

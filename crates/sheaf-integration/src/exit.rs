@@ -8,7 +8,9 @@
 //! with [`iree_safe::at_exit`] finishes each runtime still alive when the
 //! process exits. It runs on the exiting thread, before the in-process
 //! compiler's statics are destroyed; the runtimes it finished are then
-//! left as they are (nothing is freed at exit).
+//! left as they are (nothing is freed at exit). SIGTERM and SIGINT run the
+//! same hook before they end the process, unless the configuration says
+//! not to ([`finish_on_signals`]).
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
@@ -39,6 +41,25 @@ pub(crate) fn finish_at_exit(runtime: Weak<dyn Finish>) {
         let mut runtimes = RUNTIMES.lock().unwrap_or_else(PoisonError::into_inner);
         runtimes.retain(|runtime| runtime.strong_count() > 0);
         runtimes.push(runtime);
+    }
+}
+
+/// Makes SIGTERM and SIGINT run the hook before they end the process
+/// (`iree_safe::exit_on_signals`), once; says once if they cannot.
+pub(crate) fn finish_on_signals() {
+    #[cfg(target_os = "linux")]
+    {
+        static TAKEN: OnceLock<()> = OnceLock::new();
+        TAKEN.get_or_init(|| match iree_safe::exit_on_signals() {
+            Ok(taken) => tracing::debug!(
+                target: jit_cache::log_targets::RUNTIME,
+                ?taken,
+                "these signals finish the runtimes before they end the process"
+            ),
+            Err(error) => {
+                tracing::warn!(target: jit_cache::log_targets::RUNTIME, %error, "{error}")
+            }
+        });
     }
 }
 

@@ -12,7 +12,9 @@
 //! its second use (the first only marks it as seen), so activations that
 //! are new on every call never push weights out. The cache is bounded in
 //! entries and bytes, least recently used first, and holds device memory
-//! only: it never keeps a host array alive. A full cache evicts only entries
+//! only: it never keeps a host array alive, and the copy of an array that
+//! is gone is dropped at the next upload that misses (or read of the
+//! statistics), not kept until the cache fills. A full cache evicts only entries
 //! not in use — whose array is gone, or not used within the last cycle (as
 //! many uploads as it remembers arrays, 4096 by default): a working set
 //! larger than the bound (a model's parameters passed every step) keeps the
@@ -58,6 +60,10 @@ pub struct UploadStats {
     pub not_cached: u64,
     /// Device copies dropped to stay within the bounds.
     pub evictions: u64,
+    /// Device copies dropped because their host array was gone (found at
+    /// the next upload that is not a hit, or the next read of these
+    /// statistics).
+    pub released: u64,
     /// Device copies cached now.
     pub entries: usize,
     /// Their bytes.
@@ -78,6 +84,7 @@ impl std::ops::AddAssign for UploadStats {
             bytes_imported,
             not_cached,
             evictions,
+            released,
             entries,
             bytes,
             max_bytes,
@@ -89,6 +96,7 @@ impl std::ops::AddAssign for UploadStats {
         self.bytes_imported += bytes_imported;
         self.not_cached += not_cached;
         self.evictions += evictions;
+        self.released += released;
         self.entries += entries;
         self.bytes += bytes;
         self.max_bytes += max_bytes;
@@ -127,6 +135,26 @@ struct State {
     /// Uploads through the cache so far: the clock of `Entry::used`.
     tick: u64,
     stats: UploadStats,
+}
+
+impl State {
+    /// Takes out the entries whose host array is gone (no call can hit
+    /// them again), for the caller to drop outside the lock.
+    fn release_dead(&mut self) -> Vec<Entry> {
+        let dead: Vec<Key> = (self.entries.iter())
+            .filter(|(_, entry)| !entry.identity.alive())
+            .map(|(&key, _)| key)
+            .collect();
+        let released: Vec<Entry> = dead
+            .iter()
+            .filter_map(|key| self.entries.pop(key))
+            .collect();
+        for entry in &released {
+            self.bytes -= entry.bytes;
+        }
+        self.stats.released += released.len() as u64;
+        released
+    }
 }
 
 /// Device copies of reused host arrays, for one device.
@@ -185,6 +213,7 @@ impl UploadCache {
         }
         let identity = host.identity();
         let key = identity.key();
+        let released;
         let second_use = {
             let mut state = self.lock();
             state.tick += 1;
@@ -201,6 +230,10 @@ impl UploadCache {
                     state.bytes -= stale.bytes;
                 }
             }
+            // A miss (it copies anyway): drop the copies of arrays that
+            // are gone, which the cache would otherwise keep until it
+            // fills. Dropped outside the lock, below.
+            released = state.release_dead();
             match state.seen.pop(&key) {
                 Some(seen) if seen.is(host) => true,
                 _ => {
@@ -212,6 +245,7 @@ impl UploadCache {
                 }
             }
         };
+        drop(released);
         // Upload outside the lock: copies of large arrays take a while.
         let tensor = self.copy(host, bytes)?;
         if second_use {
@@ -230,14 +264,19 @@ impl UploadCache {
         Ok(tensor)
     }
 
+    /// The counters, after dropping the copies of arrays that are gone.
     pub(crate) fn stats(&self) -> UploadStats {
-        let state = self.lock();
-        UploadStats {
+        let mut state = self.lock();
+        let released = state.release_dead();
+        let stats = UploadStats {
             entries: state.entries.len(),
             bytes: state.bytes,
             max_bytes: self.max_bytes,
             ..state.stats
-        }
+        };
+        drop(state);
+        drop(released);
+        stats
     }
 
     fn copy(&self, host: &HostTensor, bytes: usize) -> Result<DeviceTensor, JitError> {

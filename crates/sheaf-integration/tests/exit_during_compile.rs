@@ -221,3 +221,108 @@ fn call_matmul(jit: &JitRuntime) {
         .unwrap();
     }
 }
+
+/// Set in a child of the in-process test: `delay_ms`.
+const FIRST_COMPILE_CHILD: &str = "SHEAF_JIT_TEST_FIRST_IN_PROCESS_COMPILE";
+
+/// Points at which a child returns from `main`, spread over its first
+/// in-process compile (the library's load, its first pipeline, LLVM's
+/// code generation); `SHEAF_JIT_TEST_FIRST_COMPILE_ENDS` overrides their
+/// number.
+const FIRST_COMPILE_ENDS: u64 = 20;
+
+/// The statics of `libIREECompiler.so` that a process's first compile
+/// constructs register their destructors after the exit handler that
+/// waits for compiles, so they ran first, under the compile: 3 of 20 of
+/// these children died of SIGSEGV before the main thread's exit guard
+/// (`iree-safe/src/process_exit.rs`), 11 of 12 in the probe. Each
+/// child has a disk cache of its own (so the exit hook waits for its
+/// compile) and, after its first call queued its first compile, returns
+/// from `main` at one of 20 points from 0 to 600 ms, or calls `exit(17)` or
+/// panics at one of 10.
+#[test]
+fn returning_during_the_first_in_process_compile_exits_with_its_own_status() {
+    if !cfg!(all(feature = "in-process-compiler", feature = "disk-cache")) {
+        println!("skipped: needs the in-process compiler and the disk cache");
+        return;
+    }
+    if let Ok(case) = std::env::var(FIRST_COMPILE_CHILD) {
+        run_first_compile_child(&case);
+        return;
+    }
+    let ends = std::env::var("SHEAF_JIT_TEST_FIRST_COMPILE_ENDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(FIRST_COMPILE_ENDS);
+    let mut cases = Vec::new();
+    for (end, points) in [
+        (End::Return, ends),
+        (End::Exit, ends / 2),
+        (End::Panic, ends / 2),
+    ] {
+        for i in 0..points {
+            cases.push((end, i * 600 / points.saturating_sub(1).max(1)));
+        }
+    }
+    let mut failures = Vec::new();
+    for &(end, delay) in &cases {
+        let disk = tempfile::tempdir().unwrap();
+        let stderr = tempfile::tempfile().unwrap();
+        let status = test_support::child::rerun(
+            "returning_during_the_first_in_process_compile_exits_with_its_own_status",
+        )
+        .env(FIRST_COMPILE_CHILD, format!("{} {delay}", end.name()))
+        .env("SHEAF_JIT_CACHE_DIR", disk.path())
+        .stdout(Stdio::null())
+        .stderr(stderr.try_clone().unwrap())
+        .status()
+        .unwrap();
+        if status.code() != Some(end.status()) {
+            let mut stderr = stderr;
+            let mut text = String::new();
+            stderr.seek(SeekFrom::Start(0)).unwrap();
+            stderr.read_to_string(&mut text).unwrap();
+            let last: Vec<&str> = text.lines().rev().take(4).collect();
+            failures.push(format!(
+                "{} at {delay} ms: {status:?} ({})",
+                end.name(),
+                last.join(" | ")
+            ));
+        }
+    }
+    println!(
+        "{} children ended during their first in-process compile: {} with their own status",
+        cases.len(),
+        cases.len() - failures.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn run_first_compile_child(case: &str) {
+    let (end, delay) = case.split_once(' ').unwrap();
+    let (end, delay) = (End::parse(end), delay.parse::<u64>().unwrap());
+    let dir = std::env::var_os("SHEAF_JIT_CACHE_DIR").unwrap();
+    let config = JitConfig::builder()
+        .compile(|compile| {
+            compile.mode = CompileMode::Background;
+            compile.compiler = sheaf_integration::compiler::CompilerPreference::InProcess;
+        })
+        .disk(|disk| disk.folder = DiskCacheFolder::Dir(dir.into()))
+        .build()
+        .unwrap();
+    let jit = JitRuntime::new(config).unwrap();
+    let mlp = reference::mlp_layer();
+    let x = Value::host(ArrayD::<f32>::ones(IxDyn(&[8, 64])));
+    let w = Value::host(ArrayD::<f32>::ones(IxDyn(&[64, 32])));
+    let b = Value::host(ArrayD::<f32>::zeros(IxDyn(&[32])));
+    jit.call(&mlp, &[x, w, b], &[], |args, _, _| {
+        reference::interpret_mlp_layer(args)
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(delay));
+    match end {
+        End::Return => {}
+        End::Exit => std::process::exit(17),
+        End::Panic => panic!("the child panics on purpose"),
+    }
+}

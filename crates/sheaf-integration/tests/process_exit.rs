@@ -219,3 +219,79 @@ fn pipe_without_reader() -> rustix::fd::OwnedFd {
     drop(reader);
     writer
 }
+
+/// A program with a disk cache and a profile to print that queues its
+/// first compiles and, at once, is sent `signal` (it then sleeps: a
+/// signal that did not end it would fail the test).
+fn signalled_program(cache: &Path, signal: rustix::process::Signal) {
+    let jit = JitRuntime::new(
+        JitConfig::builder()
+            .compile(|compile| compile.mode = CompileMode::Background)
+            .disk(|disk| disk.folder = DiskCacheFolder::Dir(cache.to_path_buf()))
+            .profile_at_exit(true)
+            .apply_env()
+            .unwrap()
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    let sigmoid = reference::sigmoid();
+    let x = Value::host(ArrayD::<f32>::ones(IxDyn(&[1000])));
+    let call = jit
+        .call(&sigmoid, std::slice::from_ref(&x), &[], |args, _, _| {
+            reference::interpret_sigmoid(args)
+        })
+        .unwrap();
+    assert!(!call.provenance.is_compiled(), "queued, not compiled yet");
+    rustix::process::kill_process(rustix::process::getpid(), signal).unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(30));
+}
+
+/// SIGTERM and SIGINT skipped the exit hook: the queued compile and the
+/// profile were lost (nothing on disk, no profile on stderr). Now both
+/// finish the runtime first and still end the process by the signal;
+/// `SHEAF_JIT_EXIT_ON_SIGNALS=off` leaves them as they were.
+#[test]
+fn sigterm_and_sigint_finish_the_runtime_and_still_end_the_process_by_the_signal() {
+    use rustix::process::Signal;
+    use std::os::unix::process::ExitStatusExt;
+    const TEST: &str =
+        "sigterm_and_sigint_finish_the_runtime_and_still_end_the_process_by_the_signal";
+    if let Ok(program) = std::env::var(CHILD) {
+        let signal = match program.as_str() {
+            "int" => Signal::INT,
+            _ => Signal::TERM,
+        };
+        signalled_program(Path::new(&std::env::var_os(CACHE).unwrap()), signal);
+        return;
+    }
+    for (program, number, finished) in [("term", 15, true), ("int", 2, true), ("off", 15, false)] {
+        let cache = tempfile::tempdir().unwrap();
+        let output = test_support::child::rerun(TEST)
+            .env(CHILD, program)
+            .env(CACHE, cache.path())
+            .env(
+                "SHEAF_JIT_EXIT_ON_SIGNALS",
+                if finished { "on" } else { "off" },
+            )
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.signal(),
+            Some(number),
+            "{program}: ended by the signal: {:?}\n{stderr}",
+            output.status
+        );
+        let stored = std::fs::read_dir(cache.path().join("vmfb"))
+            .map(|entries| entries.count())
+            .unwrap_or(0);
+        let printed = stderr.matches("JIT profile").count();
+        if finished {
+            assert_eq!(printed, 1, "{program}: the profile, once:\n{stderr}");
+            assert_eq!(stored, 1, "{program}: the queued compile reached the disk");
+        } else {
+            assert_eq!(printed, 0, "{program}: no profile:\n{stderr}");
+        }
+    }
+}

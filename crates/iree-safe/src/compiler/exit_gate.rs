@@ -18,9 +18,11 @@
 //! handler registered once at load would run after their destructors. At
 //! exit the latest registration runs before the destructors of every
 //! static that the compiles before it constructed. A static first
-//! constructed by a compile that is still running at exit is not covered:
-//! a process that may exit while compiling is safe with the subprocess
-//! compiler (the default of `CompilerPreference::Auto`), not with this one.
+//! constructed by a compile still running at exit is covered by the main
+//! thread's exit guard of `process_exit.rs` (glibc's Linux), which runs
+//! the same handler before any `atexit` handler when the main thread
+//! exits; `exit` on another thread during a process's first compiles is
+//! not.
 
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;

@@ -72,16 +72,15 @@ static LOADED: Mutex<Option<&'static Loaded>> = Mutex::new(None);
 /// Cheap to clone and share: every [`compile`](Compiler::compile) uses its
 /// own compiler session, so any number of threads may compile at once.
 ///
-/// A process that exits while this compiler runs can crash: `exit`
-/// destroys the library's C++ statics, and the exit handler that waits for
-/// the compiles in flight runs only before the destructors of the statics
-/// that earlier compiles constructed, not of those a running compile
-/// constructs for the first time (the process's first compiles, mostly).
-/// The workspace's `exit_during_compile` test of the integration layer saw
-/// 7 of 48 processes that ended during compiles die of SIGSEGV with this
-/// compiler, none with [`SubprocessCompiler`](super::SubprocessCompiler),
-/// which is why [`CompilerPreference::Auto`](super::CompilerPreference::Auto)
-/// prefers that one.
+/// A process that exits while this compiler runs must wait for it before
+/// `exit` destroys the library's C++ statics: the exit gate does, from the
+/// main thread's exit guard (glibc's Linux: before every `atexit`
+/// handler, so also before the destructors of statics a running compile
+/// constructs for the first time) and from an `atexit` handler registered
+/// again after each compile (elsewhere, and for `exit` on another thread,
+/// where a process's first compiles are not covered). See
+/// `process_exit.rs`; the integration layer's `exit_during_compile` test
+/// ends processes during their first compiles with this compiler.
 #[derive(Debug, Clone)]
 pub struct InProcessCompiler {
     loaded: &'static Loaded,

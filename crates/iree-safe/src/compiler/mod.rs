@@ -64,6 +64,7 @@
 //! ```
 
 mod arch;
+mod cpus;
 mod diagnostics;
 #[cfg(feature = "in-process-compiler")]
 mod embedding_api;
@@ -89,6 +90,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use arch::{process_triple, GENERIC_CPU};
+pub use cpus::known_cpus;
 pub use diagnostics::{Diagnostic, Location, Severity};
 pub use error::CompileError;
 #[cfg(feature = "in-process-compiler")]

@@ -293,6 +293,7 @@ impl CompileOptions {
                 )));
             }
         }
+        self.check_extra_flags()?;
         let typed = self.typed_flags();
         for flag in &self.extra_flags {
             let set = typed
@@ -311,6 +312,51 @@ impl CompileOptions {
             }
         }
         Ok(flags)
+    }
+}
+
+impl CompileOptions {
+    /// Checks that no extra flag keeps the compiler from writing the VM
+    /// bytecode module a runtime loads: `--help` and `--version` (the
+    /// compiler prints and exits, successfully, with no module),
+    /// `--compile-to` another phase than `end` and `--compile-mode`
+    /// another than `std` (IR instead of a module), `--output-format`
+    /// another than `vm-bytecode`, `-o` (the compilers take the output
+    /// themselves) and `--split-input-file`. Such a flag made every
+    /// compile fail (or return something that is not a module).
+    /// [`checked_flags`](Self::checked_flags) checks this too.
+    ///
+    /// # Errors
+    ///
+    /// [`CompileError::InvalidFlags`] naming the flag and why.
+    pub fn check_extra_flags(&self) -> Result<(), CompileError> {
+        for flag in &self.extra_flags {
+            let (name, value) = match flag.trim_start_matches('-').split_once('=') {
+                Some((name, value)) => (name, Some(value)),
+                None => (option_name(flag), None),
+            };
+            let why = match (name, value) {
+                ("help" | "help-hidden" | "help-list" | "help-list-hidden" | "h", _)
+                | ("version", _) => "makes the compiler print and exit without compiling",
+                ("compile-to", value) if value != Some("end") => {
+                    "stops the compile before the VM bytecode module that is loaded"
+                }
+                ("compile-mode", value) if value != Some("std") => {
+                    "makes the compiler write something else than the module that is loaded"
+                }
+                ("output-format", value) if value != Some("vm-bytecode") => {
+                    "makes the compiler write another format than the VM bytecode that is loaded"
+                }
+                ("o" | "output-file", _) => "names an output file, which the compilers choose",
+                ("split-input-file", _) => "makes each part of the input a module of its own",
+                _ => continue,
+            };
+            return Err(CompileError::InvalidFlags {
+                flags: self.flags(),
+                message: format!("the extra flag `{flag}` {why}: remove it"),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -335,6 +381,43 @@ mod tests {
                 "--iree-llvmcpu-target-cpu=host",
             ]
         );
+    }
+
+    #[test]
+    fn flags_that_leave_no_module_are_refused() {
+        // Each made every compile fail (or succeed with no module).
+        for flag in [
+            "--help",
+            "-h",
+            "--version",
+            "--compile-to=input",
+            "--compile-mode=vm",
+            "--output-format=vm-asm",
+            "-o",
+            "--split-input-file",
+        ] {
+            let options = CompileOptions {
+                extra_flags: vec![flag.to_owned()],
+                ..CompileOptions::default()
+            };
+            let error = options.checked_flags().unwrap_err().to_string();
+            assert!(
+                error.contains(flag) && error.contains("remove it"),
+                "{error}"
+            );
+        }
+        for flag in [
+            "--compile-to=end",
+            "--output-format=vm-bytecode",
+            "--iree-opt-level=O2",
+            "--mlir-print-ir-after-all",
+        ] {
+            let options = CompileOptions {
+                extra_flags: vec![flag.to_owned()],
+                ..CompileOptions::default()
+            };
+            assert!(options.checked_flags().is_ok(), "{flag}");
+        }
     }
 
     #[test]

@@ -107,6 +107,14 @@ pub struct CompileSettings {
     /// cache waits. Default 10 s; zero never waits (the queued compiles
     /// are dropped). See [`JitRuntime`](crate::JitRuntime), "Exit".
     pub exit_wait: Duration,
+    /// Whether SIGTERM and SIGINT finish the runtime as an exit does (the
+    /// wait above, the profile) before they end the process, by the same
+    /// signal (`iree_safe::exit_on_signals`; Linux). Taken only for a
+    /// signal whose action is the default when the runtime starts: a
+    /// program's own handler, or `SIG_IGN`, is left alone. Default on;
+    /// `false` (`SHEAF_JIT_EXIT_ON_SIGNALS=off`) leaves both signals as
+    /// they are.
+    pub exit_on_signals: bool,
     /// A folder where each compile that runs the compiler writes what it
     /// was given and gave: the MLIR, the exact flags and target, a runnable
     /// `iree-compile` command, the artifact or the diagnostics (the
@@ -114,6 +122,42 @@ pub struct CompileSettings {
     /// [`MAX_DUMPS`](crate::logging::MAX_DUMPS) per process). Default
     /// `None`: nothing is dumped.
     pub dump_dir: Option<std::path::PathBuf>,
+}
+
+/// Why a CPU target can never run here, if it cannot: a triple of another
+/// architecture than this process's (its code does not load), or a CPU
+/// name LLVM does not know for the architecture (every compile fails:
+/// `iree_safe::compiler::known_cpus`).
+fn cpu_target_problem(target: &CompileTarget) -> Option<String> {
+    let CompileTarget::Cpu { cpu, triple } = target else {
+        return None;
+    };
+    let canonical = |arch: &str| match arch {
+        "amd64" => "x86_64".to_owned(),
+        "arm64" => "aarch64".to_owned(),
+        arch => arch.to_owned(),
+    };
+    let this = std::env::consts::ARCH;
+    let arch = match triple {
+        Some(triple) => canonical(triple.split('-').next().unwrap_or_default()),
+        None => this.to_owned(),
+    };
+    if arch != this {
+        return Some(format!(
+            "a CPU target this {this} process can run: {arch} code does not load here (name \
+             this process's triple, {}, or none)",
+            iree_safe::compiler::process_triple()
+        ));
+    }
+    let known = iree_safe::compiler::known_cpus(&arch)?;
+    let named = ["host", "generic"].contains(&cpu.as_str()) || known.contains(&cpu.as_str());
+    (!named).then(|| {
+        format!(
+            "a CPU LLVM knows for {arch}: `host`, `generic` or one of {} (`{cpu}` is not; \
+             LLVM would compile for no CPU and fail every compile)",
+            known.join(", ")
+        )
+    })
 }
 
 /// The in-process compiler, in words ([`crate::ConfigError::FeatureDisabled`]).
@@ -133,6 +177,7 @@ impl Default for CompileSettings {
             target: None,
             batch_limit: 8,
             exit_wait: DEFAULT_EXIT_WAIT,
+            exit_on_signals: true,
             dump_dir: None,
         }
     }
@@ -153,6 +198,27 @@ impl CompileSettings {
                 part: IN_PROCESS_COMPILER,
                 feature: "in-process-compiler",
             });
+        }
+        if let Err(error) = self.options.check_extra_flags() {
+            let why = match error {
+                iree_safe::compiler::CompileError::InvalidFlags { message, .. } => message,
+                other => other.to_string(),
+            };
+            return Err(crate::ConfigError::invalid(
+                "compile.options.extra_flags",
+                format!("{:?}", self.options.extra_flags),
+                format!("flags with which the compiler writes a module ({why})"),
+            ));
+        }
+        if let Some(why) = self.target.as_ref().and_then(cpu_target_problem) {
+            return Err(crate::ConfigError::invalid(
+                "compile.target",
+                self.target
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default(),
+                why,
+            ));
         }
         if self.batch_limit == 0 {
             return Err(crate::ConfigError::invalid(

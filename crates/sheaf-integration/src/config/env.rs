@@ -8,7 +8,6 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
-use std::num::ParseIntError;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
@@ -16,7 +15,7 @@ use std::time::Duration;
 use iree_safe::compiler::CompilerPreference;
 use jit_cache::ByteSize;
 
-use super::{DeviceSettings, DiskCacheFolder, JitConfig, JitConfigBuilder};
+use super::{ranges, DeviceSettings, DiskCacheFolder, JitConfig, JitConfigBuilder};
 #[cfg(feature = "remote-cache")]
 use super::{RemoteCacheUrl, RemoteSecret};
 use crate::error::ConfigError;
@@ -109,21 +108,21 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_CAPACITY",
-        meaning: "signatures cached per function",
+        meaning: "signatures cached per function, 1 to 65536",
         default: "8",
-        apply: |config, var| set(&mut config.cache.function_capacity, var.number()),
+        apply: |config, var| set(&mut config.cache.function_capacity, var.number_in(&ranges::CAPACITY)),
     },
     EnvVariable {
         name: "SHEAF_JIT_MAX_ENTRIES",
-        meaning: "entries cached across functions",
+        meaning: "entries cached across functions, 1 to 1048576",
         default: "4096",
-        apply: |config, var| set(&mut config.cache.max_total_entries, var.number()),
+        apply: |config, var| set(&mut config.cache.max_total_entries, var.number_in(&ranges::MAX_ENTRIES)),
     },
     EnvVariable {
         name: "SHEAF_JIT_MAX_BYTES",
-        meaning: "artifact bytes cached across functions (`512M` style)",
+        meaning: "artifact bytes cached across functions (`512M` style), 1 B to 1 TiB",
         default: "256M",
-        apply: |config, var| set(&mut config.cache.max_total_bytes, var.size()),
+        apply: |config, var| set(&mut config.cache.max_total_bytes, var.size_in(&ranges::MAX_BYTES)),
     },
     EnvVariable {
         name: "SHEAF_JIT_CACHE_POLICY",
@@ -133,27 +132,27 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_THRASH_WINDOW",
-        meaning: "calls in the thrash window (`lru-cool-down` only)",
+        meaning: "calls in the thrash window, 1 to 1048576 (`lru-cool-down` only)",
         default: "64",
-        apply: |config, var| set(&mut config.cache.thrash_window, var.number()),
+        apply: |config, var| set(&mut config.cache.thrash_window, var.number_in(&ranges::THRASH_WINDOW)),
     },
     EnvVariable {
         name: "SHEAF_JIT_THRASH_THRESHOLD",
-        meaning: "compiles per window before fallback (`lru-cool-down` only)",
+        meaning: "compiles per window before fallback, 1 to 1048576 (`lru-cool-down` only)",
         default: "16",
-        apply: |config, var| set(&mut config.cache.thrash_threshold, var.number()),
+        apply: |config, var| set(&mut config.cache.thrash_threshold, var.number_in(&ranges::THRASH_THRESHOLD)),
     },
     EnvVariable {
         name: "SHEAF_JIT_THRASH_COOL_DOWN",
-        meaning: "fallback calls before compiling is probed again (`lru-cool-down` only)",
+        meaning: "fallback calls before compiling is probed again, 1 to 1073741824 (`lru-cool-down` only)",
         default: "256",
-        apply: |config, var| set(&mut config.cache.thrash_cool_down, var.number()),
+        apply: |config, var| set(&mut config.cache.thrash_cool_down, var.number_in(&ranges::THRASH_COOL_DOWN)),
     },
     EnvVariable {
         name: "SHEAF_JIT_THRASH_COOL_DOWN_CAP",
-        meaning: "the cool-down doubles on each relapse, up to this (`lru-cool-down` only)",
+        meaning: "the cool-down doubles on each relapse, up to this (at least the cool-down), 1 to 1073741824 (`lru-cool-down` only)",
         default: "16384",
-        apply: |config, var| set(&mut config.cache.thrash_cool_down_cap, var.number()),
+        apply: |config, var| set(&mut config.cache.thrash_cool_down_cap, var.number_in(&ranges::THRASH_COOL_DOWN_CAP)),
     },
     EnvVariable {
         name: "SHEAF_JIT_COMPILE_MODE",
@@ -163,15 +162,15 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_COMPILE_THREADS",
-        meaning: "background compile threads",
+        meaning: "background compile threads, 1 to 256",
         default: "2",
-        apply: |config, var| set(&mut config.cache.compile_threads, var.number()),
+        apply: |config, var| set(&mut config.cache.compile_threads, var.number_in(&ranges::COMPILE_THREADS)),
     },
     EnvVariable {
         name: "SHEAF_JIT_FAILED_RETRY",
-        meaning: "calls of a failed signature before it compiles again",
+        meaning: "calls of a failed signature before it compiles again, 1 to 1073741824",
         default: "1000",
-        apply: |config, var| set(&mut config.cache.failed_compile_retry_after, var.number()),
+        apply: |config, var| set(&mut config.cache.failed_compile_retry_after, var.number_in(&ranges::FAILED_RETRY)),
     },
     EnvVariable {
         name: "SHEAF_JIT_DYNAMIC_DIMS",
@@ -181,9 +180,9 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_DYNAMIC_DIMS_AFTER",
-        meaning: "distinct values of a dim (the missing call's included) at which it is compiled dynamic",
+        meaning: "distinct values of a dim (the missing call's included) at which it is compiled dynamic, 1 to 1024",
         default: "2",
-        apply: |config, var| set(&mut config.cache.dynamic_dims_after, var.number()),
+        apply: |config, var| set(&mut config.cache.dynamic_dims_after, var.number_in(&ranges::DYNAMIC_DIMS_AFTER)),
     },
     EnvVariable {
         name: "SHEAF_JIT_SPECIALIZE_HOT_SIZES",
@@ -202,9 +201,15 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_EXIT_WAIT",
-        meaning: "milliseconds the process's exit waits for queued background compiles to reach the disk or remote cache (`0`: never waits)",
+        meaning: "milliseconds the process's exit waits for queued background compiles to reach the disk or remote cache (`0`: never waits), 0 to 600000",
         default: "10000",
-        apply: |config, var| set(&mut config.compile.exit_wait, var.millis()),
+        apply: |config, var| set(&mut config.compile.exit_wait, var.millis_in(&ranges::EXIT_WAIT)),
+    },
+    EnvVariable {
+        name: "SHEAF_JIT_EXIT_ON_SIGNALS",
+        meaning: "`on`: SIGTERM and SIGINT (when their action is the default) first finish the runtime as an exit does (the exit wait, the profile), then end the process by the same signal (Linux); `off`: they end it at once",
+        default: "`on`",
+        apply: |config, var| set(&mut config.compile.exit_on_signals, var.switch()),
     },
     EnvVariable {
         name: "SHEAF_JIT_COMPILER",
@@ -239,7 +244,7 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_FUNCTION_CAPACITY",
-        meaning: "signatures cached per function, for the functions named (`softmax=2,mlp_layer=16`), over `SHEAF_JIT_CAPACITY`",
+        meaning: "signatures cached per function, for the functions named (`softmax=2,mlp_layer=16`), each 1 to 65536 and named once, over `SHEAF_JIT_CAPACITY`",
         default: "none",
         apply: |config, var| {
             let capacities = var.with(values::capacities)?;
@@ -271,9 +276,9 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_CACHE_MAX_BYTES",
-        meaning: "disk cache size bound (`512M` style; feature `disk-cache`)",
+        meaning: "disk cache size bound (`512M` style), 1 B to 64 TiB (feature `disk-cache`)",
         default: "1G",
-        apply: disk_cache!(|config, var| set(&mut config.disk.max_bytes, var.size())),
+        apply: disk_cache!(|config, var| set(&mut config.disk.max_bytes, var.size_in(&ranges::CACHE_MAX_BYTES))),
     },
     EnvVariable {
         name: "SHEAF_JIT_CPU_FALLBACK",
@@ -287,39 +292,39 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_CPU_WORKERS",
-        meaning: "the most worker threads of a `local-task` device (one per physical core, each pinned); `all` for IREE's cap of 64",
+        meaning: "the most worker threads of a `local-task` device (one per physical core, each pinned); 1 to 64, or `all` for IREE's cap of 64",
         default: "`all`",
         apply: |config, var| {
             config.device.cpu_workers = match var.text()?.as_str() {
                 "all" => None,
-                _ => Some(var.number()?),
+                _ => std::num::NonZeroUsize::new(var.number_in(&ranges::CPU_WORKERS)?),
             };
             Ok(())
         },
     },
     EnvVariable {
         name: "SHEAF_JIT_PARALLEL_WORKERS",
-        meaning: "the most workers of the `local-task` device that runs large contractions beside `local-sync`; `cores` for as many as this process may use (`off` on one core); `off` runs them on `local-sync`",
+        meaning: "the most workers of the `local-task` device that runs large contractions beside `local-sync`, 1 to 64; `cores` for as many as this process may use (`off` on one core); `off` runs them on `local-sync`",
         default: "`cores`",
         apply: |config, var| {
             config.device.parallel_workers = match var.text()?.as_str() {
                 "cores" => DeviceSettings::default().parallel_workers,
                 "off" => None,
-                _ => Some(var.number()?),
+                _ => std::num::NonZeroUsize::new(var.number_in(&ranges::PARALLEL_WORKERS)?),
             };
             Ok(())
         },
     },
     EnvVariable {
         name: "SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES",
-        meaning: "bytes of device copies of reused host arrays (`0` disables; `auto`: 1/4 of RAM on CPU devices, else 256M)",
+        meaning: "bytes of device copies of reused host arrays, 0 B to 64 TiB (`0` disables; `auto`: 1/4 of RAM on CPU devices, else 256M)",
         default: "`auto`",
         apply: |config, var| {
             if var.text()? == "auto" {
                 config.uploads.bytes = crate::config::UploadSettings::DEVICE_SIZED;
                 Ok(())
             } else {
-                set(&mut config.uploads.bytes, var.size())
+                set(&mut config.uploads.bytes, var.size_in(&ranges::UPLOAD_CACHE_MAX_BYTES))
             }
         },
     },
@@ -401,34 +406,34 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_REMOTE_TIMEOUT",
-        meaning: "milliseconds a remote request may take, all its reads and writes together",
+        meaning: "milliseconds a remote request may take, all its reads and writes together, 1 to 600000",
         default: "500",
-        apply: remote_cache!(|config, var| set(&mut config.remote.timeouts.request, var.millis())),
+        apply: remote_cache!(|config, var| set(&mut config.remote.timeouts.request, var.millis_in(&ranges::REMOTE_TIMEOUT))),
     },
     EnvVariable {
         name: "SHEAF_JIT_REMOTE_CONNECT_TIMEOUT",
-        meaning: "milliseconds to connect to the remote cache",
+        meaning: "milliseconds to connect to the remote cache, 1 to 600000",
         default: "200",
-        apply: remote_cache!(|config, var| set(&mut config.remote.timeouts.connect, var.millis())),
+        apply: remote_cache!(|config, var| set(&mut config.remote.timeouts.connect, var.millis_in(&ranges::REMOTE_CONNECT_TIMEOUT))),
     },
     EnvVariable {
         name: "SHEAF_JIT_REMOTE_MAX_ENTRY",
-        meaning: "largest artifact published or fetched (`512M` style)",
+        meaning: "largest artifact published or fetched (`512M` style), 1 KiB to 4 GiB (a Redis server takes at most 512 MiB)",
         default: "64M",
-        apply: remote_cache!(|config, var| set(&mut config.remote.options.max_entry_bytes, var.size())),
+        apply: remote_cache!(|config, var| set(&mut config.remote.options.max_entry_bytes, var.size_in(&ranges::REMOTE_MAX_ENTRY))),
     },
     EnvVariable {
         name: "SHEAF_JIT_REMOTE_COOL_DOWN",
-        meaning: "milliseconds the remote cache is left alone after 3 failures in a row",
+        meaning: "milliseconds the remote cache is left alone after 3 failures in a row, 0 to 3600000",
         default: "30000",
-        apply: remote_cache!(|config, var| set(&mut config.remote.options.cool_down, var.millis())),
+        apply: remote_cache!(|config, var| set(&mut config.remote.options.cool_down, var.millis_in(&ranges::REMOTE_COOL_DOWN))),
     },
     EnvVariable {
         name: "SHEAF_JIT_REMOTE_LEASE",
-        meaning: "milliseconds a compile lease lives unless renewed (one process compiles what several miss at once; `0`: no leases)",
+        meaning: "milliseconds a compile lease lives unless renewed (one process compiles what several miss at once), 0 to 60000 (`0`: no leases)",
         default: "2000",
         apply: remote_cache!(|config, var| {
-                let ttl = var.millis()?;
+                let ttl = var.millis_in(&ranges::REMOTE_LEASE)?;
                 config.remote.options.lease_ttl = (!ttl.is_zero()).then_some(ttl);
                 Ok(())
             }),
@@ -482,6 +487,7 @@ impl JitConfigBuilder {
                     value: &value,
                 };
                 (variable.apply)(&mut self.config, &var)?;
+                self.applied.push(variable.name);
             }
         }
         Ok(self)
@@ -619,29 +625,44 @@ impl Var<'_> {
             .map_err(|error: T::Err| self.invalid(error.to_string()))
     }
 
-    /// A whole number.
-    fn number<T: FromStr<Err = ParseIntError>>(&self) -> Result<T, ConfigError> {
-        self.text()?
-            .parse()
-            .map_err(|error| self.invalid(format!("a whole number ({error})")))
+    /// A whole number in `range` (one past it, or too large for any
+    /// number, is refused with the range).
+    fn number_in<T: TryFrom<u64>>(&self, range: &ranges::Range) -> Result<T, ConfigError> {
+        let text = self.text()?;
+        let value = text.parse::<u64>().map_err(|error| {
+            if !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit()) {
+                self.invalid(range.expected())
+            } else {
+                self.invalid(format!("{} ({error})", range.expected()))
+            }
+        })?;
+        self.in_range(value, range)
     }
 
-    /// A number of milliseconds.
-    fn millis(&self) -> Result<Duration, ConfigError> {
-        let millis = self
-            .text()?
-            .parse()
-            .map_err(|error| self.invalid(format!("a whole number of milliseconds ({error})")))?;
-        Ok(Duration::from_millis(millis))
+    /// `value` as a `T`, when it is in `range`.
+    fn in_range<T: TryFrom<u64>>(
+        &self,
+        value: u64,
+        range: &ranges::Range,
+    ) -> Result<T, ConfigError> {
+        if !range.contains(value) {
+            return Err(self.invalid(range.expected()));
+        }
+        T::try_from(value).map_err(|_| self.invalid(range.expected()))
     }
 
-    /// A size in bytes (`512M` style), as a `u64` or `usize`.
-    fn size<T: TryFrom<u64>>(&self) -> Result<T, ConfigError> {
+    /// A number of milliseconds in `range`.
+    fn millis_in(&self, range: &ranges::Range) -> Result<Duration, ConfigError> {
+        self.number_in(range).map(Duration::from_millis)
+    }
+
+    /// A size in bytes (`512M` style) in `range`.
+    fn size_in<T: TryFrom<u64>>(&self, range: &ranges::Range) -> Result<T, ConfigError> {
         let ByteSize(bytes) = self
             .text()?
             .parse()
-            .map_err(|_| self.invalid(ByteSize::SYNTAX))?;
-        T::try_from(bytes).map_err(|_| self.invalid("a size this machine can address"))
+            .map_err(|_| self.invalid(format!("{} ({})", range.expected(), ByteSize::SYNTAX)))?;
+        self.in_range(bytes, range)
     }
 
     /// An on/off switch.

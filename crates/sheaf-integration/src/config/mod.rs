@@ -13,6 +13,7 @@
 mod compile;
 mod disk;
 mod env;
+mod ranges;
 #[cfg(feature = "remote-cache")]
 mod remote;
 mod uploads;
@@ -88,6 +89,7 @@ impl JitConfig {
     pub fn builder() -> JitConfigBuilder {
         JitConfigBuilder {
             config: JitConfig::default(),
+            applied: Vec::new(),
         }
     }
 
@@ -106,6 +108,7 @@ impl JitConfig {
     /// (and [`JitRuntime::new`](crate::JitRuntime::new) again, since the
     /// fields are public).
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        ranges::check(self)?;
         self.cache.validate()?;
         self.device.validate()?;
         self.compile.validate()?;
@@ -121,6 +124,9 @@ impl JitConfig {
 #[derive(Debug, Clone)]
 pub struct JitConfigBuilder {
     config: JitConfig,
+    /// The variables [`apply_vars`](Self::apply_vars) applied: an error of
+    /// a setting one of them set names the variable.
+    applied: Vec<&'static str>,
 }
 
 impl JitConfigBuilder {
@@ -245,8 +251,15 @@ impl JitConfigBuilder {
     /// remote cache without a secret ([`ConfigError::RemoteSecretMissing`])
     /// or with a timeout of 0, a disk cache folder in a build without the
     /// `disk-cache` feature ([`ConfigError::FeatureDisabled`]).
+    ///
+    /// A setting out of its range (each numeric one has one: the README's
+    /// Configuration table states it) is [`ConfigError::Invalid`] naming
+    /// the field; an error of a setting that a variable set names the
+    /// variable.
     pub fn build(self) -> Result<JitConfig, ConfigError> {
-        self.config.validate()?;
+        self.config
+            .validate()
+            .map_err(|error| ranges::name_variables(error, &self.applied))?;
         Ok(self.config)
     }
 }

@@ -258,6 +258,9 @@ impl JitRuntime {
             finished: AtomicBool::new(false),
         });
         exit::finish_at_exit(Arc::downgrade(&inner) as Weak<dyn exit::Finish>);
+        if config.compile.exit_on_signals {
+            exit::finish_on_signals();
+        }
         Ok(JitRuntime { inner })
     }
 }

@@ -42,6 +42,7 @@ const SAMPLES: &[(&str, &str, Option<&[u8]>)] = &[
     ("SHEAF_JIT_SPECIALIZE_HOT_SIZES", "off", Some(b"sometimes")),
     ("SHEAF_JIT_STATIC_SHAPES", "softmax", Some(b"soft\xffmax")),
     ("SHEAF_JIT_EXIT_WAIT", "0", Some(b"10s")),
+    ("SHEAF_JIT_EXIT_ON_SIGNALS", "off", Some(b"later")),
     ("SHEAF_JIT_COMPILER", "in-process", Some(b"gpu")),
     ("SHEAF_JIT_FLOAT_SEMANTICS", "reassociate", Some(b"fast")),
     ("SHEAF_JIT_TARGET", "cpu:x86-64-v3", Some(b"x86-64-v3")),
@@ -284,7 +285,7 @@ fn a_bad_value_names_the_variable_and_what_it_may_be() {
         (
             "SHEAF_JIT_CAPACITY",
             "eight",
-            "a whole number (invalid digit",
+            "a whole number from 1 to 65536 (invalid digit",
         ),
         ("SHEAF_JIT_MAX_BYTES", "lots", "binary units"),
         ("SHEAF_JIT_CACHE_MAX_BYTES", "1.5G", "binary units"),
@@ -292,7 +293,7 @@ fn a_bad_value_names_the_variable_and_what_it_may_be() {
         (
             "SHEAF_JIT_REMOTE_TIMEOUT",
             "1s",
-            "a whole number of milliseconds (invalid digit",
+            "a whole number of milliseconds from 1 to 600000 (invalid digit",
         ),
         ("SHEAF_JIT_REMOTE_MAX_ENTRY", "big", "binary units"),
         (
@@ -340,8 +341,138 @@ fn a_bad_value_names_the_variable_and_what_it_may_be() {
     let utf8 = utf8.unwrap_err().to_string();
     assert!(utf8.contains("SHEAF_JIT_DRIVER=\u{fffd}"), "{utf8}");
     assert!(utf8.contains("UTF-8 text"), "{utf8}");
+    // Named the field `function_capacity` before the ranges.
     let error = from(&[("SHEAF_JIT_CAPACITY", "0")]).unwrap_err();
-    assert!(error.to_string().contains("function_capacity"), "{error}");
+    assert!(
+        error.to_string().contains("SHEAF_JIT_CAPACITY=0 "),
+        "{error}"
+    );
+}
+
+#[test]
+fn every_numeric_variable_has_a_range_that_its_row_states_and_that_refuses_the_rest() {
+    // Failed before the ranges: `SHEAF_JIT_REMOTE_LEASE=18446744073709551615`
+    // (and every other maximum) was accepted.
+    for range in ranges::ALL {
+        let variable = ENV_VARIABLES.iter().find(|v| v.name == range.variable);
+        let variable = variable.unwrap_or_else(|| panic!("{} is no variable", range.variable));
+        let described = range.describe();
+        assert!(
+            variable.meaning.contains(&described),
+            "the row of {} does not state its range {described}: {}",
+            range.variable,
+            variable.meaning
+        );
+        // FUNCTION_CAPACITY's values are `name=N` pairs.
+        let value = |n: &str| match range.variable {
+            "SHEAF_JIT_FUNCTION_CAPACITY" => format!("softmax={n}"),
+            _ => n.to_owned(),
+        };
+        for good in [range.min, range.max] {
+            let good = value(&good.to_string());
+            let applied = applied(range.variable, good.clone().into());
+            assert!(applied.is_ok(), "{}={good}: {applied:?}", range.variable);
+        }
+        let mut bad = vec![
+            (range.max + 1).to_string(),
+            u64::MAX.to_string(),
+            "18446744073709551616".to_owned(),
+        ];
+        if range.min > 0 {
+            bad.push((range.min - 1).to_string());
+        }
+        for bad in bad {
+            let bad = value(&bad);
+            let error = applied(range.variable, bad.clone().into())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains(&format!("{}={bad} ", range.variable)),
+                "{error}"
+            );
+            assert!(error.contains(&described), "{error}");
+        }
+    }
+}
+
+#[test]
+fn fields_set_in_code_are_held_to_the_same_ranges_and_named() {
+    let error = |edit: fn(&mut JitConfig)| {
+        let mut builder = JitConfig::builder();
+        edit(&mut builder.config);
+        builder.build().unwrap_err().to_string()
+    };
+    let threads = error(|config| config.cache.compile_threads = 1_000_000);
+    assert!(
+        threads.contains("cache.compile_threads=1000000 ") && threads.contains("1 to 256"),
+        "{threads}"
+    );
+    let wait = error(|config| config.compile.exit_wait = Duration::MAX);
+    assert!(wait.contains("compile.exit_wait="), "{wait}");
+    let lease = error(|config| {
+        config.remote.options.lease_ttl = Some(Duration::from_millis(u64::MAX));
+    });
+    assert!(lease.contains("remote.options.lease_ttl="), "{lease}");
+    let entry = error(|config| config.remote.options.max_entry_bytes = u64::MAX);
+    assert!(entry.contains("remote.options.max_entry_bytes="), "{entry}");
+    let overrides = error(|config| {
+        config
+            .cache
+            .function_capacity_overrides
+            .insert("softmax".into(), 0);
+    });
+    assert!(
+        overrides.contains("cache.function_capacity_overrides="),
+        "{overrides}"
+    );
+    // The one value past its range: sized when the device opens.
+    let mut sized = JitConfig::builder();
+    sized.config.uploads.bytes = crate::config::UploadSettings::DEVICE_SIZED;
+    assert!(sized.build().is_ok());
+}
+
+#[test]
+fn errors_of_settings_that_variables_set_name_the_variables() {
+    // Named `device.cpu_fallback` and the cache policy's fields before.
+    let fallback = from(&[("SHEAF_JIT_CPU_FALLBACK", "auto")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        fallback.starts_with("SHEAF_JIT_CPU_FALLBACK=auto "),
+        "{fallback}"
+    );
+    let cap = from(&[
+        ("SHEAF_JIT_THRASH_COOL_DOWN", "100"),
+        ("SHEAF_JIT_THRASH_COOL_DOWN_CAP", "10"),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(
+        cap.starts_with("SHEAF_JIT_THRASH_COOL_DOWN_CAP=10 ") && cap.contains("100"),
+        "{cap}"
+    );
+    let driver = from(&[("SHEAF_JIT_DRIVER", " ")]).unwrap_err().to_string();
+    assert!(driver.starts_with("SHEAF_JIT_DRIVER="), "{driver}");
+    // Set in code, the field is named.
+    let code = JitConfig::builder()
+        .device(|device| device.cpu_fallback = Some("auto".into()))
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(code.contains("device.cpu_fallback"), "{code}");
+}
+
+#[test]
+fn a_function_named_twice_in_the_capacities_is_refused() {
+    // Failed before: the second capacity won silently.
+    let error = from(&[("SHEAF_JIT_FUNCTION_CAPACITY", "softmax=2,softmax=4")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("SHEAF_JIT_FUNCTION_CAPACITY=softmax=2,softmax=4 ")
+            && error.contains("named twice"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -353,4 +484,36 @@ fn a_log_filter_of_other_than_printable_ascii_is_an_error_not_a_panic() {
         let error = log_filter(vars).unwrap_err();
         assert!(error.to_string().contains("SHEAF_JIT_LOG"), "{error}");
     }
+}
+
+#[test]
+fn targets_and_flags_with_which_nothing_can_compile_or_load_are_refused() {
+    // Each was taken, and then every call was interpreted.
+    let foreign = if cfg!(target_arch = "aarch64") {
+        "cpu:generic:x86_64-unknown-linux-gnu"
+    } else {
+        "cpu:generic:aarch64-unknown-linux-gnu"
+    };
+    for (name, value, expected) in [
+        ("SHEAF_JIT_TARGET", "cpu:not-a-cpu", "`not-a-cpu` is not"),
+        ("SHEAF_JIT_TARGET", foreign, "does not load here"),
+        ("SHEAF_JIT_COMPILER_FLAGS", "--help", "print and exit"),
+        (
+            "SHEAF_JIT_COMPILER_FLAGS",
+            "--compile-to=input",
+            "stops the compile",
+        ),
+    ] {
+        let error = from(&[(name, value)]).unwrap_err().to_string();
+        assert!(error.starts_with(&format!("{name}=")), "{error}");
+        assert!(error.contains(expected), "{error}");
+    }
+    for good in ["cpu:host", "cpu:generic", "cpu:x86-64-v3", "cuda:sm_80"] {
+        if good == "cpu:x86-64-v3" && !cfg!(target_arch = "x86_64") {
+            continue;
+        }
+        assert!(from(&[("SHEAF_JIT_TARGET", good)]).is_ok(), "{good}");
+    }
+    let native = format!("cpu:generic:{}", iree_safe::compiler::process_triple());
+    assert!(from(&[("SHEAF_JIT_TARGET", &native)]).is_ok(), "{native}");
 }

@@ -72,25 +72,39 @@ pub(super) fn flags(text: &str) -> Result<Vec<String>, String> {
     Ok(flags)
 }
 
-/// `name=N` pairs separated by `,`.
+/// `name=N` pairs separated by `,`, each name once, each capacity in
+/// [`FUNCTION_CAPACITY`](crate::config::ranges::FUNCTION_CAPACITY). A
+/// function never defined cannot be told from one defined later, so names
+/// are taken as they are.
 pub(super) fn capacities(text: &str) -> Result<HashMap<String, usize>, String> {
-    let syntax = "`function=capacity` pairs separated by `,` (`softmax=2,mlp_layer=16`)";
+    let range = crate::config::ranges::FUNCTION_CAPACITY;
+    let syntax = format!(
+        "`function=capacity` pairs separated by `,` (`softmax=2,mlp_layer=16`), each function \
+         once, each capacity {}",
+        range.describe()
+    );
     let mut capacities = HashMap::new();
     for pair in text
         .split(',')
         .map(str::trim)
         .filter(|pair| !pair.is_empty())
     {
-        let (name, number) = pair.split_once('=').ok_or_else(|| syntax.to_owned())?;
+        let (name, number) = pair.split_once('=').ok_or_else(|| syntax.clone())?;
         let name = name.trim();
-        let number = number
+        if name.is_empty() || name.chars().any(|c| c.is_whitespace() || c == '=') {
+            return Err(format!("{syntax}: `{pair}` names no function"));
+        }
+        let number: u64 = number
             .trim()
             .parse()
             .map_err(|error| format!("{syntax}: `{pair}` ({error})"))?;
-        if name.is_empty() {
-            return Err(syntax.to_owned());
+        if !range.contains(number) {
+            return Err(format!("{syntax}: `{pair}` is out of range"));
         }
-        capacities.insert(name.to_owned(), number);
+        let number = usize::try_from(number).map_err(|_| format!("{syntax}: `{pair}`"))?;
+        if capacities.insert(name.to_owned(), number).is_some() {
+            return Err(format!("{syntax}: `{name}` is named twice"));
+        }
     }
     Ok(capacities)
 }
@@ -148,5 +162,16 @@ mod tests {
             .unwrap_err()
             .contains("`softmax=two`"));
         assert!(capacities("=2").is_err());
+        // Failed before ranges and duplicates were checked: the second
+        // `softmax` won silently, and 0 or 2^64 reached the cache.
+        let twice = capacities("softmax=2,softmax=3").unwrap_err();
+        assert!(twice.contains("`softmax` is named twice"), "{twice}");
+        for bad in ["softmax=0", "softmax=65537", "softmax=18446744073709551616"] {
+            assert!(capacities(bad).is_err(), "{bad}");
+        }
+        assert!(capacities("soft max=2")
+            .unwrap_err()
+            .contains("names no function"));
+        assert_eq!(capacities("softmax=65536").unwrap()["softmax"], 65_536);
     }
 }
