@@ -44,9 +44,9 @@ fn tier(url: &str, options: RemoteOptions) -> RemoteTier {
 }
 
 /// Fetches the key (building it in [`BUILD`]) through a store over `url`
-/// on a thread; fails the test unless it returns within [`LIMIT`] with
-/// the artifact. Returns where it came from, how long it took, and the
-/// tier's counters.
+/// on a thread, then waits for its publish; fails the test unless it
+/// returns within [`LIMIT`] with the artifact. Returns where it came from,
+/// how long the fetch took, and the tier's counters.
 fn fetch_within_limit(url: &str, options: RemoteOptions) -> (Fetched, Duration, RemoteStats) {
     let store = ArtifactStore::disabled().with_remote(tier(url, options));
     let (done, finished) = mpsc::channel();
@@ -62,6 +62,9 @@ fn fetch_within_limit(url: &str, options: RemoteOptions) -> (Fetched, Duration, 
         let (bytes, fetched) = store.fetch_or_build(Some(&key()), load, build).unwrap();
         assert_eq!(bytes, artifact());
         let took = start.elapsed();
+        // A build is published by the tier's thread: the next fetch of the
+        // test must find it there, as a next process would.
+        assert!(store.wait_for_publishes(LIMIT), "the publish did not end");
         let _ = done.send((fetched, took, store.remote_stats().unwrap()));
     });
     finished
