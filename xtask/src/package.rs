@@ -89,8 +89,23 @@ pub(crate) fn check(prefix: &Path) -> Result<()> {
         "cargo publish --dry-run, with verification, in dependency order, against crates.io (no \
          patch): iree-runtime-sys, iree-safe, jit-cache, sheaf-integration",
         || {
+            // Cargo takes a registry package of a version it has seen as
+            // unchanged: the last run's builds and unpacked sources of these
+            // (same versions, other code) must go.
+            let _ = std::fs::remove_dir_all(target_dir().join("package"));
+            forget_unpacked_overlay_packages()?;
+            let verify_dir = process::workspace_root().join("target/package-check/verify");
+            let mut clean = process::cargo_with_iree(prefix);
+            clean
+                .args(["clean", "--quiet", "--target-dir"])
+                .arg(&verify_dir);
+            for krate in LIBRARY_CRATES {
+                clean.args(["-p", krate]);
+            }
+            process::run(&mut clean)?;
             let mut publish = process::cargo_with_iree(prefix);
-            publish.args(["publish", "--dry-run", "--allow-dirty"]);
+            publish.args(["publish", "--dry-run", "--allow-dirty", "--target-dir"]);
+            publish.arg(&verify_dir);
             for krate in LIBRARY_CRATES {
                 publish.args(["-p", krate]);
             }
@@ -139,7 +154,16 @@ pub(crate) fn check(prefix: &Path) -> Result<()> {
     step(
         "building the consumer --offline --frozen from its vendored copy alone \
          (sheaf-integration 0.2, default features; IREE built from the packaged sources)",
-        || process::run(&mut consumer.cargo(&vendor, &["build", "--offline", "--frozen"])),
+        || {
+            // As for the dry run: the last run's builds of the library
+            // crates (same versions, other code) would be taken as current.
+            let mut clean = consumer.cargo(&vendor, &["clean", "--offline", "--quiet"]);
+            for krate in LIBRARY_CRATES {
+                clean.args(["-p", krate]);
+            }
+            process::run(&mut clean)?;
+            process::run(&mut consumer.cargo(&vendor, &["build", "--offline", "--frozen"]))
+        },
     )?;
     let record = BuildRecord::newest(&consumer.target_dir.join("debug/build"))?;
     if !record.pinned_source.starts_with(&vendor) {
@@ -169,6 +193,41 @@ pub(crate) fn check(prefix: &Path) -> Result<()> {
                     .env("PATH", crate::tools::path_with_venv()),
             )
         })?;
+    }
+    Ok(())
+}
+
+/// Removes the library crates' sources that an earlier dry run's
+/// local-registry overlay unpacked into Cargo's home
+/// (`registry/src/-<hash>/<name>-<version>`, the overlay's folders begin
+/// with `-`): Cargo unpacks a package of a version once, so the next dry
+/// run would build the old code.
+fn forget_unpacked_overlay_packages() -> Result<()> {
+    let home = std::env::var_os("CARGO_HOME").map_or_else(
+        || PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo"),
+        PathBuf::from,
+    );
+    let src = home.join("registry/src");
+    let Ok(overlays) = std::fs::read_dir(&src) else {
+        return Ok(());
+    };
+    for overlay in overlays.filter_map(Result::ok) {
+        if !overlay.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        for package in std::fs::read_dir(overlay.path())
+            .with_context(|| format!("cannot read {}", overlay.path().display()))?
+            .filter_map(Result::ok)
+        {
+            let name = package.file_name().to_string_lossy().into_owned();
+            if LIBRARY_CRATES
+                .iter()
+                .any(|krate| name.starts_with(&format!("{krate}-")))
+            {
+                std::fs::remove_dir_all(package.path())
+                    .with_context(|| format!("cannot remove {}", package.path().display()))?;
+            }
+        }
     }
     Ok(())
 }
