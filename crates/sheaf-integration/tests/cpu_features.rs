@@ -10,17 +10,12 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
 use sheaf_integration::{
-    artifacts::Import,
-    compiler::{Artifact, CompileOptions, CompileTarget},
-    lowering::Signature,
-    reference,
-    settings::DiskCacheFolder,
-    DType, Dispatched, JitConfig, JitRuntime, Value,
+    artifacts::Import, compiler::CompileTarget, lowering::Signature, reference,
+    settings::DiskCacheFolder, DType, Dispatched, JitConfig, JitRuntime, Value,
 };
-use support::array;
+use support::{array, compiled_outside};
 
 /// A CPU with AMX-FP16 and AMX-COMPLEX, which no Sapphire Rapids and no
 /// AMD CPU has.
@@ -91,31 +86,12 @@ fn a_module_for_a_cpu_this_one_is_not_is_refused_from_elsewhere() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("sigmoid.mlir");
-    let output = dir.path().join("sigmoid.vmfb");
-    std::fs::write(
-        &input,
+    let artifact = compiled_outside(
+        dir.path(),
         "func.func @sigmoid_4(%x: tensor<4xf32>) -> tensor<4xf32> {\n  \
          %y = stablehlo.logistic %x : tensor<4xf32>\n  return %y : tensor<4xf32>\n}\n",
-    )
-    .unwrap();
-    let flags = CompileOptions {
-        target: foreign(),
-        ..CompileOptions::stablehlo()
-    }
-    .flags();
-    let iree_compile = iree_safe::compiler::locate_iree_compile().unwrap();
-    let status = Command::new(iree_compile)
-        .args(&flags)
-        .arg(&input)
-        .arg("-o")
-        .arg(&output)
-        .status()
-        .unwrap();
-    assert!(status.success(), "iree-compile {flags:?}: {status}");
-    // SAFETY: the bytes are what the IREE compiler just wrote for a
-    // program of this test, in a folder of its own, unmodified since.
-    let artifact = unsafe { Artifact::from_trusted_bytes(std::fs::read(&output).unwrap()) };
+        &foreign(),
+    );
     let jit = JitRuntime::new(
         JitConfig::builder()
             .compile(|compile| compile.target = Some(foreign()))

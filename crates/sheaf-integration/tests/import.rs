@@ -6,19 +6,16 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::Command;
-
 use sheaf_integration::{
     artifacts::{ArtifactSource, Import, ImportError},
-    compiler::{Artifact, CompileOptions, CompileTarget},
+    compiler::CompileTarget,
     lowering::Signature,
     reference,
     settings::{CompileMode, DiskCacheFolder},
     stats::{Origin, Phase},
     DType, Dispatched, JitConfig, JitError, JitRuntime, Provenance, Value,
 };
-use support::{array, assert_close};
+use support::{array, assert_close, compiled_outside};
 
 /// Two sigmoids, for `f32[4]` and `f32[2,3]`, with names of their own.
 const MODULE: &str = r#"
@@ -31,31 +28,6 @@ func.func @sigmoid_2x3(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   return %y : tensor<2x3xf32>
 }
 "#;
-
-/// `MODULE` compiled for `target` by the `iree-compile` executable, run on
-/// a file as an application's build would, outside the library.
-fn compiled_outside(dir: &Path, target: &CompileTarget) -> Artifact {
-    let (input, output) = (dir.join("sigmoids.mlir"), dir.join("sigmoids.vmfb"));
-    std::fs::write(&input, MODULE).unwrap();
-    let flags = CompileOptions {
-        target: target.clone(),
-        ..CompileOptions::stablehlo()
-    }
-    .flags();
-    let iree_compile = iree_safe::compiler::locate_iree_compile().unwrap();
-    let status = Command::new(iree_compile)
-        .args(&flags)
-        .arg(&input)
-        .arg("-o")
-        .arg(&output)
-        .status()
-        .unwrap();
-    assert!(status.success(), "iree-compile {flags:?}: {status}");
-    let bytes = std::fs::read(&output).unwrap();
-    // SAFETY: the bytes are what the IREE compiler just wrote for a
-    // program of this test, in a folder of its own, unmodified since.
-    unsafe { Artifact::from_trusted_bytes(bytes) }
-}
 
 fn runtime() -> JitRuntime {
     let config = JitConfig::builder()
@@ -73,7 +45,7 @@ fn an_imported_module_serves_its_signatures_without_lowering_or_compiling() {
     let dir = tempfile::tempdir().unwrap();
     let jit = runtime();
     let target = jit.compile_options().target.clone();
-    let artifact = compiled_outside(dir.path(), &target);
+    let artifact = compiled_outside(dir.path(), MODULE, &target);
     let sigmoid = reference::sigmoid();
     let summary = jit
         .import_artifact(
@@ -122,7 +94,7 @@ fn a_module_that_cannot_serve_what_it_is_said_to_is_refused_whole() {
     let dir = tempfile::tempdir().unwrap();
     let jit = runtime();
     let target = jit.compile_options().target.clone();
-    let artifact = compiled_outside(dir.path(), &target);
+    let artifact = compiled_outside(dir.path(), MODULE, &target);
     let sigmoid = reference::sigmoid();
     let refused = |imports: Vec<Import<'_>>, on: &CompileTarget| {
         let error = jit

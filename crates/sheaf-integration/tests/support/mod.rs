@@ -9,9 +9,11 @@ pub(crate) mod structured;
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::{
+    compiler::{Artifact, CompileOptions, CompileTarget},
     reference,
     settings::{CompileMode, DiskCacheFolder},
     HostTensor, JitConfig, JitConfigBuilder, JitRuntime, Provenance, Value,
@@ -99,4 +101,30 @@ pub(crate) fn assert_matmul_close(a: &ArrayD<f32>, b: &ArrayD<f32>, y: &Value, w
         let tolerance = 2.0 * k * f32::EPSILON * bound.max(1.0);
         assert!((y - e).abs() <= tolerance, "{what}: {y} vs {e}");
     }
+}
+
+/// `module` (StableHLO text) compiled for `target` by `iree-compile` into
+/// files in `dir`, as an application's build would, outside the library.
+pub(crate) fn compiled_outside(dir: &Path, module: &str, target: &CompileTarget) -> Artifact {
+    let (input, output) = (dir.join("outside.mlir"), dir.join("outside.vmfb"));
+    fs::write(&input, module).unwrap();
+    let flags = CompileOptions {
+        target: target.clone(),
+        ..CompileOptions::stablehlo()
+    }
+    .flags();
+    let iree_compile = iree_safe::compiler::locate_iree_compile().unwrap();
+    let status = Command::new(iree_compile)
+        .args(&flags)
+        .arg(&input)
+        .arg("-o")
+        .arg(&output)
+        .status()
+        .unwrap();
+    assert!(status.success(), "iree-compile {flags:?}: {status}");
+    let bytes = fs::read(&output).unwrap();
+    // SAFETY: the bytes are what the IREE compiler just wrote for a
+    // program of the caller's test, in a folder of its own, unmodified
+    // since.
+    unsafe { Artifact::from_trusted_bytes(bytes) }
 }
