@@ -252,7 +252,6 @@ fn file_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::{symlink, MetadataExt};
-    use std::process::Command;
     use std::sync::mpsc;
     use std::time::Duration;
 
@@ -302,7 +301,10 @@ mod tests {
     }
 
     fn mkfifo(path: &Path) {
-        let made = Command::new("mkfifo").arg(path).status().unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
         assert!(made.success(), "mkfifo {}", path.display());
     }
 
@@ -431,9 +433,9 @@ mod tests {
     fn a_dump_that_cannot_be_written_says_so_once_on_stderr() {
         let dir = tempfile::tempdir().unwrap();
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
-        let output = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "dump::tests::child_dumps_into_a_refused_folder"])
-            .args(["--nocapture", "--test-threads=1"])
+        // Through the test runner: under `cargo xtask test --aarch64` this
+        // binary starts only under qemu-user.
+        let output = test_support::child::rerun("dump::tests::child_dumps_into_a_refused_folder")
             .env(CHILD_DIR, dir.path())
             .output()
             .unwrap();
