@@ -36,7 +36,7 @@
 //! destructor, on a thread of its own that it joins (the main thread's
 //! other thread-locals, a `tracing` subscriber's buffer among them, may be
 //! gone by then). `exit` called on another thread still relies on the
-//! `atexit` order above. (A main thread that ends with `pthread_exit`
+//! `atexit` order above (what that leaves uncovered: `compiler/exit_gate.rs`). (A main thread that ends with `pthread_exit`
 //! while the process goes on would run the exit work early: later
 //! in-process compiles are then refused as at exit.)
 

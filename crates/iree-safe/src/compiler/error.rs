@@ -92,12 +92,13 @@ pub enum CompileError {
         diagnostics: Vec<Diagnostic>,
     },
 
-    /// The process is exiting: the in-process compiler starts no compile
-    /// once `exit` has begun (it waits for those running, so that the
-    /// library's static destructors do not run under them).
+    /// The process is exiting: the in-process compiler starts no compile,
+    /// and its library is not loaded, once `exit` has begun (exit waits
+    /// for those running, so that the library's static destructors do not
+    /// run under them).
     #[error(
-        "the process is exiting: the in-process IREE compiler starts no new compile once exit \
-         has begun"
+        "the process is exiting: the in-process IREE compiler starts no new compile (and is not \
+         loaded) once exit has begun"
     )]
     Exiting,
 

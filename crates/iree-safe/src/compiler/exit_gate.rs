@@ -6,10 +6,12 @@
 //! returning from `main`). A compile still running on another thread then
 //! reads freed memory: a program that returned from `main` while a
 //! background compile ran died of SIGSEGV in `llvm::PassRegistry` and
-//! `llvm::TargetLibraryInfoImpl`. So every in-process compile holds a
-//! [`Pass`] through the gate, and an `atexit` handler closes the gate and
-//! waits for the compiles in flight; a compile asked for once the gate is
-//! closed is refused ([`CompileError::Exiting`]).
+//! `llvm::TargetLibraryInfoImpl`. So every in-process compile, and the
+//! loading of the library (its initializers construct statics and register
+//! their destructors; `ireeCompilerGlobalInitialize` then reads them),
+//! holds a [`Pass`] through the gate, and an `atexit` handler closes the
+//! gate and waits for the passes held; a compile or a load asked for once
+//! the gate is closed is refused ([`CompileError::Exiting`]).
 //!
 //! The handler that closes the gate is the one of `process_exit.rs`,
 //! registered again after each compile: `exit` calls its handlers in the
@@ -21,8 +23,19 @@
 //! constructed by a compile still running at exit is covered by the main
 //! thread's exit guard of `process_exit.rs` (glibc's Linux), which runs
 //! the same handler before any `atexit` handler when the main thread
-//! exits; `exit` on another thread during a process's first compiles is
-//! not.
+//! exits (returning from `main`, `exit` on the main thread, a panic that
+//! ends `main`).
+//!
+//! `exit` called on **another** thread while the library loads or while
+//! one of the process's first compiles runs is not covered, and cannot be:
+//! only the exiting thread's thread-locals are destroyed before the
+//! `atexit` handlers, and a destructor that a running compile registers
+//! after the handler's latest registration runs before it (C11
+//! 7.22.4.4). C++ itself leaves that case undefined: a thread that uses a
+//! static after `exit` has destroyed it (C++ [basic.start.term]). A
+//! program that calls `exit` from a thread other than `main`'s while
+//! compiles may run uses the subprocess compiler (the default), whose
+//! statics live in another process.
 
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -53,12 +66,13 @@ fn gate() -> MutexGuard<'static, Gate> {
     GATE.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A compile in flight: the process's exit waits until it is dropped.
+/// A compile or a load of the library in flight: the process's exit waits
+/// until it is dropped.
 #[derive(Debug)]
 pub(crate) struct Pass(());
 
 impl Pass {
-    /// Enters the gate, unless exit has begun.
+    /// Enters the gate, unless exit has begun ([`CompileError::Exiting`]).
     pub(crate) fn enter() -> Result<Pass, CompileError> {
         let mut gate = gate();
         if gate.closed {

@@ -27,7 +27,8 @@
 //! - The diagnostic callback may run on any compiler thread; it appends to a
 //!   mutex-guarded list that outlives the invocation.
 //! - The library's static destructors run at process exit: exit waits for
-//!   the compiles in flight first, and refuses new ones (`exit_gate`).
+//!   the loading and the compiles in flight first, and refuses new ones
+//!   (`exit_gate`).
 //! - Every returned `iree_compiler_error_t` is read and destroyed exactly
 //!   once; a source or output stored through an out-parameter is owned even
 //!   when the call also returns an error.
@@ -116,8 +117,9 @@ impl InProcessCompiler {
     ///
     /// [`CompileError::Load`] when the library cannot be loaded or
     /// initialized (or another library is loaded already, or it is built for
-    /// another architecture than this process's), and
-    /// [`CompileError::ApiVersion`] when its embedding API is not 1.x, x ≥ 4.
+    /// another architecture than this process's),
+    /// [`CompileError::ApiVersion`] when its embedding API is not 1.x, x ≥ 4,
+    /// and [`CompileError::Exiting`] when the process's exit has begun.
     ///
     /// # Safety
     ///
@@ -159,6 +161,11 @@ impl InProcessCompiler {
                 )))
             };
         }
+        // Loading is held through the exit gate like a compile: the
+        // library's initializers construct statics and register their
+        // destructors, and `ireeCompilerGlobalInitialize` reads them; an
+        // exit that began meanwhile would destroy them under this thread.
+        let _loading = Pass::enter()?;
         // SAFETY: the caller guarantees this is IREE's compiler library,
         // whose initializers only register LLVM/MLIR components and may run
         // at any time on any thread.
