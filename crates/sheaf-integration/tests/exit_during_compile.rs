@@ -3,8 +3,9 @@
 //! that calls the runtime from other threads (ragged `mlp_layer` and
 //! `softmax` calls, compiling new signatures; with `busy`, a 512² matmul
 //! running compiled on the `local-task` device beside `local-sync`) and,
-//! after a delay spread over its first compile and later ones, returns from
-//! `main`, calls `exit(17)` or panics on the main thread.
+//! after a delay spread over its first compile and later ones, its test
+//! returns, calls `exit(17)` or panics (on libtest's thread of the test:
+//! returning and panicking end the process from `main`).
 
 mod support;
 
@@ -99,28 +100,56 @@ fn a_process_ending_during_compiles_exits_with_its_own_status() {
         }
     }
     let started = Instant::now();
+    let cases: Vec<(String, End)> = cases
+        .into_iter()
+        .map(|case| {
+            let end = End::parse(case.split(' ').nth(1).unwrap());
+            (case, end)
+        })
+        .collect();
+    let failures = run_children(
+        "a_process_ending_during_compiles_exits_with_its_own_status",
+        CHILD,
+        &cases,
+        CHILDREN_AT_ONCE,
+    );
+    println!(
+        "{} children in {:.1?}: {} ended with a status of their own",
+        cases.len(),
+        started.elapsed(),
+        cases.len() - failures.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Runs `test` of this binary once per case, `at_once` children at a time
+/// (a new one started as soon as one ends), with `variable` set to the
+/// case's text; returns a line for each child that did not end with its
+/// case's own status. Their stderr goes to a file, not a pipe: an
+/// `iree-compile` a child started may outlive it, holding a pipe open.
+fn run_children(
+    test: &str,
+    variable: &str,
+    cases: &[(String, End)],
+    at_once: usize,
+) -> Vec<String> {
     let mut failures = Vec::new();
-    // Four children at a time (they mostly sleep), a new one started as soon as one ends. Their
-    // stderr goes to a file, not a pipe: an `iree-compile` a child started may outlive it,
-    // holding a pipe open.
     let mut waiting = cases.iter();
     let mut running = Vec::new();
     loop {
-        while running.len() < CHILDREN_AT_ONCE {
+        while running.len() < at_once {
             let Some(case) = waiting.next() else { break };
             let stderr = tempfile::tempfile().unwrap();
-            let child = test_support::child::rerun(
-                "a_process_ending_during_compiles_exits_with_its_own_status",
-            )
-            .env(CHILD, case)
-            .stdout(Stdio::null())
-            .stderr(stderr.try_clone().unwrap())
-            .spawn()
-            .unwrap();
+            let child = test_support::child::rerun(test)
+                .env(variable, &case.0)
+                .stdout(Stdio::null())
+                .stderr(stderr.try_clone().unwrap())
+                .spawn()
+                .unwrap();
             running.push((case, child, stderr));
         }
         if running.is_empty() {
-            break;
+            return failures;
         }
         let Some(ended) = running
             .iter_mut()
@@ -129,9 +158,8 @@ fn a_process_ending_during_compiles_exits_with_its_own_status() {
             std::thread::sleep(Duration::from_millis(10));
             continue;
         };
-        let (case, mut child, mut stderr) = running.swap_remove(ended);
+        let ((case, end), mut child, mut stderr) = running.swap_remove(ended);
         let status = child.wait().unwrap();
-        let end = End::parse(case.split(' ').nth(1).unwrap());
         if status.code() != Some(end.status()) {
             let mut text = String::new();
             stderr.seek(SeekFrom::Start(0)).unwrap();
@@ -140,13 +168,6 @@ fn a_process_ending_during_compiles_exits_with_its_own_status() {
             failures.push(format!("{case}: {status:?} ({})", last.join(" | ")));
         }
     }
-    println!(
-        "{} children in {:.1?}: {} ended with a status of their own",
-        cases.len(),
-        started.elapsed(),
-        cases.len() - failures.len()
-    );
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 fn run_child(case: &str) {
@@ -222,14 +243,14 @@ fn call_matmul(jit: &JitRuntime) {
     }
 }
 
-/// Set in a child of the in-process test: `delay_ms`.
+/// Set in a child of the in-process tests: `end delay_ms disk_folder`.
 const FIRST_COMPILE_CHILD: &str = "SHEAF_JIT_TEST_FIRST_IN_PROCESS_COMPILE";
 
-/// Points at which a child returns from `main`, spread over its first
-/// in-process compile (the library's load, its first pipeline, LLVM's
-/// code generation); `SHEAF_JIT_TEST_FIRST_COMPILE_ENDS` overrides their
-/// number.
-const FIRST_COMPILE_ENDS: u64 = 20;
+/// Points at which a child ends, spread from 0 to 600 ms over its first
+/// in-process compile (the library's load, its first pipeline, LLVM's code
+/// generation), for each way of ending; `SHEAF_JIT_TEST_FIRST_COMPILE_ENDS`
+/// overrides their number.
+const FIRST_COMPILE_ENDS: u64 = 12;
 
 /// The statics of `libIREECompiler.so` that a process's first compile
 /// constructs register their destructors after the exit handler that
@@ -237,13 +258,36 @@ const FIRST_COMPILE_ENDS: u64 = 20;
 /// these children died of SIGSEGV before the main thread's exit guard
 /// (`iree-safe/src/process_exit.rs`), 11 of 12 in the issue's probe. Each
 /// child has a disk cache of its own (so the exit hook waits for its
-/// compile) and, after its first call queued its first compile, returns
-/// from `main` at one of 20 points from 0 to 600 ms, or calls `exit(17)` or
-/// panics at one of 10.
+/// compile) and, after its first call queued its first compile, its test
+/// returns or panics, and libtest's main thread then ends the process
+/// (status 0 or 101) from `main`, which the guard covers.
 #[test]
-#[ignore = "issue #43 item 9 is not fixed yet: with the exit guard, 1 of 40 children still \
-            died of SIGSEGV at 400 ms on 2026-12-03 (load 3); run it with --ignored to measure"]
-fn returning_during_the_first_in_process_compile_exits_with_its_own_status() {
+fn ending_main_during_the_first_in_process_compile_exits_with_its_own_status() {
+    first_compile_ends(
+        "ending_main_during_the_first_in_process_compile_exits_with_its_own_status",
+        &[End::Return, End::Panic],
+    );
+}
+
+/// The same children calling `exit(17)` on the thread of their test, not
+/// the main thread: not covered, and it cannot be (see
+/// `iree-safe/src/compiler/exit_gate.rs`). Kept to measure it.
+#[test]
+#[ignore = "exit() on a thread other than main's during the process's first in-process compile \
+            is not covered (iree-safe's compiler/exit_gate.rs says why): 7 of 80 such children \
+            died of SIGSEGV or SIGABRT in LLVM on 2026-12-03; run with --ignored to measure"]
+fn exit_on_another_thread_during_the_first_in_process_compile_exits_with_its_own_status() {
+    first_compile_ends(
+        "exit_on_another_thread_during_the_first_in_process_compile_exits_with_its_own_status",
+        &[End::Exit],
+    );
+}
+
+/// Runs `test` in children that end during their first in-process compile
+/// in each of `ends` at each of the points, two at a time (the load of
+/// the compiler library is slower under load, when more of the window is
+/// hit); the child's part when [`FIRST_COMPILE_CHILD`] is set.
+fn first_compile_ends(test: &str, ends: &[End]) {
     if !cfg!(all(feature = "in-process-compiler", feature = "disk-cache")) {
         println!("skipped: needs the in-process compiler and the disk cache");
         return;
@@ -252,46 +296,24 @@ fn returning_during_the_first_in_process_compile_exits_with_its_own_status() {
         run_first_compile_child(&case);
         return;
     }
-    let ends = std::env::var("SHEAF_JIT_TEST_FIRST_COMPILE_ENDS")
+    let points = std::env::var("SHEAF_JIT_TEST_FIRST_COMPILE_ENDS")
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(FIRST_COMPILE_ENDS);
     let mut cases = Vec::new();
-    for (end, points) in [
-        (End::Return, ends),
-        (End::Exit, ends / 2),
-        (End::Panic, ends / 2),
-    ] {
+    let mut disks = Vec::new();
+    for &end in ends {
         for i in 0..points {
-            cases.push((end, i * 600 / points.saturating_sub(1).max(1)));
-        }
-    }
-    let mut failures = Vec::new();
-    for &(end, delay) in &cases {
-        let disk = tempfile::tempdir().unwrap();
-        let stderr = tempfile::tempfile().unwrap();
-        let status = test_support::child::rerun(
-            "returning_during_the_first_in_process_compile_exits_with_its_own_status",
-        )
-        .env(FIRST_COMPILE_CHILD, format!("{} {delay}", end.name()))
-        .env("SHEAF_JIT_CACHE_DIR", disk.path())
-        .stdout(Stdio::null())
-        .stderr(stderr.try_clone().unwrap())
-        .status()
-        .unwrap();
-        if status.code() != Some(end.status()) {
-            let mut stderr = stderr;
-            let mut text = String::new();
-            stderr.seek(SeekFrom::Start(0)).unwrap();
-            stderr.read_to_string(&mut text).unwrap();
-            let last: Vec<&str> = text.lines().rev().take(4).collect();
-            failures.push(format!(
-                "{} at {delay} ms: {status:?} ({})",
-                end.name(),
-                last.join(" | ")
+            let delay = i * 600 / points.saturating_sub(1).max(1);
+            let disk = tempfile::tempdir().unwrap();
+            cases.push((
+                format!("{} {delay} {}", end.name(), disk.path().display()),
+                end,
             ));
+            disks.push(disk);
         }
     }
+    let failures = run_children(test, FIRST_COMPILE_CHILD, &cases, 2);
     println!(
         "{} children ended during their first in-process compile: {} with their own status",
         cases.len(),
@@ -300,16 +322,20 @@ fn returning_during_the_first_in_process_compile_exits_with_its_own_status() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// A child of [`first_compile_ends`]: a disk cache of its own (the
+/// case's folder, fresh for each child) and the in-process compiler; ends
+/// as its case says.
 fn run_first_compile_child(case: &str) {
-    let (end, delay) = case.split_once(' ').unwrap();
+    let (end, rest) = case.split_once(' ').unwrap();
+    let (delay, dir) = rest.split_once(' ').unwrap();
     let (end, delay) = (End::parse(end), delay.parse::<u64>().unwrap());
-    let dir = std::env::var_os("SHEAF_JIT_CACHE_DIR").unwrap();
+    let dir = std::path::PathBuf::from(dir);
     let config = JitConfig::builder()
         .compile(|compile| {
             compile.mode = CompileMode::Background;
             compile.compiler = sheaf_integration::compiler::CompilerPreference::InProcess;
         })
-        .disk(|disk| disk.folder = DiskCacheFolder::Dir(dir.into()))
+        .disk(|disk| disk.folder = DiskCacheFolder::Dir(dir))
         .build()
         .unwrap();
     let jit = JitRuntime::new(config).unwrap();

@@ -36,15 +36,22 @@ pub fn this_executable() -> Command {
 }
 
 /// A command that runs the test `test` of this test binary alone, in a
-/// child process (`--exact TEST --nocapture --test-threads=1`, through the
-/// runner as [`command`]). The test tells it is the child by a variable the
-/// caller sets on the command.
+/// child process (`--exact TEST --include-ignored --nocapture
+/// --test-threads=1`, through the runner as [`command`]: an ignored test
+/// run with `--ignored` starts children that run it too). The test tells
+/// it is the child by a variable the caller sets on the command.
 ///
 /// # Panics
 ///
 /// When the path of this executable cannot be read.
 pub fn rerun(test: &str) -> Command {
     let mut command = this_executable();
-    command.args(["--exact", test, "--nocapture", "--test-threads=1"]);
+    command.args([
+        "--exact",
+        test,
+        "--include-ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
     command
 }

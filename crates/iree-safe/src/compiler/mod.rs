@@ -215,6 +215,15 @@ pub enum CompilerPreference {
     #[default]
     Auto,
     /// [`InProcessCompiler`] only, from `IREE_COMPILER_LIB` or the install.
+    ///
+    /// For programs that end from their main thread (returning from
+    /// `main`, `exit` on the main thread, a panic that ends `main`): exit
+    /// then waits for the load and the compiles in flight. A program that
+    /// calls `exit` on **another** thread while the library loads or the
+    /// process's first compiles run can crash in LLVM (7 of 80 such
+    /// processes did), and no library can prevent it (see the
+    /// `exit_gate` notes in `crates/iree-safe/README.md`, "In-process or
+    /// subprocess"): use the subprocess compiler there.
     InProcess,
     /// [`SubprocessCompiler`] only, from `IREE_COMPILE`, the install or
     /// `PATH`.
