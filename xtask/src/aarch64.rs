@@ -107,7 +107,7 @@ const PACKAGES: &[Package] = &[
         left_out: &[
             (
                 "exit_during_compile",
-                "192 child processes of the test binary, each started by qemu-user (seconds \
+                "128 child processes of the test binary, each started by qemu-user (seconds \
                  apiece); the compiler runs as a subprocess there anyway, so the native run \
                  shows all there is",
             ),
@@ -128,6 +128,13 @@ const PACKAGES: &[Package] = &[
                 IN_PROCESS,
             ),
             ("clearing_again_and_again_unloads_the_modules", QEMU_RSS),
+            (
+                "a_killed_process_restarts_warm_with_no_compile",
+                "runs 500 ragged calls in two processes, about 100 s under qemu-user (half the \
+                 step on one core); the policy file and disk cache it restarts from are read \
+                 on aarch64 by `a_damaged_or_stale_policy_file_is_ignored_with_one_warning` \
+                 and `end_to_end`",
+            ),
         ],
     },
     Package {

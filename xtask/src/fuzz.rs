@@ -30,7 +30,7 @@ const TARGETS: &[&str] = &[
 ];
 
 /// Seconds per target in `cargo xtask test`.
-pub(crate) const TEST_SECONDS: u64 = 20;
+pub(crate) const TEST_SECONDS: u64 = 10;
 
 /// `cargo xtask fuzz [SECONDS]`.
 pub(crate) fn run(seconds: u64) -> Result<()> {

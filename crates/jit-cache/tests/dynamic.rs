@@ -40,7 +40,7 @@ fn a_ragged_batch_compiles_two_variants_and_runs_every_call_compiled() {
     let compiler = MockCompiler::new();
     let cache = JitCache::new(CacheConfig::default()).unwrap();
     let f = dynamic("mlp_layer");
-    let calls = if cfg!(miri) { 300 } else { 2000 };
+    let calls = if cfg!(miri) { 120 } else { 2000 };
     let mut by = std::collections::HashMap::new();
     for b in ragged_batches(calls) {
         let sig = mlp(b);

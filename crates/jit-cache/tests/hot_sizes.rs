@@ -132,7 +132,7 @@ fn a_hot_size_gets_its_own_variant_beside_the_dynamic_one() {
 #[test]
 fn a_uniform_spread_of_sizes_has_no_hot_size() {
     let jit = Background::new(CacheConfig::default(), MockCompiler::new());
-    let calls = if cfg!(miri) { 300 } else { 2000 };
+    let calls = if cfg!(miri) { 120 } else { 2000 };
     for b in ragged_batches(calls) {
         jit.call(b);
     }

@@ -25,7 +25,7 @@ const CHILD: &str = "SHEAF_JIT_TEST_EXIT_CASE";
 
 /// Children per mode (three ways to end each); `SHEAF_JIT_TEST_EXIT_CHILDREN`
 /// overrides it.
-const CHILDREN_PER_MODE: usize = 96;
+const CHILDREN_PER_MODE: usize = 64;
 
 /// How many children run at once.
 const CHILDREN_AT_ONCE: usize = 4;

@@ -221,9 +221,9 @@ pub enum CompilerPreference {
     /// then waits for the load and the compiles in flight. A program that
     /// calls `exit` on **another** thread while the library loads or the
     /// process's first compiles run can crash in LLVM (7 of 80 such
-    /// processes did), and no library can prevent it (see the
-    /// `exit_gate` notes in `crates/iree-safe/README.md`, "In-process or
-    /// subprocess"): use the subprocess compiler there.
+    /// processes did), and no library can prevent it (this crate's
+    /// README, "In-process or subprocess", says why): use the subprocess
+    /// compiler there.
     InProcess,
     /// [`SubprocessCompiler`] only, from `IREE_COMPILE`, the install or
     /// `PATH`.
