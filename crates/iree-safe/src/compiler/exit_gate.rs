@@ -31,11 +31,11 @@
 //! only the exiting thread's thread-locals are destroyed before the
 //! `atexit` handlers, and a destructor that a running compile registers
 //! after the handler's latest registration runs before it (C11
-//! 7.22.4.4). C++ itself leaves that case undefined: a thread that uses a
-//! static after `exit` has destroyed it (C++ [basic.start.term]). A
-//! program that calls `exit` from a thread other than `main`'s while
-//! compiles may run uses the subprocess compiler (the default), whose
-//! statics live in another process.
+//! 7.22.4.4). C++ itself leaves that case undefined: a thread that uses
+//! a static after `exit` has destroyed it (the C++ standard, section
+//! basic.start.term). A program that calls `exit` from a thread other
+//! than `main`'s while compiles may run uses the subprocess compiler (the
+//! default), whose statics live in another process.
 
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
