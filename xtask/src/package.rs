@@ -99,10 +99,7 @@ pub(crate) fn check(prefix: &Path) -> Result<()> {
             clean
                 .args(["clean", "--quiet", "--target-dir"])
                 .arg(&verify_dir);
-            for krate in LIBRARY_CRATES {
-                clean.args(["-p", krate]);
-            }
-            process::run(&mut clean)?;
+            forget_library_builds(clean)?;
             let mut publish = process::cargo_with_iree(prefix);
             publish.args(["publish", "--dry-run", "--allow-dirty", "--target-dir"]);
             publish.arg(&verify_dir);
@@ -157,11 +154,7 @@ pub(crate) fn check(prefix: &Path) -> Result<()> {
         || {
             // As for the dry run: the last run's builds of the library
             // crates (same versions, other code) would be taken as current.
-            let mut clean = consumer.cargo(&vendor, &["clean", "--offline", "--quiet"]);
-            for krate in LIBRARY_CRATES {
-                clean.args(["-p", krate]);
-            }
-            process::run(&mut clean)?;
+            forget_library_builds(consumer.cargo(&vendor, &["clean", "--offline", "--quiet"]))?;
             process::run(&mut consumer.cargo(&vendor, &["build", "--offline", "--frozen"]))
         },
     )?;
@@ -195,6 +188,16 @@ pub(crate) fn check(prefix: &Path) -> Result<()> {
         })?;
     }
     Ok(())
+}
+
+/// Runs `clean` (a `cargo clean` of some target folder) for the library
+/// crates alone: their earlier builds, of the same versions with other
+/// code, would be taken as current.
+fn forget_library_builds(mut clean: Command) -> Result<()> {
+    for krate in LIBRARY_CRATES {
+        clean.args(["-p", krate]);
+    }
+    process::run(&mut clean)
 }
 
 /// Removes the library crates' sources that an earlier dry run's

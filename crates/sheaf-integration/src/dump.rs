@@ -252,6 +252,7 @@ fn file_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::{symlink, MetadataExt};
+    use std::process::Command;
     use std::sync::mpsc;
     use std::time::Duration;
 
@@ -301,10 +302,7 @@ mod tests {
     }
 
     fn mkfifo(path: &Path) {
-        let made = std::process::Command::new("mkfifo")
-            .arg(path)
-            .status()
-            .unwrap();
+        let made = Command::new("mkfifo").arg(path).status().unwrap();
         assert!(made.success(), "mkfifo {}", path.display());
     }
 

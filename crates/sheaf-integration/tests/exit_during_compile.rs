@@ -96,17 +96,10 @@ fn a_process_ending_during_compiles_exits_with_its_own_status() {
                 state % LATEST_END_MS
             };
             let busy = (i / 3) % 2 == 1;
-            cases.push(format!("{mode} {} {delay} {busy}", end.name()));
+            cases.push((format!("{mode} {} {delay} {busy}", end.name()), end));
         }
     }
     let started = Instant::now();
-    let cases: Vec<(String, End)> = cases
-        .into_iter()
-        .map(|case| {
-            let end = End::parse(case.split(' ').nth(1).unwrap());
-            (case, end)
-        })
-        .collect();
     let failures = run_children(
         "a_process_ending_during_compiles_exits_with_its_own_status",
         CHILD,
