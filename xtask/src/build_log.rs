@@ -6,7 +6,7 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use anyhow::{anyhow, Context, Result};
 
@@ -84,6 +84,18 @@ impl BuildLog {
         self.finish(command, status)
     }
 
+    /// Starts `command` with its output in the log only, and returns it
+    /// running; [`BuildLog::finish`] takes its status.
+    pub(crate) fn spawn(&mut self, command: &mut Command) -> Result<Child> {
+        self.start(command)?;
+        let (stdout, stderr) = (self.handle()?, self.handle()?);
+        command
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .with_context(|| format!("cannot start {}", describe(command)))
+    }
+
     fn start(&mut self, command: &Command) -> Result<()> {
         writeln!(self.file, "\n$ {}", describe(command)).map_err(|e| self.write_error(e))
     }
@@ -94,7 +106,9 @@ impl BuildLog {
             .with_context(|| format!("cannot share {}", self.path.display()))
     }
 
-    fn finish(&self, command: &Command, status: std::process::ExitStatus) -> Result<()> {
+    /// `Ok` if `command` ended with `status` success, else its log's last
+    /// lines printed and an error naming the log.
+    pub(crate) fn finish(&self, command: &Command, status: std::process::ExitStatus) -> Result<()> {
         if status.success() {
             return Ok(());
         }

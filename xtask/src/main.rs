@@ -5,6 +5,7 @@
 //! it does and how long it took.
 
 mod aarch64;
+mod background;
 mod bench_vs_jax;
 mod bindings;
 mod build_iree;

@@ -1,6 +1,7 @@
 //! `cargo xtask semver [--baseline-rev REV]`: the library crates' public
 //! API against a git revision's, with `cargo-semver-checks` (installed with
-//! `cargo install --locked` when missing).
+//! `cargo install --locked` when missing; `cargo xtask test` starts that
+//! install in the background at its beginning, `background.rs`).
 //!
 //! The baseline is `HEAD~1` unless `--baseline-rev` names another: on
 //! main, the first parent of a merge, so everything a merged branch changed.
@@ -14,6 +15,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
+use crate::background::{self, Background};
 use crate::process::{self, step};
 
 /// The library packages and their folders, in dependency order.
@@ -41,36 +43,46 @@ pub(crate) fn parse(parser: &mut lexopt::Parser) -> Result<Option<String>> {
 }
 
 pub(crate) fn run(baseline: String) -> Result<()> {
-    check(&crate::package::iree_prefix()?, &baseline)
+    let install = install_in_background()?;
+    check(&crate::package::iree_prefix()?, &baseline, install)
 }
 
-/// Installs `cargo-semver-checks` if missing and checks the library crates
-/// against `baseline`, building them against the IREE install at `prefix`.
-pub(crate) fn check(prefix: &Path, baseline: &str) -> Result<()> {
+/// Starts `cargo install --locked cargo-semver-checks` in the background
+/// (`background.rs`) unless the tool runs already; `None` then.
+pub(crate) fn install_in_background() -> Result<Option<Background>> {
     let installed = Command::new("cargo")
         .args(["semver-checks", "--version"])
         .output()
         .is_ok_and(|output| output.status.success());
-    if !installed {
-        step(
-            "cargo install --locked cargo-semver-checks (once; it is not installed)",
-            || {
-                // In a temporary target folder (removed after), not the
-                // workspace's: the tool's build is larger than the workspace.
-                // Built lighter than its own release profile (fat LTO, one
-                // codegen unit): 237 s instead of 388 s on 2 cores, and its
-                // checks, a fraction of a second of a run whose time is
-                // rustdoc's, stay as fast as they need to be.
-                process::run(
-                    Command::new("cargo")
-                        .args(["install", "--locked", "cargo-semver-checks"])
-                        .env_remove("CARGO_TARGET_DIR")
-                        .env("CARGO_PROFILE_RELEASE_LTO", "false")
-                        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
-                        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1"),
-                )
-            },
-        )?;
+    if installed {
+        return Ok(None);
+    }
+    let mut install = background::at_lowest_priority("cargo");
+    // In a temporary target folder (removed after), not the workspace's:
+    // the tool's build is larger than the workspace. Built lighter than its
+    // own release profile (fat LTO, one codegen unit): 237 s instead of
+    // 388 s on 2 cores, and its checks, a fraction of a second of a run
+    // whose time is rustdoc's, stay as fast as they need to be.
+    install
+        .args(["install", "--locked", "cargo-semver-checks"])
+        .env_remove("CARGO_TARGET_DIR")
+        .env("CARGO_PROFILE_RELEASE_LTO", "false")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
+        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1");
+    Background::start(
+        "cargo install --locked cargo-semver-checks (it is not installed)",
+        install,
+        &process::workspace_root().join("target/semver-checks-install.log"),
+    )
+    .map(Some)
+}
+
+/// Checks the library crates against `baseline`, building them against the
+/// IREE install at `prefix`, once `install` (from
+/// [`install_in_background`]) has installed the tool.
+pub(crate) fn check(prefix: &Path, baseline: &str, install: Option<Background>) -> Result<()> {
+    if let Some(install) = install {
+        install.wait()?;
     }
     let commit = process::output(
         Command::new("git")
