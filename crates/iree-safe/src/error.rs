@@ -8,7 +8,10 @@ use crate::sys;
 /// for values this crate does not name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-#[allow(missing_docs)] // the names are IREE's (and gRPC's) canonical codes
+#[allow(
+    missing_docs,
+    reason = "the names are IREE's (and gRPC's) canonical codes"
+)]
 pub enum StatusCode {
     Cancelled,
     Unknown,

@@ -198,7 +198,10 @@ pub(crate) fn run_exit_work() {
 /// The `atexit` handler: the hooks (first run only), then the function
 /// handed over with [`register_handler_then`], if any. Also run by the
 /// main thread's exit guard (`main_thread`), before it.
-#[cfg_attr(iree_mock, allow(dead_code))]
+#[cfg_attr(
+    iree_mock,
+    allow(dead_code, reason = "the mock registers no atexit handler")
+)]
 extern "C" fn on_exit() {
     if !HOOKS_RAN.swap(true, Ordering::AcqRel) {
         let hooks = std::mem::take(&mut *HOOKS.lock().unwrap_or_else(PoisonError::into_inner));

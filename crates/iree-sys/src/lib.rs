@@ -26,7 +26,9 @@
     unreachable_pub,
     unsafe_op_in_unsafe_fn,
     clippy::all,
-    clippy::undocumented_unsafe_blocks
+    clippy::undocumented_unsafe_blocks,
+    clippy::allow_attributes_without_reason,
+    reason = "bindgen's declarations: IREE's C names, bindgen's style and its own allows"
 )]
 mod bindings {
     // Linux: the shared part and the architecture's (the build script

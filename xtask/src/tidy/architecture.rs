@@ -7,7 +7,8 @@
 //!    cycle means two modules that cannot be read, tested or moved apart.
 //! 7. No hand-written library file (`crates/*/src/**/*.rs`, bindgen's
 //!    output aside) is over [`MAX_LINES`] lines: split it by concept.
-//! 8. No `#[path = ...]` attribute, but in [`PATH_INCLUDES`]: a test,
+//! 8. No `#[path = ...]` attribute (nor `path = ...` in a `cfg_attr`), but
+//!    in [`PATH_INCLUDES`]: a test,
 //!    benchmark or example uses `test-support`, a binary its library.
 //! 9. Nothing in `crates/iree-safe` or `crates/iree-sys` (sources, tests,
 //!    build scripts, README, Cargo.toml) names Sheaf or its `SHEAF_JIT_*`
@@ -25,7 +26,8 @@ use super::{code_of, is_comment, read, rust_files, GENERATED};
 use crate::process::workspace_root;
 
 /// The library crates whose module graphs must be acyclic.
-const LIBRARY_CRATES: &[&str] = &["iree-sys", "iree-safe", "jit-cache", "sheaf-integration"];
+pub(super) const LIBRARY_CRATES: &[&str] =
+    &["iree-sys", "iree-safe", "jit-cache", "sheaf-integration"];
 
 /// The most lines a hand-written library file may have.
 const MAX_LINES: usize = 800;
@@ -213,17 +215,35 @@ fn long_files(files: &[(PathBuf, String)], max: usize) -> Vec<String> {
         .collect()
 }
 
-/// The lines of `text` with a `#[path` attribute in code: `(line, text)`.
+/// The attributes in code of `text` that set a module's path, `#[path =
+/// ...]` or a `path = ...` inside `#[cfg_attr(...)]` (on one line or, as
+/// rustfmt writes a long one, several): `(first line, text)`.
 fn path_attributes(text: &str) -> Vec<(usize, String)> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !is_comment(line))
-        .filter(|(_, line)| {
-            let code: String = code_of(line).split_whitespace().collect();
-            code.contains("#[path=")
-        })
-        .map(|(index, line)| (index + 1, line.trim().to_owned()))
-        .collect()
+    let mut found = Vec::new();
+    // A `#[cfg_attr(` not closed yet: its first line and its code so far.
+    let mut open: Option<(usize, String)> = None;
+    for (index, line) in text.lines().enumerate() {
+        if is_comment(line) {
+            continue;
+        }
+        let code: String = code_of(line).split_whitespace().collect();
+        let (first, attribute) = match open.take() {
+            Some((first, before)) => (first, before + &code),
+            None if code.contains("#[cfg_attr(") => (index, code),
+            None => {
+                if code.contains("#[path=") {
+                    found.push((index + 1, line.trim().to_owned()));
+                }
+                continue;
+            }
+        };
+        if !attribute.contains(")]") {
+            open = Some((first, attribute));
+        } else if attribute.contains(",path=") {
+            found.push((first + 1, attribute));
+        }
+    }
+    found
 }
 
 /// The lines of `text` that name Sheaf, in any case: `(line, text)`.
@@ -464,6 +484,19 @@ mod checks {
         let text = text.as_str();
         let found: Vec<usize> = path_attributes(text).into_iter().map(|(l, _)| l).collect();
         assert_eq!(found, [2, 5]);
+        // Inside `cfg_attr`, on one line or on several as rustfmt writes it.
+        let text = "@[cfg_attr(test, path = \"a.rs\")]\n\
+                    mod a;\n\
+                    @[cfg_attr(\n\
+                        not(feature = \"tls\"),\n\
+                        path = \"b.rs\"\n\
+                    )]\n\
+                    mod b;\n\
+                    @[cfg_attr(test, allow(dead_code))]\n\
+                    mod c;"
+            .replace('@', "#");
+        let found: Vec<usize> = path_attributes(&text).into_iter().map(|(l, _)| l).collect();
+        assert_eq!(found, [1, 3]);
         assert!(PATH_INCLUDES
             .iter()
             .all(|(file, _)| workspace_root().join(file).is_file()));

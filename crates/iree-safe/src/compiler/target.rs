@@ -62,7 +62,7 @@ pub fn host_cpu() -> &'static str {
 }
 
 fn detected_features() -> String {
-    #[allow(unused_mut)]
+    #[allow(unused_mut, reason = "only the x86_64 block below appends to it")]
     let mut text = std::env::consts::ARCH.to_owned();
     #[cfg(target_arch = "x86_64")]
     {

@@ -2,7 +2,7 @@
 //! expected outputs, a runner on the real runtime, and compilers that count
 //! their calls.
 
-#![allow(dead_code)] // each test file uses a different subset
+#![allow(dead_code, reason = "each test file uses a different subset")]
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};

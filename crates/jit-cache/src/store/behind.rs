@@ -29,7 +29,10 @@ pub(crate) struct NoLease;
 pub(crate) enum Found<V> {
     /// The artifact turned into a `V`, with its bytes (to store in the
     /// folder). Only a remote tier finds one.
-    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
+    #[cfg_attr(
+        not(feature = "remote"),
+        allow(dead_code, reason = "only a remote tier finds an artifact")
+    )]
     Artifact(V, Vec<u8>),
     /// Nothing: the caller builds, holding the lease (if any) until it
     /// hands the artifact to [`Behind::publish`].

@@ -73,10 +73,14 @@
 mod address;
 #[cfg(test)]
 mod tests;
+#[cfg(feature = "remote-tls")]
+mod tls;
 // Without `remote-tls`, a stand-in that is never made: `rediss://` is
 // refused when the address is parsed.
-#[cfg_attr(not(feature = "remote-tls"), path = "redis/tls_left_out.rs")]
-mod tls;
+#[cfg(not(feature = "remote-tls"))]
+mod tls_left_out;
+#[cfg(not(feature = "remote-tls"))]
+use self::tls_left_out as tls;
 
 use std::fmt;
 use std::io::{self, BufReader, BufWriter, Read, Write};

@@ -1,7 +1,7 @@
 //! Mock backend shared by the integration tests: an executable that counts
 //! its creations and drops, a compiler that counts compiles per signature and
 //! can fail or panic, and an interpreter with known results.
-#![allow(dead_code)] // each test binary uses a part of it
+#![allow(dead_code, reason = "each test binary uses a part of it")]
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

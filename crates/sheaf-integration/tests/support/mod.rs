@@ -3,7 +3,7 @@
 //! benchmarks or the examples use too (a real Redis server, child
 //! processes) is in the `test-support` crate.
 
-#![allow(dead_code)] // each test file uses a different subset
+#![allow(dead_code, reason = "each test file uses a different subset")]
 
 pub(crate) mod structured;
 

@@ -148,7 +148,7 @@ fn dense_byte_length(shape: &[usize], element_type: iree_hal_element_type_t) -> 
 /// # Safety
 /// `device` is live, `allocator` is its allocator, `shape` holds
 /// `shape_rank` dims, `initial_data` is readable, `out_buffer_view` valid.
-#[allow(clippy::too_many_arguments)] // IREE's signature
+#[allow(clippy::too_many_arguments, reason = "IREE's signature")]
 pub(crate) unsafe fn iree_hal_buffer_view_allocate_buffer_copy(
     device: *mut iree_hal_device_t,
     allocator: *mut iree_hal_allocator_t,
