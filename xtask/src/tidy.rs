@@ -24,12 +24,15 @@
 //!
 //! 10. The README's `xtask` row names every command of `cargo xtask
 //!     --help` (`cli.rs`'s `COMMANDS`), and no other.
+//! 11. Each library crate's rustdoc lists its Cargo features, the defaults
+//!     marked, in a `# Crate features` section (`tidy/features.rs`).
 //!
 //! Rules 1 and 2 cover the crates, xtask and the fuzz targets.
 
 #![cfg(test)]
 
 mod architecture;
+mod features;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -41,6 +41,17 @@
 //! The modules form a tree: the low-level ones (`sys`, `error`, `handle`,
 //! `strings`, `transfer`) know nothing of the objects above them, and each
 //! object's module only imports the objects it is built from.
+//!
+//! # Crate features
+//!
+//! - `in-process-compiler` (default): the in-process compiler
+//!   (`compiler::InProcessCompiler`: `libIREECompiler` loaded with
+//!   libloading). Without it only the subprocess compiler (`iree-compile`)
+//!   runs, and asking for the in-process one is an error naming the feature.
+//! - `platform-gpu` (default), `vulkan`, `cuda`, `metal`: the runtime's HAL
+//!   drivers, iree-runtime-sys's features of the same names (its crate
+//!   docs): the target's GPU drivers, or that driver, required. The CPU
+//!   drivers are always built.
 
 #![deny(missing_docs)]
 #![warn(clippy::missing_errors_doc)]

@@ -14,6 +14,23 @@
 //!
 //! See `README.md` for how the runtime is found and the environment variables
 //! the build script reads.
+//!
+//! # Crate features
+//!
+//! The CPU drivers (`local-sync`, `local-task`) are always built; the
+//! features choose the GPU drivers of a runtime built from source (the
+//! README's "Cargo features: the HAL drivers" gives what each costs).
+//!
+//! - `platform-gpu` (default): the GPU drivers of the target's platform:
+//!   Vulkan on Linux, and CUDA where its headers are found
+//!   (`IREE_CUDA_DEPS_DIR`, `CUDA_PATH`, `/usr/local/cuda`); Metal on macOS.
+//! - `vulkan`: Vulkan, required (its headers are in the IREE sources; the
+//!   driver opens `libvulkan.so.1` when a device is created).
+//! - `cuda`: CUDA, required: without the CUDA headers the build fails,
+//!   naming what to install (the driver opens `libcuda.so` when a device is
+//!   created).
+//! - `metal`: Metal, required (macOS; links the Metal, Foundation and
+//!   CoreGraphics frameworks).
 
 // The generated declarations keep IREE's C names and bindgen's style; the
 // lint exceptions cover that module only.

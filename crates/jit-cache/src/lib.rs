@@ -128,6 +128,25 @@
 //! assert_eq!((stats.total.compiles, stats.total.live_entries), (2, 2));
 //! println!("{stats}");
 //! ```
+//!
+//! # Crate features
+//!
+//! - `store` (default): the persistent artifact store
+//!   (`store::ArtifactStore`): entries on disk, authenticated with
+//!   HMAC-SHA256, in folders checked for their owner and mode, written
+//!   atomically, bounded in size.
+//! - `remote`: a remote tier behind the store (`store::RemoteTier`,
+//!   `store::RedisStore`, `store::SharedFolderStore`): a Redis client of
+//!   its own on `std::net`, a circuit breaker, a publisher thread, compile
+//!   leases.
+//! - `remote-tls`: TLS for the remote tier (`rediss://`): rustls on ring,
+//!   the server's certificate checked against the system's roots or a
+//!   configured CA file. Without it a `rediss://` address is refused,
+//!   naming this feature.
+//! - `serde`: `serde::Serialize` for the statistics (`CacheStats`,
+//!   `FunctionStats`, `Counters`, `FunctionMode`, and with `store`
+//!   `StoreStats`, with `remote` `RemoteStats` and `BreakerState`).
+
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(clippy::missing_errors_doc)]

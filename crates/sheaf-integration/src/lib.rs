@@ -46,6 +46,37 @@
 //! println!("{}", jit.profile());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Crate features
+//!
+//! - `disk-cache` (default): the persistent artifact cache on disk
+//!   (`SHEAF_JIT_CACHE_DIR`): compiled artifacts, what the cache policy
+//!   learned and the compiler's `--version`, kept between processes.
+//!   Without it the runtime caches in memory only.
+//! - `remote-cache` (default): the artifact cache a cluster shares
+//!   (`SHEAF_JIT_REMOTE_CACHE`): Redis or a shared folder, compile leases,
+//!   a circuit breaker and a publisher thread.
+//! - `remote-cache-tls` (default): TLS for the remote cache (`rediss://`,
+//!   `SHEAF_JIT_REMOTE_CA`): rustls on ring.
+//! - `in-process-compiler` (default): the in-process compiler
+//!   (iree-safe's feature of the same name). Without it every compile runs
+//!   `iree-compile`.
+//! - `platform-gpu` (default), `vulkan`, `cuda`, `metal`: the runtime's HAL
+//!   drivers (iree-runtime-sys's features of the same names): the target's
+//!   GPU drivers (Vulkan, and CUDA where its headers are found, on Linux;
+//!   Metal on macOS), or that driver, required. The CPU drivers are always
+//!   built.
+//! - `serde`: `serde::Serialize` for what the runtime reports (the profile,
+//!   the caches' statistics, `CachedVariant`).
+//! - `cli`: the `sheaf-jit-cache` command, which shows, checks and trims
+//!   the disk cache and shows and checks bundles (`cargo install
+//!   sheaf-integration --features cli`).
+//! - `trace-subscriber`: deprecated, does nothing (the stderr log,
+//!   `SHEAF_JIT_LOG`, is in every build); kept so that builds naming it
+//!   still resolve.
+//!
+//! A setting that asks for a part a build leaves out is a
+//! `ConfigError::FeatureDisabled` naming the feature.
 
 #![deny(missing_docs)]
 #![warn(clippy::missing_errors_doc)]
