@@ -3,9 +3,12 @@
 //!
 //! One [`JitRuntime`] per process holds one shared IREE runtime (each
 //! compiled artifact is a small module in it, unloaded on eviction), the
-//! compiler (in-process preferred, `iree-compile` as fallback; loaded on the
-//! first real compile) behind a persistent disk cache and optional artifact
-//! bundles, an upload cache for reused host arrays, and the bounded cache
+//! compiler (by default `iree-compile` in a child process when one is
+//! found, so that neither a compiler crash nor an exit during a compile can
+//! take the caller down; else, or on request, the in-process library,
+//! loaded on the first real compile) behind a persistent disk cache and
+//! optional artifact bundles, an upload cache for reused host arrays, and
+//! the bounded cache
 //! policy of `jit-cache` (per-function caches keyed by shapes, dtypes, the
 //! arguments' structure and the scalars baked into the code, which admit
 //! only recurring signatures at capacity and interpret the rare ones; global

@@ -19,7 +19,7 @@ use crate::logging::{self, StderrLog};
 /// [`ConfigError::Invalid`] for a `SHEAF_JIT_LOG` that does not parse or a
 /// `SHEAF_JIT_TRACE` value that is not a switch.
 #[deprecated(
-    since = "0.3.0",
+    since = "0.2.0",
     note = "set SHEAF_JIT_LOG (a RUST_LOG-style filter), which a runtime applies when it starts, or call `logging::apply_env`"
 )]
 pub fn init_from_env() -> Result<bool, ConfigError> {
