@@ -308,11 +308,7 @@ impl Secret {
         let mut mac =
             Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
         mac.update(b"sheaf-jit remote key namespace v1");
-        let digest = mac.finalize().into_bytes();
-        digest[..8]
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect()
+        crate::hex::encode(&mac.finalize().into_bytes()[..8])
     }
 
     /// The tag of an entry: HMAC-SHA256 over its key, its payload's length
