@@ -18,7 +18,7 @@
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command};
-use std::time::Instant;
+use std::time::SystemTime;
 
 use anyhow::{Context, Result};
 
@@ -45,7 +45,7 @@ pub(crate) struct Background {
     command: Command,
     child: Child,
     log: BuildLog,
-    started: Instant,
+    started: SystemTime,
 }
 
 impl Background {
@@ -63,7 +63,7 @@ impl Background {
             command,
             child,
             log,
-            started: Instant::now(),
+            started: SystemTime::now(),
         })
     }
 
@@ -75,11 +75,19 @@ impl Background {
                 .wait()
                 .with_context(|| format!("cannot wait for {}", self.what))
         })?;
-        eprintln!(
-            "[xtask] {}: ended {:.1}s after it started",
-            self.what,
-            self.started.elapsed().as_secs_f64()
-        );
+        // Its last output is when it ended (it may have ended long before
+        // this wait).
+        let ended = std::fs::metadata(self.log.path())
+            .and_then(|log| log.modified())
+            .ok()
+            .and_then(|modified| modified.duration_since(self.started).ok());
+        if let Some(ended) = ended {
+            eprintln!(
+                "[xtask] {}: ended {:.0}s after it started",
+                self.what,
+                ended.as_secs_f64()
+            );
+        }
         self.log.finish(&self.command, status)
     }
 }
