@@ -2,6 +2,12 @@
 //! resolution bounded by the connect timeout (the wire itself is tested in
 //! `tests/remote_wire.rs`).
 
+use std::net::SocketAddr;
+use std::sync::mpsc;
+use std::thread;
+
+use super::address::Endpoint;
+use super::socket::{resolve, time_left};
 use super::*;
 
 #[test]
