@@ -16,7 +16,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use jit_cache::store::{ArtifactStore, StoreConfig};
+use jit_store::{ArtifactStore, StoreConfig};
 use libfuzzer_sys::fuzz_target;
 
 /// The key of the entry file, as the seeds' manifests name it.

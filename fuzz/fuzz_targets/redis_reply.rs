@@ -8,7 +8,7 @@
 use std::fmt::Debug;
 use std::io::{BufRead, BufReader};
 
-use jit_cache::store::redis_reply::{
+use jit_store::redis_reply::{
     read_bulk, read_length, read_ok, read_ok_or_nil, ReplyError, MAX_ERROR_LINE, MAX_HEADER_LINE,
 };
 use libfuzzer_sys::fuzz_target;

@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use jit_cache::store::{ArtifactKey, ArtifactStore, KeyParts, StoreConfig};
+use jit_store::{ArtifactKey, ArtifactStore, KeyParts, StoreConfig};
 use libfuzzer_sys::fuzz_target;
 
 /// A store whose secret is fixed (so that the committed corpus holds

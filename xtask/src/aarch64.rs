@@ -66,10 +66,12 @@ struct Package {
 /// tests and examples run as tests, but for those listed. Every feature is
 /// on but the GPU drivers' (`vulkan`, `cuda`): the cross-built runtime
 /// carries the CPU drivers only (`cross.rs`), and a driver feature requires
-/// its driver. `jit-cache` is
-/// left out: it is pure Rust policy without FFI or layouts, and qemu on
-/// x86_64 does not reproduce aarch64's weaker memory ordering, so it has
-/// nothing to show there that its native run does not.
+/// its driver. `jit-cache` and `jit-store` are left out: they are safe
+/// Rust without FFI or layouts of their own, and qemu on x86_64 does not
+/// reproduce aarch64's weaker memory ordering, so they have nothing to show
+/// there that their native runs do not; the store's system calls (rustix)
+/// and ring's assembly run under qemu in sheaf-integration's tests, whose
+/// disk and remote caches are on.
 const PACKAGES: &[Package] = &[
     Package {
         name: "iree-runtime-sys",

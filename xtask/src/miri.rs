@@ -17,13 +17,10 @@ use anyhow::{Context, Result};
 
 use crate::process::{self, step};
 
-/// What runs under miri: `jit-cache`'s policy core alone (its `store`
-/// feature is file and socket I/O, which miri cannot run much of), and
-/// `iree-safe` against its mock of the C API.
-const CRATES: &[(&str, &[&str])] = &[
-    ("jit-cache", &["--no-default-features"]),
-    ("iree-safe", &[]),
-];
+/// What runs under miri: `jit-cache`'s policy (no I/O), and `iree-safe`
+/// against its mock of the C API. (`jit-store` is file and socket I/O,
+/// which miri cannot run much of.)
+const CRATES: &[(&str, &[&str])] = &[("jit-cache", &[]), ("iree-safe", &[])];
 
 /// One `cargo miri test` of one test target.
 struct Job {

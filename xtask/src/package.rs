@@ -50,6 +50,7 @@ pub(crate) const LIBRARY_CRATES: &[&str] = &[
     "iree-runtime-sys",
     "iree-safe",
     "jit-cache",
+    "jit-store",
     "sheaf-integration",
 ];
 
@@ -87,7 +88,7 @@ pub(crate) fn check(prefix: &Path) -> Result<()> {
     )?;
     step(
         "cargo publish --dry-run, with verification, in dependency order, against crates.io (no \
-         patch): iree-runtime-sys, iree-safe, jit-cache, sheaf-integration",
+         patch): iree-runtime-sys, iree-safe, jit-cache, jit-store, sheaf-integration",
         || {
             // Cargo takes a registry package of a version it has seen as
             // unchanged: the last run's builds and unpacked sources of these

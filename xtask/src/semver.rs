@@ -23,6 +23,7 @@ const PACKAGES: &[(&str, &str)] = &[
     ("iree-runtime-sys", "crates/iree-sys"),
     ("iree-safe", "crates/iree-safe"),
     ("jit-cache", "crates/jit-cache"),
+    ("jit-store", "crates/jit-store"),
     ("sheaf-integration", "crates/sheaf-integration"),
 ];
 

@@ -1,16 +1,14 @@
-//! A bounded multi-signature JIT cache, and the artifact stores behind it.
+//! A bounded multi-signature JIT cache: the policy, with no I/O.
 //!
 //! `jit-cache` decides, for each call of a JIT-compiled function, whether to
 //! run a cached executable, compile one (on the calling thread, or queued
 //! on a background pool while the call interprets), or run the
 //! interpreter. The policy is generic over the executable type
-//! ([`Executable`]) and does no I/O, so it is tested with a mock backend
-//! and runs under miri. With the `store` feature (on by default) the crate
-//! also keeps compiled artifacts, and what the policy learned, on disk
-//! between processes (`store::ArtifactStore`), and with `remote` shares
-//! the artifacts across machines through a Redis server
-//! (`store::RemoteTier`). The design and the peers it improves on (JAX,
-//! PyTorch Dynamo) are in the repository's `docs/architecture.md`.
+//! ([`Executable`]) and does no I/O (it opens no file and no socket), so
+//! it is tested with a mock backend and runs under miri. The artifacts on disk, and what the policy learned, are
+//! kept between processes by the `jit-store` crate, which builds on this
+//! one. The design and the peers it improves on (JAX, PyTorch Dynamo) are
+//! in the repository's `docs/architecture.md`.
 //!
 //! - **Key**: a [`Signature`] holds each argument's dtype and dims (rank
 //!   included), the scalars baked into the code (exact bits), how the
@@ -34,9 +32,8 @@
 //!   were cached), so a restarted process compiles (or loads from disk)
 //!   the dynamic variant from the first call and admits the signatures it
 //!   had cached; and tells the memory what it learns when that changes
-//!   (on compile completions, never on a hit). The `store` feature keeps
-//!   it in policy files beside the artifacts
-//!   (`store::ArtifactStore::keep_policy`).
+//!   (on compile completions, never on a hit). jit-store keeps it in
+//!   policy files beside the artifacts (`ArtifactStore::keep_policy`).
 //! - **Per-function capacity**: several signatures of one function coexist
 //!   (a new shape is an ordinary miss), up to the function's capacity
 //!   (default 8); an evicted executable is dropped at once.
@@ -71,20 +68,12 @@
 //!   no report interprets. [`JitCache::wait_for_compiles`] waits for the
 //!   queue to drain; [`JitCache::insert`] caches executables compiled
 //!   ahead.
-//! - **Artifacts on disk** (cargo feature `store`, on by default):
-//!   `store::ArtifactStore` keeps compiled artifacts between runs (keys,
-//!   authenticated entries, atomic writes, a size bound); with the `remote`
-//!   feature, a `store::RemoteTier` behind it shares them across a cluster
-//!   (Redis, entries authenticated under a shared secret, a circuit
-//!   breaker). Without them the crate is the policy alone, with no I/O
-//!   dependency.
 //! - **Observability**: [`JitCache::stats`] (per function and total, with a
 //!   report table as `Display`) and `tracing` events under the targets of
 //!   [`log_targets`] (`sheaf_jit::recompiles`: `debug` per miss with its
 //!   explanation and admission decision, per eviction and per refused
 //!   signature, `warn` per failed compile; `sheaf_jit::policy`: `warn` per
-//!   policy mode change; the stores' under `sheaf_jit::cache` and
-//!   `sheaf_jit::remote`).
+//!   policy mode change).
 //!
 //! # Example
 //!
@@ -131,21 +120,8 @@
 //!
 //! # Crate features
 //!
-//! - `store` (default): the persistent artifact store
-//!   (`store::ArtifactStore`): entries on disk, authenticated with
-//!   HMAC-SHA256, in folders checked for their owner and mode, written
-//!   atomically, bounded in size.
-//! - `remote`: a remote tier behind the store (`store::RemoteTier`,
-//!   `store::RedisStore`, `store::SharedFolderStore`): a Redis client of
-//!   its own on `std::net`, a circuit breaker, a publisher thread, compile
-//!   leases.
-//! - `remote-tls`: TLS for the remote tier (`rediss://`): rustls on ring,
-//!   the server's certificate checked against the system's roots or a
-//!   configured CA file. Without it a `rediss://` address is refused,
-//!   naming this feature.
 //! - `serde`: `serde::Serialize` for the statistics (`CacheStats`,
-//!   `FunctionStats`, `Counters`, `FunctionMode`, and with `store`
-//!   `StoreStats`, with `remote` `RemoteStats` and `BreakerState`).
+//!   `FunctionStats`, `Counters`, `FunctionMode`).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -166,7 +142,7 @@ mod function_cache;
 mod function_id;
 mod generalize;
 mod hashing;
-mod hex;
+pub mod hex;
 mod layout;
 mod learned;
 pub mod log_targets;
@@ -176,11 +152,9 @@ mod scalar_conversions;
 #[cfg(feature = "serde")]
 mod serialize;
 mod signature;
-mod single_flight;
+pub mod single_flight;
 mod state;
 mod stats;
-#[cfg(feature = "store")]
-pub mod store;
 mod thrash;
 mod wait_rule;
 

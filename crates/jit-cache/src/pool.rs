@@ -154,7 +154,7 @@ impl<J: Job> Pool<J> {
             Err(error) => {
                 self.shared.lock().started -= 1;
                 tracing::warn!(
-                    target: crate::log_targets::COMPILE,
+                    target: crate::log_targets::RECOMPILES,
                     %error,
                     "cannot start a background compile thread ({error}); queued compiles wait"
                 );

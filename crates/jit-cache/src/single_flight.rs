@@ -3,22 +3,37 @@
 //!
 //! [`JitCache`](crate::JitCache) keeps one [`Flight`] per signature being
 //! compiled (under its lock, so the "compile or wait" decision is atomic with
-//! the lookup); the disk [`store`](crate::store) keeps one per artifact key
+//! the lookup); jit-store's `ArtifactStore` keeps one per artifact key
 //! being built. Whoever builds must complete the flight exactly once, also
-//! when it unwinds (`cache::CompileTicket`, `store::artifact_store::Builder`), which
-//! wakes every waiter.
+//! when it unwinds (`cache::CompileTicket` here, jit-store's
+//! `artifact_store::Builder`), which wakes every waiter.
+//!
+//! ```
+//! use jit_cache::single_flight::Flight;
+//!
+//! let flight = Flight::new();
+//! let waiter = std::thread::spawn({
+//!     let flight = flight.clone();
+//!     move || flight.wait()
+//! });
+//! flight.complete("built");
+//! flight.complete("ignored: the first value wins");
+//! assert_eq!(waiter.join().unwrap(), "built");
+//! ```
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 /// A value being computed by one thread and awaited by others.
 #[derive(Debug)]
-pub(crate) struct Flight<V> {
+pub struct Flight<V> {
     result: Mutex<Option<V>>,
     done: Condvar,
 }
 
 impl<V: Clone> Flight<V> {
-    pub(crate) fn new() -> Arc<Self> {
+    /// A flight with no value yet.
+    #[must_use]
+    pub fn new() -> Arc<Self> {
         Arc::new(Flight {
             result: Mutex::new(None),
             done: Condvar::new(),
@@ -26,7 +41,7 @@ impl<V: Clone> Flight<V> {
     }
 
     /// Publishes the value and wakes the waiters. The first value wins.
-    pub(crate) fn complete(&self, value: V) {
+    pub fn complete(&self, value: V) {
         let mut slot = self.result.lock().unwrap_or_else(PoisonError::into_inner);
         if slot.is_none() {
             *slot = Some(value);
@@ -36,7 +51,7 @@ impl<V: Clone> Flight<V> {
     }
 
     /// Blocks until the value is published.
-    pub(crate) fn wait(&self) -> V {
+    pub fn wait(&self) -> V {
         let slot = self.result.lock().unwrap_or_else(PoisonError::into_inner);
         let slot = self
             .done

@@ -3,16 +3,14 @@
 //! the working set fits again, and a property test of what every trace must
 //! satisfy.
 
-mod common;
-
 use std::collections::HashSet;
 
-use common::{expected, run, MockCompiler, Ran};
 use jit_cache::{
     CacheConfig, DType, FallbackReason, FunctionId, JitCache, Origin, Provenance, Refusal,
     Signature,
 };
 use proptest::prelude::*;
+use test_support::mock_cache::{expected, run, MockCompiler, Ran};
 
 const CAPACITY: usize = 4;
 
@@ -23,7 +21,7 @@ fn sig(n: u64) -> Signature {
 }
 
 struct Workload {
-    cache: JitCache<common::MockExe>,
+    cache: JitCache<test_support::mock_cache::MockExe>,
     compiler: MockCompiler,
     func: FunctionId,
     capacity: usize,

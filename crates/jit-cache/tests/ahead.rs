@@ -1,12 +1,10 @@
 //! Executables compiled ahead of time (`JitCache::insert`): cached like a
 //! compile, bounded like one, served as hits.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{expected, f32_sig, run, MockCompiler, Ran};
 use jit_cache::{CacheConfig, FunctionId, JitCache, Origin, Provenance};
+use test_support::mock_cache::{expected, f32_sig, run, MockCompiler, Ran};
 
 #[test]
 fn inserted_executables_are_hits_within_the_capacity() {

@@ -4,18 +4,16 @@
 //! without leaking executables. Compiles here wait on a gate, so every state
 //! of the pool is observed, not raced.
 
-mod common;
-
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use common::{expected, f32_sig, Behaviour, MockCompiler, MockExe};
 use jit_cache::{
     CacheConfig, CompileFailure, Dispatch, FallbackReason, FunctionId, JitCache, Origin, Prepared,
     Signature,
 };
+use test_support::mock_cache::{expected, f32_sig, Behaviour, MockCompiler, MockExe};
 
 /// A compile prepared for the pool.
 type Work = Box<dyn FnOnce() -> Result<MockExe, CompileFailure> + Send>;

@@ -1,12 +1,10 @@
 //! Global entry and byte budgets, eviction across functions, and the release
 //! of every executable exactly once.
 
-mod common;
-
-use common::{expected, f32_sig, run, MockCompiler, Ran};
 use jit_cache::{
     CacheConfig, Dispatch, EvictionCause, FunctionId, JitCache, MissReason, Origin, Provenance,
 };
+use test_support::mock_cache::{expected, f32_sig, run, MockCompiler, Ran};
 
 fn compiled_now(outcome: Provenance) -> MissReason {
     match outcome {
@@ -69,7 +67,7 @@ fn the_byte_budget_evicts_until_the_bytes_fit_and_skips_oversized_executables() 
     // Size from the first dim: f32[n] weighs n bytes.
     let compiler = MockCompiler::with(
         |s| s.args()[0].dims()[0] as usize,
-        |_| common::Behaviour::Succeed,
+        |_| test_support::mock_cache::Behaviour::Succeed,
     );
     let cache = JitCache::new(CacheConfig {
         max_total_bytes: 1000,

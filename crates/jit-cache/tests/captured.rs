@@ -1,12 +1,10 @@
 //! Captured scalars are part of the key: a changed constant never reuses
 //! code compiled for another value.
 
-mod common;
-
-use common::{expected, run, MockCompiler, Ran};
 use jit_cache::{
     CapturedScalar, DType, FunctionId, JitCache, MissReason, Origin, Provenance, Signature,
 };
+use test_support::mock_cache::{expected, run, MockCompiler, Ran};
 
 fn softmax(temperature: f32) -> Signature {
     Signature::builder()

@@ -1,13 +1,11 @@
 //! Churn over more signatures than the capacity: bounded entries, fallback,
 //! interpreter results, relapse and recovery.
 
-mod common;
-
-use common::{expected, run, MockCompiler, Ran};
 use jit_cache::{
     CacheConfig, CachePolicy, DType, FallbackReason, FunctionId, FunctionMode, JitCache,
     Provenance, Signature,
 };
+use test_support::mock_cache::{expected, run, MockCompiler, Ran};
 
 fn sig(n: i64) -> Signature {
     Signature::builder()
@@ -18,7 +16,7 @@ fn sig(n: i64) -> Signature {
 }
 
 struct Churn {
-    cache: JitCache<common::MockExe>,
+    cache: JitCache<test_support::mock_cache::MockExe>,
     compiler: MockCompiler,
     func: FunctionId,
     interpreted: u64,

@@ -4,19 +4,17 @@
 //! exact signatures are preferred (and kept), then the most specific
 //! dynamic one.
 
-mod common;
-
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use common::{
-    capture_logs, expected, f32_sig, mlp, ragged_batches, run, Behaviour, MockCompiler, MockExe,
-    Ran,
-};
 use jit_cache::{
     ArgSpec, CacheConfig, CapturedScalar, CompileFailure, DType, Dispatch, FallbackReason,
     FunctionId, JitCache, Origin, Prepared, Provenance, Signature,
+};
+use test_support::mock_cache::{
+    capture_logs, expected, f32_sig, mlp, ragged_batches, run, Behaviour, MockCompiler, MockExe,
+    Ran,
 };
 
 fn dynamic(name: &str) -> FunctionId {

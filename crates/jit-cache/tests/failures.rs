@@ -1,13 +1,11 @@
 //! Failed compiles are remembered per signature, retried later, and a
 //! panicking compile callback does not poison the cache.
 
-mod common;
-
-use common::{expected, f32_sig, run, Behaviour, MockCompiler, Ran};
 use jit_cache::{
     CacheConfig, CompileFailure, ErrorChain, FallbackReason, FunctionId, FunctionMode, JitCache,
     MissReason, Origin, Provenance,
 };
+use test_support::mock_cache::{expected, f32_sig, run, Behaviour, MockCompiler, Ran};
 
 fn config() -> CacheConfig {
     CacheConfig {
@@ -199,12 +197,13 @@ fn a_refused_signature_is_remembered_but_not_counted_as_a_compile() {
     let f = FunctionId::new("mlp_layer", 1);
     let bad = f32_sig(&[5, 32]);
     let lowerings = std::cell::Cell::new(0);
-    let lower = |_: &jit_cache::Signature| -> Result<common::MockExe, CompileFailure> {
-        lowerings.set(lowerings.get() + 1);
-        Err(CompileFailure::refused(std::io::Error::other(
-            "x is f32[5,32] but W is f32[64,256]",
-        )))
-    };
+    let lower =
+        |_: &jit_cache::Signature| -> Result<test_support::mock_cache::MockExe, CompileFailure> {
+            lowerings.set(lowerings.get() + 1);
+            Err(CompileFailure::refused(std::io::Error::other(
+                "x is f32[5,32] but W is f32[64,256]",
+            )))
+        };
     for _ in 0..3 {
         let jit_cache::Dispatch::Interpret {
             reason: FallbackReason::CompileFailed(failure),

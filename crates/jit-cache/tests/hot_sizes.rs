@@ -4,15 +4,15 @@
 //! beyond the function's capacity or the global budgets, never for a
 //! blocking call, and a failed one leaves the dynamic variant serving.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{expected, mlp, ragged_batches, run, Behaviour, MockCompiler, MockExe};
 use jit_cache::{
     CacheConfig, CompileFailure, Dispatch, FallbackReason, FunctionId, JitCache, MissReason,
     Origin, Prepared,
+};
+use test_support::mock_cache::{
+    expected, mlp, ragged_batches, run, Behaviour, MockCompiler, MockExe,
 };
 
 fn mlp_layer() -> FunctionId {

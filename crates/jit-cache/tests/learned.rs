@@ -4,18 +4,16 @@
 //! it learns when that changes, never on a hit. The memory here keeps each
 //! function's policy as the text of a policy file, as the disk cache does.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{expected, mlp, run, MockCompiler, MockExe, Ran};
 use jit_cache::{
     stable_hash, CacheConfig, CompileFailure, DType, Dispatch, FallbackReason, FunctionId,
     JitCache, LearnedPolicy, Origin, PolicyMemory, PolicyScope, Prepared, Provenance, Refusal,
     Signature,
 };
+use test_support::mock_cache::{expected, mlp, run, MockCompiler, MockExe, Ran};
 
 const COMPILER: &str = "mock compiler 1";
 const TARGET: &str = "mock target";

@@ -2,10 +2,8 @@
 //! captures logs through the process-global subscriber of `capture_logs`, so
 //! they sit in their own binary.
 
-mod common;
-
-use common::{capture_logs, expected, f32_sig, run, Behaviour, MockCompiler, Ran};
 use jit_cache::{CacheConfig, CachePolicy, FunctionId, FunctionMode, JitCache};
+use test_support::mock_cache::{capture_logs, expected, f32_sig, run, Behaviour, MockCompiler};
 
 #[test]
 fn misses_are_explained_in_the_trace() {
@@ -148,14 +146,6 @@ fn each_thrash_transition_is_logged_once() {
         cache.stats().function(&f).unwrap().mode,
         FunctionMode::Normal
     );
-}
-
-impl Ran {
-    fn value(self) -> i64 {
-        match self {
-            Ran::Compiled(v) | Ran::Interpreted(v) => v,
-        }
-    }
 }
 
 /// Under the adaptive policy the trace says why each miss at capacity does

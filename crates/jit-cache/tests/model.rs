@@ -1,15 +1,13 @@
 //! Property test: the cache against a simple reference model (linear scans
 //! over a list of entries with last-use times) on random call sequences.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::{f32_sig, run, Behaviour, MockCompiler};
 use jit_cache::{
     CacheConfig, CachePolicy, FallbackReason, FunctionId, JitCache, Origin, Provenance,
 };
 use proptest::prelude::*;
+use test_support::mock_cache::{f32_sig, run, Behaviour, MockCompiler};
 
 const FUNCTIONS: usize = 3;
 const CAPACITIES: [usize; FUNCTIONS] = [2, 3, 4];

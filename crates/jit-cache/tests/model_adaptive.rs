@@ -33,9 +33,6 @@
 //! compiling on a spent budget and an admission paying off, are pinned down
 //! by fixed traces at the end, as are the others.
 
-mod common;
-
-use common::{expected, f32_sig, run, Behaviour, MockCompiler, MockExe, Ran};
 use jit_cache::{
     CacheConfig, CacheStats, Counters, FallbackReason, FunctionId, FunctionMode, JitCache, Origin,
     Provenance, Refusal, Signature,
@@ -44,6 +41,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::strategy::{Union, ValueTree};
 use proptest::test_runner::TestRunner;
+use test_support::mock_cache::{expected, f32_sig, run, Behaviour, MockCompiler, MockExe, Ran};
 
 const FUNCTIONS: usize = 3;
 /// f0 and f1 by override, f2 the default capacity.

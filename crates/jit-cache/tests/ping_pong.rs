@@ -1,10 +1,8 @@
 //! The 4-step shape ping-pong (docs/architecture.md, "The problem"): `sigmoid` alternating `f32[1,5]` and
 //! `f32[1,5,1]`.
 
-mod common;
-
-use common::{expected, f32_sig, run, MockCompiler, Ran};
 use jit_cache::{FunctionId, FunctionMode, JitCache, Origin, Provenance};
+use test_support::mock_cache::{expected, f32_sig, run, MockCompiler, Ran};
 
 #[test]
 fn alternating_shapes_compile_twice_and_keep_two_entries() {

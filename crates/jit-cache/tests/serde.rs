@@ -1,8 +1,7 @@
 //! The statistics serialize (cargo feature `serde`): the cache's, per
-//! function and in total, the disk store's and the remote tier's, as JSON
-//! a program can read back.
+//! function and in total, as JSON a program can read back. (The store's
+//! and the remote tier's: jit-store's `tests/serde.rs`.)
 
-use jit_cache::store::{ArtifactStore, RemoteStats, StoreConfig};
 use jit_cache::{CompileFailure, DType, Executable, FunctionId, JitCache, Signature};
 use serde_json::{json, Value};
 
@@ -45,37 +44,4 @@ fn cache_stats_serialize_with_functions_counters_and_reasons() {
     // And as text, whole.
     let text = serde_json::to_string_pretty(&cache.stats()).unwrap();
     assert!(text.contains("\"fallback_calls\": 0"), "{text}");
-}
-
-#[test]
-#[cfg_attr(miri, ignore)] // touches the file system
-fn store_and_remote_stats_serialize_every_counter() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = ArtifactStore::open(StoreConfig::at(dir.path())).unwrap();
-    let key = jit_cache::store::ArtifactKey::new(&jit_cache::store::KeyParts {
-        program: "p",
-        compiler: "c",
-        runtime: "r",
-        target: "t",
-    });
-    let load =
-        |artifact: jit_cache::store::VerifiedArtifact<'_>| Ok::<_, String>(artifact.bytes().len());
-    store
-        .fetch_or_build(Some(&key), load, || Ok::<_, String>(vec![7; 100]))
-        .unwrap();
-    store
-        .fetch_or_build(Some(&key), load, || Ok::<_, String>(vec![7; 100]))
-        .unwrap();
-    let json = serde_json::to_value(store.stats()).unwrap();
-    assert_eq!(
-        (json["hits"].clone(), json["misses"].clone()),
-        (json!(1), json!(1))
-    );
-    assert_eq!(json["bytes_read"], 100);
-    assert_eq!(json["bytes_on_disk"], 188);
-
-    let remote = serde_json::to_value(RemoteStats::default()).unwrap();
-    assert_eq!(remote["breaker"], "Closed");
-    assert_eq!(remote["fetch_time"], json!({"secs": 0, "nanos": 0}));
-    assert_eq!(remote["publishes"], 0);
 }

@@ -1,18 +1,16 @@
 //! Concurrency: one compile per signature, parallel compiles of different
 //! signatures, no lock held while compiling, waiters released on failure.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{expected, f32_sig, run, Behaviour, MockCompiler, MockExe, Ran};
 use jit_cache::{
     CacheConfig, CompileFailure, DType, Dispatch, FallbackReason, FunctionId, InFlightPolicy,
     JitCache, Origin, Provenance, Signature,
 };
+use test_support::mock_cache::{expected, f32_sig, run, Behaviour, MockCompiler, MockExe, Ran};
 
 static_assertions::assert_impl_all!(JitCache<MockExe>: Send, Sync, Clone);
 static_assertions::assert_impl_all!(Signature: Send, Sync);

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use test_support::redis;
 
-use jit_cache::store::{
+use jit_store::{
     ArtifactKey, ArtifactStore, KeyParts, RedisStore, RemoteOptions, RemoteTier, RemoteTimeouts,
     Secret,
 };

@@ -55,11 +55,11 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use jit_cache::store::{
+use jit_cache::{stable_hash, FunctionId, Layout, Signature};
+use jit_store::{
     file_io, open_read_only_file, ArtifactKey, ArtifactStore, Escaped, StoreConfig, StoreError,
     VerifiedArtifact,
 };
-use jit_cache::{stable_hash, FunctionId, Layout, Signature};
 
 const FORMAT: &str = "sheaf-jit bundle 4";
 const MANIFEST: &str = "manifest.txt";

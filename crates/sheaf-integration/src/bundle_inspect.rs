@@ -8,8 +8,8 @@
 
 use std::path::Path;
 
-use jit_cache::store::{ArtifactKey, EntryCheck};
 use jit_cache::{FunctionId, Signature};
+use jit_store::{ArtifactKey, EntryCheck};
 
 use crate::bundle::{self, Bundle, BundleError};
 

@@ -4,8 +4,8 @@
 
 use std::fmt;
 
-use jit_cache::store::ArtifactKey;
 use jit_cache::{ByteSize, CachedEntry, FunctionId, Signature};
+use jit_store::ArtifactKey;
 
 use crate::variant::{ArtifactSource, Variant};
 

@@ -32,7 +32,7 @@
 //! [`file_io`] says (a temporary file renamed into place: nothing planted
 //! at a name, a link or a FIFO, is followed or waited on).
 //!
-//! [`create_private_folder`]: jit_cache::store::create_private_folder
+//! [`create_private_folder`]: jit_store::create_private_folder
 //!
 //! [`CompileSettings::dump_dir`]: crate::settings::CompileSettings::dump_dir
 
@@ -45,8 +45,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use iree_safe::compiler::{self, Artifact, CompileError, CompilerPreference};
-use jit_cache::store::{create_private_folder, file_io, ArtifactKey};
 use jit_cache::ErrorChain;
+use jit_store::{create_private_folder, file_io, ArtifactKey};
 
 /// The most compiles one process dumps; later ones are skipped.
 pub const MAX_DUMPS: usize = 256;
@@ -129,7 +129,7 @@ impl Dumps {
         if number >= MAX_DUMPS {
             if number == MAX_DUMPS {
                 tracing::warn!(
-                    target: jit_cache::log_targets::COMPILE,
+                    target: crate::log_targets::COMPILE,
                     dir = %self.dir.display(),
                     "{MAX_DUMPS} compiles dumped in {}: later compiles of this process are not \
                      dumped (move the folder away and restart to dump more)",
@@ -151,7 +151,7 @@ impl Dumps {
         });
         match written {
             Ok(folder) => tracing::debug!(
-                target: jit_cache::log_targets::COMPILE,
+                target: crate::log_targets::COMPILE,
                 dump = %folder.display(),
                 "dumped the compile of {}{} to {}",
                 compile.function,
@@ -160,7 +160,7 @@ impl Dumps {
             ),
             Err(error) => {
                 tracing::warn!(
-                    target: jit_cache::log_targets::COMPILE,
+                    target: crate::log_targets::COMPILE,
                     dir = %self.dir.display(),
                     %error,
                     "cannot dump the compile of {}{}: {error}; the compile is not affected",

@@ -38,20 +38,20 @@ pub enum JitError {
         "the disk cache cannot be used; fix its folder, choose another \
          (SHEAF_JIT_CACHE_DIR) or turn it off (SHEAF_JIT_DISK_CACHE=off)"
     )]
-    DiskCache(#[from] jit_cache::store::StoreError),
+    DiskCache(#[from] jit_store::StoreError),
     /// The remote artifact cache cannot be set up: its address is not
     /// usable (`SHEAF_JIT_REMOTE_CACHE`). Nothing is contacted at start: an
     /// unreachable server is not an error (calls compile locally).
     #[error("the remote artifact cache cannot be set up; fix SHEAF_JIT_REMOTE_CACHE or unset it")]
     #[cfg(feature = "remote-cache")]
-    RemoteCache(#[from] jit_cache::store::RemoteError),
+    RemoteCache(#[from] jit_store::RemoteError),
     /// The remote artifact cache's secret file cannot be used: missing,
     /// not 32 bytes, or readable or writable by others.
     #[error(
         "the remote artifact cache's secret cannot be used; fix it or choose another file \
          (SHEAF_JIT_REMOTE_SECRET_FILE)"
     )]
-    RemoteSecret(#[source] jit_cache::store::StoreError),
+    RemoteSecret(#[source] jit_store::StoreError),
     /// An artifact bundle cannot serve this program: a folder or file of it
     /// that another user could change, a link, a manifest that is not a
     /// regular file of at most 16 MiB or that this program cannot read, or

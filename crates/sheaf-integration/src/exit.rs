@@ -30,7 +30,7 @@ pub(crate) fn finish_at_exit(runtime: Weak<dyn Finish>) {
     let hooked = HOOKED.get_or_init(|| {
         iree_safe::at_exit(finish_all).map_err(|error| {
             tracing::warn!(
-                target: jit_cache::log_targets::RUNTIME,
+                target: crate::log_targets::RUNTIME,
                 %error,
                 "{error}: a process that exits with background compiles queued drops them, and \
                  SHEAF_JIT_PROFILE prints only when a runtime is dropped"
@@ -52,12 +52,12 @@ pub(crate) fn finish_on_signals() {
         static TAKEN: OnceLock<()> = OnceLock::new();
         TAKEN.get_or_init(|| match iree_safe::exit_on_signals() {
             Ok(taken) => tracing::debug!(
-                target: jit_cache::log_targets::RUNTIME,
+                target: crate::log_targets::RUNTIME,
                 ?taken,
                 "these signals finish the runtimes before they end the process"
             ),
             Err(error) => {
-                tracing::warn!(target: jit_cache::log_targets::RUNTIME, %error, "{error}")
+                tracing::warn!(target: crate::log_targets::RUNTIME, %error, "{error}")
             }
         });
     }

@@ -1,5 +1,5 @@
 //! What the cache's policy learned, kept in the disk cache's policy files
-//! (`jit_cache::store::ArtifactStore::keep_policy`): a process restarted
+//! (`jit_store::ArtifactStore::keep_policy`): a process restarted
 //! on a warm disk cache starts each function with the dims that went
 //! dynamic and the signatures that were compiled, so its first calls load
 //! their variants from disk instead of compiling static sizes first.

@@ -6,13 +6,12 @@
 //! compiler (by default `iree-compile` in a child process when one is
 //! found, so that neither a compiler crash nor an exit during a compile can
 //! take the caller down; else, or on request, the in-process library,
-//! loaded on the first real compile) behind a persistent disk cache and
-//! optional artifact bundles, an upload cache for reused host arrays, and
-//! the bounded cache
-//! policy of `jit-cache` (per-function caches keyed by shapes, dtypes, the
-//! arguments' structure and the scalars baked into the code, which admit
-//! only recurring signatures at capacity and interpret the rare ones; global
-//! budgets).
+//! loaded on the first real compile) behind a persistent disk cache
+//! (`jit-store`) and optional artifact bundles, an upload cache for reused
+//! host arrays, and the bounded cache policy of `jit-cache` (per-function
+//! caches keyed by shapes, dtypes, the arguments' structure and the scalars
+//! baked into the code, which admit only recurring signatures at capacity
+//! and interpret the rare ones; global budgets).
 //!
 //! Sheaf supplies, per function, a [`JitFunction`]: its name and definition
 //! hash (so a redefinition never reuses stale code) and a lowering to
@@ -97,6 +96,7 @@ mod exit;
 mod function;
 mod import;
 mod learned_policy;
+pub mod log_targets;
 pub mod logging;
 pub mod lowering;
 pub mod mlir;
@@ -119,13 +119,13 @@ pub use config::{JitConfig, JitConfigBuilder};
 pub use error::{ConfigError, JitError};
 pub use function::JitFunction;
 pub use iree_safe::ElementType;
-#[cfg(feature = "remote-cache")]
-pub use jit_cache::store::RemoteError;
-pub use jit_cache::store::StoreError;
 pub use jit_cache::{
     CapturedScalar, DType, ErrorChain, FallbackReason, MissReason, Provenance, Refusal,
     ScalarConversionError, ScalarValue,
 };
+#[cfg(feature = "remote-cache")]
+pub use jit_store::RemoteError;
+pub use jit_store::StoreError;
 pub use outcome::{CallError, CallResult, Compiled, Dispatched};
 pub use runtime::JitRuntime;
 pub use tensor::{DeviceTensor, DeviceTensorExt, HostTensor, Tensor};
@@ -146,19 +146,19 @@ pub mod settings {
     };
     #[cfg(feature = "remote-cache")]
     pub use crate::config::{RemoteCacheUrl, RemoteSecret, RemoteSettings};
-    pub use jit_cache::store::Secret;
-    /// What a remote cache backend of your own implements
-    /// ([`JitConfigBuilder::remote_store`](crate::JitConfigBuilder::remote_store)),
-    /// and the two built in.
-    #[cfg(feature = "remote-cache")]
-    pub use jit_cache::store::{
-        LeaseAnswer, RedisStore, RemoteOptions, RemoteStore, RemoteTimeouts, RemoteValue,
-        SharedFolderStore,
-    };
     /// `jit-cache`'s error for a [`CacheConfig`] that cannot work, held by
     /// [`ConfigError::Cache`](crate::ConfigError::Cache).
     pub use jit_cache::ConfigError as CacheConfigError;
     pub use jit_cache::{ByteSize, CacheConfig, CachePolicy, InFlightPolicy};
+    pub use jit_store::Secret;
+    /// What a remote cache backend of your own implements
+    /// ([`JitConfigBuilder::remote_store`](crate::JitConfigBuilder::remote_store)),
+    /// and the two built in.
+    #[cfg(feature = "remote-cache")]
+    pub use jit_store::{
+        LeaseAnswer, RedisStore, RemoteOptions, RemoteStore, RemoteTimeouts, RemoteValue,
+        SharedFolderStore,
+    };
 
     /// `SHEAF_JIT_TRACE`: deprecated; `1` (or `on`) is
     /// `SHEAF_JIT_LOG=warn,sheaf_jit=debug` (see the README's "Seeing
@@ -184,7 +184,7 @@ pub mod artifacts {
     pub use crate::runtime::{Precompile, PrecompileSummary};
     pub use crate::variant::ArtifactSource;
     pub use iree_safe::TrustedVmfb;
-    pub use jit_cache::store::ArtifactKey;
+    pub use jit_store::ArtifactKey;
 }
 
 pub mod compiler {
@@ -207,10 +207,10 @@ pub mod stats {
     pub use crate::profile::{Phase, PhaseTotals, ProfileReport};
     pub use crate::upload::UploadStats;
     pub use iree_safe::MemoryStatistics;
-    pub use jit_cache::store::StoreStats;
-    #[cfg(feature = "remote-cache")]
-    pub use jit_cache::store::{BreakerState, RemoteStats};
     pub use jit_cache::{CacheStats, Counters, FunctionId, FunctionMode, FunctionStats, Origin};
+    pub use jit_store::StoreStats;
+    #[cfg(feature = "remote-cache")]
+    pub use jit_store::{BreakerState, RemoteStats};
 }
 
 pub mod tuning {

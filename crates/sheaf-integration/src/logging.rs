@@ -2,7 +2,7 @@
 //! events go when it is off.
 //!
 //! The events are `tracing` events under the targets of
-//! [`jit_cache::log_targets`] (`sheaf_jit::recompiles`, `sheaf_jit::cache`,
+//! [`log_targets`](crate::log_targets) (`sheaf_jit::recompiles`, `sheaf_jit::cache`,
 //! ...). Where they are shown is the application's choice, in this order:
 //!
 //! 1. **A `tracing` subscriber the application installed** receives them
@@ -118,7 +118,7 @@ fn install_now(filter: Option<String>) -> StderrLog {
     // is the application's to set.
     if tracing::subscriber::set_global_default(subscriber).is_err() {
         tracing::warn!(
-            target: jit_cache::log_targets::RUNTIME,
+            target: crate::log_targets::RUNTIME,
             filter,
             "{LOG_ENV} is not applied: this program installed its own tracing subscriber, \
              whose filter decides what is shown (add `sheaf_jit=debug` to it)"
@@ -126,7 +126,7 @@ fn install_now(filter: Option<String>) -> StderrLog {
         return StderrLog::LeftToTheApplication;
     }
     tracing::info!(
-        target: jit_cache::log_targets::RUNTIME,
+        target: crate::log_targets::RUNTIME,
         filter,
         "logging the JIT's events to stderr ({LOG_ENV}={filter})"
     );

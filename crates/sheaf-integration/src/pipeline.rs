@@ -16,12 +16,12 @@ use iree_safe::compiler::{
     self, CompileError, CompilerChoice, CompilerPreference, CompilerVersion,
 };
 use iree_safe::{Function, TrustedVmfb};
+use jit_cache::{ErrorChain, Signature};
 #[cfg(feature = "remote-cache")]
-use jit_cache::store::RemoteStats;
-use jit_cache::store::{
+use jit_store::RemoteStats;
+use jit_store::{
     ArtifactKey, ArtifactStore, BuildError, Fetched, KeyParts, StoreStats, VerifiedArtifact,
 };
-use jit_cache::{ErrorChain, Signature};
 
 use crate::bundle::Bundle;
 use crate::declaration;
@@ -124,7 +124,7 @@ impl Pipeline {
                 let choice =
                     compiler::choose_compiler(self.preference.clone()).map_err(Arc::new)?;
                 tracing::info!(
-                    target: jit_cache::log_targets::COMPILE,
+                    target: crate::log_targets::COMPILE,
                     compiler = %choice.kind,
                     reason = %choice.reason,
                     "loaded the {} IREE compiler ({})",
@@ -173,14 +173,14 @@ impl Pipeline {
                     let error = ErrorChain(&error);
                     match &recorded {
                         Some(identity) => tracing::info!(
-                            target: jit_cache::log_targets::COMPILE,
+                            target: crate::log_targets::COMPILE,
                             %error,
                             compiler = %identity,
                             "cannot identify the IREE compiler ({error}); serving the artifacts \
                              of `{identity}` that the disk cache or a bundle holds"
                         ),
                         None => tracing::warn!(
-                            target: jit_cache::log_targets::COMPILE,
+                            target: crate::log_targets::COMPILE,
                             %error,
                             "cannot identify the IREE compiler ({error}); compiled artifacts \
                              are not cached on disk"
@@ -325,7 +325,7 @@ impl Pipeline {
                 declaration::mismatch(&entry, &found.signature, found.outputs.as_ref())
             {
                 tracing::warn!(
-                    target: jit_cache::log_targets::RUNTIME,
+                    target: crate::log_targets::RUNTIME,
                     bundle = %bundle.dir().display(),
                     function = function.name(),
                     signature = %found.signature,
@@ -458,7 +458,7 @@ impl Pipeline {
             let started = std::time::Instant::now();
             let result = compiler.compiler.compile(module, &options);
             tracing::debug!(
-                target: jit_cache::log_targets::COMPILE,
+                target: crate::log_targets::COMPILE,
                 phase = "compile",
                 compiler = %compiler.kind,
                 ok = result.is_ok(),
@@ -482,7 +482,7 @@ impl Pipeline {
         // Only misses of the in-memory cache come here: the hit path has no
         // span. Disabled, a span costs a check of the callsite's interest.
         let span = tracing::debug_span!(
-            target: jit_cache::log_targets::COMPILE,
+            target: crate::log_targets::COMPILE,
             "compile",
             function,
             signature,

@@ -5,9 +5,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-#[cfg(feature = "remote-cache")]
-use jit_cache::store::RemoteStats;
 use jit_cache::CacheStats;
+#[cfg(feature = "remote-cache")]
+use jit_store::RemoteStats;
 
 use crate::pipeline::Pipeline;
 use crate::variant::ArtifactSource;

@@ -3,8 +3,8 @@
 //! the artifact came from ([`ArtifactSource`]).
 
 use iree_safe::Function;
-use jit_cache::store::ArtifactKey;
 use jit_cache::Layout;
+use jit_store::ArtifactKey;
 
 use std::sync::Arc;
 

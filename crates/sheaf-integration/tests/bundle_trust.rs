@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use jit_cache::store::{ArtifactKey, ArtifactStore, StoreConfig};
+use jit_store::{ArtifactKey, ArtifactStore, StoreConfig};
 use sheaf_integration::{
     lowering::{Lowered, LoweringContext, LoweringError},
     mlir, reference,

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, SystemTime};
 
-use jit_cache::store::{ArtifactKey, ArtifactStore, KeyParts, StoreConfig};
+use jit_store::{ArtifactKey, ArtifactStore, KeyParts, StoreConfig};
 use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::lowering::stable_hash;
 use sheaf_integration::{

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jit_cache::store::SharedFolderStore;
+use jit_store::SharedFolderStore;
 use sheaf_integration::{
     reference,
     settings::{CompileMode, DiskCacheFolder, LeaseAnswer, RemoteSecret, RemoteStore, RemoteValue},
@@ -80,7 +80,7 @@ fn settings(shared: &Path) -> JitConfigBuilder {
 fn cluster() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("secret");
-    jit_cache::store::file_io::write_whole(&secret, &[0x5a; 32]).unwrap();
+    jit_store::file_io::write_whole(&secret, &[0x5a; 32]).unwrap();
     fs::create_dir(dir.path().join("shared")).unwrap();
     dir
 }

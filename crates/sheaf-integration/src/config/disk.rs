@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use jit_cache::store::StoreConfig;
+use jit_store::StoreConfig;
 
 use crate::error::ConfigError;
 

@@ -676,10 +676,10 @@ impl Var<'_> {
 
     /// A namespace of the remote cache's keys.
     #[cfg(feature = "remote-cache")]
-    fn namespace(&self) -> Result<jit_cache::store::Namespace, ConfigError> {
+    fn namespace(&self) -> Result<jit_store::Namespace, ConfigError> {
         self.text()?
             .parse()
-            .map_err(|error: jit_cache::store::NamespaceError| self.invalid(error.reason))
+            .map_err(|error: jit_store::NamespaceError| self.invalid(error.reason))
     }
 
     /// A compiler preference.

@@ -213,7 +213,7 @@ impl JitConfigBuilder {
     #[cfg(feature = "remote-cache")]
     pub fn remote_store(
         mut self,
-        store: Arc<dyn jit_cache::store::RemoteStore + std::panic::RefUnwindSafe>,
+        store: Arc<dyn jit_store::RemoteStore + std::panic::RefUnwindSafe>,
     ) -> Self {
         self.config.remote.store = Some(store);
         self

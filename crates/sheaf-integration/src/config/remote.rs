@@ -8,7 +8,7 @@ use std::panic::RefUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use jit_cache::store::{RedisStore, RemoteOptions, RemoteStore, RemoteTimeouts, Secret};
+use jit_store::{RedisStore, RemoteOptions, RemoteStore, RemoteTimeouts, Secret};
 
 use crate::error::ConfigError;
 
@@ -54,7 +54,7 @@ pub enum RemoteSecret {
     /// root's, that nobody else may write, in folders nobody else may
     /// write, reached through symbolic links or not (a Kubernetes or
     /// Docker secret mount); see
-    /// [`Secret::from_file`](jit_cache::store::Secret::from_file).
+    /// [`Secret::from_file`](jit_store::Secret::from_file).
     File(PathBuf),
 }
 
@@ -84,7 +84,7 @@ pub struct RemoteSettings {
     /// The Redis server (`redis://[:password@]host[:port][/db]`, or
     /// `rediss://...` over TLS with the `remote-cache-tls` feature), or a
     /// folder the cluster shares (`file:///path`, see
-    /// [`SharedFolderStore`](jit_cache::store::SharedFolderStore)); `None`
+    /// [`SharedFolderStore`](jit_store::SharedFolderStore)); `None`
     /// (the default): no remote cache, unless `store` is set.
     pub url: Option<RemoteCacheUrl>,
     /// A backend of the caller's own instead of `url` (see
@@ -212,7 +212,7 @@ mod tests {
     #[test]
     fn a_store_of_ones_own_excludes_an_address_and_leases_live_a_while() {
         let store: Arc<dyn RemoteStore + RefUnwindSafe> =
-            Arc::new(jit_cache::store::SharedFolderStore::new(std::env::temp_dir()).unwrap());
+            Arc::new(jit_store::SharedFolderStore::new(std::env::temp_dir()).unwrap());
         let own = RemoteSettings {
             url: None,
             store: Some(store),

@@ -59,7 +59,7 @@ impl CpuFallback {
                     let error = ErrorChain(error);
                     let driver = self.device.uri();
                     tracing::warn!(
-                        target: jit_cache::log_targets::RUNTIME,
+                        target: crate::log_targets::RUNTIME,
                         %driver,
                         %error,
                         "cannot open the CPU fallback `{driver}` ({error}); signatures that fail \

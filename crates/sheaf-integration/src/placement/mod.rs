@@ -79,7 +79,7 @@ impl Placement {
                     let local_sync = DeviceSpec::local_sync();
                     let cpu = cpu.unwrap_or(&local_sync);
                     let warning = probe::cpu_warning(reasons, cpu.uri());
-                    tracing::warn!(target: jit_cache::log_targets::RUNTIME, fallback = %cpu.uri(), "{warning}");
+                    tracing::warn!(target: crate::log_targets::RUNTIME, fallback = %cpu.uri(), "{warning}");
                     return Placement::open(cpu, workers, explicit, base, compiler);
                 }
             },
@@ -94,7 +94,7 @@ impl Placement {
                 let error = ErrorChain(&error);
                 let (driver, fallback) = (device.uri(), cpu.uri());
                 tracing::warn!(
-                    target: jit_cache::log_targets::RUNTIME,
+                    target: crate::log_targets::RUNTIME,
                     %driver,
                     %fallback,
                     %error,

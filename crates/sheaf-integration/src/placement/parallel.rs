@@ -75,7 +75,7 @@ impl ParallelCpu {
                     .inspect_err(|error| {
                         let error = ErrorChain(error);
                         tracing::warn!(
-                            target: jit_cache::log_targets::RUNTIME,
+                            target: crate::log_targets::RUNTIME,
                             workers = self.workers,
                             %error,
                             "cannot open a `local-task` device beside `local-sync` ({error}); \

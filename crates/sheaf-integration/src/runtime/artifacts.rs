@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jit_cache::store::ArtifactKey;
+use jit_store::ArtifactKey;
 
 use crate::bundle::{self, BundleError, Export, ExportSummary};
 use crate::error::JitError;

@@ -124,7 +124,7 @@ impl JitRuntime {
         // Disabled (the default), the span costs a check of its callsite's
         // interest, and its fields are never formatted.
         let span = tracing::trace_span!(
-            target: jit_cache::log_targets::CALL,
+            target: crate::log_targets::CALL,
             "call",
             function = function.name(),
             signature = tracing::field::Empty,

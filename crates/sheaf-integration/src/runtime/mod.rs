@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 
 use iree_safe::compiler::CompilerChoice;
 use iree_safe::MemoryStatistics;
-#[cfg(feature = "remote-cache")]
-use jit_cache::store::RemoteStats;
-use jit_cache::store::StoreStats;
 use jit_cache::{CacheStats, JitCache};
+#[cfg(feature = "remote-cache")]
+use jit_store::RemoteStats;
+use jit_store::StoreStats;
 
 use crate::batch_queue::BatchQueue;
 use crate::cached::CachedVariant;
@@ -139,14 +139,14 @@ impl exit::Finish for Inner {
             let start = Instant::now();
             let finished = self.cache.wait_for_compiles(self.exit_wait);
             tracing::debug!(
-                target: jit_cache::log_targets::RUNTIME,
+                target: crate::log_targets::RUNTIME,
                 finished,
                 waited = ?start.elapsed(),
                 "the process exits: waited for the background compiles"
             );
             if !finished {
                 tracing::warn!(
-                    target: jit_cache::log_targets::RUNTIME,
+                    target: crate::log_targets::RUNTIME,
                     "the process exits with background compiles still queued after waiting {:?} \
                      (SHEAF_JIT_EXIT_WAIT): they are dropped, and the next process compiles them",
                     self.exit_wait
@@ -156,7 +156,7 @@ impl exit::Finish for Inner {
             let published = self.pipeline.store().wait_for_publishes(left);
             if !published {
                 tracing::warn!(
-                    target: jit_cache::log_targets::RUNTIME,
+                    target: crate::log_targets::RUNTIME,
                     "the process exits with remote publishes still queued after waiting {:?} \
                      (SHEAF_JIT_EXIT_WAIT): other processes compile those artifacts again",
                     self.exit_wait

@@ -4,10 +4,10 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock, Weak};
 
-use jit_cache::store::ArtifactStore;
-#[cfg(feature = "remote-cache")]
-use jit_cache::store::{RedisStore, RemoteStore, RemoteTier, Secret, SharedFolderStore};
 use jit_cache::{ErrorChain, JitCache};
+use jit_store::ArtifactStore;
+#[cfg(feature = "remote-cache")]
+use jit_store::{RedisStore, RemoteStore, RemoteTier, Secret, SharedFolderStore};
 
 use crate::dump::Dumps;
 
@@ -54,7 +54,7 @@ fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
         ))
     })?;
     tracing::info!(
-        target: jit_cache::log_targets::REMOTE,
+        target: jit_store::log_targets::REMOTE,
         %store,
         keys = %tier.key_prefix(),
         "sharing compiled artifacts through a remote cache (keys `{}*`)",
@@ -89,11 +89,11 @@ impl RemoteStore for CallersStore {
         &self,
         key: &str,
         max_bytes: u64,
-    ) -> Result<jit_cache::store::RemoteValue, jit_cache::store::RemoteError> {
+    ) -> Result<jit_store::RemoteValue, jit_store::RemoteError> {
         self.0.get(key, max_bytes)
     }
 
-    fn put(&self, key: &str, value: &[u8]) -> Result<(), jit_cache::store::RemoteError> {
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), jit_store::RemoteError> {
         self.0.put(key, value)
     }
 
@@ -102,7 +102,7 @@ impl RemoteStore for CallersStore {
         lease: &str,
         owner: &str,
         ttl: std::time::Duration,
-    ) -> Result<jit_cache::store::LeaseAnswer, jit_cache::store::RemoteError> {
+    ) -> Result<jit_store::LeaseAnswer, jit_store::RemoteError> {
         self.0.take_lease(lease, owner, ttl)
     }
 
@@ -111,11 +111,11 @@ impl RemoteStore for CallersStore {
         lease: &str,
         owner: &str,
         ttl: std::time::Duration,
-    ) -> Result<bool, jit_cache::store::RemoteError> {
+    ) -> Result<bool, jit_store::RemoteError> {
         self.0.renew_lease(lease, owner, ttl)
     }
 
-    fn release_lease(&self, lease: &str, owner: &str) -> Result<(), jit_cache::store::RemoteError> {
+    fn release_lease(&self, lease: &str, owner: &str) -> Result<(), jit_store::RemoteError> {
         self.0.release_lease(lease, owner)
     }
 }
@@ -188,7 +188,7 @@ impl JitRuntime {
             if let Err(error) = iree_safe::compiler::remember_versions_in(&memos) {
                 let error = ErrorChain(&error);
                 tracing::warn!(
-                    target: jit_cache::log_targets::CACHE,
+                    target: jit_store::log_targets::CACHE,
                     %error,
                     "cannot keep the compiler's version in the disk cache ({error}); each \
                      process asks the compiler"
@@ -209,7 +209,7 @@ impl JitRuntime {
                     source,
                 })?;
                 tracing::info!(
-                    target: jit_cache::log_targets::RUNTIME,
+                    target: crate::log_targets::RUNTIME,
                     bundle = %bundle.dir().display(),
                     artifacts = bundle.len(),
                     "serving compiled artifacts from a bundle"

@@ -174,7 +174,7 @@ impl Inner {
             Err(error) => {
                 let error = ErrorChain(&error);
                 tracing::debug!(
-                    target: jit_cache::log_targets::COMPILE,
+                    target: crate::log_targets::COMPILE,
                     %error,
                     "a batch of {} queued signatures did not compile together ({error}); \
                      compiling each alone",
@@ -205,7 +205,7 @@ impl Inner {
         let error = ErrorChain(&error);
         let (function, signature) = (&lowering.function, &lowering.signature);
         tracing::warn!(
-            target: jit_cache::log_targets::COMPILE,
+            target: crate::log_targets::COMPILE,
             %function,
             %signature,
             %error,

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use jit_cache::store::Escaped;
+use jit_store::Escaped;
 
 use sheaf_integration::artifacts::{inspect_bundle, verify_bundle};
 use sheaf_integration::settings::ByteSize;

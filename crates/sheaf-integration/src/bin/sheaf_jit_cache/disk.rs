@@ -1,6 +1,6 @@
 //! The disk-cache commands: `stats`, `list`, `verify`, `prune`, `clear`,
 //! over the store's own listing, checks and deletions
-//! (`jit_cache::store::ArtifactStore`), on a folder opened for inspection:
+//! (`jit_store::ArtifactStore`), on a folder opened for inspection:
 //! nothing is created or written, and the deleting commands delete only
 //! what is provably the cache's own. Every name printed is escaped
 //! ([`shown`]).
@@ -8,7 +8,7 @@
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
-use jit_cache::store::{ArtifactStore, Escaped, Removed, StoreConfig, StoredPolicy};
+use jit_store::{ArtifactStore, Escaped, Removed, StoreConfig, StoredPolicy};
 use sheaf_integration::lowering::stable_hash;
 use sheaf_integration::settings::ByteSize;
 use sheaf_integration::JitConfig;

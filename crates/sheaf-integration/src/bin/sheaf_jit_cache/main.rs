@@ -6,11 +6,11 @@
 //! `$HOME/Library/Caches/sheaf-jit`; `--dir` overrides), opens it with the store's own checks (the folder's owner
 //! and mode, its `secret`) but creates nothing
 //! (`ArtifactStore::open_for_inspection`), and reads every entry, policy
-//! file and bundle with the runtime's own code (`jit_cache::store`,
+//! file and bundle with the runtime's own code (`jit_store`,
 //! `inspect_bundle`, `verify_bundle`): nothing here parses a file itself.
 //! `stats`, `list` and `verify` write nothing; `prune` and `clear` delete
 //! only what is provably the cache's own. Names are printed escaped
-//! (`jit_cache::store::Escaped`): a file name cannot forge a line.
+//! (`jit_store::Escaped`): a file name cannot forge a line.
 //!
 //! - `main.rs`: the command line and what each command prints.
 //! - `disk.rs`: the disk-cache commands.
