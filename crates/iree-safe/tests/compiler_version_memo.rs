@@ -1,6 +1,6 @@
-//! `iree-compile --version` answers kept on disk
-//! (`compiler::remember_versions_in`): a fresh process with a warm memo
-//! folder runs no `--version`, and a rebuilt executable is asked again.
+//! `iree-compile --version` answers kept between processes
+//! (`compiler::remember_versions_with`): a fresh process with a warm memory
+//! runs no `--version`, and a rebuilt executable is asked again.
 //! Each run is a child process of this test (the answers in memory are
 //! process-wide), which has this file to itself.
 
@@ -8,11 +8,11 @@
 
 mod compiler_support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use compiler_support::{fake_iree_compile, version_runs};
 use iree_safe::compiler::{
-    choose_compiler, compiler_identity, remember_versions_in, CompilerPreference,
+    choose_compiler, compiler_identity, remember_versions_with, CompilerPreference, VersionMemory,
 };
 
 const BUILD: &str = "3.13.0rc20990101 @ 0123456789abcdef0123456789abcdef01234567";
@@ -67,10 +67,38 @@ fn a_fresh_process_with_a_warm_memo_runs_no_version() {
     assert_eq!(version_runs(&counter), 2);
 }
 
+/// A memory of one file per executable in a folder (an artifact cache
+/// keeps them under its own file rules; this test needs only what
+/// survives its child processes).
+struct Folder(PathBuf);
+
+impl Folder {
+    /// The file of `executable`, named by a hash that is the same in
+    /// every process of this test binary (`DefaultHasher::new` has fixed
+    /// keys).
+    fn file(&self, executable: &str) -> PathBuf {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut hasher = DefaultHasher::new();
+        executable.hash(&mut hasher);
+        self.0.join(format!("{:016x}", hasher.finish()))
+    }
+}
+
+impl VersionMemory for Folder {
+    fn recall(&self, executable: &str) -> Option<String> {
+        std::fs::read_to_string(self.file(executable)).ok()
+    }
+
+    fn keep(&self, executable: &str, record: &str) {
+        std::fs::create_dir_all(&self.0).unwrap();
+        std::fs::write(self.file(executable), record).unwrap();
+    }
+}
+
 /// What a process does with the compiler: identify it for cache keys, and
 /// choose it.
 fn identify(fake: &Path, memos: &Path, build: &str) {
-    remember_versions_in(memos).unwrap();
+    remember_versions_with(Folder(memos.to_path_buf()));
     let preference = CompilerPreference::Executable(fake.to_path_buf());
     assert_eq!(compiler_identity(preference.clone()).unwrap(), build);
     let choice = choose_compiler(preference).unwrap();

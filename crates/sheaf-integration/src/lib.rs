@@ -87,6 +87,7 @@ mod batch_queue;
 mod bundle;
 mod bundle_inspect;
 mod cached;
+mod compiler_versions;
 mod config;
 mod declaration;
 mod dump;

@@ -41,10 +41,11 @@
 //!
 //! `iree-compile --version` runs at most once per executable in a process:
 //! [`SubprocessCompiler::new`] and [`compiler_identity`] share its answer.
-//! With [`remember_versions_in`] (a folder only this user can write, such
-//! as an artifact cache's), the answer is kept on disk too, by the
-//! executable's canonical path, size and modification time, and a later
-//! process with the same executable runs no `--version` at all.
+//! With [`remember_versions_with`] (a [`VersionMemory`] that keeps records
+//! where only this user can write, such as an artifact cache's folder), the
+//! answer is kept between processes too, by the executable's canonical
+//! path, size and modification time, and a later process with the same
+//! executable runs no `--version` at all.
 //!
 //! # Example
 //!
@@ -104,7 +105,7 @@ pub use subprocess::SubprocessCompiler;
 pub use target::host_cpu;
 pub use trusted_library::TrustedCompilerLibrary;
 pub use version::{ApiVersion, CompilerVersion};
-pub use version_memo::remember_versions_in;
+pub use version_memo::{remember_versions_with, VersionMemory, MAX_VERSION_RECORD};
 
 /// Turns MLIR text into a `.vmfb` module.
 ///

@@ -181,9 +181,9 @@ impl Executable {
 /// runs at most once per executable in the process: the answer (a version,
 /// or a run that did not give one) is kept for the life of the process and
 /// shared by [`SubprocessCompiler::new`] and
-/// [`compiler_identity`](super::compiler_identity). With a folder named by
-/// [`remember_versions_in`](super::remember_versions_in), a version is
-/// also kept on disk, and read from there by later processes instead of
+/// [`compiler_identity`](super::compiler_identity). With a memory named by
+/// [`remember_versions_with`](super::remember_versions_with), a version is
+/// also kept there, and read from there by later processes instead of
 /// running `--version` (`version_memo.rs`). Callers asking about
 /// the same executable at once wait for one run; others do not wait. A
 /// run that could not start (a missing file, say) is not kept, so the next
@@ -210,7 +210,7 @@ pub(crate) fn version_of(path: &Path) -> Result<CompilerVersion, CompileError> {
     if let Some(answer) = &*slot {
         return answer.clone().map_err(bad);
     }
-    // An earlier process's answer, kept on disk (`remember_versions_in`).
+    // An earlier process's answer (`remember_versions_with`).
     let executable = Executable::of(path);
     let identity =
         version_memo::Identity::of(&executable.path, executable.len, executable.modified);

@@ -13,6 +13,7 @@ use crate::dump::Dumps;
 
 use crate::batch_queue::BatchQueue;
 use crate::bundle::Bundle;
+use crate::compiler_versions::{self, VersionFiles};
 use crate::config::JitConfig;
 #[cfg(feature = "remote-cache")]
 use crate::config::{RemoteSecret, RemoteSettings};
@@ -120,10 +121,6 @@ impl RemoteStore for CallersStore {
     }
 }
 
-/// The disk cache's folder of `iree-compile --version` answers
-/// (`iree_safe::compiler::remember_versions_in`).
-const COMPILER_VERSIONS: &str = "compiler-versions";
-
 impl JitRuntime {
     /// Opens the device (falling back to the CPU driver when it cannot be
     /// opened, if the configuration allows) and sets up the caches. The
@@ -184,15 +181,17 @@ impl JitRuntime {
             // The compiler's `--version`, kept beside the artifacts (a
             // folder the store checked is this user's alone): a later
             // process does not run the compiler to learn it.
-            let memos = folder.join(COMPILER_VERSIONS);
-            if let Err(error) = iree_safe::compiler::remember_versions_in(&memos) {
-                let error = ErrorChain(&error);
-                tracing::warn!(
-                    target: jit_store::log_targets::CACHE,
-                    %error,
-                    "cannot keep the compiler's version in the disk cache ({error}); each \
-                     process asks the compiler"
-                );
+            match VersionFiles::open(&folder.join(compiler_versions::FOLDER)) {
+                Ok(files) => iree_safe::compiler::remember_versions_with(files),
+                Err(error) => {
+                    let error = ErrorChain(&error);
+                    tracing::warn!(
+                        target: jit_store::log_targets::CACHE,
+                        %error,
+                        "cannot keep the compiler's version in the disk cache ({error}); each \
+                         process asks the compiler"
+                    );
+                }
             }
         }
         #[cfg(feature = "remote-cache")]
