@@ -204,6 +204,7 @@ mod tests {
             metadata: Arc::new(()),
             metadata_bytes: None,
             semantics: crate::config::FloatSemantics::Strict,
+            bundles_missed_for: None,
         }
     }
 

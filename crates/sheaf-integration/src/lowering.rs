@@ -240,6 +240,10 @@ pub(crate) struct LoweredVariant {
     /// The float semantics it compiles with (the function's, else the
     /// runtime's): which of its placement's options and target identity.
     pub(crate) semantics: FloatSemantics,
+    /// The target identity for which the bundles were asked by key, and
+    /// had nothing (`Pipeline::local`, on the calling thread): the compile
+    /// thread does not ask them again.
+    pub(crate) bundles_missed_for: Option<Arc<str>>,
 }
 
 /// Per-variant metadata, type-erased in the cache.

@@ -98,6 +98,7 @@ pub(crate) fn lower<M: Send + Sync + 'static>(
         metadata_bytes: function.encode_metadata(&metadata).map(Arc::from),
         metadata,
         semantics,
+        bundles_missed_for: None,
     })
 }
 
@@ -235,38 +236,56 @@ impl Pipeline {
     /// loaded, without compiling or touching the network: what a
     /// background miss does on the calling thread (a disk hit costs well
     /// under a millisecond) before it queues a compile. `None` when neither
-    /// has it.
+    /// has it; the lowering then records that the bundles were asked for
+    /// this placement, so that [`variant`](Self::variant) does not ask them
+    /// again on the compile thread (bundles do not change while a runtime
+    /// serves them; the disk cache may, and is asked again).
     pub(crate) fn local(
         &self,
-        lowering: &LoweredVariant,
+        lowering: &mut LoweredVariant,
         placement: &Placement,
     ) -> Option<Variant> {
-        let entry_name = lowering.entry.as_str();
-        let load = |artifact: VerifiedArtifact<'_>| -> Result<Function, iree_safe::Error> {
-            placement
-                .runtime
-                .load(trusted(artifact))?
-                .function(entry_name)
-        };
         let target = &placement.code(lowering.semantics).target_identity;
-        let in_bundle = self.bundles.iter().find_map(|bundle| {
-            let key = self.key(&lowering.module, bundle.compiler(), target);
-            Some((bundle.fetch(&key, load)?, ArtifactSource::Bundle, key))
-        });
-        let (entry, source, key) = in_bundle.or_else(|| {
-            let key = self.key(&lowering.module, self.identity()?, target);
-            Some((
-                self.store.fetch(&key, load)?,
-                ArtifactSource::DiskCache,
-                key,
-            ))
+        if let Some((entry, key)) = self.in_bundles(lowering, placement) {
+            return Some(Variant::new(
+                entry,
+                lowering,
+                Some(key),
+                (ArtifactSource::Bundle, placement),
+            ));
+        }
+        lowering.bundles_missed_for = Some(Arc::from(target.as_str()));
+        let key = self.key(&lowering.module, self.identity()?, target);
+        let entry = self.store.fetch(&key, |artifact| {
+            load_entry(placement, artifact, &lowering.entry)
         })?;
         Some(Variant::new(
             entry,
             lowering,
             Some(key),
-            (source, placement),
+            (ArtifactSource::DiskCache, placement),
         ))
+    }
+
+    /// `lowering` for `placement` from the first bundle that has its key,
+    /// loaded, and the key; `None` when none has (or when the bundles
+    /// already missed it for this placement: see [`local`](Self::local)).
+    fn in_bundles(
+        &self,
+        lowering: &LoweredVariant,
+        placement: &Placement,
+    ) -> Option<(Function, ArtifactKey)> {
+        let target = &placement.code(lowering.semantics).target_identity;
+        if lowering.bundles_missed_for.as_deref() == Some(target.as_str()) {
+            return None;
+        }
+        self.bundles.iter().find_map(|bundle| {
+            let key = self.key(&lowering.module, bundle.compiler(), target);
+            let entry = bundle.fetch(&key, |artifact| {
+                load_entry(placement, artifact, &lowering.entry)
+            })?;
+            Some((entry, key))
+        })
     }
 
     /// Fetches (from a bundle, the disk cache or the remote cache) or
@@ -276,24 +295,12 @@ impl Pipeline {
         lowering: &LoweredVariant,
         placement: &Placement,
     ) -> Result<Variant, VariantError> {
-        let runtime = &placement.runtime;
-        let entry_name = lowering.entry.as_str();
-        let load = |artifact: VerifiedArtifact<'_>| -> Result<Function, iree_safe::Error> {
-            runtime.load(trusted(artifact))?.function(entry_name)
-        };
-        let target = &placement.code(lowering.semantics).target_identity;
-        let found = self.bundles.iter().find_map(|bundle| {
-            let key = self.key(&lowering.module, bundle.compiler(), target);
-            bundle
-                .fetch(&key, load)
-                .map(|entry| (entry, ArtifactSource::Bundle, Some(key)))
-        });
-        let (entry, source, key) = match found {
-            Some(found) => found,
+        let (entry, source, key) = match self.in_bundles(lowering, placement) {
+            Some((entry, key)) => (entry, ArtifactSource::Bundle, Some(key)),
             None => self.fetch_or_compile(
                 &lowering.module,
                 (placement, lowering.semantics),
-                load,
+                |artifact| load_entry(placement, artifact, &lowering.entry),
                 (&lowering.function, &lowering.signature),
             )?,
         };
@@ -316,10 +323,7 @@ impl Pipeline {
             let (found, generalization) = bundle.find(id, (target, signature), identity)?;
             let metadata = function.metadata_from(found.metadata.as_deref())?;
             let entry = bundle.fetch(&found.key, |artifact| {
-                placement
-                    .runtime
-                    .load(trusted(artifact))?
-                    .function(&found.entry)
+                load_entry(placement, artifact, &found.entry)
             })?;
             if let Some(why) =
                 declaration::mismatch(&entry, &found.signature, found.outputs.as_ref())
@@ -390,11 +394,11 @@ impl Pipeline {
             if self.keeps_artifacts() && lowerings.len() > 1 {
                 artifact_bytes.replace(Some(artifact.bytes().to_vec()));
             }
-            let module = placement.runtime.load(trusted(artifact))?;
-            lowerings
-                .iter()
-                .map(|lowering| module.function(&lowering.entry))
-                .collect()
+            load_entries(
+                placement,
+                artifact,
+                lowerings.iter().map(|lowering| lowering.entry.as_str()),
+            )
         };
         let names: Vec<&str> = lowerings.iter().map(|l| l.function.as_str()).collect();
         let what = format!("a batch of {} signatures", lowerings.len());
@@ -520,8 +524,31 @@ impl Pipeline {
     }
 }
 
+/// Loads `artifact` on `placement`'s runtime and looks up its function
+/// `entry`: what every tier's hit and every compile of one variant ends in.
+fn load_entry(
+    placement: &Placement,
+    artifact: VerifiedArtifact<'_>,
+    entry: &str,
+) -> Result<Function, iree_safe::Error> {
+    placement.runtime.load(trusted(artifact))?.function(entry)
+}
+
+/// [`load_entry`] for several entries of one module (a batch's).
+fn load_entries<'e>(
+    placement: &Placement,
+    artifact: VerifiedArtifact<'_>,
+    entries: impl IntoIterator<Item = &'e str>,
+) -> Result<Vec<Function>, iree_safe::Error> {
+    let module = placement.runtime.load(trusted(artifact))?;
+    entries
+        .into_iter()
+        .map(|entry| module.function(entry))
+        .collect()
+}
+
 /// The bytes of an artifact the store vouches for, as the runtime takes
-/// them. A [`VerifiedArtifact`] is only made by jit-cache's store: from what
+/// them. A [`VerifiedArtifact`] is only made by jit-store: from what
 /// the `build` closure of the same call returned (this pipeline's compiler
 /// output), or from an entry whose HMAC-SHA256 verified under a folder's
 /// secret (this user's disk cache, or a bundle that only this user or root
@@ -531,7 +558,7 @@ impl Pipeline {
 /// compiler (the README's threat model).
 fn trusted(artifact: VerifiedArtifact<'_>) -> TrustedVmfb<'_> {
     // SAFETY: the bytes are a `VerifiedArtifact` (see above and its docs in
-    // jit-cache `store/verified.rs`): our compiler's output, or an entry
+    // jit-store `src/verified.rs`): our compiler's output, or an entry
     // authenticated under a secret only trusted parties hold.
     unsafe { TrustedVmfb::new_unchecked(artifact.bytes()) }
 }

@@ -162,11 +162,11 @@ impl JitRuntime {
                             return Ok(Prepared::Ready(variant));
                         }
                         inner.vet(function, &mut lower, (target, &signature), args)?;
-                        let lowering = inner.lower(function, &mut lower, target, args)?;
+                        let mut lowering = inner.lower(function, &mut lower, target, args)?;
                         // An artifact on disk is loaded here: the call runs
                         // it rather than the interpreter.
                         let placement = inner.placement_for(&lowering.module);
-                        if let Some(variant) = inner.pipeline.local(&lowering, placement) {
+                        if let Some(variant) = inner.pipeline.local(&mut lowering, placement) {
                             inner.profile.count_source(variant.source);
                             return Ok(Prepared::Ready(variant));
                         }
