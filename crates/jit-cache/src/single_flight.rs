@@ -4,9 +4,11 @@
 //! [`JitCache`](crate::JitCache) keeps one [`Flight`] per signature being
 //! compiled (under its lock, so the "compile or wait" decision is atomic with
 //! the lookup); jit-store's `ArtifactStore` keeps one per artifact key
-//! being built. Whoever builds must complete the flight exactly once, also
-//! when it unwinds (`cache::CompileTicket` here, jit-store's
-//! `artifact_store::Builder`), which wakes every waiter.
+//! being built; sheaf-integration's batch queue one per queued background
+//! compile. Whoever builds must complete the flight, also when it unwinds
+//! (`cache::CompileTicket` here, jit-store's `artifact_store::Builder`,
+//! the batch queue's `Delivery`), which wakes every waiter; a flight
+//! completed twice keeps the first value.
 //!
 //! ```
 //! use jit_cache::single_flight::Flight;

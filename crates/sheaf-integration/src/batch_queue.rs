@@ -18,8 +18,9 @@
 //! ([`Ticket`]'s `Drop`).
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use jit_cache::single_flight::Flight;
 use jit_cache::CompileFailure;
 
 use crate::lowering::LoweredVariant;
@@ -38,22 +39,13 @@ pub(crate) struct BatchQueue {
     threads: usize,
 }
 
-/// One queued lowering, then its result.
+/// One queued lowering, then its result (the workspace's one
+/// single-flight primitive: the first result delivered wins).
 #[derive(Debug)]
 struct Slot {
     /// Taken by the thread that compiles it.
     lowering: Mutex<Option<LoweredVariant>>,
-    result: Mutex<Outcome>,
-    delivered: Condvar,
-}
-
-/// Where a slot's result is.
-#[derive(Debug)]
-enum Outcome {
-    Pending,
-    Ready(Box<Compiled>),
-    /// Taken by the slot's own job.
-    Taken,
+    result: Arc<Flight<Compiled>>,
 }
 
 /// A queued miss's place in the queue; dropping it before its lowering was
@@ -95,8 +87,7 @@ impl BatchQueue {
     pub(crate) fn push(self: &Arc<Self>, lowering: LoweredVariant) -> Ticket {
         let slot = Arc::new(Slot {
             lowering: Mutex::new(Some(lowering)),
-            result: Mutex::new(Outcome::Pending),
-            delivered: Condvar::new(),
+            result: Flight::new(),
         });
         self.lock().push_back(Arc::clone(&slot));
         Ticket {
@@ -147,31 +138,10 @@ impl Ticket {
                 .filter_map(|slot| lock(&slot.lowering).take())
                 .collect();
             for (slot, result) in delivery.0.iter().zip(compile(lowerings)) {
-                slot.deliver(result);
+                slot.result.complete(result);
             }
         }
-        let result = lock(&self.slot.result);
-        let mut result = self
-            .slot
-            .delivered
-            .wait_while(result, |result| matches!(result, Outcome::Pending))
-            .unwrap_or_else(PoisonError::into_inner);
-        match std::mem::replace(&mut *result, Outcome::Taken) {
-            Outcome::Ready(compiled) => *compiled,
-            Outcome::Pending | Outcome::Taken => Err(CompileFailure::Abandoned),
-        }
-    }
-}
-
-impl Slot {
-    /// Stores the result unless one was delivered before, and wakes the
-    /// slot's job.
-    fn deliver(&self, compiled: Compiled) {
-        let mut result = lock(&self.result);
-        if matches!(*result, Outcome::Pending) {
-            *result = Outcome::Ready(Box::new(compiled));
-            self.delivered.notify_all();
-        }
+        self.slot.result.wait()
     }
 }
 
@@ -182,7 +152,7 @@ struct Delivery(Vec<Arc<Slot>>);
 impl Drop for Delivery {
     fn drop(&mut self) {
         for slot in &self.0 {
-            slot.deliver(Err(CompileFailure::Abandoned));
+            slot.result.complete(Err(CompileFailure::Abandoned));
         }
     }
 }

@@ -15,7 +15,7 @@ use crate::placement::Placement;
 /// primary one, or the CPU fallback's). Dropping the last reference unloads
 /// its module (a module shared by a batch of variants goes with the last of
 /// them).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Variant {
     pub(crate) entry: Function,
     pub(crate) metadata: Metadata,
