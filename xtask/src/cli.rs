@@ -83,9 +83,10 @@ pub(crate) const COMMANDS: &[Command] = &[
         usage: "\
   miri
       Ensure IREE is built and the nightly toolchain's miri installed, then
-      run the miri tests (jit-cache's policy core, iree-safe against its
-      mock of the C API), each test target a `cargo miri test` of its own,
-      on as many workers as there are cores. `cargo xtask test` runs this.
+      run the miri tests (jit-cache's policy, iree-safe against its mock of
+      the C API, sheaf-integration's unit tests), each test target a
+      `cargo miri test` of its own, on as many workers as there are cores.
+      `cargo xtask test` runs this.
 ",
     },
     Command {

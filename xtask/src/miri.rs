@@ -17,10 +17,52 @@ use anyhow::{Context, Result};
 
 use crate::process::{self, step};
 
-/// What runs under miri: `jit-cache`'s policy (no I/O), and `iree-safe`
-/// against its mock of the C API. (`jit-store` is file and socket I/O,
-/// which miri cannot run much of.)
-const CRATES: &[(&str, &[&str])] = &[("jit-cache", &[]), ("iree-safe", &[])];
+/// What runs under miri: `jit-cache`'s policy (no I/O), `iree-safe`
+/// against its mock of the C API, and the pure parts of
+/// `sheaf-integration` (value trees, signatures, configuration parsing,
+/// bundle manifests, the batch queue: its unit tests; those that touch the
+/// file system or `/proc` are ignored there, and its integration tests
+/// need the real compiler). `jit-store` is file and socket I/O, which miri
+/// cannot run much of.
+const CRATES: &[Crate] = &[
+    Crate {
+        package: "jit-cache",
+        features: &[],
+        scope: Scope::Every,
+    },
+    Crate {
+        package: "iree-safe",
+        features: &[],
+        scope: Scope::Every,
+    },
+    Crate {
+        package: "sheaf-integration",
+        // The TLS of the remote cache is ring's C and assembly, which miri
+        // cannot run; the rest of the configuration is parsed.
+        features: &[
+            "--no-default-features",
+            "--features",
+            "disk-cache,remote-cache,serde",
+        ],
+        scope: Scope::UnitTests,
+    },
+];
+
+/// One crate's tests under miri.
+struct Crate {
+    package: &'static str,
+    features: &'static [&'static str],
+    scope: Scope,
+}
+
+/// Which of a crate's test targets run under miri.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// Every one: unit, integration and doc tests.
+    Every,
+    /// The unit tests alone.
+    UnitTests,
+}
 
 /// One `cargo miri test` of one test target.
 struct Job {
@@ -55,9 +97,14 @@ pub(crate) fn test_all(prefix: &Path) -> Result<()> {
         || process::ensure_toolchain("nightly", &["miri", "--version"], &["miri", "rust-src"]),
     )?;
     let mut jobs = Vec::new();
-    for &(package, features) in CRATES {
+    for &Crate {
+        package,
+        features,
+        scope,
+    } in CRATES
+    {
         let targets = step(&format!("building the tests of {package} for miri"), || {
-            test_targets(prefix, package, features)
+            test_targets(prefix, package, features, scope)
         })?;
         jobs.extend(targets.into_iter().map(|target| Job {
             package,
@@ -89,21 +136,33 @@ fn miri_test(prefix: &Path, package: &str, features: &[&str]) -> Command {
     command
 }
 
-/// Builds `package`'s tests for miri and returns the target arguments that
-/// run each: `--lib`, `--test NAME` for each integration test, and `--doc`.
-fn test_targets(prefix: &Path, package: &str, features: &[&str]) -> Result<Vec<Vec<String>>> {
-    let messages = process::output(
-        miri_test(prefix, package, features).args(["--no-run", "--message-format=json"]),
-    )?;
+/// Builds `package`'s tests in `scope` for miri and returns the target
+/// arguments that run each: `--lib`, and for [`Scope::Every`] `--test NAME`
+/// for each integration test and `--doc`.
+fn test_targets(
+    prefix: &Path,
+    package: &str,
+    features: &[&str],
+    scope: Scope,
+) -> Result<Vec<Vec<String>>> {
+    let mut build = miri_test(prefix, package, features);
+    if scope == Scope::UnitTests {
+        build.arg("--lib");
+    }
+    let messages = process::output(build.args(["--no-run", "--message-format=json"]))?;
     let manifest = process::workspace_root()
         .join("crates")
         .join(package)
         .join("Cargo.toml");
-    targets_built(&messages, &manifest).with_context(|| {
+    let mut targets = targets_built(&messages, &manifest).with_context(|| {
         format!(
             "`cargo miri test -p {package} --no-run` built no unit tests: did its output change?"
         )
-    })
+    })?;
+    if scope == Scope::UnitTests {
+        targets.retain(|target| target[0] == "--lib");
+    }
+    Ok(targets)
 }
 
 /// The test targets of the package at `manifest` that cargo's JSON

@@ -314,6 +314,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // touches the file system
     fn at_most_max_dumps_are_written_in_a_folder_of_this_process() {
         let dir = tempfile::tempdir().unwrap();
         let compile = Compile {
@@ -354,6 +355,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // touches the file system
     fn another_users_planted_folder_is_refused_and_its_links_never_followed() {
         let victim_dir = tempfile::tempdir().unwrap();
         let victim = victim_dir.path().join("victim");
@@ -390,6 +392,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // touches the file system
     fn a_fifo_planted_at_a_dump_file_is_never_waited_on() {
         let dir = tempfile::tempdir().unwrap();
         let dumps = Dumps::new(dir.path().to_owned(), &CompilerPreference::Disabled);
@@ -428,6 +431,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // touches the file system
     fn a_dump_that_cannot_be_written_says_so_once_on_stderr() {
         let dir = tempfile::tempdir().unwrap();
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();

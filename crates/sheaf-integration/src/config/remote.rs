@@ -210,6 +210,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // touches the file system
     fn a_store_of_ones_own_excludes_an_address_and_leases_live_a_while() {
         let store: Arc<dyn RemoteStore + RefUnwindSafe> =
             Arc::new(jit_store::SharedFolderStore::new(std::env::temp_dir()).unwrap());

@@ -88,6 +88,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore)] // reads /proc/meminfo
     fn the_default_bound_follows_the_device() {
         let settings = UploadSettings::default();
         assert_eq!(settings.bytes_for(false), 256 << 20);

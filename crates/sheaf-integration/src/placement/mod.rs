@@ -267,6 +267,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore)] // reads /proc
     fn cpu_code_gets_the_measured_flags_before_the_callers() {
         let runtime = Runtime::new("local-sync").unwrap();
         let base = CompileOptions {
@@ -295,6 +296,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // reads /proc
     fn float_semantics_are_flags_of_cpu_code_and_part_of_its_identity() {
         let runtime = Runtime::new("local-sync").unwrap();
         let base = CompileOptions {
@@ -342,6 +344,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // reads /proc
     fn large_contractions_get_data_tiling_on_the_cpu_only() {
         let runtime = Runtime::new("local-sync").unwrap();
         let base = CompileOptions::stablehlo();
@@ -378,6 +381,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // reads /proc
     fn a_worker_count_opens_local_task_with_it_and_is_ignored_elsewhere() {
         let open = |driver: &str| {
             Placement::open(
