@@ -115,7 +115,7 @@ fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
     ));
     Ok(Lowered::new(format!(
         "func.func @{entry}({args}) -> ({results}) {{\n{body}  return {returned} : {results}\n}}",
-        entry = ctx.entry_name(),
+        entry = ctx.entry_symbol(),
         args = args.join(", "),
         results = results.join(", "),
         returned = returned.join(", "),

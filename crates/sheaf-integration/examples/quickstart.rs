@@ -28,7 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                %y = stablehlo.add %x, %x : {ty}
                return %y : {ty}
              }}",
-            ctx.entry_name()
+            ctx.entry_symbol()
         )))
     });
     // The interpreter is yours, with your state: here, a call counter.

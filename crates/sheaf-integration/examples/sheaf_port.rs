@@ -328,7 +328,7 @@ fn lower(
     let (names, types): (Vec<_>, Vec<_>) = returns.into_iter().unzip();
     let mlir = format!(
         "func.func @{}({}) -> ({}) {{\n  {}\n  return {} : {}\n}}",
-        ctx.entry_name(),
+        ctx.entry_symbol(),
         emitter.params.join(", "),
         types.join(", "),
         emitter.lines.join("\n  "),

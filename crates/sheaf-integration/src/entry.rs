@@ -3,7 +3,7 @@
 //! function with a fixed symbol, which [`Lowered::with_entry`] declares;
 //! the runtime renames that symbol, where it is defined and wherever it is
 //! referenced, to the per-signature entry
-//! ([`LoweringContext::entry_name`]), after checking that the MLIR defines
+//! ([`LoweringContext::entry_symbol`]), after checking that the MLIR defines
 //! it as a public function.
 //!
 //! The text is read as MLIR tokens, not searched as a string: a symbol
@@ -12,7 +12,7 @@
 //! comments are left as they are.
 //!
 //! [`Lowered::with_entry`]: crate::lowering::Lowered::with_entry
-//! [`LoweringContext::entry_name`]: crate::lowering::LoweringContext::entry_name
+//! [`LoweringContext::entry_symbol`]: crate::lowering::LoweringContext::entry_symbol
 
 use crate::mlir::MlirError;
 

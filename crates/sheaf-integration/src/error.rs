@@ -78,11 +78,11 @@ pub enum JitError {
     /// failed: a lowering, the compiler or the runtime refused the batch.
     #[error(transparent)]
     Precompile(#[from] VariantError),
-    /// [`JitRuntime::import_artifact`](crate::JitRuntime::import_artifact)
+    /// [`JitRuntime::provide_artifact`](crate::JitRuntime::provide_artifact)
     /// refused a module: nothing of it was cached. (Boxed: the other
     /// variants are smaller.)
-    #[error("cannot import the compiled artifact")]
-    Import(#[source] Box<ImportError>),
+    #[error("cannot use the compiled artifact provided")]
+    Provide(#[source] Box<ProvideError>),
     /// A value this layer cannot represent.
     #[error("unsupported: {0}")]
     Unsupported(String),
@@ -289,15 +289,15 @@ impl From<&str> for LoweringError {
     }
 }
 
-/// Why a module could not be imported. Nothing of it is cached then.
+/// Why a provided module could not be used. Nothing of it is cached then.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum ImportError {
+pub enum ProvideError {
     /// The module was compiled for another target than the code this
     /// runtime's device runs.
     #[error(
         "the artifact was compiled for {artifact}, but this runtime's device `{device}` runs \
-         {runtime} code: compile it for {runtime}, or import it into a runtime on a device \
+         {runtime} code: compile it for {runtime}, or provide it to a runtime on a device \
          that runs {artifact} code"
     )]
     Target {

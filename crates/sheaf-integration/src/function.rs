@@ -74,7 +74,7 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
     ///            %y = stablehlo.add %x, %x : {ty}
     ///            return %y : {ty}
     ///          }}",
-    ///         ctx.entry_name()
+    ///         ctx.entry_symbol()
     ///     )))
     /// });
     /// assert_eq!(double.name(), "double");
@@ -301,7 +301,7 @@ impl<M> JitFunction<M> {
     }
 
     /// The entry symbol the runtime asks the lowering of `signature` to
-    /// define (`LoweringContext::entry_name`): the entry symbol and a stable
+    /// define (`LoweringContext::entry_symbol`): the entry symbol and a stable
     /// hash of the signature, `mlp_layer_5f1c…`. Distinct signatures get
     /// distinct symbols, so the variants of one function compile together
     /// in one module exactly as each would alone, and the artifact of such

@@ -95,7 +95,6 @@ mod entry;
 mod error;
 mod exit;
 mod function;
-mod import;
 mod learned_policy;
 pub mod log_targets;
 pub mod logging;
@@ -105,6 +104,7 @@ mod outcome;
 mod pipeline;
 mod placement;
 mod profile;
+mod provided;
 pub mod reference;
 mod runtime;
 mod tensor;
@@ -171,8 +171,8 @@ pub mod artifacts {
     //! Compiled code made ahead of time or elsewhere: artifact bundles
     //! (exported with [`JitRuntime::export_artifacts`](crate::JitRuntime::export_artifacts),
     //! served with [`JitConfigBuilder::artifact_bundle`](crate::JitConfigBuilder::artifact_bundle)),
-    //! imported `.vmfb`s, precompiled signatures, and where a loaded
-    //! artifact came from.
+    //! `.vmfb`s the application provides, precompiled signatures, and where
+    //! a loaded artifact came from.
 
     #[doc(hidden)]
     pub use crate::bundle::open_for_fuzzing;
@@ -180,8 +180,19 @@ pub mod artifacts {
     pub use crate::bundle_inspect::{
         inspect_bundle, verify_bundle, BundleContents, BundleVerdict, BundledSignature,
     };
-    pub use crate::error::ImportError;
-    pub use crate::import::{Import, ImportSummary};
+    pub use crate::error::ProvideError;
+    pub use crate::provided::{ProvidedFunction, ProvidedSummary};
+
+    /// Renamed [`ProvidedFunction`] in 0.3: "import" is host memory handed
+    /// to a device without a copy.
+    #[deprecated(since = "0.3.0", note = "renamed `ProvidedFunction`")]
+    pub type Import<'a, M = ()> = ProvidedFunction<'a, M>;
+    /// Renamed [`ProvidedSummary`] in 0.3.
+    #[deprecated(since = "0.3.0", note = "renamed `ProvidedSummary`")]
+    pub type ImportSummary = ProvidedSummary;
+    /// Renamed [`ProvideError`] in 0.3.
+    #[deprecated(since = "0.3.0", note = "renamed `ProvideError`")]
+    pub type ImportError = ProvideError;
     pub use crate::runtime::{Precompile, PrecompileSummary};
     pub use crate::variant::ArtifactSource;
     pub use iree_safe::TrustedVmfb;

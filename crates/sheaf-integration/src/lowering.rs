@@ -117,15 +117,23 @@ impl<'a> LoweringContext<'a> {
         self.values
     }
 
-    /// The name the entry function must have (`func.func @<entry_name>`).
-    /// Several variants may share one module, so every other symbol of the
-    /// lowering should be made from it too (see [`symbol`](Self::symbol)).
-    pub fn entry_name(&self) -> &str {
+    /// The entry symbol: the name the entry function must have
+    /// (`func.func @<entry_symbol>`). Several variants may share one
+    /// module, so every other symbol of the lowering should be made from it
+    /// too (see [`symbol`](Self::symbol)).
+    pub fn entry_symbol(&self) -> &str {
         self.entry
     }
 
+    /// Renamed [`entry_symbol`](Self::entry_symbol) in 0.3: one name for
+    /// the entry symbol everywhere.
+    #[deprecated(since = "0.3.0", note = "renamed `entry_symbol`")]
+    pub fn entry_name(&self) -> &str {
+        self.entry_symbol()
+    }
+
     /// A module-unique name for a helper symbol of this lowering:
-    /// `<entry_name>__<suffix>`.
+    /// `<entry_symbol>__<suffix>`.
     pub fn symbol(&self, suffix: &str) -> String {
         format!("{}__{suffix}", self.entry)
     }
@@ -136,7 +144,7 @@ impl<'a> LoweringContext<'a> {
 /// is kept with the compiled code and handed back on every call it serves.
 ///
 /// `mlir` holds top-level operations only — the entry `func.func`, named
-/// [`LoweringContext::entry_name`] (or a name of its own, declared with
+/// [`LoweringContext::entry_symbol`] (or a name of its own, declared with
 /// [`with_entry`](Self::with_entry)), and any private helpers — without a
 /// `module { }` around them: the runtime wraps them in a module (and may put
 /// several variants in one module to compile them at once).
@@ -153,7 +161,7 @@ pub struct Lowered<M = ()> {
     /// argument layouts).
     pub metadata: M,
     /// The entry function's own name in `mlir`, when it is not
-    /// [`LoweringContext::entry_name`] (see [`with_entry`](Self::with_entry)).
+    /// [`LoweringContext::entry_symbol`] (see [`with_entry`](Self::with_entry)).
     pub entry: Option<String>,
 }
 
@@ -173,7 +181,7 @@ impl<M> Lowered<M> {
     /// Declares that the entry function of `mlir` is `func.func @entry`, a
     /// name of the lowering's own (MLIR generated before the call, with a
     /// fixed symbol, such as Sheaf's value-and-grad code), instead of
-    /// [`LoweringContext::entry_name`]: the runtime renames it to the entry
+    /// [`LoweringContext::entry_symbol`]: the runtime renames it to the entry
     /// name, where it is defined and wherever the MLIR refers to it
     /// (`func.call @entry`), leaving string literals, comments and other
     /// symbols alone. Other symbols keep their names: make them unique
@@ -251,7 +259,7 @@ pub(crate) type Metadata = Arc<dyn Any + Send + Sync>;
 
 /// The entry symbol Sheaf's naming gives a function called `name` (what
 /// [`JitFunction::entry_symbol`](crate::JitFunction::entry_symbol) and
-/// [`LoweringContext::entry_name`] say, known before any lowering): `-` →
+/// [`LoweringContext::entry_symbol`] say, known before any lowering): `-` →
 /// `_`, `?` → `_q`, `!` → `_b`, any other character that is not a letter,
 /// digit, `_` or `.` → `_`, and a leading digit prefixed with `_`.
 ///

@@ -1,5 +1,6 @@
-//! Compiled modules from outside the library ([`JitRuntime::import_artifact`](crate::JitRuntime::import_artifact)):
-//! a `.vmfb` the application built itself (with its own `iree-compile`, its
+//! Compiled modules the application provides
+//! ([`JitRuntime::provide_artifact`](crate::JitRuntime::provide_artifact)):
+//! a `.vmfb` it built itself (with its own `iree-compile`, its
 //! own flags, ahead of time), served by the cache like the runtime's own
 //! variants, each exported function under the signature it serves.
 //!
@@ -21,15 +22,15 @@ use crate::function::JitFunction;
 /// `metadata` handed back on every call, as a lowering's would be.
 ///
 /// ```
-/// use sheaf_integration::{artifacts::Import, lowering::Signature, reference, DType};
+/// use sheaf_integration::{artifacts::ProvidedFunction, lowering::Signature, reference, DType};
 ///
 /// let sigmoid = reference::sigmoid();
 /// let signature = Signature::builder().arg(DType::F32, &[4]).build();
-/// let import = Import::new(&sigmoid, "sigmoid_f32_4", signature);
-/// assert_eq!(import.entry(), "sigmoid_f32_4");
+/// let provided = ProvidedFunction::new(&sigmoid, "sigmoid_f32_4", signature);
+/// assert_eq!(provided.entry(), "sigmoid_f32_4");
 /// ```
 #[derive(Debug)]
-pub struct Import<'a, M = ()> {
+pub struct ProvidedFunction<'a, M = ()> {
     pub(crate) function: &'a JitFunction<M>,
     pub(crate) entry: String,
     pub(crate) signature: Signature,
@@ -37,15 +38,15 @@ pub struct Import<'a, M = ()> {
     pub(crate) metadata: M,
 }
 
-impl<'a> Import<'a> {
+impl<'a> ProvidedFunction<'a> {
     /// The module's function `entry` serves `function`'s calls with
     /// `signature`; results side by side, no metadata.
     pub fn new(function: &'a JitFunction, entry: impl Into<String>, signature: Signature) -> Self {
-        Import::with_metadata(function, entry, signature, ())
+        ProvidedFunction::with_metadata(function, entry, signature, ())
     }
 }
 
-impl<'a, M> Import<'a, M> {
+impl<'a, M> ProvidedFunction<'a, M> {
     /// The module's function `entry` serves `function`'s calls with
     /// `signature`, and each such call hands back `metadata` (what the
     /// function's lowering would have returned).
@@ -55,7 +56,7 @@ impl<'a, M> Import<'a, M> {
         signature: Signature,
         metadata: M,
     ) -> Self {
-        Import {
+        ProvidedFunction {
             function,
             entry: entry.into(),
             signature,
@@ -77,13 +78,13 @@ impl<'a, M> Import<'a, M> {
     }
 }
 
-/// What [`JitRuntime::import_artifact`](crate::JitRuntime::import_artifact)
+/// What [`JitRuntime::provide_artifact`](crate::JitRuntime::provide_artifact)
 /// did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct ImportSummary {
+pub struct ProvidedSummary {
     /// Functions of the module checked and handed to the cache.
-    pub imported: usize,
+    pub provided: usize,
     /// Of those, the ones cached (the others found their function's cache
     /// full of entries used more, or the signature cached already).
     pub cached: usize,

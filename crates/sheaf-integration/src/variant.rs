@@ -49,9 +49,9 @@ pub enum ArtifactSource {
     RemoteCache,
     /// An artifact bundle had it.
     Bundle,
-    /// The application imported it
-    /// ([`JitRuntime::import_artifact`](crate::JitRuntime::import_artifact)).
-    Imported,
+    /// The application provided it
+    /// ([`JitRuntime::provide_artifact`](crate::JitRuntime::provide_artifact)).
+    Provided,
 }
 
 impl ArtifactSource {
@@ -61,7 +61,7 @@ impl ArtifactSource {
         ArtifactSource::DiskCache,
         ArtifactSource::RemoteCache,
         ArtifactSource::Bundle,
-        ArtifactSource::Imported,
+        ArtifactSource::Provided,
     ];
 }
 
@@ -72,7 +72,7 @@ impl std::fmt::Display for ArtifactSource {
             ArtifactSource::DiskCache => "disk cache",
             ArtifactSource::RemoteCache => "remote cache",
             ArtifactSource::Bundle => "bundle",
-            ArtifactSource::Imported => "imported",
+            ArtifactSource::Provided => "provided",
         })
     }
 }

@@ -40,7 +40,7 @@ fn lower_double(
     let ty = mlir::arg_type(&ctx.args()[0])?;
     Ok(Lowered::new(format!(
         "func.func @{}(%x: {ty}) -> {ty} {{\n  %y = stablehlo.{op} %x, %x : {ty}\n  return %y : {ty}\n}}",
-        ctx.entry_name()
+        ctx.entry_symbol()
     )))
 }
 
@@ -485,7 +485,7 @@ fn a_lowering_reads_dict_keys_from_the_layout_without_values() {
         let ty = mlir::arg_type(&ctx.args()[0])?;
         Ok(Lowered::new(format!(
             "func.func @{}(%a: {ty}, %b: {ty}) -> {ty} {{\n  %y = stablehlo.add %a, %b : {ty}\n  return %y : {ty}\n}}",
-            ctx.entry_name()
+            ctx.entry_symbol()
         ))
         .with_metadata(keys.0))
     });

@@ -108,7 +108,7 @@ fn scale() -> JitFunction {
                %y = stablehlo.multiply %x, %k : {ty}
                return %y : {ty}
              }}",
-            ctx.entry_name()
+            ctx.entry_symbol()
         )))
     })
 }
@@ -129,7 +129,7 @@ fn axpy() -> JitFunction {
                %r = stablehlo.add %ax, %y : {ty}
                return %r : {ty}
              }}",
-            ctx.entry_name()
+            ctx.entry_symbol()
         )))
     })
 }
@@ -177,7 +177,7 @@ fn x_plus_x(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
            %y = stablehlo.add %x, %x : {ty}
            return %y : {ty}
          }}",
-        ctx.entry_name()
+        ctx.entry_symbol()
     )))
 }
 

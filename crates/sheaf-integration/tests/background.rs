@@ -220,7 +220,7 @@ fn sigmoid_but_width_3() -> JitFunction {
                    %y = {op} %x : {ty}
                    return %y : {ty}
                  }}",
-                entry = ctx.entry_name()
+                entry = ctx.entry_symbol()
             )))
         },
     )

@@ -210,7 +210,7 @@ fn scaled() -> JitFunction {
                %y = stablehlo.multiply %x, %c : {ty}
                return %y : {ty}
              }}",
-            entry = ctx.entry_name(),
+            entry = ctx.entry_symbol(),
             factor = sheaf_integration::mlir::f32_literal(factor),
         )))
     })

@@ -101,7 +101,7 @@ fn impostor() -> JitFunction {
                    %y = stablehlo.negate %x : {ty}
                    return %y : {ty}
                  }}",
-                entry = ctx.entry_name()
+                entry = ctx.entry_symbol()
             )))
         },
     )

@@ -2,7 +2,7 @@
 //! runs: a fresh compile for `cpu:diamondrapids` (AMX-FP16, AVX10.2, ...)
 //! on a machine without them is interpreted with the reason, nothing of it
 //! reaches the disk cache, and the same bytes handed over from elsewhere
-//! (an import, as from a bundle or a cluster's cache whose portable target
+//! (provided, as from a bundle or a cluster's cache whose portable target
 //! is set too high) are refused naming the missing features. Before the
 //! check, the first compiled call died of SIGILL (exit 132), taking this
 //! test binary with it. Skipped, saying so, on a CPU that has them all.
@@ -12,7 +12,7 @@ mod support;
 use std::path::Path;
 
 use sheaf_integration::{
-    artifacts::Import, compiler::CompileTarget, lowering::Signature, reference,
+    artifacts::ProvidedFunction, compiler::CompileTarget, lowering::Signature, reference,
     settings::DiskCacheFolder, DType, Dispatched, JitConfig, JitRuntime, Value,
 };
 use support::{array, compiled_outside};
@@ -103,10 +103,10 @@ fn a_module_for_a_cpu_this_one_is_not_is_refused_from_elsewhere() {
     let sigmoid = reference::sigmoid();
     let signature = Signature::builder().arg(DType::F32, &[4]).build();
     let error = jit
-        .import_artifact(
+        .provide_artifact(
             artifact.vmfb(),
             &foreign(),
-            vec![Import::new(&sigmoid, "sigmoid_4", signature)],
+            vec![ProvidedFunction::new(&sigmoid, "sigmoid_4", signature)],
         )
         .unwrap_err();
     let shown = sheaf_integration::ErrorChain(&error).to_string();

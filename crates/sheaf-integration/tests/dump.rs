@@ -112,7 +112,7 @@ fn a_failed_compile_leaves_its_diagnostics() {
                %y = stablehlo.no_such_op %x : {ty}
                return %y : {ty}
              }}",
-            ctx.entry_name()
+            ctx.entry_symbol()
         )))
     });
     let x = Value::host(ArrayD::<f32>::ones(IxDyn(&[1, 5])));

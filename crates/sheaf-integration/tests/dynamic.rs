@@ -226,7 +226,7 @@ fn a_lowering_that_refuses_dynamic_dims_leaves_its_function_static() {
   %y = stablehlo.negate %x : {ty}
   return %y : {ty}
 }}",
-            ctx.entry_name()
+            ctx.entry_symbol()
         )))
     })
     .with_dynamic_dims();

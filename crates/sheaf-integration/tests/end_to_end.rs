@@ -285,7 +285,7 @@ fn doubled_sigmoid() -> JitFunction {
                %y = stablehlo.add %s, %s : {ty}
                return %y : {ty}
              }}",
-                ctx.entry_name()
+                ctx.entry_symbol()
             )))
         },
     )
@@ -418,7 +418,7 @@ fn runtime_errors_are_returned_not_hidden() {
                %y = stablehlo.negate %x : tensor<4xf32>
                return %y : tensor<4xf32>
              }}",
-            ctx.entry_name()
+            ctx.entry_symbol()
         )))
     });
     let error = jit
@@ -435,7 +435,7 @@ fn a_failed_compile_runs_the_interpreter_with_the_diagnostic() {
     let broken: JitFunction = JitFunction::new("broken", "type error", |ctx| {
         Ok(Lowered::new(format!(
             "func.func @{}(%x: tensor<4xf32>) -> tensor<4xi32> {{ return %x : tensor<4xf32> }}",
-            ctx.entry_name()
+            ctx.entry_symbol()
         )))
     });
     let x = [Value::from(array(&[4], 2))];

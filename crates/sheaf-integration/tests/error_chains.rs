@@ -94,7 +94,7 @@ fn a_failed_compile_shows_each_level_of_its_chain_once() {
             "func.func @{}(%x: {ty}) -> tensor<2xi32> {{
                return %x : {ty}
              }}",
-            ctx.entry_name()
+            ctx.entry_symbol()
         )))
     });
     let failure = failure_of(&bad);

@@ -39,7 +39,7 @@ fn row_sum_of_squares() -> JitFunction {
   %sum = stablehlo.reduce(%sq init: %zero) applies stablehlo.add across dimensions = [1] : ({ty}, tensor<f32>) -> {out}
   return %sum : {out}
 }}",
-            ctx.entry_name()
+            ctx.entry_symbol()
         )))
     })
 }

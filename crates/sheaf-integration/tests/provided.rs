@@ -1,13 +1,13 @@
 //! A module compiled outside the library (by `iree-compile`, run here on an
-//! MLIR file) is served by the cache like its own variants once imported:
-//! a call with an imported signature hits it, with no lowering and no
+//! MLIR file) is served by the cache like its own variants once provided:
+//! a call with a provided signature hits it, with no lowering and no
 //! compile; a module whose declarations, entries or target do not match
 //! what it is said to serve is refused whole.
 
 mod support;
 
 use sheaf_integration::{
-    artifacts::{ArtifactSource, Import, ImportError},
+    artifacts::{ArtifactSource, ProvideError, ProvidedFunction},
     compiler::CompileTarget,
     lowering::Signature,
     reference,
@@ -41,37 +41,37 @@ fn f32_sig(dims: &[i64]) -> Signature {
 }
 
 #[test]
-fn an_imported_module_serves_its_signatures_without_lowering_or_compiling() {
+fn a_provided_module_serves_its_signatures_without_lowering_or_compiling() {
     let dir = tempfile::tempdir().unwrap();
     let jit = runtime();
     let target = jit.compile_options().target.clone();
     let artifact = compiled_outside(dir.path(), MODULE, &target);
     let sigmoid = reference::sigmoid();
     let summary = jit
-        .import_artifact(
+        .provide_artifact(
             artifact.vmfb(),
             &target,
             vec![
-                Import::new(&sigmoid, "sigmoid_4", f32_sig(&[4])),
-                Import::new(&sigmoid, "sigmoid_2x3", f32_sig(&[2, 3])),
+                ProvidedFunction::new(&sigmoid, "sigmoid_4", f32_sig(&[4])),
+                ProvidedFunction::new(&sigmoid, "sigmoid_2x3", f32_sig(&[2, 3])),
             ],
         )
         .unwrap();
-    assert_eq!((summary.imported, summary.cached), (2, 2));
+    assert_eq!((summary.provided, summary.cached), (2, 2));
     for shape in [&[4][..], &[2, 3]] {
         let x = [Value::from(array(shape, 7))];
         let Dispatched::Compiled(compiled) = jit.dispatch(&sigmoid, &x, &[]).unwrap() else {
             panic!("{shape:?}: served compiled")
         };
         assert_eq!(compiled.provenance, Provenance::Compiled(Origin::Hit));
-        assert_eq!(compiled.source(), ArtifactSource::Imported);
+        assert_eq!(compiled.source(), ArtifactSource::Provided);
         let expected = reference::interpret_sigmoid(&x).unwrap();
-        assert_close(&compiled.outputs[0], &expected[0], "imported sigmoid");
+        assert_close(&compiled.outputs[0], &expected[0], "provided sigmoid");
     }
     let profile = jit.profile();
     assert_eq!(profile.phase(Phase::Lower).count, 0, "{profile}");
     assert_eq!(
-        profile.loaded_from(ArtifactSource::Imported),
+        profile.loaded_from(ArtifactSource::Provided),
         2,
         "{profile}"
     );
@@ -96,27 +96,27 @@ fn a_module_that_cannot_serve_what_it_is_said_to_is_refused_whole() {
     let target = jit.compile_options().target.clone();
     let artifact = compiled_outside(dir.path(), MODULE, &target);
     let sigmoid = reference::sigmoid();
-    let refused = |imports: Vec<Import<'_>>, on: &CompileTarget| {
+    let refused = |functions: Vec<ProvidedFunction<'_>>, on: &CompileTarget| {
         let error = jit
-            .import_artifact(artifact.vmfb(), on, imports)
+            .provide_artifact(artifact.vmfb(), on, functions)
             .unwrap_err();
-        let JitError::Import(cause) = error else {
+        let JitError::Provide(cause) = error else {
             panic!("{error:?}")
         };
         *cause
     };
-    let good = || Import::new(&sigmoid, "sigmoid_4", f32_sig(&[4]));
+    let good = || ProvidedFunction::new(&sigmoid, "sigmoid_4", f32_sig(&[4]));
     // A declaration that takes another signature; the good one beside it
     // is not cached either.
     let cause = refused(
         vec![
             good(),
-            Import::new(&sigmoid, "sigmoid_2x3", f32_sig(&[3, 2])),
+            ProvidedFunction::new(&sigmoid, "sigmoid_2x3", f32_sig(&[3, 2])),
         ],
         &target,
     );
     assert!(
-        matches!(&cause, ImportError::Declaration { entry, .. } if entry == "sigmoid_2x3"),
+        matches!(&cause, ProvideError::Declaration { entry, .. } if entry == "sigmoid_2x3"),
         "{cause:?}"
     );
     let message = cause.to_string();
@@ -126,7 +126,10 @@ fn a_module_that_cannot_serve_what_it_is_said_to_is_refused_whole() {
     );
     // An entry the module does not export: the message lists those it does.
     let cause = refused(
-        vec![good(), Import::new(&sigmoid, "sigmoid_5", f32_sig(&[5]))],
+        vec![
+            good(),
+            ProvidedFunction::new(&sigmoid, "sigmoid_5", f32_sig(&[5])),
+        ],
         &target,
     );
     let message = cause.to_string();
@@ -139,7 +142,7 @@ fn a_module_that_cannot_serve_what_it_is_said_to_is_refused_whole() {
         arch: "sm_80".into(),
     };
     let cause = refused(vec![good()], &cuda);
-    assert!(matches!(cause, ImportError::Target { .. }), "{cause:?}");
+    assert!(matches!(cause, ProvideError::Target { .. }), "{cause:?}");
     assert!(cause.to_string().contains("cuda:sm_80"), "{cause}");
     assert_eq!(jit.stats().total.live_entries, 0, "nothing was cached");
 }

@@ -39,7 +39,7 @@ fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
   %y = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : ({ta}, {tb}) -> {ty}
   return %y : {ty}
 }}",
-        entry = ctx.entry_name()
+        entry = ctx.entry_symbol()
     )))
 }
 

@@ -64,7 +64,7 @@ fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
 {zeros}  %y = stablehlo.maximum %z, %zb : {ty}
   return %y : {ty}
 }}",
-        entry = ctx.entry_name()
+        entry = ctx.entry_symbol()
     )))
 }
 

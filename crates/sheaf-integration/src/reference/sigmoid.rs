@@ -32,7 +32,7 @@ fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
   %y = stablehlo.logistic %x : {ty}
   return %y : {ty}
 }}",
-        entry = ctx.entry_name()
+        entry = ctx.entry_symbol()
     )))
 }
 

@@ -88,7 +88,7 @@ fn lower(ctx: &LoweringContext<'_>) -> Result<Lowered, LoweringError> {
 {inverse}  %y = stablehlo.multiply %e, %inverseb : {ty}
   return %y : {ty}
 }}",
-        entry = ctx.entry_name(),
+        entry = ctx.entry_symbol(),
         temperature = t_literal,
     )))
 }

@@ -1,5 +1,5 @@
 //! Artifacts in and out of a runtime: exporting a bundle of the compiled
-//! variants, importing a module compiled elsewhere.
+//! variants, serving a module the application provides.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -66,15 +66,15 @@ impl JitRuntime {
 
     /// Serves calls with a module compiled outside this runtime (by the
     /// application's own `iree-compile`, ahead of time, with flags of its
-    /// choosing): each of `imports` names a function the module exports,
+    /// choosing): each of `functions` names a function the module exports,
     /// the [`JitFunction`](crate::JitFunction) and signature it serves, and its result
     /// structure and metadata. Each is cached like a variant the runtime
     /// compiled: a call of that function with that signature (or, for a
     /// signature with dynamic dims, any signature it covers) hits it,
-    /// without lowering or compiling ([`ArtifactSource::Imported`]); it
+    /// without lowering or compiling ([`ArtifactSource::Provided`]); it
     /// counts against the function's capacity and the budgets (the cache's
     /// statistics count it as a compile of no time, as a `precompile`d
-    /// one; the profile, as imported), and may be evicted like any variant
+    /// one; the profile, as provided), and may be evicted like any variant
     /// (a later call then lowers and compiles as usual). It is not written
     /// to the disk cache nor exported to bundles.
     ///
@@ -92,7 +92,7 @@ impl JitRuntime {
     /// entries; all are checked before any is cached.
     ///
     /// ```no_run
-    /// use sheaf_integration::artifacts::Import;
+    /// use sheaf_integration::artifacts::ProvidedFunction;
     /// use sheaf_integration::compiler::{Artifact, CompileTarget};
     /// use sheaf_integration::lowering::Signature;
     /// use sheaf_integration::{reference, DType, JitConfig, JitRuntime};
@@ -104,35 +104,35 @@ impl JitRuntime {
     /// let artifact = unsafe { Artifact::from_trusted_bytes(bytes) };
     /// let sigmoid = reference::sigmoid();
     /// let signature = Signature::builder().arg(DType::F32, &[1, 5]).build();
-    /// jit.import_artifact(
+    /// jit.provide_artifact(
     ///     artifact.vmfb(),
     ///     &CompileTarget::host_cpu(),
-    ///     vec![Import::new(&sigmoid, "sigmoid", signature)],
+    ///     vec![ProvidedFunction::new(&sigmoid, "sigmoid", signature)],
     /// )?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
     /// # Errors
     ///
-    /// [`JitError::Import`]: the target is not this device's
-    /// ([`ImportError::Target`](crate::artifacts::ImportError::Target)), the runtime
-    /// refuses the module ([`Load`](crate::artifacts::ImportError::Load)), an entry is
-    /// not exported ([`NoEntry`](crate::artifacts::ImportError::NoEntry)) or does not
+    /// [`JitError::Provide`]: the target is not this device's
+    /// ([`ProvideError::Target`](crate::artifacts::ProvideError::Target)), the runtime
+    /// refuses the module ([`Load`](crate::artifacts::ProvideError::Load)), an entry is
+    /// not exported ([`NoEntry`](crate::artifacts::ProvideError::NoEntry)) or does not
     /// declare what it is said to serve
-    /// ([`Declaration`](crate::artifacts::ImportError::Declaration)); nothing is
+    /// ([`Declaration`](crate::artifacts::ProvideError::Declaration)); nothing is
     /// cached then.
-    pub fn import_artifact<M: Send + Sync + 'static>(
+    pub fn provide_artifact<M: Send + Sync + 'static>(
         &self,
         vmfb: crate::artifacts::TrustedVmfb<'_>,
         target: &iree_safe::compiler::CompileTarget,
-        imports: Vec<crate::artifacts::Import<'_, M>>,
-    ) -> Result<crate::artifacts::ImportSummary, JitError> {
-        use crate::error::ImportError;
-        let refused = |error: ImportError| JitError::Import(Box::new(error));
+        functions: Vec<crate::artifacts::ProvidedFunction<'_, M>>,
+    ) -> Result<crate::artifacts::ProvidedSummary, JitError> {
+        use crate::error::ProvideError;
+        let refused = |error: ProvideError| JitError::Provide(Box::new(error));
         let inner = &*self.inner;
         let code = inner.primary.code(inner.float_semantics);
         if *target != code.options.target {
-            return Err(refused(ImportError::Target {
+            return Err(refused(ProvideError::Target {
                 artifact: target.clone(),
                 runtime: code.options.target.clone(),
                 device: inner.primary.device().uri().to_owned(),
@@ -142,43 +142,43 @@ impl JitRuntime {
             .primary
             .runtime
             .load(vmfb)
-            .map_err(|error| refused(ImportError::Load(error)))?;
-        let share = module.artifact_bytes() / imports.len().max(1);
-        let mut variants = Vec::with_capacity(imports.len());
-        for import in imports {
-            let entry = module.function(&import.entry).map_err(|_| {
-                refused(ImportError::NoEntry {
-                    entry: import.entry.clone(),
+            .map_err(|error| refused(ProvideError::Load(error)))?;
+        let share = module.artifact_bytes() / functions.len().max(1);
+        let mut variants = Vec::with_capacity(functions.len());
+        for provided in functions {
+            let entry = module.function(&provided.entry).map_err(|_| {
+                refused(ProvideError::NoEntry {
+                    entry: provided.entry.clone(),
                     exports: module.function_names(),
                 })
             })?;
-            let outputs = import.outputs.as_ref();
-            if let Some(why) = crate::declaration::mismatch(&entry, &import.signature, outputs) {
-                return Err(refused(ImportError::Declaration {
-                    entry: import.entry,
-                    function: import.function.name().to_owned(),
-                    signature: import.signature.to_string(),
+            let outputs = provided.outputs.as_ref();
+            if let Some(why) = crate::declaration::mismatch(&entry, &provided.signature, outputs) {
+                return Err(refused(ProvideError::Declaration {
+                    entry: provided.entry,
+                    function: provided.function.name().to_owned(),
+                    signature: provided.signature.to_string(),
                     why,
                 }));
             }
-            let metadata = Arc::new(import.metadata) as crate::lowering::Metadata;
+            let metadata = Arc::new(provided.metadata) as crate::lowering::Metadata;
             let variant = Variant {
                 bytes: share,
                 entry,
-                metadata_bytes: import.function.encode_metadata(&metadata).map(Arc::from),
+                metadata_bytes: provided.function.encode_metadata(&metadata).map(Arc::from),
                 metadata,
-                outputs: import.outputs,
+                outputs: provided.outputs,
                 key: None,
-                source: ArtifactSource::Imported,
+                source: ArtifactSource::Provided,
                 target: Arc::from(code.target_identity.as_str()),
                 device: Arc::from(inner.primary.device().uri()),
             };
-            variants.push((import.function, import.signature, variant));
+            variants.push((provided.function, provided.signature, variant));
         }
-        let imported = variants.len();
+        let provided = variants.len();
         let mut cached = 0;
         for (function, signature, variant) in variants {
-            inner.profile.count_source(ArtifactSource::Imported);
+            inner.profile.count_source(ArtifactSource::Provided);
             cached += usize::from(inner.cache.insert(
                 function.id(),
                 &signature,
@@ -186,6 +186,22 @@ impl JitRuntime {
                 Duration::ZERO,
             ));
         }
-        Ok(crate::artifacts::ImportSummary { imported, cached })
+        Ok(crate::artifacts::ProvidedSummary { provided, cached })
+    }
+
+    /// Renamed [`provide_artifact`](Self::provide_artifact) in 0.3
+    /// ("import" is host memory handed to a device without a copy).
+    ///
+    /// # Errors
+    ///
+    /// As [`provide_artifact`](Self::provide_artifact).
+    #[deprecated(since = "0.3.0", note = "renamed `provide_artifact`")]
+    pub fn import_artifact<M: Send + Sync + 'static>(
+        &self,
+        vmfb: crate::artifacts::TrustedVmfb<'_>,
+        target: &iree_safe::compiler::CompileTarget,
+        functions: Vec<crate::artifacts::ProvidedFunction<'_, M>>,
+    ) -> Result<crate::artifacts::ProvidedSummary, JitError> {
+        self.provide_artifact(vmfb, target, functions)
     }
 }

@@ -96,7 +96,7 @@ impl JitRuntime {
     ///     let ty = mlir::arg_type(&ctx.args()[0])?;
     ///     Ok(Lowered::new(format!(
     ///         "func.func @{}(%x: {ty}) -> {ty} {{ %y = stablehlo.{op} %x, %x : {ty} return %y : {ty} }}",
-    ///         ctx.entry_name()
+    ///         ctx.entry_symbol()
     ///     )))
     /// })?;
     /// if let Dispatched::Compiled(compiled) = outcome {

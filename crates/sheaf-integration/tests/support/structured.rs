@@ -48,7 +48,7 @@ pub(crate) fn affine() -> JitFunction<AffineMeta> {
                %n = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [0] : ({ty}, tensor<f32>) -> tensor<f32>
                return %n, %y : tensor<f32>, {ty}
              }}",
-            entry = ctx.entry_name()
+            entry = ctx.entry_symbol()
         ))
         .with_outputs(outputs.build().map_err(|e| LoweringError::with_source("output layout", e))?)
         .with_metadata(AffineMeta {

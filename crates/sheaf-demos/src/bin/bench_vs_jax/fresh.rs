@@ -38,7 +38,7 @@ fn new_sigmoid(nonce: usize) -> JitFunction {
   %y = stablehlo.logistic %x : {ty}
   return %y : {ty}
 }}",
-            entry = ctx.entry_name()
+            entry = ctx.entry_symbol()
         )))
     })
 }
