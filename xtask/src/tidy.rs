@@ -32,6 +32,7 @@
 #![cfg(test)]
 
 mod architecture;
+mod defaults;
 mod features;
 
 use std::collections::BTreeSet;

@@ -10,7 +10,7 @@
 //!
 //! 1. the compiler's own phase timing (`iree-compile --mlir-timing`, the
 //!    runtime's current flags), the six longest passes and pipelines;
-//! 2. one compile in-process (the default) and as a subprocess, median of
+//! 2. one compile as a subprocess (the default) and in-process, median of
 //!    [`ROUNDS`];
 //! 3. each knob (a set of extra flags, the first row the runtime's flags
 //!    before this bench chose them) through the whole JIT path, the time

@@ -97,7 +97,7 @@ impl DiskCacheSettings {
 
     /// [`Self::store_config`] on the system `os` (`std::env::consts::OS`)
     /// with the environment `var`.
-    fn store_config_on(
+    pub(super) fn store_config_on(
         &self,
         os: &str,
         var: impl Fn(&str) -> Option<OsString>,

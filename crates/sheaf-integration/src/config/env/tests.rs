@@ -517,3 +517,76 @@ fn targets_and_flags_with_which_nothing_can_compile_or_load_are_refused() {
     let native = format!("cpu:generic:{}", iree_safe::compiler::process_triple());
     assert!(from(&[("SHEAF_JIT_TARGET", &native)]).is_ok(), "{native}");
 }
+
+/// The defaults the table states (and the README repeats: tidy compares
+/// them) are the code's: a variable set to its stated default configures
+/// what no variable does. A default that is not one value (`none`, a
+/// sentence) is checked apart below, or is what the variable unset means.
+#[test]
+fn every_default_the_table_states_is_the_codes() {
+    let unset = format!("{:?}", from(&[]).unwrap());
+    let mut checked = Vec::new();
+    for variable in ENV_VARIABLES {
+        let value = variable.default.trim_matches('`');
+        let one_value = !value.is_empty() && !value.contains([' ', '`', ',', ';']);
+        if !one_value || value == "none" {
+            continue;
+        }
+        let set = from(&[(variable.name, value)])
+            .unwrap_or_else(|error| panic!("{}'s stated default: {error}", variable.name));
+        assert_eq!(
+            format!("{set:?}"),
+            unset,
+            "{}={value}, its stated default, configures something else than leaving it unset",
+            variable.name
+        );
+        checked.push(variable.name);
+    }
+    // Among them, those the documents state most: the compile mode, the
+    // compiler, the float semantics, the cache policy and bounds.
+    for name in [
+        "SHEAF_JIT_COMPILE_MODE",
+        "SHEAF_JIT_COMPILER",
+        "SHEAF_JIT_FLOAT_SEMANTICS",
+        "SHEAF_JIT_CACHE_POLICY",
+        "SHEAF_JIT_CAPACITY",
+        "SHEAF_JIT_CACHE_MAX_BYTES",
+    ] {
+        assert!(
+            checked.contains(&name),
+            "{name} was not checked: {checked:?}"
+        );
+    }
+}
+
+/// The disk cache's folder, as the table states it, is where the code puts
+/// it on Linux (with and without `XDG_CACHE_HOME`) and on macOS.
+#[test]
+fn the_stated_disk_cache_folders_are_the_codes() {
+    let stated = ENV_VARIABLES
+        .iter()
+        .find(|variable| variable.name == "SHEAF_JIT_CACHE_DIR")
+        .unwrap()
+        .default;
+    let settings = crate::config::DiskCacheSettings::default();
+    let symbolic = |os: &str, vars: &[&str]| {
+        let folder = settings
+            .store_config_on(os, |name| {
+                vars.contains(&name)
+                    .then(|| OsString::from(format!("${name}")))
+            })
+            .unwrap()
+            .directory;
+        format!("`{}`", folder.display())
+    };
+    for folder in [
+        symbolic("linux", &["XDG_CACHE_HOME", "HOME"]),
+        symbolic("linux", &["HOME"]),
+        symbolic("macos", &["XDG_CACHE_HOME", "HOME"]),
+    ] {
+        assert!(
+            stated.contains(&folder),
+            "SHEAF_JIT_CACHE_DIR's stated default ({stated}) does not name {folder}"
+        );
+    }
+}
