@@ -186,7 +186,7 @@ pub fn run(
     )
 }
 
-/// `mlp_layer`'s signature at batch `b`: x f32[b,16], W f32[16,8], b f32[8].
+/// `mlp_layer`'s signature at batch `b`: x `f32[b,16]`, W `f32[16,8]`, b `f32[8]`.
 pub fn mlp(b: i64) -> Signature {
     Signature::builder()
         .arg(DType::F32, &[b, 16])
