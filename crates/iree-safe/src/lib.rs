@@ -55,6 +55,7 @@
 
 #![deny(missing_docs)]
 #![warn(clippy::missing_errors_doc)]
+#![warn(clippy::exhaustive_structs, clippy::exhaustive_enums)]
 
 mod artifact;
 mod calling_convention;

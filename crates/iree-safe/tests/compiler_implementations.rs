@@ -62,10 +62,8 @@ fn a_type_error_is_an_error_with_the_compilers_diagnostic() {
 
 #[test]
 fn unknown_flags_are_refused_by_both() {
-    let options = CompileOptions {
-        extra_flags: vec!["--iree-no-such-flag=1".to_owned()],
-        ..CompileOptions::stablehlo()
-    };
+    let mut options = CompileOptions::stablehlo();
+    options.extra_flags = vec!["--iree-no-such-flag=1".to_owned()];
     let mlir = source("sigmoid");
     let compilers: [Box<dyn Compiler>; 2] = [Box::new(in_process()), Box::new(subprocess())];
     for compiler in compilers {

@@ -94,9 +94,10 @@ enum Setup {
 }
 
 fn warmed(call: &Call, policy: CachePolicy, setup: Setup) -> (JitCache<Exe>, FunctionId) {
-    let cache = JitCache::new(CacheConfig {
-        policy,
-        ..CacheConfig::default()
+    let cache = JitCache::new({
+        let mut config = CacheConfig::default();
+        config.policy = policy;
+        config
     })
     .expect("default settings are valid");
     let f = FunctionId::new("bench", 1);
@@ -312,9 +313,10 @@ fn ragged_dynamic_hits(iters: u64) {
         .collect();
     let f = FunctionId::new("mlp", 1).with_dynamic_dims();
     let caches = [false, true].map(|specialize_hot_sizes| {
-        let cache = JitCache::new(CacheConfig {
-            specialize_hot_sizes,
-            ..CacheConfig::default()
+        let cache = JitCache::new({
+            let mut config = CacheConfig::default();
+            config.specialize_hot_sizes = specialize_hot_sizes;
+            config
         })
         .expect("default settings are valid");
         let general = sizes[0].with_dynamic_dims(&[(0, 0)]);

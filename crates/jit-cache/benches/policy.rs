@@ -167,10 +167,11 @@ struct Run {
 }
 
 fn simulate(workload: &Workload, capacity: usize, policy: CachePolicy) -> Run {
-    let cache: JitCache<Exe> = JitCache::new(CacheConfig {
-        function_capacity: capacity,
-        policy,
-        ..CacheConfig::default()
+    let cache: JitCache<Exe> = JitCache::new({
+        let mut config = CacheConfig::default();
+        config.function_capacity = capacity;
+        config.policy = policy;
+        config
     })
     .expect("a valid configuration");
     let f = FunctionId::new("simulated", 1);

@@ -8,6 +8,7 @@ use crate::error::ConfigError;
 
 /// What a call does when another call is already compiling its signature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum InFlightPolicy {
     /// Wait for that compile and use its executable (the default: the compile
     /// happens once and the wait is at most one compile).
@@ -21,6 +22,7 @@ pub enum InFlightPolicy {
 /// How a function's cache chooses what to compile once it is full, and when
 /// it stops compiling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum CachePolicy {
     /// Read off the workload (the default). At capacity a miss compiles
     /// only if its signature was called more often recently than the least
@@ -77,10 +79,8 @@ impl FromStr for CachePolicy {
 /// [`CacheConfig::default`] and change fields:
 ///
 /// ```
-/// let config = jit_cache::CacheConfig {
-///     function_capacity: 4,
-///     ..Default::default()
-/// };
+/// let mut config = jit_cache::CacheConfig::default();
+/// config.function_capacity = 4;
 /// assert!(config.validate().is_ok());
 /// ```
 ///
@@ -88,6 +88,7 @@ impl FromStr for CachePolicy {
 /// hits included), except `failed_compile_retry_after`, which counts calls
 /// with the failed signature.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CacheConfig {
     /// Signatures kept per function; [`CachePolicy`] decides what a miss
     /// beyond it does.

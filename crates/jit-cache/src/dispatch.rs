@@ -89,6 +89,11 @@ impl fmt::Display for FallbackReason {
 
 /// The cache's decision for one call.
 #[must_use = "the call must run the executable or the interpreter"]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "the cache's decision for a call: run the executable or interpret; the caller must \
+        handle each, and a third would be a new contract that must not fall into a `_` arm"
+)]
 pub enum Dispatch<E> {
     /// Run this executable. Holding the `Arc` keeps it alive even if the
     /// cache evicts it meanwhile.

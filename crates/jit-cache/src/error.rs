@@ -27,6 +27,11 @@ use std::sync::Arc;
 /// );
 /// ```
 #[derive(Debug, Clone, Copy)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "a transparent wrapper that displays the error it holds: callers build it around an \
+        error, and it will never hold more"
+)]
 pub struct ErrorChain<'a>(pub &'a (dyn Error + 'static));
 
 impl fmt::Display for ErrorChain<'_> {

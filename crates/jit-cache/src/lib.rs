@@ -126,6 +126,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(clippy::missing_errors_doc)]
+#![warn(clippy::exhaustive_structs, clippy::exhaustive_enums)]
 
 mod admission;
 mod budget;
@@ -176,3 +177,4 @@ pub use scalar_conversions::ScalarConversionError;
 pub use signature::{ArgSpec, CapturedScalar, ScalarValue, Signature, SignatureBuilder};
 pub use stats::{CacheStats, Counters, FunctionStats};
 pub use thrash::FunctionMode;
+pub use wait_rule::PRIOR_COMPILE_TIME;

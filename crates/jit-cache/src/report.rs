@@ -5,11 +5,12 @@ use std::fmt;
 use crate::byte_size::ByteSize;
 use crate::stats::{CacheStats, Counters};
 
-const HEADERS: [&str; 15] = [
+const HEADERS: [&str; 16] = [
     "calls",
     "hits",
     "misses",
     "compiles",
+    "fetched",
     "failed",
     "lowering refused",
     "compile time",
@@ -23,12 +24,13 @@ const HEADERS: [&str; 15] = [
     "bytes",
 ];
 
-fn cells(c: &Counters, capacity: Option<usize>) -> [String; 15] {
+fn cells(c: &Counters, capacity: Option<usize>) -> [String; 16] {
     [
         c.calls.to_string(),
         c.hits.to_string(),
         c.misses.to_string(),
         c.compiles.to_string(),
+        c.fetches.to_string(),
         c.failed_compiles.to_string(),
         c.refusals.to_string(),
         format!("{:.1?}", c.compile_time),
@@ -55,7 +57,7 @@ impl fmt::Display for CacheStats {
             ByteSize::from(self.total.live_bytes),
             ByteSize::from(self.max_total_bytes),
         )?;
-        let mut rows: Vec<(String, [String; 15], String, String)> = self
+        let mut rows: Vec<(String, [String; 16], String, String)> = self
             .functions
             .iter()
             .map(|s| {

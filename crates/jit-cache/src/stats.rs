@@ -27,12 +27,18 @@ pub struct Counters {
     pub hits: u64,
     /// Calls whose signature was not cached.
     pub misses: u64,
-    /// Compile callbacks run (failed ones included, refusals not).
+    /// Compile callbacks run (failed ones included, refusals not) that
+    /// compiled: a callback whose executable was fetched ready-made
+    /// ([`Executable::fetched`](crate::Executable::fetched)) is a fetch.
     pub compiles: u64,
+    /// Compile callbacks whose executable was fetched ready-made (a disk or
+    /// remote store, an artifact bundle) rather than compiled.
+    pub fetches: u64,
     /// Compile callbacks that returned an error or panicked (refusals not
     /// included).
     pub failed_compiles: u64,
-    /// Time spent in compile callbacks (refusals not included).
+    /// Time spent in compile callbacks that compiled (refusals and fetches
+    /// not included).
     pub compile_time: Duration,
     /// Signatures the lowering refused
     /// ([`CompileFailure::Refused`](crate::CompileFailure::Refused)): no
@@ -89,6 +95,7 @@ impl Counters {
             hits,
             misses,
             compiles,
+            fetches,
             failed_compiles,
             compile_time,
             refusals,
@@ -109,6 +116,7 @@ impl Counters {
         self.hits += hits;
         self.misses += misses;
         self.compiles += compiles;
+        self.fetches += fetches;
         self.failed_compiles += failed_compiles;
         self.compile_time += *compile_time;
         self.refusals += refusals;
@@ -193,6 +201,7 @@ mod tests {
             hits: 2,
             misses: 3,
             compiles: 4,
+            fetches: 20,
             failed_compiles: 5,
             compile_time: Duration::from_millis(6),
             refusals: 7,
@@ -216,6 +225,7 @@ mod tests {
             hits: 4,
             misses: 6,
             compiles: 8,
+            fetches: 40,
             failed_compiles: 10,
             compile_time: Duration::from_millis(12),
             refusals: 14,

@@ -31,7 +31,7 @@ use std::time::Duration;
 /// order of an IREE compile of a small function (about 0.3 s for a one-op
 /// module, seconds for a layer), so that a call waits only when
 /// interpreting it is known to take longer than that.
-pub(crate) const PRIOR_COMPILE_TIME: Duration = Duration::from_secs(1);
+pub const PRIOR_COMPILE_TIME: Duration = Duration::from_secs(1);
 
 /// The weight of the newest sample in [`Ewma`], as a divisor: 1/8, the
 /// weight TCP gives a new round-trip time (RFC 6298's smoothed RTT), so

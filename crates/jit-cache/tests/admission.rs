@@ -33,10 +33,8 @@ impl Workload {
     }
 
     fn with_capacity(capacity: usize) -> Self {
-        let config = CacheConfig {
-            function_capacity: capacity,
-            ..CacheConfig::default()
-        };
+        let mut config = CacheConfig::default();
+        config.function_capacity = capacity;
         Workload {
             cache: JitCache::new(config).unwrap(),
             compiler: MockCompiler::new(),

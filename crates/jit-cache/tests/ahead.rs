@@ -9,9 +9,10 @@ use test_support::mock_cache::{expected, f32_sig, run, MockCompiler, Ran};
 #[test]
 fn inserted_executables_are_hits_within_the_capacity() {
     let compiler = MockCompiler::new();
-    let cache = JitCache::new(CacheConfig {
-        function_capacity: 2,
-        ..CacheConfig::default()
+    let cache = JitCache::new({
+        let mut config = CacheConfig::default();
+        config.function_capacity = 2;
+        config
     })
     .unwrap();
     let f = FunctionId::new("layer", 1);

@@ -68,10 +68,11 @@ impl Gated {
 }
 
 fn cache(threads: usize, queue: usize) -> JitCache<MockExe> {
-    JitCache::new(CacheConfig {
-        compile_threads: threads,
-        compile_queue: queue,
-        ..CacheConfig::default()
+    JitCache::new({
+        let mut config = CacheConfig::default();
+        config.compile_threads = threads;
+        config.compile_queue = queue;
+        config
     })
     .unwrap()
 }

@@ -16,9 +16,10 @@ fn compiled_now(outcome: Provenance) -> MissReason {
 #[test]
 fn the_entry_budget_evicts_the_global_lru_whatever_its_function() {
     let compiler = MockCompiler::new();
-    let cache = JitCache::new(CacheConfig {
-        max_total_entries: 5,
-        ..CacheConfig::default()
+    let cache = JitCache::new({
+        let mut config = CacheConfig::default();
+        config.max_total_entries = 5;
+        config
     })
     .unwrap();
     let f: Vec<FunctionId> = (0..3)
@@ -69,9 +70,10 @@ fn the_byte_budget_evicts_until_the_bytes_fit_and_skips_oversized_executables() 
         |s| s.args()[0].dims()[0] as usize,
         |_| test_support::mock_cache::Behaviour::Succeed,
     );
-    let cache = JitCache::new(CacheConfig {
-        max_total_bytes: 1000,
-        ..CacheConfig::default()
+    let cache = JitCache::new({
+        let mut config = CacheConfig::default();
+        config.max_total_bytes = 1000;
+        config
     })
     .unwrap();
     let (a, b) = (FunctionId::new("a", 0), FunctionId::new("b", 0));

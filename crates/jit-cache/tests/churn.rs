@@ -48,12 +48,10 @@ impl Churn {
 
 #[test]
 fn churn_falls_back_relapses_and_recovers() {
-    let config = CacheConfig {
-        policy: CachePolicy::LruCoolDown,
-        thrash_cool_down: 64,
-        thrash_cool_down_cap: 256,
-        ..CacheConfig::default()
-    };
+    let mut config = CacheConfig::default();
+    config.policy = CachePolicy::LruCoolDown;
+    config.thrash_cool_down = 64;
+    config.thrash_cool_down_cap = 256;
     let mut c = Churn {
         cache: JitCache::new(config).unwrap(),
         compiler: MockCompiler::new(),
@@ -131,15 +129,13 @@ fn churn_falls_back_relapses_and_recovers() {
 /// `u64::MAX`) must neither overflow nor wrap into an early recovery.
 #[test]
 fn extreme_thrash_settings_do_not_overflow() {
-    let config = CacheConfig {
-        policy: CachePolicy::LruCoolDown,
-        function_capacity: 2,
-        thrash_window: u64::MAX,
-        thrash_threshold: 2,
-        thrash_cool_down: u64::MAX,
-        thrash_cool_down_cap: u64::MAX,
-        ..Default::default()
-    };
+    let mut config = CacheConfig::default();
+    config.policy = CachePolicy::LruCoolDown;
+    config.function_capacity = 2;
+    config.thrash_window = u64::MAX;
+    config.thrash_threshold = 2;
+    config.thrash_cool_down = u64::MAX;
+    config.thrash_cool_down_cap = u64::MAX;
     let cache = JitCache::new(config).unwrap();
     let compiler = MockCompiler::new();
     let func = FunctionId::new("extreme", 1);

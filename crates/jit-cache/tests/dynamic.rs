@@ -124,10 +124,8 @@ fn static_functions_the_opt_out_and_the_global_switch_compile_every_shape() {
     };
     let mut opt_out = CacheConfig::default();
     opt_out.static_shape_functions.insert("mlp_layer".into());
-    let off = CacheConfig {
-        dynamic_dims: false,
-        ..CacheConfig::default()
-    };
+    let mut off = CacheConfig::default();
+    off.dynamic_dims = false;
     assert_eq!(
         compiles(CacheConfig::default(), &dynamic("mlp_layer")),
         (2, 1),
@@ -140,10 +138,8 @@ fn static_functions_the_opt_out_and_the_global_switch_compile_every_shape() {
     assert_eq!(compiles(opt_out.clone(), &dynamic("mlp_layer")), (3, 0));
     assert_eq!(compiles(opt_out, &dynamic("other")), (2, 1), "by name");
     assert_eq!(compiles(off, &dynamic("mlp_layer")), (3, 0));
-    let eager = CacheConfig {
-        dynamic_dims_after: 1,
-        ..CacheConfig::default()
-    };
+    let mut eager = CacheConfig::default();
+    eager.dynamic_dims_after = 1;
     let compiler = MockCompiler::new();
     let cache = JitCache::new(eager).unwrap();
     for b in [3, 3, 4] {
@@ -186,9 +182,10 @@ fn exact_signatures_come_first_then_the_most_specific_dynamic_one() {
 #[test]
 fn a_dynamic_variant_leaves_the_entries_it_covers_serving_their_calls() {
     let compiler = MockCompiler::new();
-    let cache = JitCache::new(CacheConfig {
-        function_capacity: 3,
-        ..CacheConfig::default()
+    let cache = JitCache::new({
+        let mut config = CacheConfig::default();
+        config.function_capacity = 3;
+        config
     })
     .unwrap();
     let f = dynamic("f");
@@ -264,9 +261,10 @@ fn a_failed_dynamic_compile_leaves_the_class_static() {
 #[test]
 fn at_capacity_a_dynamic_variant_is_admitted_like_any_signature() {
     let compiler = MockCompiler::new();
-    let cache = JitCache::new(CacheConfig {
-        function_capacity: 2,
-        ..CacheConfig::default()
+    let cache = JitCache::new({
+        let mut config = CacheConfig::default();
+        config.function_capacity = 2;
+        config
     })
     .unwrap();
     let f = dynamic("f");
@@ -526,9 +524,10 @@ fn queued_compiles_that_are_refused_commit_nothing_either() {
 #[test]
 fn the_dims_of_a_compile_in_flight_count_for_the_next_miss() {
     let compiler = Arc::new(MockCompiler::new());
-    let cache: JitCache<MockExe> = JitCache::new(CacheConfig {
-        compile_threads: 1,
-        ..CacheConfig::default()
+    let cache: JitCache<MockExe> = JitCache::new({
+        let mut config = CacheConfig::default();
+        config.compile_threads = 1;
+        config
     })
     .unwrap();
     let f = dynamic("mlp_layer");

@@ -8,9 +8,10 @@ use jit_cache::{
 use test_support::mock_cache::{expected, f32_sig, run, Behaviour, MockCompiler, Ran};
 
 fn config() -> CacheConfig {
-    CacheConfig {
-        failed_compile_retry_after: 3,
-        ..CacheConfig::default()
+    {
+        let mut config = CacheConfig::default();
+        config.failed_compile_retry_after = 3;
+        config
     }
 }
 
@@ -155,9 +156,10 @@ fn a_panicking_compile_is_a_failed_compile_and_the_cache_keeps_working() {
 #[test]
 fn a_failure_never_retried_says_so() {
     let compiler = MockCompiler::with(|_| 100, |_| Behaviour::Fail);
-    let cache = JitCache::new(CacheConfig {
-        failed_compile_retry_after: u64::MAX,
-        ..CacheConfig::default()
+    let cache = JitCache::new({
+        let mut config = CacheConfig::default();
+        config.failed_compile_retry_after = u64::MAX;
+        config
     })
     .unwrap();
     let f = FunctionId::new("conv", 1);

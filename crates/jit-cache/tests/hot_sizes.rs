@@ -170,14 +170,10 @@ fn a_skewed_batch_specializes_its_hot_sizes_only() {
 fn a_specialization_never_evicts() {
     // The function's capacity is full with size 1 and the dynamic
     // variant; then the global byte budget leaves no room.
-    let full = CacheConfig {
-        function_capacity: 2,
-        ..CacheConfig::default()
-    };
-    let no_bytes = CacheConfig {
-        max_total_bytes: 2_500,
-        ..CacheConfig::default()
-    };
+    let mut full = CacheConfig::default();
+    full.function_capacity = 2;
+    let mut no_bytes = CacheConfig::default();
+    no_bytes.max_total_bytes = 2_500;
     for config in [full, no_bytes] {
         let jit = Background::new(config, MockCompiler::new()).with_the_batch_dim_dynamic();
         for _ in 0..100 {
@@ -191,10 +187,8 @@ fn a_specialization_never_evicts() {
 
 #[test]
 fn the_switch_and_blocking_calls_keep_hot_sizes_dynamic() {
-    let off = CacheConfig {
-        specialize_hot_sizes: false,
-        ..CacheConfig::default()
-    };
+    let mut off = CacheConfig::default();
+    off.specialize_hot_sizes = false;
     let jit = Background::new(off, MockCompiler::new()).with_the_batch_dim_dynamic();
     for _ in 0..100 {
         assert_eq!(jit.call(64), Served::Dynamic);
@@ -292,10 +286,8 @@ fn sizes_hot_at_once_take_only_the_free_slots() {
     // Capacity 3: size 1 and the dynamic variant leave one slot.
     // Batches 64 and 65 go hot while the first's compile is held back:
     // only one is specialized, and nothing is evicted.
-    let config = CacheConfig {
-        function_capacity: 3,
-        ..CacheConfig::default()
-    };
+    let mut config = CacheConfig::default();
+    config.function_capacity = 3;
     let jit = Background::new(config, MockCompiler::new()).with_the_batch_dim_dynamic();
     let held = Arc::new((std::sync::Mutex::new(true), std::sync::Condvar::new()));
     let call_held = |b: i64| {
@@ -335,10 +327,8 @@ fn the_global_budget_holds_room_for_specializations_in_flight() {
     // Room for one more 1000-byte entry in all: two functions' hot sizes
     // go hot while the first specialization is in flight; the second waits
     // for room instead of evicting.
-    let config = CacheConfig {
-        max_total_entries: 5,
-        ..CacheConfig::default()
-    };
+    let mut config = CacheConfig::default();
+    config.max_total_entries = 5;
     let cache: JitCache<MockExe> = JitCache::new(config).unwrap();
     let compiler = Arc::new(MockCompiler::new());
     let held = Arc::new((std::sync::Mutex::new(true), std::sync::Condvar::new()));

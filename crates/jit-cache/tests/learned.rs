@@ -178,10 +178,8 @@ fn a_background_miss_gets_the_dynamic_variant_ready_from_the_first_call() {
 #[test]
 fn recalled_hot_signatures_are_admitted_at_capacity_on_their_first_miss() {
     let memory = Arc::new(TextMemory::default());
-    let config = CacheConfig {
-        function_capacity: 2,
-        ..CacheConfig::default()
-    };
+    let mut config = CacheConfig::default();
+    config.function_capacity = 2;
     let sigmoid = FunctionId::new("sigmoid", 1);
     let sig = |n| Signature::builder().arg(DType::F32, &[n]).build();
     {
@@ -311,10 +309,8 @@ fn a_forged_policy_is_outranked_by_what_is_used_then_forgotten() {
     // The forger's policy: 64 hot signatures, never called, each claiming
     // billions of calls (a cache of capacity 64 writes their lines).
     {
-        let config = CacheConfig {
-            function_capacity: 64,
-            ..CacheConfig::default()
-        };
+        let mut config = CacheConfig::default();
+        config.function_capacity = 64;
         let cache = remembering(&memory, config);
         let compiler = MockCompiler::new();
         for s in &forged {
@@ -380,10 +376,8 @@ fn recalled_signatures_called_in_this_process_outrank_forged_ones() {
     // variant and batch 3: the capacity's 8.
     let forged = Arc::new(TextMemory::default());
     {
-        let config = CacheConfig {
-            dynamic_dims: false,
-            ..CacheConfig::default()
-        };
+        let mut config = CacheConfig::default();
+        config.dynamic_dims = false;
         let cache = remembering(&forged, config);
         let compiler = MockCompiler::new();
         for b in 1000..1006 {

@@ -34,11 +34,9 @@ fn misses_are_explained_in_the_trace() {
 #[test]
 fn one_slot_reproduces_the_ping_pong_and_fallback_bounds_it() {
     let compiler = MockCompiler::new();
-    let config = CacheConfig {
-        policy: CachePolicy::LruCoolDown,
-        function_capacity: 1,
-        ..CacheConfig::default()
-    };
+    let mut config = CacheConfig::default();
+    config.policy = CachePolicy::LruCoolDown;
+    config.function_capacity = 1;
     let cache = JitCache::new(config).unwrap();
     let sigmoid = FunctionId::new("sigmoid", 1);
     let (a, b) = (f32_sig(&[1, 5]), f32_sig(&[1, 5, 1]));
@@ -85,14 +83,15 @@ fn one_slot_reproduces_the_ping_pong_and_fallback_bounds_it() {
 #[test]
 fn each_thrash_transition_is_logged_once() {
     let compiler = MockCompiler::new();
-    let cache = JitCache::new(CacheConfig {
-        policy: CachePolicy::LruCoolDown,
-        function_capacity: 1,
-        thrash_window: 8,
-        thrash_threshold: 2,
-        thrash_cool_down: 4,
-        thrash_cool_down_cap: 6,
-        ..CacheConfig::default()
+    let cache = JitCache::new({
+        let mut config = CacheConfig::default();
+        config.policy = CachePolicy::LruCoolDown;
+        config.function_capacity = 1;
+        config.thrash_window = 8;
+        config.thrash_threshold = 2;
+        config.thrash_cool_down = 4;
+        config.thrash_cool_down_cap = 6;
+        config
     })
     .unwrap();
     let f = FunctionId::new("gelu", 9);
@@ -153,9 +152,10 @@ fn each_thrash_transition_is_logged_once() {
 #[test]
 fn admission_decisions_and_budget_changes_are_logged() {
     let compiler = MockCompiler::new();
-    let cache = JitCache::new(CacheConfig {
-        function_capacity: 2,
-        ..CacheConfig::default()
+    let cache = JitCache::new({
+        let mut config = CacheConfig::default();
+        config.function_capacity = 2;
+        config
     })
     .unwrap();
     let f = FunctionId::new("conv", 3);
@@ -211,9 +211,10 @@ fn admission_decisions_and_budget_changes_are_logged() {
 fn a_failed_compile_says_when_it_is_retried() {
     let warning = |retry_after: u64| {
         let compiler = MockCompiler::with(|_| 100, |_| Behaviour::Fail);
-        let cache = JitCache::new(CacheConfig {
-            failed_compile_retry_after: retry_after,
-            ..CacheConfig::default()
+        let cache = JitCache::new({
+            let mut config = CacheConfig::default();
+            config.failed_compile_retry_after = retry_after;
+            config
         })
         .unwrap();
         let f = FunctionId::new("conv", 4);

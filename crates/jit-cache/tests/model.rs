@@ -123,14 +123,12 @@ impl Model {
 }
 
 fn config() -> CacheConfig {
-    let mut config = CacheConfig {
-        max_total_entries: MAX_ENTRIES,
-        max_total_bytes: MAX_BYTES,
-        failed_compile_retry_after: RETRY_AFTER,
-        policy: CachePolicy::LruCoolDown,
-        thrash_threshold: usize::MAX, // the model has no thrash fallback
-        ..CacheConfig::default()
-    };
+    let mut config = CacheConfig::default();
+    config.max_total_entries = MAX_ENTRIES;
+    config.max_total_bytes = MAX_BYTES;
+    config.failed_compile_retry_after = RETRY_AFTER;
+    config.policy = CachePolicy::LruCoolDown;
+    config.thrash_threshold = usize::MAX; // the model has no thrash fallback
     for (f, &cap) in CAPACITIES.iter().enumerate() {
         config
             .function_capacity_overrides

@@ -547,13 +547,11 @@ struct Subject {
 
 impl Subject {
     fn new() -> Self {
-        let mut config = CacheConfig {
-            function_capacity: CAPACITIES[2],
-            max_total_entries: MAX_ENTRIES,
-            max_total_bytes: MAX_BYTES,
-            failed_compile_retry_after: RETRY_AFTER,
-            ..CacheConfig::default()
-        };
+        let mut config = CacheConfig::default();
+        config.function_capacity = CAPACITIES[2];
+        config.max_total_entries = MAX_ENTRIES;
+        config.max_total_bytes = MAX_BYTES;
+        config.failed_compile_retry_after = RETRY_AFTER;
         for (f, &capacity) in CAPACITIES[..2].iter().enumerate() {
             let overrides = &mut config.function_capacity_overrides;
             overrides.insert(function(f).name().to_owned(), capacity);

@@ -126,9 +126,10 @@ fn a_concurrent_miss_on_the_same_signature_waits_for_the_compile() {
 #[test]
 fn with_interpret_policy_a_concurrent_miss_runs_the_interpreter() {
     let compiler = Arc::new(MockCompiler::new());
-    let cache: JitCache<MockExe> = JitCache::new(CacheConfig {
-        in_flight: InFlightPolicy::Interpret,
-        ..CacheConfig::default()
+    let cache: JitCache<MockExe> = JitCache::new({
+        let mut config = CacheConfig::default();
+        config.in_flight = InFlightPolicy::Interpret;
+        config
     })
     .unwrap();
     let f = FunctionId::new("sigmoid", 1);

@@ -95,6 +95,11 @@ pub fn open_regular(path: &Path) -> Result<(File, Metadata), OpenError> {
 
 /// What [`read_bounded`] read.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "a bounded read has exactly two outcomes, the bytes or the size over the bound; \
+        callers must handle both to get at the bytes"
+)]
 pub enum Bounded {
     /// The whole file.
     Whole(Vec<u8>),

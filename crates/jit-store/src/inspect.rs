@@ -339,17 +339,9 @@ fn forget_size(folder: &Folder) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::entry::tests::key;
     use crate::entry::ENTRY_EXTENSION;
-    use crate::{KeyParts, StoreConfig};
-
-    fn key(program: &str) -> ArtifactKey {
-        ArtifactKey::new(&KeyParts {
-            program,
-            compiler: "c",
-            runtime: "r",
-            target: "t",
-        })
-    }
+    use crate::StoreConfig;
 
     #[test]
     #[cfg_attr(miri, ignore)] // touches the file system

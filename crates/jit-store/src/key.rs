@@ -15,6 +15,11 @@ const DOMAIN: &str = "sheaf-jit/artifact-key-v2";
 /// The store does not interpret them; the caller supplies each as text
 /// (see `sheaf-integration`'s runtime for the real values).
 #[derive(Clone, Copy, Debug)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "every field is hashed into the artifact key: a new part is a new key format anyway \
+        (bump `DOMAIN`), and callers must supply every part"
+)]
 pub struct KeyParts<'a> {
     /// The program: the MLIR text that is compiled.
     pub program: &'a str,

@@ -50,6 +50,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(clippy::missing_errors_doc)]
+#![warn(clippy::exhaustive_structs, clippy::exhaustive_enums)]
 
 #[macro_use]
 mod counters;

@@ -126,6 +126,7 @@ const RELEASE_SCRIPT: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
 
 /// How long a [`RedisStore`] waits for the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RemoteTimeouts {
     /// To open a connection: resolving the host name, the TCP or Unix
     /// connect, and the replies of `AUTH` and `SELECT` when the address

@@ -375,16 +375,7 @@ pub fn open_read_only_file(path: &Path) -> Result<(File, Metadata), StoreError> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::KeyParts;
-
-    fn key(program: &str) -> ArtifactKey {
-        ArtifactKey::new(&KeyParts {
-            program,
-            compiler: "c",
-            runtime: "r",
-            target: "t",
-        })
-    }
+    use crate::entry::tests::key;
 
     #[test]
     fn tags_bind_the_key_and_the_payload() {

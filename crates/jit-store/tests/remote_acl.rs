@@ -69,10 +69,9 @@ fn the_documented_acl_user_runs_a_fleet_with_leases() {
             let (url, start) = (url.clone(), Arc::clone(&start));
             let namespace = Namespace::new(namespace).unwrap();
             thread::spawn(move || {
-                let timeouts = RemoteTimeouts {
-                    connect: Duration::from_secs(2),
-                    request: Duration::from_secs(2),
-                };
+                let mut timeouts = RemoteTimeouts::default();
+                timeouts.connect = Duration::from_secs(2);
+                timeouts.request = Duration::from_secs(2);
                 let backend = RedisStore::new(&url, timeouts).unwrap();
                 let mut options = RemoteOptions::default();
                 options.namespace = namespace;

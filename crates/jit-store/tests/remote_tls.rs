@@ -30,10 +30,12 @@ use test_support::redis::{RedisServer, TlsFiles};
 
 /// Timeouts no healthy exchange on loopback comes near (a TLS handshake on
 /// a busy machine included).
-const GENEROUS: RemoteTimeouts = RemoteTimeouts {
-    connect: Duration::from_secs(5),
-    request: Duration::from_secs(5),
-};
+fn generous() -> RemoteTimeouts {
+    let mut timeouts = RemoteTimeouts::default();
+    timeouts.connect = Duration::from_secs(5);
+    timeouts.request = Duration::from_secs(5);
+    timeouts
+}
 
 /// A folder of PEM files: CAs, and server certificates with their keys.
 struct Certificates {
@@ -186,7 +188,7 @@ fn a_round_trip_through_tls_works() {
     // By name (SNI, the name checked) and by IP address.
     for host in ["localhost", "127.0.0.1"] {
         let url = format!("rediss://{host}:{}", server.port());
-        let backend = RedisStore::with_ca_file(&url, GENEROUS, &ca_file).unwrap();
+        let backend = RedisStore::with_ca_file(&url, generous(), &ca_file).unwrap();
         backend.put(&format!("k-{host}"), b"over TLS").unwrap();
         assert_eq!(
             backend.get(&format!("k-{host}"), 1024).unwrap(),
@@ -197,7 +199,7 @@ fn a_round_trip_through_tls_works() {
     }
     // Through a tier: published by one process, served to the next.
     let url = format!("rediss://localhost:{}/2", server.port());
-    let open = || store_over(RedisStore::with_ca_file(&url, GENEROUS, &ca_file).unwrap());
+    let open = || store_over(RedisStore::with_ca_file(&url, generous(), &ca_file).unwrap());
     assert_eq!(fetch(&open(), "f"), Fetched::Built);
     let store = open();
     assert_eq!(fetch(&store, "f"), Fetched::Remote);
@@ -216,7 +218,7 @@ fn certificates_that_do_not_verify_are_refused_with_the_reason() {
     let [self_signed, signed, elsewhere] = [&self_signed, &signed, &elsewhere].map(tls_server);
     let url = |server: &RedisServer| format!("rediss://localhost:{}", server.port());
     let with_ca = |server: &RedisServer, ca: &str| {
-        RedisStore::with_ca_file(&url(server), GENEROUS, &certificates.path(ca)).unwrap()
+        RedisStore::with_ca_file(&url(server), generous(), &certificates.path(ca)).unwrap()
     };
     for (case, backend, reason) in [
         (
@@ -236,7 +238,7 @@ fn certificates_that_do_not_verify_are_refused_with_the_reason() {
         ),
         (
             "a CA the system does not trust",
-            RedisStore::new(&url(&signed), GENEROUS).unwrap(),
+            RedisStore::new(&url(&signed), generous()).unwrap(),
             "UnknownIssuer",
         ),
     ] {
@@ -263,10 +265,9 @@ fn a_server_without_tls_or_a_handshake_that_never_ends_fails_the_connect() {
     let certificates = Certificates::new();
     certificates.ca("ca");
     let ca_file = certificates.path("ca.pem");
-    let short = RemoteTimeouts {
-        connect: Duration::from_millis(300),
-        request: Duration::from_millis(300),
-    };
+    let mut short = RemoteTimeouts::default();
+    short.connect = Duration::from_millis(300);
+    short.request = Duration::from_millis(300);
     // A plain server: not TLS (it may wait for the end of what it reads as
     // a command, or answer an error that is no TLS record).
     let plain = RedisServer::start();
@@ -303,7 +304,7 @@ fn a_ca_file_that_cannot_serve_is_refused_when_the_store_is_made() {
     fs::write(&garbage, "not a certificate").unwrap();
     let missing = certificates.path("missing.pem");
     let tls_error =
-        |url: &str, ca_file: &Path| match RedisStore::with_ca_file(url, GENEROUS, ca_file) {
+        |url: &str, ca_file: &Path| match RedisStore::with_ca_file(url, generous(), ca_file) {
             Err(error @ RemoteError::Tls { .. }) => error.to_string(),
             other => panic!(
                 "{url} {}: expected a TLS error, got {other:?}",
@@ -364,10 +365,9 @@ fn a_server_that_drips_its_tls_record_fails_the_request_at_its_deadline() {
     });
     // Each read is far shorter than the request timeout; the request as a
     // whole is longer.
-    let timeouts = RemoteTimeouts {
-        connect: Duration::from_secs(5),
-        request: Duration::from_millis(300),
-    };
+    let mut timeouts = RemoteTimeouts::default();
+    timeouts.connect = Duration::from_secs(5);
+    timeouts.request = Duration::from_millis(300);
     let url = format!("rediss://localhost:{port}");
     let backend = RedisStore::with_ca_file(&url, timeouts, &certificates.path("ca.pem")).unwrap();
     let error = within_20s(move || backend.get("k", 1024))

@@ -30,17 +30,21 @@ const PATIENCE: Duration = Duration::from_secs(10);
 const DRIP: Duration = Duration::from_millis(100);
 
 /// Timeouts far shorter than a dripped reply.
-const SHORT: RemoteTimeouts = RemoteTimeouts {
-    connect: Duration::from_millis(300),
-    request: Duration::from_millis(300),
-};
+fn short() -> RemoteTimeouts {
+    let mut timeouts = RemoteTimeouts::default();
+    timeouts.connect = Duration::from_millis(300);
+    timeouts.request = Duration::from_millis(300);
+    timeouts
+}
 
 /// Timeouts no healthy exchange on loopback comes near, even on a busy
 /// machine.
-const GENEROUS: RemoteTimeouts = RemoteTimeouts {
-    connect: Duration::from_secs(5),
-    request: Duration::from_secs(5),
-};
+fn generous() -> RemoteTimeouts {
+    let mut timeouts = RemoteTimeouts::default();
+    timeouts.connect = Duration::from_secs(5);
+    timeouts.request = Duration::from_secs(5);
+    timeouts
+}
 
 /// The bound the tests ask `get` for.
 const MAX_BYTES: u64 = 1024;
@@ -238,7 +242,7 @@ fn a_server_that_drips_its_reply_fails_the_request_at_its_timeout() {
         let bulk = [&b"$50\r\n"[..], &[b'x'; 50], b"\r\n"].concat();
         peer.drip(&bulk)
     });
-    let error = store(&server.url("", ""), SHORT)
+    let error = store(&server.url("", ""), short())
         .get("key", MAX_BYTES)
         .unwrap_err();
     let message = ErrorChain(&error).to_string();
@@ -261,7 +265,7 @@ fn a_server_that_drips_its_login_reply_fails_the_connect_at_its_timeout() {
         peer.expect(&["AUTH", "secret"]);
         peer.drip(b"-ERR this reply comes too slowly to be waited for\r\n")
     });
-    let error = store(&server.url(":secret@", ""), SHORT)
+    let error = store(&server.url(":secret@", ""), short())
         .get("key", MAX_BYTES)
         .unwrap_err();
     let message = ErrorChain(&error).to_string();
@@ -289,7 +293,7 @@ fn a_lying_length_is_refused_before_anything_is_allocated() {
         let lie = [&b"$3221225472\r\n"[..], &[b'x'; 1024]].concat();
         peer.send(&lie) && peer.hangs_up()
     });
-    let store = store(&server.url("", ""), SHORT);
+    let store = store(&server.url("", ""), short());
     assert_eq!(
         store.get("key", MAX_BYTES).unwrap(),
         RemoteValue::TooLarge(3_221_225_472)
@@ -313,7 +317,7 @@ fn an_endless_array_is_refused_at_its_first_byte() {
         peer.answer(&["STRLEN", "key"], b"*1000000000\r\n");
         !peer.flood(&b"*1\r\n".repeat(4096), 64 << 20)
     });
-    let error = store(&server.url("", ""), SHORT)
+    let error = store(&server.url("", ""), short())
         .get("key", MAX_BYTES)
         .unwrap_err();
     let message = error.to_string();
@@ -328,7 +332,7 @@ fn a_line_that_never_ends_is_refused_at_its_limit() {
         peer.answer(&["STRLEN", "key"], b"-ERR ");
         !peer.flood(&[b'a'; 4096], 10 << 20)
     });
-    let error = store(&server.url("", ""), SHORT)
+    let error = store(&server.url("", ""), short())
         .get("key", MAX_BYTES)
         .unwrap_err();
     let message = error.to_string();
@@ -364,7 +368,7 @@ fn replies_a_command_cannot_have_are_protocol_errors_and_error_replies_server_er
         }
         peer.hangs_up()
     });
-    let store = store(&server.url("", ""), GENEROUS);
+    let store = store(&server.url("", ""), generous());
     for reply in STRLEN_REPLIES {
         let error = store.get("key", MAX_BYTES).unwrap_err();
         let message = error.to_string();
@@ -402,7 +406,7 @@ fn a_well_behaved_exchange_puts_exactly_these_bytes_on_the_wire() {
         peer.answer(&["SET", "new", "value"], b"+OK\r\n");
         peer.hangs_up()
     });
-    let store = store(&server.url("me:p%40ss@", "/3"), GENEROUS);
+    let store = store(&server.url("me:p%40ss@", "/3"), generous());
     let found = store.get("found", MAX_BYTES).unwrap();
     assert_eq!(found, RemoteValue::Found(b"hello".to_vec()));
     for key in ["missing", "deleted", "null"] {
@@ -455,7 +459,7 @@ fn a_connection_that_failed_is_not_used_again() {
         }
         peer.hangs_up()
     });
-    let store = store(&server.url("", ""), SHORT);
+    let store = store(&server.url("", ""), short());
     assert_eq!(store.get("a", MAX_BYTES).unwrap(), RemoteValue::Missing);
     let broken = store.get("b", MAX_BYTES).unwrap_err();
     assert!(is_protocol_error(&broken), "{broken}");
@@ -515,20 +519,20 @@ fn a_server_that_never_answers_fails_each_request_at_its_timeout() {
         peer.hangs_up()
     });
     let plain = server.url("", "");
-    let (get, elapsed) = within_bound(move || store(&plain, SHORT).get("key", MAX_BYTES))
+    let (get, elapsed) = within_bound(move || store(&plain, short()).get("key", MAX_BYTES))
         .expect("a get the server never answers ends within its timeout");
     let get = get.unwrap_err();
     assert!(timed_out_in(&get, "STRLEN"), "{}", ErrorChain(&get));
     assert!(elapsed < BOUND, "{elapsed:?}");
 
     let plain = server.url("", "");
-    let (put, _) = within_bound(move || store(&plain, SHORT).put("key", b"value"))
+    let (put, _) = within_bound(move || store(&plain, short()).put("key", b"value"))
         .expect("a put the server never answers ends within its timeout");
     let put = put.unwrap_err();
     assert!(timed_out_in(&put, "SET"), "{}", ErrorChain(&put));
 
     let logged_in = server.url(":secret@", "/2");
-    let (select, _) = within_bound(move || store(&logged_in, SHORT).get("key", MAX_BYTES))
+    let (select, _) = within_bound(move || store(&logged_in, short()).get("key", MAX_BYTES))
         .expect("a SELECT the server never answers ends within the connect timeout");
     let select = select.unwrap_err();
     let message = ErrorChain(&select).to_string();
@@ -578,7 +582,7 @@ fn a_unix_server_that_never_accepts_fails_the_connect_at_its_timeout() {
     );
 
     let url = format!("redis+unix://{}", path.display());
-    let (answer, elapsed) = within_bound(move || store(&url, SHORT).get("key", MAX_BYTES))
+    let (answer, elapsed) = within_bound(move || store(&url, short()).get("key", MAX_BYTES))
         .expect("a Unix connect to a full backlog ends within the connect timeout");
     let error = answer.unwrap_err();
     let message = ErrorChain(&error).to_string();
@@ -612,7 +616,7 @@ fn a_tcp_server_that_never_accepts_fails_the_connect_at_its_timeout() {
     );
 
     let url = format!("redis://{address}");
-    let (answer, elapsed) = within_bound(move || store(&url, SHORT).get("key", MAX_BYTES))
+    let (answer, elapsed) = within_bound(move || store(&url, short()).get("key", MAX_BYTES))
         .expect("a TCP connect to a full backlog ends within the connect timeout");
     let error = answer.unwrap_err();
     assert!(timed_out_in(&error, "connect"), "{}", ErrorChain(&error));

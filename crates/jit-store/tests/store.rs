@@ -294,10 +294,8 @@ fn the_size_bound_evicts_the_least_recently_used_entries() {
     let builder = Builder::new(1000);
     // Entries are 1000 bytes plus an 88-byte header: four do not fit in
     // 4000 bytes, and eviction stops below 90 % (3600), i.e. at three.
-    let config = StoreConfig {
-        max_bytes: 4000,
-        ..StoreConfig::at(dir.path())
-    };
+    let mut config = StoreConfig::at(dir.path());
+    config.max_bytes = 4000;
     let store = ArtifactStore::open(config.clone()).unwrap();
     for name in ["a", "b", "c"] {
         fetch(&store, &builder, name);

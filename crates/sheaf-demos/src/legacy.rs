@@ -1,9 +1,9 @@
 //! **Not an API to build on.** The ping-pong demo's reproduction of the
 //! original per-artifact layout, kept only to measure it against the shared
 //! runtime: a whole IREE runtime (runtime instance + device + session) per
-//! compiled artifact. docs/architecture.md ("Why one runtime") explains why
-//! this layout leaks: every recompile built one of these and kept it
-//! forever (~117 KB each on local-sync, ~2.2 MB on local-task, ~106 MB
+//! compiled artifact. docs/architecture.md ("One runtime per process")
+//! explains why this layout leaks: every recompile built one of these and
+//! kept it forever (~117 KB each on local-sync, ~2.2 MB on local-task, ~106 MB
 //! observed in Sheaf). Use `iree_safe::Runtime` instead.
 //!
 //! iree-safe deliberately has no such layout, so this module calls IREE's

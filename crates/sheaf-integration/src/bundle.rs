@@ -332,11 +332,7 @@ fn parse_entry(entry: &str) -> Option<(ArtifactKey, u64, (String, u64), BundledV
         return None;
     };
     let key = ArtifactKey::from_hex(key)?;
-    let hex64 = |text: &str| {
-        (text.len() == 16)
-            .then(|| u64::from_str_radix(text, 16).ok())
-            .flatten()
-    };
+    let hex64 = |text: &str| jit_cache::hex::parse_u64(text, 16..=16);
     let (hash, target) = (hex64(hash)?, hex64(target)?);
     let signature = Signature::from_exact_text(signature)?;
     let dynamic = dynamic_dims(&signature);
@@ -346,7 +342,7 @@ fn parse_entry(entry: &str) -> Option<(ArtifactKey, u64, (String, u64), BundledV
     };
     let metadata = match metadata {
         "-" => None,
-        text => Some(hex_decode(text)?),
+        text => Some(jit_cache::hex::decode(text)?),
     };
     let variant = BundledVariant {
         key,
@@ -410,23 +406,6 @@ fn unescape(field: &str) -> Option<String> {
         });
     }
     Some(text)
-}
-
-fn hex_encode(bytes: &[u8]) -> String {
-    bytes.iter().fold(String::new(), |mut text, byte| {
-        let _ = write!(text, "{byte:02x}");
-        text
-    })
-}
-
-fn hex_decode(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) || !text.is_ascii() {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
-        .collect()
 }
 
 /// The text of the manifest at `path`, a safe file (see the module docs) of
@@ -499,9 +478,10 @@ pub(crate) fn write(
     exports: Vec<Export<'_>>,
     mut skipped: usize,
 ) -> Result<ExportSummary, BundleError> {
-    let store = ArtifactStore::open(StoreConfig {
-        directory: dir.to_path_buf(),
-        max_bytes: u64::MAX,
+    let store = ArtifactStore::open({
+        let mut config = StoreConfig::at(dir.to_path_buf());
+        config.max_bytes = u64::MAX;
+        config
     })?;
     let mut manifest = format!(
         "{FORMAT}\ncompiler {compiler}\nruntime {}\n",
@@ -536,7 +516,9 @@ pub(crate) fn write(
             export.entry,
             export.signature.exact_text(),
             export.outputs.map_or("-".to_owned(), Layout::token_text),
-            export.metadata.map_or("-".to_owned(), hex_encode),
+            export
+                .metadata
+                .map_or("-".to_owned(), jit_cache::hex::encode),
             stable_hash(export.target.as_bytes()),
         );
         summary.variants += 1;

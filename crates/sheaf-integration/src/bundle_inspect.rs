@@ -42,7 +42,7 @@ pub struct BundledSignature {
     pub entry: String,
     /// Its artifact's key.
     pub key: ArtifactKey,
-    /// The [`stable_hash`](crate::lowering::stable_hash) of the target
+    /// The [`stable_hash`](crate::compile::lowering::stable_hash) of the target
     /// identity it was compiled for (a process serves the variants of its
     /// own device's target).
     pub target_hash: u64,

@@ -7,7 +7,7 @@ use std::fmt;
 use jit_cache::{ByteSize, CachedEntry, FunctionId, Signature};
 use jit_store::ArtifactKey;
 
-use crate::variant::{ArtifactSource, Variant};
+use crate::compile::variant::{ArtifactSource, Variant};
 
 /// One compiled signature a runtime holds: its function and signature,
 /// where its artifact came from, what it weighs and how it has been used.

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use jit_cache::{FunctionId, LearnedPolicy, PolicyMemory, PolicyScope};
 
-use crate::pipeline::Pipeline;
+use crate::compile::pipeline::Pipeline;
 
 /// The disk cache's policy files, for the variants `pipeline` compiles
 /// for `target` (the primary device's target identity).

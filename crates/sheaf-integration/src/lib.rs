@@ -82,26 +82,26 @@
 
 #![deny(missing_docs)]
 #![warn(clippy::missing_errors_doc)]
+#![warn(clippy::exhaustive_structs, clippy::exhaustive_enums)]
 
-mod batch_queue;
 mod bundle;
 mod bundle_inspect;
 mod cached;
+mod compile;
 mod compiler_versions;
 mod config;
 mod declaration;
 mod dump;
-mod entry;
 mod error;
 mod exit;
-mod function;
+
 mod learned_policy;
 pub mod log_targets;
+#[doc(inline)]
+pub use compile::lowering;
 pub mod logging;
-pub mod lowering;
 pub mod mlir;
 mod outcome;
-mod pipeline;
 mod placement;
 mod profile;
 mod provided;
@@ -111,14 +111,13 @@ mod tensor;
 pub mod trace;
 mod upload;
 mod value;
-mod variant;
 
 // The call path: the runtime, a function, the values and tensors it takes
 // and gives, what a call reports, the errors, and the configuration's top
 // type and builder. Everything else is in a module named by its purpose.
+pub use compile::function::JitFunction;
 pub use config::{JitConfig, JitConfigBuilder};
 pub use error::{ConfigError, JitError};
-pub use function::JitFunction;
 pub use iree_safe::ElementType;
 pub use jit_cache::{
     CapturedScalar, DType, ErrorChain, FallbackReason, MissReason, Provenance, Refusal,
@@ -193,8 +192,8 @@ pub mod artifacts {
     /// Renamed [`ProvideError`] in 0.3.
     #[deprecated(since = "0.3.0", note = "renamed `ProvideError`")]
     pub type ImportError = ProvideError;
+    pub use crate::compile::variant::ArtifactSource;
     pub use crate::runtime::{Precompile, PrecompileSummary};
-    pub use crate::variant::ArtifactSource;
     pub use iree_safe::TrustedVmfb;
     pub use jit_store::ArtifactKey;
 }

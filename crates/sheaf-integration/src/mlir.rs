@@ -2,7 +2,7 @@
 //! the few ops that code for dynamic dims needs: run-time shapes for
 //! `stablehlo.dynamic_broadcast_in_dim`, and checks that dims which must be
 //! equal are. They fail with an [`MlirError`], which `?` turns into a
-//! [`LoweringError`](crate::lowering::LoweringError).
+//! [`LoweringError`](crate::compile::lowering::LoweringError).
 //!
 //! ```
 //! use sheaf_integration::{mlir, DType};
@@ -50,7 +50,7 @@ pub enum MlirError {
         /// What the caller said the dims must be.
         message: String,
     },
-    /// The entry a lowering named with [`Lowered::with_entry`](crate::lowering::Lowered::with_entry)
+    /// The entry a lowering named with [`Lowered::with_entry`](crate::compile::lowering::Lowered::with_entry)
     /// is not a function its MLIR defines.
     #[error(
         "the lowering names `@{entry}` as its entry function (Lowered::with_entry), but its \
@@ -60,7 +60,7 @@ pub enum MlirError {
         /// The entry's name, as the lowering gave it.
         entry: String,
     },
-    /// The entry a lowering named with [`Lowered::with_entry`](crate::lowering::Lowered::with_entry)
+    /// The entry a lowering named with [`Lowered::with_entry`](crate::compile::lowering::Lowered::with_entry)
     /// is a private function, which the compiled module would not export.
     #[error(
         "the lowering's entry function `@{entry}` is private: an entry must be public (drop \
@@ -71,7 +71,7 @@ pub enum MlirError {
         entry: String,
     },
     /// The per-signature entry name the runtime gives a lowering's own
-    /// entry ([`Lowered::with_entry`](crate::lowering::Lowered::with_entry)) is a
+    /// entry ([`Lowered::with_entry`](crate::compile::lowering::Lowered::with_entry)) is a
     /// symbol of its MLIR already.
     #[error(
         "cannot rename the entry function `@{entry}` to `@{name}`: the MLIR has a symbol \
@@ -138,6 +138,11 @@ pub fn f32_literal(value: f32) -> String {
 /// by `arg`: a size known at compile time, or read at run time when it is
 /// dynamic.
 #[derive(Clone, Copy, Debug)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "names exactly one dim of one SSA value (value, its type, which dim): there is \
+        nothing more to name, and callers build it in place"
+)]
 pub struct DimOf<'a> {
     /// The SSA value, like `%x`.
     pub value: &'a str,

@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use jit_cache::{FallbackReason, Provenance};
 
+use crate::compile::variant::{ArtifactSource, Variant};
 use crate::error::JitError;
 use crate::value::Value;
-use crate::variant::{ArtifactSource, Variant};
 
 /// Results of compiled code, with the variant that produced them.
 #[derive(Debug)]
@@ -93,11 +93,16 @@ impl<M> Compiled<M> {
 /// The outcome of [`JitRuntime::dispatch`](crate::JitRuntime::dispatch).
 #[derive(Debug)]
 #[must_use = "an Interpret outcome means the caller must run its interpreter"]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "compiled code ran, or the caller must interpret: the caller must handle each \
+        (`#[must_use]`), and a third outcome must not fall into a `_` arm"
+)]
 pub enum Dispatched<M = ()> {
     /// Compiled code ran.
     Compiled(Compiled<M>),
     /// The caller must run the call in its interpreter, for this reason
-    /// ([`VariantError::of_fallback`](crate::lowering::VariantError::of_fallback) gives
+    /// ([`VariantError::of_fallback`](crate::compile::lowering::VariantError::of_fallback) gives
     /// a failed compile's error).
     Interpret(FallbackReason),
 }

@@ -9,8 +9,8 @@ use jit_cache::CacheStats;
 #[cfg(feature = "remote-cache")]
 use jit_store::RemoteStats;
 
-use crate::pipeline::Pipeline;
-use crate::variant::ArtifactSource;
+use crate::compile::pipeline::Pipeline;
+use crate::compile::variant::ArtifactSource;
 
 /// A phase of a JIT call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +102,7 @@ impl Profile {
 /// Time spent in one phase.
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct PhaseTotals {
     /// The phase.
     pub phase: Phase,
@@ -115,6 +116,7 @@ pub struct PhaseTotals {
 /// `--jit-profile` table.
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct ProfileReport {
     /// Time per phase.
     pub phases: Vec<PhaseTotals>,

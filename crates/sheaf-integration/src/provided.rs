@@ -14,7 +14,7 @@
 
 use jit_cache::{Layout, Signature};
 
-use crate::function::JitFunction;
+use crate::compile::function::JitFunction;
 
 /// One function a module exports, and the calls it serves: those of
 /// `function` with `signature` (its dynamic dims, if any, serve every size),

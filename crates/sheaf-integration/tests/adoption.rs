@@ -358,10 +358,8 @@ fn code_compiles_for_metal_on_linux_and_a_metal_device_is_a_clear_error() {
     let mut builder = sheaf_integration::lowering::Signature::builder();
     builder.arg(DType::F32, &[1, 5]);
     let module = sigmoid.module_text(&builder.build()).unwrap();
-    let options = sheaf_integration::compiler::CompileOptions {
-        target: CompileTarget::Metal,
-        ..JitConfig::default().compile.options
-    };
+    let mut options = JitConfig::default().compile.options;
+    options.target = CompileTarget::Metal;
     let compiler = iree_safe::compiler::choose_compiler(Default::default()).unwrap();
     let metal = compiler.compiler.compile(&module, &options).unwrap();
     assert!(
@@ -392,11 +390,9 @@ fn code_compiles_for_cuda_without_a_gpu_and_the_cpu_takes_over() {
     let mut builder = sheaf_integration::lowering::Signature::builder();
     builder.arg(DType::F32, &[1, 5]);
     let module = sigmoid.module_text(&builder.build()).unwrap();
-    let options = sheaf_integration::compiler::CompileOptions {
-        target: CompileTarget::Cuda {
-            arch: "sm_80".into(),
-        },
-        ..JitConfig::default().compile.options
+    let mut options = JitConfig::default().compile.options;
+    options.target = CompileTarget::Cuda {
+        arch: "sm_80".into(),
     };
     let compiler = iree_safe::compiler::choose_compiler(Default::default()).unwrap();
     let cuda = compiler.compiler.compile(&module, &options).unwrap();

@@ -130,10 +130,8 @@ fn f32_host(value: &Value) -> ArrayD<f32> {
 fn compiler_default(jit: &JitRuntime, case: &Case) -> Vec<ArrayD<f32>> {
     let signature = Value::call_signature(&case.args, &case.captured).unwrap();
     let module = case.function.module_text(&signature).unwrap();
-    let options = CompileOptions {
-        target: jit.compile_options().target.clone(),
-        ..CompileOptions::stablehlo()
-    };
+    let mut options = CompileOptions::stablehlo();
+    options.target = jit.compile_options().target.clone();
     let compiler = iree_safe::compiler::choose_compiler(Default::default()).unwrap();
     let artifact = compiler.compiler.compile(&module, &options).unwrap();
     let loaded = jit.runtime().load(artifact.vmfb()).unwrap();

@@ -93,10 +93,8 @@ fn every_dynamic_variant_of_mlp_layer_compiles_and_matches_the_interpreter() {
         .map(|(i, variant)| functions(&variant.signature(), &format!("v{i}")))
         .collect();
     let compiler = choose_compiler(CompilerPreference::Auto).unwrap().compiler;
-    let options = CompileOptions {
-        target: CompileTarget::process_cpu(&CompilerPreference::Auto),
-        ..CompileOptions::stablehlo()
-    };
+    let mut options = CompileOptions::stablehlo();
+    options.target = CompileTarget::process_cpu(&CompilerPreference::Auto);
     let artifact = compiler
         .compile(&format!("module @variants {{\n{module}}}\n"), &options)
         .unwrap_or_else(|e| panic!("the 256 variants do not compile: {}", ErrorChain(&e)));

@@ -119,6 +119,13 @@ fn entries_after_the_ping_pong_list_the_four_variants_and_clear_drops_them() {
         (4, 4),
         "nothing compiled again"
     );
+    // In the statistics, the loads from disk are fetches, not compiles.
+    let stats = jit.stats();
+    assert_eq!(
+        (stats.total.compiles, stats.total.fetches),
+        (4, 4),
+        "{stats}"
+    );
 
     // A new process on the same disk cache lists them from disk too.
     drop(jit);

@@ -60,6 +60,7 @@ impl fmt::Display for Severity {
 
 /// Where in the MLIR source a [`Diagnostic`] points.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Location {
     /// The source's name. Both compilers feed the MLIR text as `<stdin>`.
     pub file: String,
@@ -77,6 +78,7 @@ impl fmt::Display for Location {
 
 /// One message from the compiler.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Diagnostic {
     /// Error, warning, note or remark.
     pub severity: Severity,

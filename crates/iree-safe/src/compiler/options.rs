@@ -171,14 +171,12 @@ impl std::fmt::Display for CompileTarget {
 /// ```
 /// use iree_safe::compiler::CompileOptions;
 ///
-/// let options = CompileOptions {
-///     extra_flags: vec![
-///         "--iree-llvmcpu-reassociate-fp-reductions=true".into(),
-///         "--iree-opt-const-eval=false".into(),
-///         "--iree-llvmcpu-reassociate-fp-reductions=false".into(),
-///     ],
-///     ..CompileOptions::stablehlo()
-/// };
+/// let mut options = CompileOptions::stablehlo();
+/// options.extra_flags = vec![
+///     "--iree-llvmcpu-reassociate-fp-reductions=true".into(),
+///     "--iree-opt-const-eval=false".into(),
+///     "--iree-llvmcpu-reassociate-fp-reductions=false".into(),
+/// ];
 /// assert_eq!(
 ///     options.flags()[4..],
 ///     ["--iree-opt-const-eval=false", "--iree-llvmcpu-reassociate-fp-reductions=false"]
@@ -188,7 +186,8 @@ impl std::fmt::Display for CompileTarget {
 /// ```
 /// use iree_safe::compiler::{CompileOptions, CompileTarget, InputType};
 ///
-/// let options = CompileOptions { input_type: InputType::StableHlo, ..CompileOptions::default() };
+/// let mut options = CompileOptions::default();
+/// options.input_type = InputType::StableHlo;
 /// assert_eq!(
 ///     options.flags(),
 ///     [
@@ -198,13 +197,12 @@ impl std::fmt::Display for CompileTarget {
 ///         "--iree-input-type=stablehlo",
 ///     ]
 /// );
-/// let cuda = CompileOptions {
-///     target: CompileTarget::Cuda { arch: "sm_80".into() },
-///     ..CompileOptions::stablehlo()
-/// };
+/// let mut cuda = CompileOptions::stablehlo();
+/// cuda.target = CompileTarget::Cuda { arch: "sm_80".into() };
 /// assert_eq!(cuda.flags()[..2], ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"]);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct CompileOptions {
     /// Input dialect; default [`InputType::Auto`].
     pub input_type: InputType,

@@ -4,6 +4,11 @@ use std::fmt;
 
 /// Version of an embedding API (`ireeCompilerGetAPIVersion`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "a version is its major and minor number, compared in that order; callers build and \
+        destructure it as a pair"
+)]
 pub struct ApiVersion {
     /// Major version: incompatible changes.
     pub major: u32,

@@ -39,6 +39,13 @@ pub(super) fn log_compiled<E>(
     let sig = report.sig;
     let elapsed = report.elapsed;
     match report.result {
+        Ok((_, bytes)) if report.fetched => tracing::debug!(
+            target: crate::log_targets::RECOMPILES,
+            function = %func,
+            signature = %sig,
+            "{func}: fetched {sig} ready-made in {elapsed:.1?} ({})",
+            ByteSize::from(*bytes)
+        ),
         Ok((_, bytes)) => tracing::debug!(
             target: crate::log_targets::RECOMPILES,
             function = %func,

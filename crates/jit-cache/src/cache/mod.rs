@@ -35,6 +35,11 @@ use queued::QueuedCompile;
 /// What the `prepare` of [`JitCache::get_or_queue`] hands back for the
 /// signature to compile.
 #[derive(Debug)]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "the two answers a `prepare` closure can give (ready, or compile in the background); \
+        the cache handles each, and another would change what every `prepare` must decide"
+)]
 pub enum Prepared<E, W> {
     /// The executable, had without compiling (from a disk cache or an
     /// artifact bundle, say): cached at once, and the call runs it
@@ -52,6 +57,17 @@ pub trait Executable: Send + Sync + 'static {
     /// Approximate memory held by the executable, counted against
     /// `CacheConfig::max_total_bytes`.
     fn size_bytes(&self) -> usize;
+
+    /// Whether the compile closure fetched this executable ready-made (from
+    /// a disk or remote store, an artifact bundle) rather than compiling it.
+    /// A fetched miss counts in [`Counters::fetches`](crate::Counters::fetches),
+    /// not as a compile, and its time stays out of `compile_time` and of the
+    /// compile-time estimate the wait rule uses: a fetch that takes a
+    /// millisecond is no sample of how long a compile takes. The default,
+    /// `false`, counts every closure run as a compile.
+    fn fetched(&self) -> bool {
+        false
+    }
 }
 
 /// A bounded, thread-safe cache of compiled executables, keyed by function
@@ -404,7 +420,8 @@ impl<E: Executable> JitCache<E> {
 
     /// Caches `exe`, compiled for `func` and `sig` outside a call (ahead of
     /// time, or in a batch with other signatures), as a compile of that
-    /// call would: it counts as a compile taking `compile_time`, and evicts
+    /// call would: it counts as a compile taking `compile_time` (a fetch
+    /// when [`Executable::fetched`] says so), and evicts
     /// what the function's capacity and the global budgets require (at most
     /// the function's capacity of inserted signatures stay). Returns `false`,
     /// dropping `exe`, when `sig` is cached or being compiled already.
@@ -416,11 +433,15 @@ impl<E: Executable> JitCache<E> {
         compile_time: Duration,
     ) -> bool {
         self.recall_if_first_seen(func);
-        let bytes = exe.size_bytes();
+        let (bytes, fetched) = (exe.size_bytes(), exe.fetched());
         let compiled = (Arc::new(exe), bytes);
-        let finished =
-            self.lock()
-                .insert_compiled(func, sig, compiled, compile_time, &self.shared.config);
+        let finished = self.lock().insert_compiled(
+            func,
+            sig,
+            (compiled, fetched),
+            compile_time,
+            &self.shared.config,
+        );
         let Some(mut finished) = finished else {
             return false;
         };

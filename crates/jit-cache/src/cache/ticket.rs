@@ -102,6 +102,7 @@ impl<'a, E: Executable> CompileTicket<'a, E> {
             sig: self.sig,
             call: Some(self.call),
             started: self.started,
+            fetched: result.as_ref().is_ok_and(|(exe, _)| exe.fetched()),
             result: &result,
             elapsed,
         };

@@ -38,6 +38,11 @@ const FORMAT: &str = "sheaf-jit policy 2";
 /// variants are compiled by and for (as an `ArtifactKey`'s parts name
 /// them). A file is read back only for the same four.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[expect(
+    clippy::exhaustive_structs,
+    reason = "every field names the policy file and is written into it: a new part is a new file \
+        format anyway, and callers must supply every part"
+)]
 pub struct PolicyScope<'a> {
     /// The function's name.
     pub function: &'a str,

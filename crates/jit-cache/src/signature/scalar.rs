@@ -12,6 +12,11 @@ use std::sync::Arc;
 /// `0.8000001` differ, `-0.0` and `0.0` differ, and a NaN equals a NaN with the
 /// same payload. Values of different kinds (`3_i32`, `3_i64`) differ.
 #[derive(Clone, Copy)]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "callers lower each scalar kind to code (an MLIR literal, a dtype) and must handle \
+        every kind; a new kind must show up as a compile error, not a `_` arm"
+)]
 pub enum ScalarValue {
     /// A 32-bit float.
     F32(f32),

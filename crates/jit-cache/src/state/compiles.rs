@@ -23,6 +23,7 @@ use super::CacheState;
 /// What one finished compile adds to the counters.
 struct CompileCount {
     compiles: u64,
+    fetches: u64,
     failed: u64,
     refusals: u64,
     time: Duration,
@@ -32,6 +33,7 @@ struct CompileCount {
 impl CompileCount {
     fn add_to(&self, counters: &mut Counters) {
         counters.compiles += self.compiles;
+        counters.fetches += self.fetches;
         counters.failed_compiles += self.failed;
         counters.refusals += self.refusals;
         counters.compile_time += self.time;
@@ -54,22 +56,30 @@ impl<E> CacheState<E> {
             started,
             result,
             elapsed,
+            fetched,
         } = report;
         let failed = result.is_err();
         // A refusal is no compile: no compiler ran.
         let refused = matches!(result, Err(e) if e.is_refusal());
+        // A fetch (a ready-made executable) is no compile either.
+        let compiled_now = !refused && !fetched;
         let compiled = CompileCount {
-            compiles: u64::from(!refused),
+            compiles: u64::from(compiled_now),
+            fetches: u64::from(fetched),
             failed: u64::from(failed && !refused),
             refusals: u64::from(refused),
-            time: if refused { Duration::ZERO } else { elapsed },
+            time: if compiled_now {
+                elapsed
+            } else {
+                Duration::ZERO
+            },
             // A failed compile sends its call to the interpreter (a queued
             // one's call ran there already).
             fallback: u64::from(failed && started.caller == Caller::Blocking),
         };
         // What a compile run for a call takes, for the wait rule (one
         // compiled ahead reports a time of its caller's choosing).
-        let measured = result.is_ok() && call.is_some();
+        let measured = compiled_now && result.is_ok() && call.is_some();
         if measured {
             self.compiled.record(elapsed);
         }

@@ -158,7 +158,7 @@ impl<E> CacheState<E> {
         &mut self,
         func: &FunctionId,
         sig: &Signature,
-        compiled: (Arc<E>, usize),
+        (compiled, fetched): ((Arc<E>, usize), bool),
         elapsed: Duration,
         config: &CacheConfig,
     ) -> Option<Finished<E>> {
@@ -177,6 +177,7 @@ impl<E> CacheState<E> {
             started,
             result: &Ok(compiled),
             elapsed,
+            fetched,
         };
         Some(self.finish_compile(func, &report, config))
     }

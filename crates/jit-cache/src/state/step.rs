@@ -214,4 +214,7 @@ pub(crate) struct CompileReport<'a, E> {
     pub(crate) result: &'a Result<(Arc<E>, usize), Arc<CompileFailure>>,
     /// How long it took (what its caller says, for one compiled ahead).
     pub(crate) elapsed: std::time::Duration,
+    /// Whether the executable was fetched ready-made, not compiled
+    /// ([`Executable::fetched`](crate::Executable::fetched)).
+    pub(crate) fetched: bool,
 }

@@ -69,6 +69,7 @@ fn finish(
         started,
         result: &result,
         elapsed: Duration::from_millis(5),
+        fetched: false,
     };
     state.finish_compile(func, &report, config);
 }
@@ -346,4 +347,30 @@ fn with_in_flight_interpret_a_blocking_miss_of_a_compiling_signature_interprets(
         MissAction::Interpret(FallbackReason::CompileInFlight)
     ));
     assert_eq!(state.stats(&config).total.fallback_calls, 1);
+}
+
+#[test]
+fn a_fetched_executable_counts_as_a_fetch_and_stays_out_of_the_compile_time() {
+    let config = config();
+    let mut state = State::new(&config, false);
+    let (f, a, b) = (FunctionId::new("f", 1), sig(1), sig(2));
+    let now = (Caller::Blocking, Instant::now());
+    for (signature, fetched) in [(&a, true), (&b, false)] {
+        let (_, action) = miss_action(call(&mut state, &config, &f, signature, now));
+        let report = CompileReport {
+            sig: signature,
+            call: Some(signature),
+            started: started(&action),
+            result: &Ok((Arc::new(1), 8)),
+            elapsed: Duration::from_millis(if fetched { 1 } else { 700 }),
+            fetched,
+        };
+        state.finish_compile(&f, &report, &config);
+    }
+    let total = state.stats(&config).total;
+    assert_eq!((total.compiles, total.fetches), (1, 1));
+    assert_eq!(total.compile_time, Duration::from_millis(700));
+    assert_eq!(total.live_entries, 2, "a fetch is cached like a compile");
+    // The compile-time estimate has the compile's sample alone.
+    assert_eq!(state.compiled.get(), Some(Duration::from_millis(700)));
 }

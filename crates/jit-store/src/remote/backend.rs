@@ -91,6 +91,7 @@ pub enum LeaseAnswer {
 
 /// What [`RemoteStore::get`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RemoteValue {
     /// Nothing under the key.
     Missing,

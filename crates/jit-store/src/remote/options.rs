@@ -64,9 +64,11 @@ impl RemoteOptions {
     /// 0.67 s while compiling; a loopback or LAN request takes well under a
     /// millisecond).
     pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(2);
-    /// The default compile estimate of a waiter: 2 s, an IREE compile of a
-    /// small layer on a busy machine.
-    pub const DEFAULT_COMPILE_ESTIMATE: Duration = Duration::from_secs(2);
+    /// The default compile estimate of a waiter: the prior of the
+    /// in-process cache's wait rule ([`jit_cache::PRIOR_COMPILE_TIME`],
+    /// 1 s), so that the process and the cluster assume one compile time
+    /// before either measured one.
+    pub const DEFAULT_COMPILE_ESTIMATE: Duration = jit_cache::PRIOR_COMPILE_TIME;
     /// The most a lease's time to live adds to a waiter's bound: 30 s. A
     /// dead owner's lease that lives longer is not waited out (the waiter
     /// compiles without it).
@@ -111,6 +113,7 @@ pub struct Namespace(String);
 /// Why a text is not a [`Namespace`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{namespace}` is not a remote cache namespace: {reason}")]
+#[non_exhaustive]
 pub struct NamespaceError {
     /// The text refused (at most its first 100 characters).
     pub namespace: String,

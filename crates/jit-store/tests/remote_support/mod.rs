@@ -13,10 +13,9 @@ pub(crate) fn backend(url: &str) -> Box<dyn RemoteStore> {
     if url.starts_with(SharedFolderStore::SCHEME) {
         Box::new(SharedFolderStore::from_url(url).unwrap())
     } else {
-        let timeouts = RemoteTimeouts {
-            connect: Duration::from_secs(2),
-            request: Duration::from_secs(2),
-        };
+        let mut timeouts = RemoteTimeouts::default();
+        timeouts.connect = Duration::from_secs(2);
+        timeouts.request = Duration::from_secs(2);
         Box::new(RedisStore::new(url, timeouts).unwrap())
     }
 }

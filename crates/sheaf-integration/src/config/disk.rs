@@ -117,9 +117,10 @@ impl DiskCacheSettings {
                 .or_else(|| set("HOME").map(|home| home.join(".cache")))?
                 .join(DEFAULT_CACHE_FOLDER),
         };
-        Some(StoreConfig {
-            directory,
-            max_bytes: self.max_bytes,
+        Some({
+            let mut config = StoreConfig::at(directory);
+            config.max_bytes = self.max_bytes;
+            config
         })
     }
 

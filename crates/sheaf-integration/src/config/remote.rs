@@ -137,7 +137,9 @@ impl RemoteSettings {
         if self.secret.is_none() {
             return Err(ConfigError::RemoteSecretMissing);
         }
-        let RemoteTimeouts { connect, request } = self.timeouts;
+        let RemoteTimeouts {
+            connect, request, ..
+        } = self.timeouts;
         if connect.is_zero() || request.is_zero() {
             return Err(ConfigError::invalid(
                 "remote.timeouts",
@@ -189,9 +191,11 @@ mod tests {
         };
         assert_eq!(no_secret.validate(), Err(ConfigError::RemoteSecretMissing));
         let zero = RemoteSettings {
-            timeouts: RemoteTimeouts {
-                connect: Duration::ZERO,
-                request: Duration::from_millis(1),
+            timeouts: {
+                let mut timeouts = RemoteTimeouts::default();
+                timeouts.connect = Duration::ZERO;
+                timeouts.request = Duration::from_millis(1);
+                timeouts
             },
             ..with_secret()
         };

@@ -149,10 +149,8 @@ impl Placement {
 
     fn new(runtime: Runtime, target: CompileTarget, base: &CompileOptions) -> Placement {
         let code = |semantics: FloatSemantics| {
-            let mut options = CompileOptions {
-                target: target.clone(),
-                ..base.clone()
-            };
+            let mut options = base.clone();
+            options.target = target.clone();
             if is_cpu(&options.target) {
                 prepend(&mut options, &[CPU_FLAGS, semantics.cpu_flags()].concat());
             }
@@ -270,10 +268,8 @@ mod tests {
     #[cfg_attr(miri, ignore)] // reads /proc
     fn cpu_code_gets_the_measured_flags_before_the_callers() {
         let runtime = Runtime::new("local-sync").unwrap();
-        let base = CompileOptions {
-            extra_flags: vec!["--iree-opt-level=O3".into()],
-            ..CompileOptions::stablehlo()
-        };
+        let mut base = CompileOptions::stablehlo();
+        base.extra_flags = vec!["--iree-opt-level=O3".into()];
         let placement = Placement::new(runtime.clone(), CompileTarget::host_cpu(), &base);
         let flags = placement.code(FloatSemantics::Strict).options.flags();
         let position = |flag: &str| flags.iter().position(|f| f == flag).unwrap();
@@ -299,10 +295,8 @@ mod tests {
     #[cfg_attr(miri, ignore)] // reads /proc
     fn float_semantics_are_flags_of_cpu_code_and_part_of_its_identity() {
         let runtime = Runtime::new("local-sync").unwrap();
-        let base = CompileOptions {
-            extra_flags: vec!["--iree-opt-level=O3".into()],
-            ..CompileOptions::stablehlo()
-        };
+        let mut base = CompileOptions::stablehlo();
+        base.extra_flags = vec!["--iree-opt-level=O3".into()];
         let cpu = Placement::new(runtime.clone(), CompileTarget::host_cpu(), &base);
         let (strict, fast) = (
             cpu.code(FloatSemantics::Strict),

@@ -9,8 +9,8 @@ use std::time::Duration;
 use jit_store::ArtifactKey;
 
 use crate::bundle::{self, BundleError, Export, ExportSummary};
+use crate::compile::variant::{ArtifactSource, Variant};
 use crate::error::JitError;
-use crate::variant::{ArtifactSource, Variant};
 
 use super::JitRuntime;
 
@@ -161,7 +161,7 @@ impl JitRuntime {
                     why,
                 }));
             }
-            let metadata = Arc::new(provided.metadata) as crate::lowering::Metadata;
+            let metadata = Arc::new(provided.metadata) as crate::compile::lowering::Metadata;
             let variant = Variant {
                 bytes: share,
                 entry,

@@ -8,17 +8,17 @@ use std::time::{Duration, Instant};
 use jit_cache::{CapturedScalar, CompileFailure, Dispatch, FallbackReason, Prepared, Provenance};
 use smallvec::SmallVec;
 
+use crate::compile::function::JitFunction;
+use crate::compile::lowering::{Lowered, LoweringContext};
+use crate::compile::variant::Variant;
 use crate::config::CompileMode;
 use crate::error::{JitError, LoweringError};
-use crate::function::JitFunction;
-use crate::lowering::{Lowered, LoweringContext};
 use crate::outcome::{CallError, CallResult, Compiled, Dispatched};
 use crate::placement::CpuFallback;
 use crate::profile::Phase;
 use crate::tensor::{scalar_to_device, DeviceTensor, HostTensor, Tensor};
 use crate::upload::UploadCache;
 use crate::value::{self, FlatArg, Value};
-use crate::variant::Variant;
 
 use super::JitRuntime;
 

@@ -26,17 +26,17 @@ use jit_cache::{CacheStats, JitCache};
 use jit_store::RemoteStats;
 use jit_store::StoreStats;
 
-use crate::batch_queue::BatchQueue;
 use crate::cached::CachedVariant;
+use crate::compile::batch_queue::BatchQueue;
+use crate::compile::function::JitFunction;
+use crate::compile::pipeline::Pipeline;
+use crate::compile::variant::Variant;
 use crate::config::{CompileMode, UploadSettings};
 use crate::error::JitError;
 use crate::exit;
-use crate::function::JitFunction;
-use crate::pipeline::Pipeline;
 use crate::placement::{CpuFallback, FloatSemantics, ParallelCpu, Placement};
 use crate::profile::{Profile, ProfileReport};
 use crate::upload::{UploadCache, UploadStats};
-use crate::variant::Variant;
 
 pub use precompile::{Precompile, PrecompileSummary};
 

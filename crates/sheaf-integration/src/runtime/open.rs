@@ -11,8 +11,9 @@ use jit_store::{RedisStore, RemoteStore, RemoteTier, Secret, SharedFolderStore};
 
 use crate::dump::Dumps;
 
-use crate::batch_queue::BatchQueue;
 use crate::bundle::Bundle;
+use crate::compile::batch_queue::BatchQueue;
+use crate::compile::pipeline::Pipeline;
 use crate::compiler_versions::{self, VersionFiles};
 use crate::config::JitConfig;
 #[cfg(feature = "remote-cache")]
@@ -20,7 +21,6 @@ use crate::config::{RemoteSecret, RemoteSettings};
 use crate::error::{ConfigError, JitError};
 use crate::exit;
 use crate::learned_policy::DiskPolicy;
-use crate::pipeline::Pipeline;
 use crate::placement::{CpuFallback, ParallelCpu, Placement};
 use crate::profile::Profile;
 use crate::upload::UploadCache;

@@ -7,14 +7,14 @@ use std::time::{Duration, Instant};
 
 use jit_cache::{CompileFailure, ErrorChain, Signature};
 
+use crate::compile::function::JitFunction;
+use crate::compile::lowering::{Lowered, LoweredVariant, LoweringContext};
+use crate::compile::pipeline;
+use crate::compile::variant::{ArtifactSource, Variant};
 use crate::error::{LoweringError, VariantError};
-use crate::function::JitFunction;
-use crate::lowering::{Lowered, LoweredVariant, LoweringContext};
-use crate::pipeline;
 use crate::placement::{CpuFallback, FloatSemantics, Placement};
 use crate::profile::Phase;
 use crate::value::Value;
-use crate::variant::{ArtifactSource, Variant};
 
 use super::Inner;
 

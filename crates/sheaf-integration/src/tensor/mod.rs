@@ -67,6 +67,11 @@ impl DeviceTensorExt for DeviceTensor {
 
 /// A tensor argument or result: on the host, or on the device.
 #[derive(Debug, Clone)]
+#[expect(
+    clippy::exhaustive_enums,
+    reason = "a tensor is on the host or on the device: callers match both to read it, and another \
+        place would need every caller to handle it"
+)]
 pub enum Tensor {
     /// On the host, as Sheaf's interpreter holds it.
     Host(HostTensor),

@@ -29,7 +29,7 @@ pub(crate) use flatten::{flatten_call, restore, FlatArg};
 /// leaves and other keys never share code.
 ///
 /// Results come back in the structure the lowering declared
-/// ([`Lowered::outputs`](crate::lowering::Lowered::outputs)), or side by side.
+/// ([`Lowered::outputs`](crate::compile::lowering::Lowered::outputs)), or side by side.
 ///
 /// Containers may nest at most [`Value::MAX_DEPTH`] deep in a call's
 /// arguments: a deeper tree is an error of the call, not a stack overflow.

@@ -108,9 +108,10 @@ pub(crate) fn assert_matmul_close(a: &ArrayD<f32>, b: &ArrayD<f32>, y: &Value, w
 pub(crate) fn compiled_outside(dir: &Path, module: &str, target: &CompileTarget) -> Artifact {
     let (input, output) = (dir.join("outside.mlir"), dir.join("outside.vmfb"));
     fs::write(&input, module).unwrap();
-    let flags = CompileOptions {
-        target: target.clone(),
-        ..CompileOptions::stablehlo()
+    let flags = {
+        let mut options = CompileOptions::stablehlo();
+        options.target = target.clone();
+        options
     }
     .flags();
     let iree_compile = iree_safe::compiler::locate_iree_compile().unwrap();

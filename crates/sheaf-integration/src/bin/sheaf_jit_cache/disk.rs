@@ -22,9 +22,10 @@ fn store_config(dir: Option<PathBuf>) -> Result<StoreConfig, Box<dyn std::error:
     let config = JitConfig::from_env()?;
     let max_bytes = config.disk.max_bytes;
     match dir {
-        Some(directory) => Ok(StoreConfig {
-            directory,
-            max_bytes,
+        Some(directory) => Ok({
+            let mut config = StoreConfig::at(directory);
+            config.max_bytes = max_bytes;
+            config
         }),
         None => config.disk.store_config().ok_or_else(|| {
             "the disk cache is off here (SHEAF_JIT_DISK_CACHE=off, or neither XDG_CACHE_HOME nor \

@@ -24,15 +24,15 @@ use jit_store::{
 };
 
 use crate::bundle::Bundle;
+use crate::compile::function::JitFunction;
+use crate::compile::lowering::{Lowered, LoweredVariant, LoweringContext, Metadata};
+use crate::compile::variant::{ArtifactSource, Variant};
 use crate::declaration;
 use crate::dump::{self, Dumps};
 use crate::error::{LoweringError, VariantError};
-use crate::function::JitFunction;
-use crate::lowering::{Lowered, LoweredVariant, LoweringContext, Metadata};
 use crate::placement::FloatSemantics;
 use crate::placement::Placement;
 use crate::value::Value;
-use crate::variant::{ArtifactSource, Variant};
 
 /// Lowering, caching on disk, compiling and loading, for every variant of
 /// every function of one runtime.
@@ -85,7 +85,7 @@ pub(crate) fn lower<M: Send + Sync + 'static>(
         metadata,
         entry: own_entry,
     } = lower(&context).map_err(refused)?;
-    let mlir = crate::entry::named(mlir, own_entry.as_deref(), entry)
+    let mlir = crate::compile::entry_symbol::named(mlir, own_entry.as_deref(), entry)
         .map_err(|error| refused(error.into()))?;
     let metadata = Arc::new(metadata) as Metadata;
     Ok(LoweredVariant {
@@ -459,15 +459,15 @@ impl Pipeline {
         let compile = || -> Result<Vec<u8>, Step> {
             let compiler = self.compiler().map_err(Step::NoCompiler)?;
             let options = placement.options_for(module, semantics);
-            let started = std::time::Instant::now();
             let result = compiler.compiler.compile(module, &options);
+            // The time is jit-cache's to log (`log_targets::RECOMPILES`):
+            // one clock per compile.
             tracing::debug!(
                 target: crate::log_targets::COMPILE,
                 phase = "compile",
                 compiler = %compiler.kind,
                 ok = result.is_ok(),
-                "compiled {function}{signature} in {:.1?}",
-                started.elapsed()
+                "compiled {function}{signature}"
             );
             if let Some(dumps) = &self.dumps {
                 // What the compilers pass (both call `checked_flags`).

@@ -8,7 +8,7 @@ use jit_store::ArtifactKey;
 
 use std::sync::Arc;
 
-use crate::lowering::{LoweredVariant, Metadata};
+use crate::compile::lowering::{LoweredVariant, Metadata};
 use crate::placement::Placement;
 
 /// One compiled signature of a function, loaded into a runtime (the
@@ -121,5 +121,11 @@ impl jit_cache::Executable for Variant {
     /// context adds about 24 KB more (see the iree-safe README).
     fn size_bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Served by the disk cache, the remote tier, a bundle or the
+    /// application: not compiled for this miss.
+    fn fetched(&self) -> bool {
+        self.source != ArtifactSource::Compiler
     }
 }

@@ -7,7 +7,7 @@
 //! queued before others (a fair share: the queue's length over the compile
 //! threads, at most the configured limit) and compiles them in one compiler
 //! invocation, which pays IREE's fixed cost per compile once
-//! ([`Pipeline::batch`](crate::pipeline::Pipeline)). When another thread
+//! ([`Pipeline::batch`](crate::compile::pipeline::Pipeline)). When another thread
 //! already took the job's lowering into its batch, this thread compiles a
 //! batch of what is still queued, if anything, then waits for its own
 //! result: no thread idles while lowerings wait.
@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use jit_cache::single_flight::Flight;
 use jit_cache::CompileFailure;
 
-use crate::lowering::LoweredVariant;
-use crate::variant::Variant;
+use crate::compile::lowering::LoweredVariant;
+use crate::compile::variant::Variant;
 
 /// What compiling one lowering produced.
 pub(crate) type Compiled = Result<Variant, CompileFailure>;

@@ -11,8 +11,8 @@
 //! `@step` is not part of `@step_inner`, and string literals and `//`
 //! comments are left as they are.
 //!
-//! [`Lowered::with_entry`]: crate::lowering::Lowered::with_entry
-//! [`LoweringContext::entry_symbol`]: crate::lowering::LoweringContext::entry_symbol
+//! [`Lowered::with_entry`]: crate::compile::lowering::Lowered::with_entry
+//! [`LoweringContext::entry_symbol`]: crate::compile::lowering::LoweringContext::entry_symbol
 
 use crate::mlir::MlirError;
 

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use jit_cache::{FunctionId, Signature};
 
+use crate::compile::lowering::{entry_symbol, Lowered, Lowering, LoweringContext, Metadata};
 use crate::config::CompileMode;
 use crate::error::LoweringError;
-use crate::lowering::{entry_symbol, Lowered, Lowering, LoweringContext, Metadata};
 use crate::placement::FloatSemantics;
 
 /// A function that may run compiled. Cheap to clone.
@@ -269,7 +269,11 @@ impl<M: Send + Sync + 'static> JitFunction<M> {
         })?;
         let context = LoweringContext::new(self.name(), signature, None, &self.entry);
         let lowered = lower(&context)?;
-        let functions = crate::entry::named(lowered.mlir, lowered.entry.as_deref(), &self.entry)?;
+        let functions = crate::compile::entry_symbol::named(
+            lowered.mlir,
+            lowered.entry.as_deref(),
+            &self.entry,
+        )?;
         Ok(self.entry_module(&functions))
     }
 
@@ -293,7 +297,7 @@ impl<M> JitFunction<M> {
 
     /// The entry symbol made from the name as Sheaf names its functions
     /// (`mlp-layer` → `mlp_layer`, `empty?` → `empty_q`;
-    /// [`entry_symbol`](crate::lowering::entry_symbol) of the name): the entry of
+    /// [`entry_symbol`](crate::compile::lowering::entry_symbol) of the name): the entry of
     /// [`module_text`](Self::module_text), and the stem of each variant's
     /// ([`variant_symbol`](Self::variant_symbol)).
     pub fn entry_symbol(&self) -> &str {
