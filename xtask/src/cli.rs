@@ -191,6 +191,21 @@ pub(crate) const COMMANDS: &[Command] = &[
       test. 2-3 minutes on 2 cores once built.
 ",
     },
+    Command {
+        name: "measurements",
+        usage: "\
+  measurements [--only ID]... [--render] [--list]
+      Ensure IREE is built, run the command of each section of
+      docs/measurements.md (a bench or an xtask command; the sections are
+      defined in xtask/src/measurements/sections.rs) and rewrite the file:
+      each section's text, its command, the run's date, commit, CPU, cores
+      and load average, and the command's standard output. --only ID
+      reruns that section (repeatable) and keeps the others' records;
+      --render runs nothing and rewrites the file from its records; --list
+      prints the ids. Every section takes from seconds to minutes; all of
+      them need lavapipe and redis-server (`cargo xtask test` installs them).
+",
+    },
 ];
 
 /// `cargo xtask --help`: every command's usage.

@@ -19,6 +19,7 @@ mod fleet;
 mod fuzz;
 mod host;
 mod manifest;
+mod measurements;
 mod miri;
 mod msrv;
 mod package;
@@ -89,6 +90,7 @@ fn run(parser: &mut lexopt::Parser) -> Result<bool> {
         "soak" => cli::seconds("soak", soak::TEST_SECONDS, parser)?.map(soak::run),
         "pingpong" => pingpong::parse(parser)?.map(pingpong::run),
         "fleet" => fleet::Options::parse(parser)?.map(fleet::run),
+        "measurements" => measurements::parse(parser)?.map(measurements::run),
         "bench-vs-jax" => bench_vs_jax::Options::parse(parser)?.map(bench_vs_jax::run),
         "help" => {
             print!("{}", cli::usage());

@@ -26,6 +26,9 @@
 //!     --help` (`cli.rs`'s `COMMANDS`), and no other.
 //! 11. Each library crate's rustdoc lists its Cargo features, the defaults
 //!     marked, in a `# Crate features` section (`tidy/features.rs`).
+//! 13. `docs/measurements.md` is what `cargo xtask measurements` renders
+//!     from its sections' definitions and the records the file holds, each
+//!     section with its run line (`tidy/measurements.rs`).
 //!
 //! Rules 1 and 2 cover the crates, xtask and the fuzz targets.
 
@@ -34,6 +37,7 @@
 mod architecture;
 mod defaults;
 mod features;
+mod measurements;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
