@@ -3,7 +3,6 @@
 //! for; a hot size's own signature is queued beside its dynamic variant.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::dispatch::{Dispatch, FallbackReason, Origin};
 use crate::error::CompileFailure;
@@ -47,9 +46,8 @@ impl<E: Executable> JitCache<E> {
             } => {
                 let target = compiled_signature(sig, generalization);
                 let ticket = CompileTicket::new(self, func, &target, sig, started, flight);
-                let start = Instant::now();
                 let result = run_compile(|| compile(&target));
-                ticket.finish(result, start.elapsed(), reason)
+                ticket.finish(result, reason)
             }
         }
     }
@@ -117,14 +115,13 @@ impl<E: Executable> JitCache<E> {
             } => {
                 let target = compiled_signature(sig, generalization);
                 let ticket = CompileTicket::new(self, func, &target, sig, started, flight);
-                let start = Instant::now();
                 let work = match caught(|| prepare(&target)) {
                     Ok(Prepared::Queue(work)) => work,
                     Ok(Prepared::Ready(exe)) => {
                         let bytes = exe.size_bytes();
-                        return ticket.ready((Arc::new(exe), bytes), start.elapsed(), reason);
+                        return ticket.ready((Arc::new(exe), bytes), reason);
                     }
-                    Err(error) => return ticket.prepare_failed(error, start.elapsed(), reason),
+                    Err(error) => return ticket.prepare_failed(error, reason),
                 };
                 let Some((flight, ticket)) = self.submit(ticket, reason.clone(), work, true) else {
                     return Dispatch::Interpret {
@@ -215,7 +212,6 @@ impl<E: Executable> JitCache<E> {
             "{func}: compiling {sig} in the background: {reason}"
         );
         let ticket = CompileTicket::new(self, func, sig, sig, started, flight);
-        let start = Instant::now();
         // The call runs the dynamic variant: it takes no result from here.
         let _served_meanwhile = match caught(|| prepare(sig)) {
             Ok(Prepared::Queue(work)) => {
@@ -231,9 +227,9 @@ impl<E: Executable> JitCache<E> {
             }
             Ok(Prepared::Ready(exe)) => {
                 let bytes = exe.size_bytes();
-                ticket.finish(Ok((Arc::new(exe), bytes)), start.elapsed(), reason)
+                ticket.finish(Ok((Arc::new(exe), bytes)), reason)
             }
-            Err(error) => ticket.finish(Err(error), start.elapsed(), reason),
+            Err(error) => ticket.finish(Err(error), reason),
         };
     }
 

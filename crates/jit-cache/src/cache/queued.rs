@@ -87,7 +87,6 @@ impl<E: Executable> Job for QueuedCompile<E> {
             }
         };
         let result = run_compile(work);
-        let elapsed = start.elapsed();
         let Some(shared) = self.cache.upgrade() else {
             // The cache is gone: so is everyone who could use the result.
             self.flight
@@ -102,9 +101,10 @@ impl<E: Executable> Job for QueuedCompile<E> {
             &self.call,
             self.started,
             Arc::clone(&self.flight),
-        );
+        )
+        .timed_from(start);
         // No caller waits for this dispatch: later calls find the entry.
-        let _cached = ticket.finish(result, elapsed, self.miss.clone());
+        let _cached = ticket.finish(result, self.miss.clone());
     }
 }
 

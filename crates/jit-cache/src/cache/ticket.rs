@@ -3,7 +3,7 @@
 //! if it unwinds on the way.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::Instant;
 
 use crate::dispatch::{Dispatch, FallbackReason, Origin};
 use crate::error::CompileFailure;
@@ -27,11 +27,15 @@ pub(super) struct CompileTicket<'a, E: Executable> {
     pub(super) call: &'a Signature,
     pub(super) started: Started,
     pub(super) flight: Arc<Flight<CompileResult<E>>>,
+    /// The cache's one compile clock: from the ticket's making (or the
+    /// queued job's start) to its result.
+    clock: Instant,
     pending: bool,
 }
 
 impl<'a, E: Executable> CompileTicket<'a, E> {
-    /// The duty to finish the compile of `target` for the missing `call`.
+    /// The duty to finish the compile of `target` for the missing `call`,
+    /// timed from now.
     pub(super) fn new(
         cache: &'a JitCache<E>,
         func: &'a FunctionId,
@@ -47,8 +51,16 @@ impl<'a, E: Executable> CompileTicket<'a, E> {
             call,
             started,
             flight,
+            clock: Instant::now(),
             pending: true,
         }
+    }
+
+    /// The same duty, timed from `start` (a queued compile's, which makes
+    /// its ticket when it is done).
+    pub(super) fn timed_from(mut self, start: Instant) -> Self {
+        self.clock = start;
+        self
     }
 
     /// The queueing call's `prepare` failed: the failure of the signature,
@@ -56,23 +68,17 @@ impl<'a, E: Executable> CompileTicket<'a, E> {
     pub(super) fn prepare_failed(
         mut self,
         error: Arc<CompileFailure>,
-        elapsed: Duration,
         miss: MissReason,
     ) -> Dispatch<E> {
         self.started.caller = Caller::Blocking;
-        self.finish(Err(error), elapsed, miss)
+        self.finish(Err(error), miss)
     }
 
     /// The queueing call's `prepare` had the executable without compiling
     /// (from a disk cache, say): cached now, and this call runs it.
-    pub(super) fn ready(
-        mut self,
-        exe: (Arc<E>, usize),
-        elapsed: Duration,
-        miss: MissReason,
-    ) -> Dispatch<E> {
+    pub(super) fn ready(mut self, exe: (Arc<E>, usize), miss: MissReason) -> Dispatch<E> {
         self.started.caller = Caller::Blocking;
-        self.finish(Ok(exe), elapsed, miss)
+        self.finish(Ok(exe), miss)
     }
 
     /// The compile, as the state names it.
@@ -94,9 +100,9 @@ impl<'a, E: Executable> CompileTicket<'a, E> {
     pub(super) fn finish(
         mut self,
         result: Result<(Arc<E>, usize), Arc<CompileFailure>>,
-        elapsed: Duration,
         miss: MissReason,
     ) -> Dispatch<E> {
+        let elapsed = self.clock.elapsed();
         let config = &self.cache.shared.config;
         let report = CompileReport {
             sig: self.sig,
