@@ -18,10 +18,11 @@
 //!    sources, the package `eerie-sys`, among them) and each `.crate`
 //!    unpacked beside them with its checksum, as a registry serves it;
 //! 5. the crate of `xtask/package-check/`, which depends on
-//!    `sheaf-integration = "0.2"` with its default features, copied to
-//!    `target/package-check/consumer`, resolved afresh with crates.io
-//!    replaced by that folder (`generate-lockfile --offline`), then
-//!    vendored (`cargo vendor`, what a project that builds offline does);
+//!    `sheaf-integration` (the version its manifest names) with its default
+//!    features, copied to `target/package-check/consumer`, resolved afresh
+//!    with crates.io replaced by that folder (`generate-lockfile
+//!    --offline`), then vendored (`cargo vendor`, what a project that builds
+//!    offline does);
 //! 6. the consumer built `--offline --frozen` from its vendored copy alone:
 //!    no path into the workspace, no `IREE_DIR`, no `[patch]`, so
 //!    iree-runtime-sys builds the IREE runtime from the vendored sources
@@ -151,7 +152,7 @@ pub(crate) fn check(prefix: &Path) -> Result<()> {
     )?;
     step(
         "building the consumer --offline --frozen from its vendored copy alone \
-         (sheaf-integration 0.2, default features; IREE built from the packaged sources)",
+         (sheaf-integration, default features; IREE built from the packaged sources)",
         || {
             // As for the dry run: the last run's builds of the library
             // crates (same versions, other code) would be taken as current.

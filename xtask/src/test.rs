@@ -29,8 +29,9 @@
 //! 9. the Linux-aarch64 tests: the runtime cross-built, the tests
 //!    cross-compiled and run under qemu-user (`aarch64.rs`; about a minute
 //!    once built, 3-5 minutes the first time);
-//! 10. the miri tiers: `jit-cache`'s policy core (no default features) and
-//!     `iree-safe` (against its mock of the C API), installing the nightly
+//! 10. the miri tiers: `jit-cache`'s policy (its long single-threaded
+//!     trace tests left to step 5), `iree-safe` (against its mock of the C
+//!     API) and `sheaf-integration`'s unit tests, installing the nightly
 //!     miri component if needed, each test target a job of its own on as
 //!     many workers as there are cores (`miri.rs`);
 //! 11. each fuzz target of `fuzz/` for a bounded time (`fuzz.rs`);
