@@ -147,8 +147,8 @@ against the raw `iree_safe::Function::call` of the same module (sigmoid
 `f32[1,5]`, local-sync, p50 over many samples), with device tensors and
 with host arrays, in both compile modes, with the upload cache off and on.
 Read the ratio. A `Background` call builds its queued compile (the
-lowering closure and the copy of the arguments) only when it misses, so a
-hit does the same work in both compile modes.",
+lowering closure and the copy of the arguments) only when it misses; the
+`Background` row shows what its hit costs beside `Blocking`'s.",
         command: bench!("cached_call"),
     },
     Section {
