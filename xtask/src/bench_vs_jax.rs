@@ -23,7 +23,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
 
 use crate::process::{self, step};
-use crate::{build_iree, tools};
+use crate::{build_iree, host, tools};
 
 /// The JAX the table is measured against.
 const JAX_REQUIREMENT: &str = "jax[cpu]==0.10.2";
@@ -370,18 +370,8 @@ fn figure(value: f64) -> String {
 
 /// What the table measured, where and when.
 fn caption(device: &str, cores: usize, quick: bool) -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find_map(|line| line.strip_prefix("model name"))
-                .and_then(|rest| rest.split_once(':'))
-                .map(|(_, name)| name.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".to_owned());
-    let date = process::output(Command::new("date").arg("+%Y-%m-%d"))
-        .map(|d| d.trim().to_owned())
-        .unwrap_or_default();
+    let cpu = host::cpu_model();
+    let date = host::utc_date().unwrap_or_default();
     let device = match device {
         "local-sync" => "`local-sync` (large contractions on a `local-task` device beside it, \
                          `SHEAF_JIT_PARALLEL_WORKERS`)"

@@ -12,6 +12,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::process::Command;
 
 use anyhow::{bail, Result};
 
@@ -137,6 +138,28 @@ pub(crate) fn frameworks(drivers: &[String]) -> Vec<String> {
 /// script.
 #[path = "../../crates/iree-sys/build/drivers.rs"]
 mod drivers;
+
+/// The CPU's model name from /proc/cpuinfo, for the caption of a
+/// measured figure (`an <arch> CPU` where it names none).
+pub(crate) fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|cpuinfo| {
+            cpuinfo
+                .lines()
+                .filter_map(|line| line.split_once(':'))
+                .find(|(key, _)| key.trim() == "model name")
+                .map(|(_, value)| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| format!("an {} CPU", std::env::consts::ARCH))
+}
+
+/// Today's date in UTC, `YYYY-MM-DD` (`date -u`), for the caption of a
+/// measured figure.
+pub(crate) fn utc_date() -> Result<String> {
+    let date = crate::process::output(Command::new("date").args(["-u", "+%Y-%m-%d"]))?;
+    Ok(date.trim().to_owned())
+}
 
 #[cfg(test)]
 mod tests {
