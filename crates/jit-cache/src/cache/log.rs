@@ -39,18 +39,12 @@ pub(super) fn log_compiled<E>(
     let sig = report.sig;
     let elapsed = report.elapsed;
     match report.result {
-        Ok((_, bytes)) if report.fetched => tracing::debug!(
-            target: crate::log_targets::RECOMPILES,
-            function = %func,
-            signature = %sig,
-            "{func}: fetched {sig} ready-made in {elapsed:.1?} ({})",
-            ByteSize::from(*bytes)
-        ),
         Ok((_, bytes)) => tracing::debug!(
             target: crate::log_targets::RECOMPILES,
             function = %func,
             signature = %sig,
-            "{func}: compiled {sig} in {elapsed:.1?} ({})",
+            "{func}: {} {sig} in {elapsed:.1?} ({})",
+            if report.fetched { "fetched ready-made" } else { "compiled" },
             ByteSize::from(*bytes)
         ),
         // The lowering's verdict on a call (its dims do not fit, say):
