@@ -3,6 +3,7 @@
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use crate::buffer_pool::BufferPool;
 use crate::driver::DeviceInfo;
 use crate::error::{check, Context, Error, Result};
 use crate::flags;
@@ -137,7 +138,7 @@ impl Device {
                     sys::iree_hal_driver_registry_default(),
                     strings::view(uri),
                     &params,
-                    allocator,
+                    BufferPool::global().allocator(),
                     out,
                 )
             })

@@ -58,6 +58,7 @@
 #![warn(clippy::exhaustive_structs, clippy::exhaustive_enums)]
 
 mod artifact;
+mod buffer_pool;
 mod calling_convention;
 pub mod compiler;
 mod cpu_features;
@@ -86,6 +87,9 @@ mod transfer;
 mod value;
 mod vmfb;
 
+pub use buffer_pool::{
+    BufferPool, BufferPoolStatistics, DEFAULT_BUFFER_POOL_CAPACITY, POOLED_BLOCK_MIN,
+};
 pub use calling_convention::{CallingConvention, SlotKind};
 pub use device::Device;
 pub use driver::{DeviceInfo, DeviceKind};
@@ -130,6 +134,7 @@ mod thread_safety {
     assert_impl_all!(Tensor: Send, Sync, Clone);
     assert_impl_all!(VmValue: Send, Sync);
     assert_impl_all!(MemoryStatistics: Send, Sync, Copy);
+    assert_impl_all!(BufferPool: Send, Sync);
     assert_impl_all!(Error: Send, Sync, std::error::Error);
     // Raw handles and invocation lists stay on one thread.
     assert_not_impl_any!(handle::Handle<iree_sys::iree_vm_context_t>: Send, Sync);

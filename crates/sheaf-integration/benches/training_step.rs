@@ -24,7 +24,12 @@
 //!   `Tensor::from_slice` (`iree_hal_buffer_view_allocate_buffer_copy`) per
 //!   argument per step;
 //! - (e) parameters that are new arrays every step, as in a real training
-//!   loop: each step's results, read back, are the next step's parameters.
+//!   loop: each step's results, read back, are the next step's parameters;
+//! - (a0) row (a) with the buffer pool off (`device.buffer_pool_bytes = 0`):
+//!   every call's results in fresh memory, as before the pool;
+//! - (f) row (a) in a process that tells glibc to keep freed memory in its
+//!   heap (`mallopt`): what is left of the page faults with the pool on is
+//!   the host arrays the results are read back into.
 //!
 //! Each row runs in a fresh process of its own (the benchmark runs itself
 //! with `--only ROW`), so rows do not inherit each other's heap.
@@ -211,6 +216,25 @@ fn measure(steps: usize, bytes: impl Fn() -> (u64, u64), mut step: impl FnMut())
     }
 }
 
+/// Row (f): the program tells glibc to serve every allocation from its
+/// heap and keep what is freed there (`M_MMAP_MAX` 0, `M_TRIM_THRESHOLD`
+/// 2 GiB), so that the host arrays read back each step reuse the last
+/// step's pages. Without it glibc maps every block over 32 MiB (its
+/// largest mmap threshold) afresh: the arrays the results are read into
+/// are the page faults the buffer pool leaves (a program's choice, not a
+/// library's: it changes the whole process's allocator).
+fn keep_freed_memory_in_the_heap() {
+    const M_TRIM_THRESHOLD: std::ffi::c_int = -1;
+    const M_MMAP_MAX: std::ffi::c_int = -4;
+    extern "C" {
+        fn mallopt(param: std::ffi::c_int, value: std::ffi::c_int) -> std::ffi::c_int;
+    }
+    // SAFETY: glibc's `mallopt` (malloc.h), called before this process
+    // allocates its parameters; both settings are documented parameters.
+    let set = unsafe { mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, i32::MAX) == 1 };
+    assert!(set, "glibc refused the settings");
+}
+
 /// Reads every result back to the host, as Sheaf's interpreter does.
 fn read_back(outputs: &[Value]) {
     for output in outputs {
@@ -240,6 +264,9 @@ fn main() {
     let Some(only) = only else {
         return each_row_in_its_own_process(layers, steps);
     };
+    if only.starts_with("(f)") {
+        keep_freed_memory_in_the_heap();
+    }
     let only = Some(only);
     let mut seed = 0usize;
     let params = gpt2_params(layers, &mut |shape| {
@@ -271,10 +298,13 @@ fn main() {
         bytes as f64 / 1048576.0
     );
     let step_fn = JitFunction::new("train-step", "(value-and-grad loss params)", lower);
-    let config = |cache_off: bool| {
+    let config = |cache_off: bool, pool_off: bool| {
         let mut builder = JitConfig::builder()
             .compile(|compile| compile.mode = CompileMode::Blocking)
             .disk(|disk| disk.folder = DiskCacheFolder::Disabled);
+        if pool_off {
+            builder = builder.device(|device| device.buffer_pool_bytes = 0);
+        }
         if cache_off {
             builder = builder.uploads(|uploads| {
                 uploads.entries = 0;
@@ -291,10 +321,12 @@ fn main() {
     };
     let wanted = |label: &str| only.as_deref().is_none_or(|o| label.starts_with(o));
     let mut rows = Vec::new();
-    for (label, cache_off) in [
-        ("(a) host args, defaults", false),
-        ("(a') same, 64-byte-aligned arrays", false),
-        ("(c) host args, cache off", true),
+    for (label, cache_off, pool_off) in [
+        ("(a) host args, defaults", false, false),
+        ("(a0) same, buffer pool off", false, true),
+        ("(a') same, 64-byte-aligned arrays", false, false),
+        ("(c) host args, cache off", true, false),
+        ("(f) host args, glibc keeping freed memory", false, false),
     ] {
         if !wanted(label) {
             continue;
@@ -309,7 +341,7 @@ fn main() {
             params.clone()
         };
         let host_args = [args];
-        let jit = config(cache_off);
+        let jit = config(cache_off, pool_off);
         let measured = measure(
             steps,
             || upload_bytes(&jit),
@@ -321,7 +353,7 @@ fn main() {
         // A training loop whose parameters are new arrays every step: the
         // next step's parameters are this step's results read back (the
         // gradients stand in for updated parameters; 2·p stays finite).
-        let jit = config(false);
+        let jit = config(false, false);
         let mut current = params.clone();
         let measured = measure(
             steps,
@@ -343,7 +375,7 @@ fn main() {
         ));
     }
     if wanted("(b)") {
-        let jit = config(false);
+        let jit = config(false, false);
         let on_device = map_tensors(&params, &mut |host| {
             Value::Tensor(Tensor::Device(jit.upload(host).unwrap()))
         });
@@ -356,7 +388,7 @@ fn main() {
         rows.push(Row::new("(b) device-resident params", &measured, None));
     }
     if wanted("(d)") {
-        let jit = config(true);
+        let jit = config(true, false);
         let module = step_fn.module_text(&signature).unwrap();
         let compiler = iree_safe::compiler::choose_compiler(Default::default()).unwrap();
         let artifact = compiler
@@ -422,7 +454,7 @@ fn main() {
 fn each_row_in_its_own_process(layers: usize, steps: usize) {
     let mut header_printed = false;
     let mut rows = Vec::new();
-    for row in ["(a)", "(a')", "(b)", "(c)", "(d)", "(e)"] {
+    for row in ["(a)", "(a0)", "(a')", "(b)", "(c)", "(d)", "(e)", "(f)"] {
         let output = test_support::child::this_executable()
             .args([
                 "--layers",

@@ -217,7 +217,7 @@ pub mod stats {
     pub use crate::cached::CachedVariant;
     pub use crate::profile::{Phase, PhaseTotals, ProfileReport};
     pub use crate::upload::UploadStats;
-    pub use iree_safe::MemoryStatistics;
+    pub use iree_safe::{BufferPoolStatistics, MemoryStatistics};
     pub use jit_cache::{CacheStats, Counters, FunctionId, FunctionMode, FunctionStats, Origin};
     pub use jit_store::StoreStats;
     #[cfg(feature = "remote-cache")]

@@ -276,9 +276,15 @@ warm-up steps; RSS is the process's, after each row in turn. The rows: (a)
 host arrays with the defaults, (a') the same arrays made aligned once
 (`aligned_copy`), (b) parameters device-resident, (c) host arrays with the
 upload cache and imports off, (d) the floor, iree-safe with one
-`allocate_buffer_copy` per argument, (e) new parameter arrays every step.
-Compare the rows' CPU time more than their wall time, which varies more
-from run to run on a shared machine.",
+`allocate_buffer_copy` per argument, (e) new parameter arrays every step,
+(a0) row (a) with the buffer pool off (every call's results in fresh
+memory, as before the pool: the same run's before-and-after), (f) row (a) in a
+process that tells glibc to keep freed memory in its heap (`mallopt`).
+With the pool on, the page faults left per step are the host arrays the
+results are read back into: glibc maps every block over 32 MiB afresh (the
+154 MB `wte` gradient here), which (f) shows by taking them away. Compare
+the rows' CPU time more than their wall time, which varies more from run
+to run on a shared machine.",
         command: bench!("training_step"),
     },
     Section {

@@ -14,7 +14,10 @@ use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use std::ptr::NonNull;
+
 use super::api::*;
+use super::status::{iree_status_free, Failure, MockResult};
 
 /// The alignment of every block (IREE's allocators return at least
 /// `iree_max_align_t`, 16 bytes on the platforms it supports).
@@ -144,6 +147,120 @@ pub(crate) unsafe fn iree_allocator_free(allocator: iree_allocator_t, ptr: *mut 
     // SAFETY: the block was allocated with this layout (the table said so)
     // and is no longer in the table, so it is freed once.
     unsafe { std::alloc::dealloc(ptr, layout(size)) };
+}
+
+/// An allocator a device was created with, kept by the device: IREE's
+/// allocators may be called from any thread (devices call theirs from
+/// their worker threads), so the mock's devices may keep one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HostAllocator(iree_allocator_t);
+
+// SAFETY: see the type's docs; the mock only calls the allocator's `ctl`
+// with its own `self`, as IREE does.
+unsafe impl Send for HostAllocator {}
+// SAFETY: as above.
+unsafe impl Sync for HostAllocator {}
+
+impl HostAllocator {
+    pub(crate) fn new(allocator: iree_allocator_t) -> HostAllocator {
+        HostAllocator(allocator)
+    }
+
+    /// A copy of `bytes` in a block of this allocator, as a local device's
+    /// heap buffer takes its bytes from the device's data allocator
+    /// (`iree_hal_heap_buffer_create`, `iree/hal/buffer_heap.c`), through
+    /// the allocator's `ctl`. `None` for no bytes, and for an allocator
+    /// without a `self`, the system allocator (whose `ctl` is C that miri
+    /// cannot call) or the null one: the mock keeps those bytes itself.
+    pub(crate) fn copy(self, bytes: &[u8]) -> MockResult<Option<HostBytes>> {
+        if bytes.is_empty() || self.0.self_.is_null() {
+            return Ok(None);
+        }
+        let ctl = self.0.ctl.ok_or_else(|| {
+            Failure::new(
+                IREE_STATUS_RESOURCE_EXHAUSTED,
+                "the null allocator allocates nothing",
+            )
+        })?;
+        let params = iree_allocator_alloc_params_t {
+            byte_length: bytes.len(),
+        };
+        let mut data = std::ptr::null_mut();
+        // SAFETY: the allocator's own `self`, MALLOC's params, a valid
+        // out-pointer: IREE's contract for `ctl`.
+        let status = unsafe {
+            ctl(
+                self.0.self_,
+                IREE_ALLOCATOR_COMMAND_MALLOC,
+                std::ptr::from_ref(&params).cast(),
+                &raw mut data,
+            )
+        };
+        if !iree_status_is_ok(status) {
+            let code = iree_status_code(status);
+            // SAFETY: a status the allocator returned, freed once.
+            unsafe { iree_status_free(status) };
+            return Err(Failure::new(code, "the device's host allocator failed"));
+        }
+        let data = NonNull::new(data.cast::<u8>()).ok_or_else(|| {
+            Failure::new(IREE_STATUS_INTERNAL, "an allocator returned OK and null")
+        })?;
+        // SAFETY: MALLOC gave `bytes.len()` writable bytes at `data`.
+        unsafe {
+            data.as_ptr()
+                .copy_from_nonoverlapping(bytes.as_ptr(), bytes.len())
+        };
+        Ok(Some(HostBytes {
+            data,
+            length: bytes.len(),
+            allocator: self,
+        }))
+    }
+}
+
+/// Bytes in a block of a device's host allocator, freed through it when
+/// dropped.
+#[derive(Debug)]
+pub(crate) struct HostBytes {
+    data: NonNull<u8>,
+    length: usize,
+    allocator: HostAllocator,
+}
+
+// SAFETY: the block is this value's alone and only read after it is
+// filled; the allocator may be called from any thread (`HostAllocator`).
+unsafe impl Send for HostBytes {}
+// SAFETY: as above.
+unsafe impl Sync for HostBytes {}
+
+impl HostBytes {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: `length` bytes at `data`, filled in `copy`, live until drop.
+        unsafe { std::slice::from_raw_parts(self.data.as_ptr(), self.length) }
+    }
+}
+
+impl Drop for HostBytes {
+    fn drop(&mut self) {
+        let allocator = self.allocator.0;
+        let mut data = self.data.as_ptr().cast::<c_void>();
+        if let Some(ctl) = allocator.ctl {
+            // SAFETY: the block came from this allocator and is freed once;
+            // FREE takes no params.
+            let status = unsafe {
+                ctl(
+                    allocator.self_,
+                    IREE_ALLOCATOR_COMMAND_FREE,
+                    std::ptr::null(),
+                    &raw mut data,
+                )
+            };
+            assert!(
+                iree_status_is_ok(status),
+                "mock IREE: an allocator failed to free"
+            );
+        }
+    }
 }
 
 /// How many blocks are allocated and not yet freed.

@@ -291,18 +291,24 @@ unsafe fn invoke(
     // SAFETY: the caller passes a live list.
     let mut output_items = unsafe { list(outputs) }.items();
     output_items.clear();
-    output_items.extend(results.into_iter().map(|result| match result {
-        Value::Tensor(t) => Slot::Ref(Some(BufferView::new(
-            device,
-            &t.shape,
-            t.element_type,
-            t.bytes.into_owned(),
-        ))),
-        Value::I32(v) => Slot::Value(Scalar::I32(v)),
-        Value::I64(v) => Slot::Value(Scalar::I64(v)),
-        Value::F32(v) => Slot::Value(Scalar::F32(v)),
-        Value::F64(v) => Slot::Value(Scalar::F64(v)),
-    }));
+    let slots = results
+        .into_iter()
+        .map(|result| {
+            Ok(match result {
+                Value::Tensor(t) => Slot::Ref(Some(BufferView::new(
+                    device,
+                    &t.shape,
+                    t.element_type,
+                    t.bytes.into_owned(),
+                )?)),
+                Value::I32(v) => Slot::Value(Scalar::I32(v)),
+                Value::I64(v) => Slot::Value(Scalar::I64(v)),
+                Value::F32(v) => Slot::Value(Scalar::F32(v)),
+                Value::F64(v) => Slot::Value(Scalar::F64(v)),
+            })
+        })
+        .collect::<MockResult<Vec<Slot>>>()?;
+    output_items.extend(slots);
     Ok(())
 }
 

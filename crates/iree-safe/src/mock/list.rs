@@ -253,7 +253,9 @@ mod tests {
         let _serial = crate::mock::serial();
         let before = live_objects();
         let device = test_device();
-        let view = BufferView::new(&device, &[1], IREE_HAL_ELEMENT_TYPE_INT_8, vec![7]).into_raw();
+        let view = BufferView::new(&device, &[1], IREE_HAL_ELEMENT_TYPE_INT_8, vec![7])
+            .expect("the test device keeps its buffers in the mock's memory")
+            .into_raw();
         let mut list_ptr = std::ptr::null_mut();
         // SAFETY: every pointer below comes from the mock and is used while
         // live; each reference is given back once.

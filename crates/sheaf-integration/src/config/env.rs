@@ -316,6 +316,17 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
         },
     },
     EnvVariable {
+        name: "SHEAF_JIT_BUFFER_POOL_MAX_BYTES",
+        meaning: "bytes of freed buffer memory kept for the next calls' results on CPU devices, 0 B to 64 TiB (`0` keeps nothing)",
+        default: "1G",
+        apply: |config, var| {
+            set(
+                &mut config.device.buffer_pool_bytes,
+                var.size_in(&ranges::BUFFER_POOL_MAX_BYTES),
+            )
+        },
+    },
+    EnvVariable {
         name: "SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES",
         meaning: "bytes of device copies of reused host arrays, 0 B to 64 TiB (`0` disables; `auto`: 1/4 of RAM on CPU devices, else 256M)",
         default: "`auto`",

@@ -128,6 +128,12 @@ pub(crate) const UPLOAD_CACHE_MAX_BYTES: Range = bytes(
     0,
     64 * T,
 );
+pub(crate) const BUFFER_POOL_MAX_BYTES: Range = bytes(
+    "SHEAF_JIT_BUFFER_POOL_MAX_BYTES",
+    "device.buffer_pool_bytes",
+    0,
+    64 * T,
+);
 pub(crate) const REMOTE_TIMEOUT: Range = millis(
     "SHEAF_JIT_REMOTE_TIMEOUT",
     "remote.timeouts.request",

@@ -65,6 +65,15 @@ pub struct DeviceSettings {
     /// The repository's `docs/measurements.md` ("Where large contractions
     /// start") has the measurements.
     pub parallel_workers: Option<NonZeroUsize>,
+    /// The most bytes of freed buffer memory kept for the next calls'
+    /// results on CPU devices ([`iree_safe::BufferPool`]: blocks of
+    /// 256 KiB and more, kept by size, the oldest released first), so that
+    /// a call whose results are as large as the last one's takes no fresh
+    /// pages. The pool is the process's: [`JitRuntime::new`](crate::JitRuntime::new)
+    /// sets its capacity, the last runtime made deciding. `0` keeps
+    /// nothing. Default 1 GiB
+    /// ([`iree_safe::DEFAULT_BUFFER_POOL_CAPACITY`]).
+    pub buffer_pool_bytes: usize,
 }
 
 impl Default for DeviceSettings {
@@ -76,6 +85,8 @@ impl Default for DeviceSettings {
             parallel_workers: std::thread::available_parallelism()
                 .ok()
                 .filter(|cores| cores.get() > 1),
+            buffer_pool_bytes: usize::try_from(iree_safe::DEFAULT_BUFFER_POOL_CAPACITY)
+                .unwrap_or(usize::MAX),
         }
     }
 }

@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use iree_safe::compiler::CompilerChoice;
-use iree_safe::MemoryStatistics;
+use iree_safe::{BufferPoolStatistics, MemoryStatistics};
 use jit_cache::{CacheStats, JitCache};
 #[cfg(feature = "remote-cache")]
 use jit_store::RemoteStats;
@@ -285,6 +285,14 @@ impl JitRuntime {
             .into_iter()
             .map(|device| Ok((device.uri().to_owned(), device.memory_statistics()?)))
             .collect()
+    }
+
+    /// What the process's buffer pool reused: hits, misses and bytes
+    /// served from freed buffers, and what it keeps now
+    /// ([`DeviceSettings::buffer_pool_bytes`](crate::settings::DeviceSettings::buffer_pool_bytes)).
+    /// The pool is the process's, so every runtime reports the same.
+    pub fn buffer_pool_stats(&self) -> BufferPoolStatistics {
+        iree_safe::BufferPool::global().statistics()
     }
 
     /// Cache statistics, per function and in total.

@@ -152,6 +152,7 @@ impl JitRuntime {
         // have been changed since.
         config.validate()?;
         crate::logging::install_from_env()?;
+        iree_safe::BufferPool::global().set_capacity(config.device.buffer_pool_bytes as u64);
         let devices = config.device.specs()?;
         let options = &config.compile.options;
         let target = config.compile.target.as_ref();

@@ -5,6 +5,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use super::device::{AllocatorStatistics, Device};
+use crate::mock::allocator::HostBytes;
 use crate::mock::api::*;
 use crate::mock::registry::{self, Kind, Object, Owned};
 use crate::mock::status::{return_object, to_status, Failure};
@@ -26,8 +27,10 @@ pub(crate) struct Buffer {
 /// Where a buffer's bytes are.
 #[derive(Debug)]
 pub(super) enum Storage {
-    /// Allocated by the device.
+    /// Allocated by the device, in the mock's own memory.
     Allocated(Box<[u8]>),
+    /// Allocated by a local device from its host allocator.
+    Host(HostBytes),
     /// The caller's memory, imported (`iree_hal_allocator_import_buffer`):
     /// read in place, and `release` called once when the buffer is destroyed
     /// (as `iree_hal_heap_buffer_destroy` does).
@@ -56,6 +59,7 @@ impl Buffer {
     pub(super) fn bytes(&self) -> &[u8] {
         match &self.storage {
             Storage::Allocated(bytes) => bytes,
+            Storage::Host(bytes) => bytes.bytes(),
             // SAFETY: the importer keeps `length` bytes at `data` valid and
             // unchanged until the release callback, which runs only when the
             // buffer is dropped: after every borrow of `self`. Under miri, a
@@ -72,6 +76,7 @@ impl Drop for Buffer {
     fn drop(&mut self) {
         match &self.storage {
             Storage::Allocated(bytes) => self.statistics.record_free(bytes.len()),
+            Storage::Host(bytes) => self.statistics.record_free(bytes.bytes().len()),
             Storage::Imported { release, .. } => {
                 if let Some(callback) = release.fn_ {
                     // SAFETY: the importer's callback, called once (the buffer

@@ -81,25 +81,35 @@ impl Object for BufferView {
 }
 
 impl BufferView {
-    /// A buffer view over a new buffer of `device` holding `bytes`.
+    /// A buffer view over a new buffer of `device` holding `bytes`: a
+    /// local device's buffer in a block of its host allocator.
     pub(crate) fn new(
         device: &Device,
         shape: &[iree_hal_dim_t],
         element_type: iree_hal_element_type_t,
         bytes: Vec<u8>,
-    ) -> Owned<BufferView> {
+    ) -> MockResult<Owned<BufferView>> {
+        let host = if device.is_local() {
+            device.host_allocator.copy(&bytes)?
+        } else {
+            None
+        };
         device.statistics.record_alloc(bytes.len());
+        let storage = match host {
+            Some(host) => Storage::Host(host),
+            None => Storage::Allocated(bytes.into()),
+        };
         let buffer = Owned::new(Buffer {
             device: std::ptr::from_ref(device).addr(),
             in_host_memory: device.is_local(),
-            storage: Storage::Allocated(bytes.into()),
+            storage,
             statistics: Arc::clone(&device.statistics),
         });
-        Owned::new(BufferView {
+        Ok(Owned::new(BufferView {
             buffer,
             shape: shape.into(),
             element_type,
-        })
+        }))
     }
 
     pub(crate) fn shape(&self) -> &[iree_hal_dim_t] {
@@ -225,7 +235,7 @@ unsafe fn allocate_buffer_copy(
         // SAFETY: the caller passes `data_length` readable bytes.
         unsafe { std::slice::from_raw_parts(initial_data.data, length) }.to_vec()
     };
-    Ok(BufferView::new(device_ref, shape, element_type, bytes))
+    BufferView::new(device_ref, shape, element_type, bytes)
 }
 
 /// Borrows a live buffer view.

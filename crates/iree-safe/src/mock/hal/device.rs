@@ -5,6 +5,7 @@ use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::driver_registry::is_registered;
+use crate::mock::allocator::HostAllocator;
 use crate::mock::api::*;
 use crate::mock::driver::{self, DRIVERS};
 use crate::mock::registry::{self, Kind, Object, Owned};
@@ -67,14 +68,24 @@ pub(crate) struct Device {
     /// The statistics of the device's allocator (the device itself, in
     /// the mock), shared with the buffers allocated on it.
     pub(super) statistics: Arc<AllocatorStatistics>,
+    /// The host allocator the device was created with: a local device's
+    /// buffers take their bytes from it, as IREE's local drivers make it
+    /// their heap allocator's data allocator
+    /// (`iree/hal/drivers/local_sync/registration/driver_module.c`).
+    pub(super) host_allocator: HostAllocator,
 }
 
 impl Device {
-    pub(super) fn new(uri: String, pool: Owned<ProactorPool>) -> Self {
+    pub(super) fn new(
+        uri: String,
+        pool: Owned<ProactorPool>,
+        host_allocator: iree_allocator_t,
+    ) -> Self {
         Device {
             uri,
             _pool: pool,
             statistics: Arc::default(),
+            host_allocator: HostAllocator::new(host_allocator),
         }
     }
 
@@ -134,7 +145,7 @@ pub(crate) unsafe fn iree_hal_create_device(
     registry: *mut iree_hal_driver_registry_t,
     device_uri: iree_string_view_t,
     create_params: *const iree_hal_device_create_params_t,
-    _host_allocator: iree_allocator_t,
+    host_allocator: iree_allocator_t,
     out_device: *mut *mut iree_hal_device_t,
 ) -> iree_status_t {
     // SAFETY: the caller passes a readable view and valid params.
@@ -155,7 +166,7 @@ pub(crate) unsafe fn iree_hal_create_device(
         // SAFETY: the pool came from the mock's
         // `iree_async_proactor_pool_create` (caller's contract).
         let pool = unsafe { Owned::retain(pool.cast::<ProactorPool>()) };
-        Ok(Owned::new(Device::new(uri, pool)))
+        Ok(Owned::new(Device::new(uri, pool, host_allocator)))
     } else {
         Err(Failure::new(
             IREE_STATUS_INVALID_ARGUMENT,

@@ -43,5 +43,6 @@ pub(crate) fn test_device() -> registry::Owned<Device> {
     Owned::new(Device::new(
         "test".into(),
         Owned::new(ProactorPool { _node_count: 1 }),
+        iree_sys::iree_allocator_system(),
     ))
 }

@@ -62,6 +62,7 @@ const SAMPLES: &[(&str, &str, Option<&[u8]>)] = &[
     ("SHEAF_JIT_CPU_FALLBACK", "off", Some(b"\xff")),
     ("SHEAF_JIT_CPU_WORKERS", "2", Some(b"0")),
     ("SHEAF_JIT_PARALLEL_WORKERS", "61", Some(b"0")),
+    ("SHEAF_JIT_BUFFER_POOL_MAX_BYTES", "0", Some(b"lots")),
     ("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "1M", Some(b"big")),
     ("SHEAF_JIT_BUNDLES", "/a:/b", None),
     (
@@ -160,6 +161,7 @@ fn variables_override_the_defaults() {
         ("SHEAF_JIT_CPU_FALLBACK", "off"),
         ("SHEAF_JIT_CPU_WORKERS", "2"),
         ("SHEAF_JIT_PARALLEL_WORKERS", "off"),
+        ("SHEAF_JIT_BUFFER_POOL_MAX_BYTES", "512M"),
         ("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "1M"),
         ("SHEAF_JIT_BUNDLES", "/a:/b"),
         ("SHEAF_JIT_PROFILE", "1"),
@@ -169,6 +171,7 @@ fn variables_override_the_defaults() {
     assert_eq!(config.device.cpu_fallback, None);
     assert_eq!(config.device.cpu_workers, std::num::NonZeroUsize::new(2));
     assert_eq!(config.device.parallel_workers, None);
+    assert_eq!(config.device.buffer_pool_bytes, 512 << 20);
     assert_eq!(config.uploads.bytes, 1 << 20);
     let auto = from(&[("SHEAF_JIT_UPLOAD_CACHE_MAX_BYTES", "auto")]).unwrap();
     assert_eq!(
