@@ -122,14 +122,21 @@ impl JitRuntime {
         let inner = &*self.inner;
         let start = Instant::now();
         // Disabled (the default), the span costs a check of its callsite's
-        // interest, and its fields are never formatted.
-        let span = tracing::trace_span!(
-            target: crate::log_targets::CALL,
-            "call",
-            function = function.name(),
-            signature = tracing::field::Empty,
-            outcome = tracing::field::Empty,
-        );
+        // interest, and its fields are never formatted: `trace_span!` alone
+        // would hand them to the `log` crate on every call while no
+        // `tracing` subscriber is set (tracing's `log` feature, which a
+        // dependency turns on).
+        let span = if tracing::enabled!(target: crate::log_targets::CALL, tracing::Level::TRACE) {
+            tracing::trace_span!(
+                target: crate::log_targets::CALL,
+                "call",
+                function = function.name(),
+                signature = tracing::field::Empty,
+                outcome = tracing::field::Empty,
+            )
+        } else {
+            tracing::Span::none()
+        };
         let _entered = span.enter();
         let (signature, flat) = value::flatten_call(args, captured)?;
         if !span.is_disabled() {
