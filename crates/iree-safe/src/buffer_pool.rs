@@ -1,34 +1,5 @@
-//! The host memory behind the CPU devices' buffers, kept for reuse: a call's
-//! results (and the transient buffers inside it) come from blocks the
-//! previous call gave back, not from fresh pages the kernel must fault in.
-//!
-//! IREE's local devices (`local-sync`, `local-task`) allocate each buffer
-//! from the host allocator the device was created with: the driver modules
-//! pass it to `iree_hal_allocator_create_heap` as the data allocator
-//! (`iree/hal/drivers/local_*/registration/driver_module.c`), and a heap
-//! buffer takes its bytes from it (`iree_hal_heap_buffer_create`,
-//! `iree/hal/buffer_heap.c`). With the system allocator, a block of more than
-//! glibc's mmap threshold is a fresh mapping each time: a training step that
-//! returns half a gigabyte of gradients faults in half a gigabyte of pages
-//! per call, and gives it back to the kernel when the results drop.
-//!
-//! Every device this crate opens is created with [`BufferPool::global`]'s
-//! allocator instead. Blocks of at least [`POOLED_BLOCK_MIN`] bytes are
-//! rounded up to whole pages and, when freed, kept by size, the oldest
-//! released first once the kept bytes would pass the pool's
-//! [capacity](BufferPool::set_capacity); an allocation of a size the pool
-//! holds takes the most recently kept block of that size. Smaller blocks go
-//! straight to the global allocator and back. Kept memory is given back when
-//! an allocation fails (then the allocation is tried again), when the
-//! capacity is lowered, and on [`BufferPool::trim`]. GPU devices allocate
-//! their buffers from the GPU's own memory; only their small host objects
-//! pass through here.
-//!
-//! Each block carries a [`HEADER`] in front of what IREE sees: its size,
-//! which `FREE` (given only a pointer) needs. So a block must be freed with
-//! the allocator that made it, which is IREE's rule for every allocator
-//! (`iree_allocator_t`, `iree/base/allocator.h`: an object keeps the
-//! allocator it was made with and frees through it).
+//! The host memory behind the CPU devices' buffers, kept for reuse
+//! ([`BufferPool`]).
 
 use std::alloc::{self, Layout};
 use std::collections::BTreeMap;
@@ -57,8 +28,39 @@ const HEADER: usize = 16;
 /// Pooled blocks are whole pages (their size in the header includes it).
 const PAGE: usize = 4096;
 
-/// Freed host blocks kept for the next buffers of the same size; one per
-/// process ([`BufferPool::global`]). See the [module docs](self).
+/// Freed host memory of the CPU devices' buffers, kept for reuse: a call's
+/// results (and the transient buffers inside it) come from blocks the
+/// previous call gave back, not from fresh pages the kernel must fault in.
+///
+/// IREE's local devices (`local-sync`, `local-task`) allocate each buffer
+/// from the host allocator the device was created with: the driver modules
+/// pass it to `iree_hal_allocator_create_heap` as the data allocator
+/// (`iree/hal/drivers/local_*/registration/driver_module.c`), and a heap
+/// buffer takes its bytes from it (`iree_hal_heap_buffer_create`,
+/// `iree/hal/buffer_heap.c`). With the system allocator, a block of more than
+/// glibc's mmap threshold is a fresh mapping each time: a training step that
+/// returns half a gigabyte of gradients faults in half a gigabyte of pages
+/// per call, and gives it back to the kernel when the results drop.
+///
+/// Every device this crate opens is created with [`BufferPool::global`]'s
+/// allocator instead. Blocks of at least [`POOLED_BLOCK_MIN`] bytes are
+/// rounded up to whole pages and, when freed, kept by size, the oldest
+/// released first once the kept bytes would pass the pool's
+/// [capacity](BufferPool::set_capacity); an allocation of a size the pool
+/// holds takes the most recently kept block of that size. Smaller blocks go
+/// straight to the global allocator and back. Kept memory is given back when
+/// an allocation fails (then the allocation is tried again), when the
+/// capacity is lowered, and on [`BufferPool::trim`]. GPU devices allocate
+/// their buffers from the GPU's own memory; only their small host objects
+/// pass through here.
+///
+/// Each block carries a 16-byte header in front of what IREE sees: its size,
+/// which `FREE` (given only a pointer) needs. So a block must be freed with
+/// the allocator that made it, which is IREE's rule for every allocator
+/// (`iree_allocator_t`, `iree/base/allocator.h`: an object keeps the
+/// allocator it was made with and frees through it).
+///
+/// One per process: [`BufferPool::global`].
 #[derive(Debug)]
 pub struct BufferPool {
     kept: Mutex<Kept>,
