@@ -1,20 +1,23 @@
-//! Host memory that IREE allocates for its caller, with the caller's
-//! allocator, and the caller gives back with `iree_allocator_free`: the
-//! device lists of `iree_hal_driver_query_available_devices` and the storage
-//! of string builders.
+//! Host memory that IREE allocates with the caller's allocator.
 //!
-//! The mock never calls an allocator (the crate passes
-//! `iree_allocator_system()`, whose `ctl` is C): it allocates from Rust and
+//! What the caller gives back with `iree_allocator_free` (the device lists
+//! of `iree_hal_driver_query_available_devices`, the storage of string
+//! builders) the mock allocates from Rust without calling the allocator
+//! (the crate passes `iree_allocator_system()`, whose `ctl` is C), and
 //! remembers each block with the allocator it was made for, so that freeing
 //! a block twice, freeing a pointer it never returned or freeing with
 //! another allocator panics, and [`live_blocks`] counts what was not freed.
+//!
+//! A local device's buffers ([`HostAllocator`], [`HostBytes`]) come from
+//! the host allocator the device was created with, through its `ctl`, as
+//! IREE's heap allocator takes them: the crate creates devices with its
+//! buffer pool, whose `ctl` is Rust.
 
 use std::alloc::Layout;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
-use std::sync::{Mutex, MutexGuard, PoisonError};
-
 use std::ptr::NonNull;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::api::*;
 use super::status::{iree_status_free, Failure, MockResult};

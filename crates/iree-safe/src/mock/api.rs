@@ -11,9 +11,10 @@
 //! The functions are Rust-ABI `unsafe fn`s rather than `extern "C"`, so a
 //! failed check panics and unwinds into the test instead of aborting.
 //! `iree_allocator_system` stays iree-sys' inline helper: the crate passes
-//! it as the host allocator, and the mock never calls it (what IREE would
-//! allocate with it, the mock allocates itself and `iree_allocator_free`
-//! takes back, `allocator.rs`).
+//! it as the host allocator of most objects, and the mock never calls it
+//! (what IREE would allocate with it, the mock allocates itself and
+//! `iree_allocator_free` takes back, `allocator.rs`); devices get the
+//! crate's buffer pool, which the mock's local devices call.
 
 // Types.
 pub(crate) use iree_sys::{
