@@ -1,17 +1,17 @@
 //! Benchmark (not a test): the instructions of a cache hit, to read with
 //! callgrind. Runs `--calls N` (default 2000) cache hits of sigmoid
 //! `f32[1,5]` through `JitRuntime::dispatch` in each compile mode, and as
-//! many raw `iree_safe::Function::call`s of the same artifact, each loop in
-//! a function of its own (`blocking_hits`, `background_hits`, `raw_calls`),
-//! so that callgrind's inclusive count of each, divided by N, is the
-//! instructions of one call. The artifacts are compiled by `iree-compile`
+//! many raw `iree_safe::Function::call`s of the same artifact, the hits in
+//! `hits` (called once per mode) and the raw calls in `raw_calls`, so that
+//! callgrind's inclusive count of `raw_calls` divided by N, and of `hits`
+//! divided by 2N, is the instructions of one call. The artifacts are compiled by `iree-compile`
 //! in a child process, which valgrind does not trace.
 //!
 //! ```sh
 //! cargo bench -p sheaf-integration --bench hit_path --no-run
 //! valgrind --tool=callgrind --callgrind-out-file=target/hit_path.callgrind \
 //!     target/release/deps/hit_path-<hash> --calls 2000
-//! callgrind_annotate --inclusive=yes target/hit_path.callgrind | grep -E "_hits|raw_calls"
+//! callgrind_annotate --inclusive=yes target/hit_path.callgrind | grep -E "::hits|raw_calls"
 //! ```
 //!
 //! Without valgrind it prints the time of each loop.
@@ -47,15 +47,11 @@ fn hit(jit: &JitRuntime, function: &JitFunction, args: &[Value]) {
     }
 }
 
+/// `calls` hits of `function` on `jit`: one loop for both compile modes
+/// (the machine code would be the same; callgrind counts it once per mode
+/// called).
 #[inline(never)]
-fn blocking_hits(calls: usize, jit: &JitRuntime, function: &JitFunction, args: &[Value]) {
-    for _ in 0..calls {
-        hit(jit, function, args);
-    }
-}
-
-#[inline(never)]
-fn background_hits(calls: usize, jit: &JitRuntime, function: &JitFunction, args: &[Value]) {
+fn hits(calls: usize, jit: &JitRuntime, function: &JitFunction, args: &[Value]) {
     for _ in 0..calls {
         hit(jit, function, args);
     }
@@ -117,10 +113,10 @@ fn main() {
         println!("{label:<16} {calls} calls, {each:.2} us each");
     };
     timed("blocking hits", &|| {
-        blocking_hits(calls, &blocking, &sigmoid, &blocking_args)
+        hits(calls, &blocking, &sigmoid, &blocking_args)
     });
     timed("background hits", &|| {
-        background_hits(calls, &background, &sigmoid, &background_args)
+        hits(calls, &background, &sigmoid, &background_args)
     });
     timed("raw calls", &|| raw_calls(calls, &raw, &raw_args));
 }
