@@ -69,6 +69,7 @@ mod error;
 mod flags;
 mod function;
 mod handle;
+mod huge_pages;
 mod import;
 mod instance;
 mod list;

@@ -263,7 +263,11 @@ impl Tensor {
     }
 
     /// Copies the tensor back to the host as raw little-endian bytes (one
-    /// copy; an error if the host cannot allocate it).
+    /// copy; an error if the host cannot allocate it). A copy of 32 MiB or
+    /// more asks Linux for transparent huge pages on its fresh destination
+    /// (`madvise(MADV_HUGEPAGE)`), so writing it faults once per 2 MiB
+    /// rather than once per 4 KiB page; the same holds for
+    /// [`to_vec`](Self::to_vec) and [`to_vec_aligned`](Self::to_vec_aligned).
     ///
     /// # Errors
     ///

@@ -3,7 +3,9 @@
 //!
 //! A copy to the host allocates its destination fallibly and transfers into
 //! it directly: one host copy, and an error (never an abort) when the host
-//! cannot hold it.
+//! cannot hold it. A large destination is fresh memory on every copy; it
+//! asks for huge pages ([`huge_pages`](crate::huge_pages)) so that the copy
+//! faults once per 2 MiB rather than once per page.
 
 use crate::element::sealed::Pod;
 use crate::error::{check, Error, Result};
@@ -93,6 +95,7 @@ pub(crate) unsafe fn to_host_aligned<T: Pod>(
             bytes: total * size,
         })?;
     let base = host.as_mut_ptr();
+    crate::huge_pages::advise(base.cast(), total * size);
     // `T` is aligned to `size` (plain numbers), so some offset below `pad`
     // lands on the boundary whenever `size` divides `align`.
     let offset = (0..pad)

@@ -29,7 +29,9 @@
 //!   every call's results in fresh memory, as before the pool;
 //! - (f) row (a) in a process that tells glibc to keep freed memory in its
 //!   heap (`mallopt`): what is left of the page faults with the pool on is
-//!   the host arrays the results are read back into.
+//!   the host arrays the results are read back into (glibc maps the 154 MB
+//!   `wte` gradient afresh each step; iree-safe asks for huge pages there,
+//!   so that costs one fault per 2 MiB where the kernel offers them).
 //!
 //! Each row runs in a fresh process of its own (the benchmark runs itself
 //! with `--only ROW`), so rows do not inherit each other's heap.

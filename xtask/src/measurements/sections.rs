@@ -280,9 +280,11 @@ upload cache and imports off, (d) the floor, iree-safe with one
 (a0) row (a) with the buffer pool off (every call's results in fresh
 memory, as before the pool: the same run's before-and-after), (f) row (a) in a
 process that tells glibc to keep freed memory in its heap (`mallopt`).
-With the pool on, the page faults left per step are the host arrays the
-results are read back into: glibc maps every block over 32 MiB afresh (the
-154 MB `wte` gradient here), which (f) shows by taking them away. Compare
+With the pool on, what is left is the host arrays the results are read
+back into: glibc maps every block over 32 MiB afresh (the 154 MB `wte`
+gradient here), which iree-safe asks to be backed by huge pages (one fault
+per 2 MiB where the kernel's transparent huge pages are `madvise` or
+`always`), and which (f) takes away altogether. Compare
 the rows' CPU time more than their wall time, which varies more from run
 to run on a shared machine.",
         command: bench!("training_step"),
