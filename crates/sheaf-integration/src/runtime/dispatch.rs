@@ -311,17 +311,20 @@ impl JitRuntime {
         };
         let results = variant.entry.call(&inputs)?;
         profile.record(Phase::Call, start.elapsed());
-        let tensors = results
+        // One pass, one vector: the results as values, which are the
+        // call's outputs as they are unless the lowering declared a
+        // structure.
+        let values = results
             .into_iter()
             .map(|result| match result {
-                iree_safe::VmValue::Tensor(tensor) => Ok(Tensor::Device(tensor)),
+                iree_safe::VmValue::Tensor(tensor) => Ok(Value::Tensor(Tensor::Device(tensor))),
                 other => Err(JitError::Unsupported(format!(
                     "compiled code returned a {} where results are tensors (return 0-d tensors)",
                     other.describe()
                 ))),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        value::restore(tensors, variant.outputs.as_ref())
+        value::restore(values, variant.outputs.as_ref())
     }
 
     /// The upload cache of `device`: the primary one (also for the device

@@ -115,14 +115,15 @@ fn flatten_one<'a>(
     Ok(())
 }
 
-/// Puts flat results back into the structure of `layout` (whose leaves are
-/// all tensors), or side by side without one.
+/// Puts flat results (tensor values, in order) back into the structure of
+/// `layout` (whose leaves are all tensors), or leaves them side by side,
+/// as they are, without one.
 pub(crate) fn restore(
-    results: Vec<Tensor>,
+    results: Vec<Value>,
     layout: Option<&Layout>,
 ) -> Result<Vec<Value>, JitError> {
     let Some(layout) = layout else {
-        return Ok(results.into_iter().map(Value::Tensor).collect());
+        return Ok(results);
     };
     let expected = layout.leaf_counts();
     if expected != (results.len(), 0) {
@@ -162,7 +163,7 @@ impl Level {
 }
 
 struct Restorer {
-    results: std::vec::IntoIter<Tensor>,
+    results: std::vec::IntoIter<Value>,
     levels: Vec<Level>,
 }
 
@@ -191,7 +192,7 @@ impl LayoutVisitor for Restorer {
     fn leaf(&mut self, leaf: Leaf) {
         if leaf == Leaf::Tensor {
             if let Some(tensor) = self.results.next() {
-                self.push(Value::Tensor(tensor));
+                self.push(tensor);
             }
         }
     }
@@ -264,12 +265,7 @@ mod tests {
 
     #[test]
     fn results_come_back_in_the_declared_structure() {
-        let results = || {
-            vec![
-                Tensor::Host(tensor(1).to_host().unwrap()),
-                Tensor::Host(tensor(2).to_host().unwrap()),
-            ]
-        };
+        let results = || vec![tensor(1), tensor(2)];
         let flat = restore(results(), None).unwrap();
         assert_eq!(flat.len(), 2);
         let mut layout = LayoutBuilder::new();
