@@ -140,6 +140,25 @@ fn matmul_compiled_equals_interpreter_on_small_and_large_shapes() {
 }
 
 #[test]
+fn batched_matmul_compiled_equals_interpreter() {
+    let jit = jit();
+    for (a, b) in [
+        (&[2, 3, 4][..], &[2, 4, 5][..]),
+        (&[2, 3, 1, 4], &[2, 3, 4, 2]),
+        (&[8, 64, 64], &[8, 64, 64]),
+    ] {
+        let args = [array(a, 300), array(b, 301)];
+        check_against_interpreter(
+            &jit,
+            &reference::matmul(),
+            &args,
+            &[],
+            reference::interpret_matmul,
+        );
+    }
+}
+
+#[test]
 fn a_changed_temperature_is_never_served_stale_code() {
     let jit = jit();
     let softmax = reference::softmax();

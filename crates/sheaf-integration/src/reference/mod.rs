@@ -7,7 +7,8 @@
 //!   ≥ 1, with `temperature` captured (baked into the code);
 //! - [`mlp_layer`]: `relu(x·W + b)` for `x: f32[N,K]`, `W: f32[K,M]`,
 //!   `b: f32[M]`;
-//! - [`matmul`]: `a·b` for `a: f32[M,K]`, `b: f32[K,N]` (static shapes);
+//! - [`matmul`]: `a·b` for `a: f32[...,M,K]`, `b: f32[...,K,N]` (batched
+//!   over equal leading dims; static shapes);
 //! - [`ragged_batch_sizes`]: the batch sizes of the ragged-batch workload.
 
 mod matmul;
