@@ -231,7 +231,8 @@ pub mod tuning {
     //! key interner. Not needed to call a function.
 
     pub use crate::placement::{
-        CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION, PARALLEL_CONTRACTION,
+        parallel_contraction, CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION,
+        PARALLEL_CONTRACTION, PARALLEL_CONTRACTION_AVX2,
     };
     pub use crate::tensor::{aligned_copy, IMPORT_ALIGNMENT};
     pub use crate::upload::IMPORT_MIN_BYTES;

@@ -1,6 +1,6 @@
 //! Large contractions on a `local-task` device beside `local-sync`
 //! (`DeviceSettings::parallel_workers`): a matmul past
-//! `PARALLEL_CONTRACTION` runs there, everything else on `local-sync`,
+//! `parallel_contraction()` runs there, everything else on `local-sync`,
 //! device tensors pass between the two without a host copy, and the
 //! results agree with the interpreter.
 
@@ -12,19 +12,20 @@ use sheaf_integration::{
     artifacts::Precompile,
     reference,
     settings::{CompileMode, DiskCacheFolder},
-    tuning::PARALLEL_CONTRACTION,
+    tuning::{parallel_contraction, PARALLEL_CONTRACTION, PARALLEL_CONTRACTION_AVX2},
     DeviceTensor, Dispatched, JitRuntime, Value,
 };
 use support::{array, assert_close, assert_matmul_close, blocking};
 
 /// Beside `local-sync`, code with 512³ = 2²⁷ multiply-adds runs in
-/// parallel; 64³ stays.
+/// parallel on every CPU; 64³ = 2¹⁸ stays on every CPU.
 const LARGE: usize = 512;
 const SMALL: usize = 64;
 
 fn runtime(workers: Option<usize>, mode: CompileMode) -> JitRuntime {
-    assert!((LARGE as u64).pow(3) >= PARALLEL_CONTRACTION);
-    assert!((SMALL as u64).pow(3) < PARALLEL_CONTRACTION);
+    assert!((LARGE as u64).pow(3) >= PARALLEL_CONTRACTION.max(PARALLEL_CONTRACTION_AVX2));
+    assert!((SMALL as u64).pow(3) < PARALLEL_CONTRACTION.min(PARALLEL_CONTRACTION_AVX2));
+    assert!([PARALLEL_CONTRACTION, PARALLEL_CONTRACTION_AVX2].contains(&parallel_contraction()));
     let config = blocking()
         .device(|device| {
             device.driver = "local-sync".into();

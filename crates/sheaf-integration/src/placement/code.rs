@@ -32,19 +32,50 @@ pub const CONTRACTION_FLAGS: &[&str] = &[
     "--iree-llvmcpu-enable-ukernels=none",
 ];
 
-/// The multiply-adds (of the module's largest `dot_general`) from which CPU
-/// code gets [`CONTRACTION_FLAGS`]: 2²⁵, between the 320³ matmul that gains
-/// little and the 384³ that gains (`docs/measurements.md`, "CPU flags and
-/// what a compile costs").
+/// The multiply-adds (of the module's largest matrix product: a batched
+/// `dot_general` is one product per batch) from which CPU code gets
+/// [`CONTRACTION_FLAGS`]: 2²⁵, between the 320³ matmul that gains little
+/// and the 384³ that gains (`docs/measurements.md`, "CPU flags and what a
+/// compile costs"). A batch of smaller products does not gain: 8 products
+/// of 256³ ran 7–8 % faster untiled (same document, "Contractions against
+/// the CPU's peak").
 pub const LARGE_CONTRACTION: u64 = 1 << 25;
 
-/// The multiply-adds (of the module's largest `dot_general`) from which
-/// code runs on the `local-task` device beside a `local-sync` primary
-/// (`DeviceSettings::parallel_workers`): the class that gets data tiling.
-/// Smaller matmuls gain little there while each call pays the workers'
-/// wake-up; larger ones run clearly faster (the README, "Large
-/// contractions beside `local-sync`", has the figures).
+/// The multiply-adds (of the module's largest `dot_general`, all its
+/// batches) from which code runs on the `local-task` device beside a
+/// `local-sync` primary (`DeviceSettings::parallel_workers`) on a CPU with
+/// AVX-512, and on any CPU not measured otherwise (see
+/// [`parallel_contraction`]). Smaller matmuls gain little there while each
+/// call pays the workers' wake-up; larger ones run clearly faster (the
+/// README, "Large contractions beside `local-sync`", has the figures).
 pub const PARALLEL_CONTRACTION: u64 = LARGE_CONTRACTION;
+
+/// [`PARALLEL_CONTRACTION`] for an x86-64 CPU whose widest FMA is AVX2
+/// (no AVX-512F): 2²¹. Such a core does half the multiply-adds per
+/// instruction, so the same contraction runs several times longer and pays
+/// back the workers' wake-up from far smaller sizes: on a 2-core AMD EPYC
+/// (AVX2), two workers beside `local-sync` ran `mlp_layer` `f32[32,256]`
+/// (2²¹ multiply-adds) 29 % faster and `f32[128,256]` (2²³) 40 % faster,
+/// where on AVX-512 machines the latter ran 38 % slower
+/// (`docs/measurements.md`, "Where large contractions start").
+pub const PARALLEL_CONTRACTION_AVX2: u64 = 1 << 21;
+
+/// The multiply-adds from which this host's CPU runs a contraction on
+/// several cores beside `local-sync`: [`PARALLEL_CONTRACTION_AVX2`] on an
+/// x86-64 CPU without AVX-512F, else [`PARALLEL_CONTRACTION`].
+///
+/// ```
+/// use sheaf_integration::tuning::{parallel_contraction, PARALLEL_CONTRACTION, PARALLEL_CONTRACTION_AVX2};
+///
+/// assert!([PARALLEL_CONTRACTION, PARALLEL_CONTRACTION_AVX2].contains(&parallel_contraction()));
+/// ```
+pub fn parallel_contraction() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if !std::arch::is_x86_feature_detected!("avx512f") {
+        return PARALLEL_CONTRACTION_AVX2;
+    }
+    PARALLEL_CONTRACTION
+}
 
 /// Which floating-point semantics compiled code keeps.
 ///

@@ -1,19 +1,32 @@
-//! How much contraction work a module holds: the multiply-adds of its
-//! largest `stablehlo.dot_general`, read from the op's types, which decides
-//! whether CPU code gets IREE's data tiling (`code.rs`, `CONTRACTION_FLAGS`):
-//! it speeds up large matmuls and only costs compile time on small ones.
+//! How much contraction work a module holds, read from the types of its
+//! `stablehlo.dot_general`s: its largest contraction's multiply-adds, which
+//! decide whether CPU code runs on several cores beside `local-sync`
+//! (`parallel.rs`), and its largest matrix product's (a batched contraction
+//! is one product per batch), which decide whether it gets IREE's data
+//! tiling (`code.rs`, `CONTRACTION_FLAGS`): tiling speeds up large matrix
+//! products and only costs compile time on small ones, however many of
+//! them a batch holds.
 
 /// The contraction work of a module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Work {
     /// No contraction at all.
     None,
-    /// The multiply-adds of the largest contraction, all of whose dims are
-    /// static.
-    Known(u64),
+    /// Contractions all of whose dims are static.
+    Known(Contraction),
     /// A contraction whose size cannot be read here: a dynamic dim, a
     /// convolution, a linalg op, or a form this reader does not parse.
     Unknown,
+}
+
+/// The size of a module's largest contractions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Contraction {
+    /// The multiply-adds of its largest contraction.
+    pub(crate) multiply_adds: u64,
+    /// The multiply-adds of its largest matrix product: a contraction's
+    /// over the product of its batch dims (all of them, unbatched).
+    pub(crate) per_product: u64,
 }
 
 /// Ops that contract but whose size this reader does not work out.
@@ -36,31 +49,49 @@ pub(crate) fn largest(module: &str) -> Work {
         .lines()
         .filter(|l| l.contains("stablehlo.dot_general"))
     {
-        let Some(macs) = dot_general(line) else {
+        let Some(this) = dot_general(line) else {
             return Work::Unknown;
         };
         work = match work {
-            Work::Known(largest) => Work::Known(largest.max(macs)),
-            _ => Work::Known(macs),
+            Work::Known(largest) => Work::Known(Contraction {
+                multiply_adds: largest.multiply_adds.max(this.multiply_adds),
+                per_product: largest.per_product.max(this.per_product),
+            }),
+            _ => Work::Known(this),
         };
     }
     work
 }
 
-/// The multiply-adds of the `dot_general` on `line` (pretty form, on one
-/// line): the result's elements times the product of the contracted dims.
-fn dot_general(line: &str) -> Option<u64> {
-    let contracting = line.split("contracting_dims = [").nth(1)?;
-    let lhs_dims = contracting.split(']').next()?;
+/// The size of the `dot_general` on `line` (pretty form, on one line): its
+/// multiply-adds are the result's elements times the product of the
+/// contracted dims, and each of its products' are that over the product of
+/// its (left-hand) batch dims.
+fn dot_general(line: &str) -> Option<Contraction> {
     let types = line.rsplit_once(" : (")?.1;
     let (operands, result) = types.split_once(") -> ")?;
     let lhs = shape(operands.split(", tensor<").next()?)?;
     let out = shape(result)?;
-    let mut k: u64 = 1;
-    for index in lhs_dims.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        k = k.checked_mul(*lhs.get(index.parse::<usize>().ok()?)?)?;
-    }
-    out.iter().try_fold(k, |acc, &d| acc.checked_mul(d))
+    let product_of = |dims: &str| -> Option<u64> {
+        let list = line.split(dims).nth(1)?.split(']').next()?;
+        list.split(',')
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+            .try_fold(1u64, |acc, index| {
+                acc.checked_mul(*lhs.get(index.parse::<usize>().ok()?)?)
+            })
+    };
+    let k = product_of("contracting_dims = [")?;
+    let batch = if line.contains("batching_dims = [") {
+        product_of("batching_dims = [")?
+    } else {
+        1
+    };
+    let multiply_adds = out.iter().try_fold(k, |acc, &d| acc.checked_mul(d))?;
+    Some(Contraction {
+        multiply_adds,
+        per_product: multiply_adds.checked_div(batch).unwrap_or(0),
+    })
 }
 
 /// The static dims of `tensor<2x3xf32>` (with or without `tensor<`);
@@ -79,19 +110,46 @@ mod tests {
 
     const MATMUL: &str = "%c = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<384x512xf32>, tensor<512x256xf32>) -> tensor<384x256xf32>";
 
+    /// A contraction of one product.
+    fn unbatched(multiply_adds: u64) -> Work {
+        Work::Known(Contraction {
+            multiply_adds,
+            per_product: multiply_adds,
+        })
+    }
+
     #[test]
     fn a_matmul_is_its_result_times_its_contracted_dim() {
-        assert_eq!(largest(MATMUL), Work::Known(384 * 256 * 512));
-        let batched = "%c = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<4x8x16xf32>, tensor<4x16x32xf32>) -> tensor<4x8x32xf32>";
-        assert_eq!(largest(batched), Work::Known(4 * 8 * 32 * 16));
+        assert_eq!(largest(MATMUL), unbatched(384 * 256 * 512));
         let vector = "%y = stablehlo.dot_general %x, %w, contracting_dims = [0] x [0] : (tensor<64xf32>, tensor<64x10xf32>) -> tensor<10xf32>";
-        assert_eq!(largest(vector), Work::Known(640));
+        assert_eq!(largest(vector), unbatched(640));
+    }
+
+    #[test]
+    fn a_batched_matmul_is_as_many_products_as_its_batch() {
+        let batched = "%c = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<4x8x16xf32>, tensor<4x16x32xf32>) -> tensor<4x8x32xf32>";
+        let each = 8 * 32 * 16;
+        assert_eq!(
+            largest(batched),
+            Work::Known(Contraction {
+                multiply_adds: 4 * each,
+                per_product: each,
+            })
+        );
+        let two_batch_dims = "%c = stablehlo.dot_general %a, %b, batching_dims = [0, 1] x [0, 1], contracting_dims = [3] x [2] : (tensor<2x3x8x16xf32>, tensor<2x3x16x32xf32>) -> tensor<2x3x8x32xf32>";
+        assert_eq!(
+            largest(two_batch_dims),
+            Work::Known(Contraction {
+                multiply_adds: 6 * each,
+                per_product: each,
+            })
+        );
     }
 
     #[test]
     fn the_largest_contraction_counts_and_none_is_none() {
         let two = format!("{MATMUL}\n{}", MATMUL.replace("384x", "8x"));
-        assert_eq!(largest(&two), Work::Known(384 * 256 * 512));
+        assert_eq!(largest(&two), unbatched(384 * 256 * 512));
         assert_eq!(
             largest("%y = stablehlo.logistic %x : tensor<4xf32>"),
             Work::None

@@ -38,7 +38,8 @@ use device::CpuDriver;
 use probe::Probed;
 
 pub use code::{
-    FloatSemantics, CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION, PARALLEL_CONTRACTION,
+    parallel_contraction, FloatSemantics, CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION,
+    PARALLEL_CONTRACTION, PARALLEL_CONTRACTION_AVX2,
 };
 pub(crate) use device::DeviceSpec;
 pub(crate) use fallback::CpuFallback;
@@ -223,8 +224,8 @@ impl Placement {
     }
 
     /// The options that compile `module` here with `semantics`: on the
-    /// CPU, with [`CONTRACTION_FLAGS`] when the module's largest
-    /// contraction reaches [`LARGE_CONTRACTION`] multiply-adds or cannot be
+    /// CPU, with [`CONTRACTION_FLAGS`] when the module's largest matrix
+    /// product reaches [`LARGE_CONTRACTION`] multiply-adds or cannot be
     /// told. They follow from the module's text, which its disk key
     /// covers, so the key needs no more.
     pub(crate) fn options_for(
@@ -235,7 +236,7 @@ impl Placement {
         let options = &self.code(semantics).options;
         let large = match contraction::largest(module) {
             Work::None => false,
-            Work::Known(multiply_adds) => multiply_adds >= LARGE_CONTRACTION,
+            Work::Known(contraction) => contraction.per_product >= LARGE_CONTRACTION,
             Work::Unknown => true,
         };
         if !(large && self.is_cpu()) {

@@ -5,8 +5,10 @@
 //! `local-task` spreads a dispatch's workgroups over its workers, at the
 //! cost of waking them on every call (the README, "Large contractions
 //! beside `local-sync`", has the figures). So when the code runs on `local-sync`, modules whose largest
-//! contraction reaches [`PARALLEL_CONTRACTION`] multiply-adds load on a
+//! contraction reaches [`parallel_contraction`] multiply-adds load on a
 //! `local-task` device opened beside it, and everything else stays put.
+//! The threshold is the host CPU's ([`parallel_contraction`]: lower on
+//! AVX2-only x86-64 cores, which take longer over the same work).
 //! The code is the same for both (one target, one disk key); tensors pass
 //! between the two as they are (`iree_safe::Device::open_beside`).
 
@@ -16,7 +18,7 @@ use std::sync::OnceLock;
 use jit_cache::ErrorChain;
 
 use super::contraction::{self, Work};
-use super::{Placement, PARALLEL_CONTRACTION};
+use super::{parallel_contraction, Placement};
 
 /// The `local-task` placement beside a `local-sync` primary, opened on the
 /// first module that needs it.
@@ -44,7 +46,7 @@ impl ParallelCpu {
     }
 
     /// Where `module` runs: beside `primary` when its largest contraction
-    /// is known to reach [`PARALLEL_CONTRACTION`] multiply-adds (one of a
+    /// is known to reach [`parallel_contraction`] multiply-adds (one of a
     /// size told only at run time may be small, and stays), else on
     /// `primary`.
     pub(crate) fn placement_for<'a>(
@@ -54,7 +56,7 @@ impl ParallelCpu {
     ) -> &'a Placement {
         let large = matches!(
             contraction::largest(module),
-            Work::Known(multiply_adds) if multiply_adds >= PARALLEL_CONTRACTION
+            Work::Known(contraction) if contraction.multiply_adds >= parallel_contraction()
         );
         if !large {
             return primary;
