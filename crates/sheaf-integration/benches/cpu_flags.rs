@@ -2,8 +2,9 @@
 //! cost of the strict float semantics (`FloatSemantics`), and the figures
 //! for choosing the CPU device: the modules the JIT compiles
 //! for sigmoid `f32[1,5]`, softmax `f32[128,1024]` (of `x / 2.0`),
-//! `mlp_layer` `f32[128,256]×[256,256]` and `f32[n,n]` matmuls for n =
-//! 256, 320, 384 and 512 (the reference lowerings' own MLIR), compiled with
+//! `mlp_layer` `f32[128,256]×[256,256]`, `f32[n,n]` matmuls for n = 256,
+//! 320, 384, 512 and 1024 and a batched matmul `f32[8,256,256]` (as many
+//! multiply-adds as the 512² one; the reference lowerings' own MLIR), compiled with
 //! the runtime's flags (`CPU_FLAGS` and the strict float semantics' flag,
 //! plus `CONTRACTION_FLAGS` as `LARGE_CONTRACTION` decides) and with each
 //! candidate flag added (`FloatSemantics::Reassociate`'s first), then
@@ -37,10 +38,11 @@
 //! `--now` measures the runtime's own flags only (the first row), `--float`
 //! the runtime's flags and `FloatSemantics::Reassociate` (the first two:
 //! what the strict default costs, about 15 s for the three small
-//! functions). On an
-//! AVX-512 machine it first measures one core's f32 FMA peak and prints,
-//! for each function with a contraction, the time its multiply-adds take
-//! at that peak: the floor no code on one core can beat.
+//! functions). On an x86-64 machine with FMA it first measures one core's
+//! f32 FMA peak (AVX-512, else AVX2) and prints, for each function with a
+//! contraction, the time its multiply-adds take at that peak: the floor no
+//! code on one core can beat, and the measure of each cell's fraction of
+//! peak.
 
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
@@ -92,6 +94,32 @@ const CANDIDATES: &[(&str, &[&str])] = &[
     ),
     ("+ data tiling everywhere", CONTRACTION_FLAGS),
     (
+        "+ matmul tile 16 KiB",
+        &["--iree-llvmcpu-matmul-tile-bytes=16384"],
+    ),
+    (
+        "+ matmul tile 256 KiB",
+        &["--iree-llvmcpu-matmul-tile-bytes=262144"],
+    ),
+    (
+        "+ matmul tile 1 MiB",
+        &["--iree-llvmcpu-matmul-tile-bytes=1048576"],
+    ),
+    ("+ threads 2", &["--iree-llvmcpu-number-of-threads=2"]),
+    (
+        "+ distribution 16",
+        &["--iree-llvmcpu-distribution-size=16"],
+    ),
+    (
+        "+ distribution 64",
+        &["--iree-llvmcpu-distribution-size=64"],
+    ),
+    (
+        "+ ukernels mmt4d",
+        &["--iree-llvmcpu-enable-ukernels=mmt4d"],
+    ),
+    ("+ no data tiling", &["--iree-opt-data-tiling=false"]),
+    (
         "+ inner-tiled matmuls",
         &["--iree-llvmcpu-enable-inner-tiled"],
     ),
@@ -113,7 +141,7 @@ const CANDIDATES: &[(&str, &[&str])] = &[
 ];
 
 struct Workload {
-    name: &'static str,
+    name: String,
     function: JitFunction,
     shapes: Vec<Vec<usize>>,
     captured: Vec<CapturedScalar>,
@@ -133,7 +161,7 @@ impl Workload {
 fn workloads() -> Vec<Workload> {
     vec![
         Workload {
-            name: "sigmoid f32[1,5]",
+            name: "sigmoid f32[1,5]".to_owned(),
             function: reference::sigmoid(),
             shapes: vec![vec![1, 5]],
             captured: vec![],
@@ -141,32 +169,49 @@ fn workloads() -> Vec<Workload> {
             calls: 200,
         },
         Workload {
-            name: "softmax f32[128,1024]",
+            name: "softmax f32[128,1024]".to_owned(),
             function: reference::softmax(),
             shapes: vec![vec![128, 1024]],
             captured: vec![reference::temperature(2.0)],
             multiply_adds: 0,
             calls: 20,
         },
+        mlp_layer(32, 40),
+        mlp_layer(64, 30),
+        mlp_layer(128, 20),
+        matmul(256, 20),
+        matmul(320, 10),
+        matmul(384, 6),
+        matmul(512, 3),
+        matmul(1024, 1),
         Workload {
-            name: "mlp_layer f32[128,256]",
-            function: reference::mlp_layer(),
-            shapes: vec![vec![128, 256], vec![256, 256], vec![256]],
+            name: "batched matmul f32[8,256,256]".to_owned(),
+            function: reference::matmul(),
+            shapes: vec![vec![8, 256, 256]; 2],
             captured: vec![],
-            multiply_adds: 128 * 256 * 256,
-            calls: 20,
+            multiply_adds: 8 * 256u64.pow(3),
+            calls: 3,
         },
-        matmul("matmul f32[256,256]", 256, 20),
-        matmul("matmul f32[320,320]", 320, 10),
-        matmul("matmul f32[384,384]", 384, 6),
-        matmul("matmul f32[512,512]", 512, 3),
     ]
 }
 
-/// An `f32[n,n]` matmul, called `calls` times per round.
-fn matmul(name: &'static str, n: usize, calls: usize) -> Workload {
+/// `mlp_layer` on a batch of `rows` rows of 256 (`W: f32[256,256]`),
+/// called `calls` times per round.
+fn mlp_layer(rows: usize, calls: usize) -> Workload {
     Workload {
-        name,
+        name: format!("mlp_layer f32[{rows},256]"),
+        function: reference::mlp_layer(),
+        shapes: vec![vec![rows, 256], vec![256, 256], vec![256]],
+        captured: vec![],
+        multiply_adds: (rows * 256 * 256) as u64,
+        calls,
+    }
+}
+
+/// An `f32[n,n]` matmul, called `calls` times per round.
+fn matmul(n: usize, calls: usize) -> Workload {
+    Workload {
+        name: format!("matmul f32[{n},{n}]"),
         function: reference::matmul(),
         shapes: vec![vec![n, n]; 2],
         captured: vec![],
@@ -238,34 +283,44 @@ fn first_output(function: &Function, args: &[VmValue]) -> Vec<f32> {
         .expect("f32")
 }
 
-/// This core's f32 multiply-add peak in 16-lane FMAs per second: 16
-/// independent chains of AVX-512 FMAs (enough to fill two pipes of four
-/// cycles' latency), the best of 5 runs; `None` without AVX-512F.
+/// This core's f32 multiply-add peak, in multiply-adds (FMA lanes) per
+/// second, and the instructions it was measured with: independent chains
+/// of FMAs, enough to fill two pipes of their latency (16 chains of
+/// AVX-512, or 12 of AVX2 where the CPU has no AVX-512F, whose 16
+/// registers hold 12 chains and their operands), the best of 5 runs;
+/// `None` without FMA.
 #[cfg(target_arch = "x86_64")]
-fn fma_peak() -> Option<f64> {
-    if !std::arch::is_x86_feature_detected!("avx512f") {
-        return None;
+fn fma_peak() -> Option<(f64, &'static str)> {
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F (checked above), all it needs.
+        return Some((unsafe { fma_chains_avx512() }, "AVX-512 FMA"));
     }
-    // SAFETY: the CPU has AVX-512F (checked above), all `fma_chains` needs.
-    Some(unsafe { fma_chains() })
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn fma_peak() -> Option<f64> {
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has AVX2 and FMA (checked above), all it needs.
+        return Some((unsafe { fma_chains_avx2() }, "AVX2 FMA"));
+    }
     None
 }
 
+#[cfg(not(target_arch = "x86_64"))]
+fn fma_peak() -> Option<(f64, &'static str)> {
+    None
+}
+
+/// Iterations of each chain per run.
+#[cfg(target_arch = "x86_64")]
+const PEAK_STEPS: usize = 20_000_000;
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn fma_chains() -> f64 {
+fn fma_chains_avx512() -> f64 {
     use std::arch::x86_64::{_mm512_fmadd_ps, _mm512_set1_ps};
-    const STEPS: usize = 20_000_000;
     let (b, c) = (_mm512_set1_ps(1.0 - 1e-7), _mm512_set1_ps(1e-7));
     let mut best = f64::MAX;
     for _ in 0..5 {
         let mut chains = [_mm512_set1_ps(1.0); 16];
         let start = Instant::now();
-        for _ in 0..STEPS {
+        for _ in 0..PEAK_STEPS {
             for chain in &mut chains {
                 *chain = _mm512_fmadd_ps(*chain, b, c);
             }
@@ -273,18 +328,38 @@ fn fma_chains() -> f64 {
         best = best.min(start.elapsed().as_secs_f64());
         std::hint::black_box(&chains);
     }
-    (STEPS * 16) as f64 / best
+    (PEAK_STEPS * 16 * 16) as f64 / best
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn fma_chains_avx2() -> f64 {
+    use std::arch::x86_64::{_mm256_fmadd_ps, _mm256_set1_ps};
+    let (b, c) = (_mm256_set1_ps(1.0 - 1e-7), _mm256_set1_ps(1e-7));
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let mut chains = [_mm256_set1_ps(1.0); 12];
+        let start = Instant::now();
+        for _ in 0..PEAK_STEPS {
+            for chain in &mut chains {
+                *chain = _mm256_fmadd_ps(*chain, b, c);
+            }
+        }
+        best = best.min(start.elapsed().as_secs_f64());
+        std::hint::black_box(&chains);
+    }
+    (PEAK_STEPS * 12 * 8) as f64 / best
 }
 
 fn main() {
-    let peak = fma_peak();
-    if let Some(peak) = peak {
+    let peak = fma_peak().map(|(peak, how)| {
         println!(
-            "one core's f32 peak: {:.2} G 16-lane FMAs/s ({:.0} GFLOP/s)",
+            "one core's f32 peak ({how}): {:.2} G multiply-adds/s ({:.1} GFLOP/s)",
             peak / 1e9,
-            peak * 32.0 / 1e9
+            peak * 2.0 / 1e9
         );
-    }
+        peak
+    });
     let compiler = choose_compiler(CompilerPreference::Auto)
         .expect("a compiler")
         .compiler;
@@ -432,8 +507,12 @@ fn main() {
     for (w, workload) in workloads.iter().enumerate() {
         println!("\n## {} (p50 µs per call; compile ms)\n", workload.name);
         if let Some(peak) = peak.filter(|_| workload.multiply_adds > 0) {
-            let at_peak = workload.multiply_adds as f64 / 16.0 / peak * 1e6;
-            println!("Its multiply-adds at one core's FMA peak: {at_peak:.0} µs.\n");
+            let at_peak = workload.multiply_adds as f64 / peak * 1e6;
+            println!(
+                "Its multiply-adds at one core's FMA peak: {at_peak:.0} µs (two cores: {:.0} µs); \
+                 a cell's fraction of peak is that over its time (and its workers).\n",
+                at_peak / 2.0
+            );
         }
         print!("| flags | compile |");
         for (device, _, _) in &devices {

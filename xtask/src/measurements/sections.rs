@@ -251,9 +251,27 @@ most 2 workers, and on such a device beside `local-sync`, called with
 contractions): p50 per call. The bench first prints one core's f32 FMA peak
 and, for each contraction, its time at that peak, a bound no code on one
 core beats. Read where the two-worker columns start to gain on
-`local-sync`: code below `PARALLEL_CONTRACTION` multiply-adds stays on
-`local-sync`.",
+`local-sync`: code below `tuning::parallel_contraction()` multiply-adds
+(`PARALLEL_CONTRACTION`, 2²⁵, with AVX-512; `PARALLEL_CONTRACTION_AVX2`,
+2²¹, on an AVX2-only x86-64 core) stays on `local-sync`.",
         command: bench!("cpu_flags", "--", "--now"),
+    },
+    Section {
+        id: "contraction-peak",
+        title: "Contractions against the CPU's peak",
+        prose: "\
+Every candidate flag on the contractions alone (`mlp_layer` at three batch
+sizes, square matmuls from 256² to 1024², and 8 batched products of 256³,
+as many multiply-adds as the 512² one): IREE's microkernels, data tiling on
+and off, the distribution tile sizes, the workers. Each table's first line
+gives its multiply-adds' time at one core's measured FMA peak: a cell's
+fraction of peak is that time over the cell's, divided by its workers.
+XLA's times on the same work come from `cargo xtask bench-vs-jax` (the
+root README, \"Against JAX\"). A candidate becomes a default only where it
+wins; on an AVX2 machine, none does for a single product, and a batch of
+256³ products runs faster untiled, which `LARGE_CONTRACTION` now judges
+by the largest product, not the batch.",
+        command: bench!("cpu_flags", "--", "mlp_layer", "matmul"),
     },
     Section {
         id: "upload",
