@@ -9,7 +9,7 @@
 //! the two sides alternating: the binary, and `jax_side.py` beside it with
 //! `JAX_PLATFORMS=cpu`. Each prints one JSON object per row: a time and
 //! three checksums of the outputs (f64 sums: plain, of absolute values, of
-//! squares). The compute rows (matmul, softmax, mlp_layer) run again with
+//! squares). The compute rows (the matmuls, softmax, mlp_layer) run again with
 //! both sides pinned to one core (`taskset -c 0`, and single-threaded XLA).
 //! The table has the median of the three runs of each side, their ratio,
 //! and whether every run's checksums agree with JAX's first run within a

@@ -15,7 +15,7 @@ use sheaf_integration::reference;
 /// The index file in the inputs folder.
 pub(crate) const INDEX: &str = "index.json";
 /// The index format this binary writes and reads.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// The width of `mlp_layer`'s x, W and bias.
 pub(crate) const WIDTH: usize = 256;
@@ -35,6 +35,10 @@ const ARRAYS: &[(&str, &[usize])] = &[
     ("mlp_b", &[WIDTH]),
     ("matmul_a", &[512, 512]),
     ("matmul_b", &[512, 512]),
+    ("matmul_large_a", &[1024, 1024]),
+    ("matmul_large_b", &[1024, 1024]),
+    ("bmm_a", &[8, 256, 256]),
+    ("bmm_b", &[8, 256, 256]),
     ("softmax_x", &[128, 1024]),
 ];
 

@@ -32,7 +32,7 @@ jax.config.update("jax_platforms", "cpu")
 jax.config.update("jax_enable_x64", False)
 jax.config.update("jax_enable_compilation_cache", False)
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
 MAX_BATCH = 128
 POOL_ROWS = 256
@@ -213,6 +213,22 @@ def compute_rows(inputs, counts):
             "matmul f32[512,512]·f32[512,512]: warm p50",
             jax.jit(new(matmul)),
             (put(inputs["matmul_a"]), put(inputs["matmul_b"])),
+            counts["warm_up"] // 10,
+            counts["matmul_calls"],
+        ),
+        (
+            "matmul_large",
+            "matmul f32[1024,1024]·f32[1024,1024]: warm p50",
+            jax.jit(new(matmul)),
+            (put(inputs["matmul_large_a"]), put(inputs["matmul_large_b"])),
+            max(counts["warm_up"] // 80, 1),
+            counts["matmul_calls"] // 8,
+        ),
+        (
+            "bmm",
+            "batched matmul f32[8,256,256]·f32[8,256,256]: warm p50",
+            jax.jit(new(matmul)),
+            (put(inputs["bmm_a"]), put(inputs["bmm_b"])),
             counts["warm_up"] // 10,
             counts["matmul_calls"],
         ),

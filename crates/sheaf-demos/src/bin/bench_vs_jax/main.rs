@@ -22,8 +22,9 @@
 //!   ragged batch (`mlp_layer` at the batch sizes of
 //!   `reference::ragged_batch_sizes`): totals, compiles included;
 //! - `mlp_layer` warm at eight batch sizes in one runtime (dynamic dims on,
-//!   as by default), and `matmul` `f32[512,512]`², `softmax` `f32[128,1024]` and
-//!   `mlp_layer` `f32[128,256]` warm (`--rows compute`: only these three).
+//!   as by default), and `matmul` `f32[512,512]`² and `f32[1024,1024]`², a
+//!   batched `matmul` `f32[8,256,256]`², `softmax` `f32[128,1024]` and
+//!   `mlp_layer` `f32[128,256]` warm (`--rows compute`: only these five).
 
 mod fresh;
 mod inputs;

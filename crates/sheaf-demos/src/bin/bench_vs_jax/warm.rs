@@ -157,6 +157,32 @@ pub(crate) fn compute(bench: &Bench) -> anyhow::Result<Vec<Row>> {
             calls: counts.matmul_calls,
         },
         Case {
+            key: "matmul_large",
+            label: "matmul f32[1024,1024]·f32[1024,1024]: warm p50".to_owned(),
+            function: reference::matmul(),
+            args: vec![
+                device(&jit, inputs.array("matmul_large_a")?.into())?,
+                device(&jit, inputs.array("matmul_large_b")?.into())?,
+            ],
+            captured: vec![],
+            // Eight times the 512² matmul's work: an eighth of its calls.
+            warm_up: (counts.warm_up / 80).max(1),
+            calls: counts.matmul_calls / 8,
+        },
+        Case {
+            key: "bmm",
+            label: "batched matmul f32[8,256,256]·f32[8,256,256]: warm p50".to_owned(),
+            function: reference::matmul(),
+            args: vec![
+                device(&jit, inputs.array("bmm_a")?.into())?,
+                device(&jit, inputs.array("bmm_b")?.into())?,
+            ],
+            captured: vec![],
+            // As many multiply-adds as the 512² matmul.
+            warm_up: counts.warm_up / 10,
+            calls: counts.matmul_calls,
+        },
+        Case {
             key: "softmax",
             label: format!("softmax f32[128,1024] / {TEMPERATURE}: warm p50"),
             function: reference::softmax(),
