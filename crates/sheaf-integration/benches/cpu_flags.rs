@@ -147,6 +147,9 @@ struct Workload {
     captured: Vec<CapturedScalar>,
     /// The multiply-adds of its largest contraction (0 for none).
     multiply_adds: u64,
+    /// Those of its largest matrix product (a batch is one per batch
+    /// entry), which decide data tiling as in the runtime.
+    largest_product: u64,
     /// Calls per (device, candidate) per round.
     calls: usize,
 }
@@ -154,7 +157,7 @@ struct Workload {
 impl Workload {
     /// Whether the runtime adds `CONTRACTION_FLAGS` (`LARGE_CONTRACTION`).
     fn tiled(&self) -> bool {
-        self.multiply_adds >= LARGE_CONTRACTION
+        self.largest_product >= LARGE_CONTRACTION
     }
 }
 
@@ -166,6 +169,7 @@ fn workloads() -> Vec<Workload> {
             shapes: vec![vec![1, 5]],
             captured: vec![],
             multiply_adds: 0,
+            largest_product: 0,
             calls: 200,
         },
         Workload {
@@ -174,6 +178,7 @@ fn workloads() -> Vec<Workload> {
             shapes: vec![vec![128, 1024]],
             captured: vec![reference::temperature(2.0)],
             multiply_adds: 0,
+            largest_product: 0,
             calls: 20,
         },
         mlp_layer(32, 40),
@@ -190,6 +195,7 @@ fn workloads() -> Vec<Workload> {
             shapes: vec![vec![8, 256, 256]; 2],
             captured: vec![],
             multiply_adds: 8 * 256u64.pow(3),
+            largest_product: 256u64.pow(3),
             calls: 3,
         },
     ]
@@ -204,6 +210,7 @@ fn mlp_layer(rows: usize, calls: usize) -> Workload {
         shapes: vec![vec![rows, 256], vec![256, 256], vec![256]],
         captured: vec![],
         multiply_adds: (rows * 256 * 256) as u64,
+        largest_product: (rows * 256 * 256) as u64,
         calls,
     }
 }
@@ -216,6 +223,7 @@ fn matmul(n: usize, calls: usize) -> Workload {
         shapes: vec![vec![n, n]; 2],
         captured: vec![],
         multiply_adds: (n as u64).pow(3),
+        largest_product: (n as u64).pow(3),
         calls,
     }
 }

@@ -55,9 +55,10 @@ pub const PARALLEL_CONTRACTION: u64 = LARGE_CONTRACTION;
 /// instruction, so the same contraction runs several times longer and pays
 /// back the workers' wake-up from far smaller sizes: on a 2-core AMD EPYC
 /// (AVX2), two workers beside `local-sync` ran `mlp_layer` `f32[32,256]`
-/// (2²¹ multiply-adds) 29 % faster and `f32[128,256]` (2²³) 40 % faster,
-/// where on AVX-512 machines the latter ran 38 % slower
-/// (`docs/measurements.md`, "Where large contractions start").
+/// (2²¹ multiply-adds) 29 % faster and `f32[128,256]` (2²³) 40 % faster
+/// (`docs/measurements.md`, "Where large contractions start", 2026-12-07),
+/// where on the AVX-512 machine of that section's 2026-12-01 run (at
+/// commit 29b59dc) the latter ran 38 % slower and a 256³ matmul gained 7 %.
 pub const PARALLEL_CONTRACTION_AVX2: u64 = 1 << 21;
 
 /// The multiply-adds from which this host's CPU runs a contraction on
