@@ -37,8 +37,9 @@ pub const CONTRACTION_FLAGS: &[&str] = &[
 /// [`CONTRACTION_FLAGS`]: 2²⁵, between the 320³ matmul that gains little
 /// and the 384³ that gains (`docs/measurements.md`, "CPU flags and what a
 /// compile costs"). A batch of smaller products does not gain: 8 products
-/// of 256³ ran 7–8 % faster untiled (same document, "Contractions against
-/// the CPU's peak").
+/// of 256³ ran 5–8 % faster untiled in two runs (same document,
+/// "Contractions against the CPU's peak": its "now" row against "+ data
+/// tiling everywhere").
 pub const LARGE_CONTRACTION: u64 = 1 << 25;
 
 /// The multiply-adds (of the module's largest `dot_general`, all its
