@@ -48,6 +48,10 @@ const NO_RLIMIT_AS: &str = "limits the address space (RLIMIT_AS) of a child proc
 const QEMU_RSS: &str = "measures the resident set, which under qemu-user is qemu's and grows \
                         with the translated code of each newly loaded module";
 
+/// qemu-user does not pass a guest's memory advice to the host's pages.
+const QEMU_PAGES: &str = "counts the kernel's page faults of a copy written on transparent huge \
+    pages, which qemu-user's guest memory (the emulator's own mappings) does not get";
+
 /// A cross build carries the CPU drivers only.
 const CPU_ONLY: &str = "the aarch64 runtime carries the CPU drivers only, so the CUDA driver is \
     not built in (IREE says NotFound, not that libcuda.so is missing)";
@@ -94,6 +98,7 @@ const PACKAGES: &[Package] = &[
             ("compiler_threads", IN_PROCESS),
             ("host_memory", NO_RLIMIT_AS),
             ("rss_loop", QEMU_RSS),
+            ("host_copy_pages", QEMU_PAGES),
         ],
         skipped: &[(
             "cuda_lists_devices_that_open_or_says_libcuda_is_missing",
