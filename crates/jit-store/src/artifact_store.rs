@@ -513,7 +513,7 @@ impl ArtifactStore {
                 self.discard(folder, path, &self.counters.corrupt);
                 Err(DiskMiss::Rejected)
             }
-            Verdict::Rejected(Rejection::Unauthenticated) => {
+            Verdict::Rejected(Rejection::Unauthenticated(_)) => {
                 tracing::warn!(
                     target: crate::log_targets::CACHE,
                     entry = %path.display(),

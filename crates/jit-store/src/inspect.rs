@@ -209,7 +209,7 @@ impl ArtifactStore {
             },
             Ok(ReadOutcome::Missing) => EntryCheck::Missing,
             Ok(ReadOutcome::Corrupt(reason)) => EntryCheck::Corrupt(reason),
-            Ok(ReadOutcome::Unauthenticated) => EntryCheck::Unauthenticated,
+            Ok(ReadOutcome::Unauthenticated(_)) => EntryCheck::Unauthenticated,
         }
     }
 

@@ -86,15 +86,18 @@ pub use inspect::{EntryCheck, Removed, StoredEntry, StoredPolicy};
 pub use key::{ArtifactKey, KeyParts};
 pub use policy_files::MAX_POLICY_FILES;
 pub use stats::StoreStats;
-pub use trust::{create_private_folder, open_read_only_file, Secret, StoreError};
+pub use trust::{
+    create_private_folder, open_read_only_file, PublicKey, PublicKeyError, Secret, SigningKey,
+    StoreError, TrustedKeys,
+};
 pub use verified::VerifiedArtifact;
 #[cfg(feature = "remote")]
 pub use {
     self::redis::{RedisStore, RemoteTimeouts},
     breaker::BreakerState,
     remote::{
-        LeaseAnswer, Namespace, NamespaceError, RemoteError, RemoteOptions, RemoteStats,
-        RemoteStore, RemoteTier, RemoteValue,
+        LeaseAnswer, Namespace, NamespaceError, RemoteError, RemoteMode, RemoteModeError,
+        RemoteOptions, RemoteStats, RemoteStore, RemoteTier, RemoteTrust, RemoteValue,
     },
     shared_folder::SharedFolderStore,
 };

@@ -254,7 +254,9 @@ pub(super) fn read<T>(
             return None
         }
         Err(StoreError::Io { source, .. }) => return Some(Err(Unusable::Unreadable(source))),
-        Err(StoreError::Insecure { reason, .. }) => return Some(Err(Unusable::Insecure(reason))),
+        Err(StoreError::Insecure { reason, .. } | StoreError::Invalid { reason, .. }) => {
+            return Some(Err(Unusable::Insecure(reason)))
+        }
     };
     let max = LearnedPolicy::MAX_TEXT_BYTES as u64;
     if metadata.len() > max {

@@ -18,6 +18,7 @@
 //! folder on the way instead).
 
 mod mounted;
+mod signatures;
 
 use std::fs::{self, DirBuilder, File, Metadata};
 use std::io::{self, Read};
@@ -30,6 +31,9 @@ use sha2::Sha256;
 use super::escaped::Escaped;
 use super::file_io::{self, OpenError};
 use super::key::ArtifactKey;
+
+pub use signatures::{PublicKey, PublicKeyError, SigningKey, TrustedKeys};
+pub(crate) use signatures::{SignatureCheck, PUBLIC_KEY_LEN, SIGNATURE_LEN};
 
 /// Length of the secret and of an entry's authentication tag.
 pub(crate) const TAG_LEN: usize = 32;
@@ -48,6 +52,15 @@ pub enum StoreError {
         /// The folder or file.
         path: PathBuf,
         /// What is wrong, and what to do about it.
+        reason: String,
+    },
+    /// A file the store was given (a list of trusted keys) does not hold
+    /// what it should.
+    #[error("{} cannot be used: {reason}", Escaped::new(path))]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
         reason: String,
     },
     /// The folder or its secret cannot be created or read.
@@ -231,12 +244,7 @@ impl Secret {
     /// to do, and [`StoreError::Io`] for a file that cannot be opened or is
     /// shorter.
     pub fn from_file(path: &Path) -> Result<Secret, StoreError> {
-        let (file, metadata) = mounted::open_secret_file(path)?;
-        let others_read = metadata.permissions().mode() & 0o044 != 0;
-        if others_read && metadata.uid() != 0 {
-            return Err(Self::readable_by_others(path));
-        }
-        Self::read(path, file)
+        read_key_file(path).map(Secret)
     }
 
     /// The secret of the folder `dir`, made (32 random bytes, mode 0600)
@@ -264,34 +272,9 @@ impl Secret {
     pub(crate) fn load(path: &Path, owners: Owners) -> Result<Secret, StoreError> {
         let (file, metadata) = open_file(path, owners, "chmod 600")?;
         if metadata.permissions().mode() & 0o044 != 0 && owners == Owners::User {
-            return Err(Self::readable_by_others(path));
+            return Err(readable_by_others(path));
         }
-        Self::read(path, file)
-    }
-
-    fn readable_by_others(path: &Path) -> StoreError {
-        StoreError::insecure(
-            path,
-            format!(
-                "others may read it, and forge entries with it; run `chmod 600 {}`",
-                Escaped::new(path)
-            ),
-        )
-    }
-
-    /// The 32 bytes of the secret file `file` (at `path`), which must have
-    /// no more.
-    fn read(path: &Path, mut file: File) -> Result<Secret, StoreError> {
-        let mut bytes = [0u8; TAG_LEN];
-        let mut extra = [0u8; 1];
-        file.read_exact(&mut bytes).map_err(StoreError::io(path))?;
-        if file.read(&mut extra).map_err(StoreError::io(path))? != 0 {
-            return Err(StoreError::insecure(
-                path,
-                format!("it is longer than {TAG_LEN} bytes: not a secret of this store"),
-            ));
-        }
-        Ok(Secret(bytes))
+        read_key(path, file).map(Secret)
     }
 
     /// Where the secret of the folder `dir` lives.
@@ -330,6 +313,42 @@ impl Secret {
         mac.update(payload);
         mac
     }
+}
+
+/// The 32 bytes of a key file given to the store (a shared secret, a
+/// signing key), as [`Secret::from_file`] reads them.
+fn read_key_file(path: &Path) -> Result<[u8; TAG_LEN], StoreError> {
+    let (file, metadata) = mounted::open_secret_file(path)?;
+    let others_read = metadata.permissions().mode() & 0o044 != 0;
+    if others_read && metadata.uid() != 0 {
+        return Err(readable_by_others(path));
+    }
+    read_key(path, file)
+}
+
+fn readable_by_others(path: &Path) -> StoreError {
+    StoreError::insecure(
+        path,
+        format!(
+            "others may read it, and sign or forge entries with it; run `chmod 600 {}`",
+            Escaped::new(path)
+        ),
+    )
+}
+
+/// The 32 bytes of the key file `file` (at `path`), which must have no
+/// more.
+fn read_key(path: &Path, mut file: File) -> Result<[u8; TAG_LEN], StoreError> {
+    let mut bytes = [0u8; TAG_LEN];
+    let mut extra = [0u8; 1];
+    file.read_exact(&mut bytes).map_err(StoreError::io(path))?;
+    if file.read(&mut extra).map_err(StoreError::io(path))? != 0 {
+        return Err(StoreError::insecure(
+            path,
+            format!("it is longer than {TAG_LEN} bytes: not a key of this store"),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// The command that closes an entry, or a bundle's manifest, to others.

@@ -14,7 +14,7 @@ use jit_store::{
     ArtifactKey, ArtifactStore, Fetched, KeyParts, Namespace, RedisStore, RemoteOptions,
     RemoteTier, RemoteTimeouts, Secret,
 };
-use test_support::redis::{RedisServer, Reply};
+use test_support::redis::{documented_acl, RedisServer, Reply};
 
 /// The page, and how its ACL line starts.
 const PAGE: &str = include_str!("../../../docs/cluster.md");
@@ -22,18 +22,6 @@ const ACL_LINE: &str = "user jit-prod ";
 
 /// How many workers miss the key at once.
 const WORKERS: usize = 4;
-
-/// The page's ACL line: `user <name> <rules...>`.
-fn documented_acl() -> (String, Vec<String>) {
-    let lines: Vec<&str> = PAGE
-        .lines()
-        .filter(|line| line.starts_with(ACL_LINE))
-        .collect();
-    assert_eq!(lines.len(), 1, "one ACL line in docs/cluster.md: {lines:?}");
-    let mut words = lines[0].split_whitespace().skip(1);
-    let user = words.next().unwrap().to_owned();
-    (user, words.map(str::to_owned).collect())
-}
 
 fn key() -> ArtifactKey {
     ArtifactKey::new(&KeyParts {
@@ -47,7 +35,7 @@ fn key() -> ArtifactKey {
 #[test]
 fn the_documented_acl_user_runs_a_fleet_with_leases() {
     let server = RedisServer::start();
-    let (user, rules) = documented_acl();
+    let (user, rules) = documented_acl(PAGE, ACL_LINE);
     let mut setuser: Vec<&[u8]> = vec![b"ACL", b"SETUSER", user.as_bytes()];
     setuser.extend(rules.iter().map(|rule| rule.as_bytes()));
     let answer = server.connection().command(&setuser).unwrap();

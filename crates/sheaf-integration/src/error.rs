@@ -52,6 +52,14 @@ pub enum JitError {
          (SHEAF_JIT_REMOTE_SECRET_FILE)"
     )]
     RemoteSecret(#[source] jit_store::StoreError),
+    /// The remote artifact cache's signing key or a file of trusted keys
+    /// cannot be used: missing, not a key, or open to others.
+    #[error(
+        "the remote artifact cache's signing key or trusted keys cannot be used; fix the file \
+         or choose another (SHEAF_JIT_SIGNING_KEY_FILE, SHEAF_JIT_TRUSTED_KEYS)"
+    )]
+    #[cfg(feature = "remote-cache")]
+    RemoteKeys(#[source] jit_store::StoreError),
     /// An artifact bundle cannot serve this program: a folder or file of it
     /// that another user could change, a link, a manifest that is not a
     /// regular file of at most 16 MiB or that this program cannot read, or
@@ -188,15 +196,16 @@ pub enum ConfigError {
     /// [`CacheConfig`](crate::settings::CacheConfig) field).
     #[error(transparent)]
     Cache(#[from] jit_cache::ConfigError),
-    /// A remote artifact cache is configured without the shared secret that
-    /// authenticates its entries (without it, whoever can write the server
-    /// could run code in this process).
+    /// A remote artifact cache is configured without a shared secret or
+    /// signatures to authenticate its entries (without them, whoever can
+    /// write the server could run code in this process).
     #[error(
-        "a remote artifact cache is configured, but no shared secret authenticates its \
-         entries: set SHEAF_JIT_REMOTE_SECRET_FILE to a file of 32 random bytes that only you \
-         can read (`(umask 077; head -c 32 /dev/urandom > FILE)`, the same file on every \
-         machine), or set RemoteSettings::secret (JitConfigBuilder::remote); or unset \
-         SHEAF_JIT_REMOTE_CACHE"
+        "a remote artifact cache is configured, but nothing authenticates its entries: set \
+         SHEAF_JIT_REMOTE_SECRET_FILE to a file of 32 random bytes that only you can read \
+         (`(umask 077; head -c 32 /dev/urandom > FILE)`, the same file on every machine), or \
+         sign them: SHEAF_JIT_SIGNING_KEY_FILE on builders, SHEAF_JIT_TRUSTED_KEYS on readers \
+         (docs/cluster.md, \"CI builds, everyone reads\"); or set them in RemoteSettings \
+         (JitConfigBuilder::remote); or unset SHEAF_JIT_REMOTE_CACHE"
     )]
     RemoteSecretMissing,
     /// A setting asks for a part of the crate that this build leaves out:

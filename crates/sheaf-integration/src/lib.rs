@@ -145,7 +145,9 @@ pub mod settings {
         PROJECT_CACHE_FOLDER,
     };
     #[cfg(feature = "remote-cache")]
-    pub use crate::config::{RemoteCacheUrl, RemoteSecret, RemoteSettings};
+    pub use crate::config::{
+        RemoteCacheUrl, RemoteSecret, RemoteSettings, RemoteSigningKey, TrustedKey,
+    };
     /// `jit-cache`'s error for a [`CacheConfig`] that cannot work, held by
     /// [`ConfigError::Cache`](crate::ConfigError::Cache).
     pub use jit_cache::ConfigError as CacheConfigError;
@@ -153,11 +155,12 @@ pub mod settings {
     pub use jit_store::Secret;
     /// What a remote cache backend of your own implements
     /// ([`JitConfigBuilder::remote_store`](crate::JitConfigBuilder::remote_store)),
-    /// and the two built in.
+    /// the two built in, the keys of signed entries, and the read-only
+    /// mode.
     #[cfg(feature = "remote-cache")]
     pub use jit_store::{
-        LeaseAnswer, RedisStore, RemoteOptions, RemoteStore, RemoteTimeouts, RemoteValue,
-        SharedFolderStore,
+        LeaseAnswer, PublicKey, RedisStore, RemoteMode, RemoteOptions, RemoteStore, RemoteTimeouts,
+        RemoteValue, SharedFolderStore, SigningKey, TrustedKeys,
     };
 
     /// `SHEAF_JIT_TRACE`: deprecated; `1` (or `on`) is

@@ -234,10 +234,13 @@ fn help_and_usage_errors() {
         "clear",
         "bundle inspect",
         "bundle verify",
+        "keygen",
     ] {
         assert!(text.contains(&format!("  {command} ")), "{command}: {text}");
     }
-    for command in ["stats", "list", "verify", "prune", "clear", "bundle"] {
+    for command in [
+        "stats", "list", "verify", "prune", "clear", "bundle", "keygen",
+    ] {
         let help = run(&[command, "--help"]);
         assert!(help.status.success(), "{command}");
         let text = String::from_utf8(help.stdout).unwrap();
@@ -266,6 +269,8 @@ fn help_and_usage_errors() {
     refused(&["stats", "extra"], "extra");
     refused(&["list", "--max-bytes", "1"], "--max-bytes");
     refused(&["bundle", "open", "x"], "bundle inspect|verify DIR");
+    refused(&["keygen"], "keygen [--public] FILE");
+    refused(&["stats", "--public"], "--public");
     // A missing folder is said, not made.
     let root = tempfile::tempdir().unwrap();
     let missing = root.path().join("none");
@@ -276,6 +281,41 @@ fn help_and_usage_errors() {
         "{said}"
     );
     assert!(!missing.exists());
+}
+
+#[test]
+fn keygen_makes_a_key_once_and_prints_its_public_half() {
+    let root = tempfile::tempdir().unwrap();
+    let file = root.path().join("signing-key");
+    let path = file.to_str().unwrap();
+    let made = run(&["keygen", path]);
+    assert!(made.status.success(), "{made:?}");
+    let printed = String::from_utf8(made.stdout).unwrap();
+    let public: jit_store::PublicKey = printed.trim_end().parse().unwrap();
+    let metadata = fs::metadata(&file).unwrap();
+    assert_eq!((metadata.len(), metadata.mode() & 0o777), (32, 0o600));
+    // The runtime reads the same key from it.
+    assert_eq!(
+        jit_store::SigningKey::from_file(&file)
+            .unwrap()
+            .public_key(),
+        public
+    );
+    let again = run(&["keygen", "--public", path]);
+    assert_eq!(String::from_utf8(again.stdout).unwrap(), printed);
+    // Never over an existing key.
+    let before = fs::read(&file).unwrap();
+    let refused = run(&["keygen", path]);
+    let stderr = String::from_utf8(refused.stderr).unwrap();
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("never overwritten"), "{stderr}");
+    assert_eq!(fs::read(&file).unwrap(), before);
+    // A key others may write is refused, saying what to run.
+    fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o620)).unwrap();
+    let open = run(&["keygen", "--public", path]);
+    let stderr = String::from_utf8(open.stderr).unwrap();
+    assert_eq!(open.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("chmod go-w"), "{stderr}");
 }
 
 #[test]

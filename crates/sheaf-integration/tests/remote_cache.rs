@@ -16,6 +16,7 @@ use sheaf_integration::{
     artifacts::ArtifactSource,
     settings::{
         DiskCacheFolder, LeaseAnswer, RemoteCacheUrl, RemoteSecret, RemoteStore, RemoteValue,
+        SigningKey,
     },
     stats::{BreakerState, Origin, RemoteStats},
     ErrorChain, JitConfigBuilder, JitError, JitRuntime, Provenance, RemoteError,
@@ -80,11 +81,28 @@ fn remote_keys(server: &RedisServer) -> Vec<String> {
 /// Runs this test binary's `test` in a child process in `role`, with the
 /// remote cache at `url`, the secret in `secrets` and a fresh disk cache.
 fn spawn(test: &str, role: &str, url: &str, secrets: &Path) -> (Child, tempfile::TempDir) {
+    let secret = secret_file_in(secrets);
+    spawn_trusting(
+        test,
+        role,
+        url,
+        &[("SHEAF_JIT_REMOTE_SECRET_FILE", secret.as_os_str())],
+    )
+}
+
+/// [`spawn`], the remote cache's entries authenticated as the variables
+/// `trust` say.
+fn spawn_trusting(
+    test: &str,
+    role: &str,
+    url: &str,
+    trust: &[(&str, &std::ffi::OsStr)],
+) -> (Child, tempfile::TempDir) {
     let disk = tempfile::tempdir().unwrap();
     let child = test_support::child::rerun(test)
         .env(ROLE, role)
         .env("SHEAF_JIT_REMOTE_CACHE", url)
-        .env("SHEAF_JIT_REMOTE_SECRET_FILE", secret_file_in(secrets))
+        .envs(trust.iter().copied())
         .env("SHEAF_JIT_CACHE_DIR", disk.path())
         .env("SHEAF_JIT_COMPILE_MODE", "blocking")
         .env("SHEAF_JIT_DYNAMIC_DIMS", "off")
@@ -142,6 +160,11 @@ fn child(role: &str) {
                 "hits never touch the network"
             );
         }
+        "refuse" => assert_eq!(
+            (remote.hits, remote.unknown_signer, remote.publishes),
+            (0, 3, 0),
+            "signed by a key this reader does not trust: refused, compiled here, not published"
+        ),
         _ => panic!("unknown role {role}"),
     }
 }
@@ -180,6 +203,43 @@ fn a_shared_folder_serves_a_second_process_like_a_server() {
         "one file per entry, no lease left: {entries:?}"
     );
     wait(TEST, spawn(TEST, "serve", &url, secrets.path()));
+}
+
+#[test]
+fn a_builders_signed_artifacts_serve_a_reader_that_holds_only_public_keys_and_writes_nothing() {
+    const TEST: &str =
+        "a_builders_signed_artifacts_serve_a_reader_that_holds_only_public_keys_and_writes_nothing";
+    if let Ok(role) = std::env::var(ROLE) {
+        return child(&role);
+    }
+    let shared = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", shared.path().display());
+    let keys = tempfile::tempdir().unwrap();
+    let signing_key = keys.path().join("signing-key");
+    let public = SigningKey::create_file(&signing_key).unwrap().public_key();
+    let builder = [("SHEAF_JIT_SIGNING_KEY_FILE", signing_key.as_os_str())];
+    wait(TEST, spawn_trusting(TEST, "publish", &url, &builder));
+    let published = fs::read_dir(shared.path()).unwrap().count();
+    assert_eq!(published, SHAPES.len());
+    // The reader trusts the builder's public key (in a file, beside a
+    // rotated-out key given inline) and holds no secret, no signing key.
+    let trusted = keys.path().join("trusted-keys");
+    fs::write(&trusted, format!("# CI\n{public}\n")).unwrap();
+    let old = SigningKey::from_seed(&[9; 32]).public_key();
+    let list = std::ffi::OsString::from(format!("{old},{}", trusted.display()));
+    let reader = [("SHEAF_JIT_TRUSTED_KEYS", list.as_os_str())];
+    let before = fs::metadata(shared.path()).unwrap().modified().unwrap();
+    wait(TEST, spawn_trusting(TEST, "serve", &url, &reader));
+    assert_eq!(fs::read_dir(shared.path()).unwrap().count(), published);
+    assert_eq!(
+        fs::metadata(shared.path()).unwrap().modified().unwrap(),
+        before,
+        "the reader made and deleted nothing in the folder (no lease, no publish)"
+    );
+    // A reader that trusts another key only compiles, and says why.
+    let stranger = std::ffi::OsString::from(old.to_string());
+    let other = [("SHEAF_JIT_TRUSTED_KEYS", stranger.as_os_str())];
+    wait(TEST, spawn_trusting(TEST, "refuse", &url, &other));
 }
 
 #[test]

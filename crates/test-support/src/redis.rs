@@ -228,6 +228,28 @@ impl Client {
         assert_eq!(answer, Reply::Status("OK".to_owned()), "SET {key}");
     }
 
+    /// The commands the server ran since it started or since the last
+    /// `CONFIG RESETSTAT`, each with its calls, by any client (lower-case
+    /// names, from `INFO commandstats`: `get`, `set`, `eval`, ...).
+    pub fn commands_run(&mut self) -> Vec<(String, u64)> {
+        let text = match self.command(&[b"INFO", b"commandstats"]).unwrap() {
+            Reply::Bulk(Some(text)) => String::from_utf8(text).unwrap(),
+            other => panic!("INFO commandstats answered {other:?}"),
+        };
+        text.lines()
+            .filter_map(|line| line.strip_prefix("cmdstat_"))
+            .map(|line| {
+                let (name, fields) = line.split_once(':').expect("`name:fields`");
+                let calls = fields
+                    .split(',')
+                    .find_map(|field| field.strip_prefix("calls="))
+                    .and_then(|calls| calls.parse().ok())
+                    .expect("a count of calls");
+                (name.to_owned(), calls)
+            })
+            .collect()
+    }
+
     /// Sends `args` (the command and its arguments); the reply.
     pub fn command(&mut self, args: &[&[u8]]) -> io::Result<Reply> {
         let mut command = format!("*{}\r\n", args.len()).into_bytes();
@@ -275,6 +297,20 @@ impl Client {
             }
         })
     }
+}
+
+/// The ACL line of a documentation `page` that starts with `start`
+/// (`user jit-prod `; exactly one must): the user's name and its rules, to
+/// create that user as the page says (`ACL SETUSER name rules...`).
+pub fn documented_acl(page: &str, start: &str) -> (String, Vec<String>) {
+    let lines: Vec<&str> = page
+        .lines()
+        .filter(|line| line.starts_with(start))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line starting `{start}`: {lines:?}");
+    let mut words = lines[0].split_whitespace().skip(1);
+    let user = words.next().unwrap().to_owned();
+    (user, words.map(str::to_owned).collect())
 }
 
 /// `redis://127.0.0.1:PORT`.

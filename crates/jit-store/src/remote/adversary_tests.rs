@@ -14,6 +14,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::entry::tests::{key, secret};
+use crate::entry::Sealer;
 use crate::{ArtifactStore, Fetched};
 
 /// What the adversary does before one request.
@@ -76,11 +77,15 @@ impl Adversary {
                 let right = key(program());
                 let bytes = match value {
                     Value::Garbage(bytes) => bytes,
-                    Value::OtherKey => entry::encode(&key("other"), &secret(), &artifact()),
-                    Value::OtherSecret => {
-                        entry::encode(&right, &Secret::from_bytes([9; 32]), b"forged")
+                    Value::OtherKey => {
+                        entry::encode(&key("other"), Sealer::Secret(&secret()), &artifact())
                     }
-                    Value::True => entry::encode(&right, &secret(), &artifact()),
+                    Value::OtherSecret => entry::encode(
+                        &right,
+                        Sealer::Secret(&Secret::from_bytes([9; 32])),
+                        b"forged",
+                    ),
+                    Value::True => entry::encode(&right, Sealer::Secret(&secret()), &artifact()),
                     Value::Empty => Vec::new(),
                 };
                 self.values.lock().unwrap().insert(value_name, bytes);

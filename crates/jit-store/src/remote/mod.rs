@@ -5,10 +5,14 @@
 //! today, an object store later). The tier adds what makes a shared store
 //! safe to put behind a JIT:
 //!
-//! - **Trust**: values are disk-cache entries (`entry.rs`), authenticated by
-//!   an HMAC-SHA256 of key and artifact under a [`Secret`] shared by the
-//!   cluster; a value that does not verify is counted, logged and never
-//!   handed to `load`.
+//! - **Trust** ([`RemoteTrust`]): values are disk-cache entries
+//!   (`entry.rs`), authenticated by an HMAC-SHA256 of key and artifact under
+//!   a [`Secret`] shared by the cluster, or signed by a builder's Ed25519
+//!   key and accepted only by readers that trust it; a value that does not
+//!   verify is counted (by reason), logged and never handed to `load`.
+//! - **Read-only readers** ([`RemoteMode::ReadOnly`], and every reader of
+//!   signed entries without a key of its own): fetch and verify only; no
+//!   publish, no lease, no write of any kind.
 //! - **Never fatal, never slower**: every failure becomes a miss (the caller
 //!   builds); a [circuit breaker](BreakerState) stops asking a store that
 //!   keeps failing; fetches only happen where the caller would otherwise
@@ -23,11 +27,11 @@
 //!   [`key_prefix`](RemoteOptions::key_prefix) (the entry format's
 //!   version), the deployment's [`Namespace`], the first 8 bytes (16 hex
 //!   digits) of an HMAC-SHA256 of a fixed label under the secret (which
-//!   tells secrets apart without revealing anything of them), and the
-//!   [`ArtifactKey`]'s hex. Two deployments on one Redis database with
-//!   different secrets or namespaces never read or overwrite each other's
-//!   entries: each misses on the other's artifacts (a miss, not an
-//!   authentication failure) and keeps its own.
+//!   tells secrets apart without revealing anything of them) or `signed`
+//!   for signed entries, and the [`ArtifactKey`]'s hex. Two deployments on
+//!   one Redis database with different secrets or namespaces never read or
+//!   overwrite each other's entries: each misses on the other's artifacts
+//!   (a miss, not an authentication failure) and keeps its own.
 //! - **One compile per artifact across the cluster**: a miss takes the
 //!   artifact's compile lease before it compiles, and a miss that finds
 //!   another process's lease waits for its publish, at most as long as
@@ -44,6 +48,7 @@ mod options;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod trust;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,7 +59,7 @@ use std::time::{Duration, Instant};
 
 use super::breaker::{Breaker, Request};
 use super::counters::{bump, load};
-use super::entry::{self, Rejection, Verdict, HEADER_LEN};
+use super::entry::{self, Rejection, Untrusted, Verdict};
 use super::key::ArtifactKey;
 use super::trust::Secret;
 use super::verified::VerifiedArtifact;
@@ -62,9 +67,10 @@ use jit_cache::{ByteSize, ErrorChain};
 
 pub use backend::{LeaseAnswer, RemoteError, RemoteStore, RemoteValue};
 pub(crate) use lease::HeldLease;
-pub use options::{Namespace, NamespaceError, RemoteOptions};
+pub use options::{Namespace, NamespaceError, RemoteMode, RemoteModeError, RemoteOptions};
 use stats::Counters;
 pub use stats::RemoteStats;
+pub use trust::RemoteTrust;
 
 /// A remote store behind the disk cache (see the module docs); given to a
 /// [`ArtifactStore`](super::ArtifactStore) with
@@ -83,7 +89,9 @@ pub struct RemoteTier {
 #[derive(Debug)]
 struct Shared {
     backend: Box<dyn RemoteStore>,
-    secret: Secret,
+    trust: RemoteTrust,
+    /// Whether this tier never writes (see [`RemoteTier::read_only`]).
+    read_only: bool,
     options: RemoteOptions,
     /// What every key of this tier starts with (see the module docs).
     key_prefix: String,
@@ -131,8 +139,8 @@ pub(crate) enum Fetch<V> {
 
 impl RemoteTier {
     /// A tier over `backend` whose entries are authenticated with `secret`
-    /// (the same 32 bytes on every machine that shares the store). Starts
-    /// the publisher thread.
+    /// (the same 32 bytes on every machine that shares the store):
+    /// [`with_trust`](Self::with_trust) with [`RemoteTrust::Shared`].
     ///
     /// # Errors
     ///
@@ -143,17 +151,53 @@ impl RemoteTier {
         secret: Secret,
         options: RemoteOptions,
     ) -> std::io::Result<Self> {
+        Self::with_trust(backend, RemoteTrust::Shared(secret), options)
+    }
+
+    /// A tier over `backend` whose entries are sealed and checked as
+    /// `trust` says. Starts the publisher thread, unless the tier is
+    /// read-only ([`read_only`](Self::read_only)).
+    ///
+    /// ```
+    /// use jit_store::{RemoteOptions, RemoteTier, RemoteTrust, SharedFolderStore, TrustedKeys};
+    ///
+    /// let folder = tempfile::tempdir()?;
+    /// let trusted = TrustedKeys::parse(
+    ///     "ed25519:0d4a05b07352a5436e180356da0ae6efa0345ff7fb1572575772e8005ed978e9",
+    /// )?;
+    /// let tier = RemoteTier::with_trust(
+    ///     Box::new(SharedFolderStore::new(folder.path())?),
+    ///     RemoteTrust::reader(trusted),
+    ///     RemoteOptions::default(),
+    /// )?;
+    /// assert!(tier.read_only(), "a reader of signed entries never writes");
+    /// assert!(tier.key_prefix().ends_with(":default:signed:"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error when the publisher thread cannot be
+    /// started.
+    pub fn with_trust(
+        backend: Box<dyn RemoteStore>,
+        trust: RemoteTrust,
+        options: RemoteOptions,
+    ) -> std::io::Result<Self> {
+        let trust = trust.normalized();
+        let read_only = options.mode == RemoteMode::ReadOnly || trust.sealer().is_none();
         let (queue, jobs) = mpsc::sync_channel(options.queue);
         let key_prefix = format!(
             "{}{}:{}:",
             options.key_prefix,
             options.namespace,
-            secret.identity()
+            trust.identity()
         );
         let shared = Arc::new(Shared {
             backend,
             key_prefix,
-            secret,
+            trust,
+            read_only,
             breaker: Breaker::new(options.failure_threshold, options.cool_down),
             options,
             counters: Counters::default(),
@@ -163,6 +207,13 @@ impl RemoteTier {
             pending: Mutex::new(0),
             drained: Condvar::new(),
         });
+        if read_only {
+            return Ok(RemoteTier {
+                shared,
+                queue: None,
+                publisher: None,
+            });
+        }
         let publisher = {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
@@ -174,6 +225,18 @@ impl RemoteTier {
             queue: Some(queue),
             publisher: Some(publisher),
         })
+    }
+
+    /// Whether this tier never writes to its store: no publish, no compile
+    /// lease. So when its options say [`RemoteMode::ReadOnly`], and when it
+    /// trusts signatures without a key to sign with (a reader).
+    pub fn read_only(&self) -> bool {
+        self.shared.read_only
+    }
+
+    /// How its entries are sealed and checked.
+    pub fn trust(&self) -> &RemoteTrust {
+        &self.shared.trust
     }
 
     /// The settings.
@@ -231,6 +294,9 @@ impl RemoteTier {
             Lookup::Found((value, artifact)) => return Fetch::Found(value, artifact),
             Lookup::Unusable => return Fetch::Compile(None),
             Lookup::Missing => {}
+        }
+        if shared.read_only {
+            return Fetch::Compile(None);
         }
         let Some(ttl) = shared.options.lease_ttl.filter(|ttl| !ttl.is_zero()) else {
             return Fetch::Compile(None);
@@ -312,7 +378,8 @@ impl RemoteTier {
 
     /// Queues `artifact`, just built in `took`, to be published as the
     /// entry of `key`, then `lease` released; returns at once. Dropped (and
-    /// the lease released) when it is over the bound or the queue is full.
+    /// the lease released) when it is over the bound or the queue is full,
+    /// and never published by a read-only tier.
     pub(crate) fn publish(
         &self,
         key: &ArtifactKey,
@@ -324,6 +391,9 @@ impl RemoteTier {
         self.shared
             .longest_build_nanos
             .fetch_max(nanos, Ordering::Relaxed);
+        if self.shared.read_only {
+            return;
+        }
         let c = &self.shared.counters;
         let max = self.shared.options.max_entry_bytes;
         if artifact.len() as u64 > max {
@@ -411,7 +481,8 @@ impl Shared {
             Lookup::Unusable => return Lookup::Unusable,
         };
         let max = self.options.max_entry_bytes;
-        let outcome = entry::parse(&mut &bytes[..], bytes.len() as u64, key, &self.secret, max);
+        let checker = self.trust.checker();
+        let outcome = entry::parse(&mut &bytes[..], bytes.len() as u64, key, checker, max);
         let (reason, counter) = match entry::judge(outcome, load) {
             Verdict::Loaded { value, artifact } => {
                 bump(&c.hits, 1);
@@ -435,12 +506,14 @@ impl Shared {
             Verdict::Rejected(Rejection::Corrupt(reason)) => {
                 (format!("malformed: {reason}"), &c.malformed)
             }
-            Verdict::Rejected(Rejection::Unauthenticated) => (
-                "it failed authentication (forged, written with another secret, copied from \
-                 another key, or damaged)"
-                    .to_owned(),
-                &c.unauthenticated,
-            ),
+            Verdict::Rejected(Rejection::Unauthenticated(why)) => {
+                let counter = match why {
+                    Untrusted::Unverified => &c.unauthenticated,
+                    Untrusted::Unsigned => &c.unsigned,
+                    Untrusted::UnknownSigner(_) => &c.unknown_signer,
+                };
+                (why.to_string(), counter)
+            }
         };
         bump(&c.rejected, 1);
         bump(counter, 1);
@@ -496,7 +569,8 @@ impl Shared {
             );
             return Lookup::Unusable;
         }
-        let max_value = self.options.max_entry_bytes + HEADER_LEN as u64;
+        let header_len = self.trust.checker().header_len();
+        let max_value = self.options.max_entry_bytes + header_len as u64;
         let answer = self.backend.get(name, max_value);
         let elapsed = start.elapsed();
         let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
@@ -585,8 +659,11 @@ impl Shared {
             bump(&c.skipped, 1);
             return;
         }
+        let Some(sealer) = self.trust.sealer() else {
+            return; // a reader: never queued (`read_only`)
+        };
         let name = self.remote_key(key);
-        let value = entry::encode(key, &self.secret, artifact);
+        let value = entry::encode(key, sealer, artifact);
         match self.backend.put(&name, &value) {
             Ok(()) => {
                 self.breaker.succeeded(Request::Publish);

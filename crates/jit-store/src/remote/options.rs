@@ -1,5 +1,6 @@
 //! [`RemoteOptions`]: the settings of a [`RemoteTier`](super::RemoteTier),
-//! and the deployment's [`Namespace`] in its keys.
+//! whether it may write ([`RemoteMode`]), and the deployment's
+//! [`Namespace`] in its keys.
 
 use std::fmt;
 use std::str::FromStr;
@@ -10,7 +11,7 @@ use std::time::Duration;
 #[non_exhaustive]
 pub struct RemoteOptions {
     /// The largest artifact published or fetched, in bytes (the entry's
-    /// 88-byte header comes on top).
+    /// header comes on top: 88 bytes, 152 for a signed entry).
     pub max_entry_bytes: u64,
     /// Consecutive failures of one kind of request (fetches, or
     /// publishes) that open the circuit breaker: a publish that succeeds
@@ -46,6 +47,65 @@ pub struct RemoteOptions {
     /// changes owner) and never over
     /// [`MAX_LEASE_WAIT`](Self::MAX_LEASE_WAIT), then compiles itself.
     pub compile_estimate: Duration,
+    /// Whether this process publishes and takes compile leases
+    /// ([`RemoteMode::ReadWrite`], the default) or only fetches
+    /// ([`RemoteMode::ReadOnly`]). A tier that trusts signatures and has no
+    /// key to sign with is read-only whatever this says.
+    pub mode: RemoteMode,
+}
+
+/// Whether a [`RemoteTier`](super::RemoteTier) writes to its store.
+///
+/// ```
+/// use jit_store::RemoteMode;
+///
+/// assert_eq!("read-only".parse(), Ok(RemoteMode::ReadOnly));
+/// assert_eq!(RemoteMode::default().to_string(), "read-write");
+/// assert!("ro".parse::<RemoteMode>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RemoteMode {
+    /// Fetches, publishes what this process compiles, and takes compile
+    /// leases so that the cluster compiles each artifact once.
+    #[default]
+    ReadWrite,
+    /// Fetches and verifies only: never publishes, never takes or waits
+    /// for a lease (a miss compiles here, and the artifact stays in this
+    /// process's own disk cache). For readers that a store's ACL lets only
+    /// read, and for every process that should not write to it.
+    ReadOnly,
+}
+
+impl RemoteMode {
+    /// The text of each mode, as [`FromStr`] reads it.
+    pub const NAMES: [&'static str; 2] = ["read-write", "read-only"];
+}
+
+impl fmt::Display for RemoteMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RemoteMode::ReadWrite => Self::NAMES[0],
+            RemoteMode::ReadOnly => Self::NAMES[1],
+        })
+    }
+}
+
+/// Text that is not a [`RemoteMode`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a remote cache mode: expected `read-write` or `read-only`")]
+pub struct RemoteModeError(String);
+
+impl FromStr for RemoteMode {
+    type Err = RemoteModeError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "read-write" => Ok(RemoteMode::ReadWrite),
+            "read-only" => Ok(RemoteMode::ReadOnly),
+            _ => Err(RemoteModeError(text.chars().take(100).collect())),
+        }
+    }
 }
 
 impl RemoteOptions {
@@ -90,6 +150,7 @@ impl Default for RemoteOptions {
             namespace: Namespace::default(),
             lease_ttl: Some(Self::DEFAULT_LEASE_TTL),
             compile_estimate: Self::DEFAULT_COMPILE_ESTIMATE,
+            mode: RemoteMode::default(),
         }
     }
 }

@@ -40,10 +40,15 @@ counters! {
         pub bytes_published: u64,
         /// Fetch requests sent (whatever their outcome).
         pub fetches: u64,
-        /// Of `rejected`: values whose authentication tag did not verify
-        /// (forged, written under another secret, copied from another key, or
-        /// damaged).
+        /// Of `rejected`: values whose tag or signature did not verify
+        /// (forged, sealed with another secret or key, copied from another
+        /// key, tampered with, or damaged).
         pub unauthenticated: u64,
+        /// Of `rejected`: unsigned values (tagged with a shared secret) where
+        /// signatures are required.
+        pub unsigned: u64,
+        /// Of `rejected`: values signed by a key that is not trusted.
+        pub unknown_signer: u64,
         /// Of `rejected`: values that are not well-formed entries for their key.
         pub malformed: u64,
         /// Of `rejected`: authentic values the caller's `load` refused.

@@ -8,6 +8,7 @@ use std::sync::{Condvar, Mutex};
 use super::*;
 use crate::breaker::BreakerState;
 use crate::entry::tests::{key, secret};
+use crate::entry::{Sealer, HEADER_LEN};
 use crate::{ArtifactStore, Fetched, StoreConfig};
 
 /// An in-memory [`RemoteStore`] shared by the tiers of a test, that can
@@ -232,7 +233,11 @@ fn values_that_do_not_verify_are_counted_and_never_loaded() {
     let good = backend.value("a").unwrap();
     let mut flipped = good.clone();
     *flipped.last_mut().unwrap() ^= 1;
-    let foreign = entry::encode(&key("a"), &Secret::from_bytes([9; Secret::LEN]), b"evil");
+    let foreign = entry::encode(
+        &key("a"),
+        Sealer::Secret(&Secret::from_bytes([9; Secret::LEN])),
+        b"evil",
+    );
     // Each rejection is counted with its reason: (unauthenticated,
     // malformed, refused).
     let reasons = |stats: RemoteStats| (stats.unauthenticated, stats.malformed, stats.refused);
@@ -646,7 +651,10 @@ fn a_waiter_does_not_wait_anew_when_the_lease_changes_owner() {
             LeaseAnswer::Taken
         );
         std::thread::sleep(Duration::from_millis(200));
-        took_over.set_value("a", entry::encode(&key("a"), &secret(), &artifact("a")));
+        took_over.set_value(
+            "a",
+            entry::encode(&key("a"), Sealer::Secret(&secret()), &artifact("a")),
+        );
         took_over.release_lease(&name, "b").unwrap();
     });
     assert_eq!(fetch(&store, "a"), (artifact("a"), Fetched::Built));

@@ -17,7 +17,7 @@ use jit_cache::ByteSize;
 
 use super::{ranges, DeviceSettings, DiskCacheFolder, JitConfig, JitConfigBuilder};
 #[cfg(feature = "remote-cache")]
-use super::{RemoteCacheUrl, RemoteSecret};
+use super::{RemoteCacheUrl, RemoteSecret, RemoteSigningKey};
 use crate::error::ConfigError;
 
 /// How a variable applies to a [`JitConfig`].
@@ -397,6 +397,33 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
         default: "none",
         apply: remote_cache!(|config, var| {
                 config.remote.secret = Some(RemoteSecret::File(var.path()));
+                Ok(())
+            }),
+    },
+    EnvVariable {
+        name: "SHEAF_JIT_SIGNING_KEY_FILE",
+        meaning: "a builder's Ed25519 signing key (`sheaf-jit-cache keygen FILE`), read as the secret's file is: the entries this process publishes are signed with it, instead of tagged with a shared secret; see `docs/cluster.md` (CI builds, everyone reads)",
+        default: "none",
+        apply: remote_cache!(|config, var| {
+                config.remote.signing_key = Some(RemoteSigningKey::File(var.path()));
+                Ok(())
+            }),
+    },
+    EnvVariable {
+        name: "SHEAF_JIT_TRUSTED_KEYS",
+        meaning: "the public keys whose signed entries this process accepts, separated by blanks or commas: each `ed25519:<64 hex digits>`, or the path of a file of them (this user's or root's, that nobody else may write); without a signing key, the process only reads the remote cache",
+        default: "none",
+        apply: remote_cache!(|config, var| {
+                config.remote.trusted_keys = var.with(values::trusted_keys)?;
+                Ok(())
+            }),
+    },
+    EnvVariable {
+        name: "SHEAF_JIT_REMOTE_MODE",
+        meaning: "`read-only`: fetch and verify only, never publish nor take a compile lease (a miss compiles here and stays in the disk cache); `read-write`: also publish (a reader of signed entries, with trusted keys and no signing key, is read-only whatever this says)",
+        default: "`read-write`",
+        apply: remote_cache!(|config, var| {
+                config.remote.options.mode = var.with(|text| text.parse().map_err(|_| "`read-write` or `read-only`".to_owned()))?;
                 Ok(())
             }),
     },

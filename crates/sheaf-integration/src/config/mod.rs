@@ -32,7 +32,7 @@ pub use disk::{DiskCacheFolder, DiskCacheSettings, DEFAULT_CACHE_FOLDER, PROJECT
 pub(crate) use env::{log_filter, LOG_ENV};
 pub use env::{EnvVariable, ENV_VARIABLES};
 #[cfg(feature = "remote-cache")]
-pub use remote::{RemoteCacheUrl, RemoteSecret, RemoteSettings};
+pub use remote::{RemoteCacheUrl, RemoteSecret, RemoteSettings, RemoteSigningKey, TrustedKey};
 pub use uploads::UploadSettings;
 
 /// Settings of a [`JitRuntime`](crate::JitRuntime): the settings of each of

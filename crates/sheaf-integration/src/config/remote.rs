@@ -1,14 +1,18 @@
 //! The remote artifact cache shared by a cluster: its address (or a
-//! backend of the caller's own), the secret that authenticates its
-//! entries, the CA that signs a TLS server's certificate, its timeouts,
-//! namespace, size bound, compile leases and circuit breaker.
+//! backend of the caller's own), what authenticates its entries (a shared
+//! secret, or a builder's signing key and the public keys readers trust),
+//! the CA that signs a TLS server's certificate, its timeouts, namespace,
+//! size bound, mode (read-only or not), compile leases and circuit
+//! breaker.
 
 use std::fmt;
 use std::panic::RefUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use jit_store::{RedisStore, RemoteOptions, RemoteStore, RemoteTimeouts, Secret};
+use jit_store::{
+    PublicKey, RedisStore, RemoteOptions, RemoteStore, RemoteTimeouts, Secret, SigningKey,
+};
 
 use crate::error::ConfigError;
 
@@ -58,11 +62,40 @@ pub enum RemoteSecret {
     File(PathBuf),
 }
 
+/// Where a builder's signing key comes from (see `docs/cluster.md`, "CI
+/// builds, everyone reads").
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum RemoteSigningKey {
+    /// This key.
+    Key(SigningKey),
+    /// A file of 32 random bytes (`sheaf-jit-cache keygen FILE`), read
+    /// when the runtime starts under the rules of the secret's file
+    /// ([`SigningKey::from_file`](jit_store::SigningKey::from_file)).
+    File(PathBuf),
+}
+
+/// A public key a reader trusts, or a file of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TrustedKey {
+    /// This key.
+    Key(PublicKey),
+    /// A file of keys (`ed25519:<64 hex digits>`, separated by white space
+    /// or commas, `#` comments), read when the runtime starts: this
+    /// user's or root's, that nobody else may write
+    /// ([`TrustedKeys::from_file`](jit_store::TrustedKeys::from_file)).
+    File(PathBuf),
+}
+
 /// The remote artifact cache behind the disk cache: a miss on disk asks it
 /// before compiling, a compile is published to it, and processes that miss
 /// one artifact at once compile it once (compile leases). Off unless `url`
-/// or `store` is set; then `secret` is required: whoever can write the
-/// store could otherwise run code in this process.
+/// or `store` is set; then its entries must be authenticated, either by a
+/// `secret` every process shares (a cluster of equals) or by signatures
+/// (`signing_key` on builders, `trusted_keys` on readers, which only
+/// read): whoever can write the store could otherwise run code in this
+/// process.
 ///
 /// ```
 /// use sheaf_integration::{settings::{RemoteCacheUrl, RemoteSecret}, JitConfig};
@@ -94,8 +127,16 @@ pub struct RemoteSettings {
     /// settings are.)
     pub store: Option<Arc<dyn RemoteStore + RefUnwindSafe>>,
     /// The secret that authenticates the entries, shared by every process
-    /// that uses the cache; required with a remote cache.
+    /// that uses the cache. A remote cache needs it, or signatures
+    /// (`signing_key`, `trusted_keys`), not both.
     pub secret: Option<RemoteSecret>,
+    /// The key this process signs the entries it publishes with (a
+    /// builder); it also accepts what it signed.
+    pub signing_key: Option<RemoteSigningKey>,
+    /// The public keys whose signed entries this process accepts; with
+    /// them and no `signing_key`, the process only reads (no publish, no
+    /// compile lease).
+    pub trusted_keys: Vec<TrustedKey>,
     /// The PEM file of the CA that signs a `rediss://` server's
     /// certificate (read when the runtime starts); `None`: the system's
     /// root certificates. Needs the `remote-cache-tls` feature.
@@ -109,7 +150,8 @@ pub struct RemoteSettings {
     /// (after `failure_threshold` failed requests in a row the cache is left
     /// alone for `cool_down`, then probed once), and the compile leases
     /// (`lease_ttl`, `None` for none; `compile_estimate`, the least a miss
-    /// waits for another process's compile).
+    /// waits for another process's compile), and the `mode` (read-only
+    /// processes never publish nor take leases).
     pub options: RemoteOptions,
 }
 
@@ -134,8 +176,18 @@ impl RemoteSettings {
                 "either an address or a store of your own, not both",
             ));
         }
-        if self.secret.is_none() {
-            return Err(ConfigError::RemoteSecretMissing);
+        let signed = self.signing_key.is_some() || !self.trusted_keys.is_empty();
+        match (&self.secret, signed) {
+            (None, false) => return Err(ConfigError::RemoteSecretMissing),
+            (Some(_), true) => {
+                return Err(ConfigError::invalid(
+                    "remote.secret",
+                    "a shared secret, and a signing key or trusted keys".to_owned(),
+                    "either a shared secret (a cluster of equals) or signatures (builders' \
+                     signing keys, readers' trusted keys), not both",
+                ))
+            }
+            _ => {}
         }
         let RemoteTimeouts {
             connect, request, ..
@@ -190,6 +242,22 @@ mod tests {
             ..with_secret()
         };
         assert_eq!(no_secret.validate(), Err(ConfigError::RemoteSecretMissing));
+        let reader = RemoteSettings {
+            trusted_keys: vec![TrustedKey::File("/etc/sheaf/trusted".into())],
+            ..no_secret.clone()
+        };
+        assert_eq!(reader.validate(), Ok(()));
+        let both = RemoteSettings {
+            trusted_keys: reader.trusted_keys.clone(),
+            ..with_secret()
+        };
+        let error = both.validate().unwrap_err().to_string();
+        assert!(error.contains("not both"), "{error}");
+        let builder = RemoteSettings {
+            signing_key: Some(RemoteSigningKey::File("/etc/sheaf/key".into())),
+            ..no_secret.clone()
+        };
+        assert_eq!(builder.validate(), Ok(()));
         let zero = RemoteSettings {
             timeouts: {
                 let mut timeouts = RemoteTimeouts::default();

@@ -7,7 +7,10 @@ use std::sync::{Arc, OnceLock, Weak};
 use jit_cache::{ErrorChain, JitCache};
 use jit_store::ArtifactStore;
 #[cfg(feature = "remote-cache")]
-use jit_store::{RedisStore, RemoteStore, RemoteTier, Secret, SharedFolderStore};
+use jit_store::{
+    RedisStore, RemoteStore, RemoteTier, RemoteTrust, Secret, SharedFolderStore, SigningKey,
+    TrustedKeys,
+};
 
 use crate::dump::Dumps;
 
@@ -17,7 +20,7 @@ use crate::compile::pipeline::Pipeline;
 use crate::compiler_versions::{self, VersionFiles};
 use crate::config::JitConfig;
 #[cfg(feature = "remote-cache")]
-use crate::config::{RemoteSecret, RemoteSettings};
+use crate::config::{RemoteSecret, RemoteSettings, RemoteSigningKey, TrustedKey};
 use crate::error::{ConfigError, JitError};
 use crate::exit;
 use crate::learned_policy::DiskPolicy;
@@ -41,27 +44,62 @@ fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
         (Some(url), None) => Box::new(redis_store(url.as_str(), remote)?),
         (None, None) => return Ok(None),
     };
-    let secret = match &remote.secret {
-        Some(RemoteSecret::Key(secret)) => secret.clone(),
-        Some(RemoteSecret::File(path)) => {
-            Secret::from_file(path).map_err(JitError::RemoteSecret)?
-        }
-        None => return Err(ConfigError::RemoteSecretMissing.into()),
-    };
+    let trust = remote_trust(remote)?;
     let store = format!("{backend:?}");
-    let tier = RemoteTier::new(backend, secret, remote.options.clone()).map_err(|error| {
+    let tier = RemoteTier::with_trust(backend, trust, remote.options.clone()).map_err(|error| {
         JitError::Internal(format!(
             "cannot start the remote cache's publisher thread: {error}"
         ))
     })?;
+    let mode = if tier.read_only() {
+        "reading"
+    } else {
+        "sharing"
+    };
     tracing::info!(
         target: jit_store::log_targets::REMOTE,
         %store,
         keys = %tier.key_prefix(),
-        "sharing compiled artifacts through a remote cache (keys `{}*`)",
+        read_only = tier.read_only(),
+        "{mode} compiled artifacts through a remote cache (keys `{}*`)",
         tier.key_prefix()
     );
     Ok(Some(tier))
+}
+
+/// What authenticates the entries of `remote`: its shared secret, or its
+/// signing key and trusted keys, each file read now.
+#[cfg(feature = "remote-cache")]
+fn remote_trust(remote: &RemoteSettings) -> Result<RemoteTrust, JitError> {
+    if let Some(secret) = &remote.secret {
+        let secret = match secret {
+            RemoteSecret::Key(secret) => secret.clone(),
+            RemoteSecret::File(path) => Secret::from_file(path).map_err(JitError::RemoteSecret)?,
+        };
+        return Ok(RemoteTrust::Shared(secret));
+    }
+    let mut trusted = TrustedKeys::default();
+    for key in &remote.trusted_keys {
+        match key {
+            TrustedKey::Key(key) => trusted.extend([*key]),
+            TrustedKey::File(path) => trusted.extend(
+                TrustedKeys::from_file(path)
+                    .map_err(JitError::RemoteKeys)?
+                    .keys()
+                    .iter()
+                    .copied(),
+            ),
+        }
+    }
+    match &remote.signing_key {
+        Some(RemoteSigningKey::Key(signer)) => Ok(RemoteTrust::builder(signer.clone(), trusted)),
+        Some(RemoteSigningKey::File(path)) => {
+            let signer = SigningKey::from_file(path).map_err(JitError::RemoteKeys)?;
+            Ok(RemoteTrust::builder(signer, trusted))
+        }
+        None if trusted.is_empty() => Err(ConfigError::RemoteSecretMissing.into()),
+        None => Ok(RemoteTrust::reader(trusted)),
+    }
 }
 
 /// The Redis store at `url`, trusting `remote`'s CA file for a `rediss://`

@@ -87,7 +87,10 @@ pub(crate) fn run(dir: Option<PathBuf>, command: Command) -> Outcome {
             );
             say_left(&removed)
         }
-        Command::Help(_) | Command::BundleInspect(_) | Command::BundleVerify(_) => {
+        Command::Help(_)
+        | Command::BundleInspect(_)
+        | Command::BundleVerify(_)
+        | Command::Keygen { .. } => {
             unreachable!("not a disk-cache command")
         }
     }

@@ -1,5 +1,6 @@
-//! `sheaf-jit-cache`: shows, checks and trims the JIT's disk cache, and
-//! shows and checks artifact bundles (cargo feature `cli`).
+//! `sheaf-jit-cache`: shows, checks and trims the JIT's disk cache, shows
+//! and checks artifact bundles, and makes the signing keys of a signed
+//! remote cache (cargo feature `cli`).
 //!
 //! It finds the disk cache where the runtime does (`SHEAF_JIT_CACHE_DIR`,
 //! else `$XDG_CACHE_HOME/sheaf-jit` or `$HOME/.cache/sheaf-jit`, on macOS
@@ -9,7 +10,8 @@
 //! file and bundle with the runtime's own code (`jit_store`,
 //! `inspect_bundle`, `verify_bundle`): nothing here parses a file itself.
 //! `stats`, `list` and `verify` write nothing; `prune` and `clear` delete
-//! only what is provably the cache's own. Names are printed escaped
+//! only what is provably the cache's own; `keygen` writes one new file,
+//! never over another. Names are printed escaped
 //! (`jit_store::Escaped`): a file name cannot forge a line.
 //!
 //! - `main.rs`: the command line and what each command prints.
@@ -39,7 +41,8 @@ use sheaf_integration::settings::ByteSize;
 use sheaf_integration::ErrorChain;
 
 const USAGE: &str = "\
-sheaf-jit-cache: show, check and trim the Sheaf JIT's disk cache and artifact bundles
+sheaf-jit-cache: show, check and trim the Sheaf JIT's disk cache and artifact bundles; make
+signing keys
 
 usage: sheaf-jit-cache [--dir DIR] COMMAND [OPTIONS]
 
@@ -57,6 +60,9 @@ commands:
   bundle inspect DIR    what an artifact bundle lists: compiler, runtime, variants
   bundle verify DIR     check a bundle as this program's runtime would before serving it, and
                         each of its entries; exit status 1 if anything is refused
+  keygen FILE           make a builder's signing key for a signed remote cache (32 random
+                        bytes, mode 0600, never over an existing file); prints its public key
+                        (--public FILE: the public key of an existing one)
 
 options:
   --dir DIR             the disk cache's folder (default: where the runtime keeps it:
@@ -128,6 +134,18 @@ fn command_help(command: &str) -> Option<&'static str> {
              \x20        format and tag; prints the reason for each refusal. Exit status 1 if\n\
              \x20        anything is refused.\n"
         }
+        "keygen" => {
+            "usage: sheaf-jit-cache keygen FILE\n\
+             \x20      sheaf-jit-cache keygen --public FILE\n\n\
+             Makes a builder's Ed25519 signing key in FILE (32 random bytes, mode 0600; an\n\
+             existing file is never overwritten) and prints its public key,\n\
+             `ed25519:<64 hex digits>`. Builders sign what they publish to the remote cache\n\
+             with it (SHEAF_JIT_SIGNING_KEY_FILE); readers trust its public key\n\
+             (SHEAF_JIT_TRUSTED_KEYS) and accept only what a trusted key signed.\n\
+             With --public, prints the public key of the existing key FILE, which must be\n\
+             closed to others as the runtime requires. See docs/cluster.md, \"CI builds,\n\
+             everyone reads\".\n"
+        }
         _ => return None,
     })
 }
@@ -146,6 +164,11 @@ enum Command {
     Clear,
     BundleInspect(PathBuf),
     BundleVerify(PathBuf),
+    Keygen {
+        file: PathBuf,
+        /// Only print the public key of an existing key.
+        public: bool,
+    },
 }
 
 /// The command line after the program's name.
@@ -157,30 +180,33 @@ struct Invocation {
 
 fn parse(mut parser: lexopt::Parser) -> Result<Invocation, lexopt::Error> {
     let mut dir = None;
-    let name =
-        loop {
-            match parser.next()? {
-                Some(Long("dir")) => dir = Some(PathBuf::from(parser.value()?)),
-                Some(Short('h') | Long("help")) => {
-                    return Ok(Invocation {
-                        dir,
-                        command: Command::Help(USAGE),
-                    })
-                }
-                Some(Value(name)) => break name.string()?,
-                Some(arg) => return Err(arg.unexpected()),
-                None => return Err(
-                    "a command is needed: stats, list, verify, prune, clear or bundle (see --help)"
-                        .into(),
-                ),
+    let name = loop {
+        match parser.next()? {
+            Some(Long("dir")) => dir = Some(PathBuf::from(parser.value()?)),
+            Some(Short('h') | Long("help")) => {
+                return Ok(Invocation {
+                    dir,
+                    command: Command::Help(USAGE),
+                })
             }
-        };
+            Some(Value(name)) => break name.string()?,
+            Some(arg) => return Err(arg.unexpected()),
+            None => {
+                return Err(
+                    "a command is needed: stats, list, verify, prune, clear, bundle or keygen \
+                     (see --help)"
+                        .into(),
+                )
+            }
+        }
+    };
     let help = command_help(&name).ok_or_else(|| {
         lexopt::Error::from(format!(
-            "unknown command `{name}`: stats, list, verify, prune, clear or bundle (see --help)"
+            "unknown command `{name}`: stats, list, verify, prune, clear, bundle or keygen (see \
+             --help)"
         ))
     })?;
-    let (mut max_bytes, mut older_than) = (None, None);
+    let (mut max_bytes, mut older_than, mut public) = (None, None, false);
     let mut operands: Vec<OsString> = Vec::new();
     while let Some(arg) = parser.next()? {
         match arg {
@@ -205,6 +231,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Invocation, lexopt::Error> {
                         .map_err(|e| format!("--older-than `{value}`: {e}"))?,
                 );
             }
+            Long("public") if name == "keygen" => public = true,
             Value(operand) => operands.push(operand),
             arg => return Err(arg.unexpected()),
         }
@@ -229,6 +256,17 @@ fn parse(mut parser: lexopt::Parser) -> Result<Invocation, lexopt::Error> {
             max_bytes,
             older_than,
         })?,
+        "keygen" => match &operands[..] {
+            [file] => Command::Keygen {
+                file: file.into(),
+                public,
+            },
+            _ => {
+                return Err(
+                    "usage: sheaf-jit-cache keygen [--public] FILE (see keygen --help)".into(),
+                )
+            }
+        },
         _ => match &operands[..] {
             [action, folder] if action == "inspect" => Command::BundleInspect(folder.into()),
             [action, folder] if action == "verify" => Command::BundleVerify(folder.into()),
@@ -258,6 +296,7 @@ fn main() -> ExitCode {
         }
         Command::BundleInspect(dir) => bundle::inspect(&dir),
         Command::BundleVerify(dir) => bundle::verify(&dir),
+        Command::Keygen { file, public } => keygen(&file, public),
         command => disk::run(invocation.dir, command),
     };
     match outcome {
@@ -280,3 +319,14 @@ fn main() -> ExitCode {
 
 /// What a command returns: whether everything checked was good.
 type Outcome = Result<bool, Box<dyn std::error::Error>>;
+
+/// Makes the signing key `file` (or, `public`, reads it) and prints its
+/// public key.
+fn keygen(file: &std::path::Path, public: bool) -> Outcome {
+    let key = match public {
+        true => jit_store::SigningKey::from_file(file)?,
+        false => jit_store::SigningKey::create_file(file)?,
+    };
+    say!("{}", key.public_key());
+    Ok(true)
+}

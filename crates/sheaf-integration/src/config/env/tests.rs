@@ -6,9 +6,10 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
 
 use jit_cache::CachePolicy;
+use jit_store::RemoteMode;
 
 use super::*;
-use crate::config::{CompileMode, FloatSemantics};
+use crate::config::{CompileMode, FloatSemantics, TrustedKey};
 
 fn from_os(vars: &[(&str, OsString)]) -> Result<JitConfig, ConfigError> {
     let vars: HashMap<&str, OsString> = vars.iter().cloned().collect();
@@ -75,6 +76,13 @@ const SAMPLES: &[(&str, &str, Option<&[u8]>)] = &[
     ("SHEAF_JIT_PROFILE", "on", Some(b"loud")),
     ("SHEAF_JIT_REMOTE_CACHE", "redis://cache", Some(b"\xff")),
     ("SHEAF_JIT_REMOTE_SECRET_FILE", "/etc/secret", None),
+    ("SHEAF_JIT_SIGNING_KEY_FILE", "/etc/signing-key", None),
+    (
+        "SHEAF_JIT_TRUSTED_KEYS",
+        "/etc/trusted-keys",
+        Some(b"ed25519:0123"),
+    ),
+    ("SHEAF_JIT_REMOTE_MODE", "read-only", Some(b"ro")),
     ("SHEAF_JIT_REMOTE_NAMESPACE", "staging", Some(b"prod:eu")),
     ("SHEAF_JIT_REMOTE_CA", "/etc/ca.pem", None),
     ("SHEAF_JIT_REMOTE_TIMEOUT", "50", Some(b"1s")),
@@ -256,6 +264,47 @@ fn the_remote_cache_needs_a_secret_and_takes_its_settings_from_variables() {
     let no_leases = from(&[("SHEAF_JIT_REMOTE_LEASE", "0")]).unwrap();
     assert_eq!(no_leases.remote.options.lease_ttl, None);
     assert!(from(&[]).unwrap().remote.url.is_none(), "off by default");
+}
+
+#[test]
+fn signed_remote_caches_take_a_signing_key_trusted_keys_and_a_mode_from_variables() {
+    let key = format!("ed25519:{}", "ab".repeat(32));
+    let reader = from(&[
+        ("SHEAF_JIT_REMOTE_CACHE", "file:///mnt/jit"),
+        (
+            "SHEAF_JIT_TRUSTED_KEYS",
+            &format!(" {key},/etc/sheaf/keys  /k2 "),
+        ),
+    ])
+    .unwrap();
+    let remote = &reader.remote;
+    assert_eq!(
+        remote.trusted_keys,
+        [
+            TrustedKey::Key(key.parse().unwrap()),
+            TrustedKey::File("/etc/sheaf/keys".into()),
+            TrustedKey::File("/k2".into()),
+        ]
+    );
+    assert!(remote.secret.is_none() && remote.signing_key.is_none());
+    let builder = from(&[
+        ("SHEAF_JIT_REMOTE_CACHE", "file:///mnt/jit"),
+        ("SHEAF_JIT_SIGNING_KEY_FILE", "/etc/sheaf/signing-key"),
+        ("SHEAF_JIT_REMOTE_MODE", "read-only"),
+    ])
+    .unwrap();
+    assert!(matches!(
+        &builder.remote.signing_key,
+        Some(RemoteSigningKey::File(path)) if path == Path::new("/etc/sheaf/signing-key")
+    ));
+    assert_eq!(builder.remote.options.mode, RemoteMode::ReadOnly);
+    let both = from(&[
+        ("SHEAF_JIT_REMOTE_CACHE", "file:///mnt/jit"),
+        ("SHEAF_JIT_REMOTE_SECRET_FILE", "/etc/sheaf/secret"),
+        ("SHEAF_JIT_TRUSTED_KEYS", &key),
+    ])
+    .unwrap_err();
+    assert!(both.to_string().contains("not both"), "{both}");
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! The value syntaxes of the compile variables: a compile target
 //! (`SHEAF_JIT_TARGET`), compiler flags with shell-like quoting
-//! (`SHEAF_JIT_COMPILER_FLAGS`), and capacities per function
-//! (`SHEAF_JIT_FUNCTION_CAPACITY`). Each parser says, on error, what the
-//! value may be; the caller names the variable.
+//! (`SHEAF_JIT_COMPILER_FLAGS`), capacities per function
+//! (`SHEAF_JIT_FUNCTION_CAPACITY`), and trusted keys
+//! (`SHEAF_JIT_TRUSTED_KEYS`). Each parser says, on error, what the value
+//! may be; the caller names the variable.
 
 use std::collections::HashMap;
 
@@ -107,6 +108,27 @@ pub(super) fn capacities(text: &str) -> Result<HashMap<String, usize>, String> {
         }
     }
     Ok(capacities)
+}
+
+/// Public keys (`ed25519:...`) and files of them, separated by blanks or
+/// commas.
+#[cfg(feature = "remote-cache")]
+pub(super) fn trusted_keys(text: &str) -> Result<Vec<crate::config::TrustedKey>, String> {
+    use crate::config::TrustedKey;
+    use jit_store::PublicKey;
+
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|item| !item.is_empty())
+        .map(|item| match item.starts_with(PublicKey::PREFIX) {
+            true => item.parse().map(TrustedKey::Key).map_err(|_| {
+                format!(
+                    "public keys (`ed25519:` and 64 lower-case hex digits) or paths of files of \
+                     them, separated by blanks or commas (`{item}` is not a key)"
+                )
+            }),
+            false => Ok(TrustedKey::File(item.into())),
+        })
+        .collect()
 }
 
 #[cfg(test)]
