@@ -31,6 +31,7 @@ use super::key::ArtifactKey;
 use super::policy_files::{self, PolicyFiles};
 #[cfg(feature = "remote")]
 use super::remote::{RemoteStats, RemoteTier};
+use super::run_totals::{self, RunTotals};
 use super::stats::{Counters, StoreStats};
 use super::trust::{self, Owners, Secret, StoreError};
 use super::verified::VerifiedArtifact;
@@ -620,6 +621,62 @@ impl ArtifactStore {
             );
         }
         written.is_ok()
+    }
+
+    /// Adds `totals` (one runtime's, as it ends) to the counters summed
+    /// over every process that used the store's folder (`<folder>/stats`,
+    /// see [`RunTotals`]); a read-only or disabled store adds nothing.
+    /// Concurrent additions by other processes wait for each other (at most
+    /// 2 s), and none is lost.
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error, or [`io::ErrorKind::WouldBlock`] when
+    /// another process held the lock too long: the totals are not added.
+    pub fn add_run_totals(&self, totals: &RunTotals) -> io::Result<()> {
+        match self.folder.as_ref().filter(|folder| !folder.read_only()) {
+            Some(folder) => {
+                trust::check_folder(folder.dir(), Owners::User).map_err(io::Error::other)?;
+                run_totals::add(folder.dir(), totals)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The counters summed over every process that used the store's folder
+    /// ([`add_run_totals`](Self::add_run_totals)); zero when none added
+    /// any, or the store is disabled.
+    ///
+    /// # Errors
+    ///
+    /// Why the file cannot be used (not safe to read, over its bound,
+    /// damaged); the next addition starts it again from zero.
+    pub fn run_totals(&self) -> Result<RunTotals, String> {
+        match &self.folder {
+            Some(folder) => run_totals::read(folder.dir()),
+            None => Ok(RunTotals::default()),
+        }
+    }
+
+    /// Sets the counters summed over processes to zero (as `ccache -z`).
+    /// Allowed on a store opened for inspection (the `sheaf-jit-cache`
+    /// command), not on a read-only one.
+    ///
+    /// # Errors
+    ///
+    /// The operating system's error, or [`io::ErrorKind::WouldBlock`] as
+    /// [`add_run_totals`](Self::add_run_totals); an error naming the store
+    /// when it is read-only or disabled.
+    pub fn zero_run_totals(&self) -> io::Result<()> {
+        match self.folder.as_ref().filter(|folder| folder.trimmed()) {
+            Some(folder) => {
+                trust::check_folder(folder.dir(), Owners::User).map_err(io::Error::other)?;
+                run_totals::zero(folder.dir())
+            }
+            None => Err(io::Error::other(
+                "a read-only or disabled store keeps no statistics to zero",
+            )),
+        }
     }
 
     /// The builder identity [recorded](Self::record_builder) in the store's

@@ -74,6 +74,7 @@ mod redis;
 mod remote;
 #[cfg(feature = "remote")]
 mod resp;
+mod run_totals;
 #[cfg(feature = "remote")]
 mod shared_folder;
 mod stats;
@@ -85,6 +86,7 @@ pub use escaped::Escaped;
 pub use inspect::{EntryCheck, Removed, StoredEntry, StoredPolicy};
 pub use key::{ArtifactKey, KeyParts};
 pub use policy_files::MAX_POLICY_FILES;
+pub use run_totals::{CallTotals, RunTotals, TierTotals};
 pub use stats::StoreStats;
 pub use trust::{
     create_private_folder, open_read_only_file, PublicKey, PublicKeyError, Secret, SigningKey,

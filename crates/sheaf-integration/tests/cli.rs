@@ -271,6 +271,7 @@ fn help_and_usage_errors() {
     refused(&["bundle", "open", "x"], "bundle inspect|verify DIR");
     refused(&["keygen"], "keygen [--public] FILE");
     refused(&["stats", "--public"], "--public");
+    refused(&["list", "--zero"], "--zero");
     // A missing folder is said, not made.
     let root = tempfile::tempdir().unwrap();
     let missing = root.path().join("none");
@@ -281,6 +282,78 @@ fn help_and_usage_errors() {
         "{said}"
     );
     assert!(!missing.exists());
+}
+
+/// Set in a child process: the disk cache it calls sigmoid with.
+const CALLER_DIR: &str = "SHEAF_JIT_CLI_TEST_CALLER_DIR";
+
+/// Runtimes (one per process) and the calls each makes.
+const CALLERS: usize = 3;
+const CALLS: usize = 5;
+
+#[test]
+fn stats_sums_every_process_and_zero_resets() {
+    const TEST: &str = "stats_sums_every_process_and_zero_resets";
+    if let Some(dir) = std::env::var_os(CALLER_DIR) {
+        let config = JitConfig::builder()
+            .disk(|disk| disk.folder = DiskCacheFolder::Dir(dir.into()))
+            .compile(|compile| compile.mode = CompileMode::Blocking)
+            .build()
+            .unwrap();
+        let jit = JitRuntime::new(config).unwrap();
+        let x = Value::host(ArrayD::from_shape_vec(IxDyn(&[1, 3]), vec![0.5f32; 3]).unwrap());
+        for _ in 0..CALLS {
+            jit.call(
+                &reference::sigmoid(),
+                std::slice::from_ref(&x),
+                &[],
+                |args, _, _| reference::interpret_sigmoid(args),
+            )
+            .unwrap();
+        }
+        return; // the runtime adds its counts as the process exits
+    }
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("cache");
+    let callers: Vec<_> = (0..CALLERS)
+        .map(|_| {
+            test_support::child::rerun(TEST)
+                .env(CALLER_DIR, &dir)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut caller in callers {
+        assert!(caller.wait().unwrap().success());
+    }
+    let (code, stats) = run_in(&dir, &["stats"]);
+    assert_eq!(code, 0);
+    assert!(
+        stats.contains(&format!("runs         {CALLERS} runtimes")),
+        "{stats}"
+    );
+    let calls = CALLERS * CALLS;
+    assert!(
+        stats.contains(&format!("calls        {calls}: ")),
+        "{stats}"
+    );
+    // Each process missed in memory once, then found the artifact on disk
+    // or compiled it.
+    let disk = stats.lines().find(|l| l.starts_with("disk  ")).unwrap();
+    let hits: usize = disk.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(
+        stats.contains(&format!("{CALLERS} misses; {} compiles", CALLERS - hits)),
+        "{stats}"
+    );
+    let (code, zeroed) = run_in(&dir, &["stats", "--zero"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        zeroed,
+        format!("statistics zeroed (they held {CALLERS} runs, {calls} calls)\n")
+    );
+    let (_, stats) = run_in(&dir, &["stats"]);
+    assert!(stats.contains("runs         0 runtimes"), "{stats}");
+    assert!(stats.contains("calls        0: "), "{stats}");
 }
 
 #[test]

@@ -20,7 +20,8 @@ use jit_cache::{ErrorChain, Signature};
 #[cfg(feature = "remote-cache")]
 use jit_store::RemoteStats;
 use jit_store::{
-    ArtifactKey, ArtifactStore, BuildError, Fetched, KeyParts, StoreStats, VerifiedArtifact,
+    ArtifactKey, ArtifactStore, BuildError, CallTotals, Fetched, KeyParts, RunTotals, StoreStats,
+    TierTotals, VerifiedArtifact,
 };
 
 use crate::bundle::Bundle;
@@ -193,7 +194,6 @@ impl Pipeline {
             .as_deref()
     }
 
-    /// The disk cache (disabled when there is none).
     /// Whether compiled artifacts are kept past this process: in a disk
     /// cache or a remote one.
     pub(crate) fn keeps_artifacts(&self) -> bool {
@@ -204,8 +204,31 @@ impl Pipeline {
         self.store.directory().is_some()
     }
 
+    /// The disk cache (disabled when there is none).
     pub(crate) fn store(&self) -> &ArtifactStore {
         &self.store
+    }
+
+    /// Adds a runtime's totals as it ends (its cache's `counters`, and
+    /// this pipeline's disk and remote lookups) to those the disk cache
+    /// keeps over every process that used it (`sheaf-jit-cache stats`);
+    /// logged when they cannot be added, never an error.
+    pub(crate) fn add_run_totals(&self, counters: &jit_cache::Counters) {
+        let mut totals = RunTotals::default();
+        totals.runs = 1;
+        totals.calls = CallTotals::of(counters);
+        totals.disk = TierTotals::of_disk(&self.store.stats());
+        #[cfg(feature = "remote-cache")]
+        if let Some(remote) = self.store.remote_stats() {
+            totals.remote = TierTotals::of_remote(&remote);
+        }
+        if let Err(error) = self.store.add_run_totals(&totals) {
+            tracing::debug!(
+                target: jit_store::log_targets::CACHE,
+                %error,
+                "this process's statistics were not added to the disk cache's"
+            );
+        }
     }
 
     pub(crate) fn store_stats(&self) -> StoreStats {

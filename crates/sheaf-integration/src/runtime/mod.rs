@@ -114,14 +114,14 @@ struct Inner {
     /// How long the process's exit waits for queued background compiles.
     exit_wait: Duration,
     /// Set by the first of the process's exit and the drop of the last
-    /// handle: the profile is printed once.
+    /// handle: the profile is printed, and the totals added, once.
     finished: AtomicBool,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
         if !self.finished.swap(true, Ordering::AcqRel) {
-            self.print_profile();
+            self.report_end();
         }
     }
 }
@@ -163,17 +163,21 @@ impl exit::Finish for Inner {
                 );
             }
         }
-        self.print_profile();
+        self.report_end();
     }
 }
 
 impl Inner {
-    /// Prints the profile to stderr, when asked to. A stderr that cannot
-    /// be written (closed, a pipe whose reader left: likely at exit) is
-    /// not an error: the profile is lost, nothing panics.
-    fn print_profile(&self) {
+    /// What a runtime reports as it ends: its totals, added to those the
+    /// disk cache keeps over runs, and its profile on stderr when asked
+    /// to. A stderr that cannot be written (closed, a pipe whose reader
+    /// left: likely at exit) is not an error: the profile is lost, nothing
+    /// panics.
+    fn report_end(&self) {
+        let stats = self.cache.stats();
+        self.pipeline.add_run_totals(&stats.total);
         if self.profile_at_exit {
-            let report = self.profile.snapshot(self.cache.stats(), &self.pipeline);
+            let report = self.profile.snapshot(stats, &self.pipeline);
             let _ = writeln!(std::io::stderr().lock(), "{report}");
         }
     }

@@ -8,7 +8,7 @@
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
-use jit_store::{ArtifactStore, Escaped, Removed, StoreConfig, StoredPolicy};
+use jit_store::{ArtifactStore, Escaped, Removed, StoreConfig, StoredPolicy, TierTotals};
 use sheaf_integration::lowering::stable_hash;
 use sheaf_integration::settings::ByteSize;
 use sheaf_integration::JitConfig;
@@ -58,7 +58,17 @@ pub(crate) fn run(dir: Option<PathBuf>, command: Command) -> Outcome {
     // a secret.
     let store = ArtifactStore::open_for_inspection(config.clone())?;
     match command {
-        Command::Stats => stats(&store, &config),
+        Command::Stats { zero: false } => stats(&store, &config),
+        Command::Stats { zero: true } => {
+            let before = store.run_totals().unwrap_or_default();
+            store.zero_run_totals()?;
+            say!(
+                "statistics zeroed (they held {} runs, {} calls)",
+                before.runs,
+                before.calls.calls
+            );
+            Ok(true)
+        }
         Command::List => list(&store, &directory),
         Command::Verify => verify(&store, &directory),
         Command::Prune {
@@ -151,7 +161,60 @@ fn stats(store: &ArtifactStore, config: &StoreConfig) -> Outcome {
         policies.len() - unusable,
         unusable
     );
+    say_run_totals(store)?;
     say_no_secret(store)
+}
+
+/// The counters summed over every process that used the cache (`stats`).
+fn say_run_totals(store: &ArtifactStore) -> Result<(), Box<dyn std::error::Error>> {
+    let totals = match store.run_totals() {
+        Ok(totals) => totals,
+        Err(reason) => {
+            say!(
+                "runs         statistics unusable ({}): the next process starts them again",
+                shown(reason)
+            );
+            return Ok(());
+        }
+    };
+    let calls = &totals.calls;
+    say!(
+        "runs         {} runtimes added their counts (since the statistics were last zeroed)",
+        totals.runs
+    );
+    say!(
+        "calls        {}: {} hits, {} misses; {} compiles ({:.1} s), {} failed; {} interpreted; \
+         {} evicted",
+        calls.calls,
+        calls.hits,
+        calls.misses,
+        calls.compiles,
+        calls.compile_ms as f64 / 1000.0,
+        calls.failed_compiles,
+        calls.fallback_calls,
+        calls.evictions
+    );
+    say!("disk         {}", tier(&totals.disk));
+    say!("remote       {}", tier(&totals.remote));
+    Ok(())
+}
+
+/// A tier's lookups: hits, then misses by reason.
+fn tier(totals: &TierTotals) -> String {
+    format!(
+        "{} hits; misses: {} absent, {} corrupt, {} unauthenticated, {} unsigned, {} unknown \
+         signer, {} insecure, {} refused, {} oversized, {} unavailable",
+        totals.hits,
+        totals.absent,
+        totals.corrupt,
+        totals.unauthenticated,
+        totals.unsigned,
+        totals.unknown_signer,
+        totals.insecure,
+        totals.refused,
+        totals.oversized,
+        totals.unavailable
+    )
 }
 
 fn list(store: &ArtifactStore, directory: &Path) -> Outcome {

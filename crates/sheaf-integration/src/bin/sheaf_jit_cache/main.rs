@@ -9,7 +9,8 @@
 //! (`ArtifactStore::open_for_inspection`), and reads every entry, policy
 //! file and bundle with the runtime's own code (`jit_store`,
 //! `inspect_bundle`, `verify_bundle`): nothing here parses a file itself.
-//! `stats`, `list` and `verify` write nothing; `prune` and `clear` delete
+//! `stats` (without `--zero`), `list` and `verify` write nothing; `stats
+//! --zero` rewrites the counters summed over runs; `prune` and `clear` delete
 //! only what is provably the cache's own; `keygen` writes one new file,
 //! never over another. Names are printed escaped
 //! (`jit_store::Escaped`): a file name cannot forge a line.
@@ -47,7 +48,9 @@ signing keys
 usage: sheaf-jit-cache [--dir DIR] COMMAND [OPTIONS]
 
 commands:
-  stats                 what the disk cache holds, in total
+  stats                 what the disk cache holds, in total, and what every process that used it
+                        did (calls, hits, misses by tier and reason, compiles); --zero resets
+                        the latter
   list                  every entry (key, size, last use) and every function's policy file
                         (its signatures, and the compiler it was learned with)
   verify                check every entry as the runtime does before loading it (owner, mode,
@@ -79,10 +82,14 @@ say what they left.
 fn command_help(command: &str) -> Option<&'static str> {
     Some(match command {
         "stats" => {
-            "usage: sheaf-jit-cache [--dir DIR] stats\n\n\
+            "usage: sheaf-jit-cache [--dir DIR] stats [--zero]\n\n\
              Prints the disk cache's folder, its size bound (SHEAF_JIT_CACHE_MAX_BYTES), the\n\
              compiler build recorded for its entries, how many entries and bytes it holds,\n\
-             and how many policy files (one per function: what the cache's policy learned).\n"
+             and how many policy files (one per function: what the cache's policy learned);\n\
+             then the counters summed over every runtime that used the folder, each added\n\
+             as it ended (its exit, or its last handle dropped): calls, hits, misses,\n\
+             compiles and their time, and each tier's lookups (disk, remote) by outcome.\n\
+             --zero  sets those counters to zero (as `ccache -z`) and prints what they held.\n"
         }
         "list" => {
             "usage: sheaf-jit-cache [--dir DIR] list\n\n\
@@ -119,8 +126,9 @@ fn command_help(command: &str) -> Option<&'static str> {
              read as one and carry the name the runtime gives them, regular files in a vmfb/\n\
              or policy/ that is no link, this user's and closed to others. Anything else\n\
              (what `verify` refuses, links, other names) is left, and counted. The folder,\n\
-             its secret and the recorded compiler stay. Running processes keep what they\n\
-             loaded and compile (then write) again what they miss.\n"
+             its secret, the recorded compiler and the statistics (`stats --zero`) stay.\n\
+             Running processes keep what they loaded and compile (then write) again what\n\
+             they miss.\n"
         }
         "bundle" => {
             "usage: sheaf-jit-cache bundle inspect DIR\n\
@@ -154,7 +162,10 @@ fn command_help(command: &str) -> Option<&'static str> {
 #[derive(Debug)]
 enum Command {
     Help(&'static str),
-    Stats,
+    Stats {
+        /// Zero the counters summed over runs instead.
+        zero: bool,
+    },
     List,
     Verify,
     Prune {
@@ -206,7 +217,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Invocation, lexopt::Error> {
              --help)"
         ))
     })?;
-    let (mut max_bytes, mut older_than, mut public) = (None, None, false);
+    let (mut max_bytes, mut older_than, mut public, mut zero) = (None, None, false, false);
     let mut operands: Vec<OsString> = Vec::new();
     while let Some(arg) = parser.next()? {
         match arg {
@@ -232,6 +243,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Invocation, lexopt::Error> {
                 );
             }
             Long("public") if name == "keygen" => public = true,
+            Long("zero") if name == "stats" => zero = true,
             Value(operand) => operands.push(operand),
             arg => return Err(arg.unexpected()),
         }
@@ -243,7 +255,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Invocation, lexopt::Error> {
         Ok(command)
     };
     let command = match name.as_str() {
-        "stats" => no_operands(Command::Stats)?,
+        "stats" => no_operands(Command::Stats { zero })?,
         "list" => no_operands(Command::List)?,
         "verify" => no_operands(Command::Verify)?,
         "clear" => no_operands(Command::Clear)?,
