@@ -6,7 +6,8 @@
 //! included. Then, on folders made by hand, what the command must never
 //! do: follow a link out of the cache, print a name that forges a line or
 //! drives the terminal, write anything in a read-only command, or delete
-//! what is not provably the cache's own.
+//! what is not provably the cache's own. Every command also speaks the
+//! JSON that `docs/cli-json.md` documents.
 
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
@@ -282,6 +283,138 @@ fn help_and_usage_errors() {
         "{said}"
     );
     assert!(!missing.exists());
+}
+
+/// Runs the command with `--json` and `args` in the disk cache `dir`;
+/// its exit code and the one JSON object it printed.
+fn json_in(dir: &Path, args: &[&str]) -> (i32, serde_json::Value) {
+    let mut all = vec!["--json", "--dir", dir.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let output = run(&all);
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    println!("$ sheaf-jit-cache {}\n{stdout}", all.join(" "));
+    assert_eq!(stdout.lines().count(), 1, "one line: {stdout}");
+    let value: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(value["schema"], 1, "{value}");
+    (output.status.code().unwrap(), value)
+}
+
+#[test]
+fn every_command_speaks_the_documented_json() {
+    let root = tempfile::tempdir().unwrap();
+    let (dir, bundle) = (root.path().join("cache"), root.path().join("bundle"));
+    fill(&dir, &bundle);
+    // Every command and field of the schema, as docs/cli-json.md lists them.
+    let page = include_str!("../../../docs/cli-json.md");
+
+    let (code, stats) = json_in(&dir, &["stats"]);
+    assert_eq!(
+        (code, &stats["command"], &stats["ok"]),
+        (0, &"stats".into(), &true.into())
+    );
+    assert_eq!(stats["entries"], 4);
+    assert_eq!(stats["policies"], 2);
+    assert_eq!(
+        stats["totals"]["runs"], 1,
+        "fill's runtime added its counts"
+    );
+    assert_eq!(stats["totals"]["calls"]["calls"], 8);
+    assert!(stats["compiler"].is_string());
+
+    let (_, list) = json_in(&dir, &["list"]);
+    let entries = list["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 4);
+    assert_eq!(entries[0]["key"].as_str().unwrap().len(), 64);
+    let policies = list["policies"].as_array().unwrap();
+    let functions: Vec<_> = policies
+        .iter()
+        .map(|p| p["function"].as_str().unwrap())
+        .collect();
+    assert!(
+        functions.contains(&"sigmoid") && functions.contains(&"softmax"),
+        "{list}"
+    );
+    assert!(
+        policies.iter().all(|p| p["recorded_compiler"] == true),
+        "{list}"
+    );
+
+    let (code, bundled) = json_in(&dir, &["bundle", "inspect", bundle.to_str().unwrap()]);
+    assert_eq!(
+        (code, bundled["variants"].as_array().unwrap().len()),
+        (0, 4)
+    );
+    let (code, checked) = json_in(&dir, &["bundle", "verify", bundle.to_str().unwrap()]);
+    assert_eq!(
+        (code, &checked["ok"], &checked["refused"]),
+        (0, &true.into(), &0.into())
+    );
+
+    flip_last_byte(&entry_files(&dir)[0]);
+    let (code, verify) = json_in(&dir, &["verify"]);
+    assert_eq!(
+        (code, &verify["ok"], &verify["refused"]),
+        (1, &false.into(), &1.into())
+    );
+    let refused: Vec<_> = verify["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|entry| entry["ok"] == false)
+        .collect();
+    assert!(
+        refused[0]["check"]
+            .as_str()
+            .unwrap()
+            .contains("unauthenticated"),
+        "{verify}"
+    );
+
+    let (_, pruned) = json_in(&dir, &["prune", "--max-bytes", "1"]);
+    assert_eq!(pruned["deleted_entries"], 3, "the authentic ones: {pruned}");
+    assert_eq!(
+        (&pruned["not_own"], &pruned["entries_left"]),
+        (&1.into(), &1.into())
+    );
+    let (_, cleared) = json_in(&dir, &["clear"]);
+    assert_eq!(cleared["deleted_policies"], 2);
+    let (_, zeroed) = json_in(&dir, &["stats", "--zero"]);
+    assert_eq!(
+        (&zeroed["command"], &zeroed["zeroed"]["runs"]),
+        (&"zero".into(), &1.into())
+    );
+
+    let key = root.path().join("key");
+    let (_, made) = json_in(&dir, &["keygen", key.to_str().unwrap()]);
+    assert!(made["public_key"].as_str().unwrap().starts_with("ed25519:"));
+    // A failure is a JSON object too, with the error.
+    let (code, failed) = json_in(&dir, &["keygen", key.to_str().unwrap()]);
+    assert_eq!((code, &failed["ok"]), (1, &false.into()));
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("never overwritten"),
+        "{failed}"
+    );
+    let (code, missing) = json_in(&root.path().join("none"), &["list"]);
+    assert_eq!((code, &missing["exists"]), (0, &false.into()));
+
+    for value in [
+        &stats, &list, &bundled, &checked, &verify, &pruned, &cleared, &zeroed, &made,
+    ] {
+        let command = value["command"].as_str().unwrap();
+        assert!(
+            page.contains(&format!("`{command}`")),
+            "{command} is documented"
+        );
+        for field in value.as_object().unwrap().keys() {
+            assert!(
+                page.contains(&format!("`{field}`")),
+                "{command}: `{field}` is documented"
+            );
+        }
+    }
 }
 
 /// Set in a child process: the disk cache it calls sigmoid with.

@@ -4,66 +4,107 @@
 
 use std::path::Path;
 
-use jit_store::Escaped;
-
 use sheaf_integration::artifacts::{inspect_bundle, verify_bundle};
 use sheaf_integration::settings::ByteSize;
 use sheaf_integration::ErrorChain;
 
-use crate::disk::shown;
-use crate::Outcome;
+use crate::disk::{shown, shown_path};
+use crate::{report, show, Format, Outcome};
 
-pub(crate) fn inspect(dir: &Path) -> Outcome {
+pub(crate) fn inspect(dir: &Path, format: Format) -> Outcome {
     let contents = inspect_bundle(dir)?;
-    say!("bundle    {}", Escaped::new(dir));
-    say!("compiler  {}", Escaped::new(&contents.compiler));
-    say!("runtime   {}", Escaped::new(&contents.runtime));
-    let bytes: u64 = contents.artifacts.iter().map(|(_, bytes)| bytes).sum();
-    say!(
-        "{} artifacts ({}), {} variants:",
-        contents.artifacts.len(),
-        ByteSize(bytes),
-        contents.variants.len()
-    );
-    for variant in &contents.variants {
+    let report = report::Bundle {
+        bundle: shown_path(dir),
+        compiler: shown(&contents.compiler),
+        runtime: shown(&contents.runtime),
+        artifacts: contents
+            .artifacts
+            .iter()
+            .map(|(key, bytes)| report::BundledArtifact {
+                key: key.hex(),
+                bytes: *bytes,
+            })
+            .collect(),
+        variants: contents
+            .variants
+            .iter()
+            .map(|variant| report::BundledVariant {
+                function: shown(format_args!("{:#}", variant.function)),
+                signature: shown(&variant.signature),
+                entry: shown(&variant.entry),
+                key: variant.key.hex(),
+                target_hash: report::hex(variant.target_hash),
+            })
+            .collect(),
+    };
+    show(format, "bundle inspect", true, report, |report| {
+        say!("bundle    {}", report.bundle);
+        say!("compiler  {}", report.compiler);
+        say!("runtime   {}", report.runtime);
+        let bytes: u64 = report.artifacts.iter().map(|artifact| artifact.bytes).sum();
         say!(
-            "  {} {}  entry {}, artifact {}, target {:016x}",
-            shown(format_args!("{:#}", variant.function)),
-            shown(&variant.signature),
-            Escaped::new(&variant.entry),
-            variant.key.hex(),
-            variant.target_hash
+            "{} artifacts ({}), {} variants:",
+            report.artifacts.len(),
+            ByteSize(bytes),
+            report.variants.len()
         );
-    }
-    Ok(true)
+        for variant in &report.variants {
+            say!(
+                "  {} {}  entry {}, artifact {}, target {}",
+                variant.function,
+                variant.signature,
+                variant.entry,
+                variant.key,
+                variant.target_hash
+            );
+        }
+        Ok(())
+    })
 }
 
-pub(crate) fn verify(dir: &Path) -> Outcome {
+pub(crate) fn verify(dir: &Path, format: Format) -> Outcome {
     let verdict = verify_bundle(dir)?;
-    match &verdict.opens {
-        Ok(()) => say!(
-            "bundle {}: this program's runtime opens it",
-            Escaped::new(dir)
-        ),
-        Err(error) => say!(
-            "bundle {}: REFUSED by this program's runtime: {}",
-            Escaped::new(dir),
-            ErrorChain(error)
-        ),
-    }
-    let mut refused = 0;
-    for (key, check) in &verdict.entries {
-        if check.is_authentic() {
-            say!("  ok       {}  {check}", key.hex());
-        } else {
-            refused += 1;
-            say!("  REFUSED  {}  {check}", key.hex());
+    let entries: Vec<report::Checked> = verdict
+        .entries
+        .iter()
+        .map(|(key, check)| report::Checked {
+            key: Some(key.hex()),
+            path: None,
+            ok: check.is_authentic(),
+            check: check.to_string(),
+        })
+        .collect();
+    let report = report::Verify {
+        folder: shown_path(dir),
+        folder_ok: verdict.opens.is_ok(),
+        folder_error: verdict
+            .opens
+            .as_ref()
+            .err()
+            .map(|error| ErrorChain(error).to_string()),
+        refused: entries.iter().filter(|entry| !entry.ok).count(),
+        entries,
+        policies: Vec::new(),
+    };
+    show(format, "bundle verify", verdict.is_ok(), report, |report| {
+        match &report.folder_error {
+            None => say!("bundle {}: this program's runtime opens it", report.folder),
+            Some(error) => say!(
+                "bundle {}: REFUSED by this program's runtime: {error}",
+                report.folder
+            ),
         }
-    }
-    say!(
-        "{} entries: {} ok, {refused} refused",
-        verdict.entries.len(),
-        verdict.entries.len() - refused
-    );
-    Ok(verdict.is_ok())
+        for entry in &report.entries {
+            let marker = if entry.ok { "ok     " } else { "REFUSED" };
+            let key = entry.key.as_deref().unwrap_or_default();
+            say!("  {marker}  {key}  {}", entry.check);
+        }
+        say!(
+            "{} entries: {} ok, {} refused",
+            report.entries.len(),
+            report.entries.len() - report.refused,
+            report.refused
+        );
+        Ok(())
+    })
 }

@@ -15,7 +15,8 @@
 //! never over another. Names are printed escaped
 //! (`jit_store::Escaped`): a file name cannot forge a line.
 //!
-//! - `main.rs`: the command line and what each command prints.
+//! - `main.rs`: the command line, and how a report is printed.
+//! - `report.rs`: what each command reports (the `--json` schema).
 //! - `disk.rs`: the disk-cache commands.
 //! - `bundle.rs`: the bundle commands.
 //! - `text.rs`: durations and ages, read and written.
@@ -30,6 +31,7 @@ macro_rules! say {
 
 mod bundle;
 mod disk;
+mod report;
 mod text;
 
 use std::ffi::OsString;
@@ -45,7 +47,7 @@ const USAGE: &str = "\
 sheaf-jit-cache: show, check and trim the Sheaf JIT's disk cache and artifact bundles; make
 signing keys
 
-usage: sheaf-jit-cache [--dir DIR] COMMAND [OPTIONS]
+usage: sheaf-jit-cache [--dir DIR] [--json] COMMAND [OPTIONS]
 
 commands:
   stats                 what the disk cache holds, in total, and what every process that used it
@@ -71,6 +73,8 @@ options:
   --dir DIR             the disk cache's folder (default: where the runtime keeps it:
                         SHEAF_JIT_CACHE_DIR, else $XDG_CACHE_HOME/sheaf-jit, else
                         $HOME/.cache/sheaf-jit; on macOS $HOME/Library/Caches/sheaf-jit)
+  --json                print what the command found as one JSON object (schema in
+                        docs/cli-json.md), errors included
   -h, --help            this text; `sheaf-jit-cache COMMAND --help` for a command's
 
 Nothing is loaded or run: entries are only read and checked. stats, list and verify write
@@ -182,21 +186,52 @@ enum Command {
     },
 }
 
+impl Command {
+    /// Its name in the output (`--json`'s `command`).
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Help(_) => "help",
+            Command::Stats { zero: false } => "stats",
+            Command::Stats { zero: true } => "zero",
+            Command::List => "list",
+            Command::Verify => "verify",
+            Command::Prune { .. } => "prune",
+            Command::Clear => "clear",
+            Command::BundleInspect(_) => "bundle inspect",
+            Command::BundleVerify(_) => "bundle verify",
+            Command::Keygen { .. } => "keygen",
+        }
+    }
+}
+
+/// How a command's report is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// Lines for a person.
+    Text,
+    /// One JSON object (`report.rs`).
+    Json,
+}
+
 /// The command line after the program's name.
 #[derive(Debug)]
 struct Invocation {
     dir: Option<PathBuf>,
+    format: Format,
     command: Command,
 }
 
 fn parse(mut parser: lexopt::Parser) -> Result<Invocation, lexopt::Error> {
     let mut dir = None;
+    let mut format = Format::Text;
     let name = loop {
         match parser.next()? {
             Some(Long("dir")) => dir = Some(PathBuf::from(parser.value()?)),
+            Some(Long("json")) => format = Format::Json,
             Some(Short('h') | Long("help")) => {
                 return Ok(Invocation {
                     dir,
+                    format,
                     command: Command::Help(USAGE),
                 })
             }
@@ -224,10 +259,12 @@ fn parse(mut parser: lexopt::Parser) -> Result<Invocation, lexopt::Error> {
             Short('h') | Long("help") => {
                 return Ok(Invocation {
                     dir,
+                    format,
                     command: Command::Help(help),
                 })
             }
             Long("dir") => dir = Some(PathBuf::from(parser.value()?)),
+            Long("json") => format = Format::Json,
             Long("max-bytes") if name == "prune" => {
                 let value = parser.value()?.string()?;
                 let size: ByteSize = value
@@ -289,7 +326,11 @@ fn parse(mut parser: lexopt::Parser) -> Result<Invocation, lexopt::Error> {
             }
         },
     };
-    Ok(Invocation { dir, command })
+    Ok(Invocation {
+        dir,
+        format,
+        command,
+    })
 }
 
 fn main() -> ExitCode {
@@ -300,16 +341,18 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let format = invocation.format;
+    let name = invocation.command.name();
     let outcome = match invocation.command {
         Command::Help(text) => {
             // A reader that left (`| head`) has what it wanted.
             let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
             return ExitCode::SUCCESS;
         }
-        Command::BundleInspect(dir) => bundle::inspect(&dir),
-        Command::BundleVerify(dir) => bundle::verify(&dir),
-        Command::Keygen { file, public } => keygen(&file, public),
-        command => disk::run(invocation.dir, command),
+        Command::BundleInspect(dir) => bundle::inspect(&dir, format),
+        Command::BundleVerify(dir) => bundle::verify(&dir, format),
+        Command::Keygen { file, public } => keygen(&file, public, format),
+        command => disk::run(invocation.dir, command, format),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,
@@ -323,10 +366,45 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(error) => {
-            eprintln!("sheaf-jit-cache: {}", ErrorChain(error.as_ref()));
+            let error = ErrorChain(error.as_ref()).to_string();
+            if format == Format::Json {
+                let failed = report::Failed {
+                    error: error.clone(),
+                };
+                let _ = print_json(name, false, failed);
+            }
+            eprintln!("sheaf-jit-cache: {error}");
             ExitCode::from(1)
         }
     }
+}
+
+/// Prints `report` of the command `name` as `format` says (as text with
+/// `text`); `ok` is whether nothing was refused (the exit status).
+fn show<T: serde::Serialize>(
+    format: Format,
+    name: &str,
+    ok: bool,
+    report: T,
+    text: impl FnOnce(&T) -> std::io::Result<()>,
+) -> Outcome {
+    match format {
+        Format::Text => text(&report)?,
+        Format::Json => return print_json(name, ok, report),
+    }
+    Ok(ok)
+}
+
+/// Prints `report` of the command `name` as one JSON object and a newline.
+fn print_json<T: serde::Serialize>(name: &str, ok: bool, report: T) -> Outcome {
+    let output = report::Output {
+        schema: report::SCHEMA,
+        command: name,
+        ok,
+        report,
+    };
+    say!("{}", serde_json::to_string(&output)?);
+    Ok(ok)
 }
 
 /// What a command returns: whether everything checked was good.
@@ -334,11 +412,17 @@ type Outcome = Result<bool, Box<dyn std::error::Error>>;
 
 /// Makes the signing key `file` (or, `public`, reads it) and prints its
 /// public key.
-fn keygen(file: &std::path::Path, public: bool) -> Outcome {
+fn keygen(file: &std::path::Path, public: bool, format: Format) -> Outcome {
     let key = match public {
         true => jit_store::SigningKey::from_file(file)?,
         false => jit_store::SigningKey::create_file(file)?,
     };
-    say!("{}", key.public_key());
-    Ok(true)
+    let report = report::Key {
+        file: disk::shown_path(file),
+        public_key: key.public_key().to_string(),
+    };
+    show(format, "keygen", true, report, |report| {
+        say!("{}", report.public_key);
+        Ok(())
+    })
 }

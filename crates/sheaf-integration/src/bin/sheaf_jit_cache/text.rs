@@ -1,7 +1,7 @@
 //! Durations on the command line (`--older-than 7d`) and ages in the
 //! output (`3h ago`).
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The units a duration may have, in seconds.
 const UNITS: [(&str, u64); 5] = [
@@ -42,6 +42,11 @@ pub(crate) fn age(then: SystemTime) -> String {
         .find(|(_, size)| seconds >= *size)
         .unwrap_or(&("s", 1));
     format!("{}{unit} ago", seconds / size)
+}
+
+/// [`age`] of a time given in seconds since the Unix epoch.
+pub(crate) fn age_of(seconds: u64) -> String {
+    age(UNIX_EPOCH + Duration::from_secs(seconds))
 }
 
 #[cfg(test)]
