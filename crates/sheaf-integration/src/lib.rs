@@ -141,8 +141,8 @@ pub mod settings {
 
     pub use crate::config::{
         CompileMode, CompileSettings, DeviceSettings, DiskCacheFolder, DiskCacheSettings,
-        EnvVariable, FloatSemantics, UploadSettings, DEFAULT_CACHE_FOLDER, ENV_VARIABLES,
-        PROJECT_CACHE_FOLDER,
+        EnvVariable, FloatSemantics, ProfileFormat, UploadSettings, DEFAULT_CACHE_FOLDER,
+        ENV_VARIABLES, PROJECT_CACHE_FOLDER,
     };
     #[cfg(feature = "remote-cache")]
     pub use crate::config::{

@@ -1,7 +1,8 @@
 //! What a runtime finishes when the process exits: a short program's
 //! background compiles reach the disk cache, so the next run of the same
 //! program runs compiled from its first call; a runtime kept in a `static`
-//! prints its profile, once, as does one dropped before the exit, and a
+//! prints its profile, once (as JSON when asked to, and adds its counts
+//! to the disk cache's), as does one dropped before the exit, and a
 //! broken stderr loses the profile without a panic. Each program is a child
 //! process of this test binary.
 
@@ -149,6 +150,54 @@ fn a_runtime_in_a_static_prints_its_profile_at_exit() {
         1,
         "the profile, once:\n{stderr}"
     );
+}
+
+/// Where the JSON program keeps its runtime.
+#[cfg(feature = "serde")]
+static JSON_JIT: OnceLock<JitRuntime> = OnceLock::new();
+
+#[test]
+#[cfg(feature = "serde")]
+fn a_runtime_in_a_static_prints_its_profile_as_json_and_adds_its_counts_at_exit() {
+    const TEST: &str =
+        "a_runtime_in_a_static_prints_its_profile_as_json_and_adds_its_counts_at_exit";
+    if std::env::var(CHILD).as_deref() == Ok("json") {
+        // As Sheaf configures it: from the environment.
+        let jit = JSON_JIT.get_or_init(|| JitRuntime::new(JitConfig::from_env().unwrap()).unwrap());
+        let x = [Value::host(ArrayD::<f32>::ones(IxDyn(&[1, 5])))];
+        for _ in 0..3 {
+            jit.call(&reference::sigmoid(), &x, &[], |args, _, _| {
+                reference::interpret_sigmoid(args)
+            })
+            .unwrap();
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let output = test_support::child::rerun(TEST)
+        .env(CHILD, "json")
+        .env("SHEAF_JIT_PROFILE", "json")
+        .env("SHEAF_JIT_CACHE_DIR", dir.path())
+        .env("SHEAF_JIT_COMPILE_MODE", "blocking")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(output.status.success(), "{stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("{\""))
+        .collect();
+    assert_eq!(lines.len(), 1, "one JSON profile:\n{stderr}");
+    let profile: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(profile["cache"]["total"]["calls"], 3, "{profile}");
+    assert!(
+        profile["phases"].as_array().unwrap().len() >= 7,
+        "{profile}"
+    );
+    // The runtime in a static added its counts to the disk cache's at exit.
+    let store = jit_store::ArtifactStore::open(jit_store::StoreConfig::at(dir.path())).unwrap();
+    let totals = store.run_totals().unwrap();
+    assert_eq!((totals.runs, totals.calls.calls), (1, 3), "{totals:?}");
 }
 
 #[test]

@@ -15,7 +15,7 @@ use std::time::Duration;
 use iree_safe::compiler::CompilerPreference;
 use jit_cache::ByteSize;
 
-use super::{ranges, DeviceSettings, DiskCacheFolder, JitConfig, JitConfigBuilder};
+use super::{ranges, DeviceSettings, DiskCacheFolder, JitConfig, JitConfigBuilder, ProfileFormat};
 #[cfg(feature = "remote-cache")]
 use super::{RemoteCacheUrl, RemoteSecret, RemoteSigningKey};
 use crate::error::ConfigError;
@@ -378,9 +378,19 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_PROFILE",
-        meaning: "`1`: print the JIT profile to stderr when the runtime is dropped or the process exits",
+        meaning: "`1`: print the JIT profile to stderr when the runtime is dropped or the process exits; `json`: print it as one line of JSON (feature `serde`)",
         default: "off",
-        apply: |config, var| set(&mut config.profile_at_exit, var.switch()),
+        apply: |config, var| {
+            if var.text()?.eq_ignore_ascii_case("json") {
+                if !cfg!(feature = "serde") {
+                    return Err(var.left_out("profile as JSON", "serde"));
+                }
+                config.profile_at_exit = true;
+                config.profile_format = ProfileFormat::Json;
+                return Ok(());
+            }
+            set(&mut config.profile_at_exit, var.switch())
+        },
     },
     EnvVariable {
         name: "SHEAF_JIT_REMOTE_CACHE",

@@ -82,6 +82,21 @@ pub struct JitConfig {
     /// the process exits with the runtime alive (in a `static`, say).
     /// Default off.
     pub profile_at_exit: bool,
+    /// How that profile is printed: the table, or one line of JSON (the
+    /// `serde` feature; `SHEAF_JIT_PROFILE=json`).
+    pub profile_format: ProfileFormat,
+}
+
+/// How the profile at exit is printed ([`JitConfig::profile_format`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProfileFormat {
+    /// The `--jit-profile` table.
+    #[default]
+    Table,
+    /// [`ProfileReport`](crate::stats::ProfileReport) as one line of JSON
+    /// (`serde_json`), for a script; needs the `serde` feature.
+    Json,
 }
 
 impl JitConfig {
@@ -115,6 +130,13 @@ impl JitConfig {
         self.disk.validate()?;
         #[cfg(feature = "remote-cache")]
         self.remote.validate()?;
+        if self.profile_format == ProfileFormat::Json && !cfg!(feature = "serde") {
+            return Err(ConfigError::FeatureDisabled {
+                setting: "profile_format",
+                part: "profile as JSON",
+                feature: "serde",
+            });
+        }
         Ok(())
     }
 }
@@ -239,6 +261,13 @@ impl JitConfigBuilder {
     /// `--jit-profile`).
     pub fn profile_at_exit(mut self, on: bool) -> Self {
         self.config.profile_at_exit = on;
+        self
+    }
+
+    /// Prints the profile at exit as `format` says
+    /// ([`JitConfig::profile_format`]).
+    pub fn profile_format(mut self, format: ProfileFormat) -> Self {
+        self.config.profile_format = format;
         self
     }
 

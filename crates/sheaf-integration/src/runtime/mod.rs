@@ -31,7 +31,7 @@ use crate::compile::batch_queue::BatchQueue;
 use crate::compile::function::JitFunction;
 use crate::compile::pipeline::Pipeline;
 use crate::compile::variant::Variant;
-use crate::config::{CompileMode, UploadSettings};
+use crate::config::{CompileMode, ProfileFormat, UploadSettings};
 use crate::error::JitError;
 use crate::exit;
 use crate::placement::{CpuFallback, FloatSemantics, ParallelCpu, Placement};
@@ -111,6 +111,7 @@ struct Inner {
     upload_settings: UploadSettings,
     profile: Profile,
     profile_at_exit: bool,
+    profile_format: ProfileFormat,
     /// How long the process's exit waits for queued background compiles.
     exit_wait: Duration,
     /// Set by the first of the process's exit and the drop of the last
@@ -178,7 +179,15 @@ impl Inner {
         self.pipeline.add_run_totals(&stats.total);
         if self.profile_at_exit {
             let report = self.profile.snapshot(stats, &self.pipeline);
-            let _ = writeln!(std::io::stderr().lock(), "{report}");
+            let mut stderr = std::io::stderr().lock();
+            let _ = match self.profile_format {
+                #[cfg(feature = "serde")]
+                ProfileFormat::Json => match serde_json::to_string(&report) {
+                    Ok(json) => writeln!(stderr, "{json}"),
+                    Err(error) => writeln!(stderr, "the profile as JSON: {error}\n{report}"),
+                },
+                _ => writeln!(stderr, "{report}"),
+            };
         }
     }
 }

@@ -292,6 +292,7 @@ impl JitRuntime {
             upload_settings: config.uploads,
             profile: Profile::default(),
             profile_at_exit: config.profile_at_exit,
+            profile_format: config.profile_format,
             exit_wait: config.compile.exit_wait,
             finished: AtomicBool::new(false),
         });

@@ -308,6 +308,21 @@ fn signed_remote_caches_take_a_signing_key_trusted_keys_and_a_mode_from_variable
 }
 
 #[test]
+fn the_profile_can_be_asked_for_as_json() {
+    let config = from(&[("SHEAF_JIT_PROFILE", "json")]);
+    if cfg!(feature = "serde") {
+        let config = config.unwrap();
+        assert!(config.profile_at_exit);
+        assert_eq!(config.profile_format, crate::config::ProfileFormat::Json);
+    } else {
+        let error = config.unwrap_err().to_string();
+        assert!(error.contains("serde"), "{error}");
+    }
+    let table = from(&[("SHEAF_JIT_PROFILE", "1")]).unwrap();
+    assert_eq!(table.profile_format, crate::config::ProfileFormat::Table);
+}
+
+#[test]
 fn unset_and_empty_variables_keep_the_defaults() {
     let config = from(&[("SHEAF_JIT_CAPACITY", ""), ("SHEAF_JIT_DISK_CACHE", "")]).unwrap();
     assert_eq!(format!("{config:?}"), format!("{:?}", JitConfig::default()));
