@@ -10,12 +10,18 @@
 //! scenarios: all at once; one after another (the first compiles, the
 //! others fetch); and all at once with the first lease owner killed
 //! (SIGKILL) mid-compile. Each runs with compile leases and, for the
-//! "before" rows, without (`SHEAF_JIT_REMOTE_LEASE=0`). It prints one table
-//! row per scenario and checks the targets: at once with leases, one
-//! compile per signature and no wrong result, the slowest worker within
+//! "before" rows, without (`SHEAF_JIT_REMOTE_LEASE=0`). A last scenario
+//! runs in waves, dims dynamic: a first worker runs `mlp_layer` on batch
+//! sizes 3, 5, 7 and 9, learning that the batch dim goes dynamic (its
+//! policy published beside the artifacts); then a second wave of N workers
+//! at once, fresh disk caches, runs new batch sizes 40, 41 and 42. It prints
+//! one table row per scenario and checks the targets: at once with leases,
+//! one compile per signature and no wrong result, the slowest worker within
 //! 1.5 times the lone first worker; with the owner killed, every other
 //! worker done within the at-once slowest plus a lease's time to live plus
-//! one compile, and at most one compile more.
+//! one compile, and at most one compile more; the second wave compiles
+//! nothing (it starts from the learned policy, and fetches the dynamic
+//! variant).
 
 use std::fs;
 use std::io::Write;
@@ -37,6 +43,10 @@ const SIGNATURES: u64 = 6;
 
 /// The lease's time to live the fleet runs with (the library's default).
 const LEASE_TTL: Duration = Duration::from_secs(2);
+
+/// The batch sizes the first wave learns from, and those the second runs.
+const FIRST_WAVE_ROWS: &str = "3,5,7,9";
+const SECOND_WAVE_ROWS: &str = "40,41,42";
 
 /// How long the killed scenario looks for a first lease before giving up.
 const LEASE_PATIENCE: Duration = Duration::from_secs(60);
@@ -124,6 +134,8 @@ enum Scenario {
     AtOnce,
     OneAfterAnother,
     OwnerKilled,
+    /// A first worker learns, then a second wave runs new sizes.
+    SecondWave,
 }
 
 impl Scenario {
@@ -132,6 +144,7 @@ impl Scenario {
             Scenario::AtOnce => "at once",
             Scenario::OneAfterAnother => "one after another",
             Scenario::OwnerKilled => "at once, owner killed",
+            Scenario::SecondWave => "second wave, new batch sizes",
         }
     }
 }
@@ -141,8 +154,11 @@ impl Scenario {
 struct Row {
     scenario: Scenario,
     leases: bool,
-    /// The workers that finished (the killed one is not among them).
+    /// The workers that finished (the killed one is not among them; the
+    /// second wave's only).
     reports: Vec<Report>,
+    /// The second wave's first worker, which learned the policy.
+    learner: Option<Report>,
 }
 
 impl Row {
@@ -186,9 +202,10 @@ pub(crate) fn run(options: Options) -> Result<()> {
             Scenario::AtOnce,
             Scenario::OneAfterAnother,
             Scenario::OwnerKilled,
+            Scenario::SecondWave,
         ] {
-            if scenario == Scenario::OwnerKilled && !leases {
-                continue; // no owner to kill
+            if matches!(scenario, Scenario::OwnerKilled | Scenario::SecondWave) && !leases {
+                continue; // no owner to kill; the waves show the policy, leases or not
             }
             let what = format!(
                 "{} workers {}, {} leases",
@@ -270,23 +287,44 @@ fn run_scenario(worker: &Path, options: &Options, scenario: Scenario, leases: bo
         .open(&secret)?;
     file.write_all(&random_bytes()?)?;
     let caches = tempfile::tempdir()?;
+    // The waves run batch sizes, dims dynamic; the others six signatures,
+    // static.
+    let rows = |n: usize| match (scenario, n) {
+        (Scenario::SecondWave, 0) => Some(FIRST_WAVE_ROWS),
+        (Scenario::SecondWave, _) => Some(SECOND_WAVE_ROWS),
+        _ => None,
+    };
     let spawn = |n: usize| -> Result<Child> {
         let cache = caches.path().join(n.to_string());
         let lease_ms = if leases { LEASE_TTL.as_millis() } else { 0 };
-        Command::new(worker)
+        let mut command = Command::new(worker);
+        match rows(n) {
+            Some(rows) => command.args(["--rows", rows]),
+            None => command.env("SHEAF_JIT_DYNAMIC_DIMS", "off"),
+        };
+        command
             .env("SHEAF_JIT_REMOTE_CACHE", store.url())
             .env("SHEAF_JIT_REMOTE_SECRET_FILE", &secret)
             .env("SHEAF_JIT_REMOTE_LEASE", lease_ms.to_string())
             .env("SHEAF_JIT_CACHE_DIR", cache)
             .env("SHEAF_JIT_COMPILE_MODE", "blocking")
-            .env("SHEAF_JIT_DYNAMIC_DIMS", "off")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .with_context(|| format!("cannot start {}", worker.display()))
     };
     let mut reports = Vec::new();
+    let mut learner = None;
     match scenario {
+        Scenario::SecondWave => {
+            learner = Some(finish(spawn(0)?)?.context("the first worker was killed")?);
+            let children = (1..=options.workers)
+                .map(spawn)
+                .collect::<Result<Vec<_>>>()?;
+            for child in children {
+                reports.push(finish(child)?.context("a worker was killed")?);
+            }
+        }
         Scenario::OneAfterAnother => {
             for n in 0..options.workers {
                 reports.push(finish(spawn(n)?)?.context("a worker was killed")?);
@@ -323,6 +361,7 @@ fn run_scenario(worker: &Path, options: &Options, scenario: Scenario, leases: bo
         scenario,
         leases,
         reports,
+        learner,
     })
 }
 
@@ -389,10 +428,14 @@ fn print_table(options: &Options, rows: &[Row]) {
     println!("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: |");
     for row in rows {
         let walls: Vec<String> = row.reports.iter().map(|r| r.wall_ms.to_string()).collect();
-        let finished = if row.scenario == Scenario::OwnerKilled {
-            format!(" ({} finished)", row.reports.len())
-        } else {
-            String::new()
+        let finished = match (&row.learner, row.scenario) {
+            (Some(learner), _) => format!(
+                " ({} workers; the first, sizes {FIRST_WAVE_ROWS}, compiled {})",
+                row.reports.len(),
+                learner.compiles
+            ),
+            (None, Scenario::OwnerKilled) => format!(" ({} finished)", row.reports.len()),
+            (None, _) => String::new(),
         };
         println!(
             "| {} | {}{finished} | {} | {:.1} s | {} | {} | {} | {} |",
@@ -424,8 +467,9 @@ fn check_targets(rows: &[Row]) -> Result<()> {
         }
     };
     for row in rows {
+        let learner_wrong = row.learner.as_ref().map_or(0, |learner| learner.wrong);
         check(
-            row.sum(|r| r.wrong) == 0,
+            row.sum(|r| r.wrong) + learner_wrong == 0,
             format!(
                 "no wrong result ({}, leases {})",
                 row.scenario.name(),
@@ -450,6 +494,16 @@ fn check_targets(rows: &[Row]) -> Result<()> {
         slowest as f64 <= 1.5 * lone as f64,
         format!("at once: slowest worker {slowest} ms <= 1.5 x the lone first worker's {lone} ms"),
     );
+    if let Some(wave) = find(Scenario::SecondWave, true) {
+        let compiles = wave.sum(|r| r.compiles);
+        check(
+            compiles == 0,
+            format!(
+                "second wave: {compiles} compiles in all (target 0: the first worker's learned \
+                 policy and dynamic variant reach it)"
+            ),
+        );
+    }
     if let Some(killed) = find(Scenario::OwnerKilled, true) {
         let one_compile = lone / SIGNATURES.max(1);
         let bound = slowest + LEASE_TTL.as_millis() as u64 + one_compile;

@@ -37,7 +37,7 @@ use super::trust::{self, Owners, Secret, StoreError};
 use super::verified::VerifiedArtifact;
 use jit_cache::single_flight::Flight;
 use jit_cache::ErrorChain;
-use jit_cache::{LearnedPolicy, PolicyScope};
+use jit_cache::{LearnedPolicy, PolicyFileError, PolicyScope};
 
 /// The file beside `vmfb/` naming the builder of the entries
 /// ([`ArtifactStore::record_builder`]).
@@ -705,10 +705,41 @@ impl ArtifactStore {
     /// cannot be used (not safe to read, over
     /// [`LearnedPolicy::MAX_TEXT_BYTES`], damaged, or written for another
     /// function, definition, compiler build or target) is logged at warn
-    /// level, deleted, and `None` returned.
+    /// level, deleted, and `None` returned. When the folder holds none, a
+    /// remote tier behind it is asked for the policy another process of
+    /// the cluster published (authenticated as its artifacts are); one
+    /// found is kept in the folder and returned.
     pub fn recall_policy(&self, scope: &PolicyScope<'_>) -> Option<LearnedPolicy> {
-        let folder = self.folder.as_ref().filter(|folder| !folder.read_only())?;
-        self.policies.recall(folder.dir(), folder.owners(), scope)
+        let folder = self.folder.as_ref().filter(|folder| !folder.read_only());
+        if let Some(folder) = folder {
+            if let Some(learned) = self.policies.recall(folder.dir(), folder.owners(), scope) {
+                return Some(learned);
+            }
+        }
+        let key = policy_files::key(scope);
+        let text = self.behind.fetch_policy(&key)?;
+        let learned = std::str::from_utf8(&text)
+            .map_err(|_| PolicyFileError::Damaged("not UTF-8 text".to_owned()))
+            .and_then(|text| LearnedPolicy::from_text(text, scope));
+        match learned {
+            Ok(learned) => {
+                if let Some(folder) = folder {
+                    self.policies.keep(folder.dir(), scope, &learned);
+                }
+                Some(learned)
+            }
+            Err(why) => {
+                tracing::warn!(
+                    target: crate::log_targets::REMOTE,
+                    function = scope.function,
+                    reason = %why,
+                    "ignoring the learned policy of `{}` from the remote store ({why}): the \
+                     function starts as in a new cache",
+                    scope.function
+                );
+                None
+            }
+        }
     }
 
     /// Keeps `learned`, what the cache's policy learned about the function
@@ -719,8 +750,14 @@ impl ArtifactStore {
     /// least recently used go). A policy whose
     /// [`sequence`](LearnedPolicy::sequence) is not above the one this
     /// store wrote last for `scope` is older, and dropped. Returns whether
-    /// it was written; a read-only or disabled store writes nothing.
+    /// it was written; a read-only or disabled store writes nothing. A
+    /// remote tier behind the folder publishes it too, in the background,
+    /// for the other processes of the cluster (the last one published
+    /// wins; a read-only tier publishes nothing).
     pub fn keep_policy(&self, scope: &PolicyScope<'_>, learned: &LearnedPolicy) -> bool {
+        let key = policy_files::key(scope);
+        self.behind
+            .publish_policy(&key, learned.to_text(scope).as_bytes());
         let Some(folder) = self.folder.as_ref().filter(|folder| !folder.read_only()) else {
             return false;
         };

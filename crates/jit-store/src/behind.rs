@@ -103,6 +103,29 @@ impl Behind {
         }
     }
 
+    /// The policy text published behind the folder under `key` (see the
+    /// remote tier's `policies.rs`); `None` with nothing behind.
+    pub(crate) fn fetch_policy(&self, key: &ArtifactKey) -> Option<Vec<u8>> {
+        #[cfg(feature = "remote")]
+        return self.remote.as_ref()?.fetch_policy(key);
+        #[cfg(not(feature = "remote"))]
+        {
+            let _ = key;
+            None
+        }
+    }
+
+    /// Publishes the policy `text` under `key` behind the folder, in the
+    /// background; nothing with nothing behind.
+    pub(crate) fn publish_policy(&self, key: &ArtifactKey, text: &[u8]) {
+        #[cfg(feature = "remote")]
+        if let Some(remote) = &self.remote {
+            remote.publish_policy(key, text);
+        }
+        #[cfg(not(feature = "remote"))]
+        let _ = (key, text);
+    }
+
     /// Hands a freshly built artifact (built in `took`, holding `lease`) to
     /// the tier behind, which publishes it in the background and then
     /// releases the lease.

@@ -54,6 +54,11 @@ impl ArtifactKey {
         ArtifactKey(hasher.finalize().into())
     }
 
+    /// The key of these 32 bytes (a hash made elsewhere in the crate).
+    pub(crate) fn from_bytes(bytes: [u8; 32]) -> Self {
+        ArtifactKey(bytes)
+    }
+
     /// The 32 bytes.
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0

@@ -39,9 +39,9 @@ use std::time::SystemTime;
 use sha2::{Digest, Sha256};
 
 use super::file_io;
+use super::key::ArtifactKey;
 use super::listing;
 use super::trust::{self, open_file, Owners, StoreError, CLOSE_FILE};
-use jit_cache::hex;
 use jit_cache::ErrorChain;
 use jit_cache::{LearnedPolicy, PolicyFileError, PolicyScope};
 
@@ -201,9 +201,10 @@ pub(super) fn folder(dir: &Path) -> PathBuf {
     dir.join(POLICY_FOLDER)
 }
 
-/// The file name of the policy of `scope`: the SHA-256 of its parts, each
-/// length-prefixed.
-fn file_name(scope: &PolicyScope<'_>) -> String {
+/// The key of the policy of `scope`: the SHA-256 of its parts, each
+/// length-prefixed. It names the policy's file, and its value in a remote
+/// tier (`remote/policies.rs`), whose seal binds the policy to it.
+pub(crate) fn key(scope: &PolicyScope<'_>) -> ArtifactKey {
     let mut hasher = Sha256::new();
     let definition = format!("{:016x}", scope.definition_hash);
     for field in [
@@ -216,10 +217,12 @@ fn file_name(scope: &PolicyScope<'_>) -> String {
         hasher.update((field.len() as u64).to_le_bytes());
         hasher.update(field.as_bytes());
     }
-    let mut name = hex::encode(&hasher.finalize());
-    name.push('.');
-    name.push_str(POLICY_EXTENSION);
-    name
+    ArtifactKey::from_bytes(hasher.finalize().into())
+}
+
+/// The file name of the policy of `scope`: its [`key`] in hex.
+fn file_name(scope: &PolicyScope<'_>) -> String {
+    format!("{}.{POLICY_EXTENSION}", key(scope).hex())
 }
 
 /// Why a policy file is not used.

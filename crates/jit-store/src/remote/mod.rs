@@ -45,6 +45,7 @@ mod adversary_tests;
 mod backend;
 mod lease;
 mod options;
+mod policies;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -108,12 +109,24 @@ struct Shared {
     drained: Condvar,
 }
 
-/// An artifact waiting to be published, and the compile lease its build
-/// held, released once it is published (or dropped).
+/// A value waiting to be published (an artifact, or a learned policy),
+/// and the compile lease its build held, released once it is published
+/// (or dropped).
 struct Publish {
+    kind: Kind,
     key: ArtifactKey,
-    artifact: Vec<u8>,
+    payload: Vec<u8>,
     lease: Option<HeldLease>,
+}
+
+/// What a value of the tier holds: each kind has its names and counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A compiled artifact, named `<key_prefix><key>`.
+    Artifact,
+    /// A function's learned policy (`policies.rs`), named
+    /// `<key_prefix>policy:<key>`.
+    Policy,
 }
 
 /// What the store answered for a key.
@@ -408,13 +421,20 @@ impl RemoteTier {
             );
             return;
         }
+        self.queue(Publish {
+            kind: Kind::Artifact,
+            key: *key,
+            payload: artifact.to_vec(),
+            lease,
+        });
+    }
+
+    /// Queues `job` for the publisher; dropped (its lease released) when
+    /// the queue is full, or the tier is read-only.
+    fn queue(&self, job: Publish) {
+        let c = &self.shared.counters;
         let Some(queue) = &self.queue else {
             return;
-        };
-        let job = Publish {
-            key: *key,
-            artifact: artifact.to_vec(),
-            lease,
         };
         self.shared.pending_changed(1, 0);
         match queue.try_send(job) {
@@ -458,7 +478,15 @@ impl Drop for RemoteTier {
 
 impl Shared {
     fn remote_key(&self, key: &ArtifactKey) -> String {
-        format!("{}{}", self.key_prefix, key.hex())
+        self.name(Kind::Artifact, key)
+    }
+
+    /// The name of the value of `kind` under `key`.
+    fn name(&self, kind: Kind, key: &ArtifactKey) -> String {
+        match kind {
+            Kind::Artifact => format!("{}{}", self.key_prefix, key.hex()),
+            Kind::Policy => format!("{}policy:{}", self.key_prefix, key.hex()),
+        }
     }
 
     /// The lease of the value named `name`.
@@ -474,6 +502,19 @@ impl Shared {
         key: &ArtifactKey,
         load: impl Fn(VerifiedArtifact<'_>) -> Result<V, L>,
     ) -> Lookup<(V, Vec<u8>)> {
+        self.lookup_kind(Kind::Artifact, name, key, load)
+    }
+
+    /// The value of `kind` under `key` (named `name`), authenticated and
+    /// turned into a `V` by `load`, with its bytes; counted and logged by
+    /// its kind.
+    fn lookup_kind<V, L: fmt::Display>(
+        &self,
+        kind: Kind,
+        name: &str,
+        key: &ArtifactKey,
+        load: impl Fn(VerifiedArtifact<'_>) -> Result<V, L>,
+    ) -> Lookup<(V, Vec<u8>)> {
         let c = &self.counters;
         let bytes = match self.fetch_value(name) {
             Lookup::Found(bytes) => bytes,
@@ -485,13 +526,17 @@ impl Shared {
         let outcome = entry::parse(&mut &bytes[..], bytes.len() as u64, key, checker, max);
         let (reason, counter) = match entry::judge(outcome, load) {
             Verdict::Loaded { value, artifact } => {
-                bump(&c.hits, 1);
+                let (counter, what) = match kind {
+                    Kind::Artifact => (&c.hits, "an artifact"),
+                    Kind::Policy => (&c.policies_fetched, "a learned policy"),
+                };
+                bump(counter, 1);
                 bump(&c.bytes_fetched, bytes.len() as u64);
                 tracing::debug!(
                     target: crate::log_targets::REMOTE,
                     key = %name,
                     bytes = bytes.len(),
-                    "served an artifact from the remote store"
+                    "served {what} from the remote store"
                 );
                 return Lookup::Found((value, artifact));
             }
@@ -630,12 +675,13 @@ impl Shared {
     /// is dropped and the queue drained.
     fn publish_all(&self, jobs: &Receiver<Publish>) {
         for Publish {
+            kind,
             key,
-            artifact,
+            payload,
             lease,
         } in jobs
         {
-            self.put(&key, &artifact);
+            self.put(kind, &key, &payload);
             // Released after the put, then counted done.
             drop(lease);
             self.pending_changed(0, 1);
@@ -652,8 +698,9 @@ impl Shared {
         }
     }
 
-    /// Publishes `artifact` as the entry of `key`, through the breaker.
-    fn put(&self, key: &ArtifactKey, artifact: &[u8]) {
+    /// Publishes `payload` as the value of `kind` under `key`, sealed as
+    /// an entry, through the breaker.
+    fn put(&self, kind: Kind, key: &ArtifactKey, payload: &[u8]) {
         let c = &self.counters;
         if !self.breaker.admit(Instant::now()) {
             bump(&c.skipped, 1);
@@ -662,18 +709,22 @@ impl Shared {
         let Some(sealer) = self.trust.sealer() else {
             return; // a reader: never queued (`read_only`)
         };
-        let name = self.remote_key(key);
-        let value = entry::encode(key, sealer, artifact);
+        let name = self.name(kind, key);
+        let value = entry::encode(key, sealer, payload);
         match self.backend.put(&name, &value) {
             Ok(()) => {
                 self.breaker.succeeded(Request::Publish);
-                bump(&c.publishes, 1);
+                let (counter, what) = match kind {
+                    Kind::Artifact => (&c.publishes, "an artifact"),
+                    Kind::Policy => (&c.policies_published, "a learned policy"),
+                };
+                bump(counter, 1);
                 bump(&c.bytes_published, value.len() as u64);
                 tracing::debug!(
                     target: crate::log_targets::REMOTE,
                     key = %name,
                     bytes = value.len(),
-                    "published an artifact to the remote store"
+                    "published {what} to the remote store"
                 );
             }
             Err(error) => self.failed(Request::Publish, &name, &error),

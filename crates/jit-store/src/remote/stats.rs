@@ -53,6 +53,11 @@ counters! {
         pub malformed: u64,
         /// Of `rejected`: authentic values the caller's `load` refused.
         pub refused: u64,
+        /// Learned policies fetched (a function's dynamic dims and hot
+        /// sizes, learned by another process of the cluster).
+        pub policies_fetched: u64,
+        /// Learned policies published.
+        pub policies_published: u64,
         /// Compile leases taken: this process compiled a missing artifact
         /// while the others of the cluster waited for it.
         pub leases_taken: u64,

@@ -5,6 +5,11 @@
 //! one JSON line: its compiles, remote hits, lease waits, wall time and
 //! wrong results.
 //!
+//! With `--rows N,N,...` it runs `mlp_layer` on `f32[N,16]` for each batch
+//! size instead (dims dynamic unless the variables say otherwise): the
+//! fleet's waves, where a first worker learns that the batch dim goes
+//! dynamic and the next ones start from that learned policy.
+//!
 //! Configured by the `SHEAF_JIT_*` variables (`JitConfig::from_env`), as a
 //! deployed process would be: the fleet sets the remote cache
 //! (`SHEAF_JIT_REMOTE_CACHE`, `SHEAF_JIT_REMOTE_SECRET_FILE`, and
@@ -31,7 +36,9 @@ fleet_worker: one worker of `cargo xtask fleet`. Runs six signatures of the
 reference functions in Blocking mode, checks them against the interpreter,
 prints one JSON line (compiles, remote hits, lease waits, wall time, wrong
 results). Configured by the SHEAF_JIT_* variables (the remote cache, a fresh
-SHEAF_JIT_CACHE_DIR, SHEAF_JIT_COMPILE_MODE=blocking, SHEAF_JIT_DYNAMIC_DIMS=off).";
+SHEAF_JIT_CACHE_DIR, SHEAF_JIT_COMPILE_MODE=blocking, SHEAF_JIT_DYNAMIC_DIMS=off).
+
+  --rows N,N,...   run mlp_layer on f32[N,16] for each batch size N instead";
 
 /// What a worker prints, one JSON line.
 #[derive(Debug, Serialize)]
@@ -103,6 +110,43 @@ fn signatures() -> Vec<Signature> {
     out
 }
 
+/// `mlp_layer` on `f32[rows,16]·[16,8]` for each of `rows`.
+fn batches(rows: &[usize]) -> Vec<Signature> {
+    rows.iter()
+        .map(|&rows| Signature {
+            what: format!("mlp_layer f32[{rows},16]·[16,8]"),
+            function: reference::mlp_layer(),
+            args: vec![
+                Value::from(array(&[rows, 16], 31)),
+                Value::from(array(&[16, 8], 32)),
+                Value::from(array(&[8], 33)),
+            ],
+            captured: Vec::new(),
+            interpret: Box::new(reference::interpret_mlp_layer),
+        })
+        .collect()
+}
+
+/// The batch sizes of `--rows N,N,...`, if given; an error for a bad list
+/// or another argument.
+fn rows_argument() -> Result<Option<Vec<usize>>, String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let list = match &args[..] {
+        [] => return Ok(None),
+        [flag, list] if flag == "--rows" => list,
+        _ => {
+            return Err(format!(
+                "expected no argument or --rows N,N,... (see --help), not {args:?}"
+            ))
+        }
+    };
+    list.split(',')
+        .map(|n| n.parse().ok().filter(|&n| n > 0))
+        .collect::<Option<Vec<usize>>>()
+        .map(Some)
+        .ok_or_else(|| format!("--rows `{list}`: batch sizes of at least 1, by commas"))
+}
+
 /// Runs `signature` on `jit`; whether its result is the interpreter's.
 fn right(jit: &JitRuntime, signature: &Signature) -> bool {
     let expected = (signature.interpret)(&signature.args)
@@ -171,7 +215,15 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let wrong = signatures()
+    let signatures = match rows_argument() {
+        Ok(Some(rows)) => batches(&rows),
+        Ok(None) => signatures(),
+        Err(error) => {
+            eprintln!("fleet_worker: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let wrong = signatures
         .iter()
         .filter(|signature| !right(&jit, signature))
         .count() as u64;
