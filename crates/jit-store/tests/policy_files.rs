@@ -6,35 +6,17 @@
 //! so they sit in their own binary.
 #![cfg(not(miri))] // file system
 
+mod support;
+
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use jit_cache::{
-    stable_hash, CacheConfig, FunctionId, JitCache, LearnedPolicy, PolicyMemory, PolicyScope,
-};
+use jit_cache::{stable_hash, CacheConfig, FunctionId, JitCache, LearnedPolicy, PolicyScope};
 use jit_store::{ArtifactStore, StoreConfig, MAX_POLICY_FILES};
+use support::{InStore, COMPILER, TARGET};
 use test_support::mock_cache::{capture_logs, expected, mlp, run, MockCompiler, MockExe, Ran};
-
-const COMPILER: &str = "mock compiler 1";
-const TARGET: &str = "mock target";
-
-/// Keeps policies in a store's folder, as `sheaf-integration` does.
-#[derive(Debug)]
-struct InStore(ArtifactStore);
-
-impl PolicyMemory for InStore {
-    fn recall(&self, func: &FunctionId) -> Option<LearnedPolicy> {
-        self.0
-            .recall_policy(&PolicyScope::new(func, COMPILER, TARGET))
-    }
-
-    fn keep(&self, func: &FunctionId, learned: &LearnedPolicy) {
-        self.0
-            .keep_policy(&PolicyScope::new(func, COMPILER, TARGET), learned);
-    }
-}
 
 fn mlp_layer() -> FunctionId {
     FunctionId::new("mlp_layer", 0x5eaf).with_dynamic_dims()
@@ -43,7 +25,7 @@ fn mlp_layer() -> FunctionId {
 /// A cache remembering in the store at `dir`.
 fn cache_on(dir: &Path) -> JitCache<MockExe> {
     let store = ArtifactStore::open(StoreConfig::at(dir)).unwrap();
-    JitCache::remembering(CacheConfig::default(), Arc::new(InStore(store))).unwrap()
+    JitCache::remembering(CacheConfig::default(), Arc::new(InStore(Arc::new(store)))).unwrap()
 }
 
 /// Runs batch sizes `sizes` of `mlp_layer` on `cache`, checking every

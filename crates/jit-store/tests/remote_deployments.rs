@@ -5,20 +5,13 @@
 
 #![cfg(not(miri))] // sockets, a server process
 
-use jit_store::{
-    ArtifactKey, ArtifactStore, Fetched, KeyParts, RedisStore, RemoteOptions, RemoteTier,
-    RemoteTimeouts, Secret,
-};
-use test_support::redis::RedisServer;
+mod support;
 
-fn key(program: &str) -> ArtifactKey {
-    ArtifactKey::new(&KeyParts {
-        program,
-        compiler: "compiler",
-        runtime: "runtime",
-        target: "target",
-    })
-}
+use jit_store::{
+    ArtifactStore, Fetched, RedisStore, RemoteOptions, RemoteTier, RemoteTimeouts, Secret,
+};
+use support::{fetch_built_by, key};
+use test_support::redis::RedisServer;
 
 /// A store with no folder, over a tier at `url` with `secret` and
 /// `namespace`.
@@ -28,19 +21,6 @@ fn deployment(url: &str, secret: [u8; 32], namespace: &str) -> ArtifactStore {
     options.namespace = namespace.parse().unwrap();
     let tier = RemoteTier::new(Box::new(backend), Secret::from_bytes(secret), options).unwrap();
     ArtifactStore::disabled().with_remote(tier)
-}
-
-/// Fetches `program` (its artifact: `built by <who>`), building it if need
-/// be; the bytes loaded and where they came from.
-fn fetch(store: &ArtifactStore, program: &str, who: &str) -> (String, Fetched) {
-    let (bytes, fetched) = store
-        .fetch_or_build(
-            Some(&key(program)),
-            |artifact| Ok::<_, String>(artifact.bytes().to_vec()),
-            || Ok::<_, String>(format!("built by {who}").into_bytes()),
-        )
-        .unwrap();
-    (String::from_utf8(bytes).unwrap(), fetched)
 }
 
 #[test]
@@ -55,7 +35,7 @@ fn deployments_with_other_secrets_or_namespaces_share_no_entries() {
     for (who, secret, namespace) in deployments {
         let store = deployment(&url, secret, namespace);
         assert_eq!(
-            fetch(&store, "f", who),
+            fetch_built_by(&store, "f", who),
             (format!("built by {who}"), Fetched::Built),
             "{who} found another deployment's entry"
         );
@@ -67,7 +47,7 @@ fn deployments_with_other_secrets_or_namespaces_share_no_entries() {
     for (who, secret, namespace) in deployments {
         let store = deployment(&url, secret, namespace);
         assert_eq!(
-            fetch(&store, "f", "nobody"),
+            fetch_built_by(&store, "f", "nobody"),
             (format!("built by {who}"), Fetched::Remote),
             "{who} lost its entry"
         );
@@ -81,7 +61,7 @@ fn deployments_with_other_secrets_or_namespaces_share_no_entries() {
 
     // A fourth deployment misses on all three: misses, not rejections.
     let store = deployment(&url, [3; 32], "prod");
-    assert_eq!(fetch(&store, "f", "fourth").1, Fetched::Built);
+    assert_eq!(fetch_built_by(&store, "f", "fourth").1, Fetched::Built);
     let stats = store.remote_stats().unwrap();
     assert_eq!((stats.misses, stats.rejected), (1, 0), "{stats}");
 }
@@ -90,7 +70,7 @@ fn deployments_with_other_secrets_or_namespaces_share_no_entries() {
 fn the_key_layout_is_prefix_namespace_secret_id_and_artifact_key() {
     let server = RedisServer::start();
     let store = deployment(&server.url(), [4; 32], "team-a");
-    drop(fetch(&store, "g", "team a"));
+    drop(fetch_built_by(&store, "g", "team a"));
     drop(store);
     let keys = server.connection().keys("*");
     let [name] = &keys[..] else {

@@ -8,34 +8,18 @@
 
 #![cfg(not(miri))] // file system, ring's C
 
+mod support;
+
 use std::path::Path;
 use std::sync::Arc;
 
-use jit_cache::{CacheConfig, FunctionId, JitCache, LearnedPolicy, PolicyMemory, PolicyScope};
+use jit_cache::{CacheConfig, FunctionId, JitCache};
 use jit_store::{
     ArtifactStore, RemoteMode, RemoteOptions, RemoteStats, RemoteTier, RemoteTrust, Secret,
     SharedFolderStore, SigningKey, StoreConfig, TrustedKeys,
 };
+use support::InStore;
 use test_support::mock_cache::{expected, mlp, run, MockCompiler, MockExe, Ran};
-
-const COMPILER: &str = "mock compiler 1";
-const TARGET: &str = "mock target";
-
-/// Keeps policies in a store, as `sheaf-integration` does.
-#[derive(Debug)]
-struct InStore(Arc<ArtifactStore>);
-
-impl PolicyMemory for InStore {
-    fn recall(&self, func: &FunctionId) -> Option<LearnedPolicy> {
-        self.0
-            .recall_policy(&PolicyScope::new(func, COMPILER, TARGET))
-    }
-
-    fn keep(&self, func: &FunctionId, learned: &LearnedPolicy) {
-        self.0
-            .keep_policy(&PolicyScope::new(func, COMPILER, TARGET), learned);
-    }
-}
 
 fn mlp_layer() -> FunctionId {
     FunctionId::new("mlp_layer", 0x5eaf).with_dynamic_dims()

@@ -11,15 +11,18 @@
 
 #![cfg(not(miri))] // sockets, a server process, ring's C
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use jit_store::{
-    ArtifactKey, ArtifactStore, Fetched, KeyParts, RedisStore, RemoteMode, RemoteOptions,
-    RemoteStats, RemoteStore, RemoteTier, RemoteTimeouts, RemoteTrust, RemoteValue, Secret,
-    SharedFolderStore, SigningKey, StoreConfig, TrustedKeys,
+    ArtifactStore, Fetched, RedisStore, RemoteMode, RemoteOptions, RemoteStats, RemoteStore,
+    RemoteTier, RemoteTimeouts, RemoteTrust, RemoteValue, Secret, SharedFolderStore, SigningKey,
+    StoreConfig, TrustedKeys,
 };
+use support::{fetch_built_by, key};
 use test_support::redis::{documented_acl, RedisServer, Reply};
 
 /// The page, and how its read-only ACL line starts.
@@ -28,15 +31,6 @@ const READER_LINE: &str = "user jit-reader ";
 
 /// The namespace the page's ACL lines confine their users to.
 const NAMESPACE: &str = "prod";
-
-fn key(program: &str) -> ArtifactKey {
-    ArtifactKey::new(&KeyParts {
-        program,
-        compiler: "compiler",
-        runtime: "runtime",
-        target: "target",
-    })
-}
 
 fn options(mode: RemoteMode) -> RemoteOptions {
     let mut options = RemoteOptions::default();
@@ -72,23 +66,10 @@ fn tier(backend: Backend<'_>, trust: RemoteTrust, mode: RemoteMode) -> RemoteTie
     RemoteTier::with_trust(backend.open(), trust, options(mode)).unwrap()
 }
 
-/// Fetches `program`, building `built by <who>` on a miss: the bytes
-/// loaded and where they came from.
-fn fetch(store: &ArtifactStore, program: &str, who: &str) -> (String, Fetched) {
-    let (bytes, fetched) = store
-        .fetch_or_build(
-            Some(&key(program)),
-            |artifact| Ok::<_, String>(artifact.bytes().to_vec()),
-            || Ok::<_, String>(format!("built by {who}").into_bytes()),
-        )
-        .unwrap();
-    (String::from_utf8(bytes).unwrap(), fetched)
-}
-
 /// Publishes `program` (`built by <who>`) through a tier of `trust`.
 fn publish(backend: Backend<'_>, trust: RemoteTrust, program: &str, who: &str) {
     let store = ArtifactStore::disabled().with_remote(tier(backend, trust, RemoteMode::ReadWrite));
-    assert_eq!(fetch(&store, program, who).1, Fetched::Built);
+    assert_eq!(fetch_built_by(&store, program, who).1, Fetched::Built);
     drop(store); // waits for the publish
 }
 
@@ -147,13 +128,13 @@ fn read_everything(backend: Backend<'_>, trusted: TrustedKeys, folder: &Path) ->
     );
     let reader = disk.with_remote(tier);
     assert_eq!(
-        fetch(&reader, "f", "the reader"),
+        fetch_built_by(&reader, "f", "the reader"),
         ("built by the builder".to_owned(), Fetched::Remote),
         "signed by a trusted key"
     );
     for program in ["g", "h", "k", "u"] {
         assert_eq!(
-            fetch(&reader, program, "the reader"),
+            fetch_built_by(&reader, program, "the reader"),
             ("built by the reader".to_owned(), Fetched::Built),
             "{program} is refused and built here"
         );
@@ -161,7 +142,10 @@ fn read_everything(backend: Backend<'_>, trusted: TrustedKeys, folder: &Path) ->
     // What it built stays in its own disk cache: the second time, nothing
     // is fetched.
     for program in ["f", "g", "h", "k", "u"] {
-        assert_eq!(fetch(&reader, program, "the reader").1, Fetched::Disk);
+        assert_eq!(
+            fetch_built_by(&reader, program, "the reader").1,
+            Fetched::Disk
+        );
     }
     reader.remote_stats().unwrap()
 }
@@ -219,7 +203,7 @@ fn a_redis_reader_with_public_keys_takes_only_what_a_trusted_builder_signed_and_
     );
     assert!(shared.read_only());
     let store = ArtifactStore::disabled().with_remote(shared);
-    assert_eq!(fetch(&store, "new", "a reader").1, Fetched::Built);
+    assert_eq!(fetch_built_by(&store, "new", "a reader").1, Fetched::Built);
     drop(store);
 
     let commands = admin.commands_run();
@@ -257,7 +241,7 @@ fn a_shared_folder_reader_with_public_keys_takes_only_what_a_trusted_builder_sig
         RemoteTrust::Shared(Secret::from_bytes([3; Secret::LEN])),
         RemoteMode::ReadOnly,
     ));
-    assert_eq!(fetch(&store, "new", "a reader").1, Fetched::Built);
+    assert_eq!(fetch_built_by(&store, "new", "a reader").1, Fetched::Built);
     drop(store);
     assert_eq!(
         listing(shared.path()),
@@ -283,7 +267,7 @@ fn a_builder_trusts_its_own_key_and_rotation_trusts_old_and_new() {
         RemoteTrust::builder(old.clone(), TrustedKeys::default()),
         RemoteMode::ReadWrite,
     ));
-    assert_eq!(fetch(&again, "f", "old").1, Fetched::Remote);
+    assert_eq!(fetch_built_by(&again, "f", "old").1, Fetched::Remote);
     publish(
         backend,
         RemoteTrust::builder(new.clone(), TrustedKeys::default()),
@@ -298,11 +282,11 @@ fn a_builder_trusts_its_own_key_and_rotation_trusts_old_and_new() {
         RemoteMode::ReadOnly,
     ));
     assert_eq!(
-        fetch(&reader, "f", "reader"),
+        fetch_built_by(&reader, "f", "reader"),
         ("built by old".to_owned(), Fetched::Remote)
     );
     assert_eq!(
-        fetch(&reader, "g", "reader"),
+        fetch_built_by(&reader, "g", "reader"),
         ("built by new".to_owned(), Fetched::Remote)
     );
     let after = ArtifactStore::disabled().with_remote(tier(
@@ -311,11 +295,11 @@ fn a_builder_trusts_its_own_key_and_rotation_trusts_old_and_new() {
         RemoteMode::ReadOnly,
     ));
     assert_eq!(
-        fetch(&after, "f", "reader").1,
+        fetch_built_by(&after, "f", "reader").1,
         Fetched::Built,
         "old key revoked"
     );
-    assert_eq!(fetch(&after, "g", "reader").1, Fetched::Remote);
+    assert_eq!(fetch_built_by(&after, "g", "reader").1, Fetched::Remote);
     assert_eq!(after.remote_stats().unwrap().unknown_signer, 1);
 }
 

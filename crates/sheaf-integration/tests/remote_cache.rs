@@ -73,9 +73,26 @@ fn remote(jit: &JitRuntime) -> RemoteStats {
         .expect("a remote cache is configured")
 }
 
-/// The names of the entries on the server.
+/// The names of the artifacts on the server (not the learned policies
+/// beside them).
 fn remote_keys(server: &RedisServer) -> Vec<String> {
-    server.connection().keys("sheaf-jit:v1:*")
+    let mut keys = server.connection().keys("sheaf-jit:v1:*");
+    keys.retain(|key| !is_policy(key));
+    keys
+}
+
+/// Whether the remote value named `name` is a learned policy.
+fn is_policy(name: &str) -> bool {
+    name.contains(":policy:")
+}
+
+/// The names of the artifacts in the shared folder `dir`.
+fn artifact_files(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| !is_policy(name))
+        .collect()
 }
 
 /// Runs this test binary's `test` in a child process in `role`, with the
@@ -162,8 +179,9 @@ fn child(role: &str) {
         }
         "refuse" => assert_eq!(
             (remote.hits, remote.unknown_signer, remote.publishes),
-            (0, 3, 0),
-            "signed by a key this reader does not trust: refused, compiled here, not published"
+            (0, 3 + 1, 0),
+            "the three artifacts and sigmoid's learned policy, signed by a key this reader does \
+             not trust: refused (compiled here), and nothing published"
         ),
         _ => panic!("unknown role {role}"),
     }
@@ -193,10 +211,7 @@ fn a_shared_folder_serves_a_second_process_like_a_server() {
     let url = format!("file://{}", shared.path().display());
     let secrets = tempfile::tempdir().unwrap();
     wait(TEST, spawn(TEST, "publish", &url, secrets.path()));
-    let entries: Vec<_> = fs::read_dir(shared.path())
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-        .collect();
+    let entries = artifact_files(shared.path());
     assert_eq!(
         entries.len(),
         SHAPES.len(),
@@ -220,7 +235,7 @@ fn a_builders_signed_artifacts_serve_a_reader_that_holds_only_public_keys_and_wr
     let builder = [("SHEAF_JIT_SIGNING_KEY_FILE", signing_key.as_os_str())];
     wait(TEST, spawn_trusting(TEST, "publish", &url, &builder));
     let published = fs::read_dir(shared.path()).unwrap().count();
-    assert_eq!(published, SHAPES.len());
+    assert_eq!(artifact_files(shared.path()).len(), SHAPES.len());
     // The reader trusts the builder's public key (in a file, beside a
     // rotated-out key given inline) and holds no secret, no signing key.
     let trusted = keys.path().join("trusted-keys");
@@ -493,9 +508,13 @@ fn an_oversized_artifact_is_neither_published_nor_downloaded() {
     ));
     let stats = remote(&jit);
     assert_eq!(
-        (stats.oversized, stats.hits, stats.bytes_fetched),
-        (2, 0, 0),
+        (stats.oversized, stats.hits, stats.policies_fetched),
+        (2, 0, 1),
         "{stats}"
+    );
+    assert!(
+        stats.bytes_fetched < 1024,
+        "only sigmoid's learned policy was downloaded, no artifact: {stats}"
     );
 }
 
@@ -551,7 +570,10 @@ fn a_store_of_ones_own_is_used_like_a_server_leases_included() {
     }
     assert_eq!(remote(&jit).leases_taken, SHAPES.len() as u64);
     drop(jit); // publishes
-    assert_eq!(store.values.lock().unwrap().len(), SHAPES.len());
+    let values = store.values.lock().unwrap();
+    let artifacts = values.keys().filter(|name| !is_policy(name)).count();
+    assert_eq!(artifacts, SHAPES.len());
+    drop(values);
     assert_eq!(
         store.leases.load(std::sync::atomic::Ordering::Relaxed),
         SHAPES.len() as u64

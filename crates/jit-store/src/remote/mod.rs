@@ -516,7 +516,7 @@ impl Shared {
         load: impl Fn(VerifiedArtifact<'_>) -> Result<V, L>,
     ) -> Lookup<(V, Vec<u8>)> {
         let c = &self.counters;
-        let bytes = match self.fetch_value(name) {
+        let bytes = match self.fetch_value(kind, name) {
             Lookup::Found(bytes) => bytes,
             Lookup::Missing => return Lookup::Missing,
             Lookup::Unusable => return Lookup::Unusable,
@@ -600,8 +600,10 @@ impl Shared {
         lease::wait_bound(longest, self.options.compile_estimate, ttl)
     }
 
-    /// The value under `name`, through the breaker, timed and counted.
-    fn fetch_value(&self, name: &str) -> Lookup<Vec<u8>> {
+    /// The value of `kind` under `name`, through the breaker, timed and
+    /// counted (`misses` counts artifacts only: a function without a
+    /// published policy is no miss of the cache).
+    fn fetch_value(&self, kind: Kind, name: &str) -> Lookup<Vec<u8>> {
         let c = &self.counters;
         let start = Instant::now();
         if !self.breaker.admit(start) {
@@ -628,7 +630,9 @@ impl Shared {
                 match value {
                     RemoteValue::Found(bytes) => return Lookup::Found(bytes),
                     RemoteValue::Missing => {
-                        bump(&c.misses, 1);
+                        if kind == Kind::Artifact {
+                            bump(&c.misses, 1);
+                        }
                         tracing::debug!(
                             target: crate::log_targets::REMOTE,
                             key = %name,

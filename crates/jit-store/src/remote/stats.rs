@@ -16,7 +16,7 @@ counters! {
     pub struct RemoteStats counted in Counters {
         /// Artifacts served from the remote store (and copied to disk).
         pub hits: u64,
-        /// Fetches that found nothing.
+        /// Artifact fetches that found nothing.
         pub misses: u64,
         /// Artifacts published.
         pub publishes: u64,
@@ -38,7 +38,8 @@ counters! {
         pub bytes_fetched: u64,
         /// Entry bytes uploaded (headers included).
         pub bytes_published: u64,
-        /// Fetch requests sent (whatever their outcome).
+        /// Fetch requests sent (whatever their outcome; learned policies'
+        /// included).
         pub fetches: u64,
         /// Of `rejected`: values whose tag or signature did not verify
         /// (forged, sealed with another secret or key, copied from another
