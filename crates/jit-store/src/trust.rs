@@ -54,15 +54,6 @@ pub enum StoreError {
         /// What is wrong, and what to do about it.
         reason: String,
     },
-    /// A file the store was given (a list of trusted keys) does not hold
-    /// what it should.
-    #[error("{} cannot be used: {reason}", Escaped::new(path))]
-    Invalid {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong with it.
-        reason: String,
-    },
     /// The folder or its secret cannot be created or read.
     #[error("cannot create or read {}", Escaped::new(path))]
     Io {
@@ -71,6 +62,15 @@ pub enum StoreError {
         /// The operating system's error.
         #[source]
         source: io::Error,
+    },
+    /// A file the store was given (a list of trusted keys) does not hold
+    /// what it should.
+    #[error("{} cannot be used: {reason}", Escaped::new(path))]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
     },
 }
 
