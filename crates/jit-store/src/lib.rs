@@ -5,16 +5,20 @@
 //!
 //! This is the I/O half of the JIT's caching: `jit-cache` decides (and
 //! opens no file), this crate keeps. It holds keys, entry layout and
-//! authentication (HMAC-SHA256 under a [`Secret`]), folder permissions,
-//! atomic writes, a size bound with LRU eviction, one build per key at a
-//! time (jit-cache's single-flight primitive), and the policy files that
-//! keep [`jit_cache::LearnedPolicy`], all without unsafe code (this crate
+//! authentication (HMAC-SHA256 under a [`Secret`], or a builder's Ed25519
+//! signature checked against [`TrustedKeys`]), folder permissions, atomic
+//! writes, a size bound with LRU eviction, one build per key at a time
+//! (jit-cache's single-flight primitive), the policy files that keep
+//! [`jit_cache::LearnedPolicy`], and the counters of every process that
+//! used a folder ([`RunTotals`]), all without unsafe code (this crate
 //! forbids it). With `remote`, an optional `RemoteTier` stands behind the
 //! folder (a `RedisStore` or `SharedFolderStore` backend, or your own
-//! `RemoteStore`; compile leases, a circuit breaker, a background
-//! publisher). What an artifact *is* and how it is loaded stays with the
-//! caller: [`ArtifactStore::fetch_or_build`] hands a [`VerifiedArtifact`]
-//! to the caller's `load` and returns whatever it returns.
+//! `RemoteStore`; entries tagged with a shared secret or signed by
+//! builders, read-only readers, learned policies shared by the cluster,
+//! compile leases, a circuit breaker, a background publisher). What an
+//! artifact *is* and how it is loaded stays with the caller:
+//! [`ArtifactStore::fetch_or_build`] hands a [`VerifiedArtifact`] to the
+//! caller's `load` and returns whatever it returns.
 //!
 //! ```no_run
 //! use jit_store::{ArtifactKey, ArtifactStore, KeyParts, StoreConfig};

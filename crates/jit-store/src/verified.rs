@@ -10,7 +10,9 @@
 /// - an entry whose HMAC-SHA256 over its key and payload verified under the
 ///   secret of a folder that no other user can read or write, or under the
 ///   remote tier's shared secret (see [`Secret`](super::Secret)), read from
-///   a file that no other user could write.
+///   a file that no other user could write; or a remote entry signed by a
+///   key of the tier's [`TrustedKeys`](super::TrustedKeys) (Ed25519, over
+///   its key and payload).
 ///
 /// A caller that runs the bytes as native code (a `.vmfb`) may therefore
 /// treat them as it treats its own compiler's output: the threat model in
@@ -26,7 +28,8 @@ impl<'a> VerifiedArtifact<'a> {
         VerifiedArtifact { bytes }
     }
 
-    /// A payload whose tag verified (`entry::parse` returned it as found).
+    /// A payload whose tag or signature verified (`entry::parse` returned
+    /// it as found).
     pub(crate) fn authenticated(bytes: &'a [u8]) -> Self {
         VerifiedArtifact { bytes }
     }
