@@ -58,12 +58,13 @@ fn a_variable_that_asks_for_a_left_out_cache_names_the_feature() {
         "SHEAF_JIT_DISK_CACHE",
         "SHEAF_JIT_CACHE_MAX_BYTES",
     ];
+    let signatures = ["SHEAF_JIT_SIGNING_KEY_FILE", "SHEAF_JIT_TRUSTED_KEYS"];
     let remote: Vec<_> = ENV_VARIABLES
         .iter()
         .map(|variable| variable.name)
-        .filter(|name| name.starts_with("SHEAF_JIT_REMOTE_"))
+        .filter(|name| name.starts_with("SHEAF_JIT_REMOTE_") || signatures.contains(name))
         .collect();
-    assert_eq!(remote.len(), 9, "{remote:?}");
+    assert_eq!(remote.len(), 12, "{remote:?}");
     let asks = disk
         .iter()
         .map(|name| (*name, "disk cache", "disk-cache"))
@@ -73,10 +74,10 @@ fn a_variable_that_asks_for_a_left_out_cache_names_the_feature() {
                 .map(|name| (*name, "remote cache", "remote-cache")),
         );
     for (name, part, feature) in asks {
-        let value = if name == "SHEAF_JIT_DISK_CACHE" {
-            "on"
-        } else {
-            "1"
+        let value = match name {
+            "SHEAF_JIT_DISK_CACHE" => "on",
+            "SHEAF_JIT_REMOTE_MODE" => "read-only",
+            _ => "1",
         };
         let error = refused(name, value);
         assert_eq!(
@@ -93,6 +94,15 @@ fn a_variable_that_asks_for_a_left_out_cache_names_the_feature() {
             "{message}"
         );
     }
+    // The profile as JSON needs serde.
+    assert_eq!(
+        refused("SHEAF_JIT_PROFILE", "json"),
+        ConfigError::FeatureDisabled {
+            setting: "SHEAF_JIT_PROFILE",
+            part: "profile as JSON",
+            feature: "serde"
+        }
+    );
     let off = |name: &str| (name == "SHEAF_JIT_DISK_CACHE").then(|| "off".into());
     let config = JitConfig::builder()
         .apply_vars(off)
