@@ -68,10 +68,6 @@ pub(crate) const ENTRY_EXTENSION: &str = "sjit";
 
 /// What seals the entries written: a secret's tag, or a signature.
 #[derive(Debug, Clone, Copy)]
-#[cfg_attr(
-    not(any(feature = "remote", test)),
-    expect(dead_code, reason = "only a remote tier signs entries")
-)]
 pub(crate) enum Sealer<'a> {
     /// A tag under this secret (format 2).
     Secret(&'a Secret),
@@ -81,10 +77,6 @@ pub(crate) enum Sealer<'a> {
 
 /// What checks the seal of the entries read.
 #[derive(Debug, Clone, Copy)]
-#[cfg_attr(
-    not(any(feature = "remote", test)),
-    expect(dead_code, reason = "only a remote tier checks signatures")
-)]
 pub(crate) enum Checker<'a> {
     /// A tag under this secret: format 2 only.
     Secret(&'a Secret),
@@ -105,8 +97,9 @@ enum Seal {
 /// What reading an entry found.
 #[derive(Debug)]
 pub(crate) enum ReadOutcome {
-    /// A complete, authentic entry for the key; its payload.
-    Found(Vec<u8>),
+    /// A complete, authentic entry for the key: its payload, and the key
+    /// that signed it (`None` for a tagged entry).
+    Found(Vec<u8>, Option<PublicKey>),
     /// No entry (or one that cannot be read now, e.g. for lack of memory).
     Missing,
     /// A file that is not a well-formed entry for the key: why.
@@ -177,7 +170,7 @@ pub(crate) fn judge<V, L: std::fmt::Display>(
     load: impl FnOnce(VerifiedArtifact<'_>) -> Result<V, L>,
 ) -> Verdict<V> {
     match outcome {
-        ReadOutcome::Found(artifact) => match load(VerifiedArtifact::authenticated(&artifact)) {
+        ReadOutcome::Found(artifact, _) => match load(VerifiedArtifact::authenticated(&artifact)) {
             Ok(value) => Verdict::Loaded { value, artifact },
             Err(reason) => Verdict::Rejected(Rejection::Refused(reason.to_string())),
         },
@@ -187,7 +180,7 @@ pub(crate) fn judge<V, L: std::fmt::Display>(
     }
 }
 
-/// Reads the entry at `path`, checks it completely under `secret`, and,
+/// Reads the entry at `path`, checks it completely with `checker`, and,
 /// when `touch` is set, marks it as used (sets its modification time, the
 /// LRU order) when it is good. Entries with payloads over `max_payload`
 /// bytes are corrupt.
@@ -198,7 +191,7 @@ pub(crate) fn judge<V, L: std::fmt::Display>(
 pub(crate) fn read(
     path: &Path,
     key: &ArtifactKey,
-    secret: &Secret,
+    checker: Checker<'_>,
     owners: Owners,
     max_payload: u64,
     touch: bool,
@@ -215,9 +208,8 @@ pub(crate) fn read(
             return Err(reason)
         }
     };
-    let checker = Checker::Secret(secret);
     let outcome = parse(&mut file, metadata.len(), key, checker, max_payload);
-    if touch && matches!(outcome, ReadOutcome::Found(_)) {
+    if touch && matches!(outcome, ReadOutcome::Found(..)) {
         // Best effort: an entry we cannot touch just ages sooner.
         let _ = file.set_modified(SystemTime::now());
     }
@@ -309,7 +301,11 @@ pub(crate) fn parse(
     if !verified {
         return ReadOutcome::Unauthenticated(Untrusted::Unverified);
     }
-    ReadOutcome::Found(payload)
+    let signer = match seal {
+        Seal::Signature { signer, .. } => Some(signer),
+        Seal::Tag(_) => None,
+    };
+    ReadOutcome::Found(payload, signer)
 }
 
 /// The header's first [`PREFIX_LEN`] bytes checked: the length of the seal
@@ -333,6 +329,16 @@ fn decode_prefix(prefix: &[u8; PREFIX_LEN]) -> Result<(usize, u64), String> {
     }
     let promised = u64::from_le_bytes(prefix[16..24].try_into().expect("8 bytes"));
     Ok((seal_len, promised))
+}
+
+impl Sealer<'_> {
+    /// The length of the header of the entries this sealer writes.
+    pub(crate) fn header_len(&self) -> usize {
+        match self {
+            Sealer::Secret(_) => HEADER_LEN,
+            Sealer::Signer(_) => MAX_HEADER_LEN,
+        }
+    }
 }
 
 impl Checker<'_> {
@@ -389,17 +395,17 @@ pub(crate) fn encode(key: &ArtifactKey, sealer: Sealer<'_>, payload: &[u8]) -> V
     bytes
 }
 
-/// Writes an entry for `key` to `path` (inside `dir`) atomically, tagged
-/// under `secret`; returns the bytes written.
+/// Writes an entry for `key` to `path` (inside `dir`) atomically, sealed
+/// by `sealer`; returns the bytes written.
 pub(crate) fn write(
     dir: &Path,
     path: &Path,
     key: &ArtifactKey,
-    secret: &Secret,
+    sealer: Sealer<'_>,
     payload: &[u8],
 ) -> io::Result<u64> {
     debug_assert_eq!(path.parent(), Some(dir));
-    let header = encode_header(key, Sealer::Secret(secret), payload);
+    let header = encode_header(key, sealer, payload);
     file_io::write_parts(path, &[&header, payload], 0o600)?;
     Ok((header.len() + payload.len()) as u64)
 }
@@ -512,14 +518,14 @@ pub(crate) mod tests {
         let signed = encode(&key, Sealer::Signer(&builder), b"0123456789");
         assert_eq!(signed.len(), MAX_HEADER_LEN + 10);
         assert!(
-            matches!(parse_with(&signed, &key, check), ReadOutcome::Found(p) if p == b"0123456789")
+            matches!(parse_with(&signed, &key, check), ReadOutcome::Found(p, Some(by)) if p == b"0123456789" && by == builder.public_key())
         );
         // Every single-byte change is refused, and none is found.
         for i in 0..signed.len() {
             let mut changed = signed.clone();
             changed[i] ^= 0x40;
             assert!(
-                !matches!(parse_with(&changed, &key, check), ReadOutcome::Found(_)),
+                !matches!(parse_with(&changed, &key, check), ReadOutcome::Found(..)),
                 "byte {i}"
             );
         }
@@ -549,13 +555,13 @@ pub(crate) mod tests {
     fn only_authentic_well_formed_entries_are_found() {
         let key = key("a");
         let good = entry(&key, b"0123456789");
-        assert!(matches!(parsed(&good, &key), ReadOutcome::Found(p) if p == b"0123456789"));
+        assert!(matches!(parsed(&good, &key), ReadOutcome::Found(p, None) if p == b"0123456789"));
         // Every single-byte change is refused, and none is found.
         for i in 0..good.len() {
             let mut changed = good.clone();
             changed[i] ^= 0x40;
             assert!(
-                !matches!(parsed(&changed, &key), ReadOutcome::Found(_)),
+                !matches!(parsed(&changed, &key), ReadOutcome::Found(..)),
                 "byte {i}"
             );
         }
@@ -589,13 +595,30 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let key = key("a");
         let path = dir.path().join("entry");
-        let read = |path: &Path| self::read(path, &key, &secret(), Owners::User, 1 << 20, true);
+        let secret = secret();
+        let read = |path: &Path| {
+            self::read(
+                path,
+                &key,
+                Checker::Secret(&secret),
+                Owners::User,
+                1 << 20,
+                true,
+            )
+        };
         assert!(matches!(read(&path), Ok(ReadOutcome::Missing)));
         assert_eq!(
-            write(dir.path(), &path, &key, &secret(), b"0123456789").unwrap(),
+            write(
+                dir.path(),
+                &path,
+                &key,
+                Sealer::Secret(&secret),
+                b"0123456789"
+            )
+            .unwrap(),
             98
         );
-        assert!(matches!(read(&path), Ok(ReadOutcome::Found(p)) if p == b"0123456789"));
+        assert!(matches!(read(&path), Ok(ReadOutcome::Found(p, None)) if p == b"0123456789"));
         // No temporary file is left behind.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 

@@ -8,16 +8,19 @@ use std::sync::{Mutex, PoisonError};
 use super::entry::ENTRY_EXTENSION;
 use super::key::ArtifactKey;
 use super::listing::{self, Listed};
-use super::trust::{self, Owners, Secret};
+use super::trust::{self, Owners, Trust};
 
-/// The folder of an [`ArtifactStore`](super::ArtifactStore), with its
-/// secret and bound.
+/// The folder of an [`ArtifactStore`](super::ArtifactStore), with what
+/// authenticates its entries and its bound.
 #[derive(Debug)]
 pub(super) struct Folder {
     pub(super) entries: PathBuf,
-    /// `None` only for a folder inspected without one ([`Access::Inspect`]):
-    /// no entry can be authenticated then.
-    pub(super) secret: Option<Secret>,
+    /// The folder's own secret ([`Trust::Shared`]: this user's disk cache,
+    /// an unsigned bundle), or signatures (a signed bundle, written with
+    /// its builder's key and read with trusted keys). `None` only for a
+    /// folder inspected without a secret ([`Access::Inspect`]): no entry
+    /// can be authenticated then.
+    pub(super) trust: Option<Trust>,
     pub(super) max_bytes: u64,
     pub(super) access: Access,
     /// Bytes in `entries`; `None` until the first scan.

@@ -21,10 +21,11 @@ use std::sync::PoisonError;
 use std::time::{Duration, SystemTime};
 
 use super::artifact_store::{ArtifactStore, MAX_ENTRY_BYTES};
-use super::entry::{self, ReadOutcome};
+use super::entry::{self, ReadOutcome, Untrusted};
 use super::folder::Folder;
 use super::key::ArtifactKey;
 use super::policy_files;
+use super::trust::PublicKey;
 use jit_cache::{LearnedPolicy, PolicyOwner};
 
 /// An entry file of a store's folder ([`ArtifactStore::stored_entries`]).
@@ -53,13 +54,28 @@ pub enum EntryCheck {
         /// The artifact's size.
         artifact_bytes: u64,
     },
+    /// In a store read with trusted keys (a signed bundle): a well-formed
+    /// entry whose signature by `signer`, one of the trusted keys,
+    /// verifies: a lookup hands its artifact to the loader.
+    Signed {
+        /// The artifact's size.
+        artifact_bytes: u64,
+        /// The key that signed it.
+        signer: PublicKey,
+    },
     /// Not a well-formed entry for its key (truncated, another format,
     /// another key's header): why. A lookup deletes it and builds again.
     Corrupt(String),
-    /// Well formed, but its tag does not verify: forged, re-keyed from
-    /// another entry, tagged under another secret, or damaged. A lookup
-    /// deletes it and builds again.
+    /// Well formed, but its tag or signature does not verify: forged,
+    /// re-keyed from another entry, tagged under another secret, or
+    /// damaged. A lookup deletes it and builds again.
     Unauthenticated,
+    /// In a store read with trusted keys: an entry tagged with a secret,
+    /// not signed. A lookup never loads it.
+    Unsigned,
+    /// In a store read with trusted keys: an entry signed by this key,
+    /// which is not among them. A lookup never loads it.
+    UnknownSigner(PublicKey),
     /// Not safe to read (a link, a special file, a file another user could
     /// have written): why, and what to run. A lookup never reads it.
     Insecure(String),
@@ -75,7 +91,10 @@ pub enum EntryCheck {
 impl EntryCheck {
     /// Whether a lookup would load it.
     pub fn is_authentic(&self) -> bool {
-        matches!(self, EntryCheck::Authentic { .. })
+        matches!(
+            self,
+            EntryCheck::Authentic { .. } | EntryCheck::Signed { .. }
+        )
     }
 }
 
@@ -88,11 +107,22 @@ impl fmt::Display for EntryCheck {
                     "authentic ({artifact_bytes}-byte artifact, tag verified)"
                 )
             }
+            EntryCheck::Signed {
+                artifact_bytes,
+                signer,
+            } => write!(
+                f,
+                "authentic ({artifact_bytes}-byte artifact, signed by {signer})"
+            ),
             EntryCheck::Corrupt(reason) => write!(f, "corrupt: {reason}"),
             EntryCheck::Unauthenticated => f.write_str(
-                "unauthenticated: its tag does not verify under this folder's secret (forged, \
-                 copied from another entry, or damaged)",
+                "unauthenticated: its tag (or signature) does not verify (forged, copied from \
+                 another entry, or damaged)",
             ),
+            EntryCheck::Unsigned => write!(f, "refused: {}", Untrusted::Unsigned),
+            EntryCheck::UnknownSigner(signer) => {
+                write!(f, "refused: {}", Untrusted::UnknownSigner(*signer))
+            }
             EntryCheck::Insecure(reason) => write!(f, "not safe to read: {reason}"),
             EntryCheck::Missing => f.write_str("gone since it was listed"),
             EntryCheck::NoSecret => f.write_str(
@@ -190,26 +220,34 @@ impl ArtifactStore {
         let Some(folder) = self.folder() else {
             return EntryCheck::Missing;
         };
-        let Some(secret) = &folder.secret else {
+        let Some(trust) = &folder.trust else {
             return EntryCheck::NoSecret;
         };
         let max_payload = folder.max_bytes.min(MAX_ENTRY_BYTES);
         let read = entry::read(
             &entry.path,
             &entry.key,
-            secret,
+            trust.checker(),
             folder.owners(),
             max_payload,
             false,
         );
         match read {
             Err(reason) => EntryCheck::Insecure(reason),
-            Ok(ReadOutcome::Found(artifact)) => EntryCheck::Authentic {
+            Ok(ReadOutcome::Found(artifact, None)) => EntryCheck::Authentic {
                 artifact_bytes: artifact.len() as u64,
+            },
+            Ok(ReadOutcome::Found(artifact, Some(signer))) => EntryCheck::Signed {
+                artifact_bytes: artifact.len() as u64,
+                signer,
             },
             Ok(ReadOutcome::Missing) => EntryCheck::Missing,
             Ok(ReadOutcome::Corrupt(reason)) => EntryCheck::Corrupt(reason),
-            Ok(ReadOutcome::Unauthenticated(_)) => EntryCheck::Unauthenticated,
+            Ok(ReadOutcome::Unauthenticated(Untrusted::Unverified)) => EntryCheck::Unauthenticated,
+            Ok(ReadOutcome::Unauthenticated(Untrusted::Unsigned)) => EntryCheck::Unsigned,
+            Ok(ReadOutcome::Unauthenticated(Untrusted::UnknownSigner(signer))) => {
+                EntryCheck::UnknownSigner(signer)
+            }
         }
     }
 

@@ -6,7 +6,8 @@
 //! This is the I/O half of the JIT's caching: `jit-cache` decides (and
 //! opens no file), this crate keeps. It holds keys, entry layout and
 //! authentication (HMAC-SHA256 under a [`Secret`], or a builder's Ed25519
-//! signature checked against [`TrustedKeys`]), folder permissions, atomic
+//! signature checked against [`TrustedKeys`]: [`Trust`], for a remote tier
+//! and for signed folders such as bundles), folder permissions, atomic
 //! writes, a size bound with LRU eviction, one build per key at a time
 //! (jit-cache's single-flight primitive), the policy files that keep
 //! [`jit_cache::LearnedPolicy`], and the counters of every process that
@@ -93,8 +94,8 @@ pub use policy_files::MAX_POLICY_FILES;
 pub use run_totals::{CallTotals, RunTotals, TierTotals};
 pub use stats::StoreStats;
 pub use trust::{
-    create_private_folder, open_read_only_file, PublicKey, PublicKeyError, Secret, SigningKey,
-    StoreError, TrustedKeys,
+    create_private_folder, open_read_only_file, DocumentSignature, DocumentSignatureError,
+    PublicKey, PublicKeyError, Secret, SigningKey, StoreError, Trust, TrustedKeys,
 };
 pub use verified::VerifiedArtifact;
 #[cfg(feature = "remote")]
@@ -103,7 +104,7 @@ pub use {
     breaker::BreakerState,
     remote::{
         LeaseAnswer, Namespace, NamespaceError, RemoteError, RemoteMode, RemoteModeError,
-        RemoteOptions, RemoteStats, RemoteStore, RemoteTier, RemoteTrust, RemoteValue,
+        RemoteOptions, RemoteStats, RemoteStore, RemoteTier, RemoteValue,
     },
     shared_folder::SharedFolderStore,
 };

@@ -158,6 +158,8 @@ impl TierTotals {
             absent: stats.absent,
             corrupt: stats.corrupt,
             unauthenticated: stats.unauthenticated,
+            unsigned: stats.unsigned,
+            unknown_signer: stats.unknown_signer,
             insecure: stats.insecure,
             refused: stats.refused,
             ..TierTotals::default()

@@ -15,10 +15,16 @@ counters! {
         /// Entries found damaged, or refused by the caller's `load`, and
         /// deleted (unless the folder is read-only).
         pub corrupt: u64,
-        /// Well-formed entries whose authentication tag did not verify (forged,
-        /// re-keyed from another entry, or damaged), deleted (unless the folder
-        /// is read-only) and rebuilt.
+        /// Well-formed entries whose authentication tag or signature did not
+        /// verify (forged, re-keyed from another entry, or damaged), deleted
+        /// (unless the folder is read-only) and rebuilt.
         pub unauthenticated: u64,
+        /// In a folder read with trusted keys (a signed bundle): entries
+        /// tagged with a secret, not signed; never loaded.
+        pub unsigned: u64,
+        /// In a folder read with trusted keys: entries signed by a key not
+        /// among them; never loaded.
+        pub unknown_signer: u64,
         /// Entries refused unread because they are not safe files: a symbolic
         /// link, a FIFO or device, or a file that group or others may write or
         /// that belongs to another user (or, in a read-only folder, to neither
@@ -39,7 +45,8 @@ counters! {
         /// Lookups that found no entry for their key (never written, evicted,
         /// deleted, or written by another compiler or configuration, whose
         /// artifacts have other keys). Together with `corrupt`,
-        /// `unauthenticated` and `insecure`, each lookup that did not hit has
+        /// `unauthenticated`, `unsigned`, `unknown_signer` and `insecure`,
+        /// each lookup that did not hit has
         /// its reason counted once; `misses` counts the builds they led to.
         pub absent: u64,
         /// Of `corrupt`: authentic entries the caller's `load` refused (the

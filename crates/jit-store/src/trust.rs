@@ -18,6 +18,7 @@
 //! folder on the way instead).
 
 mod mounted;
+mod sealing;
 mod signatures;
 
 use std::fs::{self, DirBuilder, File, Metadata};
@@ -32,7 +33,10 @@ use super::escaped::Escaped;
 use super::file_io::{self, OpenError};
 use super::key::ArtifactKey;
 
-pub use signatures::{PublicKey, PublicKeyError, SigningKey, TrustedKeys};
+pub use sealing::Trust;
+pub use signatures::{
+    DocumentSignature, DocumentSignatureError, PublicKey, PublicKeyError, SigningKey, TrustedKeys,
+};
 pub(crate) use signatures::{SignatureCheck, PUBLIC_KEY_LEN, SIGNATURE_LEN};
 
 /// Length of the secret and of an entry's authentication tag.

@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use jit_cache::{CacheConfig, FunctionId, JitCache};
 use jit_store::{
-    ArtifactStore, RemoteMode, RemoteOptions, RemoteStats, RemoteTier, RemoteTrust, Secret,
-    SharedFolderStore, SigningKey, StoreConfig, TrustedKeys,
+    ArtifactStore, RemoteMode, RemoteOptions, RemoteStats, RemoteTier, Secret, SharedFolderStore,
+    SigningKey, StoreConfig, Trust, TrustedKeys,
 };
 use support::InStore;
 use test_support::mock_cache::{expected, mlp, run, MockCompiler, MockExe, Ran};
@@ -27,7 +27,7 @@ fn mlp_layer() -> FunctionId {
 
 /// A store with its own fresh folder in `disk`, behind it the shared
 /// folder `shared` trusted as `trust` says.
-fn store(disk: &Path, shared: &Path, trust: RemoteTrust) -> Arc<ArtifactStore> {
+fn store(disk: &Path, shared: &Path, trust: Trust) -> Arc<ArtifactStore> {
     let backend = Box::new(SharedFolderStore::new(shared).unwrap());
     let tier = RemoteTier::with_trust(backend, trust, RemoteOptions::default()).unwrap();
     let store = ArtifactStore::open(StoreConfig::at(disk)).unwrap();
@@ -55,8 +55,8 @@ fn remote(store: &ArtifactStore) -> RemoteStats {
     store.remote_stats().unwrap()
 }
 
-fn shared_secret() -> RemoteTrust {
-    RemoteTrust::Shared(Secret::from_bytes([4; Secret::LEN]))
+fn shared_secret() -> Trust {
+    Trust::Shared(Secret::from_bytes([4; Secret::LEN]))
 }
 
 #[test]
@@ -102,7 +102,7 @@ fn a_tampered_policy_is_refused_and_a_reader_takes_a_builders_and_publishes_none
     let learner = store(
         first.path(),
         shared.path(),
-        RemoteTrust::builder(builder, TrustedKeys::default()),
+        Trust::builder(builder, TrustedKeys::default()),
     );
     assert_eq!(ragged(&learner, &[3, 5, 7, 9]), 2);
     drop(learner); // publishes
@@ -116,11 +116,7 @@ fn a_tampered_policy_is_refused_and_a_reader_takes_a_builders_and_publishes_none
     let published = policies();
     assert_eq!(published.len(), 1, "{published:?}");
 
-    let reader = store(
-        second.path(),
-        shared.path(),
-        RemoteTrust::reader(trusted.clone()),
-    );
+    let reader = store(second.path(), shared.path(), Trust::reader(trusted.clone()));
     assert_eq!(ragged(&reader, &[40, 41, 42, 3]), 1, "the builder's policy");
     assert_eq!(
         (
@@ -141,7 +137,7 @@ fn a_tampered_policy_is_refused_and_a_reader_takes_a_builders_and_publishes_none
         let backend = Box::new(SharedFolderStore::new(shared.path()).unwrap());
         let mut options = RemoteOptions::default();
         options.mode = RemoteMode::ReadOnly;
-        let tier = RemoteTier::with_trust(backend, RemoteTrust::reader(trusted), options).unwrap();
+        let tier = RemoteTier::with_trust(backend, Trust::reader(trusted), options).unwrap();
         Arc::new(
             ArtifactStore::open(StoreConfig::at(third.path()))
                 .unwrap()

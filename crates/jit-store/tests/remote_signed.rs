@@ -19,8 +19,8 @@ use std::time::{Duration, SystemTime};
 
 use jit_store::{
     ArtifactStore, Fetched, RedisStore, RemoteMode, RemoteOptions, RemoteStats, RemoteStore,
-    RemoteTier, RemoteTimeouts, RemoteTrust, RemoteValue, Secret, SharedFolderStore, SigningKey,
-    StoreConfig, TrustedKeys,
+    RemoteTier, RemoteTimeouts, RemoteValue, Secret, SharedFolderStore, SigningKey, StoreConfig,
+    Trust, TrustedKeys,
 };
 use support::{fetch_built_by, key};
 use test_support::redis::{documented_acl, RedisServer, Reply};
@@ -62,12 +62,12 @@ impl Backend<'_> {
     }
 }
 
-fn tier(backend: Backend<'_>, trust: RemoteTrust, mode: RemoteMode) -> RemoteTier {
+fn tier(backend: Backend<'_>, trust: Trust, mode: RemoteMode) -> RemoteTier {
     RemoteTier::with_trust(backend.open(), trust, options(mode)).unwrap()
 }
 
 /// Publishes `program` (`built by <who>`) through a tier of `trust`.
-fn publish(backend: Backend<'_>, trust: RemoteTrust, program: &str, who: &str) {
+fn publish(backend: Backend<'_>, trust: Trust, program: &str, who: &str) {
     let store = ArtifactStore::disabled().with_remote(tier(backend, trust, RemoteMode::ReadWrite));
     assert_eq!(fetch_built_by(&store, program, who).1, Fetched::Built);
     drop(store); // waits for the publish
@@ -89,8 +89,8 @@ fn stranger() -> SigningKey {
 /// holder of the shared secret and copied under the signed entries' name.
 fn publish_everything(backend: Backend<'_>) {
     let trusted = TrustedKeys::new([builder().public_key()]);
-    let by_builder = || RemoteTrust::builder(builder(), trusted.clone());
-    let by_stranger = || RemoteTrust::builder(stranger(), TrustedKeys::default());
+    let by_builder = || Trust::builder(builder(), trusted.clone());
+    let by_stranger = || Trust::builder(stranger(), TrustedKeys::default());
     publish(backend, by_builder(), "f", "the builder");
     publish(backend, by_stranger(), "g", "a stranger");
     publish(backend, by_stranger(), "h", "the builder, tampered with");
@@ -98,13 +98,13 @@ fn publish_everything(backend: Backend<'_>) {
     let secret = Secret::from_bytes([3; Secret::LEN]);
     publish(
         backend,
-        RemoteTrust::Shared(secret.clone()),
+        Trust::Shared(secret.clone()),
         "u",
         "a holder of the secret",
     );
 
     let signed = tier(backend, by_builder(), RemoteMode::ReadWrite);
-    let shared = tier(backend, RemoteTrust::Shared(secret), RemoteMode::ReadWrite);
+    let shared = tier(backend, Trust::Shared(secret), RemoteMode::ReadWrite);
     let store = backend.open();
     let value = |name: &str| match store.get(name, 1 << 20).unwrap() {
         RemoteValue::Found(value) => value,
@@ -121,7 +121,7 @@ fn publish_everything(backend: Backend<'_>) {
 /// meets every entry of [`publish_everything`] twice; its counters.
 fn read_everything(backend: Backend<'_>, trusted: TrustedKeys, folder: &Path) -> RemoteStats {
     let disk = ArtifactStore::open(StoreConfig::at(folder)).unwrap();
-    let tier = tier(backend, RemoteTrust::reader(trusted), RemoteMode::ReadWrite);
+    let tier = tier(backend, Trust::reader(trusted), RemoteMode::ReadWrite);
     assert!(
         tier.read_only(),
         "a reader with no signing key never writes"
@@ -198,7 +198,7 @@ fn a_redis_reader_with_public_keys_takes_only_what_a_trusted_builder_signed_and_
     let secret = Secret::from_bytes([3; Secret::LEN]);
     let shared = tier(
         Backend::Redis(&url),
-        RemoteTrust::Shared(secret),
+        Trust::Shared(secret),
         RemoteMode::ReadOnly,
     );
     assert!(shared.read_only());
@@ -238,7 +238,7 @@ fn a_shared_folder_reader_with_public_keys_takes_only_what_a_trusted_builder_sig
     assert_refused_by_reason(&stats);
     let store = ArtifactStore::disabled().with_remote(tier(
         backend,
-        RemoteTrust::Shared(Secret::from_bytes([3; Secret::LEN])),
+        Trust::Shared(Secret::from_bytes([3; Secret::LEN])),
         RemoteMode::ReadOnly,
     ));
     assert_eq!(fetch_built_by(&store, "new", "a reader").1, Fetched::Built);
@@ -257,20 +257,20 @@ fn a_builder_trusts_its_own_key_and_rotation_trusts_old_and_new() {
     let (old, new) = (builder(), stranger());
     publish(
         backend,
-        RemoteTrust::builder(old.clone(), TrustedKeys::default()),
+        Trust::builder(old.clone(), TrustedKeys::default()),
         "f",
         "old",
     );
     // The builder itself finds what it signed.
     let again = ArtifactStore::disabled().with_remote(tier(
         backend,
-        RemoteTrust::builder(old.clone(), TrustedKeys::default()),
+        Trust::builder(old.clone(), TrustedKeys::default()),
         RemoteMode::ReadWrite,
     ));
     assert_eq!(fetch_built_by(&again, "f", "old").1, Fetched::Remote);
     publish(
         backend,
-        RemoteTrust::builder(new.clone(), TrustedKeys::default()),
+        Trust::builder(new.clone(), TrustedKeys::default()),
         "g",
         "new",
     );
@@ -278,7 +278,7 @@ fn a_builder_trusts_its_own_key_and_rotation_trusts_old_and_new() {
     let both = TrustedKeys::new([old.public_key(), new.public_key()]);
     let reader = ArtifactStore::disabled().with_remote(tier(
         backend,
-        RemoteTrust::reader(both),
+        Trust::reader(both),
         RemoteMode::ReadOnly,
     ));
     assert_eq!(
@@ -291,7 +291,7 @@ fn a_builder_trusts_its_own_key_and_rotation_trusts_old_and_new() {
     );
     let after = ArtifactStore::disabled().with_remote(tier(
         backend,
-        RemoteTrust::reader(TrustedKeys::new([new.public_key()])),
+        Trust::reader(TrustedKeys::new([new.public_key()])),
         RemoteMode::ReadOnly,
     ));
     assert_eq!(

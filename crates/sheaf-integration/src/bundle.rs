@@ -2,9 +2,10 @@
 //! with a program and serve its calls ahead of time, without a compiler.
 //!
 //! A bundle is a folder holding `vmfb/<key>.sjit` entries (the disk cache's
-//! format: a header, an authentication tag and the `.vmfb`), the `secret`
-//! that tags them, and `manifest.txt`, one line per variant (tab-separated;
-//! the variants of a `precompile` batch share one artifact):
+//! format: a header, a seal and the `.vmfb`) and `manifest.txt`, one line
+//! per variant (tab-separated; the variants of a `precompile` batch share
+//! one artifact); and either the `secret` that tags its entries, or, for a
+//! bundle its builder signed, `manifest.sig` (see "Signed bundles" below):
 //!
 //! ```text
 //! sheaf-jit bundle 4
@@ -34,9 +35,9 @@
 //! goes on as a miss (lowered, then loaded from the disk cache or
 //! compiled, or interpreted in a process without a compiler).
 //!
-//! A bundle is trusted like the program it ships with: its tags are made
-//! with its own secret, shipped inside it, so they detect damage, not
-//! forgery. What protects it is where it lives: every folder and file of it
+//! An unsigned bundle is trusted like the program it ships with: its tags
+//! are made with its own secret, shipped inside it, so they detect damage,
+//! not forgery. What protects it is where it lives: every folder and file of it
 //! (folders, secret, manifest, entries) must belong to this user or to root,
 //! be writable by no one else, and be a real folder or regular file, not a
 //! symbolic link, or the bundle is refused with an error that says what to
@@ -47,6 +48,24 @@
 //! loaded: the call compiles instead). Exporting re-tags each entry (the
 //! disk cache's secret never leaves its folder) and writes folders 0700 and
 //! files 0600, whatever the umask.
+//!
+//! # Signed bundles
+//!
+//! A runtime with a signing key
+//! ([`TrustSettings::signing_key`](crate::settings::TrustSettings::signing_key))
+//! exports a signed bundle: each entry signed by its key (entry format 3),
+//! no secret, and `manifest.sig`, one line holding the builder's public key
+//! and its Ed25519 signature of the manifest's bytes (a
+//! [`DocumentSignature`] for [`MANIFEST_PURPOSE`]). A runtime with trusted
+//! keys ([`TrustSettings::trusted_keys`](crate::settings::TrustSettings::trusted_keys))
+//! serves only signed bundles: the manifest's signature must verify under
+//! one of them before a line of it is parsed (else the bundle is refused
+//! whole), and each entry must be signed by one of them when it is read
+//! (else it is not loaded, and counted as unsigned or of an unknown
+//! signer). A reader's keys let it verify, never forge: whoever can change
+//! the bundle's files cannot make it run their code. A runtime without keys
+//! refuses a signed bundle, naming its signer, since it has no secret to
+//! check it with. The folder and file rules above hold for both kinds.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -57,12 +76,23 @@ use std::sync::Arc;
 
 use jit_cache::{stable_hash, FunctionId, Layout, Signature};
 use jit_store::{
-    file_io, open_read_only_file, ArtifactKey, ArtifactStore, Escaped, StoreConfig, StoreError,
+    file_io, open_read_only_file, ArtifactKey, ArtifactStore, DocumentSignature,
+    DocumentSignatureError, Escaped, PublicKey, SigningKey, StoreConfig, StoreError, TrustedKeys,
     VerifiedArtifact,
 };
 
+use crate::signing::Signatures;
+
 const FORMAT: &str = "sheaf-jit bundle 4";
 const MANIFEST: &str = "manifest.txt";
+/// The signature of a signed bundle's manifest.
+const MANIFEST_SIGNATURE: &str = "manifest.sig";
+/// What a manifest's signature is made for
+/// ([`SigningKey::sign_document`]): a signature of anything else never
+/// passes for one.
+const MANIFEST_PURPOSE: &str = "sheaf-jit bundle manifest";
+/// The largest `manifest.sig` read: one line of some 200 bytes.
+const MAX_SIGNATURE_BYTES: u64 = 1 << 10;
 
 /// The largest manifest a bundle may have: 16 MiB, some 100 000 entries. A
 /// larger one is refused before it is read.
@@ -78,10 +108,10 @@ pub enum BundleError {
     /// created or read.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The manifest could not be read.
+    /// The manifest (or its signature) could not be read.
     #[error("cannot read {}", Escaped::new(path))]
     Read {
-        /// The manifest.
+        /// The manifest, or its signature.
         path: PathBuf,
         /// The operating system's error.
         #[source]
@@ -147,7 +177,28 @@ pub enum BundleError {
     /// no keys.
     #[error("the compiler cannot be identified, so its artifacts have no keys")]
     UnidentifiedCompiler,
-    /// Exporting: the manifest could not be written.
+    /// The bundle is signed (it has a `manifest.sig`), and this process
+    /// trusts no key: it has no secret to check the bundle with.
+    #[error(
+        "it is signed by {signer}, and this process trusts no signing key; add that key to \
+         SHEAF_JIT_TRUSTED_KEYS (`TrustSettings::trusted_keys`) if its builder is yours"
+    )]
+    Signed {
+        /// The key the signature names (not checked).
+        signer: PublicKey,
+    },
+    /// This process trusts only signed code (it has trusted keys), and the
+    /// bundle is not signed.
+    #[error(
+        "it is not signed, and this process serves only what a trusted key signed \
+         (SHEAF_JIT_TRUSTED_KEYS); export it again with the builder's SHEAF_JIT_SIGNING_KEY_FILE"
+    )]
+    Unsigned,
+    /// The manifest's signature is malformed, made by a key not trusted, or
+    /// does not verify (the manifest changed since it was signed).
+    #[error("the signature of {MANIFEST} is refused")]
+    ManifestSignature(#[source] DocumentSignatureError),
+    /// Exporting: the manifest (or its signature) could not be written.
     #[error("cannot write {}", Escaped::new(path))]
     Write {
         /// The manifest.
@@ -167,6 +218,8 @@ pub(crate) struct Bundle {
     artifacts: usize,
     /// The variants, by function name and definition hash.
     variants: HashMap<(String, u64), Vec<BundledVariant>>,
+    /// The key that signed it; `None` for an unsigned bundle.
+    signer: Option<PublicKey>,
 }
 
 /// One variant a bundle lists.
@@ -196,22 +249,64 @@ pub(crate) struct Manifest {
     pub(crate) variants: HashMap<(String, u64), Vec<BundledVariant>>,
 }
 
+/// What a bundle read by [`read`] holds before its runtime build and
+/// entries are checked.
+#[derive(Debug)]
+pub(crate) struct Opened {
+    /// A read-only store over its entries: checked with its secret, or
+    /// with the trusted keys.
+    pub(crate) store: ArtifactStore,
+    pub(crate) manifest: Manifest,
+    /// The key whose signature of the manifest verified; `None` for an
+    /// unsigned bundle.
+    pub(crate) signer: Option<PublicKey>,
+}
+
 /// The bundle at `dir` as [`Bundle::open`] reads it before it checks the
-/// runtime build and the entries: its folders and secret (as
-/// [`ArtifactStore::open_read_only`] checks them), then its manifest.
-pub(crate) fn read(dir: &Path) -> Result<(ArtifactStore, Manifest), BundleError> {
-    let store = ArtifactStore::open_read_only(dir)?;
+/// runtime build and the entries: its folders, then, without trusted keys,
+/// its secret (as [`ArtifactStore::open_read_only`] checks them), or, with
+/// them, the manifest's signature; then its manifest.
+pub(crate) fn read(dir: &Path, trusted: Option<&TrustedKeys>) -> Result<Opened, BundleError> {
+    let signature = read_signature(&dir.join(MANIFEST_SIGNATURE))?;
+    let Some(trusted) = trusted else {
+        if let Some(signature) = signature {
+            return Err(BundleError::Signed {
+                signer: signature.signer(),
+            });
+        }
+        let store = ArtifactStore::open_read_only(dir)?;
+        let text = read_manifest(&dir.join(MANIFEST))?;
+        return Ok(Opened {
+            store,
+            manifest: Manifest::parse(&text)?,
+            signer: None,
+        });
+    };
+    let store = ArtifactStore::open_read_only_signed(dir, trusted.clone())?;
+    let signature = signature.ok_or(BundleError::Unsigned)?;
     let text = read_manifest(&dir.join(MANIFEST))?;
-    Ok((store, Manifest::parse(&text)?))
+    let signer = trusted
+        .check_document(MANIFEST_PURPOSE, text.as_bytes(), &signature)
+        .map_err(BundleError::ManifestSignature)?;
+    Ok(Opened {
+        store,
+        manifest: Manifest::parse(&text)?,
+        signer: Some(signer),
+    })
 }
 
 impl Bundle {
-    /// Opens the bundle at `dir`: its folders and secret (as
-    /// [`ArtifactStore::open_read_only`] checks them), then its manifest, then
-    /// every entry the manifest lists, each a safe file of the size it
-    /// records.
-    pub(crate) fn open(dir: &Path) -> Result<Bundle, BundleError> {
-        let (store, manifest) = read(dir)?;
+    /// Opens the bundle at `dir`: its folders, then its secret or, with
+    /// `signatures`, the manifest's signature (see the module docs), then
+    /// its manifest, then every entry the manifest lists, each a safe file
+    /// of the size it records.
+    pub(crate) fn open(dir: &Path, signatures: Option<&Signatures>) -> Result<Bundle, BundleError> {
+        let trusted = signatures.map(|signatures| &signatures.trusted);
+        let Opened {
+            store,
+            manifest,
+            signer,
+        } = read(dir, trusted)?;
         if manifest.runtime != iree_safe::IREE_RUNTIME_BUILD {
             return Err(BundleError::RuntimeMismatch {
                 bundle: manifest.runtime,
@@ -237,7 +332,13 @@ impl Bundle {
             compiler: manifest.compiler,
             artifacts: manifest.artifacts.len(),
             variants: manifest.variants,
+            signer,
         })
+    }
+
+    /// The key that signed the bundle; `None` for an unsigned one.
+    pub(crate) fn signer(&self) -> Option<PublicKey> {
+        self.signer
     }
 
     /// The compiler build the bundle's keys name.
@@ -433,12 +534,43 @@ fn read_manifest(path: &Path) -> Result<String, BundleError> {
     Ok(text)
 }
 
+/// The manifest signature at `path`, a safe file (see the module docs) of
+/// at most [`MAX_SIGNATURE_BYTES`] holding one; `None` when there is none
+/// (an unsigned bundle).
+fn read_signature(path: &Path) -> Result<Option<DocumentSignature>, BundleError> {
+    let file = match open_read_only_file(path) {
+        Ok((file, _)) => file,
+        Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            return Ok(None)
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let mut text = String::new();
+    let read = file.take(MAX_SIGNATURE_BYTES + 1).read_to_string(&mut text);
+    match read {
+        Ok(bytes) if bytes as u64 > MAX_SIGNATURE_BYTES => Err(BundleError::ManifestSignature(
+            DocumentSignatureError::Malformed {
+                text: text.chars().take(100).collect(),
+            },
+        )),
+        Ok(_) => text
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(BundleError::ManifestSignature),
+        Err(source) => Err(BundleError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
 /// Opens the bundle at `dir` as [`JitRuntime::new`](crate::JitRuntime::new)
-/// does and returns how many variants it lists: for the `bundle` fuzz
-/// target, not an API.
+/// does (trusting no key) and returns how many variants it lists: for the
+/// `bundle` fuzz target, not an API.
 #[doc(hidden)]
 pub fn open_for_fuzzing(dir: &Path) -> Result<usize, BundleError> {
-    Bundle::open(dir).map(|bundle| bundle.variants.values().map(Vec::len).sum())
+    Bundle::open(dir, None).map(|bundle| bundle.variants.values().map(Vec::len).sum())
 }
 
 /// One variant to export.
@@ -469,20 +601,29 @@ pub struct ExportSummary {
     /// Compiled variants with no entry on disk to copy (the disk cache was
     /// disabled, or the entry was evicted meanwhile).
     pub skipped: usize,
+    /// The key that signed the bundle; `None` when it is not signed (the
+    /// runtime has no signing key).
+    pub signer: Option<PublicKey>,
 }
 
-/// Writes a bundle of `exports` to `dir`, whose keys name `compiler`.
+/// Writes a bundle of `exports` to `dir`, whose keys name `compiler`,
+/// signed by `signer` when there is one (see the module docs).
 pub(crate) fn write(
     dir: &Path,
     compiler: &str,
     exports: Vec<Export<'_>>,
     mut skipped: usize,
+    signer: Option<&SigningKey>,
 ) -> Result<ExportSummary, BundleError> {
-    let store = ArtifactStore::open({
+    let config = {
         let mut config = StoreConfig::at(dir.to_path_buf());
         config.max_bytes = u64::MAX;
         config
-    })?;
+    };
+    let store = match signer {
+        Some(signer) => ArtifactStore::open_signing(config, signer.clone())?,
+        None => ArtifactStore::open(config)?,
+    };
     let mut manifest = format!(
         "{FORMAT}\ncompiler {compiler}\nruntime {}\n",
         iree_safe::IREE_RUNTIME_BUILD
@@ -524,12 +665,32 @@ pub(crate) fn write(
         summary.variants += 1;
     }
     summary.skipped = skipped;
-    // Written whole under a temporary name (mode 0600, like the entries:
-    // never writable by others, which would have it refused), then renamed
-    // over the old one.
-    let path = dir.join(MANIFEST);
-    file_io::write_whole(&path, manifest.as_bytes())
-        .map_err(|source| BundleError::Write { path, source })?;
+    summary.signer = signer.map(SigningKey::public_key);
+    // Each file written whole under a temporary name (mode 0600, like the
+    // entries: never writable by others, which would have it refused),
+    // then renamed over the old one; the signature first, so that a
+    // manifest is never paired with a signature of another export for
+    // longer than the export runs.
+    let write = |name: &str, bytes: &[u8]| {
+        let path = dir.join(name);
+        file_io::write_whole(&path, bytes).map_err(|source| BundleError::Write { path, source })
+    };
+    match signer {
+        Some(signer) => {
+            let signature = signer.sign_document(MANIFEST_PURPOSE, manifest.as_bytes());
+            write(MANIFEST_SIGNATURE, format!("{signature}\n").as_bytes())?;
+        }
+        None => match fs::remove_file(dir.join(MANIFEST_SIGNATURE)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(BundleError::Write {
+                    path: dir.join(MANIFEST_SIGNATURE),
+                    source: e,
+                })
+            }
+            _ => {}
+        },
+    }
+    write(MANIFEST, manifest.as_bytes())?;
     Ok(summary)
 }
 

@@ -1,17 +1,22 @@
 //! What an artifact bundle holds and whether this program would serve it,
 //! for a tool (`sheaf-jit-cache bundle inspect|verify`) or a deployment
 //! check: [`inspect_bundle`] lists its manifest, [`verify_bundle`] runs
-//! every check the runtime runs on it (folders, secret, manifest, runtime
-//! build, entry sizes) and then each entry's own (a safe file whose tag
-//! verifies), with the reason for each refusal. Both use the runtime's own
+//! every check the runtime runs on it (folders, secret or manifest
+//! signature, manifest, runtime build, entry sizes) and then each entry's
+//! own (a safe file whose tag or signature verifies), with the reason for
+//! each refusal. Both read the bundle with the keys of a
+//! [`TrustSettings`], as a runtime configured with them would. Both use the runtime's own
 //! reader (`bundle.rs`) and the store's checks, nothing of their own.
 
 use std::path::Path;
 
 use jit_cache::{FunctionId, Signature};
-use jit_store::{ArtifactKey, EntryCheck};
+use jit_store::{ArtifactKey, EntryCheck, PublicKey};
 
-use crate::bundle::{self, Bundle, BundleError};
+use crate::bundle::{self, Bundle, BundleError, Opened};
+use crate::config::TrustSettings;
+use crate::error::JitError;
+use crate::signing::Signatures;
 
 /// A bundle's manifest ([`inspect_bundle`]).
 #[derive(Debug, Clone)]
@@ -28,6 +33,9 @@ pub struct BundleContents {
     /// Its variants, by function name and definition hash, then
     /// signature text.
     pub variants: Vec<BundledSignature>,
+    /// The trusted key whose signature of the manifest verified; `None`
+    /// for an unsigned bundle.
+    pub signer: Option<PublicKey>,
 }
 
 /// One variant a bundle lists.
@@ -59,8 +67,12 @@ pub struct BundleVerdict {
     pub opens: Result<(), BundleError>,
     /// Each artifact the manifest lists, checked as a call that loads it
     /// checks it (a safe file, of the size the manifest records, whose tag
-    /// verifies under the bundle's secret).
+    /// verifies under the bundle's secret, or whose signature by a trusted
+    /// key verifies).
     pub entries: Vec<(ArtifactKey, EntryCheck)>,
+    /// The trusted key whose signature of the manifest verified; `None`
+    /// for an unsigned bundle.
+    pub signer: Option<PublicKey>,
 }
 
 impl BundleVerdict {
@@ -70,15 +82,21 @@ impl BundleVerdict {
     }
 }
 
-/// The manifest of the bundle at `dir`, read as the runtime reads it (its
-/// folders and secret checked first), whichever runtime it was built for.
+/// The manifest of the bundle at `dir`, read as a runtime with `trust`
+/// reads it (its folders, and its secret or the manifest's signature,
+/// checked first), whichever runtime build it was made for.
 ///
 /// # Errors
 ///
-/// The [`BundleError`] the runtime would refuse the bundle with for its
-/// folders, secret or manifest.
-pub fn inspect_bundle(dir: &Path) -> Result<BundleContents, BundleError> {
-    let (_, manifest) = bundle::read(dir)?;
+/// [`JitError::Keys`] for key files of `trust` that cannot be used, and
+/// [`JitError::Bundle`] with the [`BundleError`] the runtime would refuse
+/// the bundle with for its folders, secret, signature or manifest.
+pub fn inspect_bundle(dir: &Path, trust: &TrustSettings) -> Result<BundleContents, JitError> {
+    let signatures = Signatures::read(trust)?;
+    let trusted = signatures.as_ref().map(|signatures| &signatures.trusted);
+    let Opened {
+        manifest, signer, ..
+    } = bundle::read(dir, trusted).map_err(|source| bundle_error(dir, source))?;
     let mut variants: Vec<BundledSignature> = manifest
         .variants
         .into_iter()
@@ -110,20 +128,29 @@ pub fn inspect_bundle(dir: &Path) -> Result<BundleContents, BundleError> {
         runtime: manifest.runtime,
         artifacts: manifest.artifacts,
         variants,
+        signer,
     })
 }
 
-/// Checks the bundle at `dir` as this program would before serving it
-/// ([`BundleVerdict::opens`]), then every entry its manifest lists
-/// ([`BundleVerdict::entries`]), whatever the first found.
+/// Checks the bundle at `dir` as this program, configured with `trust`,
+/// would before serving it ([`BundleVerdict::opens`]), then every entry
+/// its manifest lists ([`BundleVerdict::entries`]), whatever the first
+/// found.
 ///
 /// # Errors
 ///
-/// The [`BundleError`] for a bundle whose folders, secret or manifest
-/// cannot be read at all (then no entry can be checked).
-pub fn verify_bundle(dir: &Path) -> Result<BundleVerdict, BundleError> {
-    let (store, manifest) = bundle::read(dir)?;
-    let opens = Bundle::open(dir).map(drop);
+/// [`JitError::Keys`] for key files of `trust` that cannot be used, and
+/// [`JitError::Bundle`] for a bundle whose folders, secret, signature or
+/// manifest cannot be read or are refused (then no entry can be checked).
+pub fn verify_bundle(dir: &Path, trust: &TrustSettings) -> Result<BundleVerdict, JitError> {
+    let signatures = Signatures::read(trust)?;
+    let trusted = signatures.as_ref().map(|signatures| &signatures.trusted);
+    let Opened {
+        store,
+        manifest,
+        signer,
+    } = bundle::read(dir, trusted).map_err(|source| bundle_error(dir, source))?;
+    let opens = Bundle::open(dir, signatures.as_ref()).map(drop);
     let entries = manifest
         .artifacts
         .iter()
@@ -139,5 +166,16 @@ pub fn verify_bundle(dir: &Path) -> Result<BundleVerdict, BundleError> {
             (key, check)
         })
         .collect();
-    Ok(BundleVerdict { opens, entries })
+    Ok(BundleVerdict {
+        opens,
+        entries,
+        signer,
+    })
+}
+
+fn bundle_error(dir: &Path, source: BundleError) -> JitError {
+    JitError::Bundle {
+        path: dir.to_path_buf(),
+        source,
+    }
 }

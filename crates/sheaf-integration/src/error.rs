@@ -52,14 +52,14 @@ pub enum JitError {
          (SHEAF_JIT_REMOTE_SECRET_FILE)"
     )]
     RemoteSecret(#[source] jit_store::StoreError),
-    /// The remote artifact cache's signing key or a file of trusted keys
-    /// cannot be used: missing, not a key, or open to others.
+    /// The signing key or a file of trusted keys
+    /// ([`JitConfig::trust`](crate::JitConfig::trust)) cannot be used:
+    /// missing, not a key, or open to others.
     #[error(
-        "the remote artifact cache's signing key or trusted keys cannot be used; fix the file \
-         or choose another (SHEAF_JIT_SIGNING_KEY_FILE, SHEAF_JIT_TRUSTED_KEYS)"
+        "the signing key or trusted keys cannot be used; fix the file or choose another \
+         (SHEAF_JIT_SIGNING_KEY_FILE, SHEAF_JIT_TRUSTED_KEYS)"
     )]
-    #[cfg(feature = "remote-cache")]
-    RemoteKeys(#[source] jit_store::StoreError),
+    Keys(#[source] jit_store::StoreError),
     /// An artifact bundle cannot serve this program: a folder or file of it
     /// that another user could change, a link, a manifest that is not a
     /// regular file of at most 16 MiB or that this program cannot read, or

@@ -107,6 +107,7 @@ mod profile;
 mod provided;
 pub mod reference;
 mod runtime;
+mod signing;
 mod tensor;
 pub mod trace;
 mod upload;
@@ -141,13 +142,11 @@ pub mod settings {
 
     pub use crate::config::{
         CompileMode, CompileSettings, DeviceSettings, DiskCacheFolder, DiskCacheSettings,
-        EnvVariable, FloatSemantics, ProfileFormat, UploadSettings, DEFAULT_CACHE_FOLDER,
-        ENV_VARIABLES, PROJECT_CACHE_FOLDER,
+        EnvVariable, FloatSemantics, ProfileFormat, SigningKeySource, TrustSettings, TrustedKey,
+        UploadSettings, DEFAULT_CACHE_FOLDER, ENV_VARIABLES, PROJECT_CACHE_FOLDER,
     };
     #[cfg(feature = "remote-cache")]
-    pub use crate::config::{
-        RemoteCacheUrl, RemoteSecret, RemoteSettings, RemoteSigningKey, TrustedKey,
-    };
+    pub use crate::config::{RemoteCacheUrl, RemoteSecret, RemoteSettings};
     /// `jit-cache`'s error for a [`CacheConfig`] that cannot work, held by
     /// [`ConfigError::Cache`](crate::ConfigError::Cache).
     pub use jit_cache::ConfigError as CacheConfigError;
@@ -155,13 +154,14 @@ pub mod settings {
     pub use jit_store::Secret;
     /// What a remote cache backend of your own implements
     /// ([`JitConfigBuilder::remote_store`](crate::JitConfigBuilder::remote_store)),
-    /// the two built in, the keys of signed entries, and the read-only
-    /// mode.
+    /// the two built in, and the read-only mode.
     #[cfg(feature = "remote-cache")]
     pub use jit_store::{
-        LeaseAnswer, PublicKey, RedisStore, RemoteMode, RemoteOptions, RemoteStore, RemoteTimeouts,
-        RemoteValue, SharedFolderStore, SigningKey, TrustedKeys,
+        LeaseAnswer, RedisStore, RemoteMode, RemoteOptions, RemoteStore, RemoteTimeouts,
+        RemoteValue, SharedFolderStore,
     };
+    /// The keys of signed entries and bundles ([`TrustSettings`]).
+    pub use jit_store::{PublicKey, SigningKey, TrustedKeys};
 
     /// `SHEAF_JIT_TRACE`: deprecated; `1` (or `on`) is
     /// `SHEAF_JIT_LOG=warn,sheaf_jit=debug` (see the README's "Seeing

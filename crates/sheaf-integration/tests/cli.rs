@@ -21,7 +21,7 @@ use ndarray::{ArrayD, IxDyn};
 use sheaf_integration::lowering::stable_hash;
 use sheaf_integration::{
     reference,
-    settings::{CompileMode, DiskCacheFolder},
+    settings::{CompileMode, DiskCacheFolder, SigningKeySource},
     JitConfig, JitRuntime, Value,
 };
 
@@ -158,7 +158,7 @@ fn every_subcommand_on_a_cache_the_runtime_filled() {
             .unwrap_or_else(|| panic!("{name} refused: {verify}"))
             .to_owned()
     };
-    assert!(refusal(&files[0]).contains("unauthenticated: its tag does not verify"));
+    assert!(refusal(&files[0]).contains("unauthenticated: its tag (or signature) does not verify"));
     assert!(refusal(&files[1]).contains("corrupt: 40 bytes: shorter than a header"));
     assert_eq!(entry_files(&dir).len(), 4, "verify deletes nothing");
 
@@ -269,7 +269,11 @@ fn help_and_usage_errors() {
     refused(&["prune", "--max-bytes", "lots"], "--max-bytes `lots`");
     refused(&["stats", "extra"], "extra");
     refused(&["list", "--max-bytes", "1"], "--max-bytes");
-    refused(&["bundle", "open", "x"], "bundle inspect|verify DIR");
+    refused(
+        &["bundle", "open", "x"],
+        "bundle inspect|verify [--trusted-keys KEYS] DIR",
+    );
+    refused(&["verify", "--trusted-keys", "k"], "--trusted-keys");
     refused(&["keygen"], "keygen [--public] FILE");
     refused(&["stats", "--public"], "--public");
     refused(&["list", "--zero"], "--zero");
@@ -522,6 +526,93 @@ fn keygen_makes_a_key_once_and_prints_its_public_half() {
     let stderr = String::from_utf8(open.stderr).unwrap();
     assert_eq!(open.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("chmod go-w"), "{stderr}");
+}
+
+#[test]
+fn bundle_commands_check_a_signed_bundle_with_the_trusted_keys_and_name_its_signer() {
+    let root = tempfile::tempdir().unwrap();
+    let (cache, bundle, key_file) = (
+        root.path().join("cache"),
+        root.path().join("bundle"),
+        root.path().join("signing-key"),
+    );
+    let made = run(&["keygen", key_file.to_str().unwrap()]);
+    let public = String::from_utf8(made.stdout)
+        .unwrap()
+        .trim_end()
+        .to_owned();
+    let config = JitConfig::builder()
+        .disk(|disk| disk.folder = DiskCacheFolder::Dir(cache.clone()))
+        .compile(|compile| compile.mode = CompileMode::Blocking)
+        .trust(|trust| trust.signing_key = Some(SigningKeySource::File(key_file.clone())))
+        .build()
+        .unwrap();
+    let jit = JitRuntime::new(config).unwrap();
+    let x = Value::host(ArrayD::from_shape_vec(IxDyn(&[1, 5]), vec![0.5f32; 5]).unwrap());
+    jit.call(&reference::sigmoid(), &[x], &[], |args, _, _| {
+        reference::interpret_sigmoid(args)
+    })
+    .unwrap();
+    let summary = jit.export_artifacts(&bundle).unwrap();
+    assert_eq!(
+        summary.signer.map(|key| key.to_string()),
+        Some(public.clone())
+    );
+    let bundle = bundle.to_str().unwrap();
+
+    // The public key inline, or a file of keys: the same verdict.
+    let keys_file = root.path().join("trusted-keys");
+    fs::write(&keys_file, format!("# CI\n{public}\n")).unwrap();
+    for keys in [public.as_str(), keys_file.to_str().unwrap()] {
+        let (code, verify) = run_in(
+            &cache,
+            &["bundle", "verify", "--trusted-keys", keys, bundle],
+        );
+        assert_eq!(code, 0, "{verify}");
+        assert!(
+            verify.contains(&format!(
+                "(signed by {public}): this program's runtime opens it"
+            )),
+            "{verify}"
+        );
+        assert!(verify.contains("1 entries: 1 ok, 0 refused"), "{verify}");
+        assert!(verify.contains(&format!("signed by {public})")), "{verify}");
+    }
+    let (code, inspect) = run_in(
+        &cache,
+        &["bundle", "inspect", "--trusted-keys", &public, bundle],
+    );
+    assert_eq!(code, 0, "{inspect}");
+    assert!(
+        inspect.contains(&format!("signed by {public}")),
+        "{inspect}"
+    );
+    let (code, json) = json_in(
+        &cache,
+        &["bundle", "verify", "--trusted-keys", &public, bundle],
+    );
+    assert_eq!((code, json["signer"].as_str()), (0, Some(public.as_str())));
+
+    // Another key, or none: refused, naming the signer.
+    let stranger = format!("ed25519:{}", "ab".repeat(32));
+    for args in [
+        &[
+            "bundle",
+            "verify",
+            "--trusted-keys",
+            stranger.as_str(),
+            bundle,
+        ][..],
+        &["bundle", "verify", bundle][..],
+    ] {
+        let refused = run(&[&["--dir", cache.to_str().unwrap()][..], args].concat());
+        let stderr = String::from_utf8(refused.stderr).unwrap();
+        assert_eq!(refused.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(&public), "{stderr}");
+    }
+    let bad = run(&["bundle", "verify", "--trusted-keys", "ed25519:12", bundle]);
+    let stderr = String::from_utf8(bad.stderr).unwrap();
+    assert!(stderr.contains("SHEAF_JIT_TRUSTED_KEYS"), "{stderr}");
 }
 
 #[test]

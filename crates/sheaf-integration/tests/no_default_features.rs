@@ -58,13 +58,12 @@ fn a_variable_that_asks_for_a_left_out_cache_names_the_feature() {
         "SHEAF_JIT_DISK_CACHE",
         "SHEAF_JIT_CACHE_MAX_BYTES",
     ];
-    let signatures = ["SHEAF_JIT_SIGNING_KEY_FILE", "SHEAF_JIT_TRUSTED_KEYS"];
     let remote: Vec<_> = ENV_VARIABLES
         .iter()
         .map(|variable| variable.name)
-        .filter(|name| name.starts_with("SHEAF_JIT_REMOTE_") || signatures.contains(name))
+        .filter(|name| name.starts_with("SHEAF_JIT_REMOTE_"))
         .collect();
-    assert_eq!(remote.len(), 12, "{remote:?}");
+    assert_eq!(remote.len(), 10, "{remote:?}");
     let asks = disk
         .iter()
         .map(|name| (*name, "disk cache", "disk-cache"))
@@ -103,6 +102,15 @@ fn a_variable_that_asks_for_a_left_out_cache_names_the_feature() {
             feature: "serde"
         }
     );
+    // Signatures are not the remote cache's alone: bundles take them too.
+    let key = format!("ed25519:{}", "ab".repeat(32));
+    let trusted = move |name: &str| (name == "SHEAF_JIT_TRUSTED_KEYS").then(|| key.clone().into());
+    let config = JitConfig::builder()
+        .apply_vars(trusted)
+        .unwrap()
+        .build()
+        .unwrap();
+    assert!(config.trust.is_signed());
     let off = |name: &str| (name == "SHEAF_JIT_DISK_CACHE").then(|| "off".into());
     let config = JitConfig::builder()
         .apply_vars(off)

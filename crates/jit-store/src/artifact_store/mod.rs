@@ -2,7 +2,8 @@
 //!
 //! Entries are files named by their [`ArtifactKey`] in `<directory>/vmfb/`,
 //! each with a header and an authentication tag under the folder's secret
-//! (see `entry.rs` and `trust.rs`), written atomically. The
+//! (or, in a signed bundle, a builder's signature; see `entry.rs` and
+//! `trust.rs`), written atomically. The
 //! total size is bounded: after an insert takes the folder over
 //! [`max_bytes`](StoreConfig::max_bytes), the least recently used entries
 //! (oldest modification time; a hit refreshes it) are deleted until it is
@@ -26,14 +27,14 @@ mod beside;
 
 use super::behind::{Behind, Found};
 use super::counters::bump;
-use super::entry::{self, Rejection, Verdict, HEADER_LEN};
+use super::entry::{self, Rejection, Untrusted, Verdict};
 use super::folder::{Access, Folder};
 use super::key::ArtifactKey;
 use super::policy_files::{self, PolicyFiles};
 #[cfg(feature = "remote")]
 use super::remote::{RemoteStats, RemoteTier};
 use super::stats::{Counters, StoreStats};
-use super::trust::{self, Owners, Secret, StoreError};
+use super::trust::{self, Owners, Secret, SigningKey, StoreError, Trust, TrustedKeys};
 use super::verified::VerifiedArtifact;
 use jit_cache::single_flight::Flight;
 use jit_cache::ErrorChain;
@@ -116,7 +117,9 @@ enum DiskMiss {
 /// trusted. **Trust**: `load` only ever receives bytes that `build` returned
 /// in the same call, or an entry whose tag verified under the folder's
 /// secret, which only this user can read (see the module docs of `trust`
-/// in the repository, and its README's threat model); folders another user
+/// in the repository, and its README's threat model), or, in a folder of
+/// signed entries ([`open_read_only_signed`](Self::open_read_only_signed)),
+/// whose signature by a trusted key verified; folders another user
 /// could write are refused at [`open`](Self::open), and entry files another
 /// user could write are never read ([`StoreStats::insecure`]).
 /// Failing to write never fails a build. Concurrent misses of one key in one
@@ -159,7 +162,7 @@ impl ArtifactStore {
         let secret = Secret::load_or_create(&config.directory)?;
         Ok(Self::with_folder(Some(Folder {
             entries,
-            secret: Some(secret),
+            trust: Some(Trust::Shared(secret)),
             max_bytes: config.max_bytes,
             access: Access::ReadWrite,
             bytes_on_disk: Mutex::new(None),
@@ -201,21 +204,22 @@ impl ArtifactStore {
         };
         Ok(Self::with_folder(Some(Folder {
             entries,
-            secret,
+            trust: secret.map(Trust::Shared),
             max_bytes: config.max_bytes,
             access: Access::Inspect,
             bytes_on_disk: Mutex::new(None),
         })))
     }
 
-    /// Whether the store's folder has its secret, which authenticates its
-    /// entries (false only for a folder
-    /// [opened for inspection](Self::open_for_inspection) without one,
-    /// and for a disabled store).
+    /// Whether the store can authenticate its folder's entries: it has the
+    /// folder's secret, or (a signed bundle) keys to check signatures with
+    /// (false only for a folder
+    /// [opened for inspection](Self::open_for_inspection) without a
+    /// secret, and for a disabled store).
     pub fn has_secret(&self) -> bool {
         self.folder
             .as_ref()
-            .is_some_and(|folder| folder.secret.is_some())
+            .is_some_and(|folder| folder.trust.is_some())
     }
 
     /// A store over the entries in `directory` that it only reads: lookups
@@ -232,15 +236,65 @@ impl ArtifactStore {
     /// write, and [`StoreError::Io`] when one cannot be read (or is missing).
     pub fn open_read_only(directory: impl Into<PathBuf>) -> Result<Self, StoreError> {
         let directory = directory.into();
-        let entries = directory.join("vmfb");
         trust::check_folder(&directory, Owners::UserOrRoot)?;
-        trust::check_folder(&entries, Owners::UserOrRoot)?;
         let secret = Secret::load(&Secret::path_in(&directory), Owners::UserOrRoot)?;
+        Self::read_only_with(directory, Trust::Shared(secret))
+    }
+
+    /// A store over the signed entries in `directory` that it only reads,
+    /// as [`open_read_only`](Self::open_read_only) opens a folder (the
+    /// same rules for the folders and each entry), with no secret: an
+    /// entry is loaded only when one of `trusted` signed it (an exported
+    /// bundle signed by its builder,
+    /// [`open_signing`](Self::open_signing)). Entries tagged with a secret
+    /// are counted in [`StoreStats::unsigned`], entries signed by another
+    /// key in [`StoreStats::unknown_signer`]; neither is loaded.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Insecure`] for a folder that is a link, that belongs to
+    /// someone else than this user or root, or that others may write, and
+    /// [`StoreError::Io`] when one cannot be read (or is missing).
+    pub fn open_read_only_signed(
+        directory: impl Into<PathBuf>,
+        trusted: TrustedKeys,
+    ) -> Result<Self, StoreError> {
+        let directory = directory.into();
+        trust::check_folder(&directory, Owners::UserOrRoot)?;
+        Self::read_only_with(directory, Trust::reader(trusted))
+    }
+
+    fn read_only_with(directory: PathBuf, trust: Trust) -> Result<Self, StoreError> {
+        let entries = directory.join("vmfb");
+        trust::check_folder(&entries, Owners::UserOrRoot)?;
         Ok(Self::with_folder(Some(Folder {
             entries,
-            secret: Some(secret),
+            trust: Some(trust),
             max_bytes: u64::MAX,
             access: Access::ReadOnly,
+            bytes_on_disk: Mutex::new(None),
+        })))
+    }
+
+    /// A store configured by `config` whose entries `signer` signs instead
+    /// of a secret tagging them (none is made): what a builder exports as a
+    /// signed bundle, for readers that trust `signer`'s public key
+    /// ([`open_read_only_signed`](Self::open_read_only_signed)). It reads
+    /// back only what `signer` signed. The folders are made and checked as
+    /// [`open`](Self::open) makes and checks them.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open), for the folders.
+    pub fn open_signing(config: StoreConfig, signer: SigningKey) -> Result<Self, StoreError> {
+        let entries = config.directory.join("vmfb");
+        trust::create_folder(&config.directory)?;
+        trust::create_folder(&entries)?;
+        Ok(Self::with_folder(Some(Folder {
+            entries,
+            trust: Some(Trust::builder(signer, TrustedKeys::default())),
+            max_bytes: config.max_bytes,
+            access: Access::ReadWrite,
             bytes_on_disk: Mutex::new(None),
         })))
     }
@@ -463,14 +517,14 @@ impl ArtifactStore {
         load: &impl Fn(VerifiedArtifact<'_>) -> Result<V, L>,
     ) -> Result<V, DiskMiss> {
         // Without a secret (a folder inspected) nothing is authentic.
-        let Some(secret) = &folder.secret else {
+        let Some(trust) = &folder.trust else {
             return Err(DiskMiss::Absent);
         };
         let max_payload = folder.max_bytes.min(MAX_ENTRY_BYTES);
         let read = entry::read(
             path,
             key,
-            secret,
+            trust.checker(),
             folder.owners(),
             max_payload,
             !folder.read_only(),
@@ -506,14 +560,20 @@ impl ArtifactStore {
                 self.discard(folder, path, &self.counters.corrupt);
                 Err(DiskMiss::Rejected)
             }
-            Verdict::Rejected(Rejection::Unauthenticated(_)) => {
+            Verdict::Rejected(Rejection::Unauthenticated(why)) => {
                 tracing::warn!(
                     target: crate::log_targets::CACHE,
                     entry = %path.display(),
-                    "a disk-cache entry failed authentication (forged, copied from another \
-                     entry, or damaged): it was not loaded; it is deleted and built again"
+                    reason = %why,
+                    "refusing a disk-cache entry: {why}; it was not loaded (and is deleted and \
+                     built again unless the folder is read-only)"
                 );
-                self.discard(folder, path, &self.counters.unauthenticated);
+                let counter = match why {
+                    Untrusted::Unverified => &self.counters.unauthenticated,
+                    Untrusted::Unsigned => &self.counters.unsigned,
+                    Untrusted::UnknownSigner(_) => &self.counters.unknown_signer,
+                };
+                self.discard(folder, path, counter);
                 Err(DiskMiss::Rejected)
             }
             Verdict::Rejected(Rejection::Refused(reason)) => {
@@ -552,17 +612,17 @@ impl ArtifactStore {
     }
 
     fn store(&self, folder: &Folder, path: &Path, key: &ArtifactKey, artifact: &[u8]) {
-        if (HEADER_LEN + artifact.len()) as u64 > folder.max_bytes {
+        let Some(sealer) = folder.trust.as_ref().and_then(Trust::sealer) else {
+            return; // a folder inspected, or read with trusted keys: never written
+        };
+        if (sealer.header_len() + artifact.len()) as u64 > folder.max_bytes {
             return; // would evict everything, itself included
         }
-        let Some(secret) = &folder.secret else {
-            return; // a folder inspected, never written
-        };
         // The folder is checked again: it may have been removed (and made by
         // someone else) since the store opened.
         let written = trust::create_folder(&folder.entries)
             .map_err(io::Error::other)
-            .and_then(|()| entry::write(&folder.entries, path, key, secret, artifact));
+            .and_then(|()| entry::write(&folder.entries, path, key, sealer, artifact));
         match written {
             Ok(bytes) => {
                 bump(&self.counters.bytes_written, bytes);

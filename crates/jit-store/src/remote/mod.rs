@@ -5,7 +5,7 @@
 //! today, an object store later). The tier adds what makes a shared store
 //! safe to put behind a JIT:
 //!
-//! - **Trust** ([`RemoteTrust`]): values are disk-cache entries
+//! - **Trust** ([`Trust`]): values are disk-cache entries
 //!   (`entry.rs`), authenticated by an HMAC-SHA256 of key and artifact under
 //!   a [`Secret`] shared by the cluster, or signed by a builder's Ed25519
 //!   key and accepted only by readers that trust it; a value that does not
@@ -49,7 +49,6 @@ mod policies;
 mod stats;
 #[cfg(test)]
 mod tests;
-mod trust;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,7 +61,7 @@ use super::breaker::{Breaker, Request};
 use super::counters::{bump, load};
 use super::entry::{self, Rejection, Untrusted, Verdict};
 use super::key::ArtifactKey;
-use super::trust::Secret;
+use super::trust::{Secret, Trust};
 use super::verified::VerifiedArtifact;
 use jit_cache::{ByteSize, ErrorChain};
 
@@ -71,7 +70,6 @@ pub(crate) use lease::HeldLease;
 pub use options::{Namespace, NamespaceError, RemoteMode, RemoteModeError, RemoteOptions};
 use stats::Counters;
 pub use stats::RemoteStats;
-pub use trust::RemoteTrust;
 
 /// A remote store behind the disk cache (see the module docs); given to a
 /// [`ArtifactStore`](super::ArtifactStore) with
@@ -90,7 +88,7 @@ pub struct RemoteTier {
 #[derive(Debug)]
 struct Shared {
     backend: Box<dyn RemoteStore>,
-    trust: RemoteTrust,
+    trust: Trust,
     /// Whether this tier never writes (see [`RemoteTier::read_only`]).
     read_only: bool,
     options: RemoteOptions,
@@ -153,7 +151,7 @@ pub(crate) enum Fetch<V> {
 impl RemoteTier {
     /// A tier over `backend` whose entries are authenticated with `secret`
     /// (the same 32 bytes on every machine that shares the store):
-    /// [`with_trust`](Self::with_trust) with [`RemoteTrust::Shared`].
+    /// [`with_trust`](Self::with_trust) with [`Trust::Shared`].
     ///
     /// # Errors
     ///
@@ -164,7 +162,7 @@ impl RemoteTier {
         secret: Secret,
         options: RemoteOptions,
     ) -> std::io::Result<Self> {
-        Self::with_trust(backend, RemoteTrust::Shared(secret), options)
+        Self::with_trust(backend, Trust::Shared(secret), options)
     }
 
     /// A tier over `backend` whose entries are sealed and checked as
@@ -172,7 +170,7 @@ impl RemoteTier {
     /// read-only ([`read_only`](Self::read_only)).
     ///
     /// ```
-    /// use jit_store::{RemoteOptions, RemoteTier, RemoteTrust, SharedFolderStore, TrustedKeys};
+    /// use jit_store::{RemoteOptions, RemoteTier, Trust, SharedFolderStore, TrustedKeys};
     ///
     /// let folder = tempfile::tempdir()?;
     /// let trusted = TrustedKeys::parse(
@@ -180,7 +178,7 @@ impl RemoteTier {
     /// )?;
     /// let tier = RemoteTier::with_trust(
     ///     Box::new(SharedFolderStore::new(folder.path())?),
-    ///     RemoteTrust::reader(trusted),
+    ///     Trust::reader(trusted),
     ///     RemoteOptions::default(),
     /// )?;
     /// assert!(tier.read_only(), "a reader of signed entries never writes");
@@ -194,7 +192,7 @@ impl RemoteTier {
     /// started.
     pub fn with_trust(
         backend: Box<dyn RemoteStore>,
-        trust: RemoteTrust,
+        trust: Trust,
         options: RemoteOptions,
     ) -> std::io::Result<Self> {
         let trust = trust.normalized();
@@ -204,7 +202,7 @@ impl RemoteTier {
             "{}{}:{}:",
             options.key_prefix,
             options.namespace,
-            trust.identity()
+            identity(&trust)
         );
         let shared = Arc::new(Shared {
             backend,
@@ -248,7 +246,7 @@ impl RemoteTier {
     }
 
     /// How its entries are sealed and checked.
-    pub fn trust(&self) -> &RemoteTrust {
+    pub fn trust(&self) -> &Trust {
         &self.shared.trust
     }
 
@@ -733,5 +731,16 @@ impl Shared {
             }
             Err(error) => self.failed(Request::Publish, &name, &error),
         }
+    }
+}
+
+/// What stands for `trust` in a tier's keys: the secret's identity (which
+/// tells secrets apart without revealing anything of them), or `signed`
+/// (readers and builders, whatever their keys, look in one place; a
+/// signature says who published).
+fn identity(trust: &Trust) -> String {
+    match trust {
+        Trust::Shared(secret) => secret.identity(),
+        Trust::Signed { .. } => "signed".to_owned(),
     }
 }

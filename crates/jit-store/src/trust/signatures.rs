@@ -43,6 +43,10 @@ pub(crate) const PUBLIC_KEY_LEN: usize = 32;
 /// never a valid signature of anything else made with the same key.
 const LABEL: &[u8] = b"sheaf-jit signed entry v1\0";
 
+/// What every signed document's message starts with
+/// ([`SigningKey::sign_document`]): never an entry's.
+const DOCUMENT_LABEL: &[u8] = b"sheaf-jit signed document v1\0";
+
 /// The largest file of trusted keys read: a few hundred keys and comments.
 const MAX_TRUSTED_KEYS_FILE: u64 = 64 << 10;
 
@@ -325,6 +329,144 @@ impl TrustedKeys {
     }
 }
 
+impl SigningKey {
+    /// Its signature of `document`, a whole file kept beside what it
+    /// describes (a bundle's manifest), made for `purpose` (a fixed name of
+    /// the kind of document: a signature made for one purpose is refused
+    /// for any other, and never passes for an entry's).
+    pub fn sign_document(&self, purpose: &str, document: &[u8]) -> DocumentSignature {
+        let signature = self.pair.sign(&document_message(purpose, document));
+        DocumentSignature {
+            signer: self.public,
+            signature: signature
+                .as_ref()
+                .try_into()
+                .expect("an Ed25519 signature is 64 bytes"),
+        }
+    }
+}
+
+impl TrustedKeys {
+    /// Who signed `document` for `purpose` with `signature`
+    /// ([`SigningKey::sign_document`]), when that is one of these keys and
+    /// the signature verifies.
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentSignatureError::UnknownSigner`] for a signature by a key
+    /// not among these, [`DocumentSignatureError::Invalid`] for one that
+    /// does not verify (the document changed since it was signed, or was
+    /// signed for another purpose).
+    pub fn check_document(
+        &self,
+        purpose: &str,
+        document: &[u8],
+        signature: &DocumentSignature,
+    ) -> Result<PublicKey, DocumentSignatureError> {
+        let signer = signature.signer;
+        if !self.0.contains(&signer) {
+            return Err(DocumentSignatureError::UnknownSigner(signer));
+        }
+        UnparsedPublicKey::new(&ED25519, signer.as_bytes())
+            .verify(&document_message(purpose, document), &signature.signature)
+            .map_err(|_| DocumentSignatureError::Invalid(signer))?;
+        Ok(signer)
+    }
+}
+
+/// A builder's signature of a whole document ([`SigningKey::sign_document`]),
+/// kept beside it: the signer's public key and an Ed25519 signature of a
+/// fixed label, the purpose, and the document's length and SHA-256. As
+/// text, one line: the public key (`ed25519:` and 64 hex digits), a
+/// space, and the signature's 128 hex digits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct DocumentSignature {
+    signer: PublicKey,
+    signature: [u8; SIGNATURE_LEN],
+}
+
+impl DocumentSignature {
+    /// The key that says it signed (checked only by
+    /// [`TrustedKeys::check_document`]).
+    pub fn signer(&self) -> PublicKey {
+        self.signer
+    }
+}
+
+impl fmt::Display for DocumentSignature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}",
+            self.signer,
+            jit_cache::hex::encode(&self.signature)
+        )
+    }
+}
+
+impl fmt::Debug for DocumentSignature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DocumentSignature({}, ..)", self.signer)
+    }
+}
+
+impl FromStr for DocumentSignature {
+    type Err = DocumentSignatureError;
+
+    /// One line as `Display` writes it (surrounding white space ignored).
+    fn from_str(text: &str) -> Result<DocumentSignature, DocumentSignatureError> {
+        let malformed = || DocumentSignatureError::Malformed {
+            text: text.chars().take(100).collect(),
+        };
+        let (signer, signature) = text.trim().split_once(' ').ok_or_else(malformed)?;
+        let signer = signer.parse().map_err(|_| malformed())?;
+        let signature = jit_cache::hex::decode(signature)
+            .and_then(|bytes| <[u8; SIGNATURE_LEN]>::try_from(bytes).ok())
+            .ok_or_else(malformed)?;
+        Ok(DocumentSignature { signer, signature })
+    }
+}
+
+/// Why a [`DocumentSignature`] is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DocumentSignatureError {
+    /// The text is not a signature.
+    #[error(
+        "{} is not a document signature: one line holding the signer's public key \
+         (`ed25519:` and 64 hex digits), a space and 128 hex digits",
+        Escaped::new(.text)
+    )]
+    Malformed {
+        /// The text (its first 100 characters).
+        text: String,
+    },
+    /// Signed by this key, which is not trusted.
+    #[error(
+        "it is signed by {0}, which is not among the trusted keys (a new builder's key to add, \
+         or a stranger's)"
+    )]
+    UnknownSigner(PublicKey),
+    /// Signed by this trusted key, but the signature does not verify: the
+    /// document changed since it was signed (or was signed for another
+    /// purpose).
+    #[error(
+        "its signature by {0} does not verify: it was changed since it was signed, or damaged"
+    )]
+    Invalid(PublicKey),
+}
+
+/// The signed message of `document` made for `purpose`.
+fn document_message(purpose: &str, document: &[u8]) -> Vec<u8> {
+    let mut message = Vec::with_capacity(DOCUMENT_LABEL.len() + purpose.len() + 9 + 8 + 32);
+    message.extend_from_slice(DOCUMENT_LABEL);
+    message.extend_from_slice(&(purpose.len() as u64).to_le_bytes());
+    message.extend_from_slice(purpose.as_bytes());
+    message.extend_from_slice(&(document.len() as u64).to_le_bytes());
+    message.extend_from_slice(&Sha256::digest(document));
+    message
+}
+
 /// What a signature says of an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SignatureCheck {
@@ -418,5 +560,61 @@ mod tests {
         );
         let shown = format!("{builder:?}");
         assert!(shown.starts_with("SigningKey(ed25519:"), "{shown}");
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // ring's Ed25519 is C and assembly
+    fn document_signatures_bind_the_purpose_and_the_document_and_round_trip_as_text() {
+        let builder = SigningKey::from_seed(&[5; 32]);
+        let stranger = SigningKey::from_seed(&[6; 32]);
+        let trusted = TrustedKeys::new([builder.public_key()]);
+        let signature = builder.sign_document("manifest", b"line 1\n");
+        let text = signature.to_string();
+        assert_eq!(text.parse::<DocumentSignature>(), Ok(signature));
+        assert_eq!(
+            format!("{text}\n").parse::<DocumentSignature>(),
+            Ok(signature)
+        );
+        assert_eq!(
+            trusted.check_document("manifest", b"line 1\n", &signature),
+            Ok(builder.public_key())
+        );
+        let invalid = Err(DocumentSignatureError::Invalid(builder.public_key()));
+        assert_eq!(
+            trusted.check_document("manifest", b"line 2\n", &signature),
+            invalid
+        );
+        assert_eq!(
+            trusted.check_document("other", b"line 1\n", &signature),
+            invalid
+        );
+        let theirs = stranger.sign_document("manifest", b"line 1\n");
+        assert_eq!(
+            trusted.check_document("manifest", b"line 1\n", &theirs),
+            Err(DocumentSignatureError::UnknownSigner(stranger.public_key()))
+        );
+        // A document signature is never an entry's, whatever the bytes.
+        let entry_key = key("a");
+        let as_entry = trusted.check(
+            &builder.public_key(),
+            &entry_key,
+            b"line 1\n",
+            &signature.signature,
+        );
+        assert_eq!(as_entry, SignatureCheck::Invalid);
+        for bad in [
+            "",
+            "ed25519:ab",
+            &text[..text.len() - 2],
+            &text.replace(' ', "\t"),
+        ] {
+            assert!(
+                matches!(
+                    bad.parse::<DocumentSignature>(),
+                    Err(DocumentSignatureError::Malformed { .. })
+                ),
+                "{bad:?}"
+            );
+        }
     }
 }

@@ -15,9 +15,12 @@ use std::time::Duration;
 use iree_safe::compiler::CompilerPreference;
 use jit_cache::ByteSize;
 
-use super::{ranges, DeviceSettings, DiskCacheFolder, JitConfig, JitConfigBuilder, ProfileFormat};
+use super::{
+    ranges, DeviceSettings, DiskCacheFolder, JitConfig, JitConfigBuilder, ProfileFormat,
+    SigningKeySource,
+};
 #[cfg(feature = "remote-cache")]
-use super::{RemoteCacheUrl, RemoteSecret, RemoteSigningKey};
+use super::{RemoteCacheUrl, RemoteSecret};
 use crate::error::ConfigError;
 
 /// How a variable applies to a [`JitConfig`].
@@ -412,21 +415,18 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_SIGNING_KEY_FILE",
-        meaning: "a builder's Ed25519 signing key (`sheaf-jit-cache keygen FILE`), read as the secret's file is: the entries this process publishes are signed with it, instead of tagged with a shared secret; see `docs/cluster.md` (CI builds, everyone reads)",
+        meaning: "a builder's Ed25519 signing key (`sheaf-jit-cache keygen FILE`), read as the secret's file is: the entries this process publishes to the remote cache, and the bundles it exports, are signed with it instead of tagged with a secret; see `docs/cluster.md` (CI builds, everyone reads)",
         default: "none",
-        apply: remote_cache!(|config, var| {
-                config.remote.signing_key = Some(RemoteSigningKey::File(var.path()));
-                Ok(())
-            }),
+        apply: |config, var| {
+            config.trust.signing_key = Some(SigningKeySource::File(var.path()));
+            Ok(())
+        },
     },
     EnvVariable {
         name: "SHEAF_JIT_TRUSTED_KEYS",
-        meaning: "the public keys whose signed entries this process accepts, separated by blanks or commas: each `ed25519:<64 hex digits>`, or the path of a file of them (this user's or root's, that nobody else may write); without a signing key, the process only reads the remote cache",
+        meaning: "the public keys whose signatures this process accepts, separated by blanks or commas: each `ed25519:<64 hex digits>`, or the path of a file of them (this user's or root's, that nobody else may write); the remote cache's entries and bundles must then be signed by one of them, and without a signing key the process only reads the remote cache",
         default: "none",
-        apply: remote_cache!(|config, var| {
-                config.remote.trusted_keys = var.with(values::trusted_keys)?;
-                Ok(())
-            }),
+        apply: |config, var| set(&mut config.trust.trusted_keys, var.with(values::trusted_keys)),
     },
     EnvVariable {
         name: "SHEAF_JIT_REMOTE_MODE",

@@ -1,6 +1,6 @@
 //! Settings of a [`JitRuntime`](crate::JitRuntime), by composition: one
 //! settings struct per part of the runtime (`compile.rs`, `disk.rs`,
-//! `remote.rs`, `uploads.rs`; the device's is the placement's own,
+//! `remote.rs`, `trust.rs`, `uploads.rs`; the device's is the placement's own,
 //! `placement/settings.rs`; the cache policy is
 //! [`jit_cache::CacheConfig`], whose docs give its defaults and their
 //! reasons), a builder that edits them, and the `SHEAF_JIT_*` environment
@@ -16,6 +16,7 @@ mod env;
 mod ranges;
 #[cfg(feature = "remote-cache")]
 mod remote;
+mod trust;
 mod uploads;
 
 use std::path::PathBuf;
@@ -32,7 +33,8 @@ pub use disk::{DiskCacheFolder, DiskCacheSettings, DEFAULT_CACHE_FOLDER, PROJECT
 pub(crate) use env::{log_filter, LOG_ENV};
 pub use env::{EnvVariable, ENV_VARIABLES};
 #[cfg(feature = "remote-cache")]
-pub use remote::{RemoteCacheUrl, RemoteSecret, RemoteSettings, RemoteSigningKey, TrustedKey};
+pub use remote::{RemoteCacheUrl, RemoteSecret, RemoteSettings};
+pub use trust::{SigningKeySource, TrustSettings, TrustedKey};
 pub use uploads::UploadSettings;
 
 /// Settings of a [`JitRuntime`](crate::JitRuntime): the settings of each of
@@ -72,6 +74,9 @@ pub struct JitConfig {
     /// feature `remote-cache`).
     #[cfg(feature = "remote-cache")]
     pub remote: RemoteSettings,
+    /// Signatures on the remote cache's entries and on bundles: the key a
+    /// builder signs with, the keys a reader trusts (none by default).
+    pub trust: TrustSettings,
     /// The upload cache's bounds.
     pub uploads: UploadSettings,
     /// Exported artifact bundles to serve calls from, before the disk cache
@@ -129,7 +134,7 @@ impl JitConfig {
         self.compile.validate()?;
         self.disk.validate()?;
         #[cfg(feature = "remote-cache")]
-        self.remote.validate()?;
+        self.remote.validate(&self.trust)?;
         if self.profile_format == ProfileFormat::Json && !cfg!(feature = "serde") {
             return Err(ConfigError::FeatureDisabled {
                 setting: "profile_format",
@@ -177,6 +182,13 @@ impl JitConfigBuilder {
         self
     }
 
+    /// Edits whose signatures the remote cache and bundles need, and the
+    /// key this process signs with.
+    pub fn trust(mut self, edit: impl FnOnce(&mut TrustSettings)) -> Self {
+        edit(&mut self.config.trust);
+        self
+    }
+
     /// Edits the remote cache settings.
     #[cfg(feature = "remote-cache")]
     pub fn remote(mut self, edit: impl FnOnce(&mut RemoteSettings)) -> Self {
@@ -188,7 +200,7 @@ impl JitConfigBuilder {
     /// instead of a Redis server or a shared folder named by
     /// [`RemoteSettings::url`] (which must then be unset). Everything else
     /// is as with the built-in backends: the entries are authenticated
-    /// with [`RemoteSettings::secret`] (required), a store that fails is a
+    /// with [`RemoteSettings::secret`] (or signatures, [`JitConfig::trust`]), a store that fails is a
     /// miss, and the leases that make a cluster compile each artifact once
     /// work if the store implements them (its provided lease methods mean
     /// none: every process that misses compiles).

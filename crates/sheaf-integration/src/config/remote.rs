@@ -1,7 +1,6 @@
 //! The remote artifact cache shared by a cluster: its address (or a
-//! backend of the caller's own), what authenticates its entries (a shared
-//! secret, or a builder's signing key and the public keys readers trust),
-//! the CA that signs a TLS server's certificate, its timeouts, namespace,
+//! backend of the caller's own), the shared secret that authenticates its
+//! entries (unless signatures do, `trust.rs`), the CA that signs a TLS server's certificate, its timeouts, namespace,
 //! size bound, mode (read-only or not), compile leases and circuit
 //! breaker.
 
@@ -10,10 +9,9 @@ use std::panic::RefUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use jit_store::{
-    PublicKey, RedisStore, RemoteOptions, RemoteStore, RemoteTimeouts, Secret, SigningKey,
-};
+use jit_store::{RedisStore, RemoteOptions, RemoteStore, RemoteTimeouts, Secret};
 
+use super::TrustSettings;
 use crate::error::ConfigError;
 
 /// The address of a remote artifact cache (`redis://[:password@]host...`,
@@ -62,40 +60,14 @@ pub enum RemoteSecret {
     File(PathBuf),
 }
 
-/// Where a builder's signing key comes from (see `docs/cluster.md`, "CI
-/// builds, everyone reads").
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum RemoteSigningKey {
-    /// This key.
-    Key(SigningKey),
-    /// A file of 32 random bytes (`sheaf-jit-cache keygen FILE`), read
-    /// when the runtime starts under the rules of the secret's file
-    /// ([`SigningKey::from_file`](jit_store::SigningKey::from_file)).
-    File(PathBuf),
-}
-
-/// A public key a reader trusts, or a file of them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TrustedKey {
-    /// This key.
-    Key(PublicKey),
-    /// A file of keys (`ed25519:<64 hex digits>`, separated by white space
-    /// or commas, `#` comments), read when the runtime starts: this
-    /// user's or root's, that nobody else may write
-    /// ([`TrustedKeys::from_file`](jit_store::TrustedKeys::from_file)).
-    File(PathBuf),
-}
-
 /// The remote artifact cache behind the disk cache: a miss on disk asks it
 /// before compiling, a compile is published to it, and processes that miss
 /// one artifact at once compile it once (compile leases). Off unless `url`
 /// or `store` is set; then its entries must be authenticated, either by a
 /// `secret` every process shares (a cluster of equals) or by signatures
-/// (`signing_key` on builders, `trusted_keys` on readers, which only
-/// read): whoever can write the store could otherwise run code in this
-/// process.
+/// ([`JitConfig::trust`](crate::JitConfig::trust): a signing key on
+/// builders, trusted keys on readers, which only read): whoever can write
+/// the store could otherwise run code in this process.
 ///
 /// ```
 /// use sheaf_integration::{settings::{RemoteCacheUrl, RemoteSecret}, JitConfig};
@@ -128,15 +100,8 @@ pub struct RemoteSettings {
     pub store: Option<Arc<dyn RemoteStore + RefUnwindSafe>>,
     /// The secret that authenticates the entries, shared by every process
     /// that uses the cache. A remote cache needs it, or signatures
-    /// (`signing_key`, `trusted_keys`), not both.
+    /// ([`JitConfig::trust`](crate::JitConfig::trust)), not both.
     pub secret: Option<RemoteSecret>,
-    /// The key this process signs the entries it publishes with (a
-    /// builder); it also accepts what it signed.
-    pub signing_key: Option<RemoteSigningKey>,
-    /// The public keys whose signed entries this process accepts; with
-    /// them and no `signing_key`, the process only reads (no publish, no
-    /// compile lease).
-    pub trusted_keys: Vec<TrustedKey>,
     /// The PEM file of the CA that signs a `rediss://` server's
     /// certificate (read when the runtime starts); `None`: the system's
     /// root certificates. Needs the `remote-cache-tls` feature.
@@ -156,9 +121,10 @@ pub struct RemoteSettings {
 }
 
 impl RemoteSettings {
-    /// Checks that a remote cache has a secret and timeouts that can work,
-    /// and that a CA file comes with the feature that reads it.
-    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+    /// Checks that a remote cache has a secret (or signatures, `trust`) and
+    /// timeouts that can work, and that a CA file comes with the feature
+    /// that reads it.
+    pub(super) fn validate(&self, trust: &TrustSettings) -> Result<(), ConfigError> {
         if self.ca_file.is_some() && !cfg!(feature = "remote-cache-tls") {
             return Err(ConfigError::FeatureDisabled {
                 setting: "remote.ca_file",
@@ -176,15 +142,15 @@ impl RemoteSettings {
                 "either an address or a store of your own, not both",
             ));
         }
-        let signed = self.signing_key.is_some() || !self.trusted_keys.is_empty();
-        match (&self.secret, signed) {
+        match (&self.secret, trust.is_signed()) {
             (None, false) => return Err(ConfigError::RemoteSecretMissing),
             (Some(_), true) => {
                 return Err(ConfigError::invalid(
                     "remote.secret",
                     "a shared secret, and a signing key or trusted keys".to_owned(),
                     "either a shared secret (a cluster of equals) or signatures (builders' \
-                     signing keys, readers' trusted keys), not both",
+                     signing keys, readers' trusted keys: `trust`, which also apply to bundles), \
+                     not both",
                 ))
             }
             _ => {}
@@ -215,6 +181,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::settings::{SigningKeySource, TrustedKey};
 
     fn with_secret() -> RemoteSettings {
         RemoteSettings {
@@ -235,29 +202,31 @@ mod tests {
 
     #[test]
     fn a_remote_cache_needs_a_secret_and_positive_timeouts() {
-        assert_eq!(RemoteSettings::default().validate(), Ok(()));
-        assert_eq!(with_secret().validate(), Ok(()));
+        assert_eq!(
+            RemoteSettings::default().validate(&TrustSettings::default()),
+            Ok(())
+        );
+        assert_eq!(with_secret().validate(&TrustSettings::default()), Ok(()));
         let no_secret = RemoteSettings {
             secret: None,
             ..with_secret()
         };
-        assert_eq!(no_secret.validate(), Err(ConfigError::RemoteSecretMissing));
-        let reader = RemoteSettings {
+        assert_eq!(
+            no_secret.validate(&TrustSettings::default()),
+            Err(ConfigError::RemoteSecretMissing)
+        );
+        let reader = TrustSettings {
             trusted_keys: vec![TrustedKey::File("/etc/sheaf/trusted".into())],
-            ..no_secret.clone()
+            ..TrustSettings::default()
         };
-        assert_eq!(reader.validate(), Ok(()));
-        let both = RemoteSettings {
-            trusted_keys: reader.trusted_keys.clone(),
-            ..with_secret()
-        };
-        let error = both.validate().unwrap_err().to_string();
+        assert_eq!(no_secret.validate(&reader), Ok(()));
+        let error = with_secret().validate(&reader).unwrap_err().to_string();
         assert!(error.contains("not both"), "{error}");
-        let builder = RemoteSettings {
-            signing_key: Some(RemoteSigningKey::File("/etc/sheaf/key".into())),
-            ..no_secret.clone()
+        let builder = TrustSettings {
+            signing_key: Some(SigningKeySource::File("/etc/sheaf/key".into())),
+            ..TrustSettings::default()
         };
-        assert_eq!(builder.validate(), Ok(()));
+        assert_eq!(no_secret.validate(&builder), Ok(()));
         let zero = RemoteSettings {
             timeouts: {
                 let mut timeouts = RemoteTimeouts::default();
@@ -267,16 +236,22 @@ mod tests {
             },
             ..with_secret()
         };
-        let error = zero.validate().unwrap_err().to_string();
+        let error = zero
+            .validate(&TrustSettings::default())
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("remote.timeouts"), "{error}");
         let with_ca = RemoteSettings {
             ca_file: Some("/etc/sheaf/ca.pem".into()),
             ..with_secret()
         };
         if cfg!(feature = "remote-cache-tls") {
-            assert_eq!(with_ca.validate(), Ok(()));
+            assert_eq!(with_ca.validate(&TrustSettings::default()), Ok(()));
         } else {
-            let error = with_ca.validate().unwrap_err().to_string();
+            let error = with_ca
+                .validate(&TrustSettings::default())
+                .unwrap_err()
+                .to_string();
             assert!(error.contains("remote-cache-tls"), "{error}");
         }
     }
@@ -291,18 +266,24 @@ mod tests {
             store: Some(store),
             ..with_secret()
         };
-        assert_eq!(own.validate(), Ok(()));
+        assert_eq!(own.validate(&TrustSettings::default()), Ok(()));
         let both = RemoteSettings {
             url: with_secret().url,
             ..own.clone()
         };
-        let error = both.validate().unwrap_err().to_string();
+        let error = both
+            .validate(&TrustSettings::default())
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("not both"), "{error}");
         let mut zero = with_secret();
         zero.options.lease_ttl = Some(Duration::ZERO);
-        let error = zero.validate().unwrap_err().to_string();
+        let error = zero
+            .validate(&TrustSettings::default())
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("lease_ttl"), "{error}");
         zero.options.lease_ttl = None;
-        assert_eq!(zero.validate(), Ok(()));
+        assert_eq!(zero.validate(&TrustSettings::default()), Ok(()));
     }
 }

@@ -19,6 +19,11 @@ impl JitRuntime {
     /// (artifacts and a manifest), to serve a later process ahead of time
     /// (`JitConfigBuilder::artifact_bundle`), with or without a compiler.
     /// Artifacts are copied from the disk cache, which must be enabled.
+    /// With a signing key
+    /// ([`TrustSettings::signing_key`](crate::settings::TrustSettings::signing_key))
+    /// the bundle is signed by it, for readers that trust its public key
+    /// ([`ExportSummary::signer`]); without one, its entries are tagged with
+    /// a secret of its own.
     ///
     /// # Errors
     ///
@@ -61,7 +66,12 @@ impl JitRuntime {
                 None => skipped += 1,
             }
         }
-        bundle::write(dir, compiler, exports, skipped).map_err(failed)
+        let signer = self
+            .inner
+            .signatures
+            .as_ref()
+            .and_then(|s| s.signer.as_ref());
+        bundle::write(dir, compiler, exports, skipped, signer).map_err(failed)
     }
 
     /// Serves calls with a module compiled outside this runtime (by the

@@ -114,6 +114,9 @@ struct Inner {
     profile_format: ProfileFormat,
     /// How long the process's exit waits for queued background compiles.
     exit_wait: Duration,
+    /// The keys of [`JitConfig::trust`](crate::JitConfig::trust): the
+    /// signer of the bundles this runtime exports.
+    signatures: Option<crate::signing::Signatures>,
     /// Set by the first of the process's exit and the drop of the last
     /// handle: the profile is printed, and the totals added, once.
     finished: AtomicBool,

@@ -7,10 +7,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use jit_cache::{ErrorChain, JitCache};
 use jit_store::ArtifactStore;
 #[cfg(feature = "remote-cache")]
-use jit_store::{
-    RedisStore, RemoteStore, RemoteTier, RemoteTrust, Secret, SharedFolderStore, SigningKey,
-    TrustedKeys,
-};
+use jit_store::{RedisStore, RemoteStore, RemoteTier, Secret, SharedFolderStore, Trust};
 
 use crate::dump::Dumps;
 
@@ -20,12 +17,13 @@ use crate::compile::pipeline::Pipeline;
 use crate::compiler_versions::{self, VersionFiles};
 use crate::config::JitConfig;
 #[cfg(feature = "remote-cache")]
-use crate::config::{RemoteSecret, RemoteSettings, RemoteSigningKey, TrustedKey};
+use crate::config::{RemoteSecret, RemoteSettings};
 use crate::error::{ConfigError, JitError};
 use crate::exit;
 use crate::learned_policy::DiskPolicy;
 use crate::placement::{CpuFallback, ParallelCpu, Placement};
 use crate::profile::Profile;
+use crate::signing::Signatures;
 use crate::upload::UploadCache;
 
 use super::{Inner, JitRuntime};
@@ -34,7 +32,10 @@ use super::{Inner, JitRuntime};
 /// contacted yet: a server that is down costs the first fetch its connect
 /// timeout, then the circuit breaker keeps later calls off it.
 #[cfg(feature = "remote-cache")]
-fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
+fn remote_tier(
+    config: &JitConfig,
+    signatures: Option<&Signatures>,
+) -> Result<Option<RemoteTier>, JitError> {
     let remote = &config.remote;
     let backend: Box<dyn RemoteStore> = match (&remote.url, &remote.store) {
         (_, Some(store)) => Box::new(CallersStore(store.clone())),
@@ -44,7 +45,7 @@ fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
         (Some(url), None) => Box::new(redis_store(url.as_str(), remote)?),
         (None, None) => return Ok(None),
     };
-    let trust = remote_trust(remote)?;
+    let trust = remote_trust(remote, signatures)?;
     let store = format!("{backend:?}");
     let tier = RemoteTier::with_trust(backend, trust, remote.options.clone()).map_err(|error| {
         JitError::Internal(format!(
@@ -67,38 +68,20 @@ fn remote_tier(config: &JitConfig) -> Result<Option<RemoteTier>, JitError> {
     Ok(Some(tier))
 }
 
-/// What authenticates the entries of `remote`: its shared secret, or its
-/// signing key and trusted keys, each file read now.
+/// What authenticates the entries of `remote`: its shared secret (read
+/// now), or `signatures`.
 #[cfg(feature = "remote-cache")]
-fn remote_trust(remote: &RemoteSettings) -> Result<RemoteTrust, JitError> {
-    if let Some(secret) = &remote.secret {
-        let secret = match secret {
-            RemoteSecret::Key(secret) => secret.clone(),
-            RemoteSecret::File(path) => Secret::from_file(path).map_err(JitError::RemoteSecret)?,
-        };
-        return Ok(RemoteTrust::Shared(secret));
-    }
-    let mut trusted = TrustedKeys::default();
-    for key in &remote.trusted_keys {
-        match key {
-            TrustedKey::Key(key) => trusted.extend([*key]),
-            TrustedKey::File(path) => trusted.extend(
-                TrustedKeys::from_file(path)
-                    .map_err(JitError::RemoteKeys)?
-                    .keys()
-                    .iter()
-                    .copied(),
-            ),
-        }
-    }
-    match &remote.signing_key {
-        Some(RemoteSigningKey::Key(signer)) => Ok(RemoteTrust::builder(signer.clone(), trusted)),
-        Some(RemoteSigningKey::File(path)) => {
-            let signer = SigningKey::from_file(path).map_err(JitError::RemoteKeys)?;
-            Ok(RemoteTrust::builder(signer, trusted))
-        }
-        None if trusted.is_empty() => Err(ConfigError::RemoteSecretMissing.into()),
-        None => Ok(RemoteTrust::reader(trusted)),
+fn remote_trust(
+    remote: &RemoteSettings,
+    signatures: Option<&Signatures>,
+) -> Result<Trust, JitError> {
+    match (&remote.secret, signatures) {
+        (Some(RemoteSecret::Key(secret)), _) => Ok(Trust::Shared(secret.clone())),
+        (Some(RemoteSecret::File(path)), _) => Secret::from_file(path)
+            .map(Trust::Shared)
+            .map_err(JitError::RemoteSecret),
+        (None, Some(signatures)) => Ok(signatures.trust()),
+        (None, None) => Err(ConfigError::RemoteSecretMissing.into()),
     }
 }
 
@@ -173,8 +156,10 @@ impl JitRuntime {
     /// when the disk cache's folder is not safe or cannot be created,
     /// [`JitError::RemoteCache`], [`JitError::RemoteSecret`] or
     /// [`JitError::Config`] for a remote cache that cannot be set up,
-    /// [`JitError::Bundle`] for an artifact bundle that cannot serve this
-    /// program, [`JitError::Compiler`] with
+    /// [`JitError::Keys`] for a signing key or trusted keys file that
+    /// cannot be used, [`JitError::Bundle`] for an artifact bundle that
+    /// cannot serve this program (or is not signed by a trusted key, when
+    /// there are trusted keys), [`JitError::Compiler`] with
     /// [`CompileError::ReleaseMismatch`](crate::compiler::CompileError::ReleaseMismatch)
     /// for a compiler of another IREE release than the linked runtime (its
     /// `--version` is asked here, once per executable), and
@@ -233,8 +218,9 @@ impl JitRuntime {
                 }
             }
         }
+        let signatures = Signatures::read(&config.trust)?;
         #[cfg(feature = "remote-cache")]
-        let store = match remote_tier(&config)? {
+        let store = match remote_tier(&config, signatures.as_ref())? {
             Some(remote) => store.with_remote(remote),
             None => store,
         };
@@ -242,14 +228,16 @@ impl JitRuntime {
             .bundles
             .iter()
             .map(|dir| {
-                let bundle = Bundle::open(dir).map_err(|source| JitError::Bundle {
-                    path: dir.clone(),
-                    source,
-                })?;
+                let bundle =
+                    Bundle::open(dir, signatures.as_ref()).map_err(|source| JitError::Bundle {
+                        path: dir.clone(),
+                        source,
+                    })?;
                 tracing::info!(
                     target: crate::log_targets::RUNTIME,
                     bundle = %bundle.dir().display(),
                     artifacts = bundle.len(),
+                    signer = bundle.signer().map(tracing::field::display),
                     "serving compiled artifacts from a bundle"
                 );
                 Ok(bundle)
@@ -294,6 +282,7 @@ impl JitRuntime {
             profile_at_exit: config.profile_at_exit,
             profile_format: config.profile_format,
             exit_wait: config.compile.exit_wait,
+            signatures,
             finished: AtomicBool::new(false),
         });
         exit::finish_at_exit(Arc::downgrade(&inner) as Weak<dyn exit::Finish>);

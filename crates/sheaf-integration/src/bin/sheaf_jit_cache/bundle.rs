@@ -1,20 +1,33 @@
 //! The bundle commands: `bundle inspect` and `bundle verify`, over the
-//! runtime's own reader and checks (`inspect_bundle`, `verify_bundle`);
-//! every name printed escaped ([`shown`]).
-
-use std::path::Path;
+//! runtime's own reader and checks (`inspect_bundle`, `verify_bundle`),
+//! with the keys this environment trusts; every name printed escaped
+//! ([`shown`]).
 
 use sheaf_integration::artifacts::{inspect_bundle, verify_bundle};
-use sheaf_integration::settings::ByteSize;
-use sheaf_integration::ErrorChain;
+use sheaf_integration::settings::{ByteSize, TrustSettings};
+use sheaf_integration::{ConfigError, ErrorChain, JitConfig};
 
 use crate::disk::{shown, shown_path};
-use crate::{report, show, Format, Outcome};
+use crate::{report, show, BundleArgs, Format, Outcome};
 
-pub(crate) fn inspect(dir: &Path, format: Format) -> Outcome {
-    let contents = inspect_bundle(dir)?;
+/// The signatures a runtime in this environment would trust
+/// (`SHEAF_JIT_TRUSTED_KEYS`, `SHEAF_JIT_SIGNING_KEY_FILE`), the keys of
+/// `--trusted-keys` instead of the variable's when given.
+fn trust(args: &BundleArgs) -> Result<TrustSettings, ConfigError> {
+    let config = JitConfig::builder()
+        .apply_vars(|name| match (name, &args.trusted_keys) {
+            ("SHEAF_JIT_TRUSTED_KEYS", Some(keys)) => Some(keys.clone()),
+            _ => std::env::var_os(name),
+        })?
+        .build()?;
+    Ok(config.trust)
+}
+
+pub(crate) fn inspect(args: BundleArgs, format: Format) -> Outcome {
+    let contents = inspect_bundle(&args.dir, &trust(&args)?)?;
     let report = report::Bundle {
-        bundle: shown_path(dir),
+        bundle: shown_path(&args.dir),
+        signer: contents.signer.map(|key| key.to_string()),
         compiler: shown(&contents.compiler),
         runtime: shown(&contents.runtime),
         artifacts: contents
@@ -39,6 +52,13 @@ pub(crate) fn inspect(dir: &Path, format: Format) -> Outcome {
     };
     show(format, "bundle inspect", true, report, |report| {
         say!("bundle    {}", report.bundle);
+        say!(
+            "signed by {}",
+            report
+                .signer
+                .as_deref()
+                .unwrap_or("nobody (an unsigned bundle)")
+        );
         say!("compiler  {}", report.compiler);
         say!("runtime   {}", report.runtime);
         let bytes: u64 = report.artifacts.iter().map(|artifact| artifact.bytes).sum();
@@ -62,8 +82,8 @@ pub(crate) fn inspect(dir: &Path, format: Format) -> Outcome {
     })
 }
 
-pub(crate) fn verify(dir: &Path, format: Format) -> Outcome {
-    let verdict = verify_bundle(dir)?;
+pub(crate) fn verify(args: BundleArgs, format: Format) -> Outcome {
+    let verdict = verify_bundle(&args.dir, &trust(&args)?)?;
     let entries: Vec<report::Checked> = verdict
         .entries
         .iter()
@@ -75,7 +95,8 @@ pub(crate) fn verify(dir: &Path, format: Format) -> Outcome {
         })
         .collect();
     let report = report::Verify {
-        folder: shown_path(dir),
+        folder: shown_path(&args.dir),
+        signer: verdict.signer.map(|key| key.to_string()),
         folder_ok: verdict.opens.is_ok(),
         folder_error: verdict
             .opens
@@ -87,10 +108,17 @@ pub(crate) fn verify(dir: &Path, format: Format) -> Outcome {
         policies: Vec::new(),
     };
     show(format, "bundle verify", verdict.is_ok(), report, |report| {
+        let signed = match &report.signer {
+            Some(signer) => format!("signed by {signer}"),
+            None => "unsigned".to_owned(),
+        };
         match &report.folder_error {
-            None => say!("bundle {}: this program's runtime opens it", report.folder),
+            None => say!(
+                "bundle {} ({signed}): this program's runtime opens it",
+                report.folder
+            ),
             Some(error) => say!(
-                "bundle {}: REFUSED by this program's runtime: {error}",
+                "bundle {} ({signed}): REFUSED by this program's runtime: {error}",
                 report.folder
             ),
         }

@@ -437,6 +437,7 @@ fn verify(store: &ArtifactStore, directory: &Path) -> report::Verify {
         .collect();
     let refused = entries.iter().chain(&policies).filter(|c| !c.ok).count();
     report::Verify {
+        signer: None,
         folder: shown_path(directory),
         folder_ok: store.has_secret(),
         folder_error: None,

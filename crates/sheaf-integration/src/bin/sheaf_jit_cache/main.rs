@@ -135,16 +135,21 @@ fn command_help(command: &str) -> Option<&'static str> {
              they miss.\n"
         }
         "bundle" => {
-            "usage: sheaf-jit-cache bundle inspect DIR\n\
-             \x20      sheaf-jit-cache bundle verify DIR\n\n\
-             inspect  prints the bundle's manifest: the compiler and runtime builds, each\n\
-             \x20        artifact (key, size) and each variant (function, definition hash,\n\
-             \x20        signature, entry symbol, artifact).\n\
+            "usage: sheaf-jit-cache bundle inspect [--trusted-keys KEYS] DIR\n\
+             \x20      sheaf-jit-cache bundle verify [--trusted-keys KEYS] DIR\n\n\
+             inspect  prints the bundle's manifest: the compiler and runtime builds, who\n\
+             \x20        signed it, each artifact (key, size) and each variant (function,\n\
+             \x20        definition hash, signature, entry symbol, artifact).\n\
              verify   checks the bundle as this program's runtime checks it before serving\n\
              \x20        it (every folder and file yours or root's and writable by no one else,\n\
-             \x20        the manifest, the runtime build, the entries' sizes), then each entry's\n\
-             \x20        format and tag; prints the reason for each refusal. Exit status 1 if\n\
-             \x20        anything is refused.\n"
+             \x20        the secret or the manifest's signature, the manifest, the runtime\n\
+             \x20        build, the entries' sizes), then each entry's format and tag or\n\
+             \x20        signature; prints the signer and the reason for each refusal. Exit\n\
+             \x20        status 1 if anything is refused.\n\n\
+             Both read the bundle as a runtime in this environment would: with\n\
+             SHEAF_JIT_TRUSTED_KEYS set (or --trusted-keys KEYS, the same syntax: public\n\
+             keys or files of them, separated by blanks or commas) only a bundle signed by\n\
+             one of those keys is accepted; without, only an unsigned one.\n"
         }
         "keygen" => {
             "usage: sheaf-jit-cache keygen FILE\n\
@@ -177,8 +182,8 @@ enum Command {
         older_than: Option<Duration>,
     },
     Clear,
-    BundleInspect(PathBuf),
-    BundleVerify(PathBuf),
+    BundleInspect(BundleArgs),
+    BundleVerify(BundleArgs),
     Keygen {
         file: PathBuf,
         /// Only print the public key of an existing key.
@@ -202,6 +207,14 @@ impl Command {
             Command::Keygen { .. } => "keygen",
         }
     }
+}
+
+/// What the bundle commands take.
+#[derive(Debug)]
+struct BundleArgs {
+    dir: PathBuf,
+    /// `--trusted-keys`: instead of `SHEAF_JIT_TRUSTED_KEYS`.
+    trusted_keys: Option<OsString>,
 }
 
 /// How a command's report is printed.
@@ -253,6 +266,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Invocation, lexopt::Error> {
         ))
     })?;
     let (mut max_bytes, mut older_than, mut public, mut zero) = (None, None, false, false);
+    let mut trusted_keys = None;
     let mut operands: Vec<OsString> = Vec::new();
     while let Some(arg) = parser.next()? {
         match arg {
@@ -281,6 +295,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Invocation, lexopt::Error> {
             }
             Long("public") if name == "keygen" => public = true,
             Long("zero") if name == "stats" => zero = true,
+            Long("trusted-keys") if name == "bundle" => trusted_keys = Some(parser.value()?),
             Value(operand) => operands.push(operand),
             arg => return Err(arg.unexpected()),
         }
@@ -316,15 +331,23 @@ fn parse(mut parser: lexopt::Parser) -> Result<Invocation, lexopt::Error> {
                 )
             }
         },
-        _ => match &operands[..] {
-            [action, folder] if action == "inspect" => Command::BundleInspect(folder.into()),
-            [action, folder] if action == "verify" => Command::BundleVerify(folder.into()),
-            _ => {
-                return Err(
-                    "usage: sheaf-jit-cache bundle inspect|verify DIR (see bundle --help)".into(),
-                )
+        _ => {
+            let args = |dir: &OsString| BundleArgs {
+                dir: dir.into(),
+                trusted_keys,
+            };
+            match &operands[..] {
+                [action, dir] if action == "inspect" => Command::BundleInspect(args(dir)),
+                [action, dir] if action == "verify" => Command::BundleVerify(args(dir)),
+                _ => {
+                    return Err(
+                        "usage: sheaf-jit-cache bundle inspect|verify [--trusted-keys \
+                                KEYS] DIR (see bundle --help)"
+                            .into(),
+                    )
+                }
             }
-        },
+        }
     };
     Ok(Invocation {
         dir,
@@ -349,8 +372,8 @@ fn main() -> ExitCode {
             let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
             return ExitCode::SUCCESS;
         }
-        Command::BundleInspect(dir) => bundle::inspect(&dir, format),
-        Command::BundleVerify(dir) => bundle::verify(&dir, format),
+        Command::BundleInspect(args) => bundle::inspect(args, format),
+        Command::BundleVerify(args) => bundle::verify(args, format),
         Command::Keygen { file, public } => keygen(&file, public, format),
         command => disk::run(invocation.dir, command, format),
     };

@@ -130,6 +130,9 @@ pub(crate) struct CachedSignature {
 pub(crate) struct Verify {
     /// The disk cache's folder or the bundle.
     pub(crate) folder: String,
+    /// `bundle verify`: the trusted key whose signature of the manifest
+    /// verified; `null` for an unsigned bundle, and for `verify`.
+    pub(crate) signer: Option<String>,
     /// `verify`: whether the folder has its secret; `bundle verify`:
     /// whether this program's runtime opens the bundle.
     pub(crate) folder_ok: bool,
@@ -168,6 +171,9 @@ pub(crate) struct Deleted {
 #[derive(Debug, Serialize)]
 pub(crate) struct Bundle {
     pub(crate) bundle: String,
+    /// The trusted key whose signature of the manifest verified; `null`
+    /// for an unsigned bundle.
+    pub(crate) signer: Option<String>,
     pub(crate) compiler: String,
     pub(crate) runtime: String,
     pub(crate) artifacts: Vec<BundledArtifact>,

@@ -9,7 +9,7 @@ use jit_cache::CachePolicy;
 use jit_store::RemoteMode;
 
 use super::*;
-use crate::config::{CompileMode, FloatSemantics, TrustedKey};
+use crate::config::{CompileMode, FloatSemantics, SigningKeySource, TrustedKey};
 
 fn from_os(vars: &[(&str, OsString)]) -> Result<JitConfig, ConfigError> {
     let vars: HashMap<&str, OsString> = vars.iter().cloned().collect();
@@ -277,16 +277,15 @@ fn signed_remote_caches_take_a_signing_key_trusted_keys_and_a_mode_from_variable
         ),
     ])
     .unwrap();
-    let remote = &reader.remote;
     assert_eq!(
-        remote.trusted_keys,
+        reader.trust.trusted_keys,
         [
             TrustedKey::Key(key.parse().unwrap()),
             TrustedKey::File("/etc/sheaf/keys".into()),
             TrustedKey::File("/k2".into()),
         ]
     );
-    assert!(remote.secret.is_none() && remote.signing_key.is_none());
+    assert!(reader.remote.secret.is_none() && reader.trust.signing_key.is_none());
     let builder = from(&[
         ("SHEAF_JIT_REMOTE_CACHE", "file:///mnt/jit"),
         ("SHEAF_JIT_SIGNING_KEY_FILE", "/etc/sheaf/signing-key"),
@@ -294,8 +293,8 @@ fn signed_remote_caches_take_a_signing_key_trusted_keys_and_a_mode_from_variable
     ])
     .unwrap();
     assert!(matches!(
-        &builder.remote.signing_key,
-        Some(RemoteSigningKey::File(path)) if path == Path::new("/etc/sheaf/signing-key")
+        &builder.trust.signing_key,
+        Some(SigningKeySource::File(path)) if path == Path::new("/etc/sheaf/signing-key")
     ));
     assert_eq!(builder.remote.options.mode, RemoteMode::ReadOnly);
     let both = from(&[

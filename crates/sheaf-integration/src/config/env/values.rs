@@ -112,7 +112,6 @@ pub(super) fn capacities(text: &str) -> Result<HashMap<String, usize>, String> {
 
 /// Public keys (`ed25519:...`) and files of them, separated by blanks or
 /// commas.
-#[cfg(feature = "remote-cache")]
 pub(super) fn trusted_keys(text: &str) -> Result<Vec<crate::config::TrustedKey>, String> {
     use crate::config::TrustedKey;
     use jit_store::PublicKey;
