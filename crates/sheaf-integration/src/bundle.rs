@@ -81,8 +81,6 @@ use jit_store::{
     VerifiedArtifact,
 };
 
-use crate::signing::Signatures;
-
 const FORMAT: &str = "sheaf-jit bundle 4";
 const MANIFEST: &str = "manifest.txt";
 /// The signature of a signed bundle's manifest.
@@ -297,11 +295,10 @@ pub(crate) fn read(dir: &Path, trusted: Option<&TrustedKeys>) -> Result<Opened, 
 
 impl Bundle {
     /// Opens the bundle at `dir`: its folders, then its secret or, with
-    /// `signatures`, the manifest's signature (see the module docs), then
+    /// `trusted` keys, the manifest's signature (see the module docs), then
     /// its manifest, then every entry the manifest lists, each a safe file
     /// of the size it records.
-    pub(crate) fn open(dir: &Path, signatures: Option<&Signatures>) -> Result<Bundle, BundleError> {
-        let trusted = signatures.map(|signatures| &signatures.trusted);
+    pub(crate) fn open(dir: &Path, trusted: Option<&TrustedKeys>) -> Result<Bundle, BundleError> {
         let Opened {
             store,
             manifest,

@@ -92,7 +92,7 @@ impl BundleVerdict {
 /// [`JitError::Bundle`] with the [`BundleError`] the runtime would refuse
 /// the bundle with for its folders, secret, signature or manifest.
 pub fn inspect_bundle(dir: &Path, trust: &TrustSettings) -> Result<BundleContents, JitError> {
-    let signatures = Signatures::read(trust)?;
+    let signatures = Signatures::read(trust).map_err(JitError::Keys)?;
     let trusted = signatures.as_ref().map(|signatures| &signatures.trusted);
     let Opened {
         manifest, signer, ..
@@ -143,14 +143,14 @@ pub fn inspect_bundle(dir: &Path, trust: &TrustSettings) -> Result<BundleContent
 /// [`JitError::Bundle`] for a bundle whose folders, secret, signature or
 /// manifest cannot be read or are refused (then no entry can be checked).
 pub fn verify_bundle(dir: &Path, trust: &TrustSettings) -> Result<BundleVerdict, JitError> {
-    let signatures = Signatures::read(trust)?;
+    let signatures = Signatures::read(trust).map_err(JitError::Keys)?;
     let trusted = signatures.as_ref().map(|signatures| &signatures.trusted);
     let Opened {
         store,
         manifest,
         signer,
     } = bundle::read(dir, trusted).map_err(|source| bundle_error(dir, source))?;
-    let opens = Bundle::open(dir, signatures.as_ref()).map(drop);
+    let opens = Bundle::open(dir, trusted).map(drop);
     let entries = manifest
         .artifacts
         .iter()

@@ -2,10 +2,9 @@
 //! read once when a runtime starts, for the remote cache and for bundles
 //! (those it serves, and those it exports).
 
-use jit_store::{SigningKey, Trust, TrustedKeys};
+use jit_store::{SigningKey, StoreError, Trust, TrustedKeys};
 
 use crate::config::{SigningKeySource, TrustSettings, TrustedKey};
-use crate::error::JitError;
 
 /// The keys a runtime signs with and trusts.
 #[derive(Debug, Clone)]
@@ -18,26 +17,22 @@ pub(crate) struct Signatures {
 
 impl Signatures {
     /// The signatures `trust` asks for, each key file read now; `None`
-    /// when it names no key (entries are then tagged with secrets).
-    pub(crate) fn read(trust: &TrustSettings) -> Result<Option<Signatures>, JitError> {
+    /// when it names no key (entries are then tagged with secrets). The
+    /// error names the file that cannot be used (callers report it as
+    /// [`JitError::Keys`](crate::JitError::Keys)).
+    pub(crate) fn read(trust: &TrustSettings) -> Result<Option<Signatures>, StoreError> {
         let mut trusted = TrustedKeys::default();
         for key in &trust.trusted_keys {
             match key {
                 TrustedKey::Key(key) => trusted.extend([*key]),
-                TrustedKey::File(path) => trusted.extend(
-                    TrustedKeys::from_file(path)
-                        .map_err(JitError::Keys)?
-                        .keys()
-                        .iter()
-                        .copied(),
-                ),
+                TrustedKey::File(path) => {
+                    trusted.extend(TrustedKeys::from_file(path)?.keys().iter().copied())
+                }
             }
         }
         let signer = match &trust.signing_key {
             Some(SigningKeySource::Key(signer)) => Some(signer.clone()),
-            Some(SigningKeySource::File(path)) => {
-                Some(SigningKey::from_file(path).map_err(JitError::Keys)?)
-            }
+            Some(SigningKeySource::File(path)) => Some(SigningKey::from_file(path)?),
             None => None,
         };
         if let Some(signer) = &signer {

@@ -156,7 +156,9 @@ fn the_programs_subscriber_is_never_replaced() {
             "SHEAF_JIT_LOG is not applied: this program installed its own tracing subscriber";
         assert_eq!(stdout.matches(note).count(), 1, "{stdout}");
         assert!(
-            stdout.contains("sheaf_jit::cache: a disk-cache entry failed"),
+            stdout.contains(
+                "sheaf_jit::cache: refusing a disk-cache entry: it failed authentication"
+            ),
             "{stdout}"
         );
         assert!(!stdout.contains("DEBUG"), "{stdout}");

@@ -218,7 +218,7 @@ impl JitRuntime {
                 }
             }
         }
-        let signatures = Signatures::read(&config.trust)?;
+        let signatures = Signatures::read(&config.trust).map_err(JitError::Keys)?;
         #[cfg(feature = "remote-cache")]
         let store = match remote_tier(&config, signatures.as_ref())? {
             Some(remote) => store.with_remote(remote),
@@ -228,11 +228,14 @@ impl JitRuntime {
             .bundles
             .iter()
             .map(|dir| {
-                let bundle =
-                    Bundle::open(dir, signatures.as_ref()).map_err(|source| JitError::Bundle {
-                        path: dir.clone(),
-                        source,
-                    })?;
+                let bundle = Bundle::open(
+                    dir,
+                    signatures.as_ref().map(|signatures| &signatures.trusted),
+                )
+                .map_err(|source| JitError::Bundle {
+                    path: dir.clone(),
+                    source,
+                })?;
                 tracing::info!(
                     target: crate::log_targets::RUNTIME,
                     bundle = %bundle.dir().display(),
