@@ -14,11 +14,15 @@
 //! callgrind_annotate --inclusive=yes target/hit_path.callgrind | grep -E "::hits|raw_calls"
 //! ```
 //!
+//! valgrind does not decode AVX-512: on a CPU that has it, add `--cpu
+//! x86-64-v3` (any LLVM CPU name), which compiles both artifacts for that
+//! CPU instead of the host's.
+//!
 //! Without valgrind it prints the time of each loop.
 
 use std::time::Instant;
 
-use iree_safe::compiler::{choose_compiler, CompilerPreference};
+use iree_safe::compiler::{choose_compiler, CompileTarget, CompilerPreference};
 use sheaf_integration::{
     lowering::Signature,
     reference,
@@ -26,12 +30,13 @@ use sheaf_integration::{
     DType, Dispatched, JitConfig, JitFunction, JitRuntime, Tensor, Value,
 };
 
-fn runtime(mode: CompileMode) -> JitRuntime {
+fn runtime(mode: CompileMode, target: &Option<CompileTarget>) -> JitRuntime {
     let config = JitConfig::builder()
         .disk(|disk| disk.folder = DiskCacheFolder::Disabled)
         .compile(|compile| {
             compile.mode = mode;
             compile.compiler = CompilerPreference::Subprocess;
+            compile.target = target.clone();
         })
         .build()
         .unwrap();
@@ -66,15 +71,23 @@ fn raw_calls(calls: usize, function: &iree_safe::Function, args: &[iree_safe::Vm
 
 fn main() {
     let mut calls = 2000;
+    let mut target = None;
     let mut argv = std::env::args().skip(1);
     while let Some(arg) = argv.next() {
-        if arg == "--calls" {
-            calls = argv.next().and_then(|n| n.parse().ok()).expect("--calls N");
+        match arg.as_str() {
+            "--calls" => calls = argv.next().and_then(|n| n.parse().ok()).expect("--calls N"),
+            "--cpu" => {
+                target = Some(CompileTarget::Cpu {
+                    cpu: argv.next().expect("--cpu NAME"),
+                    triple: None,
+                })
+            }
+            _ => {}
         }
     }
     let sigmoid = reference::sigmoid();
-    let blocking = runtime(CompileMode::Blocking);
-    let background = runtime(CompileMode::Background);
+    let blocking = runtime(CompileMode::Blocking, &target);
+    let background = runtime(CompileMode::Background, &target);
     let host = [-2.0f32, -0.5, 0.0, 0.75, 3.0];
     let device = |jit: &JitRuntime| {
         iree_safe::Tensor::from_slice(jit.runtime().device(), &[1, 5], &host).unwrap()
