@@ -5,21 +5,13 @@
 //! says why in its counters and in `check_entry`.
 #![cfg(not(miri))] // file system, and ring's Ed25519
 
+mod support;
+
 use std::fs;
 use std::path::Path;
 
-use jit_store::{
-    ArtifactKey, ArtifactStore, EntryCheck, KeyParts, SigningKey, StoreConfig, TrustedKeys,
-};
-
-fn key(program: &str) -> ArtifactKey {
-    ArtifactKey::new(&KeyParts {
-        program,
-        compiler: "test",
-        runtime: "test",
-        target: "generic",
-    })
-}
+use jit_store::{ArtifactStore, EntryCheck, SigningKey, StoreConfig, TrustedKeys};
+use support::key;
 
 fn built(program: &str) -> Vec<u8> {
     format!("compiled {program} ").repeat(64).into_bytes()
