@@ -6,7 +6,8 @@
 //! 320, 384, 512 and 1024 and a batched matmul `f32[8,256,256]` (as many
 //! multiply-adds as the 512² one; the reference lowerings' own MLIR), compiled with
 //! the runtime's flags (`CPU_FLAGS` and the strict float semantics' flag,
-//! plus `CONTRACTION_FLAGS` as `LARGE_CONTRACTION` decides) and with each
+//! plus `CONTRACTION_FLAGS` or, for short f32 matmuls on AVX-512,
+//! `AVX512_MATMUL_SPEC`, as `LARGE_CONTRACTION` decides) and with each
 //! candidate flag added (`FloatSemantics::Reassociate`'s first), then
 //! called on device-resident inputs on `local-sync` (single-threaded, the
 //! default CPU device), on `local-task` with IREE's default workers (one
@@ -19,9 +20,10 @@
 //! Everything is measured in turns (round robin): the compiles of every
 //! candidate, then one batch of calls per (device, candidate) per round,
 //! each round starting at another candidate, so that the machine's load
-//! falls on all alike. For the matmul, `+ data tiling everywhere` adds
-//! nothing to the runtime's own flags: how far it lands from the first row
-//! is the noise of the run. Prints, per function, a
+//! falls on all alike. For a matmul without the AVX-512 spec, `+ data
+//! tiling everywhere` adds nothing to the runtime's own flags: how far it
+//! lands from the first row is the noise of the run; with the spec, that
+//! row is the data-tiled code it replaced. Prints, per function, a
 //! table of the compile time (median of [`COMPILE_ROUNDS`]) and the p50 µs
 //! per call on each device; a cell marked `≠` computed a result that
 //! differs from the runtime's flags on local-sync (relative error over
@@ -44,7 +46,9 @@
 //! code on one core can beat, and the measure of each cell's fraction of
 //! peak.
 
+use std::io::Write;
 use std::num::NonZeroUsize;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use iree_safe::compiler::{choose_compiler, Artifact, CompileOptions, CompilerPreference};
@@ -53,7 +57,7 @@ use sheaf_integration::{
     lowering::Signature,
     reference,
     settings::FloatSemantics,
-    tuning::{CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION},
+    tuning::{AVX512_MATMUL_SPEC, CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION},
     CapturedScalar, DType, JitConfig, JitFunction,
 };
 
@@ -62,7 +66,10 @@ const ROUNDS: usize = 20;
 
 /// Candidate flags, each added after the runtime's own (so they win).
 const CANDIDATES: &[(&str, &[&str])] = &[
-    ("now (CPU_FLAGS, strict, CONTRACTION_FLAGS ≥ 2²⁵)", &[]),
+    (
+        "now (CPU_FLAGS, strict, CONTRACTION_FLAGS or the AVX-512 matmul spec ≥ 2²⁵)",
+        &[],
+    ),
     (
         "+ FloatSemantics::Reassociate",
         FloatSemantics::Reassociate.cpu_flags(),
@@ -150,6 +157,10 @@ struct Workload {
     /// Those of its largest matrix product (a batch is one per batch
     /// entry), which decide data tiling as in the runtime.
     largest_product: u64,
+    /// Whether its contractions are unbatched f32 products with rows of at
+    /// most 1024, which get `AVX512_MATMUL_SPEC` on AVX-512 as in the
+    /// runtime.
+    short_f32_matmuls: bool,
     /// Calls per (device, candidate) per round.
     calls: usize,
 }
@@ -170,6 +181,7 @@ fn workloads() -> Vec<Workload> {
             captured: vec![],
             multiply_adds: 0,
             largest_product: 0,
+            short_f32_matmuls: false,
             calls: 200,
         },
         Workload {
@@ -179,6 +191,7 @@ fn workloads() -> Vec<Workload> {
             captured: vec![reference::temperature(2.0)],
             multiply_adds: 0,
             largest_product: 0,
+            short_f32_matmuls: false,
             calls: 20,
         },
         mlp_layer(32, 40),
@@ -196,6 +209,7 @@ fn workloads() -> Vec<Workload> {
             captured: vec![],
             multiply_adds: 8 * 256u64.pow(3),
             largest_product: 256u64.pow(3),
+            short_f32_matmuls: false,
             calls: 3,
         },
     ]
@@ -211,6 +225,7 @@ fn mlp_layer(rows: usize, calls: usize) -> Workload {
         captured: vec![],
         multiply_adds: (rows * 256 * 256) as u64,
         largest_product: (rows * 256 * 256) as u64,
+        short_f32_matmuls: true,
         calls,
     }
 }
@@ -224,6 +239,7 @@ fn matmul(n: usize, calls: usize) -> Workload {
         captured: vec![],
         multiply_adds: (n as u64).pow(3),
         largest_product: (n as u64).pow(3),
+        short_f32_matmuls: n <= 1024,
         calls,
     }
 }
@@ -251,13 +267,37 @@ fn options(workload: &Workload, extra: &[&str]) -> CompileOptions {
     let mut flags: Vec<&str> = CPU_FLAGS.to_vec();
     flags.extend(FloatSemantics::Strict.cpu_flags());
     if workload.tiled() {
-        flags.extend(CONTRACTION_FLAGS);
+        match matmul_spec_flag() {
+            Some(spec) if workload.short_f32_matmuls => {
+                flags.extend(["--iree-opt-data-tiling=false", spec]);
+            }
+            _ => flags.extend(CONTRACTION_FLAGS),
+        }
     }
     flags.extend(extra);
     let mut flags: Vec<String> = flags.into_iter().map(str::to_owned).collect();
     flags.append(&mut options.extra_flags);
     options.extra_flags = flags;
     options
+}
+
+/// On an x86-64 CPU with AVX-512, the flag that gives the compiler
+/// `AVX512_MATMUL_SPEC`, from a file kept for the bench's run.
+fn matmul_spec_flag() -> Option<&'static str> {
+    static SPEC: OnceLock<Option<(tempfile::TempPath, String)>> = OnceLock::new();
+    let spec = SPEC.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            let mut file = tempfile::NamedTempFile::new().expect("a temporary file");
+            file.write_all(AVX512_MATMUL_SPEC.as_bytes())
+                .expect("the spec written");
+            let path = file.into_temp_path();
+            let flag = format!("--iree-codegen-tuning-spec-path={}", path.display());
+            return Some((path, flag));
+        }
+        None
+    });
+    spec.as_ref().map(|(_, flag)| flag.as_str())
 }
 
 fn input(shape: &[usize]) -> Vec<f32> {

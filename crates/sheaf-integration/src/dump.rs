@@ -15,6 +15,7 @@
 //! | `flags.txt` | the compiler's flags, one per line, exactly as it got them (target, input type, the runtime's and your extra flags, in order) |
 //! | `target.txt` | the target identity the artifact key names (flags and float semantics) |
 //! | `command.sh` | a runnable `iree-compile` command line: those flags, the input on stdin as the runtime gives it, the output to `recompiled.vmfb` beside it (the compiler found as the runtime finds it; `IREE_COMPILE` overrides it) |
+//! | `tuning_spec.mlir` | when the runtime gave the compiler a tuning spec of its own (a large f32 matmul on AVX-512: `tuning::AVX512_MATMUL_SPEC`): that spec, which `command.sh` names instead of the runtime's file (removed after the compile) |
 //! | `artifact.vmfb`, `key.txt` | after a compile that succeeded: the artifact, and its disk-cache key (hex) when it has one |
 //! | `diagnostics.txt` | after a compile that failed: the compiler's error, diagnostics included |
 //!
@@ -78,7 +79,16 @@ pub(crate) struct Compile<'a> {
     pub(crate) mlir: &'a str,
     pub(crate) flags: &'a [String],
     pub(crate) target: &'a str,
+    /// The tuning spec of the runtime's own that a flag names
+    /// ([`TUNING_SPEC_FLAG`]), if any.
+    pub(crate) tuning_spec: Option<&'a str>,
 }
+
+/// The flag that names a tuning spec's file.
+pub(crate) const TUNING_SPEC_FLAG: &str = "--iree-codegen-tuning-spec-path=";
+
+/// The name of the tuning spec's copy in a dump.
+const TUNING_SPEC: &str = "tuning_spec.mlir";
 
 impl Dumps {
     /// Dumps into `dir`, with commands that run the `iree-compile` of
@@ -195,7 +205,26 @@ impl Dumps {
         flags.push('\n');
         write("flags.txt", flags.as_bytes())?;
         write("target.txt", format!("{}\n", compile.target).as_bytes())?;
-        let command = self.command(compile.flags);
+        // The runtime's spec file goes with the compile: the command names
+        // the dump's copy.
+        let command = match compile.tuning_spec {
+            Some(spec) => {
+                write(TUNING_SPEC, spec.as_bytes())?;
+                let flags: Vec<String> = compile
+                    .flags
+                    .iter()
+                    .map(|flag| {
+                        if flag.starts_with(TUNING_SPEC_FLAG) {
+                            format!("{TUNING_SPEC_FLAG}{TUNING_SPEC}")
+                        } else {
+                            flag.clone()
+                        }
+                    })
+                    .collect();
+                self.command(&flags)
+            }
+            None => self.command(compile.flags),
+        };
         file_io::write_whole_with_mode(&folder.join("command.sh"), command.as_bytes(), 0o755)?;
         match result {
             Ok(artifact) => {
@@ -269,6 +298,7 @@ mod tests {
             mlir: "module {}",
             flags: &[],
             target: "t",
+            tuning_spec: None,
         }
     }
 
@@ -304,6 +334,34 @@ mod tests {
     fn mkfifo(path: &Path) {
         let made = Command::new("mkfifo").arg(path).status().unwrap();
         assert!(made.success(), "mkfifo {}", path.display());
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // touches the file system
+    fn the_runtimes_tuning_spec_is_copied_and_the_command_names_the_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let flags = [
+            "--a".to_owned(),
+            format!("{TUNING_SPEC_FLAG}/tmp/sheaf-jit-matmul-spec-x.mlir"),
+        ];
+        let compile = Compile {
+            flags: &flags,
+            tuning_spec: Some("module @spec {}"),
+            ..compile()
+        };
+        let dumps = Dumps::new(dir.path().to_owned(), &CompilerPreference::Disabled);
+        dumps.record(&compile, &failed(), None);
+        let dump = &folders(dumps.own_folder().unwrap())[0];
+        let read = |name: &str| fs::read_to_string(dump.join(name)).unwrap();
+        assert_eq!(read(TUNING_SPEC), "module @spec {}");
+        // flags.txt says what the compiler got; the command, what reruns it.
+        assert!(read("flags.txt").contains("sheaf-jit-matmul-spec-x.mlir"));
+        let command = read("command.sh");
+        assert!(
+            command.contains(&format!("'{TUNING_SPEC_FLAG}{TUNING_SPEC}'")),
+            "{command}"
+        );
+        assert!(!command.contains("sheaf-jit-matmul-spec-x"), "{command}");
     }
 
     #[test]

@@ -234,7 +234,7 @@ pub mod tuning {
     //! key interner. Not needed to call a function.
 
     pub use crate::placement::{
-        parallel_contraction, CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION,
+        parallel_contraction, AVX512_MATMUL_SPEC, CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION,
         PARALLEL_CONTRACTION, PARALLEL_CONTRACTION_AVX2,
     };
     pub use crate::tensor::{aligned_copy, IMPORT_ALIGNMENT};

@@ -101,6 +101,66 @@ fn recompiles_to_the_same_artifact(compiler: CompilerPreference) {
     assert_eq!(self::dumps(dir.path()).len(), 1);
 }
 
+/// A 512² f32 matmul: on an x86-64 CPU with AVX-512 the runtime compiles
+/// it with its own tuning spec (`tuning::AVX512_MATMUL_SPEC`), from a file
+/// that lives as long as the compile. Both compilers take it, the results
+/// are right, and the dump keeps the spec so that its command makes the
+/// same bytes after that file is gone.
+#[test]
+fn a_matmul_compiled_with_the_runtimes_tuning_spec_recompiles_from_its_dump() {
+    let on_avx512 = avx512f();
+    for compiler in [CompilerPreference::Auto, CompilerPreference::InProcess] {
+        let dir = tempfile::tempdir().unwrap();
+        let jit = runtime_with(dir.path(), compiler.clone());
+        let (a, b) = (
+            support::array(&[512, 512], 1),
+            support::array(&[512, 512], 2),
+        );
+        let matmul = sheaf_integration::reference::matmul();
+        let y = match jit
+            .dispatch(&matmul, &[a.clone().into(), b.clone().into()], &[])
+            .unwrap()
+        {
+            Dispatched::Compiled(compiled) => compiled.outputs,
+            Dispatched::Interpret(why) => panic!("{compiler:?}: interpreted: {why}"),
+        };
+        support::assert_matmul_close(&a, &b, &y[0], "512² with the runtime's flags");
+        let dump = &dumps(dir.path())[0];
+        let flags = fs::read_to_string(dump.join("flags.txt")).unwrap();
+        let spec = dump.join("tuning_spec.mlir");
+        assert_eq!(
+            flags.contains("--iree-codegen-tuning-spec-path="),
+            on_avx512,
+            "{compiler:?}: {flags}"
+        );
+        assert_eq!(spec.exists(), on_avx512, "{compiler:?}");
+        if on_avx512 {
+            assert_eq!(
+                fs::read_to_string(&spec).unwrap(),
+                sheaf_integration::tuning::AVX512_MATMUL_SPEC
+            );
+        }
+        let status = Command::new(dump.join("command.sh")).status().unwrap();
+        assert!(status.success(), "{compiler:?}");
+        let artifact = fs::read(dump.join("artifact.vmfb")).unwrap();
+        let recompiled = fs::read(dump.join("recompiled.vmfb")).unwrap();
+        assert!(
+            artifact == recompiled,
+            "{compiler:?}: the recorded command compiled other bytes"
+        );
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx512f() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn avx512f() -> bool {
+    false
+}
+
 #[test]
 fn a_failed_compile_leaves_its_diagnostics() {
     let dir = tempfile::tempdir().unwrap();

@@ -501,6 +501,7 @@ impl Pipeline {
                     mlir: module,
                     flags: &flags,
                     target,
+                    tuning_spec: options.tuning_spec(),
                 };
                 dumps.record(&compile, &result, key.as_ref());
             }

@@ -5,7 +5,9 @@
 //! is one product per batch), which decide whether it gets IREE's data
 //! tiling (`code.rs`, `CONTRACTION_FLAGS`): tiling speeds up large matrix
 //! products and only costs compile time on small ones, however many of
-//! them a batch holds.
+//! them a batch holds; and whether every contraction is a plain f32 matrix
+//! product with short rows, which on AVX-512 gets register-blocked tiles
+//! instead (`code.rs`, [`AVX512_MATMUL_SPEC`](super::AVX512_MATMUL_SPEC)).
 
 /// The contraction work of a module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +29,15 @@ pub(crate) struct Contraction {
     /// The multiply-adds of its largest matrix product: a contraction's
     /// over the product of its batch dims (all of them, unbatched).
     pub(crate) per_product: u64,
+    /// Whether every contraction of the module is an unbatched f32 matrix
+    /// product `A[M,K]·B[K,N]` (contracting dims `[1] x [0]`) whose
+    /// right-hand rows hold at most [`SHORT_ROW`] elements.
+    pub(crate) short_f32_matmuls: bool,
 }
+
+/// The longest right-hand row (`N`, in elements) of a matrix product that
+/// counts as short: 1024 f32 are 4 KiB, a page.
+pub(crate) const SHORT_ROW: u64 = 1024;
 
 /// Ops that contract but whose size this reader does not work out.
 const OTHER_CONTRACTIONS: &[&str] = &[
@@ -56,6 +66,7 @@ pub(crate) fn largest(module: &str) -> Work {
             Work::Known(largest) => Work::Known(Contraction {
                 multiply_adds: largest.multiply_adds.max(this.multiply_adds),
                 per_product: largest.per_product.max(this.per_product),
+                short_f32_matmuls: largest.short_f32_matmuls && this.short_f32_matmuls,
             }),
             _ => Work::Known(this),
         };
@@ -70,7 +81,9 @@ pub(crate) fn largest(module: &str) -> Work {
 fn dot_general(line: &str) -> Option<Contraction> {
     let types = line.rsplit_once(" : (")?.1;
     let (operands, result) = types.split_once(") -> ")?;
-    let lhs = shape(operands.split(", tensor<").next()?)?;
+    let (lhs_type, rhs_type) = operands.split_once(", tensor<")?;
+    let lhs = shape(lhs_type)?;
+    let rhs = shape(rhs_type)?;
     let out = shape(result)?;
     let product_of = |dims: &str| -> Option<u64> {
         let list = line.split(dims).nth(1)?.split(']').next()?;
@@ -88,10 +101,23 @@ fn dot_general(line: &str) -> Option<Contraction> {
         1
     };
     let multiply_adds = out.iter().try_fold(k, |acc, &d| acc.checked_mul(d))?;
+    let short_f32_matmul = line.contains("contracting_dims = [1] x [0] :")
+        && !line.contains("batching_dims")
+        && [lhs.len(), rhs.len(), out.len()] == [2, 2, 2]
+        && rhs[1] <= SHORT_ROW
+        && [lhs_type, rhs_type, result]
+            .iter()
+            .all(|ty| element(ty) == Some("f32"));
     Some(Contraction {
         multiply_adds,
         per_product: multiply_adds.checked_div(batch).unwrap_or(0),
+        short_f32_matmuls: short_f32_matmul,
     })
+}
+
+/// The element type of `tensor<2x3xf32>` (with or without `tensor<`).
+fn element(ty: &str) -> Option<&str> {
+    ty.split('>').next()?.rsplit('x').next().map(str::trim)
 }
 
 /// The static dims of `tensor<2x3xf32>` (with or without `tensor<`);
@@ -110,19 +136,32 @@ mod tests {
 
     const MATMUL: &str = "%c = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<384x512xf32>, tensor<512x256xf32>) -> tensor<384x256xf32>";
 
-    /// A contraction of one product.
-    fn unbatched(multiply_adds: u64) -> Work {
-        Work::Known(Contraction {
-            multiply_adds,
-            per_product: multiply_adds,
-        })
+    fn short_f32_matmuls(module: &str) -> bool {
+        match largest(module) {
+            Work::Known(contraction) => contraction.short_f32_matmuls,
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn a_matmul_is_its_result_times_its_contracted_dim() {
-        assert_eq!(largest(MATMUL), unbatched(384 * 256 * 512));
+        assert_eq!(
+            largest(MATMUL),
+            Work::Known(Contraction {
+                multiply_adds: 384 * 256 * 512,
+                per_product: 384 * 256 * 512,
+                short_f32_matmuls: true,
+            })
+        );
         let vector = "%y = stablehlo.dot_general %x, %w, contracting_dims = [0] x [0] : (tensor<64xf32>, tensor<64x10xf32>) -> tensor<10xf32>";
-        assert_eq!(largest(vector), unbatched(640));
+        assert_eq!(
+            largest(vector),
+            Work::Known(Contraction {
+                multiply_adds: 640,
+                per_product: 640,
+                short_f32_matmuls: false,
+            })
+        );
     }
 
     #[test]
@@ -134,6 +173,7 @@ mod tests {
             Work::Known(Contraction {
                 multiply_adds: 4 * each,
                 per_product: each,
+                short_f32_matmuls: false,
             })
         );
         let two_batch_dims = "%c = stablehlo.dot_general %a, %b, batching_dims = [0, 1] x [0, 1], contracting_dims = [3] x [2] : (tensor<2x3x8x16xf32>, tensor<2x3x16x32xf32>) -> tensor<2x3x8x32xf32>";
@@ -142,14 +182,39 @@ mod tests {
             Work::Known(Contraction {
                 multiply_adds: 6 * each,
                 per_product: each,
+                short_f32_matmuls: false,
             })
         );
     }
 
     #[test]
+    fn short_f32_matmuls_are_plain_f32_products_with_rows_of_a_page_at_most() {
+        assert!(short_f32_matmuls(MATMUL));
+        let wide = MATMUL
+            .replace("512x256xf32>)", "512x2048xf32>)")
+            .replace("384x256", "384x2048");
+        assert!(!short_f32_matmuls(&wide));
+        assert!(!short_f32_matmuls(&MATMUL.replace("f32", "f16")));
+        let transposed = MATMUL
+            .replace("[1] x [0]", "[1] x [1]")
+            .replace("512x256xf32>)", "256x512xf32>)");
+        assert!(!short_f32_matmuls(&transposed));
+        // One product that is not short makes the module's answer no.
+        assert!(!short_f32_matmuls(&format!("{MATMUL}\n{transposed}")));
+        assert!(short_f32_matmuls(&format!("{MATMUL}\n{MATMUL}")));
+    }
+
+    #[test]
     fn the_largest_contraction_counts_and_none_is_none() {
         let two = format!("{MATMUL}\n{}", MATMUL.replace("384x", "8x"));
-        assert_eq!(largest(&two), unbatched(384 * 256 * 512));
+        assert_eq!(
+            largest(&two),
+            Work::Known(Contraction {
+                multiply_adds: 384 * 256 * 512,
+                per_product: 384 * 256 * 512,
+                short_f32_matmuls: true,
+            })
+        );
         assert_eq!(
             largest("%y = stablehlo.logistic %x : tensor<4xf32>"),
             Work::None

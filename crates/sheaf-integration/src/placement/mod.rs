@@ -24,7 +24,9 @@ mod settings;
 mod target;
 
 use std::borrow::Cow;
+use std::io::Write;
 use std::num::NonZeroUsize;
+use std::ops::Deref;
 
 use iree_safe::compiler::{CompileOptions, CompileTarget, CompilerPreference};
 use iree_safe::{Device, Runtime};
@@ -32,14 +34,14 @@ use jit_cache::ErrorChain;
 
 use crate::error::{ConfigError, JitError};
 
-use code::{prepend, Code};
+use code::{blocks_f32_matmuls, prepend, Code};
 use contraction::Work;
 use device::CpuDriver;
 use probe::Probed;
 
 pub use code::{
-    parallel_contraction, FloatSemantics, CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION,
-    PARALLEL_CONTRACTION, PARALLEL_CONTRACTION_AVX2,
+    parallel_contraction, FloatSemantics, AVX512_MATMUL_SPEC, CONTRACTION_FLAGS, CPU_FLAGS,
+    LARGE_CONTRACTION, PARALLEL_CONTRACTION, PARALLEL_CONTRACTION_AVX2,
 };
 pub(crate) use device::DeviceSpec;
 pub(crate) use fallback::CpuFallback;
@@ -54,6 +56,8 @@ pub(crate) struct Placement {
     pub(crate) runtime: Runtime,
     strict: Code,
     reassociate: Code,
+    /// Whether short f32 matrix products get [`AVX512_MATMUL_SPEC`].
+    blocks_f32_matmuls: bool,
 }
 
 impl Placement {
@@ -164,6 +168,7 @@ impl Placement {
             runtime,
             strict: code(FloatSemantics::Strict),
             reassociate: code(FloatSemantics::Reassociate),
+            blocks_f32_matmuls: blocks_f32_matmuls(&target),
         }
     }
 
@@ -223,28 +228,55 @@ impl Placement {
             )
     }
 
-    /// The options that compile `module` here with `semantics`: on the
-    /// CPU, with [`CONTRACTION_FLAGS`] when the module's largest matrix
-    /// product reaches [`LARGE_CONTRACTION`] multiply-adds or cannot be
-    /// told. They follow from the module's text, which its disk key
-    /// covers, so the key needs no more.
-    pub(crate) fn options_for(
-        &self,
-        module: &str,
-        semantics: FloatSemantics,
-    ) -> Cow<'_, CompileOptions> {
+    /// The options that compile `module` here with `semantics`. On the
+    /// CPU, a module whose largest matrix product reaches
+    /// [`LARGE_CONTRACTION`] multiply-adds (or cannot be told) gets
+    /// [`CONTRACTION_FLAGS`], or, on a host that
+    /// [blocks them](code::blocks_f32_matmuls) and when every contraction
+    /// is a short f32 matrix product, [`AVX512_MATMUL_SPEC`] without data
+    /// tiling, from a private file that lives as long as the options (data
+    /// tiling again when that file cannot be written). The choice follows
+    /// from the module's text, which its disk key covers, and the host's
+    /// CPU, which its target identity names, so the key needs no more.
+    pub(crate) fn options_for(&self, module: &str, semantics: FloatSemantics) -> CodeOptions<'_> {
         let options = &self.code(semantics).options;
-        let large = match contraction::largest(module) {
-            Work::None => false,
-            Work::Known(contraction) => contraction.per_product >= LARGE_CONTRACTION,
-            Work::Unknown => true,
+        let borrowed = CodeOptions {
+            options: Cow::Borrowed(options),
+            spec: None,
         };
-        if !(large && self.is_cpu()) {
-            return Cow::Borrowed(options);
+        if !self.is_cpu() {
+            return borrowed;
         }
+        let short_f32_matmuls = match contraction::largest(module) {
+            Work::None => return borrowed,
+            Work::Known(contraction) if contraction.per_product < LARGE_CONTRACTION => {
+                return borrowed
+            }
+            Work::Known(contraction) => contraction.short_f32_matmuls,
+            Work::Unknown => false,
+        };
         let mut options = options.clone();
+        if short_f32_matmuls && self.blocks_f32_matmuls {
+            match spec_file() {
+                Ok((spec, flag)) => {
+                    prepend(&mut options, &["--iree-opt-data-tiling=false", &flag]);
+                    return CodeOptions {
+                        options: Cow::Owned(options),
+                        spec: Some(spec),
+                    };
+                }
+                Err(error) => tracing::debug!(
+                    target: crate::log_targets::COMPILE,
+                    error = %ErrorChain(&error),
+                    "cannot write the matmul tuning spec; compiling with data tiling"
+                ),
+            }
+        }
         prepend(&mut options, CONTRACTION_FLAGS);
-        Cow::Owned(options)
+        CodeOptions {
+            options: Cow::Owned(options),
+            spec: None,
+        }
     }
 
     /// True when the code runs on the CPU.
@@ -255,6 +287,52 @@ impl Placement {
     pub(crate) fn device(&self) -> &Device {
         self.runtime.device()
     }
+}
+
+/// The options of one compile ([`Placement::options_for`]), and the file
+/// of the tuning spec they name, removed when they are dropped.
+#[derive(Debug)]
+pub(crate) struct CodeOptions<'a> {
+    options: Cow<'a, CompileOptions>,
+    /// The tuning spec's file, removed when it drops.
+    spec: Option<tempfile::TempPath>,
+}
+
+impl CodeOptions<'_> {
+    /// The tuning spec of the runtime's own that the options name
+    /// ([`AVX512_MATMUL_SPEC`]), if any.
+    pub(crate) fn tuning_spec(&self) -> Option<&'static str> {
+        self.spec.as_ref().map(|_| AVX512_MATMUL_SPEC)
+    }
+}
+
+impl Deref for CodeOptions<'_> {
+    type Target = CompileOptions;
+
+    fn deref(&self) -> &CompileOptions {
+        &self.options
+    }
+}
+
+/// [`AVX512_MATMUL_SPEC`] in a new file of this user's (mode 0600, in the
+/// temporary folder), and the flag that names it.
+fn spec_file() -> std::io::Result<(tempfile::TempPath, String)> {
+    let mut file = tempfile::Builder::new()
+        .prefix("sheaf-jit-matmul-spec-")
+        .suffix(".mlir")
+        .tempfile()?;
+    file.write_all(AVX512_MATMUL_SPEC.as_bytes())?;
+    let path = file.into_temp_path();
+    let flag = match path.to_str() {
+        Some(path) => format!("{}{path}", crate::dump::TUNING_SPEC_FLAG),
+        None => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the temporary folder's path is not UTF-8",
+            ))
+        }
+    };
+    Ok((path, flag))
 }
 
 fn is_cpu(target: &CompileTarget) -> bool {
@@ -339,8 +417,8 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore)] // reads /proc
-    fn large_contractions_get_data_tiling_on_the_cpu_only() {
+    #[cfg_attr(miri, ignore)] // reads /proc, writes a file
+    fn large_contractions_get_data_tiling_or_the_matmul_spec_on_the_cpu_only() {
         let runtime = Runtime::new("local-sync").unwrap();
         let base = CompileOptions::stablehlo();
         let cpu = Placement::new(runtime.clone(), CompileTarget::host_cpu(), &base);
@@ -350,21 +428,60 @@ mod tests {
                  (tensor<{n}x{n}xf32>, tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>"
             )
         };
-        let tiled = |placement: &Placement, module: &str| {
-            let flags = placement
-                .options_for(module, FloatSemantics::Strict)
-                .flags();
-            CONTRACTION_FLAGS
-                .iter()
-                .all(|flag| flags.iter().any(|f| f == flag))
+        let has = |options: &CompileOptions, wanted: &[&str]| {
+            let flags = options.flags();
+            wanted.iter().all(|flag| flags.iter().any(|f| f == flag))
         };
-        assert!(tiled(&cpu, &matmul(512)));
+        let tiled = |placement: &Placement, module: &str| {
+            has(
+                &placement.options_for(module, FloatSemantics::Strict),
+                CONTRACTION_FLAGS,
+            )
+        };
+        let spec_path = |options: &CompileOptions| {
+            options.flags().iter().find_map(|flag| {
+                flag.strip_prefix("--iree-codegen-tuning-spec-path=")
+                    .map(std::path::PathBuf::from)
+            })
+        };
+
+        // A short f32 product: the spec on an AVX-512 host, in a file that
+        // lives as long as the options; data tiling elsewhere.
+        let options = cpu.options_for(&matmul(512), FloatSemantics::Strict);
+        if blocks_f32_matmuls(&CompileTarget::host_cpu()) {
+            assert!(has(&options, &["--iree-opt-data-tiling=false"]));
+            assert!(!has(&options, CONTRACTION_FLAGS));
+            let path = spec_path(&options).expect("the spec's flag");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), AVX512_MATMUL_SPEC);
+            drop(options);
+            assert!(!path.exists(), "{} outlived its compile", path.display());
+        } else {
+            assert!(has(&options, CONTRACTION_FLAGS));
+            assert_eq!(spec_path(&options), None);
+        }
+        // What the spec does not win keeps data tiling everywhere.
+        let transposed = matmul(512).replace("[1] x [0]", "[1] x [1]");
+        let wide = matmul(512)
+            .replace("512x512xf32>)", "512x2048xf32>)")
+            .replace("-> tensor<512x512", "-> tensor<512x2048");
+        let dynamic = matmul(512).replace("512x512xf32>)", "?x512xf32>)");
+        for module in [&transposed, &wide, &dynamic] {
+            let options = cpu.options_for(module, FloatSemantics::Strict);
+            assert!(has(&options, CONTRACTION_FLAGS), "{module}");
+            assert_eq!(spec_path(&options), None, "{module}");
+        }
         assert!(!tiled(&cpu, &matmul(256)));
         assert!(!tiled(&cpu, "%y = stablehlo.logistic %x : tensor<4xf32>"));
-        assert!(tiled(
-            &cpu,
-            &matmul(512).replace("512x512xf32>)", "?x512xf32>)")
-        ));
+        // Code for another CPU than the host's gets no spec.
+        let other_cpu = Placement::new(
+            runtime.clone(),
+            CompileTarget::Cpu {
+                cpu: "x86-64-v3".into(),
+                triple: None,
+            },
+            &base,
+        );
+        assert!(tiled(&other_cpu, &matmul(512)));
         let cuda = Placement::new(
             runtime,
             CompileTarget::Cuda {
@@ -373,6 +490,10 @@ mod tests {
             &base,
         );
         assert!(!tiled(&cuda, &matmul(512)));
+        assert_eq!(
+            spec_path(&cuda.options_for(&matmul(512), FloatSemantics::Strict)),
+            None
+        );
     }
 
     #[test]
