@@ -22,8 +22,10 @@
 //! each round starting at another candidate, so that the machine's load
 //! falls on all alike. For a matmul without the AVX-512 spec, `+ data
 //! tiling everywhere` adds nothing to the runtime's own flags: how far it
-//! lands from the first row is the noise of the run; with the spec, that
-//! row is the data-tiled code it replaced. Prints, per function, a
+//! lands from the first row is the noise of the run. With the spec, the
+//! candidates are added to data tiling (as the runtime does with a caller's
+//! flags), so that row is the data-tiled code the spec replaced. Prints,
+//! per function, a
 //! table of the compile time (median of [`COMPILE_ROUNDS`]) and the p50 µs
 //! per call on each device; a cell marked `≠` computed a result that
 //! differs from the runtime's flags on local-sync (relative error over
@@ -267,8 +269,11 @@ fn options(workload: &Workload, extra: &[&str]) -> CompileOptions {
     let mut flags: Vec<&str> = CPU_FLAGS.to_vec();
     flags.extend(FloatSemantics::Strict.cpu_flags());
     if workload.tiled() {
+        // As the runtime: flags of the caller's own keep data tiling (a
+        // float semantics is the runtime's, not the caller's).
+        let callers = !extra.is_empty() && extra != FloatSemantics::Reassociate.cpu_flags();
         match matmul_spec_flag() {
-            Some(spec) if workload.short_f32_matmuls => {
+            Some(spec) if workload.short_f32_matmuls && !callers => {
                 flags.extend(["--iree-opt-data-tiling=false", spec]);
             }
             _ => flags.extend(CONTRACTION_FLAGS),

@@ -37,17 +37,24 @@ pub const CONTRACTION_FLAGS: &[&str] = &[
 /// (`--iree-codegen-tuning-spec-path`): register-blocked tiles of 8×32
 /// (16 `zmm` accumulators), 64×64 per workgroup, K in chunks of 128,
 /// compiled without data tiling. On the CPU this host runs (the target
-/// `host` on x86-64 with AVX-512F), a module of at least
+/// `host` on x86-64 with AVX-512F), unless the caller adds compiler flags
+/// of their own (`CompileOptions::extra_flags`, `SHEAF_JIT_COMPILER_FLAGS`:
+/// another vector width or data tiling on would contradict the spec), a
+/// module of at least
 /// [`LARGE_CONTRACTION`] multiply-adds whose every contraction is an
 /// unbatched f32 `A[M,K]·B[K,N]` with `N` ≤ 1024 gets it instead of
 /// [`CONTRACTION_FLAGS`]: IREE's data-tiled 16×16 kernel spends a call
-/// packing its operands and loads as often as it multiplies, and
-/// the 512² matmul ran about 25 % faster with these tiles (1,785 against
-/// 2,342 µs per call on one core, 991 against 1,346 on two, Intel Xeon
-/// Sapphire Rapids, 2026-12-07). Data tiling stays for what it wins: a
-/// transposed operand (its `linalg.matmul` has other indexing maps, which
-/// the spec does not match), batches, longer rows (`f32[1024,768]·[768,3072]`
-/// ran 23 % slower untiled) and other element types.
+/// packing its operands and loads as often as it multiplies. `cargo bench
+/// -p sheaf-integration --bench cpu_flags -- "f32[512" "f32[1024"`
+/// (2026-12-07, 2-core Intel Xeon, Sapphire Rapids, load 1.1): the 512²
+/// matmul took 1,784 µs on one core with these tiles against 2,237 with
+/// data tiling, and 989 against 1,273 on two `local-task` workers; the
+/// 1024² one 18,432 against 18,641 on one core and 9,349 against 12,001
+/// on two. Data tiling stays for what it wins or what the spec does not
+/// fit: a transposed operand (its `linalg.matmul` has other indexing maps,
+/// which the spec does not match), batches, rows longer than a page
+/// (`f32[1024,768]·[768,3072]` ran slower untiled) and other element
+/// types.
 ///
 /// Summation over K stays in order, so results equal IREE's own code's
 /// (`tests/float_semantics.rs`).

@@ -168,7 +168,10 @@ impl Placement {
             runtime,
             strict: code(FloatSemantics::Strict),
             reassociate: code(FloatSemantics::Reassociate),
-            blocks_f32_matmuls: blocks_f32_matmuls(&target),
+            // Flags of the caller's own may contradict the spec (another
+            // vector width, data tiling on: compiles that fail): they keep
+            // the data tiling they had.
+            blocks_f32_matmuls: blocks_f32_matmuls(&target) && base.extra_flags.is_empty(),
         }
     }
 
@@ -232,8 +235,9 @@ impl Placement {
     /// CPU, a module whose largest matrix product reaches
     /// [`LARGE_CONTRACTION`] multiply-adds (or cannot be told) gets
     /// [`CONTRACTION_FLAGS`], or, on a host that
-    /// [blocks them](code::blocks_f32_matmuls) and when every contraction
-    /// is a short f32 matrix product, [`AVX512_MATMUL_SPEC`] without data
+    /// [blocks them](code::blocks_f32_matmuls) when the caller adds no
+    /// flags of their own and every contraction is a short f32 matrix
+    /// product, [`AVX512_MATMUL_SPEC`] without data
     /// tiling, from a private file that lives as long as the options (data
     /// tiling again when that file cannot be written). The choice follows
     /// from the module's text, which its disk key covers, and the host's
@@ -472,6 +476,11 @@ mod tests {
         }
         assert!(!tiled(&cpu, &matmul(256)));
         assert!(!tiled(&cpu, "%y = stablehlo.logistic %x : tensor<4xf32>"));
+        // Nor does code for which the caller adds flags of their own.
+        let mut flagged = base.clone();
+        flagged.extra_flags = vec!["--iree-opt-level=O2".into()];
+        let flagged = Placement::new(runtime.clone(), CompileTarget::host_cpu(), &flagged);
+        assert!(tiled(&flagged, &matmul(512)));
         // Code for another CPU than the host's gets no spec.
         let other_cpu = Placement::new(
             runtime.clone(),
