@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use iree_safe::compiler::{CompileOptions, CompileTarget, CompilerPreference};
 
-use crate::placement::FloatSemantics;
+use crate::placement::{FloatSemantics, DEFAULT_EXTRA_FLAGS};
 
 /// Whether a call that misses waits for its compile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -166,9 +166,7 @@ pub(super) const IN_PROCESS_COMPILER: &str = "in-process compiler";
 impl Default for CompileSettings {
     fn default() -> Self {
         let mut options = CompileOptions::stablehlo();
-        options
-            .extra_flags
-            .push("--iree-input-demote-f64-to-f32=false".into());
+        options.extra_flags = DEFAULT_EXTRA_FLAGS.iter().map(|f| (*f).into()).collect();
         CompileSettings {
             mode: CompileMode::default(),
             compiler: CompilerPreference::Auto,

@@ -38,8 +38,9 @@ pub const CONTRACTION_FLAGS: &[&str] = &[
 /// (16 `zmm` accumulators), 64×64 per workgroup, K in chunks of 128,
 /// compiled without data tiling. On the CPU this host runs (the target
 /// `host` on x86-64 with AVX-512F), unless the caller adds compiler flags
-/// of their own (`CompileOptions::extra_flags`, `SHEAF_JIT_COMPILER_FLAGS`:
-/// another vector width or data tiling on would contradict the spec), a
+/// of their own to the default settings' (`CompileOptions::extra_flags`,
+/// `SHEAF_JIT_COMPILER_FLAGS`: another vector width or data tiling on
+/// would contradict the spec), a
 /// module of at least
 /// [`LARGE_CONTRACTION`] multiply-adds whose every contraction is an
 /// unbatched f32 `A[M,K]·B[K,N]` with `N` ≤ 1024 gets it instead of
@@ -59,6 +60,19 @@ pub const CONTRACTION_FLAGS: &[&str] = &[
 /// Summation over K stays in order, so results equal IREE's own code's
 /// (`tests/float_semantics.rs`).
 pub const AVX512_MATMUL_SPEC: &str = include_str!("avx512_matmul_spec.mlir");
+
+/// The extra flags of the default compile settings
+/// (`CompileSettings::default().options.extra_flags`): f64 kept as f64
+/// (IREE demotes it to f32 by default).
+pub(crate) const DEFAULT_EXTRA_FLAGS: &[&str] = &["--iree-input-demote-f64-to-f32=false"];
+
+/// Whether `extra_flags` are the caller's own, not those of the default
+/// settings: flags that may contradict [`AVX512_MATMUL_SPEC`].
+pub(crate) fn callers_own(extra_flags: &[String]) -> bool {
+    extra_flags
+        .iter()
+        .any(|flag| !DEFAULT_EXTRA_FLAGS.contains(&flag.as_str()))
+}
 
 /// Whether code for `target` gets [`AVX512_MATMUL_SPEC`] for its short f32
 /// matrix products: the host's CPU (`CompileTarget::host_cpu`), when it is

@@ -34,7 +34,8 @@ use jit_cache::ErrorChain;
 
 use crate::error::{ConfigError, JitError};
 
-use code::{blocks_f32_matmuls, prepend, Code};
+pub(crate) use code::DEFAULT_EXTRA_FLAGS;
+use code::{blocks_f32_matmuls, callers_own, prepend, Code};
 use contraction::Work;
 use device::CpuDriver;
 use probe::Probed;
@@ -171,7 +172,7 @@ impl Placement {
             // Flags of the caller's own may contradict the spec (another
             // vector width, data tiling on: compiles that fail): they keep
             // the data tiling they had.
-            blocks_f32_matmuls: blocks_f32_matmuls(&target) && base.extra_flags.is_empty(),
+            blocks_f32_matmuls: blocks_f32_matmuls(&target) && !callers_own(&base.extra_flags),
         }
     }
 
@@ -424,7 +425,10 @@ mod tests {
     #[cfg_attr(miri, ignore)] // reads /proc, writes a file
     fn large_contractions_get_data_tiling_or_the_matmul_spec_on_the_cpu_only() {
         let runtime = Runtime::new("local-sync").unwrap();
-        let base = CompileOptions::stablehlo();
+        // The default settings' options: their extra flags are not the
+        // caller's own.
+        let mut base = CompileOptions::stablehlo();
+        base.extra_flags = DEFAULT_EXTRA_FLAGS.iter().map(|f| (*f).into()).collect();
         let cpu = Placement::new(runtime.clone(), CompileTarget::host_cpu(), &base);
         let matmul = |n: usize| {
             format!(
@@ -478,7 +482,7 @@ mod tests {
         assert!(!tiled(&cpu, "%y = stablehlo.logistic %x : tensor<4xf32>"));
         // Nor does code for which the caller adds flags of their own.
         let mut flagged = base.clone();
-        flagged.extra_flags = vec!["--iree-opt-level=O2".into()];
+        flagged.extra_flags = vec![DEFAULT_EXTRA_FLAGS[0].into(), "--iree-opt-level=O2".into()];
         let flagged = Placement::new(runtime.clone(), CompileTarget::host_cpu(), &flagged);
         assert!(tiled(&flagged, &matmul(512)));
         // Code for another CPU than the host's gets no spec.
