@@ -1,7 +1,9 @@
 //! Results Sheaf can trust: with the default float semantics
 //! (`FloatSemantics::Strict`) compiled code gives exactly what the IREE
 //! compiler gives with its own default flags for the same target (a 512²
-//! matmul included, which the runtime compiles with data tiling); the
+//! matmul included, which the runtime compiles with data tiling, or on
+//! AVX-512 with its own tiles, `tuning::AVX512_MATMUL_SPEC`, as it does a
+//! matmul whose dims are no multiple of those tiles); the
 //! opt-in `Reassociate` stays within a stated tolerance of it, and never
 //! shares a variant with the strict code (in memory, on disk or in a
 //! bundle).
@@ -65,6 +67,12 @@ fn cases() -> Vec<Case> {
             "matmul",
             reference::matmul(),
             vec![array(&[512, 512], 7), array(&[512, 512], 8)],
+            vec![],
+        ),
+        case(
+            "matmul, ragged tiles",
+            reference::matmul(),
+            vec![array(&[333, 700], 9), array(&[700, 1000], 10)],
             vec![],
         ),
         case(
