@@ -196,8 +196,13 @@ impl SigningKey {
 
     /// The signature of the entry of `payload` under `key`.
     pub(crate) fn sign(&self, key: &ArtifactKey, payload: &[u8]) -> [u8; SIGNATURE_LEN] {
-        let signature = self.pair.sign(&message(key, payload));
-        signature
+        self.sign_message(&message(key, payload))
+    }
+
+    /// Its signature of `message` (an entry's or a document's).
+    fn sign_message(&self, message: &[u8]) -> [u8; SIGNATURE_LEN] {
+        self.pair
+            .sign(message)
             .as_ref()
             .try_into()
             .expect("an Ed25519 signature is 64 bytes")
@@ -318,11 +323,22 @@ impl TrustedKeys {
         payload: &[u8],
         signature: &[u8; SIGNATURE_LEN],
     ) -> SignatureCheck {
+        self.check_message(signer, &message(key, payload), signature)
+    }
+
+    /// What `signature` by `signer` says of `message` (an entry's or a
+    /// document's).
+    fn check_message(
+        &self,
+        signer: &PublicKey,
+        message: &[u8],
+        signature: &[u8; SIGNATURE_LEN],
+    ) -> SignatureCheck {
         if !self.0.contains(signer) {
             return SignatureCheck::UnknownSigner;
         }
         let public = UnparsedPublicKey::new(&ED25519, signer.as_bytes());
-        match public.verify(&message(key, payload), signature) {
+        match public.verify(message, signature) {
             Ok(()) => SignatureCheck::Valid,
             Err(_) => SignatureCheck::Invalid,
         }
@@ -335,13 +351,9 @@ impl SigningKey {
     /// the kind of document: a signature made for one purpose is refused
     /// for any other, and never passes for an entry's).
     pub fn sign_document(&self, purpose: &str, document: &[u8]) -> DocumentSignature {
-        let signature = self.pair.sign(&document_message(purpose, document));
         DocumentSignature {
             signer: self.public,
-            signature: signature
-                .as_ref()
-                .try_into()
-                .expect("an Ed25519 signature is 64 bytes"),
+            signature: self.sign_message(&document_message(purpose, document)),
         }
     }
 }
@@ -364,13 +376,12 @@ impl TrustedKeys {
         signature: &DocumentSignature,
     ) -> Result<PublicKey, DocumentSignatureError> {
         let signer = signature.signer;
-        if !self.0.contains(&signer) {
-            return Err(DocumentSignatureError::UnknownSigner(signer));
+        let message = document_message(purpose, document);
+        match self.check_message(&signer, &message, &signature.signature) {
+            SignatureCheck::Valid => Ok(signer),
+            SignatureCheck::UnknownSigner => Err(DocumentSignatureError::UnknownSigner(signer)),
+            SignatureCheck::Invalid => Err(DocumentSignatureError::Invalid(signer)),
         }
-        UnparsedPublicKey::new(&ED25519, signer.as_bytes())
-            .verify(&document_message(purpose, document), &signature.signature)
-            .map_err(|_| DocumentSignatureError::Invalid(signer))?;
-        Ok(signer)
     }
 }
 
@@ -458,7 +469,7 @@ pub enum DocumentSignatureError {
 
 /// The signed message of `document` made for `purpose`.
 fn document_message(purpose: &str, document: &[u8]) -> Vec<u8> {
-    let mut message = Vec::with_capacity(DOCUMENT_LABEL.len() + purpose.len() + 9 + 8 + 32);
+    let mut message = Vec::with_capacity(DOCUMENT_LABEL.len() + 8 + purpose.len() + 8 + 32);
     message.extend_from_slice(DOCUMENT_LABEL);
     message.extend_from_slice(&(purpose.len() as u64).to_le_bytes());
     message.extend_from_slice(purpose.as_bytes());
@@ -470,12 +481,12 @@ fn document_message(purpose: &str, document: &[u8]) -> Vec<u8> {
 /// What a signature says of an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SignatureCheck {
-    /// Made by a trusted key over this key and payload.
+    /// Made by a trusted key over this message (key and payload).
     Valid,
     /// Made by a key this reader does not trust (whether or not it
     /// verifies).
     UnknownSigner,
-    /// By a trusted key, but not over this key and payload: tampered with,
+    /// By a trusted key, but not over this message: tampered with,
     /// copied from another key, or damaged.
     Invalid,
 }
