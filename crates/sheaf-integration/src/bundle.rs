@@ -518,13 +518,7 @@ fn read_manifest(path: &Path) -> Result<String, BundleError> {
         return Err(too_large(metadata.len()));
     }
     // Bounded again while reading: the file may have grown since.
-    let mut text = String::new();
-    file.take(MAX_MANIFEST_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|source| BundleError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    let text = read_text(file, path, MAX_MANIFEST_BYTES)?;
     if text.len() as u64 > MAX_MANIFEST_BYTES {
         return Err(too_large(text.len() as u64));
     }
@@ -542,24 +536,31 @@ fn read_signature(path: &Path) -> Result<Option<DocumentSignature>, BundleError>
         }
         Err(error) => return Err(error.into()),
     };
-    let mut text = String::new();
-    let read = file.take(MAX_SIGNATURE_BYTES + 1).read_to_string(&mut text);
-    match read {
-        Ok(bytes) if bytes as u64 > MAX_SIGNATURE_BYTES => Err(BundleError::ManifestSignature(
+    let text = read_text(file, path, MAX_SIGNATURE_BYTES)?;
+    if text.len() as u64 > MAX_SIGNATURE_BYTES {
+        return Err(BundleError::ManifestSignature(
             DocumentSignatureError::Malformed {
                 text: text.chars().take(100).collect(),
             },
-        )),
-        Ok(_) => text
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(BundleError::ManifestSignature),
-        Err(source) => Err(BundleError::Read {
+        ));
+    }
+    text.trim()
+        .parse()
+        .map(Some)
+        .map_err(BundleError::ManifestSignature)
+}
+
+/// The text of `file` (at `path`), read up to one byte past `max`: more
+/// than `max` bytes means the file is larger.
+fn read_text(file: fs::File, path: &Path, max: u64) -> Result<String, BundleError> {
+    let mut text = String::new();
+    file.take(max + 1)
+        .read_to_string(&mut text)
+        .map_err(|source| BundleError::Read {
             path: path.to_path_buf(),
             source,
-        }),
-    }
+        })?;
+    Ok(text)
 }
 
 /// Opens the bundle at `dir` as [`JitRuntime::new`](crate::JitRuntime::new)
