@@ -49,6 +49,8 @@ use iree_safe::compiler::{self, Artifact, CompileError, CompilerPreference};
 use jit_cache::ErrorChain;
 use jit_store::{create_private_folder, file_io, ArtifactKey};
 
+use crate::placement::TUNING_SPEC_FLAG;
+
 /// The most compiles one process dumps; later ones are skipped.
 pub const MAX_DUMPS: usize = 256;
 
@@ -83,9 +85,6 @@ pub(crate) struct Compile<'a> {
     /// ([`TUNING_SPEC_FLAG`]), if any.
     pub(crate) tuning_spec: Option<&'a str>,
 }
-
-/// The flag that names a tuning spec's file.
-pub(crate) const TUNING_SPEC_FLAG: &str = "--iree-codegen-tuning-spec-path=";
 
 /// The name of the tuning spec's copy in a dump.
 const TUNING_SPEC: &str = "tuning_spec.mlir";

@@ -78,13 +78,19 @@ pub(crate) fn callers_own(extra_flags: &[String]) -> bool {
 /// matrix products: the host's CPU (`CompileTarget::host_cpu`), when it is
 /// an x86-64 CPU with AVX-512F.
 pub(crate) fn blocks_f32_matmuls(target: &CompileTarget) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if *target == CompileTarget::host_cpu() {
-        return std::arch::is_x86_feature_detected!("avx512f");
-    }
-    let _ = target;
-    false
+    *target == CompileTarget::host_cpu() && host_avx512f() == Some(true)
 }
+
+/// Whether this host's CPU has AVX-512F; `None` off x86-64.
+fn host_avx512f() -> Option<bool> {
+    #[cfg(target_arch = "x86_64")]
+    return Some(std::arch::is_x86_feature_detected!("avx512f"));
+    #[cfg(not(target_arch = "x86_64"))]
+    None
+}
+
+/// The flag that names a tuning spec's file (the value follows it).
+pub(crate) const TUNING_SPEC_FLAG: &str = "--iree-codegen-tuning-spec-path=";
 
 /// The multiply-adds (of the module's largest matrix product: a batched
 /// `dot_general` is one product per batch) from which CPU code gets
@@ -126,11 +132,10 @@ pub const PARALLEL_CONTRACTION_AVX2: u64 = 1 << 21;
 /// assert!([PARALLEL_CONTRACTION, PARALLEL_CONTRACTION_AVX2].contains(&parallel_contraction()));
 /// ```
 pub fn parallel_contraction() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    if !std::arch::is_x86_feature_detected!("avx512f") {
-        return PARALLEL_CONTRACTION_AVX2;
+    match host_avx512f() {
+        Some(false) => PARALLEL_CONTRACTION_AVX2,
+        _ => PARALLEL_CONTRACTION,
     }
-    PARALLEL_CONTRACTION
 }
 
 /// Which floating-point semantics compiled code keeps.

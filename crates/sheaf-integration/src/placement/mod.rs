@@ -34,8 +34,8 @@ use jit_cache::ErrorChain;
 
 use crate::error::{ConfigError, JitError};
 
-pub(crate) use code::DEFAULT_EXTRA_FLAGS;
 use code::{blocks_f32_matmuls, callers_own, prepend, Code};
+pub(crate) use code::{DEFAULT_EXTRA_FLAGS, TUNING_SPEC_FLAG};
 use contraction::Work;
 use device::CpuDriver;
 use probe::Probed;
@@ -329,7 +329,7 @@ fn spec_file() -> std::io::Result<(tempfile::TempPath, String)> {
     file.write_all(AVX512_MATMUL_SPEC.as_bytes())?;
     let path = file.into_temp_path();
     let flag = match path.to_str() {
-        Some(path) => format!("{}{path}", crate::dump::TUNING_SPEC_FLAG),
+        Some(path) => format!("{TUNING_SPEC_FLAG}{path}"),
         None => {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
