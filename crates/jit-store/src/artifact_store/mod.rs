@@ -156,13 +156,23 @@ impl ArtifactStore {
     /// secret), and [`StoreError::Io`] when the folder or the secret cannot
     /// be created or read.
     pub fn open(config: StoreConfig) -> Result<Self, StoreError> {
+        Self::writable_with(config, |directory| {
+            Ok(Trust::Shared(Secret::load_or_create(directory)?))
+        })
+    }
+
+    /// A store of `config`'s folders, made and checked, whose entries the
+    /// trust that `trust` gives (once the folders are there) seals.
+    fn writable_with(
+        config: StoreConfig,
+        trust: impl FnOnce(&Path) -> Result<Trust, StoreError>,
+    ) -> Result<Self, StoreError> {
         let entries = config.directory.join("vmfb");
         trust::create_folder(&config.directory)?;
         trust::create_folder(&entries)?;
-        let secret = Secret::load_or_create(&config.directory)?;
         Ok(Self::with_folder(Some(Folder {
             entries,
-            trust: Some(Trust::Shared(secret)),
+            trust: Some(trust(&config.directory)?),
             max_bytes: config.max_bytes,
             access: Access::ReadWrite,
             bytes_on_disk: Mutex::new(None),
@@ -287,16 +297,9 @@ impl ArtifactStore {
     ///
     /// As [`open`](Self::open), for the folders.
     pub fn open_signing(config: StoreConfig, signer: SigningKey) -> Result<Self, StoreError> {
-        let entries = config.directory.join("vmfb");
-        trust::create_folder(&config.directory)?;
-        trust::create_folder(&entries)?;
-        Ok(Self::with_folder(Some(Folder {
-            entries,
-            trust: Some(Trust::builder(signer, TrustedKeys::default())),
-            max_bytes: config.max_bytes,
-            access: Access::ReadWrite,
-            bytes_on_disk: Mutex::new(None),
-        })))
+        Self::writable_with(config, |_| {
+            Ok(Trust::builder(signer, TrustedKeys::default()))
+        })
     }
 
     /// A store that keeps nothing: every fetch builds.
