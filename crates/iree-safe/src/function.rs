@@ -1,10 +1,15 @@
 //! Exported functions and invoking them.
 
+use std::iter::Enumerate;
+use std::slice;
+
 use crate::calling_convention::{CallingConvention, SlotKind};
+use crate::device::Device;
 use crate::error::{check, Context, Error, Result};
 use crate::list::List;
 use crate::module::Module;
-use crate::value::VmValue;
+use crate::tensor::Tensor;
+use crate::value::{Argument, VmValue};
 use crate::{strings, sys};
 
 impl Module {
@@ -121,19 +126,52 @@ impl Function {
     /// [`Error::Unsupported`] for a result this crate cannot represent.
     #[doc(alias = "iree_vm_invoke")]
     pub fn call(&self, arguments: &[VmValue]) -> Result<Vec<VmValue>> {
-        self.check_arguments(arguments)?;
+        self.invoke(arguments.iter().map(Argument::from))?.collect()
+    }
+
+    /// [`call`](Self::call) on tensors it borrows (a [`VmValue`] owns its
+    /// tensor, so a caller holding `&Tensor`s would clone each), with the
+    /// results read one at a time as the [`Results`] are iterated: a caller
+    /// that wraps them collects them once.
+    ///
+    /// ```no_run
+    /// # fn f(module: &iree_safe::Module, x: &iree_safe::Tensor) -> iree_safe::Result<()> {
+    /// let sigmoid = module.function("main")?;
+    /// let tensors = sigmoid
+    ///     .call_borrowed(&[x])?
+    ///     .map(|result| result.map(|value| value.into_tensor()))
+    ///     .collect::<iree_safe::Result<Vec<_>>>()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Self::call); a result this crate cannot represent is
+    /// the error of its item.
+    #[doc(alias = "iree_vm_invoke")]
+    pub fn call_borrowed(&self, arguments: &[&Tensor]) -> Result<Results<'_>> {
+        self.invoke(arguments.iter().map(|&tensor| Argument::Tensor(tensor)))
+    }
+
+    /// Checks `arguments`, pushes them to an input list, invokes the
+    /// function and hands back its result list.
+    fn invoke<'a>(
+        &self,
+        arguments: impl ExactSizeIterator<Item = Argument<'a>> + Clone,
+    ) -> Result<Results<'_>> {
+        self.check_arguments(arguments.clone())?;
         let mut inputs = List::with_capacity(arguments.len())?;
         for argument in arguments {
             inputs.push(argument)?;
         }
-        let result_kinds = self.calling_convention.results().ok_or_else(|| {
+        let kinds = self.calling_convention.results().ok_or_else(|| {
             Error::Unsupported(format!(
                 "`{}` returns a variadic list ({})",
                 self.name,
                 self.calling_convention.as_str()
             ))
         })?;
-        let outputs = List::with_capacity(result_kinds.len())?;
+        let outputs = List::with_capacity(kinds.len())?;
         {
             let context = self.module.lock_context();
             // SAFETY: the context is locked for this thread; the function
@@ -152,29 +190,28 @@ impl Function {
             }
             .context(|| format!("calling `{}.{}`", self.module.name(), self.name))?;
         }
-        let device = self.module.runtime().device();
-        if outputs.len() != result_kinds.len() {
+        if outputs.len() != kinds.len() {
             return Err(Error::Unsupported(format!(
                 "`{}` returned {} results, its signature says {}",
                 self.name,
                 outputs.len(),
-                result_kinds.len()
+                kinds.len()
             )));
         }
-        result_kinds
-            .iter()
-            .enumerate()
-            .map(|(index, kind)| match kind {
-                SlotKind::Ref => outputs.get_tensor(index, device).map(VmValue::Tensor),
-                _ => outputs.get_scalar(index),
-            })
-            .collect()
+        Ok(Results {
+            outputs,
+            kinds: kinds.iter().enumerate(),
+            device: self.module.runtime().device(),
+        })
     }
 
-    fn check_arguments(&self, arguments: &[VmValue]) -> Result<()> {
+    fn check_arguments<'a>(
+        &self,
+        arguments: impl ExactSizeIterator<Item = Argument<'a>> + Clone,
+    ) -> Result<()> {
         let device = self.module.runtime().device();
-        for (index, argument) in arguments.iter().enumerate() {
-            if let VmValue::Tensor(tensor) = argument {
+        for (index, argument) in arguments.clone().enumerate() {
+            if let Argument::Tensor(tensor) = argument {
                 if !tensor.device().shares_memory_with(device) {
                     return Err(Error::InvalidArgument(format!(
                         "argument {index} of `{}` lives on another device ({}) than the module ({}); copy it to the host and back",
@@ -200,11 +237,11 @@ impl Function {
         for (index, (kind, argument)) in expected.iter().zip(arguments).enumerate() {
             let matches = matches!(
                 (kind, argument),
-                (SlotKind::Ref, VmValue::Tensor(_))
-                    | (SlotKind::I32, VmValue::I32(_))
-                    | (SlotKind::I64, VmValue::I64(_))
-                    | (SlotKind::F32, VmValue::F32(_))
-                    | (SlotKind::F64, VmValue::F64(_))
+                (SlotKind::Ref, Argument::Tensor(_))
+                    | (SlotKind::I32, Argument::Scalar(VmValue::I32(_)))
+                    | (SlotKind::I64, Argument::Scalar(VmValue::I64(_)))
+                    | (SlotKind::F32, Argument::Scalar(VmValue::F32(_)))
+                    | (SlotKind::F64, Argument::Scalar(VmValue::F64(_)))
             );
             if !matches {
                 return Err(Error::InvalidArgument(format!(
@@ -217,3 +254,34 @@ impl Function {
         Ok(())
     }
 }
+
+/// The results of a [`Function::call_borrowed`], each read from IREE's
+/// result list as it is iterated (a tensor takes its own reference to the
+/// buffer view).
+#[derive(Debug)]
+pub struct Results<'a> {
+    outputs: List,
+    kinds: Enumerate<slice::Iter<'a, SlotKind>>,
+    device: &'a Device,
+}
+
+impl Iterator for Results<'_> {
+    type Item = Result<VmValue>;
+
+    fn next(&mut self) -> Option<Result<VmValue>> {
+        let (index, kind) = self.kinds.next()?;
+        Some(match kind {
+            SlotKind::Ref => self
+                .outputs
+                .get_tensor(index, self.device)
+                .map(VmValue::Tensor),
+            _ => self.outputs.get_scalar(index),
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.kinds.size_hint()
+    }
+}
+
+impl ExactSizeIterator for Results<'_> {}

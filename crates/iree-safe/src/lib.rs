@@ -96,7 +96,7 @@ pub use device::Device;
 pub use driver::{DeviceInfo, DeviceKind};
 pub use element::{Element, ElementType};
 pub use error::{Error, Result, StatusCode};
-pub use function::Function;
+pub use function::{Function, Results};
 pub use instance::Instance;
 pub use memory::MemoryStatistics;
 pub use module::{Module, WeakModule};

@@ -4,7 +4,7 @@ use crate::error::{check, Error, Result};
 use crate::handle::Handle;
 use crate::sys;
 use crate::tensor::Tensor;
-use crate::value::VmValue;
+use crate::value::{Argument, VmValue};
 
 /// A variant VM list owned by one invocation (never shared: not Send).
 #[derive(Debug)]
@@ -33,10 +33,10 @@ impl List {
     }
 
     /// Appends a value; tensors are retained by the list.
-    pub(crate) fn push(&mut self, value: &VmValue) -> Result<()> {
+    pub(crate) fn push(&mut self, argument: Argument<'_>) -> Result<()> {
         let list = self.as_ptr();
-        let status = match value {
-            VmValue::Tensor(tensor) => {
+        let status = match argument {
+            Argument::Tensor(tensor) => {
                 // SAFETY: the buffer view is live; `retain_ref` adds the
                 // reference that `push_ref_move` then hands to the list. A
                 // push that fails (growing the list) has not taken it, so it
@@ -50,7 +50,7 @@ impl List {
                     status
                 }
             }
-            scalar => {
+            Argument::Scalar(scalar) => {
                 let raw = scalar_to_vm(scalar);
                 // SAFETY: the list is live and `raw` a valid value.
                 unsafe { sys::iree_vm_list_push_value(list, &raw) }

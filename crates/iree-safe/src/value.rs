@@ -47,6 +47,33 @@ impl VmValue {
     }
 }
 
+/// One argument as a call pushes it: a tensor it borrows, or a scalar.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Argument<'a> {
+    Tensor(&'a Tensor),
+    /// Never [`VmValue::Tensor`] (`From` makes that a `Tensor`).
+    Scalar(&'a VmValue),
+}
+
+impl<'a> From<&'a VmValue> for Argument<'a> {
+    fn from(value: &'a VmValue) -> Self {
+        match value {
+            VmValue::Tensor(tensor) => Argument::Tensor(tensor),
+            scalar => Argument::Scalar(scalar),
+        }
+    }
+}
+
+impl Argument<'_> {
+    /// As [`VmValue::describe`].
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Argument::Tensor(tensor) => tensor.describe(),
+            Argument::Scalar(scalar) => scalar.describe(),
+        }
+    }
+}
+
 impl From<Tensor> for VmValue {
     fn from(tensor: Tensor) -> Self {
         VmValue::Tensor(tensor)

@@ -74,6 +74,31 @@ fn device_tensors_chain_without_a_host_round_trip() {
 }
 
 #[test]
+fn borrowed_arguments_and_results_read_one_at_a_time() {
+    let _check = LeakCheck::start();
+    let runtime = Runtime::new(DRIVER).unwrap();
+    let add = load_function(&runtime, "add");
+    let [a, b] = add_inputs(&runtime).map(|value| value.into_tensor().unwrap());
+    let mut results = add.call_borrowed(&[&a, &b]).unwrap();
+    assert_eq!(results.len(), 1);
+    let sum = results.next().unwrap().unwrap().into_tensor().unwrap();
+    assert!(results.next().is_none());
+    // The result took its own reference: it outlives the list it was read
+    // from, and chains into the next call as a borrow.
+    drop(results);
+    let twice = add.call_borrowed(&[&sum, &a]).unwrap();
+    let twice: Vec<VmValue> = twice.collect::<Result<_, _>>().unwrap();
+    assert_eq!(values(&twice), vec![12.0, 24.0, 36.0, 48.0]);
+    // Results never read are released with the iterator.
+    drop(add.call_borrowed(&[&a, &b]).unwrap());
+    let error = add.call_borrowed(&[&a]).unwrap_err();
+    assert!(
+        matches!(&error, Error::InvalidArgument(m) if m.contains("takes 2 arguments")),
+        "{error}"
+    );
+}
+
+#[test]
 fn clones_share_one_module() {
     let _check = LeakCheck::start();
     let runtime = Runtime::new(DRIVER).unwrap();

@@ -12,6 +12,10 @@
 //! and on (the JIT copies the same array once). A last pair times the
 //! device-tensor hit in `CompileMode::Background`, whose misses queue their
 //! compiles: a hit there must cost what it costs in `Blocking` mode.
+//!
+//! Each pair times the JIT's call and the raw call in alternation, so a
+//! load that comes and goes on a shared machine shifts both sides alike;
+//! the ratio of their medians is what to read.
 
 use std::time::Instant;
 
@@ -27,19 +31,25 @@ use sheaf_integration::{
 const WARMUP: usize = 5_000;
 const SAMPLES: usize = 50_000;
 
-fn time(mut f: impl FnMut()) -> Vec<u64> {
+/// Times `jit` and `raw` in alternation, one call of each per round, so
+/// that both see the same machine (a load that comes and goes shifts both
+/// sides, not their ratio); each side's samples sorted.
+fn time_pair(mut jit: impl FnMut(), mut raw: impl FnMut()) -> (Vec<u64>, Vec<u64>) {
     for _ in 0..WARMUP {
-        f();
+        jit();
+        raw();
     }
-    let mut samples: Vec<u64> = (0..SAMPLES)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed().as_nanos() as u64
-        })
-        .collect();
-    samples.sort_unstable();
-    samples
+    let timed = |f: &mut dyn FnMut()| {
+        let start = Instant::now();
+        f();
+        start.elapsed().as_nanos() as u64
+    };
+    let (mut jit_samples, mut raw_samples): (Vec<u64>, Vec<u64>) = (0..SAMPLES)
+        .map(|_| (timed(&mut jit), timed(&mut raw)))
+        .unzip();
+    jit_samples.sort_unstable();
+    raw_samples.sort_unstable();
+    (jit_samples, raw_samples)
 }
 
 fn p(samples: &[u64], q: f64) -> f64 {
@@ -78,7 +88,8 @@ fn main() {
     let sigmoid = reference::sigmoid();
     let host = ArrayD::from_shape_vec(IxDyn(&[1, 5]), vec![-2.0f32, -0.5, 0.0, 0.75, 3.0]).unwrap();
 
-    // The same artifact, loaded into the same runtime, called directly.
+    // The same artifact, loaded into each runtime, called directly: each
+    // pair compares a runtime with a raw call on its own device.
     let mut builder = Signature::builder();
     builder.arg(DType::F32, &[1, 5]);
     let module = sigmoid.module_text(&builder.build()).unwrap();
@@ -87,63 +98,67 @@ fn main() {
         .compiler
         .compile(&module, jit.compile_options())
         .unwrap();
-    let raw = jit
-        .runtime()
-        .load(artifact.vmfb())
-        .unwrap()
-        .function(sigmoid.entry_symbol())
-        .unwrap();
-
-    let device =
+    let raw_function = |jit: &JitRuntime| {
+        jit.runtime()
+            .load(artifact.vmfb())
+            .unwrap()
+            .function(sigmoid.entry_symbol())
+            .unwrap()
+    };
+    let on_device = |jit: &JitRuntime| {
         iree_safe::Tensor::from_slice(jit.runtime().device(), &[1, 5], host.as_slice().unwrap())
-            .unwrap();
-    let jit_args = [Value::Tensor(Tensor::Device(device.clone()))];
-    let raw_args = [iree_safe::VmValue::Tensor(device)];
-    assert!(matches!(
-        dispatch(&jit, &sigmoid, &jit_args),
-        Provenance::Compiled(Origin::CompiledNow { .. })
-    ));
+            .unwrap()
+    };
 
     // `dispatch` runs in every sample (a `debug_assert!` around it would
     // vanish from the release build).
-    let jit_device = time(|| {
-        let provenance = dispatch(&jit, &sigmoid, &jit_args);
+    let hit = |jit: &JitRuntime, args: &[Value]| {
+        let provenance = dispatch(jit, &sigmoid, args);
         debug_assert_eq!(provenance, Provenance::Compiled(Origin::Hit));
-    });
-    let raw_device = time(|| {
-        std::hint::black_box(raw.call(&raw_args).unwrap());
-    });
-    while let Dispatched::Interpret(_) = background.dispatch(&sigmoid, &jit_args, &[]).unwrap() {
-        assert!(background.wait_for_compiles(std::time::Duration::from_secs(600)));
-    }
-    let background_device = time(|| {
-        let provenance = dispatch(&background, &sigmoid, &jit_args);
-        debug_assert_eq!(provenance, Provenance::Compiled(Origin::Hit));
-    });
-    let host_args = [Value::from(host.clone())];
-    dispatch(&no_uploads, &sigmoid, &host_args);
-    let jit_host = time(|| {
-        dispatch(&no_uploads, &sigmoid, &host_args);
-    });
-    let jit_host_cached = time(|| {
-        dispatch(&jit, &sigmoid, &host_args);
-    });
-    let raw_host = time(|| {
-        let x = iree_safe::Tensor::from_slice(
-            jit.runtime().device(),
-            &[1, 5],
-            host.as_slice().unwrap(),
+    };
+    // A device tensor in, on `jit` and raw.
+    let device_pair = |jit: &JitRuntime| {
+        let raw = raw_function(jit);
+        let device = on_device(jit);
+        let jit_args = [Value::Tensor(Tensor::Device(device.clone()))];
+        let raw_args = [iree_safe::VmValue::Tensor(device)];
+        while let Dispatched::Interpret(_) = jit.dispatch(&sigmoid, &jit_args, &[]).unwrap() {
+            assert!(jit.wait_for_compiles(std::time::Duration::from_secs(600)));
+        }
+        time_pair(
+            || hit(jit, &jit_args),
+            || {
+                std::hint::black_box(raw.call(&raw_args).unwrap());
+            },
         )
-        .unwrap();
-        std::hint::black_box(raw.call(&[x.into()]).unwrap());
-    });
+    };
+    // A host array in, copied to the device by the raw side every call.
+    let host_pair = |jit: &JitRuntime| {
+        let raw = raw_function(jit);
+        let host_args = [Value::from(host.clone())];
+        dispatch(jit, &sigmoid, &host_args);
+        time_pair(
+            || hit(jit, &host_args),
+            || {
+                let x = on_device(jit);
+                std::hint::black_box(raw.call(&[x.into()]).unwrap());
+            },
+        )
+    };
+    let device = device_pair(&jit);
+    let background = device_pair(&background);
+    let host_uncached = host_pair(&no_uploads);
+    let host_cached = host_pair(&jit);
 
-    println!("sigmoid f32[1,5] on local-sync, {SAMPLES} samples each");
-    for (label, jit, raw) in [
-        ("device tensor in", &jit_device, &raw_device),
-        ("same, Background", &background_device, &raw_device),
-        ("host array in", &jit_host, &raw_host),
-        ("host array, cached", &jit_host_cached, &raw_host),
+    println!(
+        "sigmoid f32[1,5] on local-sync, {SAMPLES} samples each, the JIT's and the raw call's \
+         in alternation"
+    );
+    for (label, (jit, raw)) in [
+        ("device tensor in", &device),
+        ("same, Background", &background),
+        ("host array in", &host_uncached),
+        ("host array, cached", &host_cached),
     ] {
         println!(
             "{label:<18} JitRuntime::dispatch p50 {:>6.2} us p99 {:>6.2} us | iree-safe Function::call p50 {:>6.2} us p99 {:>6.2} us | ratio p50 {:.2}",

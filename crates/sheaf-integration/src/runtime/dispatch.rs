@@ -2,6 +2,7 @@
 //! variant (or say why the caller must interpret), and the uploads of host
 //! arguments on the way.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -280,43 +281,41 @@ impl JitRuntime {
         let profile = &self.inner.profile;
         let device = variant.entry.module().runtime().device();
         let uploads = self.uploads_for(device)?;
+        // A device tensor of this device is passed as it is (borrowed);
+        // what the call makes (an upload, a scalar's tensor) lives here.
         let inputs = flat
             .iter()
-            .map(|arg| -> Result<iree_safe::VmValue, JitError> {
+            .map(|arg| -> Result<Cow<'_, iree_safe::Tensor>, JitError> {
                 Ok(match arg {
                     FlatArg::Tensor(Tensor::Device(tensor))
                         if tensor.device().shares_memory_with(device) =>
                     {
-                        tensor.clone().into()
+                        Cow::Borrowed(tensor)
                     }
                     // Another device's tensor (the CPU fallback's, say) goes
                     // through the host.
                     FlatArg::Tensor(Tensor::Device(tensor)) => {
-                        HostTensor::from_device(tensor)?.to_device(device)?.into()
+                        Cow::Owned(HostTensor::from_device(tensor)?.to_device(device)?)
                     }
-                    FlatArg::Tensor(Tensor::Host(host)) => uploads.upload(host)?.into(),
-                    FlatArg::Scalar(scalar) => scalar_to_device(device, *scalar)?.into(),
+                    FlatArg::Tensor(Tensor::Host(host)) => Cow::Owned(uploads.upload(host)?),
+                    FlatArg::Scalar(scalar) => Cow::Owned(scalar_to_device(device, *scalar)?),
                 })
             })
             .collect::<Result<SmallVec<[_; 4]>, _>>()?;
-        let start = if flat
-            .iter()
-            .any(|arg| !matches!(arg, FlatArg::Tensor(Tensor::Device(_))))
-        {
+        let start = if inputs.iter().any(|input| matches!(input, Cow::Owned(_))) {
             let now = Instant::now();
             profile.record(Phase::InputTransfer, now - start);
             now
         } else {
             start
         };
-        let results = variant.entry.call(&inputs)?;
-        profile.record(Phase::Call, start.elapsed());
+        let borrowed: SmallVec<[&iree_safe::Tensor; 4]> = inputs.iter().map(|x| &**x).collect();
+        let results = variant.entry.call_borrowed(&borrowed)?;
         // One pass, one vector: the results as values, which are the
         // call's outputs as they are unless the lowering declared a
         // structure.
         let values = results
-            .into_iter()
-            .map(|result| match result {
+            .map(|result| match result? {
                 iree_safe::VmValue::Tensor(tensor) => Ok(Value::Tensor(Tensor::Device(tensor))),
                 other => Err(JitError::Unsupported(format!(
                     "compiled code returned a {} where results are tensors (return 0-d tensors)",
@@ -324,6 +323,7 @@ impl JitRuntime {
                 ))),
             })
             .collect::<Result<Vec<_>, _>>()?;
+        profile.record(Phase::Call, start.elapsed());
         value::restore(values, variant.outputs.as_ref())
     }
 
