@@ -145,8 +145,10 @@ are this table (`N sigmoid signatures: separately ... | one precompile
 What the JIT adds to a compiled call: `JitRuntime::dispatch` on a cache hit
 against the raw `iree_safe::Function::call` of the same module (sigmoid
 `f32[1,5]`, local-sync, p50 over many samples), with device tensors and
-with host arrays, in both compile modes, with the upload cache off and on.
-Read the ratio. A `Background` call builds its queued compile (the
+with host arrays, in both compile modes, with the upload cache off and on;
+each pair's two calls alternate, on the same runtime's device, so a load
+that comes and goes shifts both. Read the ratio. A `Background` call
+builds its queued compile (the
 lowering closure and the copy of the arguments) only when it misses; the
 `Background` row shows what its hit costs beside `Blocking`'s.",
         command: bench!("cached_call"),
