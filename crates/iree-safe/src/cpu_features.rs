@@ -13,7 +13,10 @@
 //! module (the text of `#hal.executable.target<"llvm-cpu", ..., {cpu = "…",
 //! cpu_features = "+adx,+aes,…", …}>`, kept for the message of a device
 //! that cannot run it), with the features LLVM derived from the CPU name
-//! (`diamondrapids` implies `+amx-fp16`). No LLVM is needed at run time:
+//! (`diamondrapids` implies `+amx-fp16`). For the CPU `host`, the list is
+//! the name's features followed by the ones LLVM read from CPUID, where a
+//! later `-pku` takes back an earlier `+pku`, as in LLVM: a feature is
+//! needed when its last mention enables it. No LLVM is needed at run time:
 //! the compiler wrote the answer into the artifact.
 //!
 //! What the host has: the `flags` line of `/proc/cpuinfo` (Linux, x86-64),
@@ -23,8 +26,14 @@
 //! every x86-64 CPU (`x87`, `cx8`, `sse2`), not code generation features,
 //! or ones the kernel does not report (under a hypervisor it may hide some
 //! that LLVM's CPUID reading sees, such as `pku`), so a `host` module
-//! would be refused for them. On other systems and architectures nothing
-//! is checked.
+//! would be refused for them. `rdrand` and `rdseed` are not checked either:
+//! LLVM emits those instructions only for their own intrinsics (random
+//! numbers), which compiled tensor code never calls, and Linux clears
+//! `rdseed` from the flags of AMD Zen 5 CPUs (its 32-bit form is broken:
+//! "RDSEED32 is broken. Disabling the corresponding CPUID bit." at boot)
+//! while CPUID, which the `host` target reads, still has it: checked, every
+//! `host` module on such a machine would be refused. On other systems and
+//! architectures nothing is checked.
 //!
 //! `IREE_SAFE_ASSUME_CPU_LACKS` (LLVM feature names, `,`-separated, such
 //! as `avx512f,avx512bw`) makes this machine count as lacking those
@@ -65,8 +74,6 @@ pub(crate) const CHECKED: &[(&str, &str)] = &[
     ("gfni", "gfni"),
     ("vaes", "vaes"),
     ("vpclmulqdq", "vpclmulqdq"),
-    ("rdrnd", "rdrand"),
-    ("rdseed", "rdseed"),
     ("avx512f", "avx512f"),
     ("avx512cd", "avx512cd"),
     ("avx512dq", "avx512dq"),
@@ -145,9 +152,7 @@ pub(crate) fn unsupported(vmfb: &[u8]) -> Option<Unsupported> {
 /// [`unsupported`] against the kernel flags `flags`.
 fn unsupported_with(vmfb: &[u8], flags: &[String]) -> Option<Unsupported> {
     targets(vmfb).into_iter().find_map(|(cpu, features)| {
-        let missing: Vec<String> = features
-            .iter()
-            .filter_map(|feature| feature.strip_prefix('+'))
+        let missing: Vec<String> = enabled(&features)
             .filter(|feature| {
                 CHECKED
                     .iter()
@@ -158,6 +163,25 @@ fn unsupported_with(vmfb: &[u8], flags: &[String]) -> Option<Unsupported> {
             .collect();
         (!missing.is_empty()).then_some(Unsupported { cpu, missing })
     })
+}
+
+/// The features a target's list leaves enabled, each once, in the order of
+/// their first mention: as in LLVM, the last `+name` or `-name` of a
+/// feature decides.
+fn enabled(features: &[String]) -> impl Iterator<Item = &str> {
+    let mut seen = Vec::new();
+    for feature in features {
+        let (on, name) = match feature.split_at_checked(1) {
+            Some(("+", name)) => (true, name),
+            Some(("-", name)) => (false, name),
+            _ => continue,
+        };
+        match seen.iter_mut().find(|(known, _)| *known == name) {
+            Some((_, last)) => *last = on,
+            None => seen.push((name, on)),
+        }
+    }
+    seen.into_iter().filter_map(|(name, on)| on.then_some(name))
 }
 
 /// Where an `llvm-cpu` executable target's text starts.
@@ -238,6 +262,38 @@ mod tests {
         assert_eq!(unsupported_with(&fits, &zen4), None);
         // A module without CPU targets (GPU code, VMVX) needs nothing.
         assert_eq!(unsupported_with(b"no targets here", &zen4), None);
+    }
+
+    #[test]
+    fn the_last_mention_of_a_feature_decides_and_each_is_named_once() {
+        // `host` on a Zen 4 whose hypervisor hides AVX-512 from CPUID: the
+        // CPU name's features, then CPUID's, which take AVX-512 back.
+        let hidden = flags("fpu sse sse2 pni avx avx2 fma");
+        let host = module(
+            "znver4",
+            "+avx2,+avx512f,+avx512bw,+fma,+avx2,-avx512f,-avx512bw,+fma",
+        );
+        assert_eq!(unsupported_with(&host, &hidden), None);
+        // Enabled again after being disabled, and named twice: needed, and
+        // named once.
+        let again = module("znver4", "+avx512f,-avx512f,+avx512f,+avx512bw,+avx512bw");
+        assert_eq!(
+            unsupported_with(&again, &hidden),
+            Some(Unsupported {
+                cpu: "znver4".into(),
+                missing: vec!["avx512f".into(), "avx512bw".into()],
+            })
+        );
+    }
+
+    #[test]
+    fn random_number_instructions_are_not_checked() {
+        // A Zen 5 under Linux, which clears `rdseed` from its flags (its
+        // 32-bit form is broken) while CPUID, and so a `host` module,
+        // keeps it.
+        let zen5 = flags("fpu sse sse2 pni avx avx2 fma avx512f rdrand");
+        let host = module("znver5", "+avx2,+avx512f,+rdrnd,+rdseed,+rdseed");
+        assert_eq!(unsupported_with(&host, &zen5), None);
     }
 
     #[test]
