@@ -6,8 +6,9 @@
 //! 320, 384, 512 and 1024 and a batched matmul `f32[8,256,256]` (as many
 //! multiply-adds as the 512² one; the reference lowerings' own MLIR), compiled with
 //! the runtime's flags (`CPU_FLAGS` and the strict float semantics' flag,
-//! plus `CONTRACTION_FLAGS` or, for short f32 matmuls on AVX-512,
-//! `AVX512_MATMUL_SPEC`, as `LARGE_CONTRACTION` decides) and with each
+//! plus `CONTRACTION_FLAGS` or, for the f32 matmuls of the CPU family's
+//! `MatmulSpecReach` on AVX-512, `AVX512_MATMUL_SPEC`, as
+//! `LARGE_CONTRACTION` decides) and with each
 //! candidate flag added (`FloatSemantics::Reassociate`'s first), then
 //! called on device-resident inputs on `local-sync` (single-threaded, the
 //! default CPU device), on `local-task` with IREE's default workers (one
@@ -59,7 +60,9 @@ use sheaf_integration::{
     lowering::Signature,
     reference,
     settings::FloatSemantics,
-    tuning::{AVX512_MATMUL_SPEC, CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION},
+    tuning::{
+        matmul_spec_reach, AVX512_MATMUL_SPEC, CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION,
+    },
     CapturedScalar, DType, JitConfig, JitFunction,
 };
 
@@ -159,16 +162,31 @@ struct Workload {
     /// Those of its largest matrix product (a batch is one per batch
     /// entry), which decide data tiling as in the runtime.
     largest_product: u64,
-    /// Whether its contractions are unbatched f32 products with rows of at
-    /// most 1024, which get `AVX512_MATMUL_SPEC` on AVX-512 as in the
-    /// runtime.
-    short_f32_matmuls: bool,
+    /// The longest row (`N`) of its f32 products, when every contraction
+    /// is one of a form `AVX512_MATMUL_SPEC` tiles (plain, or batched over
+    /// one dim), which with `batched` decides the spec as in the runtime.
+    f32_row: Option<u64>,
+    /// Whether its product is batched.
+    batched: bool,
     /// Calls per (device, candidate) per round.
     calls: usize,
 }
 
 impl Workload {
-    /// Whether the runtime adds `CONTRACTION_FLAGS` (`LARGE_CONTRACTION`).
+    /// Whether the runtime gives it `AVX512_MATMUL_SPEC` on this host
+    /// (`matmul_spec_reach`, from `LARGE_CONTRACTION` multiply-adds).
+    fn blocked(&self) -> bool {
+        self.multiply_adds >= LARGE_CONTRACTION
+            && self
+                .f32_row
+                .zip(matmul_spec_reach())
+                .is_some_and(|(row, reach)| {
+                    row <= reach.longest_row && (reach.batched || !self.batched)
+                })
+    }
+
+    /// Whether the runtime adds `CONTRACTION_FLAGS` (`LARGE_CONTRACTION`)
+    /// when the spec does not apply.
     fn tiled(&self) -> bool {
         self.largest_product >= LARGE_CONTRACTION
     }
@@ -183,7 +201,8 @@ fn workloads() -> Vec<Workload> {
             captured: vec![],
             multiply_adds: 0,
             largest_product: 0,
-            short_f32_matmuls: false,
+            f32_row: None,
+            batched: false,
             calls: 200,
         },
         Workload {
@@ -193,7 +212,8 @@ fn workloads() -> Vec<Workload> {
             captured: vec![reference::temperature(2.0)],
             multiply_adds: 0,
             largest_product: 0,
-            short_f32_matmuls: false,
+            f32_row: None,
+            batched: false,
             calls: 20,
         },
         mlp_layer(32, 40),
@@ -211,7 +231,8 @@ fn workloads() -> Vec<Workload> {
             captured: vec![],
             multiply_adds: 8 * 256u64.pow(3),
             largest_product: 256u64.pow(3),
-            short_f32_matmuls: false,
+            f32_row: Some(256),
+            batched: true,
             calls: 3,
         },
     ]
@@ -227,7 +248,8 @@ fn mlp_layer(rows: usize, calls: usize) -> Workload {
         captured: vec![],
         multiply_adds: (rows * 256 * 256) as u64,
         largest_product: (rows * 256 * 256) as u64,
-        short_f32_matmuls: true,
+        f32_row: Some(256),
+        batched: false,
         calls,
     }
 }
@@ -241,7 +263,8 @@ fn matmul(n: usize, calls: usize) -> Workload {
         captured: vec![],
         multiply_adds: (n as u64).pow(3),
         largest_product: (n as u64).pow(3),
-        short_f32_matmuls: n <= 1024,
+        f32_row: Some(n as u64),
+        batched: false,
         calls,
     }
 }
@@ -268,16 +291,15 @@ fn options(workload: &Workload, extra: &[&str]) -> CompileOptions {
     let mut options = JitConfig::default().compile.options;
     let mut flags: Vec<&str> = CPU_FLAGS.to_vec();
     flags.extend(FloatSemantics::Strict.cpu_flags());
-    if workload.tiled() {
-        // As the runtime: flags of the caller's own keep data tiling (a
-        // float semantics is the runtime's, not the caller's).
-        let callers = !extra.is_empty() && extra != FloatSemantics::Reassociate.cpu_flags();
-        match matmul_spec_flag() {
-            Some(spec) if workload.short_f32_matmuls && !callers => {
-                flags.extend(["--iree-opt-data-tiling=false", spec]);
-            }
-            _ => flags.extend(CONTRACTION_FLAGS),
+    // As the runtime: flags of the caller's own keep data tiling (a float
+    // semantics is the runtime's, not the caller's).
+    let callers = !extra.is_empty() && extra != FloatSemantics::Reassociate.cpu_flags();
+    match matmul_spec_flag() {
+        Some(spec) if workload.blocked() && !callers => {
+            flags.extend(["--iree-opt-data-tiling=false", spec]);
         }
+        _ if workload.tiled() => flags.extend(CONTRACTION_FLAGS),
+        _ => {}
     }
     flags.extend(extra);
     let mut flags: Vec<String> = flags.into_iter().map(str::to_owned).collect();

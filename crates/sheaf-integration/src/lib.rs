@@ -234,8 +234,9 @@ pub mod tuning {
     //! key interner. Not needed to call a function.
 
     pub use crate::placement::{
-        parallel_contraction, AVX512_MATMUL_SPEC, CONTRACTION_FLAGS, CPU_FLAGS, LARGE_CONTRACTION,
-        PARALLEL_CONTRACTION, PARALLEL_CONTRACTION_AVX2,
+        matmul_spec_reach, parallel_contraction, MatmulSpecReach, AMD_MATMUL_SPEC_REACH,
+        AVX512_MATMUL_SPEC, CONTRACTION_FLAGS, CPU_FLAGS, INTEL_MATMUL_SPEC_REACH,
+        LARGE_CONTRACTION, PARALLEL_CONTRACTION, PARALLEL_CONTRACTION_AVX2,
     };
     pub use crate::tensor::{aligned_copy, IMPORT_ALIGNMENT};
     pub use crate::upload::IMPORT_MIN_BYTES;

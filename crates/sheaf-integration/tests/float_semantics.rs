@@ -76,6 +76,18 @@ fn cases() -> Vec<Case> {
             vec![],
         ),
         case(
+            "matmul, ragged tiles, rows every CPU family's spec reaches",
+            reference::matmul(),
+            vec![array(&[333, 700], 11), array(&[700, 700], 12)],
+            vec![],
+        ),
+        case(
+            "batched matmul, ragged tiles",
+            reference::matmul(),
+            vec![array(&[6, 100, 300], 13), array(&[6, 300, 200], 14)],
+            vec![],
+        ),
+        case(
             "sigmoid",
             reference::sigmoid(),
             vec![array(&[16, 64], 1)],

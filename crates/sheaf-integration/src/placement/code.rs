@@ -6,6 +6,8 @@ use std::str::FromStr;
 
 use iree_safe::compiler::{CompileOptions, CompileTarget};
 
+use super::contraction::F32Products;
+
 /// Extra flags for all CPU code, chosen by measurement (the repository's
 /// `docs/measurements.md`, "CPU flags and what a compile costs", has the
 /// figures): without IREE's eager evaluation of constants (a nested
@@ -36,30 +38,97 @@ pub const CONTRACTION_FLAGS: &[&str] = &[
 /// IREE tuning spec for f32 matrix products on an x86-64 CPU with AVX-512
 /// (`--iree-codegen-tuning-spec-path`): register-blocked tiles of 8×32
 /// (16 `zmm` accumulators), 64×64 per workgroup, K in chunks of 128,
-/// compiled without data tiling. On the CPU this host runs (the target
+/// compiled without data tiling, for `linalg.matmul` and (each batch entry
+/// alike) `linalg.batch_matmul`. On the CPU this host runs (the target
 /// `host` on x86-64 with AVX-512F), unless the caller adds compiler flags
 /// of their own to the default settings' (`CompileOptions::extra_flags`,
 /// `SHEAF_JIT_COMPILER_FLAGS`: another vector width or data tiling on
-/// would contradict the spec), a
-/// module of at least
-/// [`LARGE_CONTRACTION`] multiply-adds whose every contraction is an
-/// unbatched f32 `A[M,K]·B[K,N]` with `N` ≤ 1024 gets it instead of
-/// [`CONTRACTION_FLAGS`]: IREE's data-tiled 16×16 kernel spends a call
-/// packing its operands and loads as often as it multiplies. `cargo bench
-/// -p sheaf-integration --bench cpu_flags -- "f32[512" "f32[1024"`
-/// (2026-12-07, 2-core Intel Xeon, Sapphire Rapids, load 1.1): the 512²
-/// matmul took 1,784 µs on one core with these tiles against 2,237 with
-/// data tiling, and 989 against 1,273 on two `local-task` workers; the
-/// 1024² one 18,432 against 18,641 on one core and 9,349 against 12,001
-/// on two. Data tiling stays for what it wins or what the spec does not
-/// fit: a transposed operand (its `linalg.matmul` has other indexing maps,
-/// which the spec does not match), batches, rows longer than a page
-/// (`f32[1024,768]·[768,3072]` ran slower untiled) and other element
-/// types.
+/// would contradict the spec), a module of at least [`LARGE_CONTRACTION`]
+/// multiply-adds (all batches) whose every contraction is an f32 product
+/// `A[M,K]·B[K,N]`, or a batch of them over one leading dim, within its
+/// CPU family's [`MatmulSpecReach`] ([`matmul_spec_reach`]) gets it
+/// instead of [`CONTRACTION_FLAGS`]: IREE's data-tiled 16×16 kernel spends
+/// a call packing its operands and loads as often as it multiplies. Data
+/// tiling stays for what it wins or what the spec does not fit: a
+/// transposed operand (its `linalg.matmul` has other indexing maps, which
+/// the spec does not match), longer rows, other element types.
 ///
 /// Summation over K stays in order, so results equal IREE's own code's
 /// (`tests/float_semantics.rs`).
 pub const AVX512_MATMUL_SPEC: &str = include_str!("avx512_matmul_spec.mlir");
+
+/// Which f32 matrix products of a CPU family get [`AVX512_MATMUL_SPEC`]
+/// (those it won for, measured per family).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MatmulSpecReach {
+    /// The longest right-hand row (`N`, in elements) of a product it tiles.
+    pub longest_row: u64,
+    /// Whether it tiles batched products too.
+    pub batched: bool,
+}
+
+impl MatmulSpecReach {
+    /// Whether it reaches all of a module's `products`.
+    pub(crate) fn covers(self, products: F32Products) -> bool {
+        products.longest_row <= self.longest_row && (self.batched || !products.batched)
+    }
+}
+
+/// The reach of [`AVX512_MATMUL_SPEC`] on Intel CPUs (and any vendor not
+/// measured): unbatched products with rows of up to 1024 f32 (4 KiB, a
+/// page). `cargo bench -p sheaf-integration --bench cpu_flags -- "f32[512"
+/// "f32[1024"` (2026-12-07, 2-core Intel Xeon, Sapphire Rapids, load 1.1):
+/// the 512² matmul took 1,784 µs on one core with the spec against 2,237
+/// with data tiling, and 989 against 1,273 on two `local-task` workers;
+/// the 1024² one 18,432 against 18,641 on one core and 9,349 against
+/// 12,001 on two; `f32[1024,768]·[768,3072]` ran slower untiled.
+pub const INTEL_MATMUL_SPEC_REACH: MatmulSpecReach = MatmulSpecReach {
+    longest_row: 1024,
+    batched: false,
+};
+
+/// The reach of [`AVX512_MATMUL_SPEC`] on AMD CPUs (Zen 4 and later have
+/// AVX-512): rows of up to 768 f32, batched products too. Measured on a
+/// 2-core AMD EPYC (Zen 5, family 26) on 2026-12-07 with IREE 3.13's
+/// `iree-compile` and `iree-benchmark-module` (medians of 5, one core,
+/// `local-sync`; two `local-task` workers where named): the 512² matmul
+/// 1.18–1.28 ms with the spec against 1.39–1.57 data-tiled, 768² 4.41 /
+/// 4.72 against 5.55 / 4.71, but 1024² 13.4–14.4 against 12.2–13.3 (two
+/// workers 9.2–10.2 against 7.4–8.1): rows of a page conflict in its
+/// cache there; a batch `f32[8,256,256]·[8,256,256]` 1.34 / 1.42 ms with
+/// the spec against 1.76–1.90 with IREE's default code (data tiling:
+/// 1.99–2.03), the same results bit for bit.
+pub const AMD_MATMUL_SPEC_REACH: MatmulSpecReach = MatmulSpecReach {
+    longest_row: 768,
+    batched: true,
+};
+
+/// This host's reach of [`AVX512_MATMUL_SPEC`]: `None` on a CPU without
+/// AVX-512F (and off x86-64), [`AMD_MATMUL_SPEC_REACH`] on an AMD CPU
+/// (`vendor_id` `AuthenticAMD`), else [`INTEL_MATMUL_SPEC_REACH`].
+///
+/// ```
+/// use sheaf_integration::tuning::{matmul_spec_reach, AMD_MATMUL_SPEC_REACH, INTEL_MATMUL_SPEC_REACH};
+///
+/// if let Some(reach) = matmul_spec_reach() {
+///     assert!([AMD_MATMUL_SPEC_REACH, INTEL_MATMUL_SPEC_REACH].contains(&reach));
+/// }
+/// ```
+pub fn matmul_spec_reach() -> Option<MatmulSpecReach> {
+    if host_avx512f() != Some(true) {
+        return None;
+    }
+    let amd = iree_safe::compiler::host_cpu().lines().any(|line| {
+        line.split_once(':')
+            .is_some_and(|(key, value)| key.trim() == "vendor_id" && value.trim() == "AuthenticAMD")
+    });
+    Some(if amd {
+        AMD_MATMUL_SPEC_REACH
+    } else {
+        INTEL_MATMUL_SPEC_REACH
+    })
+}
 
 /// The extra flags of the default compile settings
 /// (`CompileSettings::default().options.extra_flags`): f64 kept as f64
@@ -74,11 +143,13 @@ pub(crate) fn callers_own(extra_flags: &[String]) -> bool {
         .any(|flag| !DEFAULT_EXTRA_FLAGS.contains(&flag.as_str()))
 }
 
-/// Whether code for `target` gets [`AVX512_MATMUL_SPEC`] for its short f32
-/// matrix products: the host's CPU (`CompileTarget::host_cpu`), when it is
-/// an x86-64 CPU with AVX-512F.
-pub(crate) fn blocks_f32_matmuls(target: &CompileTarget) -> bool {
-    *target == CompileTarget::host_cpu() && host_avx512f() == Some(true)
+/// The reach of [`AVX512_MATMUL_SPEC`] in code for `target`: this host's
+/// ([`matmul_spec_reach`]) for the host's CPU (`CompileTarget::host_cpu`),
+/// none for any other target.
+pub(crate) fn spec_reach_for(target: &CompileTarget) -> Option<MatmulSpecReach> {
+    (*target == CompileTarget::host_cpu())
+        .then(matmul_spec_reach)
+        .flatten()
 }
 
 /// Whether this host's CPU has AVX-512F; `None` off x86-64.

@@ -5,9 +5,10 @@
 //! is one product per batch), which decide whether it gets IREE's data
 //! tiling (`code.rs`, `CONTRACTION_FLAGS`): tiling speeds up large matrix
 //! products and only costs compile time on small ones, however many of
-//! them a batch holds; and whether every contraction is a plain f32 matrix
-//! product with short rows, which on AVX-512 gets register-blocked tiles
-//! instead (`code.rs`, [`AVX512_MATMUL_SPEC`](super::AVX512_MATMUL_SPEC)).
+//! them a batch holds; and whether every contraction is an f32 matrix
+//! product of a form that, on AVX-512, gets register-blocked tiles instead
+//! (`code.rs`, [`AVX512_MATMUL_SPEC`](super::AVX512_MATMUL_SPEC)), with its
+//! longest row.
 
 /// The contraction work of a module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,15 +30,32 @@ pub(crate) struct Contraction {
     /// The multiply-adds of its largest matrix product: a contraction's
     /// over the product of its batch dims (all of them, unbatched).
     pub(crate) per_product: u64,
-    /// Whether every contraction of the module is an unbatched f32 matrix
-    /// product `A[M,K]·B[K,N]` (contracting dims `[1] x [0]`) whose
-    /// right-hand rows hold at most [`SHORT_ROW`] elements.
-    pub(crate) short_f32_matmuls: bool,
+    /// The module's f32 matrix products, when every contraction is one.
+    pub(crate) f32_products: Option<F32Products>,
 }
 
-/// The longest right-hand row (`N`, in elements) of a matrix product that
-/// counts as short: 1024 f32 are 4 KiB, a page.
-pub(crate) const SHORT_ROW: u64 = 1024;
+/// A module's contractions when every one is an f32 matrix product
+/// `A[M,K]·B[K,N]` (contracting dims `[1] x [0]`), or a batch of them over
+/// one leading dim (`[B,M,K]·[B,K,N]`, batching dims `[0] x [0]`,
+/// contracting dims `[2] x [1]`): the forms of `linalg.matmul` and
+/// `linalg.batch_matmul` that the tuning spec matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct F32Products {
+    /// The longest right-hand row (`N`, in elements) among them.
+    pub(crate) longest_row: u64,
+    /// Whether one of them is batched.
+    pub(crate) batched: bool,
+}
+
+impl F32Products {
+    /// Both modules' products together.
+    fn and(self, other: F32Products) -> F32Products {
+        F32Products {
+            longest_row: self.longest_row.max(other.longest_row),
+            batched: self.batched || other.batched,
+        }
+    }
+}
 
 /// Ops that contract but whose size this reader does not work out.
 const OTHER_CONTRACTIONS: &[&str] = &[
@@ -66,7 +84,10 @@ pub(crate) fn largest(module: &str) -> Work {
             Work::Known(largest) => Work::Known(Contraction {
                 multiply_adds: largest.multiply_adds.max(this.multiply_adds),
                 per_product: largest.per_product.max(this.per_product),
-                short_f32_matmuls: largest.short_f32_matmuls && this.short_f32_matmuls,
+                f32_products: largest
+                    .f32_products
+                    .zip(this.f32_products)
+                    .map(|(a, b)| a.and(b)),
             }),
             _ => Work::Known(this),
         };
@@ -101,17 +122,22 @@ fn dot_general(line: &str) -> Option<Contraction> {
         1
     };
     let multiply_adds = out.iter().try_fold(k, |acc, &d| acc.checked_mul(d))?;
-    let short_f32_matmul = line.contains("contracting_dims = [1] x [0] :")
+    let plain = line.contains("contracting_dims = [1] x [0] :")
         && !line.contains("batching_dims")
-        && [lhs.len(), rhs.len(), out.len()] == [2, 2, 2]
-        && rhs[1] <= SHORT_ROW
-        && [lhs_type, rhs_type, result]
-            .iter()
-            .all(|ty| element(ty) == Some("f32"));
+        && [lhs.len(), rhs.len(), out.len()] == [2, 2, 2];
+    let batched = line.contains("batching_dims = [0] x [0], contracting_dims = [2] x [1] :")
+        && [lhs.len(), rhs.len(), out.len()] == [3, 3, 3];
+    let f32 = [lhs_type, rhs_type, result]
+        .iter()
+        .all(|ty| element(ty) == Some("f32"));
+    let f32_products = ((plain || batched) && f32).then(|| F32Products {
+        longest_row: rhs[rhs.len() - 1],
+        batched,
+    });
     Some(Contraction {
         multiply_adds,
         per_product: multiply_adds.checked_div(batch).unwrap_or(0),
-        short_f32_matmuls: short_f32_matmul,
+        f32_products,
     })
 }
 
@@ -136,9 +162,14 @@ mod tests {
 
     const MATMUL: &str = "%c = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<384x512xf32>, tensor<512x256xf32>) -> tensor<384x256xf32>";
 
-    fn short_f32_matmuls(module: &str) -> bool {
+    const PLAIN: Option<F32Products> = Some(F32Products {
+        longest_row: 256,
+        batched: false,
+    });
+
+    fn f32_products(module: &str) -> Option<F32Products> {
         match largest(module) {
-            Work::Known(contraction) => contraction.short_f32_matmuls,
+            Work::Known(contraction) => contraction.f32_products,
             other => panic!("{other:?}"),
         }
     }
@@ -150,7 +181,7 @@ mod tests {
             Work::Known(Contraction {
                 multiply_adds: 384 * 256 * 512,
                 per_product: 384 * 256 * 512,
-                short_f32_matmuls: true,
+                f32_products: PLAIN,
             })
         );
         let vector = "%y = stablehlo.dot_general %x, %w, contracting_dims = [0] x [0] : (tensor<64xf32>, tensor<64x10xf32>) -> tensor<10xf32>";
@@ -159,7 +190,7 @@ mod tests {
             Work::Known(Contraction {
                 multiply_adds: 640,
                 per_product: 640,
-                short_f32_matmuls: false,
+                f32_products: None,
             })
         );
     }
@@ -173,7 +204,10 @@ mod tests {
             Work::Known(Contraction {
                 multiply_adds: 4 * each,
                 per_product: each,
-                short_f32_matmuls: false,
+                f32_products: Some(F32Products {
+                    longest_row: 32,
+                    batched: true,
+                }),
             })
         );
         let two_batch_dims = "%c = stablehlo.dot_general %a, %b, batching_dims = [0, 1] x [0, 1], contracting_dims = [3] x [2] : (tensor<2x3x8x16xf32>, tensor<2x3x16x32xf32>) -> tensor<2x3x8x32xf32>";
@@ -182,26 +216,42 @@ mod tests {
             Work::Known(Contraction {
                 multiply_adds: 6 * each,
                 per_product: each,
-                short_f32_matmuls: false,
+                f32_products: None,
             })
         );
     }
 
     #[test]
-    fn short_f32_matmuls_are_plain_f32_products_with_rows_of_a_page_at_most() {
-        assert!(short_f32_matmuls(MATMUL));
+    fn f32_products_are_plain_or_batched_over_one_dim_with_their_longest_row() {
+        assert_eq!(f32_products(MATMUL), PLAIN);
         let wide = MATMUL
             .replace("512x256xf32>)", "512x2048xf32>)")
             .replace("384x256", "384x2048");
-        assert!(!short_f32_matmuls(&wide));
-        assert!(!short_f32_matmuls(&MATMUL.replace("f32", "f16")));
+        assert_eq!(
+            f32_products(&wide),
+            Some(F32Products {
+                longest_row: 2048,
+                batched: false
+            })
+        );
+        assert_eq!(f32_products(&MATMUL.replace("f32", "f16")), None);
         let transposed = MATMUL
             .replace("[1] x [0]", "[1] x [1]")
             .replace("512x256xf32>)", "256x512xf32>)");
-        assert!(!short_f32_matmuls(&transposed));
-        // One product that is not short makes the module's answer no.
-        assert!(!short_f32_matmuls(&format!("{MATMUL}\n{transposed}")));
-        assert!(short_f32_matmuls(&format!("{MATMUL}\n{MATMUL}")));
+        assert_eq!(f32_products(&transposed), None);
+        // One product of another form makes the module's answer none.
+        assert_eq!(f32_products(&format!("{MATMUL}\n{transposed}")), None);
+        let batched = "%c = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<4x8x16xf32>, tensor<4x16x32xf32>) -> tensor<4x8x32xf32>";
+        // The longest row and whether one is batched are the module's.
+        assert_eq!(
+            f32_products(&format!("{MATMUL}\n{batched}")),
+            Some(F32Products {
+                longest_row: 256,
+                batched: true
+            })
+        );
+        let two_batch_dims = "%c = stablehlo.dot_general %a, %b, batching_dims = [0, 1] x [0, 1], contracting_dims = [3] x [2] : (tensor<2x3x8x16xf32>, tensor<2x3x16x32xf32>) -> tensor<2x3x8x32xf32>";
+        assert_eq!(f32_products(two_batch_dims), None);
     }
 
     #[test]
@@ -212,7 +262,7 @@ mod tests {
             Work::Known(Contraction {
                 multiply_adds: 384 * 256 * 512,
                 per_product: 384 * 256 * 512,
-                short_f32_matmuls: true,
+                f32_products: PLAIN,
             })
         );
         assert_eq!(

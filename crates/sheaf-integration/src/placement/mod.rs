@@ -34,15 +34,16 @@ use jit_cache::ErrorChain;
 
 use crate::error::{ConfigError, JitError};
 
-use code::{blocks_f32_matmuls, callers_own, prepend, Code};
+use code::{callers_own, prepend, spec_reach_for, Code};
 pub(crate) use code::{DEFAULT_EXTRA_FLAGS, TUNING_SPEC_FLAG};
 use contraction::Work;
 use device::CpuDriver;
 use probe::Probed;
 
 pub use code::{
-    parallel_contraction, FloatSemantics, AVX512_MATMUL_SPEC, CONTRACTION_FLAGS, CPU_FLAGS,
-    LARGE_CONTRACTION, PARALLEL_CONTRACTION, PARALLEL_CONTRACTION_AVX2,
+    matmul_spec_reach, parallel_contraction, FloatSemantics, MatmulSpecReach,
+    AMD_MATMUL_SPEC_REACH, AVX512_MATMUL_SPEC, CONTRACTION_FLAGS, CPU_FLAGS,
+    INTEL_MATMUL_SPEC_REACH, LARGE_CONTRACTION, PARALLEL_CONTRACTION, PARALLEL_CONTRACTION_AVX2,
 };
 pub(crate) use device::DeviceSpec;
 pub(crate) use fallback::CpuFallback;
@@ -57,8 +58,9 @@ pub(crate) struct Placement {
     pub(crate) runtime: Runtime,
     strict: Code,
     reassociate: Code,
-    /// Whether short f32 matrix products get [`AVX512_MATMUL_SPEC`].
-    blocks_f32_matmuls: bool,
+    /// Which f32 matrix products get [`AVX512_MATMUL_SPEC`]: none off
+    /// this host's AVX-512 CPU or under the caller's own flags.
+    spec_reach: Option<MatmulSpecReach>,
 }
 
 impl Placement {
@@ -172,7 +174,7 @@ impl Placement {
             // Flags of the caller's own may contradict the spec (another
             // vector width, data tiling on: compiles that fail): they keep
             // the data tiling they had.
-            blocks_f32_matmuls: blocks_f32_matmuls(&target) && !callers_own(&base.extra_flags),
+            spec_reach: spec_reach_for(&target).filter(|_| !callers_own(&base.extra_flags)),
         }
     }
 
@@ -233,16 +235,16 @@ impl Placement {
     }
 
     /// The options that compile `module` here with `semantics`. On the
-    /// CPU, a module whose largest matrix product reaches
-    /// [`LARGE_CONTRACTION`] multiply-adds (or cannot be told) gets
-    /// [`CONTRACTION_FLAGS`], or, on a host that
-    /// [blocks them](code::blocks_f32_matmuls) when the caller adds no
-    /// flags of their own and every contraction is a short f32 matrix
-    /// product, [`AVX512_MATMUL_SPEC`] without data
-    /// tiling, from a private file that lives as long as the options (data
-    /// tiling again when that file cannot be written). The choice follows
-    /// from the module's text, which its disk key covers, and the host's
-    /// CPU, which its target identity names, so the key needs no more.
+    /// CPU, a module of at least [`LARGE_CONTRACTION`] multiply-adds whose
+    /// every contraction is an f32 matrix product within this host's
+    /// [`MatmulSpecReach`] (when the caller adds no flags of their own)
+    /// gets [`AVX512_MATMUL_SPEC`] without data tiling, from a private file
+    /// that lives as long as the options (data tiling instead when that
+    /// file cannot be written); otherwise, one whose largest matrix product
+    /// reaches [`LARGE_CONTRACTION`] (or cannot be told) gets
+    /// [`CONTRACTION_FLAGS`]. The choice follows from the module's text,
+    /// which its disk key covers, and the host's CPU, which its target
+    /// identity names, so the key needs no more.
     pub(crate) fn options_for(&self, module: &str, semantics: FloatSemantics) -> CodeOptions<'_> {
         let options = &self.code(semantics).options;
         let borrowed = CodeOptions {
@@ -252,16 +254,23 @@ impl Placement {
         if !self.is_cpu() {
             return borrowed;
         }
-        let short_f32_matmuls = match contraction::largest(module) {
+        let contraction = match contraction::largest(module) {
             Work::None => return borrowed,
-            Work::Known(contraction) if contraction.per_product < LARGE_CONTRACTION => {
-                return borrowed
-            }
-            Work::Known(contraction) => contraction.short_f32_matmuls,
-            Work::Unknown => false,
+            Work::Known(contraction) => Some(contraction),
+            Work::Unknown => None,
         };
+        let spec = contraction.is_some_and(|contraction| {
+            contraction.multiply_adds >= LARGE_CONTRACTION
+                && contraction
+                    .f32_products
+                    .zip(self.spec_reach)
+                    .is_some_and(|(products, reach)| reach.covers(products))
+        });
+        if !spec && contraction.is_some_and(|c| c.per_product < LARGE_CONTRACTION) {
+            return borrowed;
+        }
         let mut options = options.clone();
-        if short_f32_matmuls && self.blocks_f32_matmuls {
+        if spec {
             match spec_file() {
                 Ok((spec, flag)) => {
                     prepend(&mut options, &["--iree-opt-data-tiling=false", &flag]);
@@ -455,8 +464,9 @@ mod tests {
 
         // A short f32 product: the spec on an AVX-512 host, in a file that
         // lives as long as the options; data tiling elsewhere.
+        let reach = matmul_spec_reach();
         let options = cpu.options_for(&matmul(512), FloatSemantics::Strict);
-        if blocks_f32_matmuls(&CompileTarget::host_cpu()) {
+        if reach.is_some() {
             assert!(has(&options, &["--iree-opt-data-tiling=false"]));
             assert!(!has(&options, CONTRACTION_FLAGS));
             let path = spec_path(&options).expect("the spec's flag");
@@ -480,6 +490,19 @@ mod tests {
         }
         assert!(!tiled(&cpu, &matmul(256)));
         assert!(!tiled(&cpu, "%y = stablehlo.logistic %x : tensor<4xf32>"));
+        // A page-long row, and a batch of products each too small for data
+        // tiling: as far as the CPU family's reach goes.
+        let page = cpu.options_for(&matmul(1024), FloatSemantics::Strict);
+        let page_in_reach = reach.is_some_and(|reach| reach.longest_row >= 1024);
+        assert_eq!(spec_path(&page).is_some(), page_in_reach);
+        assert_eq!(has(&page, CONTRACTION_FLAGS), !page_in_reach);
+        let batched = "%c = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], \
+                       contracting_dims = [2] x [1] : (tensor<8x256x256xf32>, \
+                       tensor<8x256x256xf32>) -> tensor<8x256x256xf32>";
+        let batched = cpu.options_for(batched, FloatSemantics::Strict);
+        let batch_in_reach = reach.is_some_and(|reach| reach.batched);
+        assert_eq!(spec_path(&batched).is_some(), batch_in_reach);
+        assert!(!has(&batched, CONTRACTION_FLAGS));
         // Nor does code for which the caller adds flags of their own.
         let mut flagged = base.clone();
         flagged.extra_flags = vec![DEFAULT_EXTRA_FLAGS[0].into(), "--iree-opt-level=O2".into()];
