@@ -91,14 +91,17 @@ pub const INTEL_MATMUL_SPEC_REACH: MatmulSpecReach = MatmulSpecReach {
 /// The reach of [`AVX512_MATMUL_SPEC`] on AMD CPUs (Zen 4 and later have
 /// AVX-512): rows of up to 768 f32, batched products too. Measured on a
 /// 2-core AMD EPYC (Zen 5, family 26) on 2026-12-07 with IREE 3.13's
-/// `iree-compile` and `iree-benchmark-module` (medians of 5, one core,
-/// `local-sync`; two `local-task` workers where named): the 512² matmul
-/// 1.18–1.28 ms with the spec against 1.39–1.57 data-tiled, 768² 4.41 /
-/// 4.72 against 5.55 / 4.71, but 1024² 13.4–14.4 against 12.2–13.3 (two
-/// workers 9.2–10.2 against 7.4–8.1): rows of a page conflict in its
-/// cache there; a batch `f32[8,256,256]·[8,256,256]` 1.34 / 1.42 ms with
-/// the spec against 1.76–1.90 with IREE's default code (data tiling:
-/// 1.99–2.03), the same results bit for bit.
+/// `iree-compile` and `iree-benchmark-module` (medians of 5 per run, runs
+/// alternating; one core on `local-sync`, "two" = `local-task` with two
+/// workers), the spec against data tiling: 512² 1.18–1.28 ms against
+/// 1.39–1.57 (two 1.23 / 1.86 against 1.36 / 1.60); 768² 4.42–4.72
+/// against 4.71–5.77 (two 2.90–3.90 against 4.72–5.21); but 1024²
+/// 12.7–14.6 against 11.9–13.7 in five runs (two 9.2–10.2 against
+/// 7.4–8.1): rows of a page conflict in its caches, where packing
+/// (tiling) pays. A batch `f32[8,256,256]·[8,256,256]` (whose products
+/// are too small for data tiling) 1.34 / 1.42 ms with the spec against
+/// 1.76–1.90 with IREE's default code (two 1.06–1.25 against 1.25–1.55;
+/// data-tiled 1.99–2.03), the same results bit for bit.
 pub const AMD_MATMUL_SPEC_REACH: MatmulSpecReach = MatmulSpecReach {
     longest_row: 768,
     batched: true,
