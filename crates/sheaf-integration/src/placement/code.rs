@@ -306,3 +306,28 @@ pub(super) fn prepend(options: &mut CompileOptions, flags: &[&str]) {
     all.append(&mut options.extra_flags);
     options.extra_flags = all;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn products(longest_row: u64, batched: bool) -> F32Products {
+        F32Products {
+            longest_row,
+            batched,
+        }
+    }
+
+    #[test]
+    fn each_family_reaches_the_products_it_was_measured_to_win() {
+        let intel = INTEL_MATMUL_SPEC_REACH;
+        assert!(intel.covers(products(1024, false)));
+        assert!(!intel.covers(products(1025, false)));
+        assert!(!intel.covers(products(256, true)));
+        let amd = AMD_MATMUL_SPEC_REACH;
+        assert!(amd.covers(products(768, false)));
+        assert!(amd.covers(products(256, true)));
+        assert!(!amd.covers(products(1024, false)));
+        assert!(!amd.covers(products(1024, true)));
+    }
+}
