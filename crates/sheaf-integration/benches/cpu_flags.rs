@@ -180,9 +180,7 @@ impl Workload {
             && self
                 .f32_row
                 .zip(matmul_spec_reach())
-                .is_some_and(|(row, reach)| {
-                    row <= reach.longest_row && (reach.batched || !self.batched)
-                })
+                .is_some_and(|(row, reach)| reach.reaches(row, self.batched))
     }
 
     /// Whether the runtime adds `CONTRACTION_FLAGS` (`LARGE_CONTRACTION`)

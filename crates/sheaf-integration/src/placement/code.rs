@@ -69,9 +69,22 @@ pub struct MatmulSpecReach {
 }
 
 impl MatmulSpecReach {
+    /// Whether it reaches f32 products whose longest right-hand row is
+    /// `longest_row` elements, batched or not.
+    ///
+    /// ```
+    /// use sheaf_integration::tuning::INTEL_MATMUL_SPEC_REACH;
+    ///
+    /// assert!(INTEL_MATMUL_SPEC_REACH.reaches(512, false));
+    /// assert!(!INTEL_MATMUL_SPEC_REACH.reaches(512, true));
+    /// ```
+    pub fn reaches(self, longest_row: u64, batched: bool) -> bool {
+        longest_row <= self.longest_row && (self.batched || !batched)
+    }
+
     /// Whether it reaches all of a module's `products`.
     pub(crate) fn covers(self, products: F32Products) -> bool {
-        products.longest_row <= self.longest_row && (self.batched || !products.batched)
+        self.reaches(products.longest_row, products.batched)
     }
 }
 
