@@ -6,7 +6,7 @@ use std::slice;
 use crate::calling_convention::{CallingConvention, SlotKind};
 use crate::device::Device;
 use crate::error::{check, Context, Error, Result};
-use crate::list::List;
+use crate::list::{List, ListPool};
 use crate::module::Module;
 use crate::tensor::Tensor;
 use crate::value::{Argument, VmValue};
@@ -154,16 +154,15 @@ impl Function {
     }
 
     /// Checks `arguments`, pushes them to an input list, invokes the
-    /// function and hands back its result list.
+    /// function and hands back its result list. Both lists come from the
+    /// module's [`ListPool`] and go back to it: the arguments' list,
+    /// emptied, as soon as the function returns (it holds no tensor past
+    /// the call), the results' list when the [`Results`] are dropped.
     fn invoke<'a>(
         &self,
         arguments: impl ExactSizeIterator<Item = Argument<'a>> + Clone,
     ) -> Result<Results<'_>> {
         self.check_arguments(arguments.clone())?;
-        let mut inputs = List::with_capacity(arguments.len())?;
-        for argument in arguments {
-            inputs.push(argument)?;
-        }
         let kinds = self.calling_convention.results().ok_or_else(|| {
             Error::Unsupported(format!(
                 "`{}` returns a variadic list ({})",
@@ -171,12 +170,18 @@ impl Function {
                 self.calling_convention.as_str()
             ))
         })?;
-        let outputs = List::with_capacity(kinds.len())?;
-        {
+        let pool = self.module.lists();
+        let mut inputs = pool.take(arguments.len())?;
+        for argument in arguments {
+            inputs.push(argument)?;
+        }
+        let outputs = pool.take(kinds.len())?;
+        let status = {
             let context = self.module.lock_context();
             // SAFETY: the context is locked for this thread; the function
-            // belongs to a module of that context; both lists are live and
-            // not shared.
+            // belongs to a module of that context; both lists are live, this
+            // thread's alone and distinct (`iree_vm_invoke` resizes the
+            // output list to the results, `iree/vm/invocation.c`).
             unsafe {
                 check(sys::iree_vm_invoke(
                     context.as_ptr(),
@@ -188,21 +193,24 @@ impl Function {
                     sys::iree_allocator_system(),
                 ))
             }
-            .context(|| format!("calling `{}.{}`", self.module.name(), self.name))?;
-        }
-        if outputs.len() != kinds.len() {
+        };
+        pool.give_back(inputs);
+        let results = Results {
+            outputs: Some(outputs),
+            pool,
+            kinds: kinds.iter().enumerate(),
+            device: self.module.runtime().device(),
+        };
+        status.context(|| format!("calling `{}.{}`", self.module.name(), self.name))?;
+        if results.returned() != kinds.len() {
             return Err(Error::Unsupported(format!(
                 "`{}` returned {} results, its signature says {}",
                 self.name,
-                outputs.len(),
+                results.returned(),
                 kinds.len()
             )));
         }
-        Ok(Results {
-            outputs,
-            kinds: kinds.iter().enumerate(),
-            device: self.module.runtime().device(),
-        })
+        Ok(results)
     }
 
     fn check_arguments<'a>(
@@ -257,25 +265,33 @@ impl Function {
 
 /// The results of a [`Function::call_borrowed`], each read from IREE's
 /// result list as it is iterated (a tensor takes its own reference to the
-/// buffer view).
+/// buffer view). Dropping them empties the list (releasing the results not
+/// read) and gives it back to the module for its next call.
 #[derive(Debug)]
 pub struct Results<'a> {
-    outputs: List,
+    /// `Some` until dropped.
+    outputs: Option<List>,
+    pool: &'a ListPool,
     kinds: Enumerate<slice::Iter<'a, SlotKind>>,
     device: &'a Device,
+}
+
+impl Results<'_> {
+    /// The number of results IREE returned.
+    fn returned(&self) -> usize {
+        self.outputs.as_ref().map_or(0, List::len)
+    }
 }
 
 impl Iterator for Results<'_> {
     type Item = Result<VmValue>;
 
     fn next(&mut self) -> Option<Result<VmValue>> {
+        let outputs = self.outputs.as_ref()?;
         let (index, kind) = self.kinds.next()?;
         Some(match kind {
-            SlotKind::Ref => self
-                .outputs
-                .get_tensor(index, self.device)
-                .map(VmValue::Tensor),
-            _ => self.outputs.get_scalar(index),
+            SlotKind::Ref => outputs.get_tensor(index, self.device).map(VmValue::Tensor),
+            _ => outputs.get_scalar(index),
         })
     }
 
@@ -285,3 +301,11 @@ impl Iterator for Results<'_> {
 }
 
 impl ExactSizeIterator for Results<'_> {}
+
+impl Drop for Results<'_> {
+    fn drop(&mut self) {
+        if let Some(outputs) = self.outputs.take() {
+            self.pool.give_back(outputs);
+        }
+    }
+}

@@ -137,7 +137,10 @@ mod thread_safety {
     assert_impl_all!(MemoryStatistics: Send, Sync, Copy);
     assert_impl_all!(BufferPool: Send, Sync);
     assert_impl_all!(Error: Send, Sync, std::error::Error);
-    // Raw handles and invocation lists stay on one thread.
+    // Raw handles stay on one thread; an invocation list moves between
+    // threads through its module's pool but is never shared.
     assert_not_impl_any!(handle::Handle<iree_sys::iree_vm_context_t>: Send, Sync);
-    assert_not_impl_any!(list::List: Send, Sync);
+    assert_impl_all!(list::List: Send);
+    assert_not_impl_any!(list::List: Sync);
+    assert_impl_all!(list::ListPool: Send, Sync);
 }

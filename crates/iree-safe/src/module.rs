@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use crate::artifact::AlignedArtifact;
 use crate::error::{check, Result};
 use crate::handle::Handle;
+use crate::list::ListPool;
 use crate::runtime::Runtime;
 use crate::vmfb::TrustedVmfb;
 use crate::{strings, sys};
@@ -37,6 +38,8 @@ struct ModuleInner {
     runtime: Runtime,
     name: String,
     artifact_bytes: usize,
+    /// Emptied argument and result lists for the next call of a function.
+    lists: ListPool,
 }
 
 /// A [`Module`] handle that does not keep it loaded
@@ -136,6 +139,7 @@ impl Runtime {
                 runtime: self.clone(),
                 name,
                 artifact_bytes: vmfb.as_bytes().len(),
+                lists: ListPool::default(),
             }),
         })
     }
@@ -199,6 +203,11 @@ impl Module {
 
     pub(crate) fn as_ptr(&self) -> *mut sys::iree_vm_module_t {
         self.inner.bytecode.as_ptr()
+    }
+
+    /// The lists the calls of this module's functions reuse.
+    pub(crate) fn lists(&self) -> &ListPool {
+        &self.inner.lists
     }
 
     /// Locks the context for one invocation.

@@ -102,7 +102,7 @@ pub(crate) use super::hal::{
     iree_hal_register_all_available_drivers, iree_numa_node_count, iree_vm_ref_release,
 };
 pub(crate) use super::list::{
-    iree_vm_list_create, iree_vm_list_get_ref_assign, iree_vm_list_get_value,
+    iree_vm_list_clear, iree_vm_list_create, iree_vm_list_get_ref_assign, iree_vm_list_get_value,
     iree_vm_list_push_ref_move, iree_vm_list_push_value, iree_vm_list_release, iree_vm_list_retain,
     iree_vm_list_size,
 };

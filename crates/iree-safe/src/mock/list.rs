@@ -128,6 +128,15 @@ pub(crate) unsafe fn iree_vm_list_size(list_ptr: *const iree_vm_list_t) -> iree_
     unsafe { list(list_ptr) }.items().len()
 }
 
+/// `iree_vm_list_clear`: releases every element, keeping the list.
+///
+/// # Safety
+/// `list` is live.
+pub(crate) unsafe fn iree_vm_list_clear(list_ptr: *mut iree_vm_list_t) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { list(list_ptr) }.items().clear();
+}
+
 /// `iree_vm_list_push_value`.
 ///
 /// # Safety
