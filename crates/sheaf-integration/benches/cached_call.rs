@@ -9,9 +9,11 @@
 //! difference is the JIT's own work: building the signature, the cache
 //! lookup, and wrapping values. Two more pairs start from a host array: with
 //! the upload cache off (both sides copy it to the device on every call),
-//! and on (the JIT copies the same array once). A last pair times the
+//! and on (the JIT copies the same array once). Two more pairs time the
 //! device-tensor hit in `CompileMode::Background`, whose misses queue their
-//! compiles: a hit there must cost what it costs in `Blocking` mode.
+//! compiles (a hit there must cost what it costs in `Blocking` mode), and
+//! on a runtime that times every call for its profile
+//! (`JitConfig::time_calls`: the price of three clock reads a call).
 //!
 //! Each pair times the JIT's call and the raw call in alternation, so a
 //! load that comes and goes on a shared machine shifts both sides alike;
@@ -85,6 +87,7 @@ fn main() {
             .unwrap(),
     )
     .unwrap();
+    let timed = JitRuntime::new(config().time_calls(true).build().unwrap()).unwrap();
     let sigmoid = reference::sigmoid();
     let host = ArrayD::from_shape_vec(IxDyn(&[1, 5]), vec![-2.0f32, -0.5, 0.0, 0.75, 3.0]).unwrap();
 
@@ -147,6 +150,7 @@ fn main() {
     };
     let device = device_pair(&jit);
     let background = device_pair(&background);
+    let timed = device_pair(&timed);
     let host_uncached = host_pair(&no_uploads);
     let host_cached = host_pair(&jit);
 
@@ -157,6 +161,7 @@ fn main() {
     for (label, (jit, raw)) in [
         ("device tensor in", &device),
         ("same, Background", &background),
+        ("same, timed", &timed),
         ("host array in", &host_uncached),
         ("host array, cached", &host_cached),
     ] {

@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jit_cache::CacheStats;
 #[cfg(feature = "remote-cache")]
@@ -46,6 +46,14 @@ const PHASES: [(Phase, &str); 7] = [
     (Phase::Interpret, "interpreter"),
 ];
 
+impl Phase {
+    /// A phase every compiled call goes through: timed only when the
+    /// runtime [times calls](crate::JitConfig::time_calls).
+    fn of_every_call(self) -> bool {
+        matches!(self, Phase::KeyLookup | Phase::InputTransfer | Phase::Call)
+    }
+}
+
 /// Accumulated time and count per phase, and variants loaded per artifact
 /// source; lock-free.
 #[derive(Debug, Default)]
@@ -53,9 +61,41 @@ pub(crate) struct Profile {
     nanos: [AtomicU64; 7],
     counts: [AtomicU64; 7],
     sources: [AtomicU64; ArtifactSource::ALL.len()],
+    /// Whether the phases of every call are timed, not just counted.
+    times_calls: bool,
 }
 
 impl Profile {
+    /// A profile that times the phases of every call when `times_calls`
+    /// (three clock reads a call), and counts them either way.
+    pub(crate) fn new(times_calls: bool) -> Self {
+        Profile {
+            times_calls,
+            ..Profile::default()
+        }
+    }
+
+    /// The time now, for a phase of a call: `None`, without reading the
+    /// clock, when this profile does not time calls.
+    pub(crate) fn call_clock(&self) -> Option<Instant> {
+        self.times_calls.then(Instant::now)
+    }
+
+    /// Counts `phase` of a call, and adds its time from `start` to `end`
+    /// when both were read ([`call_clock`](Self::call_clock)).
+    pub(crate) fn record_call_phase(
+        &self,
+        phase: Phase,
+        start: Option<Instant>,
+        end: Option<Instant>,
+    ) {
+        let index = phase as usize;
+        if let Some((start, end)) = start.zip(end) {
+            self.nanos[index].fetch_add((end - start).as_nanos() as u64, Ordering::Relaxed);
+        }
+        self.counts[index].fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn record(&self, phase: Phase, elapsed: Duration) {
         let index = phase as usize;
         self.nanos[index].fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
@@ -80,6 +120,7 @@ impl Profile {
                     phase,
                     total: Duration::from_nanos(self.nanos[index].load(Ordering::Relaxed)),
                     count: self.counts[index].load(Ordering::Relaxed),
+                    timed: self.times_calls || !phase.of_every_call(),
                 }
             })
             .collect();
@@ -110,6 +151,10 @@ pub struct PhaseTotals {
     pub total: Duration,
     /// How many times it ran.
     pub count: u64,
+    /// Whether `total` is its time: false for the phases of every call
+    /// (key + lookup, input transfer, call) of a runtime that does not
+    /// [time calls](crate::JitConfig::time_calls), which only counts them.
+    pub timed: bool,
 }
 
 /// A snapshot of the profile and the cache statistics; `Display` prints the
@@ -157,6 +202,14 @@ impl fmt::Display for ProfileReport {
             "phase", "total", "count", "mean"
         )?;
         for (totals, (_, label)) in self.phases.iter().zip(PHASES) {
+            if !totals.timed {
+                writeln!(
+                    f,
+                    "  {label:<18} {:>12} {:>10} {:>12}",
+                    "untimed", totals.count, "-"
+                )?;
+                continue;
+            }
             let mean = Duration::from_nanos(
                 (totals.total.as_nanos() / u128::from(totals.count.max(1))) as u64,
             );

@@ -11,7 +11,7 @@ use sheaf_integration::{
     artifacts::ArtifactSource,
     reference,
     settings::{CompileMode, DiskCacheFolder},
-    stats::CachedVariant,
+    stats::{CachedVariant, Phase},
     JitConfig, JitRuntime, Value,
 };
 
@@ -210,4 +210,40 @@ fn the_statistics_and_the_profile_serialize_as_json() {
     assert_eq!(entries[0]["function"]["name"], "sigmoid");
     assert_eq!(entries[0]["source"], "Compiler");
     assert_eq!(entries[0]["artifact_key"].as_str().unwrap().len(), 64);
+}
+
+#[test]
+fn every_call_is_counted_and_timed_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let timing = |time_calls: bool| {
+        let config = JitConfig::builder()
+            .disk(|disk| disk.folder = DiskCacheFolder::Dir(dir.path().to_path_buf()))
+            .compile(|compile| compile.mode = CompileMode::Blocking)
+            .time_calls(time_calls)
+            .build()
+            .unwrap();
+        let jit = JitRuntime::new(config).unwrap();
+        ping_pong(&jit, 4);
+        let profile = jit.profile();
+        let row = |phase| {
+            let totals = profile.phase(phase);
+            (totals.count, totals.timed, !totals.total.is_zero())
+        };
+        // Eight calls, each looked up, its host argument copied and run.
+        for phase in [Phase::KeyLookup, Phase::InputTransfer, Phase::Call] {
+            assert_eq!(row(phase), (8, time_calls, time_calls), "{phase:?}");
+        }
+        // A miss's lowering is timed either way.
+        assert!(row(Phase::Lower).1 && row(Phase::Lower).2);
+        profile.to_string()
+    };
+    let untimed = timing(false);
+    assert!(
+        untimed.contains("untimed")
+            && untimed
+                .lines()
+                .any(|l| l.contains("call") && l.contains(" 8 ")),
+        "{untimed}"
+    );
+    assert!(!timing(true).contains("untimed"));
 }

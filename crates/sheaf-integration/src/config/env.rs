@@ -381,7 +381,7 @@ pub static ENV_VARIABLES: &[EnvVariable] = &[
     },
     EnvVariable {
         name: "SHEAF_JIT_PROFILE",
-        meaning: "`1`: print the JIT profile to stderr when the runtime is dropped or the process exits; `json`: print it as one line of JSON (feature `serde`)",
+        meaning: "`1`: print the JIT profile to stderr when the runtime is dropped or the process exits, timing every call's phases; `json`: print it as one line of JSON (feature `serde`)",
         default: "off",
         apply: |config, var| {
             if var.text()?.eq_ignore_ascii_case("json") {

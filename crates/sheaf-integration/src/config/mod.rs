@@ -90,6 +90,14 @@ pub struct JitConfig {
     /// How that profile is printed: the table, or one line of JSON (the
     /// `serde` feature; `SHEAF_JIT_PROFILE=json`).
     pub profile_format: ProfileFormat,
+    /// Times the phases every compiled call goes through (key + lookup,
+    /// input transfer, call) for [`JitRuntime::profile`](crate::JitRuntime::profile),
+    /// which counts them either way: three clock reads a call, about a
+    /// twentieth of a small call (`cargo bench -p sheaf-integration --bench
+    /// cached_call`). Default off; on whenever
+    /// [`profile_at_exit`](Self::profile_at_exit) is (`SHEAF_JIT_PROFILE`).
+    /// Lowering, compiles and interpreted calls are always timed.
+    pub time_calls: bool,
 }
 
 /// How the profile at exit is printed ([`JitConfig::profile_format`]).
@@ -273,6 +281,13 @@ impl JitConfigBuilder {
     /// `--jit-profile`).
     pub fn profile_at_exit(mut self, on: bool) -> Self {
         self.config.profile_at_exit = on;
+        self
+    }
+
+    /// Times the phases of every call for the profile
+    /// ([`JitConfig::time_calls`]).
+    pub fn time_calls(mut self, on: bool) -> Self {
+        self.config.time_calls = on;
         self
     }
 

@@ -121,7 +121,7 @@ impl JitRuntime {
         mut lower: impl FnMut(&LoweringContext<'_>) -> Result<Lowered<M>, LoweringError>,
     ) -> Result<Dispatched<M>, JitError> {
         let inner = &*self.inner;
-        let start = Instant::now();
+        let start = inner.profile.call_clock();
         // Disabled (the default), the span costs a check of its callsite's
         // interest, and its fields are never formatted: `trace_span!` alone
         // would hand them to the `log` crate on every call while no
@@ -151,7 +151,7 @@ impl JitRuntime {
                 inner
                     .cache
                     .get_or_compile(function.id(), &signature, |target| {
-                        missed_at = Some(Instant::now());
+                        missed_at = inner.profile.call_clock();
                         if let Some(variant) = inner.served_by_bundle(function, target, &signature)
                         {
                             return Ok(variant);
@@ -164,7 +164,7 @@ impl JitRuntime {
                 inner
                     .cache
                     .get_or_queue(function.id(), &signature, |target| {
-                        missed_at = Some(Instant::now());
+                        missed_at = inner.profile.call_clock();
                         if let Some(variant) = inner.served_by_bundle(function, target, &signature)
                         {
                             return Ok(Prepared::Ready(variant));
@@ -189,9 +189,10 @@ impl JitRuntime {
                     })
             }
         };
-        let looked_up = Instant::now();
-        let lookup_end = missed_at.unwrap_or(looked_up);
-        inner.profile.record(Phase::KeyLookup, lookup_end - start);
+        let looked_up = inner.profile.call_clock();
+        inner
+            .profile
+            .record_call_phase(Phase::KeyLookup, start, missed_at.or(looked_up));
         let outcome = match dispatch {
             Dispatch::Compiled { exe, origin } => {
                 let outputs = self.run(&exe, &flat, looked_up)?;
@@ -271,12 +272,13 @@ impl JitRuntime {
         self.inner.primary_uploads.upload(host)
     }
 
-    /// Runs compiled code; `start` is when the cache lookup ended.
+    /// Runs compiled code; `start` is when the cache lookup ended (`None`
+    /// when the runtime does not time calls).
     fn run(
         &self,
         variant: &Variant,
         flat: &[FlatArg<'_>],
-        start: Instant,
+        start: Option<Instant>,
     ) -> Result<Vec<Value>, JitError> {
         let profile = &self.inner.profile;
         let device = variant.entry.module().runtime().device();
@@ -303,8 +305,8 @@ impl JitRuntime {
             })
             .collect::<Result<SmallVec<[_; 4]>, _>>()?;
         let start = if inputs.iter().any(|input| matches!(input, Cow::Owned(_))) {
-            let now = Instant::now();
-            profile.record(Phase::InputTransfer, now - start);
+            let now = profile.call_clock();
+            profile.record_call_phase(Phase::InputTransfer, start, now);
             now
         } else {
             start
@@ -323,7 +325,7 @@ impl JitRuntime {
                 ))),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        profile.record(Phase::Call, start.elapsed());
+        profile.record_call_phase(Phase::Call, start, profile.call_clock());
         value::restore(values, variant.outputs.as_ref())
     }
 

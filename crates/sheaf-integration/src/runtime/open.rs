@@ -281,7 +281,7 @@ impl JitRuntime {
             cpu,
             cpu_uploads: OnceLock::new(),
             upload_settings: config.uploads,
-            profile: Profile::default(),
+            profile: Profile::new(config.time_calls || config.profile_at_exit),
             profile_at_exit: config.profile_at_exit,
             profile_format: config.profile_format,
             exit_wait: config.compile.exit_wait,
