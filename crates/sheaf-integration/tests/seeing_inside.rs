@@ -215,13 +215,16 @@ fn the_statistics_and_the_profile_serialize_as_json() {
 #[test]
 fn every_call_is_counted_and_timed_only_when_asked() {
     let dir = tempfile::tempdir().unwrap();
-    let timing = |time_calls: bool| {
+    // Timed when asked, or when the profile is printed at exit.
+    let timing = |time_calls: bool, profile_at_exit: bool| {
         let config = JitConfig::builder()
             .disk(|disk| disk.folder = DiskCacheFolder::Dir(dir.path().to_path_buf()))
             .compile(|compile| compile.mode = CompileMode::Blocking)
             .time_calls(time_calls)
+            .profile_at_exit(profile_at_exit)
             .build()
             .unwrap();
+        let timed = time_calls || profile_at_exit;
         let jit = JitRuntime::new(config).unwrap();
         ping_pong(&jit, 4);
         let profile = jit.profile();
@@ -231,13 +234,13 @@ fn every_call_is_counted_and_timed_only_when_asked() {
         };
         // Eight calls, each looked up, its host argument copied and run.
         for phase in [Phase::KeyLookup, Phase::InputTransfer, Phase::Call] {
-            assert_eq!(row(phase), (8, time_calls, time_calls), "{phase:?}");
+            assert_eq!(row(phase), (8, timed, timed), "{phase:?}");
         }
         // A miss's lowering is timed either way.
         assert!(row(Phase::Lower).1 && row(Phase::Lower).2);
         profile.to_string()
     };
-    let untimed = timing(false);
+    let untimed = timing(false, false);
     assert!(
         untimed.contains("untimed")
             && untimed
@@ -245,5 +248,6 @@ fn every_call_is_counted_and_timed_only_when_asked() {
                 .any(|l| l.contains("call") && l.contains(" 8 ")),
         "{untimed}"
     );
-    assert!(!timing(true).contains("untimed"));
+    assert!(!timing(true, false).contains("untimed"));
+    assert!(!timing(false, true).contains("untimed"));
 }
