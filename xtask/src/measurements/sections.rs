@@ -150,7 +150,9 @@ each pair's two calls alternate, on the same runtime's device, so a load
 that comes and goes shifts both. Read the ratio. A `Background` call
 builds its queued compile (the
 lowering closure and the copy of the arguments) only when it misses; the
-`Background` row shows what its hit costs beside `Blocking`'s.",
+`Background` row shows what its hit costs beside `Blocking`'s. The
+`timed` row is a runtime that times every call for its profile
+(`JitConfig::time_calls`, three clock reads a call; off by default).",
         command: bench!("cached_call"),
     },
     Section {
