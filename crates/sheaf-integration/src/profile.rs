@@ -89,17 +89,20 @@ impl Profile {
         start: Option<Instant>,
         end: Option<Instant>,
     ) {
-        let index = phase as usize;
-        if let Some((start, end)) = start.zip(end) {
-            self.nanos[index].fetch_add((end - start).as_nanos() as u64, Ordering::Relaxed);
+        match start.zip(end) {
+            Some((start, end)) => self.record(phase, end - start),
+            None => self.count(phase),
         }
-        self.counts[index].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts `phase` and adds `elapsed` to its time.
     pub(crate) fn record(&self, phase: Phase, elapsed: Duration) {
-        let index = phase as usize;
-        self.nanos[index].fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
-        self.counts[index].fetch_add(1, Ordering::Relaxed);
+        self.nanos[phase as usize].fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
+        self.count(phase);
+    }
+
+    fn count(&self, phase: Phase) {
+        self.counts[phase as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a variant loaded from `source`.
